@@ -1,0 +1,32 @@
+# Quick start: `make demo` and `make test` on a fresh machine with Python 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast bench clean
+
+$(STAMP): pyproject.toml requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m genpqr demo --out demo-output
+
+# two xdist workers on two cores: one BLAS/OpenMP thread each avoids oversubscription
+THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+test: $(STAMP)
+	$(THREADS) $(PY) -m pytest -n 2 --durations=15
+
+test-fast: $(STAMP)
+	$(THREADS) $(PY) -m pytest -n 2 -m "not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/tabular_solver.py
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache .hypothesis

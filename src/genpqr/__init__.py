@@ -1,0 +1,32 @@
+"""genpqr: reward recovery from behaviour by policy estimation and a linear Bellman equation.
+
+Under the maximum-entropy (Gumbel-shock) model, behaviour identifies the reward only up to
+potential shaping; a statewise affine normalization ``sum_a mu(a|s) r(s,a) = g(s)`` picks
+one reward. GenPQR estimates ``u = log pi``, solves ``Q = u - g + gamma P mu Q`` and reads
+off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
+"""
+
+from . import data, normalization, tabular
+from .data import Transitions, from_arrays, from_episodes, from_pandas
+from .estimator import Diagnostics, GenPQR, load
+from .exceptions import ClippingWarning, ConvergenceWarning, GenPQRWarning, NotFittedError, WeakSupportWarning
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GenPQR",
+    "Diagnostics",
+    "Transitions",
+    "from_arrays",
+    "from_pandas",
+    "from_episodes",
+    "load",
+    "data",
+    "normalization",
+    "tabular",
+    "GenPQRWarning",
+    "WeakSupportWarning",
+    "ClippingWarning",
+    "ConvergenceWarning",
+    "NotFittedError",
+]

@@ -1,0 +1,501 @@
+"""Logged transitions: the one data type every stage reads.
+
+A :class:`Transitions` holds ``n`` transitions ``(s_i, a_i, s'_i)`` with
+
+* ``states``, ``next_states``: float arrays of shape ``(n, d)`` (a tabular state is an
+  integer index stored as a single column);
+* ``actions``: integer codes ``0..K-1``; ``action_labels[code]`` is the user's label;
+* ``terminated``: the episode ended *in* ``s'`` (absorbing, zero continuation value);
+* ``truncated``: the episode was cut after this step (time limit); ``s'`` is observed and
+  bootstrapped like any other next state;
+* ``episode_ids``: an integer per row, used to group rows for cross-fitting and bootstraps;
+* optional ``outcomes`` (realised outcomes ``y``, for the behaviour normalization) and
+  ``rewards`` (logged rewards: never used by IRL, kept for supervised baselines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ._checks import as_float_array, check_length
+
+__all__ = ["Transitions", "ActionEncoder", "from_arrays", "from_pandas", "from_episodes"]
+
+
+@dataclass(frozen=True)
+class ActionEncoder:
+    """Bijection between the user's action labels and integer codes ``0..K-1``.
+
+    Parameters
+    ----------
+    labels : ndarray of shape (K,)
+        The labels, in code order (``labels[code]``).
+    """
+
+    labels: np.ndarray
+
+    def __post_init__(self):
+        labels = np.asarray(self.labels)
+        if labels.ndim != 1 or labels.size == 0:
+            raise ValueError(f"action labels must be a non-empty 1-D sequence, got shape {labels.shape}")
+        if len(np.unique(labels)) != labels.size:
+            raise ValueError(f"action labels must be distinct, got {labels.tolist()}")
+        object.__setattr__(self, "labels", labels)
+
+    @property
+    def n_actions(self) -> int:
+        return int(self.labels.size)
+
+    @classmethod
+    def from_observed(cls, actions) -> "ActionEncoder":
+        """Sorted unique labels of ``actions``."""
+        return cls(np.unique(np.asarray(actions)))
+
+    def encode(self, actions, name: str = "actions") -> np.ndarray:
+        """Codes ``(n,)`` int64 for labels ``actions``; unknown labels raise ``ValueError``."""
+        actions = np.asarray(actions)
+        if actions.ndim == 2 and actions.shape[1] == 1:
+            actions = actions[:, 0]
+        if actions.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D array of action labels, got shape {actions.shape}")
+        if actions.dtype.kind == "f" and not np.all(np.isfinite(actions)):
+            raise ValueError(f"{name} must not contain NaN/inf")
+        order = np.argsort(self.labels, kind="stable")
+        sorted_labels = self.labels[order]
+        try:
+            pos = np.searchsorted(sorted_labels, actions)
+        except TypeError as exc:
+            raise TypeError(
+                f"{name} has labels of type {actions.dtype} that cannot be compared with the known "
+                f"action labels {self.labels.tolist()}"
+            ) from exc
+        pos = np.clip(pos, 0, len(sorted_labels) - 1)
+        known = sorted_labels[pos] == actions
+        if not np.all(known):
+            unknown = np.unique(actions[~known])[:5].tolist()
+            raise ValueError(
+                f"{name} contains action label(s) {unknown} that the model never saw; "
+                f"known labels are {self.labels.tolist()}"
+            )
+        return order[pos].astype(np.int64)
+
+    def encode_one(self, label, name: str = "action") -> int:
+        return int(self.encode(np.asarray([label]), name=name)[0])
+
+    def decode(self, codes) -> np.ndarray:
+        """Labels for integer codes."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.size and (codes.min() < 0 or codes.max() >= self.n_actions):
+            raise ValueError(f"action codes must be in [0, {self.n_actions}), got [{codes.min()}, {codes.max()}]")
+        return self.labels[codes]
+
+
+@dataclass(frozen=True, eq=False)
+class Transitions:
+    """Validated logged transitions. Build with :func:`from_arrays`, :func:`from_pandas` or
+    :func:`from_episodes` rather than directly.
+
+    Attributes
+    ----------
+    states, next_states : ndarray of shape (n, d), float64
+    actions : ndarray of shape (n,), int64 codes in ``0..K-1``
+    terminated, truncated : ndarray of shape (n,), bool
+    episode_ids : ndarray of shape (n,), int64
+    encoder : ActionEncoder
+    outcomes, rewards : ndarray of shape (n,) or None
+    timesteps : ndarray of shape (n,) or None
+    """
+
+    states: np.ndarray
+    actions: np.ndarray
+    next_states: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_ids: np.ndarray
+    encoder: ActionEncoder
+    outcomes: np.ndarray | None = None
+    rewards: np.ndarray | None = None
+    timesteps: np.ndarray | None = None
+    state_names: tuple[str, ...] | None = field(default=None)
+
+    def __post_init__(self):
+        n = self.actions.shape[0]
+        if self.states.ndim != 2 or self.next_states.shape != self.states.shape:
+            raise ValueError(
+                f"states and next_states must both have shape (n, d); got {self.states.shape} and "
+                f"{self.next_states.shape}"
+            )
+        for name in ("states", "terminated", "truncated", "episode_ids"):
+            check_length(getattr(self, name), n, name, "actions")
+        for name in ("outcomes", "rewards", "timesteps"):
+            value = getattr(self, name)
+            if value is not None:
+                check_length(value, n, name, "actions")
+        if n and (self.actions.min() < 0 or self.actions.max() >= self.encoder.n_actions):
+            raise ValueError("actions must be codes in [0, K)")
+        for arr in (self.states, self.actions, self.next_states, self.terminated, self.truncated, self.episode_ids):
+            arr.setflags(write=False)
+
+    # ------------------------------------------------------------------ shape facts
+    @property
+    def n(self) -> int:
+        """Number of transitions."""
+        return int(self.actions.shape[0])
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def state_dim(self) -> int:
+        return int(self.states.shape[1])
+
+    @property
+    def n_actions(self) -> int:
+        return self.encoder.n_actions
+
+    @property
+    def action_labels(self) -> np.ndarray:
+        return self.encoder.labels
+
+    @property
+    def n_episodes(self) -> int:
+        return int(np.unique(self.episode_ids).size)
+
+    @property
+    def continues(self) -> np.ndarray:
+        """``1 - terminated`` as float, shape (n,): the weight of the continuation term."""
+        return 1.0 - self.terminated.astype(np.float64)
+
+    def action_counts(self) -> np.ndarray:
+        """Number of rows per action code, shape (K,)."""
+        return np.bincount(self.actions, minlength=self.n_actions)
+
+    def labels_of(self, codes=None) -> np.ndarray:
+        """The user's labels of ``codes`` (default: of every row's action)."""
+        return self.encoder.decode(self.actions if codes is None else codes)
+
+    # ------------------------------------------------------------------ subsets
+    def subset(self, index) -> "Transitions":
+        """Rows ``index`` (a boolean mask or integer indices); the action coding is kept."""
+        index = np.asarray(index)
+
+        def take(x):
+            return None if x is None else np.array(x[index])
+
+        return replace(
+            self,
+            states=take(self.states),
+            actions=take(self.actions),
+            next_states=take(self.next_states),
+            terminated=take(self.terminated),
+            truncated=take(self.truncated),
+            episode_ids=take(self.episode_ids),
+            outcomes=take(self.outcomes),
+            rewards=take(self.rewards),
+            timesteps=take(self.timesteps),
+        )
+
+    def episode_folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(train_index, test_index) pairs of a K-fold split that keeps episodes whole."""
+        from sklearn.model_selection import GroupKFold
+
+        if n_splits < 2:
+            raise ValueError(f"n_splits must be at least 2, got {n_splits}")
+        if self.n_episodes < n_splits:
+            raise ValueError(f"cannot make {n_splits} episode folds from {self.n_episodes} episode(s)")
+        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
+        return [(tr, te) for tr, te in splitter.split(self.states, groups=self.episode_ids)]
+
+    def split_episodes(self, test_fraction: float, random_state=None) -> tuple["Transitions", "Transitions"]:
+        """Random train/test split by whole episodes."""
+        from ._checks import check_random_state
+
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        episodes = np.unique(self.episode_ids)
+        if episodes.size < 2:
+            raise ValueError("need at least 2 episodes to split by episode")
+        rng = check_random_state(random_state)
+        n_test = min(max(1, int(round(test_fraction * episodes.size))), episodes.size - 1)
+        test_eps = rng.choice(episodes, size=n_test, replace=False)
+        is_test = np.isin(self.episode_ids, test_eps)
+        return self.subset(~is_test), self.subset(is_test)
+
+    def to_pandas(self, state_columns: Sequence[str] | None = None):
+        """Long-format frame: one row per transition with state, action label, next state."""
+        import pandas as pd
+
+        names = list(state_columns or self.state_names or [f"s{j}" for j in range(self.state_dim)])
+        frame = pd.DataFrame(self.states, columns=names)
+        frame.insert(0, "episode", self.episode_ids)
+        if self.timesteps is not None:
+            frame.insert(1, "time", self.timesteps)
+        frame["action"] = self.labels_of()
+        for j, name in enumerate(names):
+            frame[f"next_{name}"] = self.next_states[:, j]
+        frame["terminated"] = self.terminated
+        frame["truncated"] = self.truncated
+        if self.outcomes is not None:
+            frame["outcome"] = self.outcomes
+        return frame
+
+
+# ---------------------------------------------------------------------- builders
+def _flags(x, n: int, name: str) -> np.ndarray:
+    if x is None:
+        return np.zeros(n, dtype=bool)
+    arr = np.asarray(x)
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+    if arr.dtype != bool:
+        if not np.issubdtype(arr.dtype, np.number) or not np.all(np.isin(arr, (0, 1))):
+            raise TypeError(f"{name} must be boolean (or 0/1), got dtype {arr.dtype}")
+        arr = arr.astype(bool)
+    return arr.copy()
+
+
+def _optional_vector(x, n: int, name: str) -> np.ndarray | None:
+    if x is None:
+        return None
+    arr = as_float_array(x, name, ndim=1)
+    check_length(arr, n, name, "actions")
+    return arr.copy()
+
+
+def from_arrays(
+    states,
+    actions,
+    next_states,
+    *,
+    terminated=None,
+    truncated=None,
+    episode_ids=None,
+    outcomes=None,
+    rewards=None,
+    timesteps=None,
+    action_labels=None,
+    state_names: Sequence[str] | None = None,
+) -> Transitions:
+    """Transitions from arrays.
+
+    Parameters
+    ----------
+    states, next_states : array-like of shape (n, d) or (n,)
+        Numeric; a 1-D array is one state variable (e.g. a tabular index).
+    actions : array-like of shape (n,)
+        Any labels (ints, strings, ...); mapped to codes ``0..K-1``.
+    terminated, truncated : array-like of bool, shape (n,), optional
+    episode_ids : array-like of shape (n,), optional
+        Default: every row is its own episode.
+    outcomes, rewards, timesteps : array-like of shape (n,), optional
+    action_labels : sequence, optional
+        The full label set in code order. Default: the sorted observed labels. Give it when
+        some actions are never observed or when codes must follow a fixed order.
+    """
+    states_arr = as_float_array(states, "states", ndim=2, allow_1d_as_column=True).copy()
+    next_arr = as_float_array(next_states, "next_states", ndim=2, allow_1d_as_column=True).copy()
+    actions_raw = np.asarray(actions)
+    if actions_raw.ndim == 2 and actions_raw.shape[1] == 1:
+        actions_raw = actions_raw[:, 0]
+    if actions_raw.ndim != 1:
+        raise ValueError(f"actions must be 1-D with one label per row, got shape {actions_raw.shape}")
+    n = actions_raw.shape[0]
+    if n == 0:
+        raise ValueError("transitions must contain at least one row, got 0")
+    check_length(states_arr, n, "states", "actions")
+    check_length(next_arr, n, "next_states", "actions")
+    if next_arr.shape[1] != states_arr.shape[1]:
+        raise ValueError(
+            f"next_states must have the same number of columns as states ({states_arr.shape[1]}), "
+            f"got {next_arr.shape[1]}"
+        )
+    if actions_raw.dtype == object and any(a is None for a in actions_raw):
+        raise ValueError("actions must not contain missing values (None)")
+    encoder = ActionEncoder(np.asarray(action_labels)) if action_labels is not None else ActionEncoder.from_observed(actions_raw)
+    codes = encoder.encode(actions_raw)
+    if episode_ids is None:
+        ep = np.arange(n, dtype=np.int64)
+    else:
+        ep_raw = np.asarray(episode_ids)
+        if ep_raw.shape != (n,):
+            raise ValueError(f"episode_ids must have shape ({n},), got {ep_raw.shape}")
+        ep = np.unique(ep_raw, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    return Transitions(
+        states=states_arr,
+        actions=codes,
+        next_states=next_arr,
+        terminated=_flags(terminated, n, "terminated"),
+        truncated=_flags(truncated, n, "truncated"),
+        episode_ids=ep,
+        encoder=encoder,
+        outcomes=_optional_vector(outcomes, n, "outcomes"),
+        rewards=_optional_vector(rewards, n, "rewards"),
+        timesteps=_optional_vector(timesteps, n, "timesteps"),
+        state_names=tuple(state_names) if state_names is not None else None,
+    )
+
+
+def from_pandas(
+    frame,
+    *,
+    episode: str,
+    time: str,
+    state: str | Sequence[str],
+    action: str,
+    terminated: str | None = None,
+    truncated: str | None = None,
+    outcome: str | None = None,
+    reward: str | None = None,
+    action_labels=None,
+) -> Transitions:
+    """Transitions from a long-format frame: one row per (episode, time step).
+
+    The next state of a row is the state of the following time step of the same episode.
+    The last row of an episode has no observed next state: it is kept (as a terminated
+    transition) only when its ``terminated`` flag is true, otherwise dropped. Within an
+    episode the earlier rows are bootstrapped; the row before the dropped last row is
+    marked ``truncated`` unless the episode terminated.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+    episode, time, action : str
+        Column names.
+    state : str or list of str
+        State column name(s).
+    terminated, truncated, outcome, reward : str, optional
+        Column names. ``terminated`` marks a step after which the episode ends in an
+        absorbing state; ``truncated`` a step after which logging stopped.
+    action_labels : sequence, optional
+        Full label set in code order.
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    state_cols = [state] if isinstance(state, str) else list(state)
+    wanted = [episode, time, action, *state_cols] + [c for c in (terminated, truncated, outcome, reward) if c]
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame is missing column(s) {missing}; it has {list(frame.columns)}")
+    for col in state_cols:
+        if not pd.api.types.is_numeric_dtype(frame[col]):
+            raise TypeError(f"state column {col!r} must be numeric, got dtype {frame[col].dtype}")
+    if frame[action].isna().any():
+        raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
+    df = frame.sort_values([episode, time], kind="stable")
+    if df.duplicated([episode, time]).any():
+        dup = df.loc[df.duplicated([episode, time]), [episode, time]].iloc[0].tolist()
+        raise ValueError(f"({episode}, {time}) pairs must be unique; {dup} appears more than once")
+    ep = df[episode].to_numpy()
+    states = df[state_cols].to_numpy(dtype=np.float64)
+    same_next = np.zeros(len(df), dtype=bool)
+    same_next[:-1] = ep[:-1] == ep[1:]
+    is_last = ~same_next
+    term = df[terminated].to_numpy().astype(bool) if terminated else np.zeros(len(df), dtype=bool)
+    trunc = df[truncated].to_numpy().astype(bool) if truncated else np.zeros(len(df), dtype=bool)
+    if np.any(term & same_next):
+        raise ValueError(f"column {terminated!r} marks a step as terminal although its episode continues")
+    keep = same_next | term
+    next_states = np.empty_like(states)
+    next_states[:-1] = states[1:]
+    next_states[is_last] = states[is_last]  # placeholder, never used: terminated rows have no continuation
+    # the row before a dropped episode end is where logging stopped
+    before_drop = np.zeros(len(df), dtype=bool)
+    before_drop[:-1] = is_last[1:] & ~term[1:] & same_next[:-1]
+    trunc = (trunc | before_drop) & keep
+    idx = np.flatnonzero(keep)
+
+    def col(name):
+        return None if not name else df[name].to_numpy()[idx]
+
+    return from_arrays(
+        states[idx],
+        df[action].to_numpy()[idx],
+        next_states[idx],
+        terminated=term[idx],
+        truncated=trunc[idx],
+        episode_ids=ep[idx],
+        outcomes=col(outcome),
+        rewards=col(reward),
+        timesteps=df[time].to_numpy(dtype=np.float64)[idx],
+        action_labels=action_labels if action_labels is not None else np.unique(df[action].to_numpy()),
+        state_names=state_cols,
+    )
+
+
+def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None) -> Transitions:
+    """Transitions from a list of episodes.
+
+    Each episode is a mapping with ``"states"`` of shape (T+1, d) (every visited state,
+    including the last) or (T, d), ``"actions"`` of shape (T,), and optionally
+    ``"terminated"`` (bool: the episode ended in an absorbing state), ``"outcomes"`` and
+    ``"rewards"`` of shape (T,). With T+1 states the final transition is terminated or
+    truncated according to ``"terminated"``; with T states the last step has no observed
+    next state and is kept only if the episode terminated.
+    """
+    episodes = list(episodes)
+    cols: dict[str, list] = {k: [] for k in ("s", "a", "s2", "term", "trunc", "ep", "t", "y", "r")}
+    has_y = has_r = None
+    for e, episode in enumerate(episodes):
+        if not isinstance(episode, Mapping) or "states" not in episode or "actions" not in episode:
+            raise TypeError(f"episode {e} must be a mapping with 'states' and 'actions'")
+        s = as_float_array(episode["states"], f"episodes[{e}]['states']", ndim=2, allow_1d_as_column=True)
+        a = np.asarray(episode["actions"])
+        T = a.shape[0]
+        if a.ndim != 1 or T == 0:
+            raise ValueError(f"episodes[{e}]['actions'] must be a non-empty 1-D array, got shape {a.shape}")
+        done = bool(episode.get("terminated", False))
+        if s.shape[0] == T + 1:
+            s_now, s_next, m = s[:-1], s[1:], T
+        elif s.shape[0] == T:
+            m = T if done else T - 1
+            s_now, s_next = s[:m], np.vstack([s[1:], s[-1:]])[:m]
+        else:
+            raise ValueError(f"episodes[{e}]['states'] must have T+1={T + 1} or T={T} rows, got {s.shape[0]}")
+        term = np.zeros(m, dtype=bool)
+        trunc = np.zeros(m, dtype=bool)
+        if m:
+            term[-1] = done
+            trunc[-1] = not done
+        for key, flag_name in (("outcomes", "y"), ("rewards", "r")):
+            present = key in episode
+            if flag_name == "y":
+                has_y = present if has_y is None else has_y
+                if present != has_y:
+                    raise ValueError("either every episode or none must have 'outcomes'")
+            else:
+                has_r = present if has_r is None else has_r
+                if present != has_r:
+                    raise ValueError("either every episode or none must have 'rewards'")
+            if present:
+                vals = as_float_array(episode[key], f"episodes[{e}]['{key}']", ndim=1)
+                if vals.shape[0] != T:
+                    raise ValueError(f"episodes[{e}]['{key}'] must have {T} entries, got {vals.shape[0]}")
+                cols[flag_name].append(vals[:m])
+        cols["s"].append(s_now)
+        cols["s2"].append(s_next)
+        cols["a"].append(a[:m])
+        cols["term"].append(term)
+        cols["trunc"].append(trunc)
+        cols["ep"].append(np.full(m, e, dtype=np.int64))
+        cols["t"].append(np.arange(m, dtype=np.float64))
+    if not cols["s"]:
+        raise ValueError("episodes must contain at least one episode")
+    cat = {k: (np.concatenate(v) if v else None) for k, v in cols.items()}
+    all_actions = np.concatenate([np.asarray(ep["actions"]) for ep in episodes]) if action_labels is None else None
+    return from_arrays(
+        cat["s"],
+        cat["a"],
+        cat["s2"],
+        terminated=cat["term"],
+        truncated=cat["trunc"],
+        episode_ids=cat["ep"],
+        outcomes=cat["y"],
+        rewards=cat["r"],
+        timesteps=cat["t"],
+        action_labels=action_labels if action_labels is not None else np.unique(all_actions),
+    )

@@ -1,0 +1,522 @@
+r"""``GenPQR``: policy estimation, then Q-evaluation, then reward read-off (paper, Alg. 1).
+
+    u(s, a) = log pi_hat(a|s)                         stage 1, any classifier
+    Q = u - g + gamma P mu Q                          stage 2, FQE or exact solve
+    r = Q - mu Q + g,   v = (u - g - Q) / gamma = -P mu Q   (Theorem "IRL via a Bellman equation")
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from . import tabular
+from ._checks import as_float_array, check_gamma, check_state_indices, seed_from
+from .data import Transitions
+from .exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
+from .normalization import (
+    FixedOffset,
+    FixedWeights,
+    Normalization,
+    OutcomeOffset,
+    ValueOffset,
+    mean_zero,
+)
+from .policy import DEFAULT_CLIP, FittedPolicy, FrequencyClassifier, check_classifier, clip_proba, fit_policy
+from .qeval import FQE, make_q_model
+
+__all__ = ["GenPQR", "Diagnostics", "load"]
+
+
+@dataclass
+class Diagnostics:
+    """What a user needs to trust a fit (all computed on the training data).
+
+    Attributes
+    ----------
+    n_transitions, n_episodes : int
+    action_counts : dict label -> rows
+    support_count : int
+        Rows whose action has positive weight under ``mu`` at their state (for an anchor
+        normalization: the anchor count).
+    policy_log_loss : float
+        ``-mean log pi_hat(a_i|s_i)`` with clipped probabilities; out-of-fold when
+        cross-fitting (``policy_log_loss_kind``), else in-sample.
+    fraction_clipped : float
+        Share of rows whose observed action's probability hit a clip bound.
+    max_mu_over_pi : float
+        ``max_{i, a} mu(a|s_i) / pi_hat(a|s_i)``: the coverage constant of the theory.
+    bellman_residuals, target_changes : list of float
+        Per FQE iteration (empty for the exact solver).
+    n_iterations : int
+    converged : bool
+    solver : str
+    """
+
+    n_transitions: int
+    n_episodes: int
+    action_counts: dict
+    support_count: int
+    policy_log_loss: float
+    policy_log_loss_kind: str
+    fraction_clipped: float
+    max_mu_over_pi: float
+    bellman_residuals: list = field(default_factory=list)
+    target_changes: list = field(default_factory=list)
+    n_iterations: int = 0
+    converged: bool = True
+    solver: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ============================================================================ stage-2 results
+class _ExactStage2:
+    """Tables on a finite state space (states are indices)."""
+
+    def __init__(self, recovery: tabular.TabularRecovery, kernel, counts):
+        self.recovery, self.kernel, self.counts = recovery, kernel, counts
+        self.n_states = recovery.q.shape[0]
+
+    def _idx(self, states):
+        return check_state_indices(states, self.n_states)
+
+    def q(self, states):
+        return self.recovery.q[self._idx(states)]
+
+    def mu(self, states, proba=None):
+        return self.recovery.mu[self._idx(states)]
+
+    def g(self, states):
+        return self.recovery.g[self._idx(states)]
+
+    def u(self, states):
+        return self.recovery.log_policy[self._idx(states)]
+
+
+class _SampleStage2:
+    """FQE's fitted Q with callables for mu, g and u."""
+
+    def __init__(self, fqe: FQE, normalization: Normalization, policy: FittedPolicy, g_fn, n_actions: int):
+        self.fqe, self.normalization, self.policy, self.g_fn, self.n_actions = fqe, normalization, policy, g_fn, n_actions
+
+    def q(self, states):
+        return self.fqe.predict_q(states)
+
+    def mu(self, states, proba=None):
+        if proba is None and self.normalization.mu.needs_policy:
+            proba = self.policy.proba(states)
+        return self.normalization.weights(states, self.n_actions, proba)
+
+    def g(self, states):
+        return self.g_fn(states)
+
+    def u(self, states):
+        return self.policy.log_proba(states)
+
+
+# ============================================================================ the estimator
+class GenPQR(BaseEstimator):
+    """Generalized Policy-to-Q-to-Reward (GenPQR) reward recovery.
+
+    Parameters
+    ----------
+    normalization : Normalization, optional
+        ``mu r = g`` (see :mod:`genpqr.normalization`). Default: ``mean_zero()``.
+    gamma : float in [0, 1)
+    policy_model : classifier with ``predict_proba``, optional
+        Stage 1. Default: :class:`~genpqr.policy.FrequencyClassifier` for the exact
+        tabular path, else standardized multinomial logistic regression.
+    q_model : "exact", regressor, or native Q-model, optional
+        Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and
+        the Bellman equation is solved exactly. Otherwise FQE with this regressor (default
+        ``HistGradientBoostingRegressor``).
+    encoding : {"auto", "per_action", "joint", "native"}
+        How a regressor sees actions (see :mod:`genpqr.qeval`).
+    n_iterations : int
+        Maximum FQE iterations K.
+    tol : float or None
+        FQE stopping rule on the sup change of the Bellman targets.
+    warm_start : "auto" or bool
+    clip : (low, high) or None
+        Probability clip bounds (renormalized after clipping); the paper's (0.01, 0.99).
+    cross_fit : int or None
+        Number of episode folds for cross-fitting stage 1.
+    n_states : int, optional
+        Number of tabular states (exact path; default max index + 1).
+    solver : str
+        Linear solver of the exact path (:func:`genpqr.tabular.solve_linear_bellman`).
+    validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.qeval.FQE`).
+    offset_model : regressor, optional
+        Estimates data-driven ``g`` (outcome or value normalizations) when the
+        normalization does not name one. Default gradient boosting.
+    min_support : int
+        Warn (:class:`WeakSupportWarning`) when fewer rows support ``mu``.
+    random_state : int or None
+    progress : bool or None
+        Progress bars (None: only on a terminal).
+
+    Attributes
+    ----------
+    policy_ : FittedPolicy
+    normalization_ : Normalization (labels bound to codes)
+    encoder_ : ActionEncoder
+    diagnostics_ : Diagnostics
+    training_data_ : Transitions
+    """
+
+    def __init__(self, normalization=None, gamma=0.9, policy_model=None, q_model=None, encoding="auto",
+                 n_iterations=100, tol=1e-6, warm_start="auto", clip=DEFAULT_CLIP, cross_fit=None, n_states=None,
+                 solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
+                 random_state=None, progress=None):
+        self.normalization = normalization
+        self.gamma = gamma
+        self.policy_model = policy_model
+        self.q_model = q_model
+        self.encoding = encoding
+        self.n_iterations = n_iterations
+        self.tol = tol
+        self.warm_start = warm_start
+        self.clip = clip
+        self.cross_fit = cross_fit
+        self.n_states = n_states
+        self.solver = solver
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.offset_model = offset_model
+        self.min_support = min_support
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ fitting
+    @property
+    def _exact(self) -> bool:
+        return isinstance(self.q_model, str) and self.q_model == "exact"
+
+    def fit(self, data: Transitions, y=None):
+        """Fit both stages on logged transitions; returns self."""
+        if not isinstance(data, Transitions):
+            raise TypeError(
+                f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
+                f"from_episodes), got {type(data).__name__}"
+            )
+        if isinstance(self.q_model, str) and self.q_model != "exact":
+            raise ValueError(f"q_model must be 'exact', a regressor or a native Q-model; got the string {self.q_model!r}")
+        self.gamma_ = check_gamma(self.gamma)
+        self.encoder_ = data.encoder
+        self.n_actions_ = data.n_actions
+        if self._exact:
+            self.n_states_ = self._infer_n_states(data)
+        policy_model = self.policy_model
+        if policy_model is None:
+            policy_model = (FrequencyClassifier(n_states=self.n_states_) if self._exact
+                            else make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)))
+        check_classifier(policy_model)
+        self.training_data_ = data
+        self.policy_ = fit_policy(policy_model, data, clip=self.clip, cross_fit=self.cross_fit,
+                                  random_state=seed_from(self.random_state))
+        self._fit_stage2(self.normalization if self.normalization is not None else mean_zero())
+        return self
+
+    def _infer_n_states(self, data):
+        if data.state_dim != 1:
+            raise ValueError(f"q_model='exact' needs tabular states (one index column), got {data.state_dim} columns")
+        n_states = self.n_states
+        if n_states is None:
+            n_states = int(max(data.states.max(), data.next_states.max())) + 1
+        check_state_indices(data.states, n_states, "states")
+        check_state_indices(data.next_states, n_states, "next_states")
+        return int(n_states)
+
+    def _fit_stage2(self, normalization):
+        if not isinstance(normalization, Normalization):
+            raise TypeError(f"normalization must be a genpqr Normalization, got {type(normalization).__name__}")
+        data = self.training_data_
+        norm = normalization.bind(data.encoder.encode)
+        raw = self.policy_.training_raw_proba(data.states)
+        proba, clipped = clip_proba(raw, self.policy_.clip)
+        mu_rows = norm.weights(data.states, self.n_actions_, proba)
+        self._check_support(norm, data, mu_rows)
+        self.normalization_ = norm
+        if self._exact:
+            self.stage2_ = self._fit_exact(norm, data)
+        else:
+            self.stage2_ = self._fit_fqe(norm, data, proba)
+        self.diagnostics_ = self._diagnostics(data, raw, proba, clipped, mu_rows)
+
+    def _check_support(self, norm, data, mu_rows):
+        counts = data.action_counts()
+        needed = np.flatnonzero((mu_rows.max(axis=0) > 0) & (counts == 0))
+        if needed.size:
+            labels = data.encoder.decode(needed).tolist()
+            what = "anchor action" if norm.name in ("anchor", "state-anchor") else "action"
+            raise ValueError(
+                f"the normalization ({norm.describe()}) puts weight on {what}(s) {labels} that never occur "
+                f"in the data; the data cannot support this normalization"
+            )
+        support = int(np.sum(mu_rows[np.arange(data.n), data.actions] > 0))
+        if support < self.min_support:
+            warnings.warn(
+                f"weak support for the normalization ({norm.describe()}): only {support} of {data.n} rows take an "
+                f"action with positive weight under mu (min_support={self.min_support})",
+                WeakSupportWarning, stacklevel=3,
+            )
+
+    def _fit_exact(self, norm, data):
+        S, K = self.n_states_, self.n_actions_
+        kernel, counts = tabular.estimate_transitions(
+            data.states, data.actions, data.next_states, S, K, terminated=data.terminated)
+        grid = np.arange(S, dtype=np.float64)[:, None]
+        u = np.log(self.policy_.proba(grid))
+        if isinstance(norm.g, OutcomeOffset):
+            norm = Normalization(norm.mu, FixedOffset(self._state_means(data)), norm.name)
+        recovery = tabular.recover_reward(u, kernel, self.gamma_, norm, solver=self.solver)
+        return _ExactStage2(recovery, kernel, counts)
+
+    def _state_means(self, data):
+        y = self._outcomes(data)
+        s = check_state_indices(data.states, self.n_states_)
+        sums = np.bincount(s, weights=y, minlength=self.n_states_)
+        counts = np.bincount(s, minlength=self.n_states_)
+        return np.where(counts > 0, sums / np.maximum(counts, 1), y.mean())
+
+    @staticmethod
+    def _outcomes(data):
+        if data.outcomes is None:
+            raise ValueError("behavior() with g=None estimates g = E[y|s] from outcomes, but the data has no outcomes")
+        return data.outcomes
+
+    def _fit_fqe(self, norm, data, proba):
+        next_proba = clip_proba(self.policy_.training_raw_proba(data.next_states), self.policy_.clip)[0]
+        policy = self.policy_
+        K = self.n_actions_
+
+        def mu_fn(states, p=None):
+            if p is None and norm.mu.needs_policy:
+                p = policy.proba(states)
+            return norm.weights(states, K, p)
+
+        g_fn = self._fit_offset(norm, data, mu_fn)
+        g_rows = g_fn(data.states)
+        u_rows = np.log(proba[np.arange(data.n), data.actions])
+        fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
+                  warm_start=self.warm_start, validation_fraction=self.validation_fraction,
+                  n_iter_no_change=self.n_iter_no_change, progress=self.progress, random_state=self.random_state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
+            fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows,
+                    mu_fn(data.next_states, next_proba), self.gamma_, groups=data.episode_ids)
+        if self.tol is not None and not fqe.converged_ and not self.validation_fraction:
+            from .exceptions import ConvergenceWarning
+
+            warnings.warn(f"FQE did not reach tol={self.tol:g} in {self.n_iterations} iterations (last target "
+                          f"change {fqe.history_.target_change[-1]:.3g})", ConvergenceWarning, stacklevel=3)
+        return _SampleStage2(fqe, norm, policy, g_fn, K)
+
+    def _fit_offset(self, norm, data, mu_fn):
+        offset = norm.g
+        if isinstance(offset, OutcomeOffset):
+            model = clone(offset.regressor or self.offset_model or _default_regressor(self.random_state))
+            model.fit(data.states, self._outcomes(data))
+            return lambda states: np.asarray(model.predict(as_float_array(states, "states", ndim=2)), dtype=np.float64)
+        if isinstance(offset, ValueOffset):
+            return self._fit_value_offset(offset, data, mu_fn)
+        return offset
+
+    def _fit_value_offset(self, offset, data, mu_fn):
+        """``g = h - gamma mu P h`` with ``(P h)(s, a)`` regressed per action."""
+        h = FixedOffset(offset.h)
+        gamma = self.gamma_
+        if np.ndim(offset.h) == 0 and not callable(offset.h) and not data.terminated.any():
+            return lambda states: np.full(len(states), float(offset.h) * (1.0 - gamma))
+        target = h(data.next_states) * data.continues
+        base = offset.regressor or self.offset_model or _default_regressor(self.random_state)
+        ph = make_q_model(base, "per_action", self.n_actions_, warm_start=False)
+        ph.fit_q(data.states, data.actions, target, self.n_actions_)
+
+        def g(states):
+            states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+            return h(states) - gamma * np.sum(mu_fn(states) * ph.predict_q(states), axis=1)
+
+        return g
+
+    def _diagnostics(self, data, raw, proba, clipped, mu_rows):
+        rows = np.arange(data.n)
+        stage2 = self.stage2_
+        if isinstance(stage2, _SampleStage2):
+            hist = stage2.fqe.history_
+            extra = dict(bellman_residuals=list(hist.bellman_residual), target_changes=list(hist.target_change),
+                         n_iterations=stage2.fqe.n_iter_, converged=bool(stage2.fqe.converged_), solver="fqe")
+        else:
+            info = stage2.recovery.solve
+            extra = dict(bellman_residuals=[info.residual], n_iterations=info.iterations,
+                         converged=True, solver=info.solver)
+        diag = Diagnostics(
+            n_transitions=data.n,
+            n_episodes=data.n_episodes,
+            action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
+            support_count=int(np.sum(mu_rows[rows, data.actions] > 0)),
+            policy_log_loss=float(-np.mean(np.log(proba[rows, data.actions]))),
+            policy_log_loss_kind="out-of-fold" if self.cross_fit else "in-sample",
+            fraction_clipped=float(np.mean(clipped[rows, data.actions])),
+            max_mu_over_pi=float(np.max(mu_rows / proba)),
+            **extra,
+        )
+        if diag.fraction_clipped > 0.05:
+            warnings.warn(f"{diag.fraction_clipped:.1%} of the observed actions' probabilities hit the clip bounds "
+                          f"{self.policy_.clip}; the log-policy there is the bound", ClippingWarning, stacklevel=3)
+        return diag
+
+    # ------------------------------------------------------------------ prediction
+    def _check_fitted(self):
+        if not hasattr(self, "stage2_"):
+            raise NotFittedError("this GenPQR is not fitted yet; call fit(transitions) first")
+
+    def _states(self, states):
+        self._check_fitted()
+        X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+        d = self.training_data_.state_dim
+        if X.shape[1] != d:
+            raise ValueError(f"states must have {d} column(s) like the training data, got {X.shape[1]}")
+        return X
+
+    def _select(self, table, actions):
+        if actions is None:
+            return table
+        codes = self.encoder_.encode(actions)
+        if codes.shape[0] != table.shape[0]:
+            raise ValueError(f"actions has {codes.shape[0]} entries but states has {table.shape[0]} rows")
+        return table[np.arange(table.shape[0]), codes]
+
+    def log_policy(self, states) -> np.ndarray:
+        """``u(s, .) = log pi_hat(.|s)`` (clipped), shape (n, K)."""
+        return self.stage2_.u(self._states(states))
+
+    def q(self, states, actions=None) -> np.ndarray:
+        """``Q^mu_{u-g}``: (n, K), or (n,) at the given action labels."""
+        return self._select(self.stage2_.q(self._states(states)), actions)
+
+    def reward(self, states, actions=None) -> np.ndarray:
+        """``r = Q - mu Q + g``: (n, K), or (n,) at the given action labels."""
+        X = self._states(states)
+        q = self.stage2_.q(X)
+        mu_q = np.sum(self.stage2_.mu(X) * q, axis=1)
+        return self._select(q - mu_q[:, None] + self.stage2_.g(X)[:, None], actions)
+
+    def continuation(self, states, actions=None) -> np.ndarray:
+        """``v = (u - g - Q) / gamma`` (= ``-P mu Q``): (n, K) or (n,). Zero when gamma = 0."""
+        X = self._states(states)
+        if isinstance(self.stage2_, _ExactStage2):
+            return self._select(self.stage2_.recovery.continuation[self.stage2_._idx(X)], actions)
+        if self.gamma_ == 0:
+            return self._select(np.zeros((X.shape[0], self.n_actions_)), actions)
+        v = (self.stage2_.u(X) - self.stage2_.g(X)[:, None] - self.stage2_.q(X)) / self.gamma_
+        return self._select(v, actions)
+
+    def reward_table(self):
+        """Exact path: the reward as a DataFrame (states x action labels)."""
+        import pandas as pd
+
+        self._check_fitted()
+        if not isinstance(self.stage2_, _ExactStage2):
+            raise ValueError("reward_table() needs the exact tabular path (q_model='exact')")
+        return pd.DataFrame(self.stage2_.recovery.reward, columns=self.encoder_.labels)
+
+    def policy_log_loss(self, data: Transitions) -> float:
+        """``-mean log pi_hat(a|s)`` on (held-out) transitions, with clipped probabilities."""
+        self._check_fitted()
+        codes = self.encoder_.encode(data.labels_of())
+        u = self.log_policy(data.states)
+        return float(-np.mean(u[np.arange(data.n), codes]))
+
+    # ------------------------------------------------------------------ re-use of stage 1
+    def renormalize(self, normalization: Normalization) -> "GenPQR":
+        """A copy under another normalization, re-solving stage 2 only (stage 1 is re-used;
+        remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged."""
+        self._check_fitted()
+        new = copy.copy(self)
+        new.normalization = normalization
+        new._fit_stage2(normalization)
+        return new
+
+    def policy_value_difference(self, policy_1, policy_2, states=None) -> np.ndarray:
+        r"""``V^{pi_1}(s) - V^{pi_2}(s)`` under the reward ``u = log pi_hat`` (no normalization
+        needed: Theorem "Identification of policy value differences").
+
+        Policies are a Normalization (its ``mu``), an (S, K) / (K,) array of probabilities or a
+        callable ``states -> (n, K)``. Returns shape (S,) on the exact path (or at ``states``),
+        else at ``states`` (default: the training states).
+        """
+        self._check_fitted()
+        pols = [_as_weights(p) for p in (policy_1, policy_2)]
+        if isinstance(self.stage2_, _ExactStage2):
+            grid = np.arange(self.n_states_, dtype=np.float64)[:, None]
+            u = self.stage2_.recovery.log_policy
+            p1, p2 = (w.probabilities(grid, self.n_actions_, np.exp(u)) for w in pols)
+            diff = tabular.value_difference(u, p1, p2, self.stage2_.kernel, self.gamma_)
+            return diff if states is None else diff[self.stage2_._idx(self._states(states))]
+        data = self.training_data_
+        X = data.states if states is None else self._states(states)
+        values = []
+        proba_rows = clip_proba(self.policy_.training_raw_proba(data.states), self.policy_.clip)[0]
+        u_rows = np.log(proba_rows[np.arange(data.n), data.actions])
+        for w in pols:
+            next_p = w.probabilities(data.next_states, self.n_actions_, self.policy_.proba(data.next_states))
+            fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
+                      warm_start=self.warm_start, progress=self.progress, random_state=self.random_state)
+            fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows, next_p, self.gamma_,
+                    groups=data.episode_ids)
+            p_here = w.probabilities(X, self.n_actions_, self.policy_.proba(X))
+            values.append(np.sum(p_here * fqe.predict_q(X), axis=1))
+        return values[0] - values[1]
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Save the fitted model (joblib); reload with :func:`genpqr.load`."""
+        import joblib
+
+        self._check_fitted()
+        joblib.dump(self, path)
+
+    def summary(self) -> str:
+        """A short human-readable account of the fit."""
+        self._check_fitted()
+        d = self.diagnostics_
+        lines = [
+            f"GenPQR fit: {d.n_transitions} transitions in {d.n_episodes} episodes, K={self.n_actions_}, gamma={self.gamma_}",
+            f"  normalization: {self.normalization_.describe()}",
+            f"  support rows: {d.support_count}; max mu/pi_hat: {d.max_mu_over_pi:.3g}",
+            f"  policy log loss ({d.policy_log_loss_kind}): {d.policy_log_loss:.4f}; clipped: {d.fraction_clipped:.2%}",
+            f"  stage 2: {d.solver}, {d.n_iterations} iteration(s), converged={d.converged}",
+        ]
+        return "\n".join(lines)
+
+
+def _as_weights(policy):
+    if isinstance(policy, Normalization):
+        return policy.mu
+    return FixedWeights(policy)
+
+
+def _default_regressor(random_state):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(max_iter=100, random_state=seed_from(random_state))
+
+
+def load(path) -> GenPQR:
+    """Load a model saved with :meth:`GenPQR.save`."""
+    import joblib
+
+    model = joblib.load(path)
+    if not isinstance(model, GenPQR):
+        raise TypeError(f"{path} does not hold a GenPQR model (got {type(model).__name__})")
+    return model

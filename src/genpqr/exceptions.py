@@ -1,0 +1,21 @@
+"""Warnings and errors raised by genpqr."""
+
+
+class GenPQRWarning(UserWarning):
+    """Base class of genpqr's warnings (weak support, heavy clipping, no convergence)."""
+
+
+class WeakSupportWarning(GenPQRWarning):
+    """An anchor action (or the support of mu) is rarely observed in the data."""
+
+
+class ClippingWarning(GenPQRWarning):
+    """A large share of estimated probabilities hit the clip bounds."""
+
+
+class ConvergenceWarning(GenPQRWarning):
+    """An iterative solver stopped before reaching its tolerance."""
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator was used before ``fit``."""

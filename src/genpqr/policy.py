@@ -1,0 +1,193 @@
+r"""Stage 1: the behaviour policy ``pi(a|s)`` and ``u(s, a) = log pi(a|s)`` (paper, Alg. 1).
+
+Any classifier with ``fit(X, y)`` and ``predict_proba`` works. Probabilities are checked
+(finite, in [0, 1], rows summing to one), mapped onto all ``K`` action codes (a class the
+classifier never saw gets probability 0 before clipping), clipped to ``[low, high]`` and
+renormalized (the paper clips to [0.01, 0.99]; Ionides 2008). Cross-fitting by episode
+gives out-of-fold probabilities at the training rows and their next states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+
+from ._checks import as_float_array, check_state_indices
+from .data import Transitions
+
+__all__ = ["clip_proba", "clip_log_proba", "FrequencyClassifier", "FittedPolicy", "fit_policy", "check_classifier"]
+
+DEFAULT_CLIP = (0.01, 0.99)
+
+
+def _check_clip(clip) -> tuple[float, float]:
+    if clip is None:
+        return (0.0, 1.0)
+    try:
+        low, high = (float(c) for c in clip)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"clip must be a (low, high) pair or None, got {clip!r}") from exc
+    if not (0.0 <= low < high <= 1.0):
+        raise ValueError(f"clip must satisfy 0 <= low < high <= 1, got {clip!r}")
+    return low, high
+
+
+def clip_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> tuple[np.ndarray, np.ndarray]:
+    """Clip probabilities (n, K) to ``[low, high]`` and renormalize each row.
+
+    Returns
+    -------
+    proba : ndarray of shape (n, K)
+    clipped : ndarray of bool, shape (n, K)
+        Entries that hit a bound.
+    """
+    low, high = _check_clip(clip)
+    clipped = (proba < low) | (proba > high)
+    p = np.clip(proba, low, high)
+    p = p / p.sum(axis=1, keepdims=True)
+    return p, clipped
+
+
+def clip_log_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> np.ndarray:
+    """``log`` of :func:`clip_proba` (a finite, normalized log-policy)."""
+    p, _ = clip_proba(proba, clip)
+    if not np.all(p > 0):
+        raise ValueError("probabilities of 0 remain after clipping; use a positive lower clip bound")
+    return np.log(p)
+
+
+def check_classifier(model, name: str = "policy_model"):
+    """A classifier usable for stage 1 (has ``fit`` and ``predict_proba``)."""
+    if isinstance(model, type):
+        raise TypeError(f"{name} must be a classifier instance, got the class {model.__name__}; instantiate it")
+    if not hasattr(model, "fit") or not hasattr(model, "predict_proba"):
+        raise TypeError(
+            f"{name} must be a probabilistic classifier with fit() and predict_proba(), got "
+            f"{type(model).__name__} (for SVC pass probability=True)"
+        )
+    return model
+
+
+class FrequencyClassifier(ClassifierMixin, BaseEstimator):
+    """Empirical action frequencies per tabular state (the tabular MLE of ``pi``).
+
+    Parameters
+    ----------
+    n_states : int, optional
+        Number of states (default: max observed index + 1).
+    smoothing : float
+        Additive (Laplace) count added to every action at every state.
+
+    States are indices in one column. States never visited get the marginal action
+    frequencies.
+    """
+
+    def __init__(self, n_states: int | None = None, smoothing: float = 0.0):
+        self.n_states = n_states
+        self.smoothing = smoothing
+
+    def fit(self, X, y, sample_weight=None):
+        y = np.asarray(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        n_states = self.n_states if self.n_states is not None else int(np.max(np.asarray(X))) + 1
+        s = check_state_indices(X, n_states, "X")
+        K = self.classes_.size
+        w = np.ones(s.size) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        counts = np.bincount(s * K + codes.ravel(), weights=w, minlength=n_states * K).reshape(n_states, K)
+        counts = counts + self.smoothing
+        totals = counts.sum(axis=1, keepdims=True)
+        marginal = counts.sum(axis=0) / counts.sum()
+        self.counts_ = counts
+        self.table_ = np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), marginal)
+        self.n_states_ = n_states
+        return self
+
+    def predict_proba(self, X):
+        return self.table_[check_state_indices(X, self.n_states_, "X")]
+
+    def predict(self, X):
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def _proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarray:
+    """``predict_proba`` mapped onto codes 0..K-1 with sanity checks (named messages)."""
+    raw = np.asarray(model.predict_proba(X), dtype=np.float64)
+    classes = np.asarray(getattr(model, "classes_", np.arange(raw.shape[1])))
+    if raw.ndim != 2 or raw.shape != (X.shape[0], classes.size):
+        raise ValueError(f"{name}.predict_proba returned shape {raw.shape}, expected ({X.shape[0]}, {classes.size})")
+    if not np.all(np.isfinite(raw)):
+        raise ValueError(f"{name}.predict_proba returned NaN/inf")
+    if raw.min() < -1e-9 or raw.max() > 1 + 1e-9:
+        raise ValueError(f"{name}.predict_proba returned values outside [0, 1] (are these labels or scores?)")
+    if not np.allclose(raw.sum(axis=1), 1.0, atol=1e-6):
+        raise ValueError(f"{name}.predict_proba rows do not sum to 1")
+    if classes.size == n_actions and np.array_equal(classes, np.arange(n_actions)):
+        return raw
+    proba = np.zeros((X.shape[0], n_actions))
+    proba[:, classes.astype(np.int64)] = raw
+    return proba
+
+
+@dataclass
+class FittedPolicy:
+    """Stage-1 result: fitted classifier(s), clipping, and out-of-fold bookkeeping.
+
+    Attributes
+    ----------
+    models : list
+        One fitted classifier, or one per cross-fitting fold.
+    fold_of_row : ndarray of shape (n,) or None
+        The fold each training row was held out in (cross-fitting only).
+    n_actions : int
+    clip : (low, high)
+    """
+
+    models: list
+    fold_of_row: np.ndarray | None
+    n_actions: int
+    clip: tuple[float, float]
+
+    def raw_proba(self, states: np.ndarray, fold: int | None = None) -> np.ndarray:
+        """Unclipped probabilities (n, K); averaged over fold models unless ``fold`` given."""
+        X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+        if fold is not None:
+            return _proba_on_codes(self.models[fold], X, self.n_actions, "policy_model")
+        return np.mean([_proba_on_codes(m, X, self.n_actions, "policy_model") for m in self.models], axis=0)
+
+    def proba(self, states, fold: int | None = None) -> np.ndarray:
+        """Clipped, renormalized ``pi_hat(.|s)``, shape (n, K)."""
+        return clip_proba(self.raw_proba(states, fold), self.clip)[0]
+
+    def log_proba(self, states, fold: int | None = None) -> np.ndarray:
+        """``u(s, .) = log pi_hat(.|s)``, shape (n, K)."""
+        return np.log(self.proba(states, fold))
+
+    def training_raw_proba(self, states: np.ndarray) -> np.ndarray:
+        """Raw probabilities at rows aligned with the training rows: out-of-fold when
+        cross-fitted (each row scored by the model that did not see its episode)."""
+        if self.fold_of_row is None:
+            return self.raw_proba(states)
+        out = np.empty((states.shape[0], self.n_actions))
+        for k in range(len(self.models)):
+            rows = self.fold_of_row == k
+            if rows.any():
+                out[rows] = self.raw_proba(states[rows], fold=k)
+        return out
+
+
+def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,
+               random_state=None) -> FittedPolicy:
+    """Fit stage 1 on ``(states, actions)``; with ``cross_fit = k``, k episode folds."""
+    check_classifier(classifier)
+    clip = _check_clip(clip)
+    X, y, K = transitions.states, transitions.actions, transitions.n_actions
+    if cross_fit is None:
+        return FittedPolicy([clone(classifier).fit(X, y)], None, K, clip)
+    folds = transitions.episode_folds(int(cross_fit), random_state=random_state)
+    models, fold_of_row = [], np.empty(transitions.n, dtype=np.int64)
+    for k, (train, test) in enumerate(folds):
+        models.append(clone(classifier).fit(X[train], y[train]))
+        fold_of_row[test] = k
+    return FittedPolicy(models, fold_of_row, K, clip)

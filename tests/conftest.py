@@ -1,0 +1,40 @@
+import os
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from genpqr import normalization as N
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+# tests run two xdist workers on two cores: one BLAS thread each (set by `make test` too)
+threadpool_limits(1)
+
+
+def all_normalizations(S: int, K: int, rng: np.random.Generator):
+    """Every normalization kind the library offers, with random parameters, on S states."""
+    mu_table = rng.dirichlet(np.ones(K), size=S)
+    mu_vec = rng.dirichlet(np.ones(K))
+    g = rng.normal(size=S)
+    h = rng.normal(size=S)
+    anchors = rng.integers(0, K, size=S)
+    return {
+        "anchor": N.anchor_action(0),
+        "anchor-last-g": N.anchor_action(K - 1, g=g),
+        "anchor-callable-g": N.anchor_action(1 % K, g=lambda s: np.cos(s[:, 0])),
+        "state-anchor": N.state_anchor(anchors),
+        "state-anchor-callable": N.state_anchor(lambda s: (s[:, 0].astype(int) % K), g=g),
+        "mean-zero": N.mean_zero(),
+        "mean-zero-g": N.mean_zero(g=g),
+        "weighted-table": N.weighted(mu_table, g=g),
+        "weighted-vector": N.weighted(mu_vec, g=1.5),
+        "value-behavior": N.value(h),
+        "value-uniform": N.value(h, mu=N.mean_zero()),
+        "value-anchor-const": N.value(2.0, mu=N.anchor_action(0)),
+        "behavior": N.behavior(g=g),
+    }
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
