@@ -38,11 +38,12 @@ class ActionEncoder:
     labels: np.ndarray
 
     def __post_init__(self):
-        labels = np.asarray(self.labels)
+        labels = np.array(self.labels)  # a private copy: later changes to the caller's array do not leak in
         if labels.ndim != 1 or labels.size == 0:
             raise ValueError(f"action labels must be a non-empty 1-D sequence, got shape {labels.shape}")
         if len(np.unique(labels)) != labels.size:
             raise ValueError(f"action labels must be distinct, got {labels.tolist()}")
+        labels.setflags(write=False)
         object.__setattr__(self, "labels", labels)
 
     @property
@@ -136,8 +137,10 @@ class Transitions:
                 check_length(value, n, name, "actions")
         if n and (self.actions.min() < 0 or self.actions.max() >= self.encoder.n_actions):
             raise ValueError("actions must be codes in [0, K)")
-        for arr in (self.states, self.actions, self.next_states, self.terminated, self.truncated, self.episode_ids):
-            arr.setflags(write=False)
+        for arr in (self.states, self.actions, self.next_states, self.terminated, self.truncated, self.episode_ids,
+                    self.outcomes, self.rewards, self.timesteps):
+            if arr is not None:
+                arr.setflags(write=False)
 
     # ------------------------------------------------------------------ shape facts
     @property
@@ -225,7 +228,10 @@ class Transitions:
         return self.subset(~is_test), self.subset(is_test)
 
     def to_pandas(self, state_columns: Sequence[str] | None = None):
-        """Long-format frame: one row per transition with state, action label, next state."""
+        """Long-format frame: one row per transition with state, action label, next state.
+
+        Read it back with ``from_pandas(frame, ..., next_state=["next_s0", ...])``.
+        """
         import pandas as pd
 
         names = list(state_columns or self.state_names or [f"s{j}" for j in range(self.state_dim)])
@@ -240,6 +246,8 @@ class Transitions:
         frame["truncated"] = self.truncated
         if self.outcomes is not None:
             frame["outcome"] = self.outcomes
+        if self.rewards is not None:
+            frame["reward"] = self.rewards
         return frame
 
 
@@ -350,6 +358,7 @@ def from_pandas(
     outcome: str | None = None,
     reward: str | None = None,
     action_labels=None,
+    next_state: str | Sequence[str] | None = None,
 ) -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
@@ -371,17 +380,27 @@ def from_pandas(
         absorbing state; ``truncated`` a step after which logging stopped.
     action_labels : sequence, optional
         Full label set in code order.
+    next_state : str or list of str, optional
+        Next-state column name(s), one per ``state`` column (the frame written by
+        :meth:`Transitions.to_pandas`, e.g. ``next_s0``). When given, every row is a complete
+        transition: no row is dropped and the flags are taken as they are.
     """
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     state_cols = [state] if isinstance(state, str) else list(state)
-    wanted = [episode, time, action, *state_cols] + [c for c in (terminated, truncated, outcome, reward) if c]
+    next_cols = None if next_state is None else ([next_state] if isinstance(next_state, str) else list(next_state))
+    if next_cols is not None and len(next_cols) != len(state_cols):
+        raise ValueError(
+            f"next_state must name one column per state column ({len(state_cols)}: {state_cols}), got {next_cols}"
+        )
+    wanted = [episode, time, action, *state_cols, *(next_cols or [])]
+    wanted += [c for c in (terminated, truncated, outcome, reward) if c]
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
         raise ValueError(f"frame is missing column(s) {missing}; it has {list(frame.columns)}")
-    for col in state_cols:
+    for col in state_cols + (next_cols or []):
         if not pd.api.types.is_numeric_dtype(frame[col]):
             raise TypeError(f"state column {col!r} must be numeric, got dtype {frame[col].dtype}")
     if frame[action].isna().any():
@@ -395,18 +414,22 @@ def from_pandas(
     same_next = np.zeros(len(df), dtype=bool)
     same_next[:-1] = ep[:-1] == ep[1:]
     is_last = ~same_next
-    term = df[terminated].to_numpy().astype(bool) if terminated else np.zeros(len(df), dtype=bool)
-    trunc = df[truncated].to_numpy().astype(bool) if truncated else np.zeros(len(df), dtype=bool)
+    term = _frame_flags(df, terminated)
+    trunc = _frame_flags(df, truncated)
     if np.any(term & same_next):
         raise ValueError(f"column {terminated!r} marks a step as terminal although its episode continues")
-    keep = same_next | term
-    next_states = np.empty_like(states)
-    next_states[:-1] = states[1:]
-    next_states[is_last] = states[is_last]  # placeholder, never used: terminated rows have no continuation
-    # the row before a dropped episode end is where logging stopped
-    before_drop = np.zeros(len(df), dtype=bool)
-    before_drop[:-1] = is_last[1:] & ~term[1:] & same_next[:-1]
-    trunc = (trunc | before_drop) & keep
+    if next_cols is not None:  # wide format: every row is a complete transition
+        keep = np.ones(len(df), dtype=bool)
+        next_states = df[next_cols].to_numpy(dtype=np.float64)
+    else:
+        keep = same_next | term
+        next_states = np.empty_like(states)
+        next_states[:-1] = states[1:]
+        next_states[is_last] = states[is_last]  # placeholder, never used: terminated rows have no continuation
+        # the row before a dropped episode end is where logging stopped
+        before_drop = np.zeros(len(df), dtype=bool)
+        before_drop[:-1] = is_last[1:] & ~term[1:] & same_next[:-1]
+        trunc = (trunc | before_drop) & keep
     idx = np.flatnonzero(keep)
 
     def col(name):
@@ -427,6 +450,16 @@ def from_pandas(
     )
 
 
+def _frame_flags(df, column: str | None) -> np.ndarray:
+    """A boolean flag column (bool or 0/1; object columns of Python bools accepted)."""
+    if not column:
+        return np.zeros(len(df), dtype=bool)
+    values = df[column].to_numpy()
+    if values.dtype == object and all(isinstance(v, (bool, np.bool_)) for v in values):
+        values = values.astype(bool)
+    return _flags(values, len(df), f"column {column!r}")
+
+
 def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None) -> Transitions:
     """Transitions from a list of episodes.
 
@@ -445,9 +478,11 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None) 
             raise TypeError(f"episode {e} must be a mapping with 'states' and 'actions'")
         s = as_float_array(episode["states"], f"episodes[{e}]['states']", ndim=2, allow_1d_as_column=True)
         a = np.asarray(episode["actions"])
-        T = a.shape[0]
-        if a.ndim != 1 or T == 0:
+        if a.ndim != 1 or a.shape[0] == 0:
             raise ValueError(f"episodes[{e}]['actions'] must be a non-empty 1-D array, got shape {a.shape}")
+        if a.dtype == object and any(x is None for x in a):
+            raise ValueError(f"episodes[{e}]['actions'] must not contain missing values (None)")
+        T = a.shape[0]
         done = bool(episode.get("terminated", False))
         if s.shape[0] == T + 1:
             s_now, s_next, m = s[:-1], s[1:], T

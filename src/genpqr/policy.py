@@ -80,8 +80,8 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
     smoothing : float
         Additive (Laplace) count added to every action at every state.
 
-    States are indices in one column. States never visited get the marginal action
-    frequencies.
+    States are indices in one column. States never visited (no data, whatever the
+    smoothing) get the marginal action frequencies of the data.
     """
 
     def __init__(self, n_states: int | None = None, smoothing: float = 0.0):
@@ -89,18 +89,21 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
         self.smoothing = smoothing
 
     def fit(self, X, y, sample_weight=None):
+        if not self.smoothing >= 0:
+            raise ValueError(f"smoothing must be a non-negative count, got {self.smoothing!r}")
         y = np.asarray(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         n_states = self.n_states if self.n_states is not None else int(np.max(np.asarray(X))) + 1
         s = check_state_indices(X, n_states, "X")
         K = self.classes_.size
         w = np.ones(s.size) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        counts = np.bincount(s * K + codes.ravel(), weights=w, minlength=n_states * K).reshape(n_states, K)
-        counts = counts + self.smoothing
+        raw = np.bincount(s * K + codes.ravel(), weights=w, minlength=n_states * K).reshape(n_states, K)
+        visited = raw.sum(axis=1, keepdims=True) > 0  # by the data, not by the smoothing
+        marginal = raw.sum(axis=0) / raw.sum()
+        counts = raw + self.smoothing
         totals = counts.sum(axis=1, keepdims=True)
-        marginal = counts.sum(axis=0) / counts.sum()
         self.counts_ = counts
-        self.table_ = np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), marginal)
+        self.table_ = np.where(visited, counts / np.where(totals > 0, totals, 1.0), marginal)
         self.n_states_ = n_states
         return self
 
@@ -114,8 +117,10 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
 def _proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarray:
     """``predict_proba`` mapped onto codes 0..K-1 with sanity checks (named messages)."""
     raw = np.asarray(model.predict_proba(X), dtype=np.float64)
+    if raw.ndim != 2:
+        raise ValueError(f"{name}.predict_proba returned shape {raw.shape}, expected a 2-D (n_samples, n_classes) array")
     classes = np.asarray(getattr(model, "classes_", np.arange(raw.shape[1])))
-    if raw.ndim != 2 or raw.shape != (X.shape[0], classes.size):
+    if raw.shape != (X.shape[0], classes.size):
         raise ValueError(f"{name}.predict_proba returned shape {raw.shape}, expected ({X.shape[0]}, {classes.size})")
     if not np.all(np.isfinite(raw)):
         raise ValueError(f"{name}.predict_proba returned NaN/inf")
@@ -169,6 +174,12 @@ class FittedPolicy:
         cross-fitted (each row scored by the model that did not see its episode)."""
         if self.fold_of_row is None:
             return self.raw_proba(states)
+        states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+        if states.shape[0] != self.fold_of_row.shape[0]:
+            raise ValueError(
+                f"states has {states.shape[0]} rows but the policy was cross-fitted on {self.fold_of_row.shape[0]}; "
+                "training_raw_proba needs rows aligned with the training transitions"
+            )
         out = np.empty((states.shape[0], self.n_actions))
         for k in range(len(self.models)):
             rows = self.fold_of_row == k

@@ -1,6 +1,8 @@
-"""Benchmark problems with ground truth: random finite MDPs (and, as they land, the
-paper's synthetic environment and continuous-action cases)."""
+"""Benchmark problems with ground truth: random finite MDPs and the paper's synthetic
+environment (continuous states, K actions, closed-form reward)."""
 
+from .synthetic import SyntheticData, SyntheticEnv, make_synthetic_data, make_synthetic_env
 from .tabular import random_mdp, simulate_tabular
 
-__all__ = ["random_mdp", "simulate_tabular"]
+__all__ = ["random_mdp", "simulate_tabular", "SyntheticEnv", "SyntheticData", "make_synthetic_env",
+           "make_synthetic_data"]
