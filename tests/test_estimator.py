@@ -291,3 +291,18 @@ def test_save_and_load(tmp_path, logged):
     joblib.dump({"not": "a model"}, tmp_path / "other.joblib")
     with pytest.raises(TypeError, match="does not hold a GenPQR model"):
         genpqr.load(tmp_path / "other.joblib")
+
+
+def test_policy_prefit_shares_one_estimate(logged):
+    _, _, data = logged
+    policy = FrequencyClassifier(S).fit(data.states, data.actions)
+    table = policy.table_.copy()
+    a = GenPQR(N.anchor_action(0), gamma=GAMMA, q_model="exact", policy_model=policy, policy_prefit=True,
+               clip=None).fit(data)
+    b = exact_model(N.anchor_action(0)).fit(data)
+    assert a.policy_.models[0] is policy and np.array_equal(policy.table_, table)
+    assert np.max(np.abs(a.reward(GRID) - b.reward(GRID))) < 1e-12
+    with pytest.raises(ValueError, match="policy_prefit=True needs"):
+        GenPQR(policy_model=policy, policy_prefit=True, cross_fit=3, q_model="exact").fit(data)
+    with pytest.raises(ValueError, match="not fitted"):
+        GenPQR(policy_model=FrequencyClassifier(S), policy_prefit=True, q_model="exact").fit(data)

@@ -253,9 +253,6 @@ def test_mlp_passes_sklearn_check_estimator():
     from sklearn.utils.estimator_checks import check_estimator
 
     expected = {
-        # genpqr.exceptions.NotFittedError is a ValueError/AttributeError but not a subclass of
-        # sklearn.exceptions.NotFittedError, which this check insists on
-        "check_estimators_unfitted": "genpqr's own NotFittedError",
         # mini-batch SGD: weight 2 is not the same as a duplicated row
         "check_sample_weight_equivalence_on_dense_data": "stochastic mini-batch training",
     }

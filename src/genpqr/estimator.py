@@ -29,7 +29,8 @@ from .normalization import (
     ValueOffset,
     mean_zero,
 )
-from .policy import DEFAULT_CLIP, FittedPolicy, FrequencyClassifier, check_classifier, clip_proba, fit_policy
+from .policy import (DEFAULT_CLIP, FittedPolicy, FrequencyClassifier, check_classifier, clip_proba, fit_policy,
+                     prefit_policy)
 from .qeval import FQE, make_q_model
 
 __all__ = ["GenPQR", "Diagnostics", "load"]
@@ -135,6 +136,10 @@ class GenPQR(BaseEstimator):
     policy_model : classifier with ``predict_proba``, optional
         Stage 1. Default: :class:`~genpqr.policy.FrequencyClassifier` for the exact
         tabular path, else standardized multinomial logistic regression.
+    policy_prefit : bool
+        If True, ``policy_model`` is already fitted (on action codes or labels matching the
+        data's) and is used as is: not cloned, not refitted. Lets several estimators share
+        one policy estimate. Incompatible with ``cross_fit``.
     q_model : "exact", regressor, or native Q-model, optional
         Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and
         the Bellman equation is solved exactly. Otherwise FQE with this regressor (default
@@ -173,13 +178,15 @@ class GenPQR(BaseEstimator):
     training_data_ : Transitions
     """
 
-    def __init__(self, normalization=None, gamma=0.9, policy_model=None, q_model=None, encoding="auto",
+    def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
+                 encoding="auto",
                  n_iterations=100, tol=1e-6, warm_start="auto", clip=DEFAULT_CLIP, cross_fit=None, n_states=None,
                  solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
                  random_state=None, progress=None):
         self.normalization = normalization
         self.gamma = gamma
         self.policy_model = policy_model
+        self.policy_prefit = policy_prefit
         self.q_model = q_model
         self.encoding = encoding
         self.n_iterations = n_iterations
@@ -221,8 +228,13 @@ class GenPQR(BaseEstimator):
                             else make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)))
         check_classifier(policy_model)
         self.training_data_ = data
-        self.policy_ = fit_policy(policy_model, data, clip=self.clip, cross_fit=self.cross_fit,
-                                  random_state=seed_from(self.random_state))
+        if self.policy_prefit:
+            if self.policy_model is None or self.cross_fit:
+                raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")
+            self.policy_ = prefit_policy(policy_model, data, clip=self.clip)
+        else:
+            self.policy_ = fit_policy(policy_model, data, clip=self.clip, cross_fit=self.cross_fit,
+                                      random_state=seed_from(self.random_state))
         self._fit_stage2(self.normalization if self.normalization is not None else mean_zero())
         return self
 

@@ -1,5 +1,7 @@
 """Warnings and errors raised by genpqr."""
 
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+
 
 class GenPQRWarning(UserWarning):
     """Base class of genpqr's warnings (weak support, heavy clipping, no convergence)."""
@@ -17,5 +19,6 @@ class ConvergenceWarning(GenPQRWarning):
     """An iterative solver stopped before reaching its tolerance."""
 
 
-class NotFittedError(ValueError, AttributeError):
-    """An estimator was used before ``fit``."""
+class NotFittedError(_SklearnNotFittedError):
+    """An estimator was used before ``fit`` (a scikit-learn ``NotFittedError``, hence also
+    a ``ValueError`` and an ``AttributeError``)."""

@@ -708,7 +708,8 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
         labels : ndarray of shape (m,)
             Elements of :attr:`classes_`.
         """
-        return self.classes_[np.argmax(self._logits(X), axis=1)]
+        logits = self._logits(X)  # checks fitted before classes_ is read
+        return self.classes_[np.argmax(logits, axis=1)]
 
     def to_torch(self):
         """An equivalent ``torch.nn.Module`` (eval mode) mapping raw float32 inputs (m, d) to

@@ -17,7 +17,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from ._checks import as_float_array, check_state_indices
 from .data import Transitions
 
-__all__ = ["clip_proba", "clip_log_proba", "FrequencyClassifier", "FittedPolicy", "fit_policy", "check_classifier"]
+__all__ = ["clip_proba", "clip_log_proba", "FrequencyClassifier", "FittedPolicy", "fit_policy", "prefit_policy",
+           "check_classifier"]
 
 DEFAULT_CLIP = (0.01, 0.99)
 
@@ -186,6 +187,30 @@ class FittedPolicy:
             if rows.any():
                 out[rows] = self.raw_proba(states[rows], fold=k)
         return out
+
+
+def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) -> FittedPolicy:
+    """Wrap an already fitted classifier (not cloned, not refitted). Its ``classes_`` must be
+    action codes ``0..K-1`` or the data's action labels."""
+    check_classifier(classifier)
+    classes = getattr(classifier, "classes_", None)
+    if classes is None:
+        raise ValueError("policy_model is not fitted (it has no classes_); fit it or use policy_prefit=False")
+    classes = np.asarray(classes)
+    codes = np.arange(transitions.n_actions)
+    if not np.all(np.isin(classes, codes)) or classes.dtype.kind not in "iu":
+        classifier = _LabelledClassifier(classifier, transitions.encoder.encode(classes, "policy_model.classes_"))
+    return FittedPolicy([classifier], None, transitions.n_actions, _check_clip(clip))
+
+
+class _LabelledClassifier:
+    """A fitted classifier whose classes are the user's labels, seen through action codes."""
+
+    def __init__(self, model, codes):
+        self.model, self.classes_ = model, np.asarray(codes)
+
+    def predict_proba(self, X):
+        return self.model.predict_proba(X)
 
 
 def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,

@@ -1,0 +1,75 @@
+"""GenPQR (BC, NN) on the exp2 benchmark: fit time and accuracy per training schedule.
+
+The paper trains behaviour cloning for 40 epochs (batch 256) and neural FQE for 8 Bellman
+iterations x 4 epochs (batch 256). This script times the full GenPQR fit (data simulation
+excluded) and measures test reward MSE / correlation against the true anchor-normalized
+reward for several schedules, over the same seeds, one process, one thread.
+
+    python benchmarks/nn_schedule.py --seeds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from genpqr import GenPQR
+from genpqr import normalization as N
+from genpqr.envs import make_synthetic_data
+from genpqr.nn import DuelingQNetwork, MLPClassifier
+
+# name: (BC epochs, BC batch, FQE iterations, epochs per iteration, FQE batch)
+SCHEDULES = {
+    "paper": (40, 256, 8, 4, 256),
+    "bc40-8x2": (40, 256, 8, 2, 256),
+    "bc40-16x1": (40, 256, 16, 1, 256),
+    "bc20b512-8x2b512": (20, 512, 8, 2, 512),
+    "bc20b512-16x1b512": (20, 512, 16, 1, 512),
+    "bc20b512-12x1b512": (20, 512, 12, 1, 512),
+    "bc15b512-10x1b512": (15, 512, 10, 1, 512),
+}
+
+
+def fit_one(data, seed, schedule):
+    bc_epochs, bc_batch, iters, epochs, batch = schedule
+    model = GenPQR(N.anchor_action(0), gamma=0.9, clip=(0.01, 0.99), n_iterations=iters, tol=None, random_state=seed,
+                   policy_model=MLPClassifier(max_epochs=bc_epochs, batch_size=bc_batch, random_state=seed),
+                   q_model=DuelingQNetwork(epochs_per_iteration=epochs, batch_size=batch, random_state=seed),
+                   progress=False)
+    t0 = time.perf_counter()
+    model.fit(data.train)
+    seconds = time.perf_counter() - t0
+    est = model.reward(data.test.states, actions=data.test.actions)
+    true = data.true_test_reward()
+    return seconds, float(np.mean((est - true) ** 2)), float(np.corrcoef(est, true)[0, 1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--n-train", type=int, default=1000)
+    ap.add_argument("--schedules", default=",".join(SCHEDULES))
+    args = ap.parse_args()
+    names = args.schedules.split(",")
+    rows = {name: [] for name in names}
+    with threadpool_limits(1):
+        for seed in range(args.seeds):
+            data = make_synthetic_data(seed, args.n_train)
+            for name in names:
+                rows[name].append(fit_one(data, seed, SCHEDULES[name]))
+    print(f"exp2 size: {args.n_train} trajectories, seeds 0..{args.seeds - 1}; time = GenPQR.fit wall seconds")
+    print("schedule = bc<BC epochs>[b<BC batch>]-<FQE iterations>x<epochs per iteration>[b<FQE batch>] (default batch 256)")
+    print("| schedule | time (s) mean | time (s) max | MSE mean +- 95% CI | corr mean |")
+    print("|---|---|---|---|---|")
+    for name in names:
+        arr = np.array(rows[name])
+        ci = 1.96 * arr[:, 1].std(ddof=1) / np.sqrt(len(arr)) if len(arr) > 1 else float("nan")
+        print(f"| {name} | {arr[:, 0].mean():.3f} | {arr[:, 0].max():.3f} | {arr[:, 1].mean():.3f} +- {ci:.3f} "
+              f"| {arr[:, 2].mean():.3f} |")
+
+
+if __name__ == "__main__":
+    main()
