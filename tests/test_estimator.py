@@ -306,3 +306,24 @@ def test_policy_prefit_shares_one_estimate(logged):
         GenPQR(policy_model=policy, policy_prefit=True, cross_fit=3, q_model="exact").fit(data)
     with pytest.raises(ValueError, match="not fitted"):
         GenPQR(policy_model=FrequencyClassifier(S), policy_prefit=True, q_model="exact").fit(data)
+
+
+def test_transition_model_known_or_custom(logged):
+    """A known kernel replaces the count estimate; with the true P and the true policy the
+    exact path reproduces the truth exactly."""
+    mdp, sol, data = logged
+
+    class TruePolicy:
+        classes_ = np.arange(K)
+
+        def predict_proba(self, X):
+            return sol.policy[np.asarray(X)[:, 0].astype(int)]
+
+    norm = N.anchor_action(1)
+    truth = T.normalized_reward(mdp.reward, mdp.kernel, GAMMA, norm)
+    for model in (mdp.kernel, mdp.kernel.dense(), lambda d, s, k: mdp.kernel):
+        fit = GenPQR(norm, gamma=GAMMA, q_model="exact", policy_model=TruePolicy(), policy_prefit=True, clip=None,
+                     transition_model=model).fit(data)
+        assert np.max(np.abs(fit.reward(GRID) - truth)) < 1e-10
+    with pytest.raises(ValueError, match="transition_model has 4 states"):
+        GenPQR(norm, q_model="exact", transition_model=np.full((4, K, 4), 0.25)).fit(data)

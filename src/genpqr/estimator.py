@@ -157,6 +157,12 @@ class GenPQR(BaseEstimator):
         Number of episode folds for cross-fitting stage 1.
     n_states : int, optional
         Number of tabular states (exact path; default max index + 1).
+    transition_model : None, kernel, or callable, optional
+        Exact path: where ``P`` comes from. None: maximum likelihood from counts
+        (:func:`genpqr.tabular.estimate_transitions`); a kernel (dense (S, K, S), sparse
+        (S*K, S) or :class:`~genpqr.tabular.TransitionKernel`): known transitions; a callable
+        ``(transitions, n_states, n_actions) -> kernel``: a structured estimator (e.g.
+        :func:`genpqr.ddc.increment_kernel`).
     solver : str
         Linear solver of the exact path (:func:`genpqr.tabular.solve_linear_bellman`).
     validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.qeval.FQE`).
@@ -181,7 +187,7 @@ class GenPQR(BaseEstimator):
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
                  encoding="auto",
                  n_iterations=100, tol=1e-6, warm_start="auto", clip=DEFAULT_CLIP, cross_fit=None, n_states=None,
-                 solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
+                 transition_model=None, solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
                  random_state=None, progress=None):
         self.normalization = normalization
         self.gamma = gamma
@@ -195,6 +201,7 @@ class GenPQR(BaseEstimator):
         self.clip = clip
         self.cross_fit = cross_fit
         self.n_states = n_states
+        self.transition_model = transition_model
         self.solver = solver
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
@@ -286,6 +293,11 @@ class GenPQR(BaseEstimator):
         S, K = self.n_states_, self.n_actions_
         kernel, counts = tabular.estimate_transitions(
             data.states, data.actions, data.next_states, S, K, terminated=data.terminated)
+        if self.transition_model is not None:
+            given = self.transition_model(data, S, K) if callable(self.transition_model) else self.transition_model
+            kernel = tabular.as_kernel(given, K)
+            if kernel.n_states != S:
+                raise ValueError(f"transition_model has {kernel.n_states} states but the data has {S}")
         grid = np.arange(S, dtype=np.float64)[:, None]
         u = np.log(self.policy_.proba(grid))
         if isinstance(norm.g, OutcomeOffset):
