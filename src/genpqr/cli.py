@@ -14,6 +14,72 @@ def _demo(args) -> int:
     return 0
 
 
+def split_methods(text: str) -> list[str]:
+    """Split ``"a,b"`` on commas outside parentheses (method names such as "GenPQR (BC, NN)" hold commas)."""
+    names, depth, current = [], 0, []
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            names.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    names.append("".join(current).strip())
+    return [n for n in names if n]
+
+
+def _experiment(args) -> int:
+    from .experiments import get_config, run_experiment
+
+    config = get_config(args.name, tiny=args.tiny)
+    if args.methods:
+        config = config.with_methods(split_methods(args.methods))
+    if args.seeds < 1:
+        raise SystemExit("genpqr experiment: --seeds must be at least 1")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    summary = run_experiment(config, seeds, args.out, n_jobs=args.n_jobs, backend=args.backend,
+                             scheduler=args.scheduler, progress=not args.quiet)
+    print(f"{config.name}: {len(summary.executed)} task(s) run, {len(summary.skipped)} already in "
+          f"{summary.out}/results.csv, {len(summary.failures)} failed")
+    for failure in summary.failures:
+        print(f"  FAILED {failure.short()}", file=sys.stderr)
+    if summary.failures:
+        print("  rerun the same command to retry the failed tasks (finished rows are kept)", file=sys.stderr)
+    return 0 if summary.ok else 1
+
+
+def _report(args) -> int:
+    from .experiments import write_report
+
+    for path in write_report(args.dir):
+        print(path)
+    return 0
+
+
+def _add_experiment_parsers(sub) -> None:
+    from .experiments.configs import EXPERIMENTS
+
+    exp = sub.add_parser("experiment", help="run (or resume) one of the paper's experiments over seeds",
+                         description="Run seeds x settings x methods in parallel; rows are appended to "
+                                     "OUT/results.csv as tasks finish, and a rerun skips finished rows.")
+    exp.add_argument("name", choices=sorted(EXPERIMENTS), help="experiment configuration")
+    exp.add_argument("--seeds", type=int, default=10, help="number of seeds (default: 10)")
+    exp.add_argument("--first-seed", type=int, default=0, help="first seed (default: 0)")
+    exp.add_argument("--n-jobs", type=int, default=1, help="parallel tasks; -1: all cores / workers (default: 1)")
+    exp.add_argument("--out", required=True, help="results folder")
+    exp.add_argument("--tiny", action="store_true", help="tiny smoke-test variant (seconds; numbers meaningless)")
+    exp.add_argument("--backend", choices=("loky", "dask"), default="loky",
+                     help="loky: local processes (default); dask: a Dask cluster (needs --scheduler)")
+    exp.add_argument("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+    exp.add_argument("--methods", default=None,
+                     help='comma-separated subset of methods, e.g. "GenPQR (BC, NN),DeepPQR"')
+    exp.add_argument("--quiet", action="store_true", help="no progress bar")
+    exp.set_defaults(func=_experiment)
+    rep = sub.add_parser("report", help="write the Markdown table and figures of a results folder")
+    rep.add_argument("dir", help="results folder (holding results.csv)")
+    rep.set_defaults(func=_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="genpqr", description="Reward recovery from behaviour (GenPQR).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -25,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=int, default=2000)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=_demo)
+    _add_experiment_parsers(sub)
     return parser
 
 

@@ -233,7 +233,8 @@ class GenPQR(BaseEstimator):
         if policy_model is None:
             policy_model = (FrequencyClassifier(n_states=self.n_states_) if self._exact
                             else make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)))
-        check_classifier(policy_model)
+        if not self.policy_prefit:
+            check_classifier(policy_model)
         self.training_data_ = data
         if self.policy_prefit:
             if self.policy_model is None or self.cross_fit:

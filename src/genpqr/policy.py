@@ -192,7 +192,8 @@ class FittedPolicy:
 def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) -> FittedPolicy:
     """Wrap an already fitted classifier (not cloned, not refitted). Its ``classes_`` must be
     action codes ``0..K-1`` or the data's action labels."""
-    check_classifier(classifier)
+    if not hasattr(classifier, "predict_proba"):
+        raise TypeError(f"policy_model must have predict_proba(), got {type(classifier).__name__}")
     classes = getattr(classifier, "classes_", None)
     if classes is None:
         raise ValueError("policy_model is not fitted (it has no classes_); fit it or use policy_prefit=False")
