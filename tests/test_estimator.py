@@ -242,6 +242,13 @@ def test_clear_errors(logged):
         GenPQR(N.weighted(lambda s: np.full((len(s), K), 0.5)), q_model="exact").fit(data)
 
 
+def test_zero_probabilities_without_clipping_are_refused():
+    states = np.array([0.0, 0.0, 1.0, 1.0])
+    data = from_arrays(states, [0, 1, 0, 0], states[::-1])
+    with pytest.raises(ValueError, match="probability 0 to some action"):
+        GenPQR(q_model="exact", clip=None, min_support=1).fit(data)
+
+
 def test_anchor_action_absent_from_data():
     states = np.arange(6.0)
     data = from_arrays(states, ["a", "b", "a", "b", "a", "b"], (states + 1) % 6, action_labels=["a", "b", "c"])

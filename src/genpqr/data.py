@@ -403,6 +403,9 @@ def from_pandas(
     for col in state_cols + (next_cols or []):
         if not pd.api.types.is_numeric_dtype(frame[col]):
             raise TypeError(f"state column {col!r} must be numeric, got dtype {frame[col].dtype}")
+    kinds = {type(v) for v in frame[action].dropna().tolist()}
+    if len(kinds) > 1 and not all(issubclass(k, (int, float, np.number)) for k in kinds):
+        raise ValueError(f"action column {action!r} mixes types {sorted(k.__name__ for k in kinds)}; use one label type")
     if frame[action].isna().any():
         raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
     df = frame.sort_values([episode, time], kind="stable")

@@ -300,7 +300,7 @@ class GenPQR(BaseEstimator):
             if kernel.n_states != S:
                 raise ValueError(f"transition_model has {kernel.n_states} states but the data has {S}")
         grid = np.arange(S, dtype=np.float64)[:, None]
-        u = np.log(self.policy_.proba(grid))
+        u = _safe_log(self.policy_.proba(grid))
         if isinstance(norm.g, OutcomeOffset):
             norm = Normalization(norm.mu, FixedOffset(self._state_means(data)), norm.name)
         recovery = tabular.recover_reward(u, kernel, self.gamma_, norm, solver=self.solver)
@@ -331,7 +331,7 @@ class GenPQR(BaseEstimator):
 
         g_fn = self._fit_offset(norm, data, mu_fn)
         g_rows = g_fn(data.states)
-        u_rows = np.log(proba[np.arange(data.n), data.actions])
+        u_rows = _safe_log(proba[np.arange(data.n), data.actions])
         fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
                   warm_start=self.warm_start, validation_fraction=self.validation_fraction,
                   n_iter_no_change=self.n_iter_no_change, progress=self.progress, random_state=self.random_state)
@@ -523,6 +523,17 @@ class GenPQR(BaseEstimator):
             f"  stage 2: {d.solver}, {d.n_iterations} iteration(s), converged={d.converged}",
         ]
         return "\n".join(lines)
+
+
+def _safe_log(proba):
+    """``log`` of estimated probabilities, refusing zeros with an actionable message."""
+    if np.any(proba <= 0):
+        raise ValueError(
+            "the estimated policy gives probability 0 to some action (e.g. an action never observed at a "
+            "state), so log pi is -inf; set clip=(low, high) with low > 0 (the paper uses (0.01, 0.99)) or smooth "
+            "the policy model"
+        )
+    return np.log(proba)
 
 
 def _as_weights(policy):

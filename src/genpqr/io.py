@@ -1,0 +1,103 @@
+"""Reading logged data: CSV / Parquet files in long format, and the common RL dataset
+containers (Minari, d3rlpy, imitation) as optional extras, imported only when used.
+
+Long format: one row per (episode, time step) with the state columns and the action column
+(optional ``terminated`` / ``truncated`` flags and an outcome column); see
+:func:`genpqr.data.from_pandas` for how next states and episode ends are read.
+*Terminated* means the episode ended in an absorbing state (no continuation value);
+*truncated* means logging stopped (time limit) and the next state is bootstrapped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .data import Transitions, from_episodes, from_pandas
+
+__all__ = ["read_table", "read_transitions", "from_minari", "from_d3rlpy", "from_imitation"]
+
+
+def read_table(path, *, format: str | None = None):
+    """A pandas frame from a CSV or Parquet file (format from the suffix unless given)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"data file {str(path)!r} does not exist")
+    fmt = (format or path.suffix.lstrip(".")).lower()
+    if fmt in ("csv", "txt"):
+        return pd.read_csv(path)
+    if fmt in ("parquet", "pq"):
+        return pd.read_parquet(path)
+    raise ValueError(f"unknown data format {fmt!r} for {path.name}; expected .csv or .parquet (or pass format=)")
+
+
+def _check_text_column(frame, column: str) -> None:
+    """A CSV column read as text that holds both numbers and words is a mixed-type column."""
+    import pandas as pd
+
+    col = frame[column]
+    if not (col.dtype == object or pd.api.types.is_string_dtype(col)):
+        return
+    numeric = pd.to_numeric(col.dropna(), errors="coerce").notna()
+    if numeric.any() and not numeric.all():
+        examples = col.dropna()[numeric].iloc[0], col.dropna()[~numeric].iloc[0]
+        raise ValueError(f"column {column!r} mixes numbers and text (e.g. {examples[0]!r} and {examples[1]!r})")
+
+
+def read_transitions(path, *, episode: str, time: str, state: str | Sequence[str], action: str,
+                     terminated: str | None = None, truncated: str | None = None, outcome: str | None = None,
+                     reward: str | None = None, action_labels=None, format: str | None = None) -> Transitions:
+    """Transitions from a long-format CSV / Parquet file (see :func:`genpqr.data.from_pandas`)."""
+    frame = read_table(path, format=format)
+    if action in frame.columns:
+        _check_text_column(frame, action)
+    return from_pandas(frame, episode=episode, time=time, state=state, action=action, terminated=terminated,
+                       truncated=truncated, outcome=outcome, reward=reward, action_labels=action_labels)
+
+
+def _flat(x) -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64)
+    return arr.reshape(arr.shape[0], -1)
+
+
+def from_minari(dataset, *, action_labels=None) -> Transitions:
+    """Transitions from a Minari dataset (``dataset.iterate_episodes()`` yielding episodes with
+    ``observations`` (T+1, ...), ``actions`` (T,), ``rewards``, ``terminations``). Discrete
+    actions only; observations are flattened."""
+    episodes = []
+    for ep in dataset.iterate_episodes():
+        terms = np.asarray(ep.terminations, dtype=bool)
+        episodes.append({"states": _flat(ep.observations), "actions": np.asarray(ep.actions).reshape(-1),
+                         "terminated": bool(terms[-1]) if terms.size else False,
+                         "rewards": np.asarray(ep.rewards, dtype=np.float64)})
+    return from_episodes(episodes, action_labels=action_labels)
+
+
+def from_d3rlpy(dataset, *, action_labels=None) -> Transitions:
+    """Transitions from a d3rlpy ``MDPDataset`` (``dataset.episodes``, each with
+    ``observations`` (T, d), ``actions`` (T,) or (T, 1), ``rewards`` and ``terminated``).
+    d3rlpy stores T observations for T actions: the last step of a non-terminated episode has
+    no observed next state and is dropped."""
+    episodes = []
+    for ep in dataset.episodes:
+        episodes.append({"states": _flat(ep.observations), "actions": np.asarray(ep.actions).reshape(-1),
+                         "terminated": bool(ep.terminated),
+                         "rewards": np.asarray(ep.rewards, dtype=np.float64).reshape(-1)})
+    return from_episodes(episodes, action_labels=action_labels)
+
+
+def from_imitation(trajectories, *, action_labels=None) -> Transitions:
+    """Transitions from a list of imitation ``Trajectory`` objects (``obs`` (T+1, ...),
+    ``acts`` (T,), ``terminal``; ``rews`` when present)."""
+    episodes = []
+    for traj in trajectories:
+        ep = {"states": _flat(traj.obs), "actions": np.asarray(traj.acts).reshape(-1),
+              "terminated": bool(traj.terminal)}
+        if getattr(traj, "rews", None) is not None:
+            ep["rewards"] = np.asarray(traj.rews, dtype=np.float64)
+        episodes.append(ep)
+    return from_episodes(episodes, action_labels=action_labels)
