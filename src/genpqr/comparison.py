@@ -113,7 +113,7 @@ def epic_distance_tabular(reward_a, reward_b, P, gamma, *, coverage=None, state_
     """
     a = as_float_array(reward_a, "reward_a")
     b = as_float_array(reward_b, "reward_b")
-    if a.shape != b.shape or a.ndim not in (2, 3):
+    if a.shape[:2] != b.shape[:2] or a.ndim not in (2, 3) or b.ndim not in (2, 3):
         raise ValueError(f"reward_a and reward_b must have the same shape (S, K) or (S, K, S), got {a.shape} and {b.shape}")
     S, K = a.shape[:2]
     dense = as_kernel(P, K).dense()
