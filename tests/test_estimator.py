@@ -249,6 +249,12 @@ def test_zero_probabilities_without_clipping_are_refused():
         GenPQR(q_model="exact", clip=None, min_support=1).fit(data)
 
 
+def test_single_action_is_refused():
+    states = np.arange(4.0)
+    with pytest.raises(ValueError, match="only one action"):
+        GenPQR(q_model="exact").fit(from_arrays(states, ["go"] * 4, states))
+
+
 def test_anchor_action_absent_from_data():
     states = np.arange(6.0)
     data = from_arrays(states, ["a", "b", "a", "b", "a", "b"], (states + 1) % 6, action_labels=["a", "b", "c"])

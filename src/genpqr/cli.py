@@ -31,14 +31,18 @@ def split_methods(text: str) -> list[str]:
 def _experiment(args) -> int:
     from .experiments import get_config, run_experiment
 
-    config = get_config(args.name, tiny=args.tiny)
-    if args.methods:
-        config = config.with_methods(split_methods(args.methods))
-    if args.seeds < 1:
-        raise SystemExit("genpqr experiment: --seeds must be at least 1")
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    summary = run_experiment(config, seeds, args.out, n_jobs=args.n_jobs, backend=args.backend,
-                             scheduler=args.scheduler, progress=not args.quiet)
+    try:
+        config = get_config(args.name, tiny=args.tiny)
+        if args.methods:
+            config = config.with_methods(split_methods(args.methods))
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        summary = run_experiment(config, seeds, args.out, n_jobs=args.n_jobs, backend=args.backend,
+                                 scheduler=args.scheduler, progress=not args.quiet)
+    except ValueError as exc:
+        print(f"genpqr experiment: error: {exc}", file=sys.stderr)
+        return 2
     print(f"{config.name}: {len(summary.executed)} task(s) run, {len(summary.skipped)} already in "
           f"{summary.out}/results.csv, {len(summary.failures)} failed")
     for failure in summary.failures:
@@ -65,7 +69,8 @@ def _add_experiment_parsers(sub) -> None:
     exp.add_argument("name", choices=sorted(EXPERIMENTS), help="experiment configuration")
     exp.add_argument("--seeds", type=int, default=10, help="number of seeds (default: 10)")
     exp.add_argument("--first-seed", type=int, default=0, help="first seed (default: 0)")
-    exp.add_argument("--n-jobs", type=int, default=1, help="parallel tasks; -1: all cores / workers (default: 1)")
+    exp.add_argument("--n-jobs", type=int, default=1,
+                     help="parallel loky processes, -1: one per core (default: 1); dask uses every worker thread")
     exp.add_argument("--out", required=True, help="results folder")
     exp.add_argument("--tiny", action="store_true", help="tiny smoke-test variant (seconds; numbers meaningless)")
     exp.add_argument("--backend", choices=("loky", "dask"), default="loky",

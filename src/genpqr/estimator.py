@@ -225,6 +225,11 @@ class GenPQR(BaseEstimator):
         if isinstance(self.q_model, str) and self.q_model != "exact":
             raise ValueError(f"q_model must be 'exact', a regressor or a native Q-model; got the string {self.q_model!r}")
         self.gamma_ = check_gamma(self.gamma)
+        if data.n_actions < 2 or np.count_nonzero(data.action_counts()) < 2:
+            raise ValueError(
+                f"the data has only one action ({data.labels_of(data.actions[:1])[0]!r}); a reward cannot be identified "
+                "from choices among one option"
+            )
         self.encoder_ = data.encoder
         self.n_actions_ = data.n_actions
         if self._exact:
