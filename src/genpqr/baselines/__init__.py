@@ -10,10 +10,14 @@ human-readable ``name``.
 * :class:`LinearRewardOracle` -- ridge regression of the *logged* rewards: a supervised oracle
   reference, not an IRL method.
 
-(MaxEnt-IRL, AIRL and NFXP are to come.)
+* :class:`AIRL` -- offline adversarial IRL: a stage-1 policy estimator (``predict_proba``) and
+  the "AIRL state reward" baseline (its state-only reward head).
+* :class:`MaxEntIRL` -- neural softmax-Q model whose logits are reported as the reward.
 """
 
+from .airl import AIRL
 from .deeppqr import DeepPQR
+from .maxent import MaxEntIRL
 from .simple import LinearRewardOracle, LogPolicyReward, fit_stage1
 
-__all__ = ["DeepPQR", "LogPolicyReward", "LinearRewardOracle", "fit_stage1"]
+__all__ = ["DeepPQR", "LogPolicyReward", "LinearRewardOracle", "AIRL", "MaxEntIRL", "fit_stage1"]
