@@ -1,0 +1,56 @@
+"""Speed of the exp2 methods, measured in one run (one process, one thread, fits in turn).
+
+For each seed: GenPQR (BC, NN) with the default schedule, GenPQR (BC, NN) with the paper's
+8 x 4 schedule, and DeepPQR, all on the same behaviour-cloning settings; optionally the
+AIRL and MaxEnt-IRL baselines. Prints fit wall time (data simulation excluded) and test
+reward MSE per method, and the ratios.
+
+    python benchmarks/exp2_speed.py --seeds 5 [--with-airl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from genpqr.envs import make_synthetic_data
+from genpqr.experiments.methods import get_method
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--with-airl", action="store_true", help="also time AIRL and MaxEnt-IRL")
+    args = ap.parse_args()
+    names = ["GenPQR (BC, NN)", "GenPQR (BC, NN, paper 8x4)", "DeepPQR"]
+    if args.with_airl:
+        names += ["AIRL state reward", "MaxEnt-IRL", "GenPQR (AIRL, NN)"]
+    rows = {n: [] for n in names}
+    with threadpool_limits(1):
+        import torch  # noqa: F401  (imported before timing)
+
+        for seed in range(args.seeds):
+            data = make_synthetic_data(seed, 1000)
+            for name in names:
+                method = get_method(name)
+                row = method(data, seed)
+                rows[name].append((row["fit_time"], row["reward_mse"], row["reward_corr"]))
+    print(f"machine: {platform.machine()}, python {platform.python_version()}; exp2 size (1000 trajectories), "
+          f"seeds 0..{args.seeds - 1}, one process, one thread, methods fitted in turn")
+    print("| method | fit time (s) mean | max | MSE mean | corr mean |")
+    print("|---|---|---|---|---|")
+    for name in names:
+        a = np.array(rows[name])
+        print(f"| {name} | {a[:, 0].mean():.3f} | {a[:, 0].max():.3f} | {a[:, 1].mean():.3f} | {a[:, 2].mean():.3f} |")
+    base = np.array(rows["GenPQR (BC, NN)"])[:, 0]
+    for name in names[1:]:
+        other = np.array(rows[name])[:, 0]
+        print(f"time ratio {name} / GenPQR (BC, NN): {np.mean(other / base):.2f} (per-seed mean)")
+
+
+if __name__ == "__main__":
+    main()
