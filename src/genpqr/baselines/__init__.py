@@ -13,11 +13,14 @@ human-readable ``name``.
 * :class:`AIRL` -- offline adversarial IRL: a stage-1 policy estimator (``predict_proba``) and
   the "AIRL state reward" baseline (its state-only reward head).
 * :class:`MaxEntIRL` -- neural softmax-Q model whose logits are reported as the reward.
+* :class:`NFXP` -- Rust's nested fixed point maximum likelihood (Newton-Kantorovich inner solve),
+  the econometric reference for linear-in-parameters flow utilities.
 """
 
 from .airl import AIRL
 from .deeppqr import DeepPQR
 from .maxent import MaxEntIRL
+from .nfxp import NFXP
 from .simple import LinearRewardOracle, LogPolicyReward, fit_stage1
 
-__all__ = ["DeepPQR", "LogPolicyReward", "LinearRewardOracle", "AIRL", "MaxEntIRL", "fit_stage1"]
+__all__ = ["DeepPQR", "LogPolicyReward", "LinearRewardOracle", "AIRL", "MaxEntIRL", "NFXP", "fit_stage1"]

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 from sklearn.base import BaseEstimator
@@ -50,7 +49,9 @@ from ..exceptions import ConvergenceWarning, NotFittedError
 __all__ = ["NFXP", "NFXPResult", "BellmanSolveInfo", "solve_integrated_bellman", "nfxp_loglik", "fit_nfxp"]
 
 #: Largest S for which dense LU factorizations are used (sparse LU above).
-_DENSE_MAX = 3000
+_DENSE_MAX = 2000
+#: Largest S*K*S for which a sparse kernel is copied to a dense array (16 MB).
+_DENSE_KERNEL_MAX = 2_000_000
 
 
 # ============================================================================ inner loop
@@ -73,26 +74,30 @@ class BellmanSolveInfo:
 
 
 class _Factor:
-    """LU factorization of ``I - beta P_pi`` (dense for small S, sparse otherwise)."""
+    """Solves with ``I - beta P_pi``: one dense LU for small S, else Krylov solves per
+    right-hand side (:func:`genpqr.tabular.solve_linear_bellman`; sparse LU fills in badly
+    on transition graphs, docs/benchmarks.md)."""
 
     def __init__(self, P_pi, gamma):
+        self.P_pi, self.gamma = P_pi, gamma
         S = P_pi.shape[0]
+        self._lu = None
         if S <= _DENSE_MAX:
             dense = P_pi.toarray() if sp.issparse(P_pi) else np.asarray(P_pi)
             self._lu = sla.lu_factor(np.eye(S) - gamma * dense, check_finite=False)
-            self._solve = lambda b: sla.lu_solve(self._lu, b, check_finite=False)
-        else:
-            lu = spla.splu(sp.csc_matrix(sp.identity(S) - gamma * sp.csr_matrix(P_pi)))
-            self._solve = lu.solve
 
     def solve(self, b):
-        return self._solve(b)
+        if self._lu is not None:
+            return sla.lu_solve(self._lu, b, check_finite=False)
+        if b.ndim == 1:
+            return tabular.solve_linear_bellman(self.P_pi, b, self.gamma, tol=1e-13)[0]
+        return np.column_stack([self.solve(b[:, j]) for j in range(b.shape[1])])
 
 
 def _fast_kernel(kernel):
     """A dense copy of a small kernel: matrix-vector products and ``P_pi`` without sparse
     overhead (at S = 175 a dense ``P_pi`` costs microseconds, a sparse one a millisecond)."""
-    if kernel.is_sparse and kernel.n_states <= _DENSE_MAX:
+    if kernel.is_sparse and kernel.n_states ** 2 * kernel.n_actions <= _DENSE_KERNEL_MAX:
         return tabular.TransitionKernel(kernel.matrix.toarray(), kernel.n_states, kernel.n_actions)
     return kernel
 
@@ -118,7 +123,11 @@ def solve_integrated_bellman(u, kernel, gamma, *, V0=None, tol: float = 1e-12, s
     contraction phase only has to bring Newton near its quadratic regime), then
     Newton-Kantorovich steps
     ``V <- V - (I - beta P_pi)^{-1}(V - Gamma(V))`` until the residual is below ``tol``
-    (or stops shrinking: the floating-point floor of the problem's scale).
+    (or stops shrinking: the floating-point floor of the problem's scale). Since
+    ``Gamma(V) = pi (u + beta P V - log pi)``, the Newton step lands on
+    ``(I - beta P_pi)^{-1} pi (u - log pi)``, the entropy-regularized value of ``pi``: it is
+    soft policy iteration (as :func:`genpqr.tabular.soft_optimal_solution`), monotone and
+    globally convergent.
 
     Parameters
     ----------
@@ -138,7 +147,7 @@ def solve_integrated_bellman(u, kernel, gamma, *, V0=None, tol: float = 1e-12, s
     start = time.perf_counter()
     gamma = check_gamma(gamma)
     u = as_float_array(u, "u", ndim=2)
-    kernel = tabular.as_kernel(kernel, u.shape[1])
+    kernel = _fast_kernel(tabular.as_kernel(kernel, u.shape[1]))
     V = _lse(u) / (1.0 - gamma) if V0 is None else np.array(V0, dtype=np.float64)
     Q, TV = _bellman(u, kernel, gamma, V)
     residual = float(np.max(np.abs(TV - V)))
