@@ -88,6 +88,9 @@ def _add_experiment_parsers(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="genpqr", description="Reward recovery from behaviour (GenPQR).")
     sub = parser.add_subparsers(dest="command", required=True)
+    from .workflow import add_fit_parser
+
+    add_fit_parser(sub)
     demo = sub.add_parser("demo", help="recover a reward on a built-in random tabular MDP and plot it")
     demo.add_argument("--out", default="demo-output", help="output folder for the figure (default: demo-output)")
     demo.add_argument("--states", type=int, default=40)

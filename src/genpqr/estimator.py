@@ -217,6 +217,11 @@ class GenPQR(BaseEstimator):
 
     def fit(self, data: Transitions, y=None):
         """Fit both stages on logged transitions; returns self."""
+        from .continuous.data import ContinuousTransitions
+
+        if isinstance(data, ContinuousTransitions):
+            raise TypeError("GenPQR needs discrete actions, but data holds continuous actions "
+                            "(genpqr.continuous.ContinuousTransitions): use genpqr.continuous.ContinuousGenPQR")
         if not isinstance(data, Transitions):
             raise TypeError(
                 f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
@@ -328,12 +333,7 @@ class GenPQR(BaseEstimator):
         next_proba = clip_proba(self.policy_.training_raw_proba(data.next_states), self.policy_.clip)[0]
         policy = self.policy_
         K = self.n_actions_
-
-        def mu_fn(states, p=None):
-            if p is None and norm.mu.needs_policy:
-                p = policy.proba(states)
-            return norm.weights(states, K, p)
-
+        mu_fn = _ReferenceWeights(norm, policy, K)
         g_fn = self._fit_offset(norm, data, mu_fn)
         g_rows = g_fn(data.states)
         u_rows = _safe_log(proba[np.arange(data.n), data.actions])
@@ -356,7 +356,7 @@ class GenPQR(BaseEstimator):
         if isinstance(offset, OutcomeOffset):
             model = clone(offset.regressor or self.offset_model or _default_regressor(self.random_state))
             model.fit(data.states, self._outcomes(data))
-            return lambda states: np.asarray(model.predict(as_float_array(states, "states", ndim=2)), dtype=np.float64)
+            return _RegressedOffset(model)
         if isinstance(offset, ValueOffset):
             return self._fit_value_offset(offset, data, mu_fn)
         return offset
@@ -366,17 +366,12 @@ class GenPQR(BaseEstimator):
         h = FixedOffset(offset.h)
         gamma = self.gamma_
         if np.ndim(offset.h) == 0 and not callable(offset.h) and not data.terminated.any():
-            return lambda states: np.full(len(states), float(offset.h) * (1.0 - gamma))
+            return FixedOffset(float(offset.h) * (1.0 - gamma))
         target = h(data.next_states) * data.continues
         base = offset.regressor or self.offset_model or _default_regressor(self.random_state)
         ph = make_q_model(base, "per_action", self.n_actions_, warm_start=False)
         ph.fit_q(data.states, data.actions, target, self.n_actions_)
-
-        def g(states):
-            states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-            return h(states) - gamma * np.sum(mu_fn(states) * ph.predict_q(states), axis=1)
-
-        return g
+        return _ValueTargetOffset(h, ph, mu_fn, gamma)
 
     def _diagnostics(self, data, raw, proba, clipped, mu_rows):
         rows = np.arange(data.n)
@@ -510,11 +505,21 @@ class GenPQR(BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path) -> None:
-        """Save the fitted model (joblib); reload with :func:`genpqr.load`."""
+        """Save the fitted model (joblib); reload with :func:`genpqr.load`. A model holding
+        user-supplied closures (e.g. a lambda ``g``) is written with cloudpickle
+        instead; :func:`genpqr.load` reads both."""
+        import pickle
+
         import joblib
 
         self._check_fitted()
-        joblib.dump(self, path)
+        try:
+            joblib.dump(self, path)
+        except (pickle.PicklingError, AttributeError, TypeError):
+            import cloudpickle
+
+            with open(path, "wb") as fh:
+                cloudpickle.dump(self, fh)
 
     def summary(self) -> str:
         """A short human-readable account of the fit."""
@@ -528,6 +533,39 @@ class GenPQR(BaseEstimator):
             f"  stage 2: {d.solver}, {d.n_iterations} iteration(s), converged={d.converged}",
         ]
         return "\n".join(lines)
+
+
+class _ReferenceWeights:
+    """``mu(.|s)`` of a bound normalization at any states (the fitted policy for ``mu = pi``)."""
+
+    def __init__(self, normalization, policy, n_actions):
+        self.normalization, self.policy, self.n_actions = normalization, policy, n_actions
+
+    def __call__(self, states, proba=None):
+        if proba is None and self.normalization.mu.needs_policy:
+            proba = self.policy.proba(states)
+        return self.normalization.weights(states, self.n_actions, proba)
+
+
+class _RegressedOffset:
+    """``g(s) = E[y | s]`` from a fitted regressor."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self, states):
+        return np.asarray(self.model.predict(as_float_array(states, "states", ndim=2)), dtype=np.float64)
+
+
+class _ValueTargetOffset:
+    """``g(s) = h(s) - gamma sum_a mu(a|s) E[h(s') | s, a]`` with the expectation regressed per action."""
+
+    def __init__(self, h, next_h_model, mu_fn, gamma):
+        self.h, self.next_h_model, self.mu_fn, self.gamma = h, next_h_model, mu_fn, gamma
+
+    def __call__(self, states):
+        states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+        return self.h(states) - self.gamma * np.sum(self.mu_fn(states) * self.next_h_model.predict_q(states), axis=1)
 
 
 def _safe_log(proba):

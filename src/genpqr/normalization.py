@@ -73,9 +73,11 @@ class AnchorWeights(ActionWeights):
     """Point mass on one anchor action: ``mu(a|s) = 1{a = a_dagger}``."""
 
     action: object
+    label: object = field(default=None, compare=False)
 
     def bind(self, encode):
-        return replace(self, action=int(np.asarray(encode(np.asarray([self.action]), "anchor action"))[0]))
+        code = int(np.asarray(encode(np.asarray([self.action]), "anchor action"))[0])
+        return replace(self, action=code, label=self.action if self.label is None else self.label)
 
     def probabilities(self, states, n_actions, policy_proba=None):
         code = _check_code(self.action, n_actions, "anchor action")
@@ -84,7 +86,7 @@ class AnchorWeights(ActionWeights):
         return mu
 
     def describe(self):
-        return f"anchor action {self.action!r}"
+        return f"anchor action {self.action if self.label is None else self.label!r}"
 
 
 @dataclass(frozen=True)

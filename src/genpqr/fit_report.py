@@ -1,0 +1,449 @@
+"""The self-contained HTML report of ``genpqr fit``.
+
+One file, no external resources: figures are PNGs embedded as base64 ``data:`` URIs.
+Sections: data summary (episodes, steps, action frequencies, anchor support), policy fit
+(held-out log loss against the action-frequency baseline, calibration curve over all
+(row, action) pairs), Q-evaluation convergence (Bellman residual per FQE iteration, or the
+exact solve's residual), the reward (state x action heat map and bootstrap intervals for
+tabular data; partial dependence on each state column otherwise; projected parameters),
+the coverage diagnostics of the theory (``max mu/pi_hat``, clipped mass, support) and every
+warning raised during the fit.
+
+:func:`report_figures` returns the figures (matplotlib ``Figure`` objects, drawn without
+pyplot, so no backend state is touched); :func:`render_html` assembles the page;
+:func:`write_report` writes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report"]
+
+MAX_TABLE_ROWS = 60
+MAX_PD_COLUMNS = 12
+
+
+@dataclass
+class ReportContext:
+    """What the report shows.
+
+    Attributes
+    ----------
+    model : fitted GenPQR
+    config : dict
+        The effective config (shown, and the rerun command).
+    data_summary : dict label -> value
+        Shown as a two-column table, in order.
+    rewards : DataFrame
+        The rewards table as written.
+    parameters : DataFrame or None
+    projection_r2 : float or None
+    bootstrap : BootstrapResult or None
+    warnings : list of str
+    tabular : bool
+    state_names : list of str
+        State column names (continuous mode: the model's state columns).
+    state_labels : list of str or None
+        Tabular: a label per state index (heat-map rows).
+    level : float
+    title : str
+    """
+
+    model: object
+    config: dict
+    data_summary: dict
+    rewards: object
+    parameters: object = None
+    projection_r2: float | None = None
+    bootstrap: object = None
+    warnings: list = field(default_factory=list)
+    tabular: bool = True
+    state_names: list = field(default_factory=list)
+    state_labels: list | None = None
+    level: float = 0.95
+    title: str = "genpqr fit report"
+
+
+@dataclass
+class ReportFigure:
+    section: str
+    caption: str
+    figure: object
+
+
+def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
+    """A :class:`ReportContext` from :class:`genpqr.workflow.FitOutputs`."""
+    model, data, config = outputs.model, outputs.data, outputs.config
+    summary = {"data file": config.data}
+    if n_rows is not None:
+        summary["rows in the file"] = n_rows
+    summary.update({
+        "transitions used": data.n,
+        "episodes": data.n_episodes,
+        "mean steps per episode": round(data.n / max(data.n_episodes, 1), 2),
+        "terminated transitions": int(data.terminated.sum()),
+        "truncated transitions": int(data.truncated.sum()),
+        "actions": data.n_actions,
+    })
+    if n_rows is not None and n_rows > data.n:
+        summary["rows without an observed next state (dropped)"] = n_rows - data.n
+    state_labels = None
+    if outputs.tabular:
+        index = outputs.state_index
+        visits = outputs.rewards["visits"].to_numpy()
+        summary["tabular states"] = index.n_states
+        summary["states visited"] = int(np.sum(visits > 0))
+        counts = model.stage2_.counts
+        summary["(state, action) pairs never observed"] = f"{int(np.sum(counts == 0))} of {counts.size}"
+        labels = index.labels()
+        state_labels = [", ".join(str(labels.at[i, c]) for c in index.columns) for i in range(index.n_states)]
+    return ReportContext(model=model, config=config.to_dict(), data_summary=summary, rewards=outputs.rewards,
+                         parameters=outputs.parameters, projection_r2=outputs.projection_r2,
+                         bootstrap=outputs.bootstrap, warnings=list(outputs.warnings), tabular=outputs.tabular,
+                         state_names=list(config.state), state_labels=state_labels, level=config.level)
+
+
+# ============================================================================ pieces computed from the model
+def _policy_rows(model):
+    """(states, action codes, clipped training probabilities (out-of-fold when cross-fitted))."""
+    from .policy import clip_proba
+
+    data = model.training_data_
+    proba = clip_proba(model.policy_.training_raw_proba(data.states), model.policy_.clip)[0]
+    return data.states, data.actions, proba
+
+
+def _coverage_ratios(model):
+    states, _, proba = _policy_rows(model)
+    mu = model.normalization_.weights(states, model.n_actions_, proba)
+    return np.max(mu / proba, axis=1)
+
+
+def describe_normalization(model) -> str:
+    """The fitted normalization in the user's action labels."""
+    norm = model.normalization_
+    if norm.name == "anchor":
+        label = model.encoder_.labels[int(norm.mu.action)]
+        g = norm.g.describe() if hasattr(norm.g, "describe") else ""
+        return f"anchor action {label!r}: r(s, {label}) = g(s) ({g})"
+    return norm.describe()
+
+
+def _baseline_log_loss(model) -> float:
+    data = model.training_data_
+    freq = data.action_counts() / data.n
+    return float(-np.mean(np.log(freq[data.actions])))
+
+
+# ============================================================================ figures
+def _figure(width=5.5, height=3.6):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _fig_actions(ctx):
+    model = ctx.model
+    d = model.diagnostics_
+    labels = [str(a) for a in d.action_counts]
+    counts = np.asarray(list(d.action_counts.values()), dtype=float)
+    fig = _figure(max(4.0, 0.5 * len(labels) + 2.5), 3.0)
+    ax = fig.add_subplot()
+    bars = ax.bar(range(len(labels)), counts, color="#4477aa")
+    weight = model.normalization_.weights(model.training_data_.states, model.n_actions_,
+                                          _policy_rows(model)[2]).sum(axis=0)
+    for bar, w in zip(bars, weight):
+        if w > 0 and model.normalization_.name in ("anchor", "state-anchor"):
+            bar.set_color("#cc6677")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("action")
+    ax.set_ylabel("transitions")
+    ax.set_title("action frequencies" + (" (anchor in red)" if model.normalization_.name in ("anchor", "state-anchor")
+                                         else ""))
+    return fig
+
+
+def _fig_calibration(ctx):
+    from sklearn.calibration import calibration_curve
+
+    model = ctx.model
+    _, actions, proba = _policy_rows(model)
+    onehot = np.zeros_like(proba)
+    onehot[np.arange(actions.size), actions] = 1.0
+    frac, mean_pred = calibration_curve(onehot.ravel(), proba.ravel(), n_bins=10, strategy="quantile")
+    fig = _figure(4.6, 4.0)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], color="black", lw=1, ls="--", label="perfect calibration")
+    ax.plot(mean_pred, frac, marker="o", color="#4477aa", label="policy model")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("predicted probability pi_hat(a|s)")
+    ax.set_ylabel("observed frequency of a")
+    ax.set_title(f"calibration ({model.diagnostics_.policy_log_loss_kind}, all (row, action) pairs)", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def _fig_convergence(ctx):
+    from .plotting import plot_bellman_residuals
+
+    fig = _figure(5.0, 3.6)
+    ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
+    ax.set_title("fitted Q evaluation: residuals per iteration", fontsize=9)
+    return fig
+
+
+def _fig_heatmap(ctx):
+    from .plotting import plot_reward_table
+
+    model = ctx.model
+    table = np.asarray(model.stage2_.recovery.reward)
+    S = table.shape[0]
+    fig = _figure(max(4.0, 0.7 * table.shape[1] + 3.0), min(12.0, max(3.0, 0.22 * S + 1.2)))
+    ax = fig.add_subplot()
+    bound = float(np.max(np.abs(table))) or 1.0
+    plot_reward_table(table, model.encoder_.labels, ax=ax, title="recovered reward r(s, a)", vmin=-bound, vmax=bound)
+    if ctx.state_labels is not None and S <= 40:
+        ax.set_yticks(range(S), ctx.state_labels, fontsize=7)
+    ax.set_ylabel("state" if not ctx.state_names else ", ".join(ctx.state_names))
+    return fig
+
+
+def _fig_intervals(ctx):
+    model, boot = ctx.model, ctx.bootstrap
+    table = np.asarray(model.stage2_.recovery.reward)
+    S, K = table.shape
+    lo, hi = (np.ravel(x)[:S * K].reshape(S, K) for x in boot.interval(ctx.level))
+    fig = _figure(max(5.0, 0.18 * S + 3.0), 3.8)
+    ax = fig.add_subplot()
+    x = np.arange(S)
+    for k, label in enumerate(model.encoder_.labels):
+        shift = (k - (K - 1) / 2) * 0.8 / max(K, 1)
+        color = f"C{k % 10}"
+        ax.vlines(x + shift, lo[:, k], hi[:, k], lw=1.2, colors=color)  # percentile: need not contain the estimate
+        ax.plot(x + shift, table[:, k], "o", ms=3, color=color, label=str(label))
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xlabel("state_index")
+    ax.set_ylabel("reward")
+    ax.set_title(f"reward with {ctx.level:.0%} bootstrap intervals ({boot.replicates.shape[0]} replicates)",
+                 fontsize=9)
+    ax.legend(title="action", fontsize=7, ncols=min(K, 4))
+    return fig
+
+
+def _fig_partial_dependence(ctx):
+    model = ctx.model
+    states = model.training_data_.states
+    names = list(ctx.state_names) or [f"s{j}" for j in range(states.shape[1])]
+    d = min(states.shape[1], MAX_PD_COLUMNS)
+    ncols = min(d, 3)
+    nrows = int(np.ceil(d / ncols))
+    fig = _figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    medians = np.median(states, axis=0)
+    for j in range(d):
+        lo, hi = np.quantile(states[:, j], [0.01, 0.99])
+        grid_values = np.unique(states[:, j]) if np.unique(states[:, j]).size <= 30 else np.linspace(lo, hi, 50)
+        grid = np.tile(medians, (grid_values.size, 1))
+        grid[:, j] = grid_values
+        reward = model.reward(grid)
+        ax = axes[j]
+        for k, label in enumerate(model.encoder_.labels):
+            ax.plot(grid_values, reward[:, k], label=str(label), marker="." if grid_values.size <= 30 else None)
+        ax.set_xlabel(names[j])
+        ax.set_ylabel("reward")
+    for ax in axes[d:]:
+        ax.set_visible(False)
+    axes[0].legend(title="action", fontsize=7)
+    fig.suptitle("partial dependence: reward vs each state column (others at their medians)", fontsize=9)
+    return fig
+
+
+def _fig_coverage(ctx):
+    ratios = _coverage_ratios(ctx.model)
+    fig = _figure(5.0, 3.4)
+    ax = fig.add_subplot()
+    logs = np.log10(ratios)
+    if np.ptp(logs) < 1e-9:
+        ax.bar([logs[0]], [ratios.size], width=0.1, color="#4477aa")
+    else:
+        ax.hist(logs, bins=40, color="#4477aa")
+    ax.axvline(np.log10(ratios.max()), color="#cc6677", lw=1.5, label=f"max mu/pi_hat = {ratios.max():.3g}")
+    ax.set_xlabel("log10 max_a mu(a|s) / pi_hat(a|s) at each logged state")
+    ax.set_ylabel("transitions")
+    ax.legend(fontsize=8)
+    ax.set_title("coverage of the normalization by the behaviour", fontsize=9)
+    return fig
+
+
+def report_figures(ctx: ReportContext) -> list[ReportFigure]:
+    """Every figure of the report, in order."""
+    figs = [ReportFigure("data", "Transitions per action.", _fig_actions(ctx)),
+            ReportFigure("policy", "Calibration of the stage-1 policy: within each bin of predicted "
+                                   "probability, the share of (row, action) pairs where the action was taken.",
+                         _fig_calibration(ctx))]
+    if ctx.model.diagnostics_.solver == "fqe":
+        figs.append(ReportFigure("q", "Sample Bellman residual (RMS) and the largest change of the Bellman targets "
+                                      "per fitted-Q-evaluation iteration.", _fig_convergence(ctx)))
+    if ctx.tabular:
+        figs.append(ReportFigure("reward", "Recovered (normalized) reward by state and action.", _fig_heatmap(ctx)))
+        if ctx.bootstrap is not None:
+            figs.append(ReportFigure("reward", "Point estimates with percentile bootstrap intervals (whole episodes "
+                                               "resampled).", _fig_intervals(ctx)))
+    else:
+        figs.append(ReportFigure("reward", "Partial dependence of the reward on each state column, one line per "
+                                           "action, the other columns held at their medians.",
+                                 _fig_partial_dependence(ctx)))
+    figs.append(ReportFigure("coverage", "Distribution over the logged states of max_a mu(a|s)/pi_hat(a|s), the "
+                                         "quantity whose maximum (the coverage constant) enters the error bounds.",
+                             _fig_coverage(ctx)))
+    return figs
+
+
+def figure_png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+# ============================================================================ HTML
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:980px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;
+text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%}
+pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.85em}.warn{color:#a33}.muted{color:#666}
+"""
+
+
+def _esc(x) -> str:
+    return html.escape(str(x))
+
+
+def _fmt(x) -> str:
+    if isinstance(x, (float, np.floating)):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _kv_table(items) -> str:
+    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(_fmt(v))}</td></tr>" for k, v in items)
+    return f"<table>{rows}</table>"
+
+
+def _frame_table(frame, max_rows=MAX_TABLE_ROWS) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
+    body = []
+    for _, row in frame.head(max_rows).iterrows():
+        body.append("<tr>" + "".join(f"<td>{_esc(_fmt(v))}</td>" for v in row.tolist()) + "</tr>")
+    more = (f"<p class='muted'>First {max_rows} of {len(frame)} rows; all rows are in the CSV.</p>"
+            if len(frame) > max_rows else "")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _img(fig: ReportFigure) -> str:
+    data = base64.b64encode(figure_png(fig.figure)).decode("ascii")
+    return (f"<figure><img alt='{_esc(fig.caption)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{_esc(fig.caption)}</figcaption></figure>")
+
+
+def render_html(ctx: ReportContext) -> str:
+    """The report as one HTML string."""
+    from . import __version__
+
+    model = ctx.model
+    d = model.diagnostics_
+    figs = report_figures(ctx)
+    by_section = {}
+    for f in figs:
+        by_section.setdefault(f.section, []).append(_img(f))
+
+    def images(section):
+        return "".join(by_section.get(section, []))
+
+    norm = model.normalization_
+    n = d.n_transitions
+    action_rows = [(f"{lab}", f"{cnt} ({cnt / n:.1%})") for lab, cnt in d.action_counts.items()]
+    support = f"{d.support_count} of {n} transitions ({d.support_count / n:.1%})"
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(ctx.title)}</title>"
+           f"<style>{_CSS}</style></head><body>",
+           f"<h1>{_esc(ctx.title)}</h1>",
+           f"<p class='muted'>genpqr {__version__}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}. "
+           f"Normalization: {_esc(describe_normalization(model))}; gamma = {model.gamma_:g}.</p>"]
+    # 1. data
+    out += ["<h2>1. Data</h2>", _kv_table(ctx.data_summary.items()),
+            "<h3>Action frequencies</h3>", _kv_table(action_rows),
+            f"<p>Support of the normalization (transitions whose action has positive weight under mu"
+            f"{' — the anchor' if norm.name in ('anchor', 'state-anchor') else ''}): {support}.</p>", images("data")]
+    # 2. policy
+    base = _baseline_log_loss(model)
+    out += ["<h2>2. Policy fit (stage 1)</h2>",
+            _kv_table([("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
+                       ("log loss of the action frequencies alone", f"{base:.4f}"),
+                       ("clip bounds", str(model.policy_.clip))]),
+            "<p class='muted'>" + ("Out-of-fold: each transition is scored by a policy model fitted without its "
+                                   "episode (cross-fitting)." if d.policy_log_loss_kind == "out-of-fold" else
+                                   "In-sample: the policy was not cross-fitted (set --cross-fit 2 or more for "
+                                   "held-out diagnostics), so the log loss and calibration are optimistic.")
+            + "</p>", images("policy")]
+    # 3. Q evaluation
+    out.append("<h2>3. Q-evaluation (stage 2)</h2>")
+    if d.solver == "fqe":
+        last = f"{d.bellman_residuals[-1]:.4g}" if d.bellman_residuals else "n/a"
+        out += [_kv_table([("solver", "fitted Q evaluation"), ("iterations", d.n_iterations),
+                           ("converged", d.converged), ("last sample Bellman residual (RMS)", last)]),
+                images("q")]
+    else:
+        res = f"{d.bellman_residuals[0]:.3g}" if d.bellman_residuals else "n/a"
+        out.append(_kv_table([("solver", f"exact linear solve ({d.solver})"), ("iterations", d.n_iterations),
+                              ("residual of the linear system", res)]))
+        out.append("<p class='muted'>The tabular Bellman equation Q = u - g + gamma P mu Q is solved exactly "
+                   "(P estimated or given), so there is no iteration to monitor.</p>")
+    # 4. reward
+    out += ["<h2>4. Reward</h2>",
+            f"<p>The reward is identified up to the normalization <b>{_esc(describe_normalization(model))}</b>: "
+            "sum_a mu(a|s) r(s,a) = g(s) at every state.</p>", images("reward")]
+    if ctx.parameters is not None:
+        out.append("<h3>Structural parameters (weighted least-squares projection on the features)</h3>")
+        out.append(_frame_table(ctx.parameters))
+        if ctx.projection_r2 is not None:
+            out.append(f"<p class='muted'>Weighted R² of the projection: {ctx.projection_r2:.4f} "
+                       "(weights: visits per state-action pair).</p>")
+    if ctx.tabular:
+        out += ["<h3>Rewards table</h3>", _frame_table(ctx.rewards)]
+    # 5. coverage
+    out += ["<h2>5. Coverage diagnostics</h2>",
+            _kv_table([("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
+                       ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
+                       ("support of the normalization", support)]),
+            "<p class='muted'>The theory bounds the reward error by the policy error times the coverage constant "
+            "max mu/pi: large values mean the normalization leans on actions the behaviour rarely takes there. "
+            "Clipped probabilities replace log pi by the bound.</p>", images("coverage")]
+    # 6. warnings
+    out.append("<h2>6. Warnings</h2>")
+    if ctx.warnings:
+        out.append("<ul>" + "".join(f"<li class='warn'>{_esc(w)}</li>" for w in ctx.warnings) + "</ul>")
+    else:
+        out.append("<p>No warnings were raised during the fit.</p>")
+    # 7. config
+    out += ["<h2>7. Configuration</h2>", "<p>Rerun with <code>genpqr fit --config config.json</code>.</p>",
+            f"<pre>{_esc(json.dumps(ctx.config, indent=2, default=str))}</pre>", "</body></html>"]
+    return "\n".join(out)
+
+
+def write_report(path, ctx: ReportContext) -> Path:
+    """Write :func:`render_html` to ``path``; returns the path."""
+    path = Path(path)
+    path.write_text(render_html(ctx), encoding="utf-8")
+    return path
