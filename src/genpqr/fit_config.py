@@ -1,0 +1,253 @@
+"""The configuration of ``genpqr fit``: a typed dataclass (JSON-loadable; CLI flags override it)
+and the parsers of its small string languages (normalization, transition, bins specs)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["FitConfig", "parse_normalization", "parse_transition", "parse_bins", "POLICY_MODELS", "Q_MODELS",
+           "NORMALIZATION_FORMS"]
+
+POLICY_MODELS = ("frequency", "logistic", "mlp", "lightgbm")
+Q_MODELS = ("exact", "linear", "mlp", "lightgbm", "hgb")
+NORMALIZATION_FORMS = "anchor:ACTION, mean-zero, state-anchor:COLUMN, value:COLUMN or behavior:OUTCOME_COLUMN"
+
+
+@dataclass
+class FitConfig:
+    """Everything ``genpqr fit`` needs; also the JSON config file (same keys).
+
+    Parameters
+    ----------
+    data : str
+        CSV or Parquet file in long format (one row per episode and time step).
+    episode, time, action : str
+        Column names.
+    state : list of str
+        State column name(s) (a comma-separated string is accepted).
+    terminated, truncated, outcome : str, optional
+        Column names (see :func:`genpqr.data.from_pandas`).
+    gamma : float in [0, 1)
+    normalization : str
+        ``anchor:ACTION``, ``mean-zero``, ``state-anchor:COLUMN``, ``value:COLUMN`` or
+        ``behavior:OUTCOME_COLUMN`` (see the module docstring).
+    policy_model : str, optional
+        ``frequency`` (tabular only; the tabular default), ``logistic`` (standardized
+        multinomial logistic regression; one-hot states in tabular mode; the continuous
+        default), ``mlp`` (:class:`genpqr.nn.MLPClassifier`), ``lightgbm``
+        (``LGBMClassifier(verbose=-1)``) or an import path ``package.module:Class``
+        (instantiated with no arguments).
+    q_model : str, optional
+        ``exact`` (tabular), ``linear`` (ridge per action), ``mlp``
+        (:class:`genpqr.nn.DuelingQNetwork`, 30 iterations), ``lightgbm``
+        (:class:`genpqr.boosting.BoostedQModel`, iterations chosen on 20% held-out episodes),
+        ``hgb`` (scikit-learn's HistGradientBoostingRegressor, likewise; the continuous
+        default) or an import path. Default: ``exact`` for tabular data, else ``hgb``.
+    cross_fit : int
+        Episode folds for stage 1 (out-of-fold log loss and calibration); < 2: no cross-fitting.
+    bootstrap : int
+        Bootstrap replicates over whole episodes (0: none; else at least 2).
+    n_jobs : int
+        Parallel bootstrap workers (joblib).
+    bins : dict column -> list of float
+        Cut points per state column (tabular mode).
+    transition : str
+        Tabular mode: ``counts`` (maximum likelihood), ``increment:MAX[:RESET_ACTION]``
+        (increments ``0..MAX`` whose distribution does not depend on the state; the reset
+        action restarts at state 0, as in engine-replacement models) or a ``.npy`` file holding
+        the kernel ((S, K, S) or (S*K, S), states numbered as ``state_index``).
+    n_states : int, optional
+        Tabular mode with one integer (or binned) state column numbered by its value: the
+        number of states when some of the top ones never occur in the data (e.g. mileage
+        bins of an engine-replacement model).
+    features : str, optional
+        Tabular mode: CSV of reward features, one row per (state, action) with the action
+        column, ``state_index`` or the state columns, and one numeric column per feature.
+        Pairs never visited may be left out (zero features, zero weight).
+    n_iterations : int, optional
+        Maximum FQE iterations (default per ``q_model``).
+    level : float
+        Confidence level of the bootstrap intervals.
+    seed : int
+    out : str
+        Output folder (created).
+    quiet : bool
+        No progress bars.
+    """
+
+    data: str | None = None
+    episode: str | None = None
+    time: str | None = None
+    state: list = field(default_factory=list)
+    action: str | None = None
+    terminated: str | None = None
+    truncated: str | None = None
+    outcome: str | None = None
+    gamma: float | None = None
+    normalization: str | None = None
+    policy_model: str | None = None
+    q_model: str | None = None
+    cross_fit: int = 5
+    bootstrap: int = 0
+    n_jobs: int = 1
+    bins: dict = field(default_factory=dict)
+    transition: str = "counts"
+    n_states: int | None = None
+    features: str | None = None
+    n_iterations: int | None = None
+    level: float = 0.95
+    seed: int = 0
+    out: str | None = None
+    quiet: bool = False
+
+    # -------------------------------------------------------------- construction
+    @classmethod
+    def from_dict(cls, values: dict) -> "FitConfig":
+        """A config from a mapping with the field names as keys (unknown keys are refused)."""
+        return cls().updated(values)
+
+    @classmethod
+    def from_json(cls, path) -> "FitConfig":
+        """A config from a JSON file holding one object (paths in it are relative to the
+        working directory, as on the command line)."""
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"config file {str(path)!r} does not exist")
+        try:
+            values = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"config file {str(path)!r} must hold a JSON object, got {type(values).__name__}")
+        return cls.from_dict(values)
+
+    def updated(self, values: dict) -> "FitConfig":
+        """A copy with ``values`` (field name -> value) applied and coerced."""
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown config key(s) {unknown}; valid keys are {sorted(names)}")
+        return replace(self, **{k: _coerce(k, v) for k, v in values.items()})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    def check(self) -> "FitConfig":
+        """Raise ``ValueError`` naming the first missing or invalid setting; returns self."""
+        required = ("data", "episode", "time", "state", "action", "gamma", "normalization", "out")
+        missing = [k for k in required if getattr(self, k) in (None, "", [])]
+        if missing:
+            flags = ", ".join("DATA" if k == "data" else f"--{k.replace('_', '-')}" for k in missing)
+            raise ValueError(f"missing required setting(s): {flags} (give them as flags or in --config FILE.json)")
+        from ._checks import check_gamma
+
+        check_gamma(self.gamma)
+        parse_normalization(self.normalization)
+        parse_transition(self.transition)
+        if self.bootstrap == 1 or self.bootstrap < 0:
+            raise ValueError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {self.bootstrap}")
+        if not 0 < self.level < 1:
+            raise ValueError(f"--level must be in (0, 1), got {self.level}")
+        if self.n_states is not None and self.n_states < 1:
+            raise ValueError(f"--n-states must be at least 1, got {self.n_states}")
+        if self.n_iterations is not None and self.n_iterations < 1:
+            raise ValueError(f"--n-iterations must be at least 1, got {self.n_iterations}")
+        unknown_bins = sorted(set(self.bins) - set(self.state))
+        if unknown_bins:
+            raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")
+        return self
+
+
+def _coerce(key: str, value):
+    """JSON / CLI value -> field type, with a message naming the key."""
+    if value is None:
+        return [] if key == "state" else ({} if key == "bins" else value)
+    try:
+        if key == "state":
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return [str(v).strip() for v in items if str(v).strip()]
+        if key == "bins":
+            if not isinstance(value, dict):
+                raise TypeError("expected an object column -> list of cut points")
+            return {str(col): _edges(col, edges) for col, edges in value.items()}
+        if key in ("gamma", "level"):
+            return float(value)
+        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states"):
+            if isinstance(value, bool) or float(value) != int(value):
+                raise TypeError("expected an integer")
+            return int(value)
+        if key == "quiet":
+            if not isinstance(value, bool):
+                raise TypeError("expected true or false")
+            return value
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"config key {key!r}: cannot use {value!r} ({exc})") from None
+
+
+def _edges(column, edges) -> list:
+    if isinstance(edges, str):
+        edges = edges.split(",")
+    try:
+        out = [float(e) for e in edges]
+    except (TypeError, ValueError):
+        raise ValueError(f"bins for column {column!r} must be numbers, got {edges!r}") from None
+    if not out or np.any(np.diff(out) <= 0) or not np.all(np.isfinite(out)):
+        raise ValueError(f"bins for column {column!r} must be finite, strictly increasing cut points, got {out}")
+    return out
+
+
+def parse_bins(text: str) -> tuple[str, list]:
+    """``"COL=e1,e2,..."`` -> ``(COL, [e1, e2, ...])``."""
+    column, sep, edges = text.partition("=")
+    if not sep or not column.strip():
+        raise ValueError(f"--bins must look like COLUMN=e1,e2,..., got {text!r}")
+    return column.strip(), _edges(column.strip(), edges)
+
+
+def parse_normalization(spec: str) -> tuple[str, str | None]:
+    """``"anchor:a"`` -> ``("anchor", "a")``; ``"mean-zero"`` -> ``("mean-zero", None)``."""
+    if not isinstance(spec, str):
+        raise ValueError(f"--normalization must be one of {NORMALIZATION_FORMS}, got {spec!r}")
+    kind, sep, arg = spec.partition(":")
+    kind = kind.strip().lower().replace("_", "-")
+    kind = {"behaviour": "behavior", "meanzero": "mean-zero", "state-anchor": "state-anchor"}.get(kind, kind)
+    if kind == "mean-zero":
+        if arg:
+            raise ValueError(f"--normalization mean-zero takes no argument, got {spec!r}")
+        return kind, None
+    if kind in ("anchor", "state-anchor", "value", "behavior"):
+        if not arg:
+            what = {"anchor": "ACTION", "behavior": "OUTCOME_COLUMN"}.get(kind, "COLUMN")
+            raise ValueError(f"--normalization {kind} needs an argument: {kind}:{what}")
+        return kind, arg
+    raise ValueError(f"--normalization must be one of {NORMALIZATION_FORMS}, got {spec!r}")
+
+
+def parse_transition(spec: str):
+    """``counts`` | ``increment:MAX[:RESET_ACTION]`` | ``FILE.npy`` -> (kind, argument)."""
+    spec = str(spec)
+    if spec == "counts":
+        return "counts", None
+    if spec.startswith("increment:"):
+        parts = spec.split(":", 2)
+        try:
+            max_inc = int(parts[1])
+        except ValueError:
+            max_inc = -1
+        if max_inc < 0:
+            raise ValueError(f"--transition increment:MAX needs a non-negative integer MAX, got {spec!r}")
+        return "increment", (max_inc, parts[2] if len(parts) > 2 and parts[2] != "" else None)
+    if spec.endswith(".npy"):
+        return "file", spec
+    raise ValueError(f"--transition must be counts, increment:MAX[:RESET_ACTION] or a .npy file, got {spec!r}")
+
+
+# ============================================================================ reading and checks
