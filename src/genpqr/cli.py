@@ -28,8 +28,24 @@ def split_methods(text: str) -> list[str]:
     return [n for n in names if n]
 
 
+def _continuous_experiment(args) -> int:
+    """``genpqr experiment continuous``: the LQG sweep of :mod:`genpqr.continuous.experiment`
+    (n = 1e3, 1e4, 1e5; tiny: n = 200, 500) with its own table and figure."""
+    from .continuous.experiment import run_continuous_experiment
+
+    n_values = (200, 500) if args.tiny else (1_000, 10_000, 100_000)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    frame = run_continuous_experiment(n_values=n_values, seeds=seeds, out_dir=args.out, progress=not args.quiet,
+                                      **({"methods": ("linear-gaussian",)} if args.tiny else {}))
+    print(f"continuous: {len(frame)} row(s) written to {args.out}/results.csv (table: {args.out}/results.md)")
+    return 0
+
+
 def _experiment(args) -> int:
     from .experiments import get_config, run_experiment
+
+    if args.name == "continuous":
+        return _continuous_experiment(args)
 
     try:
         config = get_config(args.name, tiny=args.tiny)
@@ -66,7 +82,8 @@ def _add_experiment_parsers(sub) -> None:
     exp = sub.add_parser("experiment", help="run (or resume) one of the paper's experiments over seeds",
                          description="Run seeds x settings x methods in parallel; rows are appended to "
                                      "OUT/results.csv as tasks finish, and a rerun skips finished rows.")
-    exp.add_argument("name", choices=sorted(EXPERIMENTS), help="experiment configuration")
+    exp.add_argument("name", choices=sorted([*EXPERIMENTS, "continuous"]),
+                     help="experiment configuration (continuous: the continuous-action LQG sweep)")
     exp.add_argument("--seeds", type=int, default=10, help="number of seeds (default: 10)")
     exp.add_argument("--first-seed", type=int, default=0, help="first seed (default: 0)")
     exp.add_argument("--n-jobs", type=int, default=1,

@@ -322,6 +322,12 @@ def from_arrays(
         )
     if actions_raw.dtype == object and any(a is None for a in actions_raw):
         raise ValueError("actions must not contain missing values (None)")
+    if actions_raw.dtype.kind == "f" and action_labels is None and np.unique(actions_raw).size > max(50, n // 10):
+        import warnings
+
+        warnings.warn(
+            f"actions are floats with {np.unique(actions_raw).size} distinct values: read as discrete labels. "
+            "For continuous actions use genpqr.continuous.from_arrays.", UserWarning, stacklevel=2)
     encoder = ActionEncoder(np.asarray(action_labels)) if action_labels is not None else ActionEncoder.from_observed(actions_raw)
     codes = encoder.encode(actions_raw)
     if episode_ids is None:

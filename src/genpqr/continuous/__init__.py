@@ -1,0 +1,40 @@
+"""Continuous-action GenPQR (paper, App. "Continuous-Action Extension").
+
+Stage 1 estimates a conditional log-density ``u(s, a) = log dpi/dlambda`` with respect to a
+stated reference measure ``lambda`` (Lebesgue on the action space by default); stage 2 solves
+``Q = u - g + gamma P mu Q`` by fitted Q evaluation whose ``mu``-integrals use Monte Carlo
+draws (common random numbers) or Gauss-Hermite / Gauss-Legendre quadrature; the reward is
+``r = Q - mu Q + g`` with ``mu Q`` by the same rule.
+
+Modules: :mod:`~genpqr.continuous.data` (transitions, action space),
+:mod:`~genpqr.continuous.densities` and :mod:`~genpqr.continuous.neural` (stage 1),
+:mod:`~genpqr.continuous.measures` (reference kernels, reference measures),
+:mod:`~genpqr.continuous.integration` (integration rules),
+:mod:`~genpqr.continuous.normalization`, :mod:`~genpqr.continuous.fqe` (stage 2),
+:mod:`~genpqr.continuous.estimator` (:class:`ContinuousGenPQR`), and the benchmarks with truth
+:mod:`~genpqr.continuous.lqg` (closed form) and :mod:`~genpqr.continuous.nonlinear` (fine
+discretization); :mod:`~genpqr.continuous.experiment` runs the ``continuous`` experiment.
+"""
+
+from .data import ActionSpace, ContinuousTransitions, from_arrays
+from .densities import (ConditionalDensity, FixedGaussianDensity, KnownDensity, LinearGaussianDensity,
+                        SquashedDensity, check_normalized)
+from .estimator import ContinuousDiagnostics, ContinuousGenPQR
+from .fqe import ContinuousFQE
+from .integration import GaussHermite, GaussLegendre, IntegrationRule, MonteCarlo, Nodes
+from .measures import (BehaviorKernel, DensityKernel, GaussianKernel, GaussianReference, Lebesgue, PointMass,
+                       ReferenceKernel, ReferenceMeasure, UniformKernel)
+from .neural import FlowDensity, MixtureDensityNetwork, MLPGaussianDensity
+from .normalization import ContinuousNormalization, anchor, behavior, gaussian, kernel, uniform
+from .quadratic import Quadratic
+
+__all__ = [
+    "ContinuousGenPQR", "ContinuousDiagnostics", "ContinuousFQE",
+    "ContinuousTransitions", "ActionSpace", "from_arrays",
+    "ConditionalDensity", "LinearGaussianDensity", "FixedGaussianDensity", "KnownDensity", "SquashedDensity",
+    "MLPGaussianDensity", "MixtureDensityNetwork", "FlowDensity", "check_normalized",
+    "ContinuousNormalization", "anchor", "gaussian", "uniform", "behavior", "kernel",
+    "ReferenceKernel", "GaussianKernel", "UniformKernel", "PointMass", "BehaviorKernel", "DensityKernel",
+    "ReferenceMeasure", "Lebesgue", "GaussianReference",
+    "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre", "Nodes", "Quadratic",
+]
