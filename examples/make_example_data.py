@@ -6,7 +6,7 @@ linear in two features, with action "a" as the zero-reward anchor:
     r(s, a) = 0,   r(s, b) = bonus + level * x(s),   r(s, c) = bonus - level * x(s),
     x(s) = s / 14,  bonus = -0.3,  level = 1.2.
 
-The logged behaviour is the reward's soft-optimal (maximum-entropy) policy; 80 episodes of
+The logged behaviour is the reward's soft-optimal (maximum-entropy) policy; 600 episodes of
 10 steps; ``outcome`` is the realised reward plus N(0, 0.5^2) noise.
 
     python examples/make_example_data.py
@@ -38,7 +38,7 @@ def main(out: Path = Path(__file__).parent / "data") -> None:
     reward = features() @ np.array(list(THETA.values()))
     mdp = tabular.TabularMDP(mdp.kernel, GAMMA, reward)
     policy = tabular.soft_optimal_policy(reward, mdp.kernel, GAMMA)
-    data = simulate_tabular(mdp, policy, n_episodes=80, horizon=10, outcome_noise=0.5, random_state=SEED)
+    data = simulate_tabular(mdp, policy, n_episodes=600, horizon=10, outcome_noise=0.5, random_state=SEED)
     frame = pd.DataFrame({"episode": data.episode_ids, "time": data.timesteps.astype(int),
                           "state": data.states[:, 0].astype(int), "action": LABELS[data.actions],
                           "outcome": np.round(data.outcomes, 4)})
