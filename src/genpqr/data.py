@@ -22,7 +22,7 @@ import numpy as np
 
 from ._checks import as_float_array, check_length
 
-__all__ = ["Transitions", "ActionEncoder", "from_arrays", "from_pandas", "from_episodes"]
+__all__ = ["Transitions", "EpisodeRows", "ActionEncoder", "from_arrays", "from_pandas", "from_episodes"]
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,85 @@ class ActionEncoder:
         return self.labels[codes]
 
 
+class EpisodeRows:
+    """Row bookkeeping shared by the transition types (discrete :class:`Transitions` and
+    continuous-action ``genpqr.continuous.ContinuousTransitions``): lengths, read-only
+    arrays, subsets and episode-grouped splits. Subclasses list their per-row array fields
+    in ``_ROW_FIELDS`` (``None`` allowed for optional ones)."""
+
+    _ROW_FIELDS: tuple = ("states", "actions", "next_states", "terminated", "truncated", "episode_ids",
+                          "outcomes", "rewards", "timesteps")
+
+    def _check_rows(self) -> None:
+        """Equal lengths (named errors) and read-only storage of every per-row array."""
+        n = self.actions.shape[0]
+        if self.states.ndim != 2 or self.next_states.shape != self.states.shape:
+            raise ValueError(
+                f"states and next_states must both have shape (n, d); got {self.states.shape} and "
+                f"{self.next_states.shape}"
+            )
+        for name in self._ROW_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                check_length(value, n, name, "actions")
+                value.setflags(write=False)
+
+    @property
+    def n(self) -> int:
+        """Number of transitions."""
+        return int(self.actions.shape[0])
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def state_dim(self) -> int:
+        return int(self.states.shape[1])
+
+    @property
+    def n_episodes(self) -> int:
+        return int(np.unique(self.episode_ids).size)
+
+    @property
+    def continues(self) -> np.ndarray:
+        """``1 - terminated`` as float, shape (n,): the weight of the continuation term."""
+        return 1.0 - self.terminated.astype(np.float64)
+
+    def subset(self, index):
+        """Rows ``index`` (a boolean mask or integer indices); everything else is kept."""
+        index = np.asarray(index)
+        return replace(self, **{name: None if getattr(self, name) is None else np.array(getattr(self, name)[index])
+                                for name in self._ROW_FIELDS})
+
+    def episode_folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(train_index, test_index) pairs of a K-fold split that keeps episodes whole."""
+        from sklearn.model_selection import GroupKFold
+
+        if n_splits < 2:
+            raise ValueError(f"n_splits must be at least 2, got {n_splits}")
+        if self.n_episodes < n_splits:
+            raise ValueError(f"cannot make {n_splits} episode folds from {self.n_episodes} episode(s)")
+        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
+        return [(tr, te) for tr, te in splitter.split(self.states, groups=self.episode_ids)]
+
+    def split_episodes(self, test_fraction: float, random_state=None):
+        """Random train/test split by whole episodes."""
+        from ._checks import check_random_state
+
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        episodes = np.unique(self.episode_ids)
+        if episodes.size < 2:
+            raise ValueError("need at least 2 episodes to split by episode")
+        rng = check_random_state(random_state)
+        n_test = min(max(1, int(round(test_fraction * episodes.size))), episodes.size - 1)
+        test_eps = rng.choice(episodes, size=n_test, replace=False)
+        is_test = np.isin(self.episode_ids, test_eps)
+        return self.subset(~is_test), self.subset(is_test)
+
+
 @dataclass(frozen=True, eq=False)
-class Transitions:
+class Transitions(EpisodeRows):
     """Validated logged transitions. Build with :func:`from_arrays`, :func:`from_pandas` or
     :func:`from_episodes` rather than directly.
 
@@ -123,37 +200,10 @@ class Transitions:
     state_names: tuple[str, ...] | None = field(default=None)
 
     def __post_init__(self):
-        n = self.actions.shape[0]
-        if self.states.ndim != 2 or self.next_states.shape != self.states.shape:
-            raise ValueError(
-                f"states and next_states must both have shape (n, d); got {self.states.shape} and "
-                f"{self.next_states.shape}"
-            )
-        for name in ("states", "terminated", "truncated", "episode_ids"):
-            check_length(getattr(self, name), n, name, "actions")
-        for name in ("outcomes", "rewards", "timesteps"):
-            value = getattr(self, name)
-            if value is not None:
-                check_length(value, n, name, "actions")
+        self._check_rows()
+        n = self.n
         if n and (self.actions.min() < 0 or self.actions.max() >= self.encoder.n_actions):
             raise ValueError("actions must be codes in [0, K)")
-        for arr in (self.states, self.actions, self.next_states, self.terminated, self.truncated, self.episode_ids,
-                    self.outcomes, self.rewards, self.timesteps):
-            if arr is not None:
-                arr.setflags(write=False)
-
-    # ------------------------------------------------------------------ shape facts
-    @property
-    def n(self) -> int:
-        """Number of transitions."""
-        return int(self.actions.shape[0])
-
-    def __len__(self) -> int:
-        return self.n
-
-    @property
-    def state_dim(self) -> int:
-        return int(self.states.shape[1])
 
     @property
     def n_actions(self) -> int:
@@ -163,15 +213,6 @@ class Transitions:
     def action_labels(self) -> np.ndarray:
         return self.encoder.labels
 
-    @property
-    def n_episodes(self) -> int:
-        return int(np.unique(self.episode_ids).size)
-
-    @property
-    def continues(self) -> np.ndarray:
-        """``1 - terminated`` as float, shape (n,): the weight of the continuation term."""
-        return 1.0 - self.terminated.astype(np.float64)
-
     def action_counts(self) -> np.ndarray:
         """Number of rows per action code, shape (K,)."""
         return np.bincount(self.actions, minlength=self.n_actions)
@@ -179,53 +220,6 @@ class Transitions:
     def labels_of(self, codes=None) -> np.ndarray:
         """The user's labels of ``codes`` (default: of every row's action)."""
         return self.encoder.decode(self.actions if codes is None else codes)
-
-    # ------------------------------------------------------------------ subsets
-    def subset(self, index) -> "Transitions":
-        """Rows ``index`` (a boolean mask or integer indices); the action coding is kept."""
-        index = np.asarray(index)
-
-        def take(x):
-            return None if x is None else np.array(x[index])
-
-        return replace(
-            self,
-            states=take(self.states),
-            actions=take(self.actions),
-            next_states=take(self.next_states),
-            terminated=take(self.terminated),
-            truncated=take(self.truncated),
-            episode_ids=take(self.episode_ids),
-            outcomes=take(self.outcomes),
-            rewards=take(self.rewards),
-            timesteps=take(self.timesteps),
-        )
-
-    def episode_folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(train_index, test_index) pairs of a K-fold split that keeps episodes whole."""
-        from sklearn.model_selection import GroupKFold
-
-        if n_splits < 2:
-            raise ValueError(f"n_splits must be at least 2, got {n_splits}")
-        if self.n_episodes < n_splits:
-            raise ValueError(f"cannot make {n_splits} episode folds from {self.n_episodes} episode(s)")
-        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
-        return [(tr, te) for tr, te in splitter.split(self.states, groups=self.episode_ids)]
-
-    def split_episodes(self, test_fraction: float, random_state=None) -> tuple["Transitions", "Transitions"]:
-        """Random train/test split by whole episodes."""
-        from ._checks import check_random_state
-
-        if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-        episodes = np.unique(self.episode_ids)
-        if episodes.size < 2:
-            raise ValueError("need at least 2 episodes to split by episode")
-        rng = check_random_state(random_state)
-        n_test = min(max(1, int(round(test_fraction * episodes.size))), episodes.size - 1)
-        test_eps = rng.choice(episodes, size=n_test, replace=False)
-        is_test = np.isin(self.episode_ids, test_eps)
-        return self.subset(~is_test), self.subset(is_test)
 
     def to_pandas(self, state_columns: Sequence[str] | None = None):
         """Long-format frame: one row per transition with state, action label, next state.

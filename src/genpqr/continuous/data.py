@@ -11,13 +11,13 @@ of the data, not an afterthought: actions outside it are an error.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from .._checks import as_float_array, check_length
-from ..data import _flags, _optional_vector
+from ..data import EpisodeRows, _flags, _optional_vector
 
 __all__ = ["ActionSpace", "ContinuousTransitions", "from_arrays", "as_actions"]
 
@@ -124,7 +124,7 @@ def as_actions(actions, name: str = "actions", dim: int | None = None) -> np.nda
 
 
 @dataclass(frozen=True, eq=False)
-class ContinuousTransitions:
+class ContinuousTransitions(EpisodeRows):
     """Validated transitions ``(s_i, a_i, s'_i)`` with real actions. Build with :func:`from_arrays`.
 
     Attributes
@@ -152,91 +152,22 @@ class ContinuousTransitions:
     timesteps: np.ndarray | None = None
     state_names: tuple[str, ...] | None = field(default=None)
 
+    _ROW_FIELDS = EpisodeRows._ROW_FIELDS + ("sample_weight",)
+
     def __post_init__(self):
-        n = self.actions.shape[0]
-        if self.states.ndim != 2 or self.next_states.shape != self.states.shape:
-            raise ValueError(f"states and next_states must both have shape (n, d); got {self.states.shape} and "
-                             f"{self.next_states.shape}")
         if self.actions.ndim != 2 or self.actions.shape[1] != self.action_space.dim:
             raise ValueError(f"actions must have shape (n, {self.action_space.dim}), got {self.actions.shape}")
-        for name in ("states", "terminated", "truncated", "episode_ids"):
-            check_length(getattr(self, name), n, name, "actions")
-        for name in ("sample_weight", "outcomes", "rewards", "timesteps"):
-            value = getattr(self, name)
-            if value is not None:
-                check_length(value, n, name, "actions")
+        self._check_rows()
         self.action_space.check(self.actions)
-        for arr in (self.states, self.actions, self.next_states, self.terminated, self.truncated, self.episode_ids,
-                    self.sample_weight, self.outcomes, self.rewards, self.timesteps):
-            if arr is not None:
-                arr.setflags(write=False)
-
-    @property
-    def n(self) -> int:
-        return int(self.actions.shape[0])
-
-    def __len__(self) -> int:
-        return self.n
-
-    @property
-    def state_dim(self) -> int:
-        return int(self.states.shape[1])
 
     @property
     def action_dim(self) -> int:
         return int(self.actions.shape[1])
 
     @property
-    def n_episodes(self) -> int:
-        return int(np.unique(self.episode_ids).size)
-
-    @property
-    def continues(self) -> np.ndarray:
-        """``1 - terminated`` as float, shape (n,)."""
-        return 1.0 - self.terminated.astype(np.float64)
-
-    @property
     def weights(self) -> np.ndarray:
         """``sample_weight`` or ones, shape (n,)."""
         return np.ones(self.n) if self.sample_weight is None else np.asarray(self.sample_weight)
-
-    def subset(self, index) -> "ContinuousTransitions":
-        """Rows ``index`` (boolean mask or integer indices)."""
-        index = np.asarray(index)
-
-        def take(x):
-            return None if x is None else np.array(x[index])
-
-        return replace(self, states=take(self.states), actions=take(self.actions),
-                       next_states=take(self.next_states), terminated=take(self.terminated),
-                       truncated=take(self.truncated), episode_ids=take(self.episode_ids),
-                       sample_weight=take(self.sample_weight), outcomes=take(self.outcomes),
-                       rewards=take(self.rewards), timesteps=take(self.timesteps))
-
-    def episode_folds(self, n_splits: int, random_state=None):
-        """(train_index, test_index) pairs of a K-fold split that keeps episodes whole."""
-        from sklearn.model_selection import GroupKFold
-
-        if n_splits < 2:
-            raise ValueError(f"n_splits must be at least 2, got {n_splits}")
-        if self.n_episodes < n_splits:
-            raise ValueError(f"cannot make {n_splits} episode folds from {self.n_episodes} episode(s)")
-        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
-        return list(splitter.split(self.states, groups=self.episode_ids))
-
-    def split_episodes(self, test_fraction: float, random_state=None):
-        """Random train/test split by whole episodes."""
-        from .._checks import check_random_state
-
-        if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-        episodes = np.unique(self.episode_ids)
-        if episodes.size < 2:
-            raise ValueError("need at least 2 episodes to split by episode")
-        rng = check_random_state(random_state)
-        n_test = min(max(1, int(round(test_fraction * episodes.size))), episodes.size - 1)
-        is_test = np.isin(self.episode_ids, rng.choice(episodes, size=n_test, replace=False))
-        return self.subset(~is_test), self.subset(is_test)
 
     def to_pandas(self):
         """One row per transition: state columns, action columns ``a0..``, next-state columns."""
