@@ -21,6 +21,7 @@ from .airl import AIRL
 from .deeppqr import DeepPQR
 from .maxent import MaxEntIRL
 from .nfxp import NFXP
-from .simple import LinearRewardOracle, LogPolicyReward, fit_stage1
+from ._base import fit_stage1
+from .simple import LinearRewardOracle, LogPolicyReward
 
 __all__ = ["DeepPQR", "LogPolicyReward", "LinearRewardOracle", "AIRL", "MaxEntIRL", "NFXP", "fit_stage1"]

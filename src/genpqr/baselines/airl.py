@@ -88,7 +88,7 @@ from ..nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidd
                   _fresh_seed, _import_torch, _predict, _standardization, _to_tensor, _torch_threads)
 from ..policy import DEFAULT_CLIP, _check_clip
 from .maxent import _check_batch_size, _check_int, _cross_entropy_epochs, _fit_inputs, _onehot_t, _SoftmaxPolicyMixin
-from .simple import _RewardBaseline
+from ._base import _RewardBaseline
 
 __all__ = ["AIRL"]
 

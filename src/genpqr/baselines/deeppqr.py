@@ -66,7 +66,7 @@ from ..nn import (
 )
 from ..normalization import AnchorWeights, Normalization
 from ..policy import DEFAULT_CLIP, clip_log_proba
-from .simple import _check_fixed_offset, _check_transitions, _default_normalization, _PolicyBaseline, fit_stage1
+from ._base import _check_fixed_offset, _check_transitions, _default_normalization, _PolicyBaseline, fit_stage1
 
 __all__ = ["DeepPQR"]
 

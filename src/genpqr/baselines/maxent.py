@@ -35,7 +35,7 @@ from ..nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidd
                   _cross_entropy_grad, _fresh_seed, _import_torch, _predict, _standardization, _to_tensor,
                   _torch_threads)
 from ..policy import DEFAULT_CLIP, _check_clip, clip_proba
-from .simple import _RewardBaseline
+from ._base import _RewardBaseline
 
 __all__ = ["MaxEntIRL"]
 
