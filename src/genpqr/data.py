@@ -22,7 +22,8 @@ import numpy as np
 
 from ._checks import as_float_array, check_length
 
-__all__ = ["Transitions", "EpisodeRows", "ActionEncoder", "from_arrays", "from_pandas", "from_episodes"]
+__all__ = ["Transitions", "EpisodeRows", "ActionEncoder", "from_arrays", "from_pandas", "from_episodes",
+           "long_format_rows", "LongFormatRows"]
 
 
 @dataclass(frozen=True)
@@ -408,6 +409,60 @@ def from_pandas(
         raise ValueError(f"action column {action!r} mixes types {sorted(k.__name__ for k in kinds)}; use one label type")
     if frame[action].isna().any():
         raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
+    rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
+                            truncated=truncated, next_state=next_cols)
+    df, idx = rows.frame, rows.index
+
+    def col(name):
+        return None if not name else df[name].to_numpy()[idx]
+
+    return from_arrays(
+        rows.states,
+        df[action].to_numpy()[idx],
+        rows.next_states,
+        terminated=rows.terminated,
+        truncated=rows.truncated,
+        episode_ids=rows.episode_ids,
+        outcomes=col(outcome),
+        rewards=col(reward),
+        timesteps=rows.timesteps,
+        action_labels=action_labels if action_labels is not None else np.unique(df[action].to_numpy()),
+        state_names=state_cols,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class LongFormatRows:
+    """The transitions of a long-format frame, before the actions are interpreted.
+
+    Attributes
+    ----------
+    frame : DataFrame
+        The input sorted by (episode, time).
+    index : ndarray of shape (n,)
+        Positions in ``frame`` of the rows kept (a row without an observed next state is dropped).
+    states, next_states : ndarray of shape (n, d)
+    terminated, truncated : ndarray of shape (n,), bool
+    episode_ids : ndarray of shape (n,)
+        The episode column's values.
+    timesteps : ndarray of shape (n,)
+    """
+
+    frame: Any
+    index: np.ndarray
+    states: np.ndarray
+    next_states: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_ids: np.ndarray
+    timesteps: np.ndarray
+
+
+def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], terminated: str | None = None,
+                     truncated: str | None = None, next_state: Sequence[str] | None = None) -> LongFormatRows:
+    """Pair each row of a long-format frame with its next state (the rules of :func:`from_pandas`,
+    shared by discrete and continuous actions; the columns must exist and be numeric)."""
+    state_cols, next_cols = list(state), None if next_state is None else list(next_state)
     df = frame.sort_values([episode, time], kind="stable")
     if df.duplicated([episode, time]).any():
         dup = df.loc[df.duplicated([episode, time]), [episode, time]].iloc[0].tolist()
@@ -434,23 +489,8 @@ def from_pandas(
         before_drop[:-1] = is_last[1:] & ~term[1:] & same_next[:-1]
         trunc = (trunc | before_drop) & keep
     idx = np.flatnonzero(keep)
-
-    def col(name):
-        return None if not name else df[name].to_numpy()[idx]
-
-    return from_arrays(
-        states[idx],
-        df[action].to_numpy()[idx],
-        next_states[idx],
-        terminated=term[idx],
-        truncated=trunc[idx],
-        episode_ids=ep[idx],
-        outcomes=col(outcome),
-        rewards=col(reward),
-        timesteps=df[time].to_numpy(dtype=np.float64)[idx],
-        action_labels=action_labels if action_labels is not None else np.unique(df[action].to_numpy()),
-        state_names=state_cols,
-    )
+    return LongFormatRows(df, idx, states[idx], next_states[idx], term[idx], trunc[idx], ep[idx],
+                          df[time].to_numpy(dtype=np.float64)[idx])
 
 
 def _frame_flags(df, column: str | None) -> np.ndarray:

@@ -592,10 +592,13 @@ def _default_regressor(random_state):
 
 
 def load(path) -> GenPQR:
-    """Load a model saved with :meth:`GenPQR.save`."""
+    """Load a model saved with :meth:`GenPQR.save` or
+    :meth:`genpqr.continuous.ContinuousGenPQR.save` (e.g. ``genpqr fit``'s ``model.joblib``)."""
     import joblib
 
+    from .continuous.estimator import ContinuousGenPQR
+
     model = joblib.load(path)
-    if not isinstance(model, GenPQR):
-        raise TypeError(f"{path} does not hold a GenPQR model (got {type(model).__name__})")
+    if not isinstance(model, (GenPQR, ContinuousGenPQR)):
+        raise TypeError(f"{path} does not hold a GenPQR model (nor a ContinuousGenPQR; got {type(model).__name__})")
     return model

@@ -9,12 +9,19 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FitConfig", "parse_normalization", "parse_transition", "parse_bins", "POLICY_MODELS", "Q_MODELS",
-           "NORMALIZATION_FORMS"]
+__all__ = ["FitConfig", "parse_normalization", "parse_transition", "parse_bins", "parse_integration",
+           "POLICY_MODELS", "Q_MODELS", "NORMALIZATION_FORMS", "ACTION_TYPES", "CONTINUOUS_POLICY_MODELS",
+           "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS"]
 
+ACTION_TYPES = ("discrete", "continuous")
 POLICY_MODELS = ("frequency", "logistic", "mlp", "lightgbm")
 Q_MODELS = ("exact", "linear", "mlp", "lightgbm", "hgb")
 NORMALIZATION_FORMS = "anchor:ACTION, mean-zero, state-anchor:COLUMN, value:COLUMN or behavior:OUTCOME_COLUMN"
+CONTINUOUS_POLICY_MODELS = ("gaussian", "mlp-gaussian", "mdn", "flow")
+CONTINUOUS_Q_MODELS = ("linear", "hgb", "mlp", "lightgbm")
+CONTINUOUS_NORMALIZATION_FORMS = "anchor:VALUE[,VALUE...], gaussian:MEAN,SCALE, uniform or behavior"
+INTEGRATION_FORMS = "mc:N, gauss-hermite:N or gauss-legendre:N"
+_CONTINUOUS_ONLY_NORMALIZATIONS = ("gaussian", "uniform")
 
 
 @dataclass
@@ -25,8 +32,17 @@ class FitConfig:
     ----------
     data : str
         CSV or Parquet file in long format (one row per episode and time step).
-    episode, time, action : str
+    episode, time : str
         Column names.
+    action : str
+        Action column name; with ``action_type="continuous"`` a comma-separated list of
+        columns (one per action dimension; a JSON list is accepted).
+    action_type : {"discrete", "continuous"}
+        ``discrete`` (labels; :class:`genpqr.GenPQR`) or ``continuous`` (real-valued actions;
+        :class:`genpqr.continuous.ContinuousGenPQR`, see :mod:`genpqr.fit_continuous`).
+    action_low, action_high : list of float, optional
+        Continuous actions: the bounds of the box support (one value for every dimension, or
+        one per dimension); both or neither (default: unbounded, ``R^m``).
     state : list of str
         State column name(s) (a comma-separated string is accepted).
     terminated, truncated, outcome : str, optional
@@ -34,7 +50,10 @@ class FitConfig:
     gamma : float in [0, 1)
     normalization : str
         ``anchor:ACTION``, ``mean-zero``, ``state-anchor:COLUMN``, ``value:COLUMN`` or
-        ``behavior:OUTCOME_COLUMN`` (see the module docstring).
+        ``behavior:OUTCOME_COLUMN`` (see the module docstring). Continuous actions:
+        ``anchor:VALUE[,VALUE...]`` (point mass, one value per action dimension),
+        ``gaussian:MEAN,SCALE`` (``N(MEAN, SCALE^2)`` in every dimension; unbounded actions),
+        ``uniform`` (bounded actions) or ``behavior`` (``mu = pi_hat``, g = 0).
     policy_model : str, optional
         ``frequency`` (tabular only; the tabular default), ``logistic`` (standardized
         multinomial logistic regression; one-hot states in tabular mode; the continuous
@@ -47,6 +66,15 @@ class FitConfig:
         (:class:`genpqr.boosting.BoostedQModel`, iterations chosen on 20% held-out episodes),
         ``hgb`` (scikit-learn's HistGradientBoostingRegressor, likewise; the continuous
         default) or an import path. Default: ``exact`` for tabular data, else ``hgb``.
+        Continuous actions: ``gaussian`` (heteroscedastic degree-2 linear Gaussian; the
+        default), ``mlp-gaussian``, ``mdn``, ``flow`` or an import path for the policy (each
+        squashed onto the box when the actions are bounded); ``linear`` (degree-2 polynomial
+        features + least squares; the default), ``hgb``, ``mlp`` (scikit-learn's
+        MLPRegressor) or ``lightgbm`` (``LGBMRegressor``) for Q, each a regressor on ``[s, a]``.
+    integration : str, optional
+        Continuous actions: the rule for the ``mu``-integrals: ``mc:N`` (Monte Carlo, N draws
+        per next state; default ``mc:32``), ``gauss-hermite:N`` (Gaussian mu) or
+        ``gauss-legendre:N`` (bounded actions).
     cross_fit : int
         Episode folds for stage 1 (out-of-fold log loss and calibration); < 2: no cross-fitting.
     bootstrap : int
@@ -84,6 +112,9 @@ class FitConfig:
     time: str | None = None
     state: list = field(default_factory=list)
     action: str | None = None
+    action_type: str = "discrete"
+    action_low: list | None = None
+    action_high: list | None = None
     terminated: str | None = None
     truncated: str | None = None
     outcome: str | None = None
@@ -91,6 +122,7 @@ class FitConfig:
     normalization: str | None = None
     policy_model: str | None = None
     q_model: str | None = None
+    integration: str | None = None
     cross_fit: int = 5
     bootstrap: int = 0
     n_jobs: int = 1
@@ -149,7 +181,25 @@ class FitConfig:
         from ._checks import check_gamma
 
         check_gamma(self.gamma)
-        parse_normalization(self.normalization)
+        if self.action_type not in ACTION_TYPES:
+            raise ValueError(f"--action-type must be discrete or continuous, got {self.action_type!r}")
+        continuous = self.action_type == "continuous"
+        kind, _ = parse_normalization(self.normalization, continuous=continuous)
+        if not continuous:
+            given = [flag for flag, value in (("--action-low", self.action_low), ("--action-high", self.action_high),
+                                              ("--integration", self.integration)) if value is not None]
+            if given or "," in self.action:
+                what = ", ".join(given) if given else f"several action columns ({self.action})"
+                raise ValueError(f"{what} need(s) --action-type continuous (the actions are discrete labels)")
+            if self.policy_model in CONTINUOUS_POLICY_MODELS:
+                raise ValueError(f"--policy-model {self.policy_model} is a density for continuous actions; with "
+                                 f"discrete actions use one of {list(POLICY_MODELS)} (or --action-type continuous)")
+        else:
+            if (self.action_low is None) != (self.action_high is None):
+                raise ValueError("--action-low and --action-high must be given together (the support is a box; "
+                                 "neither: unbounded actions)")
+            if self.integration is not None:
+                parse_integration(self.integration)
         parse_transition(self.transition)
         if self.bootstrap == 1 or self.bootstrap < 0:
             raise ValueError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {self.bootstrap}")
@@ -170,6 +220,19 @@ def _coerce(key: str, value):
     if value is None:
         return [] if key == "state" else ({} if key == "bins" else value)
     try:
+        if key == "action" and isinstance(value, (list, tuple)):
+            return ",".join(str(v).strip() for v in value)
+        if key in ("action_low", "action_high"):
+            items = value.split(",") if isinstance(value, str) else (list(value) if isinstance(value, (list, tuple))
+                                                                      else [value])
+            if not items or any(isinstance(v, bool) for v in items):
+                raise TypeError("expected numbers")
+            out = [float(v) for v in items]
+            if any(np.isnan(v) for v in out):
+                raise ValueError("NaN is not a bound")
+            return out
+        if key == "action_type":
+            return str(value).strip().lower()
         if key == "state":
             items = value.split(",") if isinstance(value, str) else list(value)
             return [str(v).strip() for v in items if str(v).strip()]
@@ -212,13 +275,22 @@ def parse_bins(text: str) -> tuple[str, list]:
     return column.strip(), _edges(column.strip(), edges)
 
 
-def parse_normalization(spec: str) -> tuple[str, str | None]:
-    """``"anchor:a"`` -> ``("anchor", "a")``; ``"mean-zero"`` -> ``("mean-zero", None)``."""
+def parse_normalization(spec: str, continuous: bool = False) -> tuple[str, str | None]:
+    """``"anchor:a"`` -> ``("anchor", "a")``; ``"mean-zero"`` -> ``("mean-zero", None)``.
+
+    ``continuous``: the forms for continuous actions (``anchor:VALUE[,VALUE...]``,
+    ``gaussian:MEAN,SCALE``, ``uniform``, ``behavior``); the others raise ``ValueError``."""
+    forms = CONTINUOUS_NORMALIZATION_FORMS if continuous else NORMALIZATION_FORMS
     if not isinstance(spec, str):
-        raise ValueError(f"--normalization must be one of {NORMALIZATION_FORMS}, got {spec!r}")
+        raise ValueError(f"--normalization must be one of {forms}, got {spec!r}")
     kind, sep, arg = spec.partition(":")
     kind = kind.strip().lower().replace("_", "-")
     kind = {"behaviour": "behavior", "meanzero": "mean-zero", "state-anchor": "state-anchor"}.get(kind, kind)
+    if continuous:
+        return _parse_continuous_normalization(spec, kind, arg.strip())
+    if kind in _CONTINUOUS_ONLY_NORMALIZATIONS:
+        raise ValueError(f"--normalization {spec} is for continuous actions (--action-type continuous); with "
+                         f"discrete actions use {NORMALIZATION_FORMS}")
     if kind == "mean-zero":
         if arg:
             raise ValueError(f"--normalization mean-zero takes no argument, got {spec!r}")
@@ -229,6 +301,55 @@ def parse_normalization(spec: str) -> tuple[str, str | None]:
             raise ValueError(f"--normalization {kind} needs an argument: {kind}:{what}")
         return kind, arg
     raise ValueError(f"--normalization must be one of {NORMALIZATION_FORMS}, got {spec!r}")
+
+
+def _parse_continuous_normalization(spec: str, kind: str, arg: str):
+    """The continuous forms; the argument comes back as a tuple of floats (or None)."""
+    def numbers(what):
+        try:
+            values = tuple(float(v) for v in arg.split(","))
+        except ValueError:
+            values = ()
+        if not arg or not values or not all(np.isfinite(values)):
+            raise ValueError(f"--normalization {kind} needs {what} for continuous actions, got {spec!r}")
+        return values
+
+    if kind == "anchor":
+        return kind, numbers("numbers: anchor:VALUE (one value per action dimension, comma-separated)")
+    if kind == "gaussian":
+        values = numbers("two numbers: gaussian:MEAN,SCALE")
+        if len(values) != 2 or values[1] <= 0:
+            raise ValueError(f"--normalization gaussian:MEAN,SCALE needs a mean and a positive scale, got {spec!r}")
+        return kind, values
+    if kind in ("uniform", "behavior"):
+        if arg and kind == "behavior":
+            raise ValueError(f"--normalization behavior:{arg} (g from an outcome column) is not supported for "
+                             "continuous actions; use behavior (mu = pi_hat, mean reward 0 under the behaviour) or "
+                             f"another of {CONTINUOUS_NORMALIZATION_FORMS}")
+        if arg:
+            raise ValueError(f"--normalization {kind} takes no argument for continuous actions, got {spec!r}")
+        return kind, None
+    if kind in ("mean-zero", "state-anchor", "value"):
+        hint = (" (the continuous counterpart of mean-zero is uniform, on bounded actions)" if kind == "mean-zero"
+                else "")
+        raise ValueError(f"--normalization {kind} is not supported for continuous actions{hint}; use one of "
+                         f"{CONTINUOUS_NORMALIZATION_FORMS}")
+    raise ValueError(f"--normalization must be one of {CONTINUOUS_NORMALIZATION_FORMS} for continuous actions, got "
+                     f"{spec!r}")
+
+
+def parse_integration(spec: str) -> tuple[str, int]:
+    """``"mc:32"`` -> ``("mc", 32)``; also ``gauss-hermite:N`` and ``gauss-legendre:N``."""
+    kind, _, arg = str(spec).partition(":")
+    kind = kind.strip().lower().replace("_", "-")
+    kind = {"monte-carlo": "mc", "montecarlo": "mc"}.get(kind, kind)
+    try:
+        n = int(arg)
+    except ValueError:
+        n = 0
+    if kind not in ("mc", "gauss-hermite", "gauss-legendre") or n < 1:
+        raise ValueError(f"--integration must be {INTEGRATION_FORMS} with a positive integer N, got {spec!r}")
+    return kind, n
 
 
 def parse_transition(spec: str):

@@ -1,6 +1,7 @@
 """The self-contained HTML report of ``genpqr fit``.
 
 One file, no external resources: figures are PNGs embedded as base64 ``data:`` URIs.
+Continuous actions: :mod:`genpqr.fit_report_continuous` (same layout, sections adapted).
 Sections: data summary (episodes, steps, action frequencies, anchor support), policy fit
 (held-out log loss against the action-frequency baseline, calibration curve over all
 (row, action) pairs), Q-evaluation convergence (Bellman residual per FQE iteration, or the
@@ -56,6 +57,10 @@ class ReportContext:
         Tabular: a label per state index (heat-map rows).
     level : float
     title : str
+    continuous : bool
+        A continuous-action fit (:mod:`genpqr.fit_report_continuous` renders it).
+    action_names : list of str
+        Continuous actions: the action column(s).
     """
 
     model: object
@@ -71,6 +76,8 @@ class ReportContext:
     state_labels: list | None = None
     level: float = 0.95
     title: str = "genpqr fit report"
+    continuous: bool = False
+    action_names: list = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +89,10 @@ class ReportFigure:
 
 def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     """A :class:`ReportContext` from :class:`genpqr.workflow.FitOutputs`."""
+    if outputs.config.action_type == "continuous":
+        from .fit_report_continuous import context_continuous
+
+        return context_continuous(outputs, n_rows=n_rows)
     model, data, config = outputs.model, outputs.data, outputs.config
     summary = {"data file": config.data}
     if n_rows is not None:
@@ -287,6 +298,10 @@ def _fig_coverage(ctx):
 
 def report_figures(ctx: ReportContext) -> list[ReportFigure]:
     """Every figure of the report, in order."""
+    if ctx.continuous:
+        from .fit_report_continuous import continuous_figures
+
+        return continuous_figures(ctx)
     figs = [ReportFigure("data", "Transitions per action.", _fig_actions(ctx)),
             ReportFigure("policy", "Calibration of the stage-1 policy: within each bin of predicted "
                                    "probability, the share of (row, action) pairs where the action was taken.",
@@ -361,6 +376,11 @@ def _img(fig: ReportFigure) -> str:
 def render_html(ctx: ReportContext) -> str:
     """The report as one HTML string."""
     from . import __version__
+
+    if ctx.continuous:
+        from .fit_report_continuous import render_continuous_html
+
+        return render_continuous_html(ctx)
 
     model = ctx.model
     d = model.diagnostics_

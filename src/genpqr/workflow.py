@@ -23,6 +23,11 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
 ``report.html``
     see :mod:`genpqr.fit_report`.
 
+Continuous actions (``action_type="continuous"``, ``--action-type continuous``): the action
+column(s) are real numbers and the model is :class:`~genpqr.continuous.ContinuousGenPQR`; see
+:mod:`genpqr.fit_continuous` (which :func:`run_fit` hands over to) and
+:mod:`genpqr.fit_report_continuous`. Everything below is about discrete actions.
+
 Tabular mode (the exact solver) is on when ``q_model="exact"``, when ``bins`` are given, or
 when ``q_model`` is not given and every state column holds integers. Each distinct
 combination of the (binned) state columns is a state. States are numbered as follows: a
@@ -68,16 +73,19 @@ __all__ = [
 
 
 # ============================================================================ config
-from .fit_config import (NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS, FitConfig, parse_bins,  # noqa: F401
-                         parse_normalization, parse_transition)
+from .fit_config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_POLICY_MODELS,  # noqa: F401
+                         CONTINUOUS_Q_MODELS, INTEGRATION_FORMS, NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS,
+                         FitConfig, parse_bins, parse_normalization, parse_transition)
 
 
 def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
     from .io import read_table
 
     frame = read_table(config.data)
+    continuous = config.action_type == "continuous"
+    action_cols = [c.strip() for c in config.action.split(",")] if continuous else [config.action]
     roles = [("--episode", config.episode), ("--time", config.time),
-             *[("--state", c) for c in config.state], ("--action", config.action),
+             *[("--state", c) for c in config.state], *[("--action", c) for c in action_cols],
              ("--terminated", config.terminated), ("--truncated", config.truncated),
              ("--outcome", config.outcome)]
     if norm_kind in ("state-anchor", "value", "behavior"):
@@ -97,6 +105,13 @@ def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
     for col in (config.outcome, norm_arg if norm_kind in ("value", "behavior") else None):
         if col:
             _check_numeric(frame, col, "column", allow_missing=norm_kind == "value")
+    if not continuous:
+        _check_discrete_actions(frame, config)
+    return frame
+
+
+def _check_discrete_actions(frame, config: FitConfig) -> None:
+    """At least two labels, none missing; real-valued actions point to --action-type continuous."""
     actions = frame[config.action]
     if actions.isna().any():
         raise ValueError(f"action column {config.action!r} has {int(actions.isna().sum())} missing value(s)")
@@ -104,7 +119,10 @@ def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
     if labels.size < 2:
         raise ValueError(f"action column {config.action!r} holds only one action ({labels[0]!r}): a reward cannot be "
                          f"identified from choices among one option; GenPQR needs at least two actions")
-    return frame
+    if labels.dtype.kind == "f" and labels.size > 50 and labels.size > 0.1 * len(frame) \
+            and np.any(labels != np.round(labels)):
+        raise ValueError(f"action column {config.action!r} holds {labels.size} distinct real numbers: these look like "
+                         f"continuous actions; use --action-type continuous (discrete actions are labels)")
 
 
 def _check_not_mixed(frame, column: str) -> None:
@@ -575,8 +593,12 @@ class FitOutputs:
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
         d = self.model.diagnostics_
-        mode = (f"tabular, {self.state_index.n_states} states, exact solve" if self.tabular
-                else f"continuous states, Q model {self.config.q_model}")
+        if self.config.action_type == "continuous":
+            mode = (f"continuous actions in {d.action_space}, policy {self.config.policy_model}, Q model "
+                    f"{self.config.q_model}")
+        else:
+            mode = (f"tabular, {self.state_index.n_states} states, exact solve" if self.tabular
+                    else f"continuous states, Q model {self.config.q_model}")
         lines = [f"genpqr fit: {d.n_transitions} transitions in {d.n_episodes} episodes ({mode})",
                  self.model.summary()]
         if self.parameters is not None:
@@ -597,6 +619,11 @@ def run_fit(config: FitConfig) -> FitOutputs:
     from .data import from_pandas
 
     config = config.check()
+    if config.action_type == "continuous":
+        from .fit_continuous import run_continuous_fit
+
+        return run_continuous_fit(config, _read_frame(config, *parse_normalization(config.normalization,
+                                                                                   continuous=True)))
     kind, arg = parse_normalization(config.normalization)
     if kind == "behavior":
         if config.outcome and config.outcome != arg:
@@ -787,9 +814,11 @@ def _parameters(model, features, names, boot, level):
 
 
 # ============================================================================ command line
-EXAMPLE = """example:
+EXAMPLE = """examples:
   genpqr fit examples/data/choices.csv --episode episode --time time --state state \\
       --action action --gamma 0.9 --normalization anchor:a --bootstrap 50 --out fit-output
+  genpqr fit examples/data/lqg.csv --episode episode --time time --state s --action a \\
+      --action-type continuous --gamma 0.9 --normalization anchor:0 --out fit-lqg
 """
 
 
@@ -815,13 +844,25 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
                         ("outcome", "outcome column (kept in the data; see behavior:)")):
         p.add_argument(f"--{name}", default=S, metavar="COL", help=help_)
     p.add_argument("--state", default=S, metavar="COL[,COL...]", help="state column(s)")
+    p.add_argument("--action-type", dest="action_type", choices=ACTION_TYPES, default=S,
+                   help="discrete (labels; default) or continuous (real-valued action column(s): --action a1,a2)")
+    p.add_argument("--action-low", dest="action_low", default=S, metavar="LOW[,LOW...]",
+                   help="continuous actions: lower bound(s) of the box support (with --action-high; default "
+                        "unbounded)")
+    p.add_argument("--action-high", dest="action_high", default=S, metavar="HIGH[,HIGH...]",
+                   help="continuous actions: upper bound(s) of the box support")
+    p.add_argument("--integration", default=S, metavar="SPEC",
+                   help=f"continuous actions: mu-integrals by {INTEGRATION_FORMS} (default mc:32)")
     p.add_argument("--gamma", type=float, default=S, help="discount factor in [0, 1)")
-    p.add_argument("--normalization", default=S, metavar="SPEC", help=NORMALIZATION_FORMS)
+    p.add_argument("--normalization", default=S, metavar="SPEC",
+                   help=f"{NORMALIZATION_FORMS}; continuous actions: {CONTINUOUS_NORMALIZATION_FORMS}")
     p.add_argument("--policy-model", dest="policy_model", default=S, metavar="NAME",
                    help=f"{', '.join(POLICY_MODELS)} or package.module:Class (default: frequency for tabular "
-                        f"states, else logistic)")
+                        f"states, else logistic); continuous actions: {', '.join(CONTINUOUS_POLICY_MODELS)} "
+                        f"(default gaussian)")
     p.add_argument("--q-model", dest="q_model", default=S, metavar="NAME",
-                   help=f"{', '.join(Q_MODELS)} or package.module:Class (default: exact for tabular states, else hgb)")
+                   help=f"{', '.join(Q_MODELS)} or package.module:Class (default: exact for tabular states, else hgb); "
+                        f"continuous actions: {', '.join(CONTINUOUS_Q_MODELS)} (default linear)")
     p.add_argument("--cross-fit", dest="cross_fit", type=int, default=S, metavar="K",
                    help="episode folds for the policy (out-of-fold diagnostics; default 5; <2: none)")
     p.add_argument("--bootstrap", type=int, default=S, metavar="B", help="bootstrap replicates over episodes (0)")

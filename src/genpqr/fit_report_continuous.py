@@ -1,0 +1,308 @@
+"""The ``genpqr fit`` report for continuous actions (:class:`genpqr.continuous.ContinuousGenPQR`).
+
+Same page layout as :mod:`genpqr.fit_report` (whose helpers it uses); the sections adapted to
+real-valued actions: data summary with an action histogram per dimension (support bounds and
+the anchor marked), policy fit (mean log density, out-of-fold when cross-fitted, against an
+action-only baseline, and the PIT histogram: ``F_pi_hat(a_i|s_i)`` per action dimension, flat
+when the conditional density is calibrated), Q-evaluation convergence (Bellman residuals per
+FQE iteration), the reward (partial dependence on each state column at the median action, and
+on each action dimension at the median state), coverage (point mass: ``log pi_hat(a0(s)|s)``
+at the logged states; a kernel: ``mu/pi_hat`` at the logged rows, its effective sample size
+and ``max mu/pi_hat``) and the warnings.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import numpy as np
+
+from .fit_report import (MAX_PD_COLUMNS, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
+                         _kv_table)
+
+__all__ = ["context_continuous", "continuous_figures", "render_continuous_html"]
+
+PIT_ROWS = 2000
+PIT_DRAWS = 200
+
+
+def context_continuous(outputs, n_rows: int | None = None) -> ReportContext:
+    """A :class:`ReportContext` for a continuous-action fit."""
+    from .fit_continuous import action_columns
+
+    model, data, config = outputs.model, outputs.data, outputs.config
+    summary = {"data file": config.data}
+    if n_rows is not None:
+        summary["rows in the file"] = n_rows
+    summary.update({
+        "transitions used": data.n,
+        "episodes": data.n_episodes,
+        "mean steps per episode": round(data.n / max(data.n_episodes, 1), 2),
+        "terminated transitions": int(data.terminated.sum()),
+        "truncated transitions": int(data.truncated.sum()),
+        "action dimensions": data.action_dim,
+        "action support": data.action_space.describe(),
+    })
+    if n_rows is not None and n_rows > data.n:
+        summary["rows without an observed next state (dropped)"] = n_rows - data.n
+    names = action_columns(config)
+    for j, name in enumerate(names):
+        a = data.actions[:, j]
+        summary[f"action {name}: mean (sd), range"] = f"{a.mean():.4g} ({a.std():.4g}), [{a.min():.4g}, {a.max():.4g}]"
+    return ReportContext(model=model, config=config.to_dict(), data_summary=summary, rewards=outputs.rewards,
+                         warnings=list(outputs.warnings), tabular=False, state_names=list(config.state),
+                         level=config.level, continuous=True, action_names=names)
+
+
+# ============================================================================ pieces computed from the model
+def _anchor_rows(model, states):
+    """The anchor actions a0(s) (n, m) for a point-mass mu, else None."""
+    return model.kernel_.anchor(states) if model.kernel_.is_point_mass else None
+
+
+def baseline_log_density(model) -> tuple[float, str]:
+    """Mean log density of the actions under an action-only model (no state): a Gaussian on
+    ``R^m``, the uniform density on a bounded box."""
+    data, space = model.training_data_, model.action_space_
+    if space.is_bounded:
+        return -float(np.log(space.volume)), "uniform on the box"
+    from scipy.stats import multivariate_normal
+
+    A = data.actions
+    cov = np.atleast_2d(np.cov(A, rowvar=False)) + 1e-12 * np.eye(A.shape[1])
+    return float(np.mean(multivariate_normal(A.mean(axis=0), cov).logpdf(A))), "Gaussian fitted to the actions"
+
+
+def pit_values(model, max_rows: int = PIT_ROWS, n_draws: int = PIT_DRAWS, random_state=0) -> np.ndarray:
+    """Probability integral transform per action dimension, ``(n_rows, m)``: the share of draws
+    from ``pi_hat(.|s_i)`` below ``a_i`` (out-of-fold when cross-fitted). Uniform when calibrated."""
+    rng = np.random.default_rng(random_state)
+    data, policy = model.training_data_, model.policy_
+    rows = np.sort(rng.choice(data.n, size=min(max_rows, data.n), replace=False))
+    S, A = data.states[rows], data.actions[rows]
+    draws = np.empty((rows.size, n_draws, A.shape[1]))
+    if policy.fold_of_row is None:
+        draws[:] = policy.sample(S, n_draws, random_state=rng)
+    else:
+        folds = policy.fold_of_row[rows]
+        for k, m in enumerate(policy.models):
+            sel = folds == k
+            if sel.any():
+                draws[sel] = m.sample(S[sel], n_draws, random_state=rng)
+    below = (draws < A[:, None, :]).mean(axis=1)
+    ties = (draws == A[:, None, :]).mean(axis=1)
+    return below + 0.5 * ties
+
+
+# ============================================================================ figures
+def _fig_actions(ctx):
+    model = ctx.model
+    data, space = model.training_data_, model.action_space_
+    m = data.action_dim
+    anchors = _anchor_rows(model, data.states)
+    fig = _figure(min(4.2 * m, 12.0) + 0.6, 3.0)
+    axes = np.atleast_1d(fig.subplots(1, m, squeeze=False).ravel())
+    for j, ax in enumerate(axes):
+        ax.hist(data.actions[:, j], bins=40, color="#4477aa")
+        if np.isfinite(space.low[j]):
+            ax.axvline(space.low[j], color="grey", ls="--", lw=1, label="support bounds")
+            ax.axvline(space.high[j], color="grey", ls="--", lw=1)
+        if anchors is not None:
+            a0 = np.unique(anchors[:, j])
+            ax.axvline(a0[0], color="#cc6677", lw=1.5, label="anchor a0" if a0.size == 1 else "anchor a0(s)")
+        ax.set_xlabel(ctx.action_names[j] if j < len(ctx.action_names) else f"a{j}")
+        ax.set_ylabel("transitions")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle("logged actions", fontsize=9)
+    return fig
+
+
+def _fig_pit(ctx):
+    pit = pit_values(ctx.model)
+    m = pit.shape[1]
+    fig = _figure(min(4.2 * m, 12.0) + 0.6, 3.0)
+    axes = fig.subplots(1, m, squeeze=False).ravel()
+    for j, ax in enumerate(axes):
+        ax.hist(pit[:, j], bins=20, range=(0, 1), density=True, color="#4477aa")
+        ax.axhline(1.0, color="black", ls="--", lw=1, label="calibrated")
+        ax.set_xlim(0, 1)
+        ax.set_xlabel(f"F_pi_hat({ctx.action_names[j] if j < len(ctx.action_names) else f'a{j}'} | s) at the "
+                      "logged action")
+        ax.set_ylabel("density")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"probability integral transform ({ctx.model.diagnostics_.policy_log_loss_kind}, "
+                 f"{pit.shape[0]} rows)", fontsize=9)
+    return fig
+
+
+def _fig_convergence(ctx):
+    from .plotting import plot_bellman_residuals
+
+    fig = _figure(5.0, 3.6)
+    ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
+    ax.set_title("fitted Q evaluation: residuals per iteration", fontsize=9)
+    return fig
+
+
+def _grid(values, lo=None, hi=None, size=50):
+    a, b = np.quantile(values, [0.01, 0.99])
+    if lo is not None:
+        a, b = max(a, lo), min(b, hi)
+    return np.unique(values) if np.unique(values).size <= 30 else np.linspace(a, b, size)
+
+
+def _fig_partial_dependence(ctx):
+    model = ctx.model
+    data, space = model.training_data_, model.action_space_
+    S, A = data.states, data.actions
+    s_names = list(ctx.state_names) or [f"s{j}" for j in range(S.shape[1])]
+    a_names = list(ctx.action_names) or [f"a{j}" for j in range(A.shape[1])]
+    d, m = min(S.shape[1], MAX_PD_COLUMNS), min(A.shape[1], MAX_PD_COLUMNS)
+    panels = d + m
+    ncols = min(panels, 3)
+    nrows = int(np.ceil(panels / ncols))
+    fig = _figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    s_med, a_med = np.median(S, axis=0), np.median(A, axis=0)
+    for j in range(d):
+        grid_values = _grid(S[:, j])
+        states = np.tile(s_med, (grid_values.size, 1))
+        states[:, j] = grid_values
+        actions = np.tile(a_med, (grid_values.size, 1))
+        axes[j].plot(grid_values, model.reward(states, actions), color="#4477aa",
+                     marker="." if grid_values.size <= 30 else None)
+        axes[j].set_xlabel(s_names[j])
+        axes[j].set_ylabel("reward at the median action")
+    for k in range(m):
+        grid_values = _grid(A[:, k], space.low[k], space.high[k])
+        actions = np.tile(a_med, (grid_values.size, 1))
+        actions[:, k] = grid_values
+        states = np.tile(s_med, (grid_values.size, 1))
+        ax = axes[d + k]
+        ax.plot(grid_values, model.reward(states, actions), color="#228833")
+        ax.set_xlabel(a_names[k])
+        ax.set_ylabel("reward at the median state")
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    fig.suptitle("partial dependence of the reward (the other inputs at their medians)", fontsize=9)
+    return fig
+
+
+def _fig_coverage(ctx):
+    model = ctx.model
+    data = model.training_data_
+    fig = _figure(5.0, 3.4)
+    ax = fig.add_subplot()
+    anchors = _anchor_rows(model, data.states)
+    if anchors is not None:
+        at_anchor = model.policy_.log_prob(data.states, anchors)
+        at_logged = model.policy_.log_prob(data.states, data.actions)
+        bins = np.linspace(min(at_anchor.min(), np.quantile(at_logged, 0.01)), max(at_anchor.max(), at_logged.max()),
+                           41)
+        if np.ptp(bins) < 1e-9:
+            bins = 40
+        ax.hist(at_logged, bins=bins, color="#bbbbbb", label="at the logged actions")
+        ax.hist(at_anchor, bins=bins, color="#4477aa", alpha=0.8, label="at the anchor a0(s)")
+        ax.set_xlabel("log pi_hat(a|s) at each logged state")
+        ax.set_title("support of the anchor under the estimated policy", fontsize=9)
+    else:
+        log_ratio = (model.kernel_.log_prob(data.states, data.actions)
+                     - model.policy_.log_prob(data.states, data.actions)) / np.log(10.0)
+        if np.ptp(log_ratio) < 1e-9:
+            ax.bar([log_ratio[0]], [log_ratio.size], width=0.1, color="#4477aa")
+        else:
+            ax.hist(log_ratio, bins=40, color="#4477aa")
+        ess = model.diagnostics_.support_ess
+        ax.axvline(np.max(log_ratio), color="#cc6677", lw=1.5, label=f"max at the rows; ESS = {ess:.1f}")
+        ax.set_xlabel("log10 mu(a|s) / pi_hat(a|s) at the logged (s, a)")
+        ax.set_title("importance weights of mu against the behaviour", fontsize=9)
+    ax.set_ylabel("transitions")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def continuous_figures(ctx: ReportContext) -> list[ReportFigure]:
+    """Every figure of the continuous-action report, in order."""
+    return [
+        ReportFigure("data", "Histogram of the logged actions per dimension (support bounds dashed, the anchor in "
+                             "red).", _fig_actions(ctx)),
+        ReportFigure("policy", "Probability integral transform of the logged actions under the stage-1 density, per "
+                               "dimension (Monte Carlo, "
+                               f"{PIT_DRAWS} draws per row): flat when calibrated; a U shape means too narrow, a "
+                               "hump too wide, a slope a shifted mean.", _fig_pit(ctx)),
+        ReportFigure("q", "Sample Bellman residual (RMS) and the largest change of the Bellman targets per "
+                          "fitted-Q-evaluation iteration.", _fig_convergence(ctx)),
+        ReportFigure("reward", "Partial dependence of the recovered reward on each state column (action at its "
+                               "median) and on each action dimension (state at its median).",
+                     _fig_partial_dependence(ctx)),
+        ReportFigure("coverage", "Point mass: the estimated policy density at the anchor compared with that at the "
+                                 "logged actions (far below: the anchor is rarely taken there). Kernel: the "
+                                 "importance weights mu/pi_hat at the logged rows.", _fig_coverage(ctx)),
+    ]
+
+
+# ============================================================================ HTML
+def render_continuous_html(ctx: ReportContext) -> str:
+    """The continuous-action report as one HTML string."""
+    from . import __version__
+
+    model = ctx.model
+    d = model.diagnostics_
+    by_section = {}
+    for f in continuous_figures(ctx):
+        by_section.setdefault(f.section, []).append(_img(f))
+
+    def images(section):
+        return "".join(by_section.get(section, []))
+
+    norm = d.normalization
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(ctx.title)}</title>"
+           f"<style>{_CSS}</style></head><body>",
+           f"<h1>{_esc(ctx.title)}</h1>",
+           f"<p class='muted'>genpqr {__version__}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}. Continuous "
+           f"actions. Normalization: {_esc(norm)}; gamma = {model.gamma_:g}; reference measure: "
+           f"{_esc(d.reference_measure)}.</p>"]
+    out += ["<h2>1. Data</h2>", _kv_table(ctx.data_summary.items()), images("data")]
+    base, base_name = baseline_log_density(model)
+    out += ["<h2>2. Policy fit (stage 1)</h2>",
+            _kv_table([("mean log density of the logged actions", f"{-d.policy_log_loss:.4f} "
+                                                                   f"({d.policy_log_loss_kind})"),
+                       (f"same, action-only baseline ({base_name})", f"{base:.4f}"),
+                       ("policy model", str(ctx.config.get("policy_model"))),
+                       ("density integrals at checked states", "[{:.4f}, {:.4f}]".format(*d.density_integral_range)),
+                       ("share of rows whose log density hit the lower clip", f"{d.fraction_clipped:.2%}")]),
+            "<p class='muted'>" + ("Out-of-fold: each transition is scored by a density fitted without its episode "
+                                   "(cross-fitting)." if d.policy_log_loss_kind == "out-of-fold" else
+                                   "In-sample: the policy was not cross-fitted (set --cross-fit 2 or more for held-out "
+                                   "diagnostics), so the log density and the PIT are optimistic.")
+            + " Log densities are with respect to the reference measure, so they depend on the action units.</p>",
+            images("policy")]
+    last = f"{d.bellman_residuals[-1]:.4g}" if d.bellman_residuals else "n/a"
+    out += ["<h2>3. Q-evaluation (stage 2)</h2>",
+            _kv_table([("solver", f"continuous fitted Q evaluation ({d.solver})"),
+                       ("Q model", str(ctx.config.get("q_model"))), ("mu-integrals", d.integration),
+                       ("nodes per next state", d.n_mu_nodes), ("iterations", d.n_iterations),
+                       ("converged", d.converged), ("last sample Bellman residual (RMS)", last)]),
+            images("q")]
+    out += ["<h2>4. Reward</h2>",
+            f"<p>The reward is identified up to the normalization <b>{_esc(norm)}</b>: int r(s, a) mu(da|s) = g(s) "
+            "at every state.</p>", images("reward"), "<h3>Rewards table</h3>", _frame_table(ctx.rewards)]
+    ratio = "n/a (point mass)" if not np.isfinite(d.max_mu_over_pi) else f"{d.max_mu_over_pi:.4g}"
+    ess = "n/a (point mass)" if not np.isfinite(d.support_ess) else f"{d.support_ess:.1f} of {d.n_transitions}"
+    out += ["<h2>5. Coverage diagnostics</h2>",
+            _kv_table([("max mu/pi_hat at the mu-nodes (coverage constant)", ratio),
+                       ("effective sample size of mu/pi_hat at the logged rows", ess),
+                       ("smallest log pi_hat at the mu-nodes", f"{d.min_log_density_on_mu:.4g}")]),
+            "<p class='muted'>The theory bounds the reward error by the policy error times the coverage constant "
+            "max mu/pi: large values (or a small effective sample size) mean the normalization leans on actions the "
+            "behaviour rarely takes.</p>", images("coverage")]
+    out.append("<h2>6. Warnings</h2>")
+    if ctx.warnings:
+        out.append("<ul>" + "".join(f"<li class='warn'>{_esc(w)}</li>" for w in ctx.warnings) + "</ul>")
+    else:
+        out.append("<p>No warnings were raised during the fit.</p>")
+    out += ["<h2>7. Configuration</h2>", "<p>Rerun with <code>genpqr fit --config config.json</code>.</p>",
+            f"<pre>{_esc(json.dumps(ctx.config, indent=2, default=str))}</pre>", "</body></html>"]
+    return "\n".join(out)
