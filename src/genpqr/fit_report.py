@@ -450,16 +450,21 @@ def render_html(ctx: ReportContext) -> str:
             "<p class='muted'>The theory bounds the reward error by the policy error times the coverage constant "
             "max mu/pi: large values mean the normalization leans on actions the behaviour rarely takes there. "
             "Clipped probabilities replace log pi by the bound.</p>", images("coverage")]
-    # 6. warnings
-    out.append("<h2>6. Warnings</h2>")
+    out += closing_sections(ctx)
+    return "\n".join(out)
+
+
+def closing_sections(ctx) -> list:
+    """Sections 6 (warnings raised during the fit) and 7 (the effective configuration) and the
+    end of the page: shared by the discrete and the continuous report."""
+    out = ["<h2>6. Warnings</h2>"]
     if ctx.warnings:
         out.append("<ul>" + "".join(f"<li class='warn'>{_esc(w)}</li>" for w in ctx.warnings) + "</ul>")
     else:
         out.append("<p>No warnings were raised during the fit.</p>")
-    # 7. config
     out += ["<h2>7. Configuration</h2>", "<p>Rerun with <code>genpqr fit --config config.json</code>.</p>",
             f"<pre>{_esc(json.dumps(ctx.config, indent=2, default=str))}</pre>", "</body></html>"]
-    return "\n".join(out)
+    return out
 
 
 def write_report(path, ctx: ReportContext) -> Path:

@@ -13,12 +13,11 @@ and ``max mu/pi_hat``) and the warnings.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 
 import numpy as np
 
-from .fit_report import (MAX_PD_COLUMNS, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
+from .fit_report import (MAX_PD_COLUMNS, closing_sections, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
                          _kv_table)
 
 __all__ = ["context_continuous", "continuous_figures", "render_continuous_html"]
@@ -298,11 +297,5 @@ def render_continuous_html(ctx: ReportContext) -> str:
             "<p class='muted'>The theory bounds the reward error by the policy error times the coverage constant "
             "max mu/pi: large values (or a small effective sample size) mean the normalization leans on actions the "
             "behaviour rarely takes.</p>", images("coverage")]
-    out.append("<h2>6. Warnings</h2>")
-    if ctx.warnings:
-        out.append("<ul>" + "".join(f"<li class='warn'>{_esc(w)}</li>" for w in ctx.warnings) + "</ul>")
-    else:
-        out.append("<p>No warnings were raised during the fit.</p>")
-    out += ["<h2>7. Configuration</h2>", "<p>Rerun with <code>genpqr fit --config config.json</code>.</p>",
-            f"<pre>{_esc(json.dumps(ctx.config, indent=2, default=str))}</pre>", "</body></html>"]
+    out += closing_sections(ctx)
     return "\n".join(out)
