@@ -87,13 +87,9 @@ class ReportFigure:
     figure: object
 
 
-def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
-    """A :class:`ReportContext` from :class:`genpqr.workflow.FitOutputs`."""
-    if outputs.config.action_type == "continuous":
-        from .fit_report_continuous import context_continuous
-
-        return context_continuous(outputs, n_rows=n_rows)
-    model, data, config = outputs.model, outputs.data, outputs.config
+def data_summary(data, config, n_rows: int | None = None) -> dict:
+    """The data section's common rows (file, rows, transitions, episodes, ends), for either
+    action type."""
     summary = {"data file": config.data}
     if n_rows is not None:
         summary["rows in the file"] = n_rows
@@ -103,8 +99,19 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
         "mean steps per episode": round(data.n / max(data.n_episodes, 1), 2),
         "terminated transitions": int(data.terminated.sum()),
         "truncated transitions": int(data.truncated.sum()),
-        "actions": data.n_actions,
     })
+    return summary
+
+
+def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
+    """A :class:`ReportContext` from :class:`genpqr.workflow.FitOutputs`."""
+    if outputs.config.action_type == "continuous":
+        from .fit_report_continuous import context_continuous
+
+        return context_continuous(outputs, n_rows=n_rows)
+    model, data, config = outputs.model, outputs.data, outputs.config
+    summary = data_summary(data, config, n_rows)
+    summary["actions"] = data.n_actions
     if n_rows is not None and n_rows > data.n:
         summary["rows without an observed next state (dropped)"] = n_rows - data.n
     state_labels = None

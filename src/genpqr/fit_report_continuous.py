@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .fit_report import (MAX_PD_COLUMNS, closing_sections, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
+from .fit_report import (MAX_PD_COLUMNS, closing_sections, data_summary, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
                          _kv_table)
 
 __all__ = ["context_continuous", "continuous_figures", "render_continuous_html"]
@@ -31,15 +31,8 @@ def context_continuous(outputs, n_rows: int | None = None) -> ReportContext:
     from .fit_continuous import action_columns
 
     model, data, config = outputs.model, outputs.data, outputs.config
-    summary = {"data file": config.data}
-    if n_rows is not None:
-        summary["rows in the file"] = n_rows
+    summary = data_summary(data, config, n_rows)
     summary.update({
-        "transitions used": data.n,
-        "episodes": data.n_episodes,
-        "mean steps per episode": round(data.n / max(data.n_episodes, 1), 2),
-        "terminated transitions": int(data.terminated.sum()),
-        "truncated transitions": int(data.truncated.sum()),
         "action dimensions": data.action_dim,
         "action support": data.action_space.describe(),
     })
