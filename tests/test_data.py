@@ -108,7 +108,7 @@ def pandas_kwargs(**extra):
 
 # ---------------------------------------------------------------------------- the builders agree
 def test_from_episodes_matches_hand_written_transitions():
-    t = from_episodes(make_episodes())
+    t = from_episodes(make_episodes(), keep_last=False)
     assert_same_transitions(t, expected_by_hand())
     np.testing.assert_array_equal(t.action_labels, ["left", "right", "stay"])
     assert (t.n, t.state_dim, t.n_actions, t.n_episodes, len(t)) == (10, 2, 3, 4, 10)
@@ -119,8 +119,8 @@ def test_from_episodes_matches_hand_written_transitions():
 
 
 def test_from_pandas_matches_from_episodes():
-    t_pd = from_pandas(make_frame(), **pandas_kwargs())
-    t_ep = from_episodes(make_episodes())
+    t_pd = from_pandas(make_frame(), **pandas_kwargs(keep_last=False))
+    t_ep = from_episodes(make_episodes(), keep_last=False)
     # only the next state of the T+1-states terminated episode differs: a frame cannot hold the
     # absorbing state, so from_pandas stores a placeholder there (never read: continues == 0)
     assert_same_transitions(t_pd, t_ep, compare_terminal_next=False)
@@ -143,7 +143,8 @@ def test_from_pandas_row_order_does_not_matter():
 def test_from_pandas_marks_truncation_before_a_dropped_last_row():
     frame = pd.DataFrame({"episode": [0, 0, 0, 1, 1], "time": [0, 1, 2, 0, 1], "s": [0.0, 1, 2, 5, 6],
                           "action": [1, 0, 1, 0, 0], "cut": [False, False, False, False, True]})
-    t = from_pandas(frame, episode="episode", time="time", state="s", action="action", truncated="cut")
+    t = from_pandas(frame, episode="episode", time="time", state="s", action="action", truncated="cut",
+                    keep_last=False)
     assert t.n == 3  # the last row of each episode has no next state
     np.testing.assert_array_equal(t.states[:, 0], [0, 1, 5])
     np.testing.assert_array_equal(t.next_states[:, 0], [1, 2, 6])
@@ -158,10 +159,16 @@ def test_from_episodes_T_plus_one_and_T_states():
     np.testing.assert_array_equal(t.next_states[:, 0], [1, 2, 3])
     np.testing.assert_array_equal(t.truncated, [False, False, True])
     np.testing.assert_array_equal(t.terminated, [False, False, False])
-    # T states, not terminated: the last step has no next state and is dropped
-    t = from_episodes([{"states": s[:3], "actions": [0, 1, 0]}])
+    # T states, not terminated, keep_last=False: the last step has no next state and is dropped
+    t = from_episodes([{"states": s[:3], "actions": [0, 1, 0]}], keep_last=False)
     np.testing.assert_array_equal(t.states[:, 0], [0, 1])
     np.testing.assert_array_equal(t.truncated, [False, True])
+    # ... by default it is a choice-only row: its choice is kept, its next state is unobserved
+    t = from_episodes([{"states": s[:3], "actions": [0, 1, 0]}])
+    np.testing.assert_array_equal(t.states[:, 0], [0, 1, 2])
+    np.testing.assert_array_equal(t.next_observed, [True, True, False])
+    assert np.isnan(t.next_states[2, 0]) and t.n_choice_only == 1
+    np.testing.assert_array_equal(t.with_next().states[:, 0], [0, 1])
     # T states, terminated: every step kept, the last terminated (next state a placeholder)
     t = from_episodes([{"states": s[:3], "actions": [0, 1, 0], "terminated": True}])
     np.testing.assert_array_equal(t.states[:, 0], [0, 1, 2])
@@ -253,7 +260,8 @@ def test_fixed_action_labels_order_and_never_observed_action():
     np.testing.assert_array_equal(from_episodes(eps, action_labels=order).actions, [1, 2, 1, 0])
     frame = pd.DataFrame({"e": 0, "t": range(5), "s": np.arange(5.0), "a": ["left", "right", "left", "stay", "stay"]})
     np.testing.assert_array_equal(
-        from_pandas(frame, episode="e", time="t", state="s", action="a", action_labels=order).actions, [1, 2, 1, 0])
+        from_pandas(frame, episode="e", time="t", state="s", action="a", action_labels=order,
+                    keep_last=False).actions, [1, 2, 1, 0])
 
 
 def test_float_labels_fixed_order():
@@ -350,12 +358,12 @@ def test_from_episodes_and_from_pandas_agree(episodes, alphabet):
     kw = dict(episode="ep", time="t", state=["s0", "s1"], action="a", terminated="done", outcome="y")
     if n_expected == 0:
         with pytest.raises(ValueError, match="at least one"):
-            from_episodes(eps)
+            from_episodes(eps, keep_last=False)
         with pytest.raises(ValueError, match="at least one"):
-            from_pandas(frame, **kw)
+            from_pandas(frame, keep_last=False, **kw)
         return
-    t_ep = from_episodes(eps)
-    t_pd = from_pandas(frame, **kw)
+    t_ep = from_episodes(eps, keep_last=False)
+    t_pd = from_pandas(frame, keep_last=False, **kw)
     assert t_ep.n == n_expected
     fields = tuple(f for f in FIELDS if f != "timesteps")  # the frame's clock ticks by 2
     assert_same_transitions(t_pd, t_ep, compare_terminal_next=False, fields=fields)
@@ -529,8 +537,8 @@ def test_from_arrays_copies_and_does_not_modify_inputs():
 def test_stored_arrays_are_read_only():
     t = from_episodes(make_episodes())
     t = from_arrays(t.states, t.labels_of(), t.next_states, terminated=t.terminated, episode_ids=t.episode_ids,
-                    outcomes=t.outcomes, rewards=np.zeros(t.n), timesteps=t.timesteps)
-    for f in FIELDS + ("action_labels",):
+                    outcomes=t.outcomes, rewards=np.zeros(t.n), timesteps=t.timesteps, next_observed=t.next_observed)
+    for f in FIELDS + ("action_labels", "next_observed"):
         arr = getattr(t, f)
         assert not arr.flags.writeable, f
         with pytest.raises(ValueError):

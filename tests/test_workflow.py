@@ -205,7 +205,7 @@ def test_bins_discretize_a_continuous_column(tmp_path, capsys):
     assert code == 0, err
     r = pd.read_csv(tmp_path / "o" / "rewards.csv")
     assert len(r) == 6 and set(r["x"]) == {"[-inf, 1)", "[1, 2)", "[2, inf)"} and set(r["z"]) == {0, 1}
-    assert r["visits"].sum() == n_ep * (T - 1)
+    assert r["visits"].sum() == n_ep * T  # every observed choice, the last of each episode included
     # features keyed by bin labels or by state_index give the same parameters
     cells = [(i, xl, zl, a) for i, (xl, zl) in enumerate(zip(r["x"], r["z"])) for a in "ab"]
     pd.DataFrame({"x": [c[1] for c in cells], "z": [c[2] for c in cells], "action": [c[3] for c in cells],

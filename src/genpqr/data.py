@@ -9,6 +9,11 @@ A :class:`Transitions` holds ``n`` transitions ``(s_i, a_i, s'_i)`` with
 * ``truncated``: the episode was cut after this step (time limit); ``s'`` is observed and
   bootstrapped like any other next state;
 * ``episode_ids``: an integer per row, used to group rows for cross-fitting and bootstraps;
+* ``next_observed``: False on a *choice-only* row, a choice whose next state was never
+  observed (the last row of an episode whose logging stopped). Its choice is data for
+  stage 1 and the choice likelihood (:func:`genpqr.ddc.choice_counts`); its ``next_states``
+  entry is NaN, and every consumer of next states (kernels, FQE, the exact solve,
+  baselines) reads :meth:`Transitions.with_next`, the complete transitions only;
 * optional ``outcomes`` (realised outcomes ``y``, for the behaviour normalization) and
   ``rewards`` (logged rewards: never used by IRL, kept for supervised baselines).
 """
@@ -199,16 +204,44 @@ class Transitions(EpisodeRows):
     rewards: np.ndarray | None = None
     timesteps: np.ndarray | None = None
     state_names: tuple[str, ...] | None = field(default=None)
+    next_observed: np.ndarray | None = None
+
+    _ROW_FIELDS = EpisodeRows._ROW_FIELDS + ("next_observed",)
 
     def __post_init__(self):
+        if self.next_observed is None:
+            object.__setattr__(self, "next_observed", np.ones(self.actions.shape[0], dtype=bool))
         self._check_rows()
         n = self.n
+        if self.next_observed.dtype != bool:
+            raise TypeError(f"next_observed must be boolean, got dtype {self.next_observed.dtype}")
+        if np.any(~self.next_observed & self.terminated):
+            raise ValueError("a terminated row has an (absorbing) next state: next_observed must be True there")
+        bad = self.next_observed & ~np.all(np.isfinite(self.next_states), axis=1)
+        if bad.any():
+            raise ValueError(f"next_states has NaN/inf at row {int(np.flatnonzero(bad)[0])}, whose next state is "
+                             f"marked observed")
         if n and (self.actions.min() < 0 or self.actions.max() >= self.encoder.n_actions):
             raise ValueError("actions must be codes in [0, K)")
 
     @property
     def n_actions(self) -> int:
         return self.encoder.n_actions
+
+    @property
+    def n_choice_only(self) -> int:
+        """Rows whose next state is not observed (choices that are not transitions)."""
+        return int(self.n - np.count_nonzero(self.next_observed))
+
+    def with_next(self) -> "Transitions":
+        """The complete transitions only (rows with an observed next state, or terminated):
+        what every consumer of ``next_states`` reads. ``self`` when every row is one."""
+        if self.n_choice_only == 0:
+            return self
+        if self.n_choice_only == self.n:
+            raise ValueError("no row has an observed next state (every episode has a single row): transitions "
+                             "cannot be estimated")
+        return self.subset(self.next_observed)
 
     @property
     def action_labels(self) -> np.ndarray:
@@ -225,7 +258,8 @@ class Transitions(EpisodeRows):
     def to_pandas(self, state_columns: Sequence[str] | None = None):
         """Long-format frame: one row per transition with state, action label, next state.
 
-        Read it back with ``from_pandas(frame, ..., next_state=["next_s0", ...])``.
+        Read it back with ``from_pandas(frame, ..., next_state=["next_s0", ...])`` (a
+        choice-only row has NaN next-state columns and is read back as one).
         """
         import pandas as pd
 
@@ -239,6 +273,8 @@ class Transitions(EpisodeRows):
             frame[f"next_{name}"] = self.next_states[:, j]
         frame["terminated"] = self.terminated
         frame["truncated"] = self.truncated
+        if self.n_choice_only:
+            frame["next_observed"] = self.next_observed
         if self.outcomes is not None:
             frame["outcome"] = self.outcomes
         if self.rewards is not None:
@@ -281,6 +317,7 @@ def from_arrays(
     timesteps=None,
     action_labels=None,
     state_names: Sequence[str] | None = None,
+    next_observed=None,
 ) -> Transitions:
     """Transitions from arrays.
 
@@ -297,9 +334,23 @@ def from_arrays(
     action_labels : sequence, optional
         The full label set in code order. Default: the sorted observed labels. Give it when
         some actions are never observed or when codes must follow a fixed order.
+    next_observed : array-like of bool, shape (n,), optional
+        False marks a choice-only row: a choice whose next state was not observed (its
+        ``next_states`` entry may be anything, NaN included, and is stored as NaN). Default:
+        every row is a complete transition.
     """
     states_arr = as_float_array(states, "states", ndim=2, allow_1d_as_column=True).copy()
-    next_arr = as_float_array(next_states, "next_states", ndim=2, allow_1d_as_column=True).copy()
+    n_rows = np.shape(states_arr)[0]
+    observed = _flags(next_observed, n_rows, "next_observed") if next_observed is not None else None
+    if observed is not None and not observed.all():
+        next_raw = np.array(next_states, dtype=np.float64, copy=True)
+        if next_raw.ndim == 1:
+            next_raw = next_raw[:, None]
+        if next_raw.shape[0] == n_rows:
+            next_raw[~observed] = 0.0  # placeholder for the finiteness check; stored as NaN below
+        next_arr = as_float_array(next_raw, "next_states", ndim=2, allow_1d_as_column=True).copy()
+    else:
+        next_arr = as_float_array(next_states, "next_states", ndim=2, allow_1d_as_column=True).copy()
     actions_raw = np.asarray(actions)
     if actions_raw.ndim == 2 and actions_raw.shape[1] == 1:
         actions_raw = actions_raw[:, 0]
@@ -332,6 +383,8 @@ def from_arrays(
         if ep_raw.shape != (n,):
             raise ValueError(f"episode_ids must have shape ({n},), got {ep_raw.shape}")
         ep = np.unique(ep_raw, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    if observed is not None:
+        next_arr[~observed] = np.nan
     return Transitions(
         states=states_arr,
         actions=codes,
@@ -344,6 +397,7 @@ def from_arrays(
         rewards=_optional_vector(rewards, n, "rewards"),
         timesteps=_optional_vector(timesteps, n, "timesteps"),
         state_names=tuple(state_names) if state_names is not None else None,
+        next_observed=observed,
     )
 
 
@@ -360,14 +414,22 @@ def from_pandas(
     reward: str | None = None,
     action_labels=None,
     next_state: str | Sequence[str] | None = None,
+    keep_last: bool = True,
 ) -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
     The next state of a row is the state of the following time step of the same episode.
-    The last row of an episode has no observed next state: it is kept (as a terminated
-    transition) only when its ``terminated`` flag is true, otherwise dropped. Within an
-    episode the earlier rows are bootstrapped; the row before the dropped last row is
-    marked ``truncated`` unless the episode terminated.
+    The last row of an episode has no observed next state. When its ``terminated`` flag is
+    true it is a terminated transition (absorbing, no continuation). Otherwise its choice is
+    still data: with ``keep_last=True`` (default) it is kept as a *choice-only* row
+    (``next_observed`` False, ``truncated`` True, next state NaN), which enters stage 1 and
+    the choice counts but no next-state consumer (:meth:`Transitions.with_next`); with
+    ``keep_last=False`` it is dropped and the row before it is marked ``truncated`` (the
+    behaviour before genpqr 0.2). Every row with a successor in its episode is a transition.
+
+    Several groups pooled in one file (e.g. the four bus groups of an engine-replacement
+    panel) work as long as their episode ids differ: episodes are identified by the
+    ``episode`` column only.
 
     Parameters
     ----------
@@ -384,7 +446,10 @@ def from_pandas(
     next_state : str or list of str, optional
         Next-state column name(s), one per ``state`` column (the frame written by
         :meth:`Transitions.to_pandas`, e.g. ``next_s0``). When given, every row is a complete
-        transition: no row is dropped and the flags are taken as they are.
+        transition: no row is dropped and the flags are taken as they are (a row whose
+        next-state columns are all missing is a choice-only row).
+    keep_last : bool
+        Keep the last choice of an episode that did not terminate (see above).
     """
     import pandas as pd
 
@@ -410,7 +475,7 @@ def from_pandas(
     if frame[action].isna().any():
         raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
-                            truncated=truncated, next_state=next_cols)
+                            truncated=truncated, next_state=next_cols, keep_last=keep_last)
     df, idx = rows.frame, rows.index
 
     def col(name):
@@ -428,6 +493,7 @@ def from_pandas(
         timesteps=rows.timesteps,
         action_labels=action_labels if action_labels is not None else np.unique(df[action].to_numpy()),
         state_names=state_cols,
+        next_observed=rows.next_observed,
     )
 
 
@@ -446,6 +512,8 @@ class LongFormatRows:
     episode_ids : ndarray of shape (n,)
         The episode column's values.
     timesteps : ndarray of shape (n,)
+    next_observed : ndarray of shape (n,), bool
+        False on a kept last row whose next state is unobserved (its ``next_states`` row is NaN).
     """
 
     frame: Any
@@ -456,12 +524,16 @@ class LongFormatRows:
     truncated: np.ndarray
     episode_ids: np.ndarray
     timesteps: np.ndarray
+    next_observed: np.ndarray = None
 
 
 def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], terminated: str | None = None,
-                     truncated: str | None = None, next_state: Sequence[str] | None = None) -> LongFormatRows:
+                     truncated: str | None = None, next_state: Sequence[str] | None = None,
+                     keep_last: bool = False) -> LongFormatRows:
     """Pair each row of a long-format frame with its next state (the rules of :func:`from_pandas`,
-    shared by discrete and continuous actions; the columns must exist and be numeric)."""
+    shared by discrete and continuous actions; the columns must exist and be numeric).
+    ``keep_last``: keep an episode's last, non-terminated row as a choice-only row
+    (``next_observed`` False) instead of dropping it."""
     state_cols, next_cols = list(state), None if next_state is None else list(next_state)
     df = frame.sort_values([episode, time], kind="stable")
     if df.duplicated([episode, time]).any():
@@ -476,11 +548,21 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
     trunc = _frame_flags(df, truncated)
     if np.any(term & same_next):
         raise ValueError(f"column {terminated!r} marks a step as terminal although its episode continues")
-    if next_cols is not None:  # wide format: every row is a complete transition
+    if next_cols is not None:  # wide format: every row is a complete transition (or a choice without one)
         keep = np.ones(len(df), dtype=bool)
         next_states = df[next_cols].to_numpy(dtype=np.float64)
+        observed = ~np.all(np.isnan(next_states), axis=1)
+    elif keep_last:
+        keep = np.ones(len(df), dtype=bool)
+        next_states = np.empty_like(states)
+        next_states[:-1] = states[1:]
+        next_states[is_last] = states[is_last]  # terminated rows: placeholder, no continuation
+        observed = same_next | term
+        next_states[~observed] = np.nan
+        trunc = trunc | ~observed  # logging stopped after an unobserved successor
     else:
         keep = same_next | term
+        observed = keep
         next_states = np.empty_like(states)
         next_states[:-1] = states[1:]
         next_states[is_last] = states[is_last]  # placeholder, never used: terminated rows have no continuation
@@ -490,7 +572,7 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
         trunc = (trunc | before_drop) & keep
     idx = np.flatnonzero(keep)
     return LongFormatRows(df, idx, states[idx], next_states[idx], term[idx], trunc[idx], ep[idx],
-                          df[time].to_numpy(dtype=np.float64)[idx])
+                          df[time].to_numpy(dtype=np.float64)[idx], observed[idx])
 
 
 def _frame_flags(df, column: str | None) -> np.ndarray:
@@ -503,18 +585,20 @@ def _frame_flags(df, column: str | None) -> np.ndarray:
     return _flags(values, len(df), f"column {column!r}")
 
 
-def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None) -> Transitions:
+def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, keep_last: bool = True) -> Transitions:
     """Transitions from a list of episodes.
 
     Each episode is a mapping with ``"states"`` of shape (T+1, d) (every visited state,
     including the last) or (T, d), ``"actions"`` of shape (T,), and optionally
     ``"terminated"`` (bool: the episode ended in an absorbing state), ``"outcomes"`` and
     ``"rewards"`` of shape (T,). With T+1 states the final transition is terminated or
-    truncated according to ``"terminated"``; with T states the last step has no observed
-    next state and is kept only if the episode terminated.
+    truncated according to ``"terminated"``. With T states the last step has no observed
+    next state: if the episode terminated it is a terminated transition; otherwise, with
+    ``keep_last=True`` (default) it is a choice-only row (``next_observed`` False, as in
+    :func:`from_pandas`), with ``keep_last=False`` it is dropped.
     """
     episodes = list(episodes)
-    cols: dict[str, list] = {k: [] for k in ("s", "a", "s2", "term", "trunc", "ep", "t", "y", "r")}
+    cols: dict[str, list] = {k: [] for k in ("s", "a", "s2", "term", "trunc", "ep", "t", "y", "r", "obs")}
     has_y = has_r = None
     for e, episode in enumerate(episodes):
         if not isinstance(episode, Mapping) or "states" not in episode or "actions" not in episode:
@@ -530,10 +614,14 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None) 
         if s.shape[0] == T + 1:
             s_now, s_next, m = s[:-1], s[1:], T
         elif s.shape[0] == T:
-            m = T if done else T - 1
+            m = T if (done or keep_last) else T - 1
             s_now, s_next = s[:m], np.vstack([s[1:], s[-1:]])[:m]
         else:
             raise ValueError(f"episodes[{e}]['states'] must have T+1={T + 1} or T={T} rows, got {s.shape[0]}")
+        obs = np.ones(m, dtype=bool)
+        if s.shape[0] == T and not done and keep_last:
+            obs[-1] = False
+        cols["obs"].append(obs)
         term = np.zeros(m, dtype=bool)
         trunc = np.zeros(m, dtype=bool)
         if m:
@@ -576,4 +664,5 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None) 
         rewards=cat["r"],
         timesteps=cat["t"],
         action_labels=action_labels if action_labels is not None else np.unique(all_actions),
+        next_observed=cat["obs"],
     )

@@ -119,6 +119,7 @@ def increment_probabilities(transitions: Transitions, n_states: int, max_increme
     """
     if not isinstance(transitions, Transitions):
         raise TypeError(f"transitions must be genpqr Transitions, got {type(transitions).__name__}")
+    transitions = transitions.with_next()  # a last choice without an observed successor has no increment
     J = int(max_increment)
     if J < 0 or J != max_increment:
         raise ValueError(f"max_increment must be a non-negative integer, got {max_increment!r}")
@@ -186,7 +187,8 @@ class IncrementKernel:
 # ============================================================================ shared checks
 def choice_counts(transitions: Transitions, n_states: int) -> np.ndarray:
     """Visits per (state, action code), shape (S, K): the sufficient statistic of the
-    conditional-choice likelihood."""
+    conditional-choice likelihood. Every observed choice counts, including an episode's last
+    choice whose next state is unobserved (``next_observed`` False)."""
     s = check_state_indices(transitions.states, n_states, "states")
     K = transitions.n_actions
     return np.bincount(s * K + transitions.actions, minlength=n_states * K).reshape(n_states, K).astype(np.float64)

@@ -59,6 +59,9 @@ class Diagnostics:
     n_iterations : int
     converged : bool
     solver : str
+    n_last_choices : int
+        Rows that are choices without an observed next state (an episode's last row):
+        counted in ``n_transitions``, stage 1 and the choice counts, not in stage 2.
     """
 
     n_transitions: int
@@ -74,6 +77,7 @@ class Diagnostics:
     n_iterations: int = 0
     converged: bool = True
     solver: str = ""
+    n_last_choices: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -260,26 +264,29 @@ class GenPQR(BaseEstimator):
         if data.state_dim != 1:
             raise ValueError(f"q_model='exact' needs tabular states (one index column), got {data.state_dim} columns")
         n_states = self.n_states
+        nxt = data.with_next().next_states
         if n_states is None:
-            n_states = int(max(data.states.max(), data.next_states.max())) + 1
+            n_states = int(max(data.states.max(), nxt.max())) + 1
         check_state_indices(data.states, n_states, "states")
-        check_state_indices(data.next_states, n_states, "next_states")
+        check_state_indices(nxt, n_states, "next_states")
         return int(n_states)
 
     def _fit_stage2(self, normalization):
         if not isinstance(normalization, Normalization):
             raise TypeError(f"normalization must be a genpqr Normalization, got {type(normalization).__name__}")
-        data = self.training_data_
+        data = self.training_data_  # every observed choice (stage 1, diagnostics)
+        trans = data.with_next()  # the complete transitions (stage 2)
         norm = normalization.bind(data.encoder.encode)
         raw = self.policy_.training_raw_proba(data.states)
         proba, clipped = clip_proba(raw, self.policy_.clip)
         mu_rows = norm.weights(data.states, self.n_actions_, proba)
         self._check_support(norm, data, mu_rows)
         self.normalization_ = norm
+        self._check_transition_support(norm, trans, mu_rows[data.next_observed])
         if self._exact:
-            self.stage2_ = self._fit_exact(norm, data)
+            self.stage2_ = self._fit_exact(norm, trans, data)
         else:
-            self.stage2_ = self._fit_fqe(norm, data, proba)
+            self.stage2_ = self._fit_fqe(norm, trans, proba[data.next_observed])
         self.diagnostics_ = self._diagnostics(data, raw, proba, clipped, mu_rows)
 
     def _check_support(self, norm, data, mu_rows):
@@ -300,10 +307,28 @@ class GenPQR(BaseEstimator):
                 WeakSupportWarning, stacklevel=3,
             )
 
-    def _fit_exact(self, norm, data):
+    def _check_transition_support(self, norm, trans, mu_trans):
+        """An action weighted by ``mu`` must be seen with a next state (``P(.|s, a)`` enters
+        ``P mu Q``), unless a given transition model supplies it."""
+        if trans.n == self.training_data_.n or (self._exact and self.transition_model is not None):
+            return
+        seen = np.bincount(trans.actions, minlength=self.n_actions_) > 0
+        needed = np.flatnonzero((mu_trans.max(axis=0) > 0) & ~seen)
+        if needed.size:
+            labels = trans.encoder.decode(needed).tolist()
+            raise ValueError(
+                f"the normalization ({norm.describe()}) puts weight on action(s) {labels} that never occur in the "
+                f"data with an observed next state (only as the last choice of an episode), so P(.|s, a) cannot be "
+                f"estimated for them; give a transition_model or another normalization")
+
+    def _fit_exact(self, norm, data, choices):
+        """``data``: complete transitions (the kernel); ``choices``: every observed choice
+        (``counts``, the visits per state-action pair of :func:`genpqr.ddc.choice_counts`)."""
         S, K = self.n_states_, self.n_actions_
-        kernel, counts = tabular.estimate_transitions(
+        kernel, _ = tabular.estimate_transitions(
             data.states, data.actions, data.next_states, S, K, terminated=data.terminated)
+        s = check_state_indices(choices.states, S, "states")
+        counts = np.bincount(s * K + choices.actions, minlength=S * K).reshape(S, K).astype(np.float64)
         if self.transition_model is not None:
             given = self.transition_model(data, S, K) if callable(self.transition_model) else self.transition_model
             kernel = tabular.as_kernel(given, K)
@@ -311,8 +336,8 @@ class GenPQR(BaseEstimator):
                 raise ValueError(f"transition_model has {kernel.n_states} states but the data has {S}")
         grid = np.arange(S, dtype=np.float64)[:, None]
         u = _safe_log(self.policy_.proba(grid))
-        if isinstance(norm.g, OutcomeOffset):
-            norm = Normalization(norm.mu, FixedOffset(self._state_means(data)), norm.name)
+        if isinstance(norm.g, OutcomeOffset):  # E[y|s] from every observed row
+            norm = Normalization(norm.mu, FixedOffset(self._state_means(choices)), norm.name)
         recovery = tabular.recover_reward(u, kernel, self.gamma_, norm, solver=self.solver)
         return _ExactStage2(recovery, kernel, counts)
 
@@ -330,7 +355,8 @@ class GenPQR(BaseEstimator):
         return data.outcomes
 
     def _fit_fqe(self, norm, data, proba):
-        next_proba = clip_proba(self.policy_.training_raw_proba(data.next_states), self.policy_.clip)[0]
+        rows = self.training_data_.next_observed
+        next_proba = clip_proba(self.policy_.training_raw_proba(data.next_states, rows=rows), self.policy_.clip)[0]
         policy = self.policy_
         K = self.n_actions_
         mu_fn = _ReferenceWeights(norm, policy, K)
@@ -353,7 +379,8 @@ class GenPQR(BaseEstimator):
 
     def _fit_offset(self, norm, data, mu_fn):
         offset = norm.g
-        if isinstance(offset, OutcomeOffset):
+        if isinstance(offset, OutcomeOffset):  # E[y|s] from every observed row
+            data = self.training_data_
             model = clone(offset.regressor or self.offset_model or _default_regressor(self.random_state))
             model.fit(data.states, self._outcomes(data))
             return _RegressedOffset(model)
@@ -393,6 +420,7 @@ class GenPQR(BaseEstimator):
             policy_log_loss_kind="out-of-fold" if self.cross_fit else "in-sample",
             fraction_clipped=float(np.mean(clipped[rows, data.actions])),
             max_mu_over_pi=float(np.max(mu_rows / proba)),
+            n_last_choices=data.n_choice_only,
             **extra,
         )
         if diag.fraction_clipped > 0.05:
@@ -488,10 +516,11 @@ class GenPQR(BaseEstimator):
             p1, p2 = (w.probabilities(grid, self.n_actions_, np.exp(u)) for w in pols)
             diff = tabular.value_difference(u, p1, p2, self.stage2_.kernel, self.gamma_)
             return diff if states is None else diff[self.stage2_._idx(self._states(states))]
-        data = self.training_data_
+        rows = self.training_data_.next_observed
+        data = self.training_data_.with_next()
         X = data.states if states is None else self._states(states)
         values = []
-        proba_rows = clip_proba(self.policy_.training_raw_proba(data.states), self.policy_.clip)[0]
+        proba_rows = clip_proba(self.policy_.training_raw_proba(data.states, rows=rows), self.policy_.clip)[0]
         u_rows = np.log(proba_rows[np.arange(data.n), data.actions])
         for w in pols:
             next_p = w.probabilities(data.next_states, self.n_actions_, self.policy_.proba(data.next_states))
@@ -526,7 +555,11 @@ class GenPQR(BaseEstimator):
         self._check_fitted()
         d = self.diagnostics_
         lines = [
-            f"GenPQR fit: {d.n_transitions} transitions in {d.n_episodes} episodes, K={self.n_actions_}, gamma={self.gamma_}",
+            f"GenPQR fit: {d.n_transitions} transitions in {d.n_episodes} episodes, K={self.n_actions_}, gamma={self.gamma_}"
+            if not d.n_last_choices else
+            f"GenPQR fit: {d.n_transitions} choices ({d.n_transitions - d.n_last_choices} with an observed next state, "
+            f"{d.n_last_choices} last choices without one) in {d.n_episodes} episodes, K={self.n_actions_}, "
+            f"gamma={self.gamma_}",
             f"  normalization: {self.normalization_.describe()}",
             f"  support rows: {d.support_count}; max mu/pi_hat: {d.max_mu_over_pi:.3g}",
             f"  policy log loss ({d.policy_log_loss_kind}): {d.policy_log_loss:.4f}; clipped: {d.fraction_clipped:.2%}",

@@ -114,6 +114,10 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     summary["actions"] = data.n_actions
     if n_rows is not None and n_rows > data.n:
         summary["rows without an observed next state (dropped)"] = n_rows - data.n
+    if data.n_choice_only:
+        summary["transitions used"] = data.n - data.n_choice_only
+        summary["observed choices (stage 1, choice counts)"] = data.n
+        summary["last choices without an observed next state (not in the kernel)"] = data.n_choice_only
     state_labels = None
     if outputs.tabular:
         index = outputs.state_index

@@ -170,20 +170,23 @@ class FittedPolicy:
         """``u(s, .) = log pi_hat(.|s)``, shape (n, K)."""
         return np.log(self.proba(states, fold))
 
-    def training_raw_proba(self, states: np.ndarray) -> np.ndarray:
+    def training_raw_proba(self, states: np.ndarray, rows=None) -> np.ndarray:
         """Raw probabilities at rows aligned with the training rows: out-of-fold when
-        cross-fitted (each row scored by the model that did not see its episode)."""
+        cross-fitted (each row scored by the model that did not see its episode).
+        ``rows`` (boolean mask or indices into the training rows): ``states`` is aligned
+        with those training rows only (e.g. the rows with an observed next state)."""
         if self.fold_of_row is None:
             return self.raw_proba(states)
         states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-        if states.shape[0] != self.fold_of_row.shape[0]:
+        fold_of_row = self.fold_of_row if rows is None else self.fold_of_row[np.asarray(rows)]
+        if states.shape[0] != fold_of_row.shape[0]:
             raise ValueError(
-                f"states has {states.shape[0]} rows but the policy was cross-fitted on {self.fold_of_row.shape[0]}; "
+                f"states has {states.shape[0]} rows but the policy was cross-fitted on {fold_of_row.shape[0]}; "
                 "training_raw_proba needs rows aligned with the training transitions"
             )
         out = np.empty((states.shape[0], self.n_actions))
         for k in range(len(self.models)):
-            rows = self.fold_of_row == k
+            rows = fold_of_row == k
             if rows.any():
                 out[rows] = self.raw_proba(states[rows], fold=k)
         return out

@@ -291,6 +291,9 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         start_time = time.perf_counter()
         p = self._check_params()
         states, codes, classes, encoder, transitions = _fit_inputs(data, y)
+        if transitions is not None:  # expert transitions: rows with an observed next state
+            transitions = transitions.with_next()
+            states, codes = transitions.states, transitions.actions.astype(np.int64)
         n, d = states.shape
         K = classes.size
         batch_size = _check_batch_size(self.batch_size, n)

@@ -257,7 +257,7 @@ class DeepPQR(_PolicyBaseline):
     def fit(self, data: Transitions, y=None) -> "DeepPQR":
         """Fit stage 1, the anchor network ``W`` and the auxiliary network ``h``; returns self."""
         start = time.perf_counter()
-        data = _check_transitions(data)
+        data = _check_transitions(data).with_next()  # every step reads a next state
         prm = self._check_params()
         norm = self._anchor_normalization(data)
         anchor = int(norm.mu.action)

@@ -425,11 +425,12 @@ class NFXP(BaseEstimator):
             w = as_float_array(sample_weight, "sample_weight", ndim=1)
             s = check_state_indices(data.states, S, "states")
             counts = np.bincount(s * K + data.actions, weights=w, minlength=S * K).reshape(S, K)
+        trans = data.with_next()  # the kernel from complete transitions; the counts from every choice
         if self.transition_model is None:
-            kernel, _ = tabular.estimate_transitions(data.states, data.actions, data.next_states, S, K,
-                                                     terminated=data.terminated)
+            kernel, _ = tabular.estimate_transitions(trans.states, trans.actions, trans.next_states, S, K,
+                                                     terminated=trans.terminated)
         elif callable(self.transition_model):
-            kernel = tabular.as_kernel(self.transition_model(data, S, K), K)
+            kernel = tabular.as_kernel(self.transition_model(trans, S, K), K)
         else:
             kernel = tabular.as_kernel(self.transition_model, K)
         self.kernel_ = kernel
