@@ -98,7 +98,8 @@ def test_outputs_and_effective_config_rerun(small_csv, tmp_path, capsys):
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert files == ["config.json", "model.joblib", "report.html", "rewards.csv"]
     saved = json.loads((tmp_path / "a" / "config.json").read_text())
-    assert saved["q_model"] == "exact" and saved["policy_model"] == "frequency" and saved["seed"] == 3
+    assert saved["q_model"] == "exact" and saved["policy_model"] == "auto" and saved["seed"] == 3
+    assert saved["clip"] == "auto"
     # rerun from the saved config, overriding the output folder by a flag
     code, _, err = fit_cli(["--config", tmp_path / "a" / "config.json", "--out", tmp_path / "b"], capsys)
     assert code == 0, err

@@ -29,8 +29,8 @@ from .normalization import (
     ValueOffset,
     mean_zero,
 )
-from .policy import (DEFAULT_CLIP, FittedPolicy, FrequencyClassifier, check_classifier, clip_proba, fit_policy,
-                     prefit_policy)
+from .clipping import clip_fractions, warn_if_clip_binds
+from .policy import FittedPolicy, FrequencyClassifier, check_classifier, clip_proba, fit_policy, prefit_policy
 from .qeval import FQE, make_q_model
 
 __all__ = ["GenPQR", "Diagnostics", "load"]
@@ -52,6 +52,11 @@ class Diagnostics:
         cross-fitting (``policy_log_loss_kind``), else in-sample.
     fraction_clipped : float
         Share of rows whose observed action's probability hit a clip bound.
+    fraction_floored : float
+        Share of rows at whose state some action's probability is below the lower bound
+        (its ``log pi_hat`` is the floor ``log(low)``).
+    clip : (low, high)
+        The bounds used; ``clip_rule`` says how they were chosen (``clip="auto"``).
     max_mu_over_pi : float
         ``max_{i, a} mu(a|s_i) / pi_hat(a|s_i)``: the coverage constant of the theory.
     bellman_residuals, target_changes : list of float
@@ -78,6 +83,9 @@ class Diagnostics:
     converged: bool = True
     solver: str = ""
     n_last_choices: int = 0
+    fraction_floored: float = 0.0
+    clip: tuple = (0.0, 1.0)
+    clip_rule: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -155,8 +163,14 @@ class GenPQR(BaseEstimator):
     tol : float or None
         FQE stopping rule on the sup change of the Bellman targets.
     warm_start : "auto" or bool
-    clip : (low, high) or None
-        Probability clip bounds (renormalized after clipping); the paper's (0.01, 0.99).
+    clip : "auto", (low, high) or None
+        Probability clip bounds (rows renormalized after clipping). ``"auto"`` (default):
+        chosen from the data so that no bound binds on an observed action -- no clip when the
+        first stage's probabilities are all positive, else a floor ``low = min(0.01, 0.5 x``
+        the smallest fitted probability of an observed action``)`` (:mod:`genpqr.clipping`).
+        The paper used (0.01, 0.99); ``None``: no clip. A :class:`ClippingWarning` is raised
+        when more than :data:`genpqr.clipping.CLIP_WARN_FRACTION` of the observed choices are
+        decided by a bound.
     cross_fit : int or None
         Number of episode folds for cross-fitting stage 1.
     n_states : int, optional
@@ -190,7 +204,7 @@ class GenPQR(BaseEstimator):
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
                  encoding="auto",
-                 n_iterations=100, tol=1e-6, warm_start="auto", clip=DEFAULT_CLIP, cross_fit=None, n_states=None,
+                 n_iterations=100, tol=1e-6, warm_start="auto", clip="auto", cross_fit=None, n_states=None,
                  transition_model=None, solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
                  random_state=None, progress=None):
         self.normalization = normalization
@@ -419,13 +433,14 @@ class GenPQR(BaseEstimator):
             policy_log_loss=float(-np.mean(np.log(proba[rows, data.actions]))),
             policy_log_loss_kind="out-of-fold" if self.cross_fit else "in-sample",
             fraction_clipped=float(np.mean(clipped[rows, data.actions])),
+            fraction_floored=clip_fractions(raw, data.actions, self.policy_.clip)[1],
+            clip=tuple(float(c) for c in self.policy_.clip), clip_rule=self.policy_.clip_rule,
             max_mu_over_pi=float(np.max(mu_rows / proba)),
             n_last_choices=data.n_choice_only,
             **extra,
         )
-        if diag.fraction_clipped > 0.05:
-            warnings.warn(f"{diag.fraction_clipped:.1%} of the observed actions' probabilities hit the clip bounds "
-                          f"{self.policy_.clip}; the log-policy there is the bound", ClippingWarning, stacklevel=3)
+        warn_if_clip_binds(diag.fraction_clipped, diag.fraction_floored, diag.clip, diag.clip_rule,
+                           category=ClippingWarning, stacklevel=4)
         return diag
 
     # ------------------------------------------------------------------ prediction
@@ -563,6 +578,8 @@ class GenPQR(BaseEstimator):
             f"  normalization: {self.normalization_.describe()}",
             f"  support rows: {d.support_count}; max mu/pi_hat: {d.max_mu_over_pi:.3g}",
             f"  policy log loss ({d.policy_log_loss_kind}): {d.policy_log_loss:.4f}; clipped: {d.fraction_clipped:.2%}",
+            f"  probability clip: ({d.clip[0]:.3g}, {d.clip[1]:.3g}) [{d.clip_rule}]; observed actions at a bound: "
+            f"{d.fraction_clipped:.2%}; rows with an action at the floor: {d.fraction_floored:.2%}",
             f"  stage 2: {d.solver}, {d.n_iterations} iteration(s), converged={d.converged}",
         ]
         return "\n".join(lines)
@@ -606,8 +623,8 @@ def _safe_log(proba):
     if np.any(proba <= 0):
         raise ValueError(
             "the estimated policy gives probability 0 to some action (e.g. an action never observed at a "
-            "state), so log pi is -inf; set clip=(low, high) with low > 0 (the paper uses (0.01, 0.99)) or smooth "
-            "the policy model"
+            "state), so log pi is -inf; use clip='auto' (a floor below every observed action's probability), "
+            "clip=(low, high) with low > 0, or a smooth policy model (genpqr.first_stage.SplineLogit)"
         )
     return np.log(proba)
 

@@ -14,7 +14,7 @@ __all__ = ["FitConfig", "parse_normalization", "parse_transition", "parse_bins",
            "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS"]
 
 ACTION_TYPES = ("discrete", "continuous")
-POLICY_MODELS = ("frequency", "logistic", "mlp", "lightgbm")
+POLICY_MODELS = ("auto", "frequency", "spline", "logistic", "mlp", "lightgbm")
 Q_MODELS = ("exact", "linear", "mlp", "lightgbm", "hgb")
 NORMALIZATION_FORMS = "anchor:ACTION, mean-zero, state-anchor:COLUMN, value:COLUMN or behavior:OUTCOME_COLUMN"
 CONTINUOUS_POLICY_MODELS = ("gaussian", "mlp-gaussian", "mdn", "flow")
@@ -55,7 +55,12 @@ class FitConfig:
         ``gaussian:MEAN,SCALE`` (``N(MEAN, SCALE^2)`` in every dimension; unbounded actions),
         ``uniform`` (bounded actions) or ``behavior`` (``mu = pi_hat``, g = 0).
     policy_model : str, optional
-        ``frequency`` (tabular only; the tabular default), ``logistic`` (standardized
+        ``auto`` (the tabular default: ``spline`` when the state is ordered -- one integer
+        column numbered by its value -- and the cells are sparse, else ``frequency``; see
+        :func:`genpqr.first_stage.choose_tabular_policy`; the choice and its reason are printed
+        and reported), ``frequency`` (cell frequencies; tabular only), ``spline`` (a
+        multinomial logit on a cubic spline basis of the ordered state, knots and penalty by
+        episode-grouped cross-validated log loss; tabular only), ``logistic`` (standardized
         multinomial logistic regression; one-hot states in tabular mode; the continuous
         default), ``mlp`` (:class:`genpqr.nn.MLPClassifier`), ``lightgbm``
         (``LGBMClassifier(verbose=-1)``) or an import path ``package.module:Class``
@@ -75,6 +80,11 @@ class FitConfig:
         Continuous actions: the rule for the ``mu``-integrals: ``mc:N`` (Monte Carlo, N draws
         per next state; default ``mc:32``), ``gauss-hermite:N`` (Gaussian mu) or
         ``gauss-legendre:N`` (bounded actions).
+    clip : str
+        Probability clip of stage 1: ``auto`` (default: no clip when every fitted
+        probability is positive, else a floor below the smallest fitted probability of an
+        observed action; :mod:`genpqr.clipping`), ``none``, or ``LOW,HIGH`` (the paper:
+        ``0.01,0.99``). The bounds used are printed and reported.
     cross_fit : int
         Episode folds for stage 1 (out-of-fold log loss and calibration); < 2: no cross-fitting.
     bootstrap : int
@@ -85,8 +95,10 @@ class FitConfig:
         Cut points per state column (tabular mode).
     transition : str
         Tabular mode: ``counts`` (maximum likelihood), ``increment:MAX[:RESET_ACTION]``
-        (increments ``0..MAX`` whose distribution does not depend on the state; the reset
-        action restarts at state 0, as in engine-replacement models) or a ``.npy`` file holding
+        (increments ``0..MAX`` whose distribution does not depend on the state; under the
+        reset action the state restarts at 0 and that period's increment is added from 0,
+        the timing of Rust (1987): ``P(.|x, reset) = P(.|0, keep)``; the increment after a
+        reset is counted as ``x' - 0``) or a ``.npy`` file holding
         the kernel ((S, K, S) or (S*K, S), states numbered as ``state_index``).
     n_states : int, optional
         Tabular mode with one integer (or binned) state column numbered by its value: the
@@ -123,6 +135,7 @@ class FitConfig:
     policy_model: str | None = None
     q_model: str | None = None
     integration: str | None = None
+    clip: str = "auto"
     cross_fit: int = 5
     bootstrap: int = 0
     n_jobs: int = 1
@@ -201,6 +214,11 @@ class FitConfig:
             if self.integration is not None:
                 parse_integration(self.integration)
         parse_transition(self.transition)
+        from .clipping import parse_clip
+
+        if parse_clip(self.clip) != "auto" and continuous:
+            raise ValueError(f"--clip {self.clip} is the probability clip of discrete actions; continuous actions "
+                             "floor the log density instead (genpqr.continuous.ContinuousGenPQR(min_log_density=...))")
         if self.bootstrap == 1 or self.bootstrap < 0:
             raise ValueError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {self.bootstrap}")
         if not 0 < self.level < 1:
@@ -242,6 +260,13 @@ def _coerce(key: str, value):
             return {str(col): _edges(col, edges) for col, edges in value.items()}
         if key in ("gamma", "level"):
             return float(value)
+        if key == "clip":
+            from .clipping import parse_clip
+
+            if isinstance(value, (list, tuple)):
+                value = ",".join(str(v) for v in value)
+            parse_clip(str(value))
+            return str(value).strip().lower()
         if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states"):
             if isinstance(value, bool) or float(value) != int(value):
                 raise TypeError("expected an integer")

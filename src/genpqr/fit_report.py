@@ -114,6 +114,12 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     summary["actions"] = data.n_actions
     if n_rows is not None and n_rows > data.n:
         summary["rows without an observed next state (dropped)"] = n_rows - data.n
+    if getattr(outputs, "first_stage", None) is not None:
+        summary["first stage (policy model)"] = outputs.first_stage.describe()
+    d = model.diagnostics_
+    summary["probability clip"] = (f"({d.clip[0]:.3g}, {d.clip[1]:.3g}) [{d.clip_rule}]; observed actions at a bound: "
+                                   f"{d.fraction_clipped:.2%}; rows with an action at the floor: "
+                                   f"{d.fraction_floored:.2%}")
     if data.n_choice_only:
         summary["transitions used"] = data.n - data.n_choice_only
         summary["observed choices (stage 1, choice counts)"] = data.n

@@ -3,8 +3,10 @@ r"""Stage 1: the behaviour policy ``pi(a|s)`` and ``u(s, a) = log pi(a|s)`` (pap
 Any classifier with ``fit(X, y)`` and ``predict_proba`` works. Probabilities are checked
 (finite, in [0, 1], rows summing to one), mapped onto all ``K`` action codes (a class the
 classifier never saw gets probability 0 before clipping), clipped to ``[low, high]`` and
-renormalized (the paper clips to [0.01, 0.99]; Ionides 2008). Cross-fitting by episode
-gives out-of-fold probabilities at the training rows and their next states.
+renormalized (the paper clips to [0.01, 0.99]; Ionides 2008). ``clip="auto"`` (the default
+of :class:`~genpqr.GenPQR`) chooses the bounds from the fitted probabilities so that they
+bind on no observed action, or no clip at all (:mod:`genpqr.clipping`). Cross-fitting by
+episode gives out-of-fold probabilities at the training rows and their next states.
 """
 
 from __future__ import annotations
@@ -15,24 +17,22 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
 from ._checks import as_float_array, check_state_indices
+from .clipping import PAPER_CLIP, auto_clip, check_bounds
 from .data import Transitions
 
 __all__ = ["clip_proba", "clip_log_proba", "FrequencyClassifier", "FittedPolicy", "fit_policy", "prefit_policy",
            "check_classifier"]
 
-DEFAULT_CLIP = (0.01, 0.99)
+#: The paper's clip: the default of the paper's baselines (GenPQR's default is ``"auto"``).
+DEFAULT_CLIP = PAPER_CLIP
 
 
 def _check_clip(clip) -> tuple[float, float]:
-    if clip is None:
-        return (0.0, 1.0)
-    try:
-        low, high = (float(c) for c in clip)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"clip must be a (low, high) pair or None, got {clip!r}") from exc
-    if not (0.0 <= low < high <= 1.0):
-        raise ValueError(f"clip must satisfy 0 <= low < high <= 1, got {clip!r}")
-    return low, high
+    return check_bounds(clip)
+
+
+def _is_auto(clip) -> bool:
+    return isinstance(clip, str) and clip.strip().lower() == "auto"
 
 
 def clip_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> tuple[np.ndarray, np.ndarray]:
@@ -148,12 +148,15 @@ class FittedPolicy:
         The fold each training row was held out in (cross-fitting only).
     n_actions : int
     clip : (low, high)
+    clip_rule : str
+        How ``clip`` was chosen (``"auto: ..."`` for the data-aware rule, else "given").
     """
 
     models: list
     fold_of_row: np.ndarray | None
     n_actions: int
     clip: tuple[float, float]
+    clip_rule: str = "given"
 
     def raw_proba(self, states: np.ndarray, fold: int | None = None) -> np.ndarray:
         """Unclipped probabilities (n, K); averaged over fold models unless ``fold`` given."""
@@ -204,7 +207,20 @@ def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) ->
     codes = np.arange(transitions.n_actions)
     if not np.all(np.isin(classes, codes)) or classes.dtype.kind not in "iu":
         classifier = _LabelledClassifier(classifier, transitions.encoder.encode(classes, "policy_model.classes_"))
-    return FittedPolicy([classifier], None, transitions.n_actions, _check_clip(clip))
+    return _resolve_clip(FittedPolicy([classifier], None, transitions.n_actions, (0.0, 1.0)), clip, transitions)
+
+
+def _resolve_clip(policy: FittedPolicy, clip, transitions: Transitions) -> FittedPolicy:
+    """Set ``policy.clip``: the given bounds, or the data-aware rule of :func:`genpqr.clipping.auto_clip`
+    from the raw probabilities at the training rows and their observed next states."""
+    if not _is_auto(clip):
+        policy.clip, policy.clip_rule = _check_clip(clip), ("given" if clip is not None else "none (no clip)")
+        return policy
+    raw_rows = policy.training_raw_proba(transitions.states)
+    live = transitions.next_observed & ~transitions.terminated
+    raw_next = policy.training_raw_proba(transitions.next_states[live], rows=live) if live.any() else None
+    policy.clip, policy.clip_rule = auto_clip(raw_rows, transitions.actions, raw_next)
+    return policy
 
 
 class _LabelledClassifier:
@@ -219,15 +235,17 @@ class _LabelledClassifier:
 
 def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,
                random_state=None) -> FittedPolicy:
-    """Fit stage 1 on ``(states, actions)``; with ``cross_fit = k``, k episode folds."""
+    """Fit stage 1 on ``(states, actions)`` (every observed choice); with ``cross_fit = k``, k
+    episode folds. ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.clipping`)."""
     check_classifier(classifier)
-    clip = _check_clip(clip)
+    if not _is_auto(clip):
+        _check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions
     if cross_fit is None:
-        return FittedPolicy([clone(classifier).fit(X, y)], None, K, clip)
+        return _resolve_clip(FittedPolicy([clone(classifier).fit(X, y)], None, K, (0.0, 1.0)), clip, transitions)
     folds = transitions.episode_folds(int(cross_fit), random_state=random_state)
     models, fold_of_row = [], np.empty(transitions.n, dtype=np.int64)
     for k, (train, test) in enumerate(folds):
         models.append(clone(classifier).fit(X[train], y[train]))
         fold_of_row[test] = k
-    return FittedPolicy(models, fold_of_row, K, clip)
+    return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)

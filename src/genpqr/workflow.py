@@ -355,6 +355,10 @@ def _import_object(path: str, what: str):
 
 def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: int):
     """The stage-1 classifier named by ``--policy-model``."""
+    if name in ("auto", "spline"):
+        if not tabular:
+            raise ValueError(f"--policy-model {name} needs tabular states (use logistic, mlp or lightgbm)")
+        raise ValueError(f"--policy-model {name} is chosen from the data by genpqr.first_stage.choose_tabular_policy")
     if name == "frequency":
         if not tabular:
             raise ValueError("--policy-model frequency needs tabular states (use logistic, mlp or lightgbm)")
@@ -576,6 +580,8 @@ class FitOutputs:
     tabular : bool
     state_index : StateIndex or None
     projection_r2 : float or None
+    first_stage : genpqr.first_stage.FirstStageChoice or None
+        Which tabular first stage ``--policy-model auto``/``spline`` chose and why.
     """
 
     config: FitConfig
@@ -589,6 +595,7 @@ class FitOutputs:
     tabular: bool
     state_index: StateIndex | None = None
     projection_r2: float | None = None
+    first_stage: object = None
 
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
@@ -601,6 +608,8 @@ class FitOutputs:
                     else f"continuous states, Q model {self.config.q_model}")
         lines = [f"genpqr fit: {d.n_transitions} transitions in {d.n_episodes} episodes ({mode})",
                  self.model.summary()]
+        if self.first_stage is not None:
+            lines.append(f"  first stage: {self.first_stage.describe()}")
         if self.parameters is not None:
             lines.append("  parameters (WLS projection of the reward on the features):")
             for _, row in self.parameters.iterrows():
@@ -633,7 +642,7 @@ def run_fit(config: FitConfig) -> FitOutputs:
     frame = _read_frame(config, kind, arg)
     tabular = _decide_tabular(config, frame)
     config = replace(config, q_model=config.q_model or ("exact" if tabular else "hgb"),
-                     policy_model=config.policy_model or ("frequency" if tabular else "logistic"))
+                     policy_model=config.policy_model or ("auto" if tabular else "logistic"))
     if not tabular and (config.features or config.transition != "counts" or config.n_states):
         raise ValueError("--features, --transition and --n-states need the tabular mode (--q-model exact, --bins, "
                          "or integer state columns)")
@@ -663,7 +672,8 @@ def run_fit(config: FitConfig) -> FitOutputs:
                           WeakSupportWarning)
         normalization = _normalization(kind, arg, frame=frame, config=config, labels=labels, index_rows=index_rows,
                                        n_states=index.n_states if tabular else None)
-        model = _estimator(config, normalization, index, transition_model).fit(data)
+        policy_model, first_stage = _first_stage(config, data, index)
+        model = _estimator(config, normalization, index, transition_model, policy_model).fit(data)
         features = names = None
         if config.features:
             features, names = _read_features(config.features, config, index, labels, model.stage2_.counts)
@@ -681,9 +691,22 @@ def run_fit(config: FitConfig) -> FitOutputs:
     parameters = r2 = None
     if features is not None:
         parameters, r2 = _parameters(model, features, names, boot, config.level)
-    outputs = FitOutputs(config, model, data, rewards, parameters, boot, messages, {}, tabular, index, r2)
+    outputs = FitOutputs(config, model, data, rewards, parameters, boot, messages, {}, tabular, index, r2,
+                         first_stage)
     _write(outputs, n_rows=len(frame))
     return outputs
+
+
+def _first_stage(config: FitConfig, data, index):
+    """Tabular ``auto``/``spline`` policy models: ``(classifier, FirstStageChoice)`` from
+    :func:`genpqr.first_stage.choose_tabular_policy`; otherwise ``(None, None)``."""
+    if index is None or config.policy_model not in ("auto", "spline"):
+        return None, None
+    from .first_stage import choose_tabular_policy
+
+    return choose_tabular_policy(data, index.n_states, ordered=index.identity,
+                                 force="spline" if config.policy_model == "spline" else None,
+                                 random_state=config.seed)
 
 
 def _tabular_states(config: FitConfig, frame, labels):
@@ -705,14 +728,17 @@ def _tabular_states(config: FitConfig, frame, labels):
     return index, transition_model
 
 
-def _estimator(config: FitConfig, normalization, index, transition_model):
+def _estimator(config: FitConfig, normalization, index, transition_model, policy_model=None):
+    from .clipping import parse_clip
     from .estimator import GenPQR
 
     n_states = None if index is None else index.n_states
+    if policy_model is None:
+        policy_model = make_policy_model(config.policy_model, tabular=index is not None, n_states=n_states,
+                                         seed=config.seed)
     return GenPQR(
-        normalization=normalization, gamma=config.gamma,
-        policy_model=make_policy_model(config.policy_model, tabular=index is not None, n_states=n_states,
-                                       seed=config.seed),
+        normalization=normalization, gamma=config.gamma, clip=parse_clip(config.clip),
+        policy_model=policy_model,
         cross_fit=config.cross_fit if config.cross_fit >= 2 else None, n_states=n_states,
         transition_model=transition_model, random_state=config.seed, progress=False if config.quiet else None,
         **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
@@ -857,12 +883,18 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--normalization", default=S, metavar="SPEC",
                    help=f"{NORMALIZATION_FORMS}; continuous actions: {CONTINUOUS_NORMALIZATION_FORMS}")
     p.add_argument("--policy-model", dest="policy_model", default=S, metavar="NAME",
-                   help=f"{', '.join(POLICY_MODELS)} or package.module:Class (default: frequency for tabular "
-                        f"states, else logistic); continuous actions: {', '.join(CONTINUOUS_POLICY_MODELS)} "
+                   help=f"{', '.join(POLICY_MODELS)} or package.module:Class (default: auto for tabular states -- "
+                        f"a spline logit chosen by cross-validation when the state is ordered and its cells are "
+                        f"sparse, else cell frequencies --, else logistic); continuous actions: "
+                        f"{', '.join(CONTINUOUS_POLICY_MODELS)} "
                         f"(default gaussian)")
     p.add_argument("--q-model", dest="q_model", default=S, metavar="NAME",
                    help=f"{', '.join(Q_MODELS)} or package.module:Class (default: exact for tabular states, else hgb); "
                         f"continuous actions: {', '.join(CONTINUOUS_Q_MODELS)} (default linear)")
+    p.add_argument("--clip", default=S, metavar="LOW,HIGH|none|auto",
+                   help="probability clip of the policy: auto (default: no clip when every fitted probability is "
+                        "positive, else a floor below the smallest fitted probability of an observed action), none, "
+                        "or bounds such as 0.01,0.99 (the paper's); the bounds used are printed")
     p.add_argument("--cross-fit", dest="cross_fit", type=int, default=S, metavar="K",
                    help="episode folds for the policy (out-of-fold diagnostics; default 5; <2: none)")
     p.add_argument("--bootstrap", type=int, default=S, metavar="B", help="bootstrap replicates over episodes (0)")
@@ -871,7 +903,9 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--bins", action="append", default=S, metavar="COL=e1,e2,...",
                    help="cut a state column at these points (tabular mode; repeatable)")
     p.add_argument("--transition", default=S, metavar="SPEC",
-                   help="tabular transitions: counts (default), increment:MAX[:RESET_ACTION] or FILE.npy")
+                   help="tabular transitions: counts (default), increment:MAX[:RESET_ACTION] (the state grows by "
+                        "0..MAX with a state-independent distribution; under RESET_ACTION it restarts at 0 and the "
+                        "period's increment is added from 0, Rust's timing: P(.|x, reset) = P(.|0, keep)) or FILE.npy")
     p.add_argument("--n-states", dest="n_states", type=int, default=S, metavar="S",
                    help="tabular: number of states of one integer state column (when top states never occur)")
     p.add_argument("--features", default=S, metavar="FILE.csv",

@@ -1,0 +1,214 @@
+r"""A first stage for sparse cells: a smooth logit in an ordered tabular state.
+
+Cell frequencies ``pi_hat(a|s) = n(s, a) / n(s)`` are the tabular MLE, but on a panel with a
+rare action (engine replacement, exit, default) most cells never see it: ``pi_hat = 0`` there,
+``log pi_hat = -inf`` and the answer is whatever the probability floor says. When the state
+is *ordered* (mileage, age, stock: one integer column numbered by its value), the choice
+probabilities are smooth in it, and a multinomial logit on a spline basis of the state
+borrows strength across neighbouring cells. Its probabilities lie strictly inside (0, 1),
+so with ``clip="auto"`` no clip binds (:mod:`genpqr.clipping`).
+
+:class:`SplineLogit`
+    ``LogisticRegression(C)`` on ``SplineTransformer(n_knots, degree=3)`` features of the
+    state (linear extrapolation beyond the observed range); a scikit-learn classifier.
+:func:`select_spline_logit`
+    ``(n_knots, C)`` chosen by the cross-validated log loss with episode-grouped folds
+    (a held-out episode is scored by a model that never saw it).
+:func:`cells_are_sparse`
+    The rule: cells are *sparse* when the median number of observed choices per visited
+    state is below :data:`SPARSE_MEDIAN_VISITS`, or when more than
+    :data:`SPARSE_ZERO_SHARE` of the observed choices sit at states where some action
+    (observed elsewhere in the data) was never chosen -- there the frequency first stage
+    gives it probability 0.
+:func:`choose_tabular_policy`
+    What ``genpqr fit`` uses for tabular states (``--policy-model auto``, the default): the
+    spline logit when the state is ordered and the cells are sparse, else cell frequencies;
+    returns the model and a :class:`FirstStageChoice` saying which and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ._checks import as_float_array
+from .data import Transitions
+
+__all__ = ["SplineLogit", "select_spline_logit", "cells_are_sparse", "choose_tabular_policy", "FirstStageChoice",
+           "SPARSE_MEDIAN_VISITS", "SPARSE_ZERO_SHARE", "KNOT_GRID", "C_GRID"]
+
+#: Cells are sparse when the median number of choices per visited state is below this ...
+SPARSE_MEDIAN_VISITS = 30
+#: ... or when more than this share of the choices sit at a state where some action is unobserved.
+SPARSE_ZERO_SHARE = 0.05
+#: Candidate numbers of spline knots (cubic B-splines: n_knots + 2 basis functions).
+KNOT_GRID = (3, 4, 6, 8)
+#: Candidate inverse L2 penalties of the logit (intercept unpenalized).
+C_GRID = (1.0, 10.0, 1000.0)
+
+
+class SplineLogit(ClassifierMixin, BaseEstimator):
+    """Multinomial logit on a cubic B-spline basis of the (ordered) state.
+
+    Parameters
+    ----------
+    n_knots : int
+        Knots of :class:`sklearn.preprocessing.SplineTransformer` (uniform over the
+        observed range; linear extrapolation beyond it).
+    degree : int
+    C : float
+        Inverse L2 penalty of :class:`sklearn.linear_model.LogisticRegression`.
+    max_iter : int
+    """
+
+    def __init__(self, n_knots=5, degree=3, C=1.0, max_iter=2000):
+        self.n_knots = n_knots
+        self.degree = degree
+        self.C = C
+        self.max_iter = max_iter
+
+    def fit(self, X, y, sample_weight=None):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import SplineTransformer
+
+        X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
+        self.pipeline_ = make_pipeline(
+            SplineTransformer(n_knots=int(self.n_knots), degree=int(self.degree), extrapolation="linear"),
+            LogisticRegression(C=float(self.C), max_iter=int(self.max_iter)))
+        kw = {} if sample_weight is None else {"logisticregression__sample_weight": sample_weight}
+        self.pipeline_.fit(X, np.asarray(y), **kw)
+        self.classes_ = self.pipeline_.classes_
+        return self
+
+    def predict_proba(self, X):
+        return self.pipeline_.predict_proba(as_float_array(X, "X", ndim=2, allow_1d_as_column=True))
+
+    def predict(self, X):
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    def describe(self) -> str:
+        return f"spline logit (n_knots={self.n_knots}, degree={self.degree}, C={self.C:g})"
+
+
+@dataclass
+class FirstStageChoice:
+    """Which first stage ``genpqr fit`` used and why.
+
+    Attributes
+    ----------
+    name : {"spline", "frequency"}
+    reason : str
+    median_visits : float
+        Median observed choices per visited state.
+    zero_share : float
+        Share of choices at states where some action is unobserved.
+    cv_log_loss : dict
+        ``"n_knots=.., C=.."`` -> cross-validated log loss (spline candidates), and
+        ``"frequency"`` (infinite when a held-out action was never seen in its cell).
+    """
+
+    name: str
+    reason: str
+    median_visits: float = float("nan")
+    zero_share: float = float("nan")
+    cv_log_loss: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.reason}"
+
+
+def _counts(transitions: Transitions, n_states: int) -> np.ndarray:
+    from .ddc import choice_counts
+
+    return choice_counts(transitions, n_states)
+
+
+def cells_are_sparse(transitions: Transitions, n_states: int) -> tuple[bool, float, float]:
+    """``(sparse, median_visits, zero_share)`` by the rule of the module docstring (every
+    observed choice counts, the last row of each episode included)."""
+    counts = _counts(transitions, n_states)
+    visits = counts.sum(axis=1)
+    visited = visits > 0
+    seen = counts.sum(axis=0) > 0
+    median = float(np.median(visits[visited]))
+    holes = np.any(counts[:, seen] == 0, axis=1) & visited
+    zero_share = float(visits[holes].sum() / visits.sum())
+    return bool(median < SPARSE_MEDIAN_VISITS or zero_share > SPARSE_ZERO_SHARE), median, zero_share
+
+
+def _held_out_log_loss(model, X, y, folds, n_actions: int) -> float:
+    """Mean held-out ``-log p(a|s)`` over episode folds (probabilities floored at 1e-300)."""
+    from sklearn.base import clone
+
+    total = 0.0
+    for train, test in folds:
+        fitted = clone(model).fit(X[train], y[train])
+        raw = fitted.predict_proba(X[test])
+        proba = np.zeros((test.size, n_actions))
+        proba[:, np.asarray(fitted.classes_, dtype=np.int64)] = raw
+        total += -np.sum(np.log(np.maximum(proba[np.arange(test.size), y[test]], 1e-300)))
+    return float(total / X.shape[0])
+
+
+def select_spline_logit(transitions: Transitions, *, knots=KNOT_GRID, C=C_GRID, n_splits: int = 5,
+                        random_state=None) -> tuple[SplineLogit, dict]:
+    """The :class:`SplineLogit` with the smallest cross-validated log loss over ``knots x C``
+    (``n_splits`` episode-grouped folds; fewer when there are fewer episodes, at least 2).
+
+    Returns
+    -------
+    model : SplineLogit (unfitted, with the chosen hyperparameters)
+    scores : dict ``"n_knots=K, C=c"`` -> held-out log loss
+    """
+    X, y = transitions.states, transitions.actions
+    k = min(int(n_splits), transitions.n_episodes)
+    if k < 2:
+        raise ValueError("select_spline_logit needs at least 2 episodes for episode-grouped cross-validation")
+    folds = transitions.episode_folds(k, random_state=random_state)
+    scores, best = {}, None
+    for n_knots in knots:
+        for c in C:
+            model = SplineLogit(n_knots=n_knots, C=c)
+            score = _held_out_log_loss(model, X, y, folds, transitions.n_actions)
+            scores[f"n_knots={n_knots}, C={c:g}"] = score
+            if best is None or score < best[0] - 1e-12:
+                best = (score, model)
+    return best[1], scores
+
+
+def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: bool, force: str | None = None,
+                          n_splits: int = 5, random_state=None):
+    """The first stage for tabular states: ``(classifier, FirstStageChoice)``.
+
+    ``ordered``: the state index is an ordered quantity (one integer column numbered by its
+    value). ``force="spline"`` selects the spline logit whatever the cells; otherwise it is
+    used when ``ordered`` and :func:`cells_are_sparse`, else cell frequencies.
+    """
+    from .policy import FrequencyClassifier
+
+    sparse, median, zero_share = cells_are_sparse(transitions, n_states)
+    facts = (f"median {median:g} choices per visited state, {zero_share:.1%} of the choices at states where some "
+             f"action is never observed")
+    if force != "spline" and not (ordered and sparse):
+        why = ("cells are well filled" if not sparse else "cells are sparse but the state is not ordered "
+               "(no smooth model across states)")
+        return FrequencyClassifier(n_states=n_states), FirstStageChoice("frequency", f"cell frequencies: {why} "
+                                                                        f"({facts})", median, zero_share)
+    if transitions.n_episodes < 2:
+        raise ValueError("the spline-logit first stage needs at least 2 episodes (episode-grouped cross-validation); "
+                         "use --policy-model frequency")
+    model, scores = select_spline_logit(transitions, n_splits=n_splits, random_state=random_state)
+    k = min(int(n_splits), transitions.n_episodes)
+    freq = _held_out_log_loss(FrequencyClassifier(n_states=n_states), transitions.states, transitions.actions,
+                              transitions.episode_folds(k, random_state=random_state), transitions.n_actions)
+    scores["frequency"] = freq if freq < 600 else float("inf")
+    best = min(v for key, v in scores.items() if key != "frequency")
+    why = "requested (--policy-model spline)" if force == "spline" else f"cells are sparse ({facts})"
+    freq_text = "inf (held-out actions unseen in their cell)" if not np.isfinite(scores["frequency"]) else \
+        f"{scores['frequency']:.4f}"
+    reason = (f"{model.describe()}: {why}; chosen by {k}-fold episode-grouped cross-validated log loss {best:.4f} "
+              f"over {len(scores) - 1} (n_knots, C) candidates (cell frequencies: {freq_text})")
+    return model, FirstStageChoice("spline", reason, median, zero_share, scores)
