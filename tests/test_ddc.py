@@ -44,15 +44,20 @@ def oracle_fit(model, panel):
 # ---------------------------------------------------------------- increment kernel
 def test_increment_probabilities_hand_counts():
     # 6 states; rows (s, a, s'): increments 1, 0, 2, 1 after keep; replace from 4 -> 1 (increment 1 from 0);
-    # the row from s = 4 with keep is censorable (4 + 2 > 5) and left out
+    # the row 4 -> 5 with keep is censored by the cap (it says: increment >= 1)
     tr = from_arrays([0, 1, 1, 3, 4, 4], ["k", "k", "k", "k", "r", "k"], [1, 1, 3, 4, 1, 5])
     probs, n_used = ddc.increment_probabilities(tr, 6, 2, reset_action="r")
-    assert n_used == 5
-    np.testing.assert_allclose(probs, [1 / 5, 3 / 5, 1 / 5])
+    assert n_used == 6
+    # MLE by hand: log p0 + 3 log p1 + log p2 + log(p1 + p2): p1 : p2 = 3 : 1 and p0 = 1/6
+    np.testing.assert_allclose(probs, [1 / 6, 5 / 8, 5 / 24], atol=1e-12)
+    # without the censored row: the plain frequencies
+    probs5, n5 = ddc.increment_probabilities(tr.subset(np.arange(5)), 6, 2, reset_action="r")
+    assert n5 == 5
+    np.testing.assert_allclose(probs5, [1 / 5, 3 / 5, 1 / 5])
     K = ddc.increment_kernel(tr, 6, 2, 2, reset_action="r").dense()
     np.testing.assert_allclose(K[2, 0, 2:5], probs)  # keep: from 2
     np.testing.assert_allclose(K[5, 1, 0:3], probs)  # reset: from 0
-    np.testing.assert_allclose(K[4, 0, 4:6], [1 / 5, 4 / 5])  # capped at the last state
+    np.testing.assert_allclose(K[4, 0, 4:6], [probs[0], probs[1] + probs[2]])  # capped at the last state
     np.testing.assert_allclose(K.sum(axis=2), 1.0)
     # the callable form, as GenPQR(transition_model=...) calls it
     K2 = ddc.IncrementKernel(2, "r")(tr, 6, 2).dense()

@@ -93,13 +93,19 @@ def _reset_code(transitions: Transitions, reset_action, n_actions: int):
 
 
 def increment_probabilities(transitions: Transitions, n_states: int, max_increment: int, reset_action=None):
-    """Pooled frequencies of the state increment ``s' - base``, ``base = 0`` after the reset
-    action and ``base = s`` otherwise.
+    """Maximum-likelihood probabilities of the state increment ``s' - base``, pooled over
+    every observed transition; ``base = 0`` after the reset action and ``base = s`` otherwise.
 
-    Rows whose increment could be censored by the cap at the last state
-    (``base + max_increment > n_states - 1``) are left out: the selection is on the
-    covariate ``base``, not on the outcome, so the frequencies stay unbiased. Terminated rows
-    are left out (they have no next state).
+    Timing (Rust 1987): the reset action restarts the state at 0 *and that period's
+    increment is added from 0*, so the increment of a reset row is ``s' - 0`` and
+    ``P(.|x, reset) = P(.|0, keep)``.
+
+    Every transition enters. Near the last state the increment is censored by the cap:
+    from ``base`` with ``c = n_states - 1 - base < max_increment``, ``s' = n_states - 1``
+    only says ``increment >= c``. Those rows enter the likelihood with
+    ``P(increment >= c)``; with none of them the MLE is the pooled frequency, otherwise it
+    is computed by EM (to 1e-13). Terminated rows and choices without an observed next
+    state are left out (they have no next state).
 
     Parameters
     ----------
@@ -115,7 +121,7 @@ def increment_probabilities(transitions: Transitions, n_states: int, max_increme
     -------
     probs : ndarray of shape (J + 1,)
     n_used : int
-        Rows counted.
+        Rows counted (exact and censored).
     """
     if not isinstance(transitions, Transitions):
         raise TypeError(f"transitions must be genpqr Transitions, got {type(transitions).__name__}")
@@ -128,19 +134,43 @@ def increment_probabilities(transitions: Transitions, n_states: int, max_increme
     reset = _reset_code(transitions, reset_action, transitions.n_actions)
     base = np.where(transitions.actions == reset, 0, s) if reset is not None else s
     inc = s2 - base
-    keep = ~transitions.terminated & (base + J <= n_states - 1)
-    bad = keep & ((inc < 0) | (inc > J))
+    live = ~transitions.terminated
+    censored = live & (base + J > n_states - 1) & (s2 == n_states - 1)
+    exact = live & ~censored
+    bad = exact & ((inc < 0) | (inc > J))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(
             f"row {i} moves from state {s[i]} (base {base[i]}, action {transitions.labels_of()[i]!r}) to {s2[i]}: "
             f"an increment of {inc[i]}, outside [0, max_increment={J}]"
         )
-    n_used = int(keep.sum())
+    if np.any(censored & (inc < 0)):
+        i = int(np.flatnonzero(censored & (inc < 0))[0])
+        raise ValueError(f"row {i} moves from state {s[i]} (base {base[i]}) down to {s2[i]}: a negative increment")
+    n_used = int(exact.sum() + censored.sum())
     if n_used == 0:
-        raise ValueError("no row has an uncensored increment (every base state is within max_increment of the last)")
-    probs = np.bincount(inc[keep], minlength=J + 1).astype(np.float64) / n_used
-    return probs, n_used
+        raise ValueError("no row has an observed next state to count an increment from")
+    exact_counts = np.bincount(inc[exact], minlength=J + 1).astype(np.float64)
+    censor_counts = np.bincount(inc[censored], minlength=J + 1).astype(np.float64)  # index c: increment >= c
+    return _censored_increment_mle(exact_counts, censor_counts), n_used
+
+
+def _censored_increment_mle(exact, censor, tol: float = 1e-13, max_iter: int = 100_000) -> np.ndarray:
+    """MLE of multinomial probabilities ``p_0..p_J`` from exact counts ``exact[j]`` and
+    right-censored counts ``censor[c]`` (``increment >= c``), by EM: each censored
+    observation is shared over ``j >= c`` in proportion to ``p_j``."""
+    total = exact.sum() + censor.sum()
+    if censor.sum() == 0:
+        return exact / total
+    p = (exact + censor) / total
+    for _ in range(max_iter):
+        tail = np.cumsum(p[::-1])[::-1]  # P(increment >= c)
+        share = np.where(tail > 0, censor / np.where(tail > 0, tail, 1.0), 0.0)
+        new = (exact + p * np.cumsum(share)) / total
+        if np.max(np.abs(new - p)) < tol:
+            return new
+        p = new
+    return p
 
 
 def kernel_from_increments(probs, n_states: int, n_actions: int, reset=None) -> tabular.TransitionKernel:

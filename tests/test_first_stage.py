@@ -1,0 +1,106 @@
+"""The smooth first stage for sparse ordered cells (genpqr.first_stage): the sparse rule by
+hand, the classifier contract, CV selection, and on a simulated engine-replacement panel a
+log-policy close to the truth with no clip and a CCP answer away from log(99)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from genpqr import GenPQR
+from genpqr import normalization as N
+from genpqr.data import from_arrays, from_pandas
+from genpqr.ddc import IncrementKernel, project_reward
+from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.exceptions import ClippingWarning
+from genpqr.first_stage import (SPARSE_MEDIAN_VISITS, SplineLogit, cells_are_sparse, choose_tabular_policy,
+                                select_spline_logit)
+from genpqr.policy import FrequencyClassifier
+
+from .test_workflow import fit_cli
+
+
+def test_sparse_rule_by_hand():
+    # state 0: 40 x a0 and 40 x a1; state 1: 40 x a0 only (a1 never seen there); state 2 unvisited
+    s = np.repeat([0, 0, 1], 40)
+    a = np.repeat([0, 1, 0], 40)
+    sparse, median, zero_share = cells_are_sparse(from_arrays(s, a, s), 3)
+    assert median == 60.0 and zero_share == pytest.approx(40 / 120) and sparse  # 33% of rows at a hole
+    s, a = np.repeat([0, 0, 1, 1], 40), np.tile([0, 1], 80)
+    assert cells_are_sparse(from_arrays(s, a, s), 3) == (False, 80.0, 0.0)
+    few = from_arrays(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]))
+    assert cells_are_sparse(few, 2) == (True, 2.0, 0.0) and 2 < SPARSE_MEDIAN_VISITS
+
+
+def test_spline_logit_is_a_classifier_with_interior_probabilities():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 50, 2000).astype(float)
+    y = np.where(rng.random(2000) < 1 / (1 + np.exp(-(x - 40) / 3)), "b", "a")
+    model = SplineLogit(n_knots=4, C=10.0)
+    assert model.fit(x[:, None], y) is model and list(model.classes_) == ["a", "b"]
+    p = model.predict_proba(np.arange(60.0)[:, None])  # beyond the observed range: linear extrapolation
+    assert np.all((p > 0) & (p < 1)) and np.allclose(p.sum(axis=1), 1.0)
+    assert clone(model).get_params()["n_knots"] == 4 and not hasattr(clone(model), "classes_")
+    truth = 1 / (1 + np.exp(-(np.arange(50) - 40) / 3))
+    assert np.max(np.abs(model.predict_proba(np.arange(50.0)[:, None])[:, 1] - truth)) < 0.08
+
+
+def test_selection_by_episode_grouped_cv_and_the_choice():
+    rng = np.random.default_rng(1)
+    s = rng.integers(0, 30, 1500)
+    a = (rng.random(1500) < 1 / (1 + np.exp(-(s - 25) / 2))).astype(int)
+    data = from_arrays(s, a, s, episode_ids=np.arange(1500) // 50)
+    model, scores = select_spline_logit(data, knots=(3, 5), C=(1.0, 100.0), random_state=0)
+    assert len(scores) == 4 and scores[f"n_knots={model.n_knots}, C={model.C:g}"] == min(scores.values())
+    clf, choice = choose_tabular_policy(data, 30, ordered=True, random_state=0)
+    assert choice.name == "spline" and isinstance(clf, SplineLogit) and "cells are sparse" in choice.reason
+    assert "cross-validated log loss" in choice.reason and np.isinf(choice.cv_log_loss["frequency"])
+    clf, choice = choose_tabular_policy(data, 30, ordered=False, random_state=0)
+    assert choice.name == "frequency" and isinstance(clf, FrequencyClassifier) and "not ordered" in choice.reason
+
+
+RUST = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
+
+
+@pytest.fixture(scope="module")
+def rust_panel():
+    model = bus_engine(**RUST)
+    panel = simulate_buses(model, n_buses=37, n_periods=117, random_state=0)
+    return model, panel
+
+
+def test_spline_first_stage_on_a_bus_panel_is_close_to_the_truth(rust_panel):
+    model, panel = rust_panel
+    data = from_pandas(panel.frame.drop(columns="next_mileage"), episode="bus", time="month", state="mileage",
+                       action="action")
+    clf, choice = choose_tabular_policy(data, 90, ordered=True, random_state=0)
+    assert choice.name == "spline" and choice.zero_share > 0.5  # replace unobserved at most cells
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ClippingWarning)
+        est = GenPQR(N.anchor_action("replace"), gamma=model.beta, q_model="exact", n_states=90, policy_model=clf,
+                     cross_fit=5, transition_model=IncrementKernel(2, "replace"), random_state=0).fit(data)
+    assert est.diagnostics_.clip == (0.0, 1.0) and est.diagnostics_.fraction_clipped == 0.0
+    visited = np.bincount(data.states[:, 0].astype(int), minlength=90) > 0
+    err = np.abs(est.log_policy(np.arange(90.0)) - np.log(model.policy))[visited]
+    assert err[:, 0].max() < 0.05  # log pi(keep)
+    assert np.median(err[:, 1]) < 0.3  # log pi(replace), rare: about 0.1 to 0.2 on these panels
+    theta = project_reward(est.stage2_.recovery.reward, model.features("anchor"), est.stage2_.counts).theta
+    assert abs(theta[0] - np.log(99)) > 1.0  # no longer the clip's log(0.99/0.01)
+
+
+def test_cli_says_which_first_stage_and_why(rust_panel, tmp_path, capsys):
+    _, panel = rust_panel
+    path = tmp_path / "bus.csv"
+    panel.frame.drop(columns="next_mileage").to_csv(path, index=False)
+    flags = [path, "--episode", "bus", "--time", "month", "--state", "mileage", "--action", "action", "--gamma",
+             0.9999, "--normalization", "anchor:replace", "--transition", "increment:2:replace", "--n-states", 90,
+             "--out", tmp_path / "o", "--quiet"]
+    code, out, err = fit_cli(flags, capsys)
+    assert code == 0, err
+    assert "first stage: spline: spline logit" in out and "cells are sparse" in out
+    assert "probability clip: (0, 1) [auto: no clip" in out and "ClippingWarning" not in out
+    html = (tmp_path / "o" / "report.html").read_text()
+    assert "first stage (policy model)" in html and "spline logit" in html
+    code, out, err = fit_cli(flags[:-3] + ["--out", tmp_path / "f", "--policy-model", "frequency", "--quiet"], capsys)
+    assert code == 0 and "first stage:" not in out and "ClippingWarning" in out
