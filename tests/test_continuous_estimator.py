@@ -156,9 +156,12 @@ def test_clear_errors(rng):
 
 def test_min_log_density_clips_and_reports():
     data = P.sample(400, random_state=7)
-    est = ContinuousGenPQR(normalization=CN.anchor(0.0), gamma=P.gamma, policy_model=LinearGaussianDensity(),
-                           q_model=_poly(), min_log_density=-1.0).fit(data)
-    assert 0 < est.diagnostics_.fraction_clipped < 1
+    from genpqr.exceptions import ClippingWarning
+
+    with pytest.warns(ClippingWarning, match="hit the floor min_log_density=-1"):
+        est = ContinuousGenPQR(normalization=CN.anchor(0.0), gamma=P.gamma, policy_model=LinearGaussianDensity(),
+                               q_model=_poly(), min_log_density=-1.0).fit(data)
+    assert 0.05 < est.diagnostics_.fraction_clipped < 1
     assert est.log_policy(data.states, data.actions).min() == -1.0
 
 

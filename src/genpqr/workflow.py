@@ -606,7 +606,10 @@ class FitOutputs:
         else:
             mode = (f"tabular, {self.state_index.n_states} states, exact solve" if self.tabular
                     else f"continuous states, Q model {self.config.q_model}")
-        lines = [f"genpqr fit: {d.n_transitions} transitions in {d.n_episodes} episodes ({mode})",
+        last = getattr(d, "n_last_choices", 0)
+        what = (f"{d.n_transitions} choices ({d.n_transitions - last} transitions + {last} last choices)" if last
+                else f"{d.n_transitions} transitions")
+        lines = [f"genpqr fit: {what} in {d.n_episodes} episodes ({mode})",
                  self.model.summary()]
         if self.first_stage is not None:
             lines.append(f"  first stage: {self.first_stage.describe()}")

@@ -21,7 +21,8 @@ from sklearn.base import BaseEstimator
 
 from .._checks import as_float_array, check_gamma, check_length, check_random_state, seed_from
 from ..data import Transitions
-from ..exceptions import NotFittedError, WeakSupportWarning
+from ..clipping import CLIP_WARN_FRACTION
+from ..exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
 from .data import ContinuousTransitions, as_actions
 from .densities import LinearGaussianDensity, SquashedDensity, check_normalized
 from .fqe import ContinuousFQE
@@ -301,6 +302,12 @@ class ContinuousGenPQR(BaseEstimator):
             max_mu_over_pi=ratio, support_ess=ess, bellman_residuals=list(hist.bellman_residual),
             target_changes=list(hist.target_change), n_iterations=self.fqe_.n_iter_,
             converged=bool(self.fqe_.converged_), solver=f"fqe-{self.fqe_.structure}")
+        if diag.fraction_clipped > CLIP_WARN_FRACTION:
+            warnings.warn(f"{diag.fraction_clipped:.1%} of the observed actions' log densities hit the floor "
+                          f"min_log_density={self.min_log_density:g}: there u = log pi_hat is replaced by the floor, so "
+                          f"the rewards and Q-values of those actions are pulled toward it and decided by the floor, not "
+                          f"the data; lower it or set min_log_density=None (the default, no floor)", ClippingWarning,
+                          stacklevel=3)
         if np.isfinite(ess) and ess < self.min_support:
             warnings.warn(f"weak support for mu ({kernel.describe()}): the importance weights mu/pi_hat at the training "
                           f"rows have an effective sample size of {ess:.1f} (min_support={self.min_support}); the reward "
