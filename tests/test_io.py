@@ -22,7 +22,7 @@ def long_frame():
 
 def same(a, b):
     for k in ("states", "actions", "next_states", "terminated", "truncated", "episode_ids"):
-        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+        assert np.array_equal(getattr(a, k), getattr(b, k), equal_nan=k == "next_states"), k
     assert np.array_equal(a.action_labels, b.action_labels)
 
 

@@ -81,7 +81,8 @@ def from_d3rlpy(dataset, *, action_labels=None) -> Transitions:
     """Transitions from a d3rlpy ``MDPDataset`` (``dataset.episodes``, each with
     ``observations`` (T, d), ``actions`` (T,) or (T, 1), ``rewards`` and ``terminated``).
     d3rlpy stores T observations for T actions: the last step of a non-terminated episode has
-    no observed next state and is dropped."""
+    no observed next state and is kept as a choice-only row (``next_observed`` False; see
+    :func:`genpqr.data.from_episodes`)."""
     episodes = []
     for ep in dataset.episodes:
         episodes.append({"states": _flat(ep.observations), "actions": np.asarray(ep.actions).reshape(-1),
