@@ -104,3 +104,13 @@ def test_cli_says_which_first_stage_and_why(rust_panel, tmp_path, capsys):
     assert "first stage (policy model)" in html and "spline logit" in html
     code, out, err = fit_cli(flags[:-3] + ["--out", tmp_path / "f", "--policy-model", "frequency", "--quiet"], capsys)
     assert code == 0 and "first stage:" not in out and "ClippingWarning" in out
+
+
+def test_degenerate_training_folds_and_bad_requests():
+    one_class = SplineLogit().fit(np.arange(10.0)[:, None], np.zeros(10, dtype=int))
+    np.testing.assert_array_equal(one_class.predict_proba(np.arange(3.0)[:, None]), np.ones((3, 1)))
+    one_state = SplineLogit().fit(np.zeros((4, 1)), np.array([0, 1, 1, 1]))
+    np.testing.assert_allclose(one_state.predict_proba(np.zeros((2, 1))), [[0.25, 0.75]] * 2)
+    data = from_arrays(np.arange(20) % 5, np.arange(20) % 2, np.arange(20) % 5, episode_ids=np.arange(20) // 4)
+    with pytest.raises(ValueError, match="needs an ordered state"):
+        choose_tabular_policy(data, 5, ordered=False, force="spline")

@@ -75,16 +75,25 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
         from sklearn.preprocessing import SplineTransformer
 
         X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
+        y = np.asarray(y)
+        if np.unique(y).size < 2 or np.all(X == X[0]):  # one class, or one state: the constant frequencies
+            self.classes_, codes = np.unique(y, return_inverse=True)
+            self.pipeline_ = None
+            self.constant_ = np.bincount(codes.ravel(), minlength=self.classes_.size) / y.size
+            return self
         self.pipeline_ = make_pipeline(
             SplineTransformer(n_knots=int(self.n_knots), degree=int(self.degree), extrapolation="linear"),
             LogisticRegression(C=float(self.C), max_iter=int(self.max_iter)))
         kw = {} if sample_weight is None else {"logisticregression__sample_weight": sample_weight}
-        self.pipeline_.fit(X, np.asarray(y), **kw)
+        self.pipeline_.fit(X, y, **kw)
         self.classes_ = self.pipeline_.classes_
         return self
 
     def predict_proba(self, X):
-        return self.pipeline_.predict_proba(as_float_array(X, "X", ndim=2, allow_1d_as_column=True))
+        X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
+        if self.pipeline_ is None:
+            return np.tile(self.constant_, (X.shape[0], 1))
+        return self.pipeline_.predict_proba(X)
 
     def predict(self, X):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
@@ -193,6 +202,9 @@ def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: b
     """
     from .policy import FrequencyClassifier
 
+    if force == "spline" and not ordered:
+        raise ValueError("--policy-model spline needs an ordered state: one integer (or binned) state column "
+                         "numbered by its value; use --policy-model frequency or logistic")
     sparse, median, zero_share = cells_are_sparse(transitions, n_states)
     facts = (f"median {median:g} choices per visited state, {zero_share:.1%} of the choices at states where some "
              f"action is never observed")
