@@ -153,3 +153,18 @@ def test_clipping_warning_in_console_and_report(tmp_path, capsys):
     assert "ClippingWarning" in out and "pulled toward log(bound)" in out
     html = (tmp_path / "o" / "report.html").read_text()
     assert "ClippingWarning" in html and "pulled toward log(bound)" in html
+
+
+def test_sample_path_uses_the_same_rule():
+    """FQE (continuous states): a logit first stage is not clipped; cell-like zeros get the floor."""
+    from sklearn.linear_model import Ridge
+
+    data = _rare_action_data(n=1200)
+    kw = dict(normalization=N.anchor_action(1), gamma=0.5, q_model=Ridge(), n_iterations=20, cross_fit=3,
+              random_state=0)
+    smooth = GenPQR(policy_model=LogisticRegression(), **kw).fit(data)
+    assert smooth.diagnostics_.clip == (0.0, 1.0) and smooth.diagnostics_.fraction_clipped == 0.0
+    with pytest.warns(ClippingWarning, match="below the lower clip bound"):
+        cells = GenPQR(policy_model=FrequencyClassifier(n_states=30), **kw).fit(data)
+    low, high = cells.diagnostics_.clip
+    assert 0 < low <= AUTO_LOW_MAX and high == 1.0 and cells.diagnostics_.fraction_clipped < CLIP_WARN_FRACTION

@@ -136,3 +136,13 @@ def test_pooled_groups_in_one_file(tmp_path, capsys):
     clash = pd.concat([frames[0], frames[1].assign(bus=frames[1]["bus"] - 100)])
     with pytest.raises(ValueError, match="must be unique"):
         from_pandas(clash, episode="bus", time="month", state="mileage", action="action")
+
+
+def test_to_pandas_round_trip_keeps_choice_only_rows():
+    t = _panel()
+    frame = t.to_pandas()
+    assert "next_observed" in frame.columns and frame["next_mileage"].isna().sum() == 2
+    back = from_pandas(frame, episode="episode", time="time", state="mileage", action="action",
+                       terminated="terminated", truncated="truncated", next_state="next_mileage")
+    for name in ("states", "actions", "next_states", "terminated", "truncated", "episode_ids", "next_observed"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(t, name), err_msg=name)
