@@ -30,7 +30,7 @@ def test_sparse_rule_by_hand():
     s, a = np.repeat([0, 0, 1, 1], 40), np.tile([0, 1], 80)
     assert cells_are_sparse(from_arrays(s, a, s), 3) == (False, 80.0, 0.0)
     few = from_arrays(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]))
-    assert cells_are_sparse(few, 2) == (True, 2.0, 0.0) and 2 < SPARSE_MEDIAN_VISITS
+    assert cells_are_sparse(few, 2) == (True, 2.0, 1.0) and 2 < SPARSE_MEDIAN_VISITS  # each row its own episode
 
 
 def test_spline_logit_is_a_classifier_with_interior_probabilities():
@@ -114,3 +114,15 @@ def test_degenerate_training_folds_and_bad_requests():
     data = from_arrays(np.arange(20) % 5, np.arange(20) % 2, np.arange(20) % 5, episode_ids=np.arange(20) // 4)
     with pytest.raises(ValueError, match="needs an ordered state"):
         choose_tabular_policy(data, 5, ordered=False, force="spline")
+
+
+def test_zero_share_leaves_the_choice_s_episode_out():
+    # state 0: episode 0 takes a1 once, everything else is a0; without episode 0, a1 is unseen at state 0
+    s = np.zeros(40, dtype=int)
+    a = np.zeros(40, dtype=int)
+    a[0] = 1
+    ep = np.repeat(np.arange(4), 10)
+    sparse, median, zero_share = cells_are_sparse(from_arrays(s, a, s, episode_ids=ep), 1)
+    assert zero_share == pytest.approx(10 / 40) and sparse  # episode 0's 10 rows sit at a held-out hole
+    a[10] = 1  # a second episode takes a1 too: every episode sees a1 among the others
+    assert cells_are_sparse(from_arrays(s, a, s, episode_ids=ep), 1) == (False, 40.0, 0.0)

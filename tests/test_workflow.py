@@ -251,7 +251,7 @@ def test_increment_transitions_on_bus_engine_panel(tmp_path, capsys):
     panel.frame.drop(columns="next_mileage").to_csv(path, index=False)
     flags = [path, "--episode", "bus", "--time", "month", "--state", "mileage", "--action", "action", "--gamma",
              0.975, "--normalization", "anchor:replace", "--transition", "increment:4:replace", "--n-states", 40,
-             "--out", tmp_path / "o", "--quiet"]
+             "--out", tmp_path / "o", "--quiet", "--policy-model", "frequency"]
     code, _, err = fit_cli(flags, capsys)
     assert code == 0, err
     r = pd.read_csv(tmp_path / "o" / "rewards.csv")

@@ -18,8 +18,10 @@ so with ``clip="auto"`` no clip binds (:mod:`genpqr.clipping`).
     The rule: cells are *sparse* when the median number of observed choices per visited
     state is below :data:`SPARSE_MEDIAN_VISITS`, or when more than
     :data:`SPARSE_ZERO_SHARE` of the observed choices sit at states where some action
-    (observed elsewhere in the data) was never chosen -- there the frequency first stage
-    gives it probability 0.
+    (observed somewhere in the data) is never chosen by the *other* episodes -- there the
+    frequency first stage, fitted without the choice's episode as when cross-fitted, gives
+    it probability 0 (with ``cross_fit`` folds: the other folds' episodes, exactly the rows
+    the cross-fitted frequencies would floor).
 :func:`choose_tabular_policy`
     What ``genpqr fit`` uses for tabular states (``--policy-model auto``, the default): the
     spline logit when the state is ordered and the cells are sparse, else cell frequencies;
@@ -135,16 +137,35 @@ def _counts(transitions: Transitions, n_states: int) -> np.ndarray:
     return choice_counts(transitions, n_states)
 
 
-def cells_are_sparse(transitions: Transitions, n_states: int) -> tuple[bool, float, float]:
+def cells_are_sparse(transitions: Transitions, n_states: int, *, cross_fit: int | None = None,
+                     random_state=None) -> tuple[bool, float, float]:
     """``(sparse, median_visits, zero_share)`` by the rule of the module docstring (every
-    observed choice counts, the last row of each episode included)."""
+    observed choice counts, the last row of each episode included).
+
+    ``zero_share`` is the fraction of choices ``i`` at whose state ``s_i`` some action
+    observed in the data has no choice among the held-out rows' complement: the other
+    episodes (leave-one-episode-out), or with ``cross_fit = k`` the other folds of
+    ``transitions.episode_folds(k, random_state)`` (the folds of :func:`genpqr.policy.fit_policy`
+    with the same seed)."""
+    from ._checks import check_state_indices
+
     counts = _counts(transitions, n_states)
+    K = counts.shape[1]
     visits = counts.sum(axis=1)
-    visited = visits > 0
+    median = float(np.median(visits[visits > 0]))
     seen = counts.sum(axis=0) > 0
-    median = float(np.median(visits[visited]))
-    holes = np.any(counts[:, seen] == 0, axis=1) & visited
-    zero_share = float(visits[holes].sum() / visits.sum())
+    s = check_state_indices(transitions.states, n_states, "states")
+    group = transitions.episode_ids
+    if cross_fit is not None and 2 <= int(cross_fit) <= transitions.n_episodes:
+        group = np.empty(transitions.n, dtype=np.int64)
+        for k, (_, test) in enumerate(transitions.episode_folds(int(cross_fit), random_state=random_state)):
+            group[test] = k
+    pair, pair_of_row = np.unique(group * n_states + s, return_inverse=True)
+    pair_of_row = pair_of_row.reshape(-1)
+    own = np.bincount(pair_of_row * K + transitions.actions, minlength=pair.size * K).reshape(pair.size, K)
+    others = counts[pair % n_states] - own
+    hole = np.any(others[:, seen] == 0, axis=1)
+    zero_share = float(np.mean(hole[pair_of_row]))
     return bool(median < SPARSE_MEDIAN_VISITS or zero_share > SPARSE_ZERO_SHARE), median, zero_share
 
 
@@ -193,11 +214,12 @@ def select_spline_logit(transitions: Transitions, *, knots=KNOT_GRID, C=C_GRID, 
 
 
 def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: bool, force: str | None = None,
-                          n_splits: int = 5, random_state=None):
+                          n_splits: int = 5, cross_fit: int | None = None, random_state=None):
     """The first stage for tabular states: ``(classifier, FirstStageChoice)``.
 
     ``ordered``: the state index is an ordered quantity (one integer column numbered by its
-    value). ``force="spline"`` selects the spline logit whatever the cells; otherwise it is
+    value). ``cross_fit``, ``random_state``: the stage-1 folds of the fit, for the sparse
+    rule's held-out share (:func:`cells_are_sparse`). ``force="spline"`` selects the spline logit whatever the cells; otherwise it is
     used when ``ordered`` and :func:`cells_are_sparse`, else cell frequencies.
     """
     from .policy import FrequencyClassifier
@@ -205,9 +227,10 @@ def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: b
     if force == "spline" and not ordered:
         raise ValueError("--policy-model spline needs an ordered state: one integer (or binned) state column "
                          "numbered by its value; use --policy-model frequency or logistic")
-    sparse, median, zero_share = cells_are_sparse(transitions, n_states)
+    sparse, median, zero_share = cells_are_sparse(transitions, n_states, cross_fit=cross_fit,
+                                                  random_state=random_state)
     facts = (f"median {median:g} choices per visited state, {zero_share:.1%} of the choices at states where some "
-             f"action is never observed")
+             f"action is never chosen by the other {'folds' if cross_fit and cross_fit >= 2 else 'episodes'}")
     if force != "spline" and not (ordered and sparse):
         why = ("cells are well filled" if not sparse else "cells are sparse but the state is not ordered "
                "(no smooth model across states)")

@@ -56,7 +56,8 @@ class FitConfig:
         ``uniform`` (bounded actions) or ``behavior`` (``mu = pi_hat``, g = 0).
     policy_model : str, optional
         ``auto`` (the tabular default: ``spline`` when the state is ordered -- one integer
-        column numbered by its value -- and the cells are sparse, else ``frequency``; see
+        column numbered by its value, with ``--transition increment:`` or ``--n-states`` --
+        and the cells are sparse, else ``frequency``; see
         :func:`genpqr.first_stage.choose_tabular_policy`; the choice and its reason are printed
         and reported), ``frequency`` (cell frequencies; tabular only), ``spline`` (a
         multinomial logit on a cubic spline basis of the ordered state, knots and penalty by

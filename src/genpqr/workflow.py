@@ -702,13 +702,19 @@ def run_fit(config: FitConfig) -> FitOutputs:
 
 def _first_stage(config: FitConfig, data, index):
     """Tabular ``auto``/``spline`` policy models: ``(classifier, FirstStageChoice)`` from
-    :func:`genpqr.first_stage.choose_tabular_policy`; otherwise ``(None, None)``."""
+    :func:`genpqr.first_stage.choose_tabular_policy`; otherwise ``(None, None)``. The state
+    counts as *ordered* (mileage, age, stock) when its single integer column is its index and
+    the transitions say so (``--transition increment:``) or ``--n-states`` numbers it; a
+    plain integer column may be a category code, where a smooth model would be wrong."""
     if index is None or config.policy_model not in ("auto", "spline"):
         return None, None
     from .first_stage import choose_tabular_policy
 
-    return choose_tabular_policy(data, index.n_states, ordered=index.identity,
+    ordered = index.identity and (parse_transition(config.transition)[0] == "increment"
+                                  or config.n_states is not None or config.policy_model == "spline")
+    return choose_tabular_policy(data, index.n_states, ordered=ordered,
                                  force="spline" if config.policy_model == "spline" else None,
+                                 cross_fit=config.cross_fit if config.cross_fit >= 2 else None,
                                  random_state=config.seed)
 
 
