@@ -104,6 +104,14 @@ def test_population_choices_recover_the_truth_exactly(estimator):
     np.testing.assert_allclose(fit.std_error_robust, fit.std_error, rtol=1e-6)
 
 
+def test_unidentified_features_warn(rust_panel):
+    model, kernel, counts = rust_panel
+    X = np.concatenate([model.features(), np.ones((90, 2, 1))], axis=2)  # equal on both actions: no effect
+    with pytest.warns(genpqr.GenPQRWarning, match=r"not identified.*'c'"):
+        structural.estimate_structural("projection", X, counts, kernel, model.beta, names=["RC", "theta11", "c"],
+                                       reward_table=model.normalized_reward())
+
+
 def test_projection_and_bad_estimator(rust_panel):
     model, kernel, counts = rust_panel
     with pytest.raises(ValueError, match="estimator must be one of"):
@@ -233,7 +241,7 @@ def test_npl_coverage_over_panels():
         counts = ddc.choice_counts(panel, 90)
         fit = structural.estimate_structural("npl", X, counts, kernel, model.beta,
                                              start_policy=counts / counts.sum(axis=1, keepdims=True).clip(1))
-        assert fit.converged and fit.n_iter < 50
+        assert fit.converged and fit.n_iter < 100  # 8-50 NPL iterations from frequencies
         lo, hi = fit.wald_interval(0.95)
         hits.append((lo <= model.theta) & (model.theta <= hi))
         estimates.append(fit.theta)

@@ -128,16 +128,18 @@ def _soft_policy(u, kernel, gamma, policy0=None, tol=1e-13, max_iter=200):
     """Soft policy iteration in relative values: ``pi <- softmax(u + gamma P h_pi)`` with
     ``h_pi`` the relative entropy-regularized value of ``pi`` (:func:`relative_solve`).
     Returns ``log pi`` (S, K). Converges quadratically (Newton on the soft Bellman equation)."""
-    S, K = u.shape
-    log_pi = log_softmax(u, axis=1) if policy0 is None else np.log(policy0)
+    log_pi = log_softmax(u if policy0 is None else np.log(np.clip(policy0, 1e-300, None)), axis=1)
+    best = np.inf
     for _ in range(max_iter):
         pi = np.exp(log_pi)
         h = relative_solve(kernel.under(pi), np.sum(pi * (u - log_pi), axis=1), gamma)
         new = log_softmax(u + gamma * kernel.expect(h), axis=1)
-        change = float(np.max(np.abs(new - log_pi)))
+        # the change in probability terms: log-probabilities of near-impossible actions carry rounding noise
+        change = float(np.max(np.abs(new - log_pi) * np.maximum(np.exp(new), np.exp(log_pi))))
         log_pi = new
-        if change <= tol:
+        if change <= tol or (change >= 0.5 * best and change <= 1e-9):  # converged, or stalled at rounding level
             break
+        best = min(best, change)
     else:
         warnings.warn(f"soft policy iteration stopped after {max_iter} steps (last change {change:.3g})",
                       ConvergenceWarning, stacklevel=3)
@@ -261,6 +263,22 @@ def _start_policy(start_policy, shape):
     return (1.0 - 1e-6) * pi + 1e-6 / shape[1]
 
 
+def _check_identified(opg, names):
+    """Warn (``GenPQRWarning``) when the information matrix is (nearly) singular: some
+    combination of the features does not move any choice probability (e.g. a feature equal on
+    every action, or two collinear features), so the parameters are not identified."""
+    from .exceptions import GenPQRWarning
+
+    eigvals, eigvecs = np.linalg.eigh(opg)
+    if eigvals.size and eigvals[0] > 1e-10 * max(eigvals[-1], 1e-300):
+        return
+    direction = eigvecs[:, 0]
+    involved = [names[j] for j in np.flatnonzero(np.abs(direction) > 0.1)]
+    warnings.warn(f"the structural parameters are not identified by the choices: the combination of {involved} "
+                  "does not change any choice probability (a feature equal on every action at each state, or "
+                  "collinear features); their standard errors are meaningless", GenPQRWarning, stacklevel=3)
+
+
 def _safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
     """NPL iterated to convergence, checked to be the MLE.
 
@@ -357,6 +375,7 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         cov, cov_robust = res.cov, np.full_like(res.cov, np.nan)
     else:
         cov = cov_robust = np.full((X.shape[2], X.shape[2]), np.nan)
+    _check_identified(d.opg, names)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None)) if np.all(np.isfinite(cov)) else nan
     se_robust = np.sqrt(np.clip(np.diag(cov_robust), 0.0, None)) if np.all(np.isfinite(cov_robust)) else nan
     return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), se, se_robust, SE_KINDS[estimator],
