@@ -263,6 +263,14 @@ def _start_policy(start_policy, shape):
     return (1.0 - 1e-6) * pi + 1e-6 / shape[1]
 
 
+def _at_maximum(d: LikelihoodDerivatives, n_choices: float) -> bool:
+    """A local maximum of the full likelihood to rounding: the Newton decrement per choice
+    ``g' (-H)^{-1} g / n`` is below 1e-14 and the Hessian is negative definite."""
+    if not np.all(np.linalg.eigvalsh(d.hessian) < 0):
+        return False
+    return float(d.grad @ np.linalg.solve(-d.hessian, d.grad)) / n_choices <= 1e-14
+
+
 def _check_identified(opg, names):
     """Warn (``GenPQRWarning``) when the information matrix is (nearly) singular: some
     combination of the features does not move any choice probability (e.g. a feature equal on
@@ -359,7 +367,9 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     elif estimator == "nfxp":
         from .baselines.nfxp import fit_nfxp
 
-        res = fit_nfxp(n, X, kernel, gamma, offset=off, tol=tol, max_iter=max_iter)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            res = fit_nfxp(n, X, kernel, gamma, offset=off, tol=tol, max_iter=max_iter)
         theta, policy0, n_iter, converged = res.theta, res.policy, res.n_iter, res.converged
     else:
         if reward_table is None:
@@ -376,6 +386,11 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     else:
         cov = cov_robust = np.full((X.shape[2], X.shape[2]), np.nan)
     _check_identified(d.opg, names)
+    if estimator == "nfxp" and not converged:
+        # BHHH stops when step halving no longer improves the likelihood: at the rounding floor that is the MLE
+        converged = _at_maximum(d, n.sum())
+        for w in caught if not converged else ():
+            warnings.warn(w.message, w.category, stacklevel=2)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None)) if np.all(np.isfinite(cov)) else nan
     se_robust = np.sqrt(np.clip(np.diag(cov_robust), 0.0, None)) if np.all(np.isfinite(cov_robust)) else nan
     return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), se, se_robust, SE_KINDS[estimator],
