@@ -38,6 +38,8 @@ def test_relative_solve_is_exact_up_to_a_constant(rng):
         if gamma < 1:
             exact = np.linalg.solve(np.eye(S) - gamma * P, B)
             np.testing.assert_allclose((exact - h) - (exact - h)[0], 0.0, atol=1e-7 * np.abs(exact).max())
+            full = structural.relative_solve(P, B, gamma, add_constant=True)
+            np.testing.assert_allclose(full, exact, rtol=1e-9, atol=1e-9 * np.abs(exact).max())
 
 
 @pytest.mark.parametrize("beta", [0.95, 0.9999])
@@ -80,11 +82,13 @@ def test_npl_equals_nfxp_estimates_and_standard_errors(rust_panel):
     # any parametrization of the same behaviour: Rust's u(x, replace) = -RC gives the same MLE
     rust = structural.estimate_structural("npl", model.features("rust"), counts, kernel, model.beta)
     np.testing.assert_allclose(rust.theta, npl.theta, atol=1e-6)
-    # from a uniform start NPL settles on a spurious fixed point; the safeguard sees it (likelihood below the
-    # first step's, Hessian not negative definite) and NFXP's BHHH finishes the job
-    with pytest.warns(genpqr.ConvergenceWarning, match="continued with NFXP"):
-        uniform = structural.estimate_structural("npl", X, counts, kernel, model.beta)
+    # from a uniform start (theta = 0) too
+    uniform = structural.estimate_structural("npl", X, counts, kernel, model.beta)
     np.testing.assert_allclose(uniform.theta, npl.theta, atol=1e-6)
+    # the safeguard: NPL stopped early (or at a spurious fixed point) is finished by Newton on the full likelihood, loudly
+    with pytest.warns(genpqr.ConvergenceWarning, match="continued with Newton"):
+        cut = structural.estimate_structural("npl", X, counts, kernel, model.beta, max_iter=2)
+    np.testing.assert_allclose(cut.theta, npl.theta, atol=1e-6)
     # PML's pseudo-likelihood SE is another quantity: named differently
     pml = structural.estimate_structural("pml", X, counts, kernel, model.beta, start_policy=freq)
     assert "pseudo-likelihood" in pml.se_kind and np.all(np.isnan(pml.std_error_robust))

@@ -503,7 +503,7 @@ def fit_structural(continuation, features, counts, gamma, *, offset=None, theta0
                             time.perf_counter() - start)
 
 
-def _evaluation_terms(policy, X, off, kernel, gamma, solver):
+def _evaluation_terms(policy, X, off, kernel, gamma, solver, relative=False):
     r"""AM's policy evaluation as GenPQR's solve: ``v(theta) = v_off + sum_j theta_j v_j``.
 
     With the behaviour normalization ``mu = pi`` and ``g = pi r``, GenPQR's exact stage 2
@@ -511,8 +511,10 @@ def _evaluation_terms(policy, X, off, kernel, gamma, solver):
     ``(I - gamma P_pi) W = pi u - g`` and returns ``v = -P W = P V^pi_r``, the
     entropy-regularized value of ``pi`` under ``r`` -- affine in ``g``, hence in ``theta``.
     The ``p + 1`` right-hand sides (``g = pi offset`` and ``g = pi x_j``) share one matrix:
-    one dense LU for small ``S`` (what ``recover_reward`` does one column at a time; the
-    tests check the two agree), else one :func:`genpqr.tabular.solve_linear_bellman` per column.
+    for small ``S`` one dense solve in relative-value form
+    (:func:`genpqr.structural.relative_solve`: the same ``W`` as ``recover_reward``, the tests
+    check the two agree, with differences that stay accurate as ``gamma -> 1``), else one
+    :func:`genpqr.tabular.solve_linear_bellman` per column.
     """
     if not np.all(policy > 0):
         s = int(np.argmin(policy.min(axis=1)))
@@ -524,8 +526,12 @@ def _evaluation_terms(policy, X, off, kernel, gamma, solver):
                         + [-np.sum(policy * X[:, :, j], axis=1) for j in range(p)])
     P_pi = kernel.under(policy)
     if S <= tabular.DIRECT_MAX_STATES:
-        dense = P_pi.toarray() if sp.issparse(P_pi) else np.asarray(P_pi)
-        W = np.linalg.solve(np.eye(S) - gamma * dense, B)
+        from .structural import relative_solve
+
+        # solved for the relative value and the gain: accurate differences as gamma -> 1 (a plain dense solve
+        # loses them at gamma = 0.9999, which slowed NPL to linear convergence); relative=True drops the constant
+        # k / (1 - gamma) per column, which cancels in every choice probability (and spoils the logit's precision)
+        W = relative_solve(P_pi, B, gamma, add_constant=not relative)
     else:
         W = np.column_stack([tabular.solve_linear_bellman(P_pi, B[:, j], gamma, solver=solver)[0]
                              for j in range(p + 1)])
@@ -604,11 +610,12 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
         evaluate = (lambda p: (tabular.recover_reward(np.log(p), kernel, gamma, normalization,
                                                       solver=solver).continuation, np.zeros(X.shape)))
     elif mapping == "policy-evaluation":
-        evaluate = (lambda p: _evaluation_terms(p, X, off, kernel, gamma, solver))
+        evaluate = (lambda p: _evaluation_terms(p, X, off, kernel, gamma, solver, relative=True))
     else:
         raise ValueError(f"mapping must be 'policy-evaluation' or 'normalized', got {mapping!r}")
     history, converged, step = [], False, np.inf
     for it in range(1, int(max_iter) + 1):
+        evaluated = pi
         v_base, VX = evaluate(pi)
         Xt = X + gamma * VX
         index = off + gamma * v_base
@@ -623,6 +630,8 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
     if not converged and max_iter > 1:
         warnings.warn(f"NPL did not converge in {max_iter} iterations (last change {step:.3g})", ConvergenceWarning,
                       stacklevel=2)
+    if mapping == "policy-evaluation":  # v itself, not only up to a constant
+        v_base, VX = _evaluation_terms(evaluated, X, off, kernel, gamma, solver)
     v = v_base + VX @ theta
     cov = _inverse_information(H)
     if converged and mapping == "policy-evaluation":

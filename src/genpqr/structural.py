@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.linalg as sla
@@ -72,14 +72,15 @@ SE_KINDS = {
 
 
 # ============================================================================ the likelihood and its derivatives
-def relative_solve(P_pi, B, gamma: float) -> np.ndarray:
+def relative_solve(P_pi, B, gamma: float, *, add_constant: bool = False) -> np.ndarray:
     r"""A solution of ``(I - gamma P_pi) W = B`` up to a constant per column, shape of ``B``.
 
     Writes ``W = h + k / (1 - gamma)`` with ``h(0) = 0`` and solves ``[A_{:,1:}, 1] [h_{1:}; k] = B``
     (``A = I - gamma P_pi``; ``A 1 = (1 - gamma) 1``): well conditioned for ``gamma`` near or at 1,
     where ``A`` itself is not. Returns ``h`` (exact ``W`` minus the constant ``k / (1 - gamma)``):
-    enough for every choice probability, since ``P`` rows sum to one. Kernels with terminating
-    mass (rows summing below one) get the plain solve.
+    enough for every choice probability, since ``P`` rows sum to one. ``add_constant=True``
+    (``gamma < 1``) adds ``k / (1 - gamma)`` back: the exact ``W``, whose differences keep the
+    accuracy of ``h``. Kernels with terminating mass (rows summing below one) get the plain solve.
     """
     S = P_pi.shape[0]
     stochastic = np.allclose(np.asarray(P_pi.sum(axis=1)).ravel(), 1.0, atol=1e-10)
@@ -95,7 +96,10 @@ def relative_solve(P_pi, B, gamma: float) -> np.ndarray:
             A[:, 0] = 1.0
         Z = sla.solve(A, B, check_finite=False)
     if stochastic:
+        k = Z[0].copy()
         Z[0] = 0.0
+        if add_constant:
+            Z = Z + k / (1.0 - gamma)
     return Z
 
 
@@ -291,32 +295,66 @@ def _safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
     """NPL iterated to convergence, checked to be the MLE.
 
     Every NPL fixed point is a stationary point of the full likelihood, but from a poor start
-    (e.g. uniform choice probabilities when one action is rare) NPL can settle on a spurious
-    one. The result is accepted when NPL converged, the full Hessian there is negative
-    definite and the likelihood is at least that of the first (PML) iterate -- a consistent
-    estimate the MLE cannot be worse than. Otherwise NFXP's BHHH (monotone in the
-    likelihood) continues from the better of the two, with a ``ConvergenceWarning``.
+    NPL can settle on a spurious one (it did from uniform probabilities at gamma = 0.9999 before
+    the policy evaluation used :func:`relative_solve`), or stop early. The result is accepted when
+    NPL converged, the full Hessian there is negative definite and the likelihood is at least that
+    of the first (PML) iterate -- a consistent estimate the MLE cannot be worse than. Otherwise
+    damped Newton on the full likelihood with the analytic Hessian (:func:`_maximize_full`,
+    monotone in the likelihood) continues from the better of the two, with a
+    ``ConvergenceWarning``.
     Returns ``(theta, policy, iterations, converged)``."""
     from .ddc import fit_npl
 
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True):
         warnings.simplefilter("always", ConvergenceWarning)
-        res = fit_npl(policy0, X, n, kernel, gamma, offset=off, max_iter=max_iter, tol=tol)
-    final = likelihood_derivatives(res.theta, X, n, kernel, gamma, offset=off, policy0=res.policy)
+        try:
+            res = fit_npl(policy0, X, n, kernel, gamma, offset=off, max_iter=max_iter, tol=tol)
+        except ValueError:  # an iterate's policy underflowed to 0/1: a spurious, degenerate fixed point
+            res = fit_npl(policy0, X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
+            res = replace(res, theta=np.full_like(res.theta, np.nan), converged=False)
     first = likelihood_derivatives(res.history[0], X, n, kernel, gamma, offset=off)
+    final_ll, negative_definite = -np.inf, False
+    if np.all(np.isfinite(res.theta)):
+        final = likelihood_derivatives(res.theta, X, n, kernel, gamma, offset=off, policy0=res.policy)
+        final_ll = final.loglik
+        negative_definite = bool(np.all(np.linalg.eigvalsh(final.hessian) < 0))
     scale = 1e-9 * max(1.0, abs(first.loglik))
-    negative_definite = bool(np.all(np.linalg.eigvalsh(final.hessian) < 0))
-    if res.converged and negative_definite and final.loglik >= first.loglik - scale:
+    if res.converged and negative_definite and final_ll >= first.loglik - scale:
         return res.theta, res.policy, res.n_iter, True
-    from .baselines.nfxp import fit_nfxp
-
-    better = res.theta if final.loglik >= first.loglik else res.history[0]
+    better = res.theta if final_ll >= first.loglik else res.history[0]  # NaN compares False
     why = (f"NPL {'converged' if res.converged else 'did not converge'} in {res.n_iter} iterations to a point "
-           f"with log-likelihood {final.loglik:.6g} (first step: {first.loglik:.6g}"
+           f"with log-likelihood {final_ll:.6g} (first step: {first.loglik:.6g}"
            f"{'' if negative_definite else '; not a local maximum'})")
-    warnings.warn(f"{why}; continued with NFXP's BHHH from the better point", ConvergenceWarning, stacklevel=3)
-    nfxp = fit_nfxp(n, X, kernel, gamma, offset=off, theta0=better, tol=tol, max_iter=max_iter)
-    return nfxp.theta, nfxp.policy, res.n_iter + nfxp.n_iter, nfxp.converged
+    warnings.warn(f"{why}; continued with Newton's method on the full likelihood from the better point",
+                  ConvergenceWarning, stacklevel=3)
+    theta, policy, n_newton, converged = _maximize_full(better, X, n, kernel, gamma, off, max_iter)
+    return theta, policy, res.n_iter + n_newton, converged
+
+
+def _maximize_full(theta, X, n, kernel, gamma, off, max_iter):
+    """Damped Newton on the full likelihood with the analytic Hessian (BHHH's OPG direction
+    where the Hessian is not negative definite), step halving until the likelihood does not
+    fall. Returns ``(theta, policy, iterations, converged)``."""
+    d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off)
+    converged, it = False, 0
+    for it in range(1, max_iter + 1):
+        newton = bool(np.all(np.linalg.eigvalsh(d.hessian) < 0))
+        direction = np.linalg.solve(-d.hessian if newton else d.opg, d.grad)
+        if newton and float(d.grad @ direction) / n.sum() <= 1e-14:
+            converged = True
+            break
+        step = 1.0
+        for _ in range(40):
+            trial = likelihood_derivatives(theta + step * direction, X, n, kernel, gamma, offset=off,
+                                           policy0=d.policy)
+            if trial.loglik >= d.loglik - 1e-12 * abs(d.loglik):
+                break
+            step *= 0.5
+        else:
+            converged = _at_maximum(d, n.sum())
+            break
+        theta, d = theta + step * direction, trial
+    return theta, d.policy, it, converged
 
 
 def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offset=None, start_policy=None,
