@@ -78,7 +78,7 @@ def test_npl_equals_nfxp_estimates_and_standard_errors(rust_panel):
     np.testing.assert_allclose(npl.std_error, nfxp.std_error, rtol=1e-3)
     np.testing.assert_allclose(npl.std_error_robust, nfxp.std_error_robust, rtol=1e-3)
     assert npl.loglik == pytest.approx(nfxp.loglik, abs=1e-8)
-    assert npl.gradient_norm < 1e-8 and npl.n_choices == counts.sum()
+    assert npl.gradient_norm < 1e-8 and nfxp.gradient_norm < 1e-8 and npl.n_choices == counts.sum()
     # any parametrization of the same behaviour: Rust's u(x, replace) = -RC gives the same MLE
     rust = structural.estimate_structural("npl", model.features("rust"), counts, kernel, model.beta)
     np.testing.assert_allclose(rust.theta, npl.theta, atol=1e-6)

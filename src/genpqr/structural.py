@@ -14,7 +14,10 @@ Estimators (:func:`estimate_structural`):
 * ``"npl"`` (default): Aguirregabiria-Mira's nested pseudo-likelihood iterated to
   convergence, each policy evaluation being GenPQR's exact solve at the current policy
   (:func:`genpqr.ddc.fit_npl`); its fixed point is the MLE.
-* ``"nfxp"``: Rust's nested fixed point (:func:`genpqr.baselines.nfxp.fit_nfxp`), the MLE.
+* ``"nfxp"``: Rust's nested fixed point (:func:`genpqr.baselines.nfxp.fit_nfxp`, BHHH), the
+  MLE, finished by Newton steps with the analytic Hessian (BHHH stalls a few 1e-6 off the
+  maximum at beta = 0.9999, where NFXP's absolute values of order ``1 / (1 - beta)`` leave
+  the likelihood too little precision to rank its steps).
 * ``"pml"``: Hotz-Miller's two-step pseudo-likelihood (one NPL step from the first stage):
   consistent but sensitive to the first stage when actions are rare.
 * ``"projection"``: weighted least squares of GenPQR's reward table on the features
@@ -341,6 +344,9 @@ def _maximize_full(theta, X, n, kernel, gamma, off, max_iter):
         newton = bool(np.all(np.linalg.eigvalsh(d.hessian) < 0))
         direction = np.linalg.solve(-d.hessian if newton else d.opg, d.grad)
         if newton and float(d.grad @ direction) / n.sum() <= 1e-14:
+            # at rounding level the likelihood cannot rank steps any more: take the last full Newton step
+            theta = theta + direction
+            d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off, policy0=d.policy)
             converged = True
             break
         step = 1.0
@@ -408,7 +414,14 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
             res = fit_nfxp(n, X, kernel, gamma, offset=off, tol=tol, max_iter=max_iter)
-        theta, policy0, n_iter, converged = res.theta, res.policy, res.n_iter, res.converged
+        # BHHH stalls at the rounding floor of NFXP's absolute values near beta = 1 (a few 1e-6 off the MLE at
+        # beta = 0.9999): Newton steps with the analytic Hessian in relative values finish it
+        theta, policy0, n_newton, converged = _maximize_full(res.theta, X, n, kernel, gamma, off, max_iter)
+        n_iter = res.n_iter + n_newton
+        if converged:
+            caught.clear()
+        for w in caught:
+            warnings.warn(w.message, w.category, stacklevel=2)
     else:
         if reward_table is None:
             raise ValueError("estimator 'projection' needs the reward table")
@@ -424,11 +437,6 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     else:
         cov = cov_robust = np.full((X.shape[2], X.shape[2]), np.nan)
     _check_identified(d.opg, names)
-    if estimator == "nfxp" and not converged:
-        # BHHH stops when step halving no longer improves the likelihood: at the rounding floor that is the MLE
-        converged = _at_maximum(d, n.sum())
-        for w in caught if not converged else ():
-            warnings.warn(w.message, w.category, stacklevel=2)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None)) if np.all(np.isfinite(cov)) else nan
     se_robust = np.sqrt(np.clip(np.diag(cov_robust), 0.0, None)) if np.all(np.isfinite(cov_robust)) else nan
     return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), se, se_robust, SE_KINDS[estimator],
