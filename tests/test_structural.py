@@ -85,7 +85,8 @@ def test_npl_equals_nfxp_estimates_and_standard_errors(rust_panel):
     # from a uniform start (theta = 0) too
     uniform = structural.estimate_structural("npl", X, counts, kernel, model.beta)
     np.testing.assert_allclose(uniform.theta, npl.theta, atol=1e-6)
-    # the safeguard: NPL stopped early (or at a spurious fixed point) is finished by Newton on the full likelihood, loudly
+    # the safeguard: NPL stopped early (or at a spurious fixed point) is finished by Newton on the full
+    # likelihood, loudly
     with pytest.warns(genpqr.ConvergenceWarning, match="continued with Newton"):
         cut = structural.estimate_structural("npl", X, counts, kernel, model.beta, max_iter=2)
     np.testing.assert_allclose(cut.theta, npl.theta, atol=1e-6)
