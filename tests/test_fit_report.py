@@ -53,8 +53,9 @@ def test_tabular_report_has_every_section_and_non_empty_figures(tabular_report):
     for section in SECTIONS:
         assert section in html
     images = embedded_images(html)
-    # actions, calibration, heat map, bootstrap intervals, coverage (no convergence plot for the exact solve)
-    assert len(images) == 5
+    # actions, calibration, heat map, bootstrap intervals, structural fit, coverage (no convergence plot for the
+    # exact solve)
+    assert len(images) == 6
     for img in images:
         assert_not_blank(img)
     assert_self_contained(html)

@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["FitConfig", "parse_normalization", "parse_transition", "parse_bins", "parse_integration",
            "POLICY_MODELS", "Q_MODELS", "NORMALIZATION_FORMS", "ACTION_TYPES", "CONTINUOUS_POLICY_MODELS",
-           "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS"]
+           "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS", "ESTIMATORS"]
 
 ACTION_TYPES = ("discrete", "continuous")
 POLICY_MODELS = ("auto", "frequency", "spline", "logistic", "mlp", "lightgbm")
@@ -22,6 +22,7 @@ CONTINUOUS_Q_MODELS = ("linear", "hgb", "mlp", "lightgbm")
 CONTINUOUS_NORMALIZATION_FORMS = "anchor:VALUE[,VALUE...], gaussian:MEAN,SCALE, uniform or behavior"
 INTEGRATION_FORMS = "mc:N, gauss-hermite:N or gauss-legendre:N"
 _CONTINUOUS_ONLY_NORMALIZATIONS = ("gaussian", "uniform")
+ESTIMATORS = ("npl", "nfxp", "pml", "projection")
 
 
 @dataclass
@@ -108,7 +109,15 @@ class FitConfig:
     features : str, optional
         Tabular mode: CSV of reward features, one row per (state, action) with the action
         column, ``state_index`` or the state columns, and one numeric column per feature.
-        Pairs never visited may be left out (zero features, zero weight).
+        Pairs never visited may be left out (zero features, zero weight). The features
+        define the flow utility ``u_theta(s, a) = sum_k theta_k f_k(s, a)`` whose parameters
+        ``estimator`` estimates.
+    estimator : {"npl", "nfxp", "pml", "projection"}
+        With ``features``: ``npl`` (default; nested pseudo-likelihood iterated to convergence,
+        the maximum likelihood estimator), ``nfxp`` (Rust's nested fixed point, the same
+        estimate), ``pml`` (Hotz-Miller two-step pseudo-likelihood) or ``projection`` (weighted
+        least squares of the reward table on the features). See
+        docs/structural_estimation.md.
     n_iterations : int, optional
         Maximum FQE iterations (default per ``q_model``).
     level : float
@@ -144,6 +153,7 @@ class FitConfig:
     transition: str = "counts"
     n_states: int | None = None
     features: str | None = None
+    estimator: str = "npl"
     n_iterations: int | None = None
     level: float = 0.95
     seed: int = 0
@@ -220,6 +230,8 @@ class FitConfig:
         if parse_clip(self.clip) != "auto" and continuous:
             raise ValueError(f"--clip {self.clip} is the probability clip of discrete actions; continuous actions "
                              "floor the log density instead (genpqr.continuous.ContinuousGenPQR(min_log_density=...))")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"--estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
         if self.bootstrap == 1 or self.bootstrap < 0:
             raise ValueError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {self.bootstrap}")
         if not 0 < self.level < 1:
@@ -250,7 +262,7 @@ def _coerce(key: str, value):
             if any(np.isnan(v) for v in out):
                 raise ValueError("NaN is not a bound")
             return out
-        if key == "action_type":
+        if key in ("action_type", "estimator"):
             return str(value).strip().lower()
         if key == "state":
             items = value.split(",") if isinstance(value, str) else list(value)

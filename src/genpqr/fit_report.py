@@ -61,6 +61,8 @@ class ReportContext:
         A continuous-action fit (:mod:`genpqr.fit_report_continuous` renders it).
     action_names : list of str
         Continuous actions: the action column(s).
+    structural : StructuralFit or None
+        With features: the structural estimates (:func:`genpqr.workflow_structural.report_section`).
     """
 
     model: object
@@ -78,6 +80,7 @@ class ReportContext:
     title: str = "genpqr fit report"
     continuous: bool = False
     action_names: list = field(default_factory=list)
+    structural: object = None
 
 
 @dataclass
@@ -137,7 +140,8 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     return ReportContext(model=model, config=config.to_dict(), data_summary=summary, rewards=outputs.rewards,
                          parameters=outputs.parameters, projection_r2=outputs.projection_r2,
                          bootstrap=outputs.bootstrap, warnings=list(outputs.warnings), tabular=outputs.tabular,
-                         state_names=list(config.state), state_labels=state_labels, level=config.level)
+                         state_names=list(config.state), state_labels=state_labels, level=config.level,
+                         structural=getattr(outputs, "structural", None))
 
 
 # ============================================================================ pieces computed from the model
@@ -451,7 +455,14 @@ def render_html(ctx: ReportContext) -> str:
     out += ["<h2>4. Reward</h2>",
             f"<p>The reward is identified up to the normalization <b>{_esc(describe_normalization(model))}</b>: "
             "sum_a mu(a|s) r(s,a) = g(s) at every state.</p>", images("reward")]
-    if ctx.parameters is not None:
+    if ctx.structural is not None:
+        from .workflow_structural import report_section
+
+        out += report_section(ctx)
+        if ctx.projection_r2 is not None:
+            out.append(f"<p class='muted'>Weighted R² of the projection of the reward table on the features: "
+                       f"{ctx.projection_r2:.4f} (weights: visits per state-action pair).</p>")
+    elif ctx.parameters is not None:
         out.append("<h3>Structural parameters (weighted least-squares projection on the features)</h3>")
         out.append(_frame_table(ctx.parameters))
         if ctx.projection_r2 is not None:

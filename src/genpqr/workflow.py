@@ -16,8 +16,10 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
     the data file (episode, time, state columns, action, ``reward`` and ``continuation`` at the
     logged action, ``reward_<label>`` for every action, and bootstrap columns for ``reward``);
 ``parameters.csv``
-    with ``features``: the reward table projected on the features by weighted least squares
-    (weights: visits per state-action pair), with bootstrap intervals;
+    with ``features``: the parameters of the flow utility ``sum_k theta_k f_k(s, a)`` by the
+    ``estimator`` (default NPL iterated to convergence, the MLE), their standard errors and
+    intervals, the log-likelihood, the number of choices, iterations and convergence (columns:
+    :mod:`genpqr.workflow_structural`);
 ``config.json``
     the effective config (defaults resolved): ``genpqr fit --config out/config.json`` reruns it;
 ``report.html``
@@ -431,6 +433,16 @@ class TabularStatistic:
         return np.concatenate([table.ravel(), theta])
 
 
+def _tabular_statistic(features, names, estimator):
+    """The bootstrap statistic of the tabular mode: the reward table, plus the parameters
+    (the projection, or re-estimated by the structural estimator)."""
+    if features is None or estimator == "projection":
+        return TabularStatistic(features)
+    from .workflow_structural import StructuralStatistic
+
+    return StructuralStatistic(features, names, estimator)
+
+
 class RowRewardStatistic:
     """Bootstrap statistic: the reward at given (state, action code) rows."""
 
@@ -582,6 +594,8 @@ class FitOutputs:
     projection_r2 : float or None
     first_stage : genpqr.first_stage.FirstStageChoice or None
         Which tabular first stage ``--policy-model auto``/``spline`` chose and why.
+    structural : StructuralFit or None
+        With features: the structural estimates (:mod:`genpqr.workflow_structural`).
     """
 
     config: FitConfig
@@ -596,6 +610,7 @@ class FitOutputs:
     state_index: StateIndex | None = None
     projection_r2: float | None = None
     first_stage: object = None
+    structural: object = None
 
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
@@ -613,7 +628,11 @@ class FitOutputs:
                  self.model.summary()]
         if self.first_stage is not None:
             lines.append(f"  first stage: {self.first_stage.describe()}")
-        if self.parameters is not None:
+        if self.structural is not None:
+            from .workflow_structural import console_lines
+
+            lines += console_lines(self.structural, self.parameters)
+        elif self.parameters is not None:
             lines.append("  parameters (WLS projection of the reward on the features):")
             for _, row in self.parameters.iterrows():
                 ci = (f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]" if "ci_low" in row else "")
@@ -682,10 +701,15 @@ def run_fit(config: FitConfig) -> FitOutputs:
             features, names = _read_features(config.features, config, index, labels, model.stage2_.counts)
         boot = None
         if config.bootstrap:
-            statistic = (TabularStatistic(features) if tabular else
+            statistic = (_tabular_statistic(features, names, config.estimator) if tabular else
                          RowRewardStatistic(frame[config.state].to_numpy(dtype=np.float64),
                                             np.searchsorted(labels, frame[config.action].to_numpy())))
             boot = _bootstrap(model, data, statistic, config)
+        structural = None
+        if features is not None:
+            from .workflow_structural import structural_from_model
+
+            structural = structural_from_model(model, data, features, names, config.estimator)
     messages = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
     if tabular:
         rewards = _tabular_rewards(model, index, data, labels, boot, config.level)
@@ -693,9 +717,13 @@ def run_fit(config: FitConfig) -> FitOutputs:
         rewards = _row_rewards(model, frame, config, labels, boot)
     parameters = r2 = None
     if features is not None:
-        parameters, r2 = _parameters(model, features, names, boot, config.level)
+        from .workflow_structural import parameters_table
+
+        projection, r2 = _parameters(model, features, names, boot, config.level)
+        parameters = parameters_table(structural, config.level, boot,
+                                      projection if config.estimator == "projection" else None)
     outputs = FitOutputs(config, model, data, rewards, parameters, boot, messages, {}, tabular, index, r2,
-                         first_stage)
+                         first_stage, structural)
     _write(outputs, n_rows=len(frame))
     return outputs
 
@@ -918,7 +946,9 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--n-states", dest="n_states", type=int, default=S, metavar="S",
                    help="tabular: number of states of one integer state column (when top states never occur)")
     p.add_argument("--features", default=S, metavar="FILE.csv",
-                   help="reward features per (state, action): report WLS parameters")
+                   help="flow-utility features per (state, action): estimate their parameters (--estimator)")
+    p.add_argument("--estimator", default=S, metavar="NAME",
+                   help="with --features: npl (default; iterated to convergence = the MLE), nfxp, pml or projection")
     p.add_argument("--n-iterations", dest="n_iterations", type=int, default=S, help="maximum FQE iterations")
     p.add_argument("--seed", type=int, default=S, help="random seed (0)")
     p.add_argument("--out", default=S, metavar="DIR", help="output folder")

@@ -1,0 +1,444 @@
+r"""Structural parameters of a linear flow utility by maximum likelihood, with the MLE's
+standard errors: what ``genpqr fit --features`` estimates (``--estimator``).
+
+The model (paper Sec. 2; Rust 1987): flow utility ``u_theta(s, a) = features(s, a) @ theta
++ offset(s, a)`` with ``p`` parameters, Gumbel shocks of temperature 1, discount ``gamma``
+and a kernel ``P`` (GenPQR's first-stage kernel, held fixed: Rust's two-step partial
+likelihood). The choice probabilities are the soft-optimal policy
+``pi_theta = softmax(Q_theta)``, ``Q_theta = u_theta + gamma P V_theta``,
+``V_theta = logsumexp_a Q_theta``, and the log-likelihood of the observed choices is
+``L(theta) = sum_{s,a} n(s,a) log pi_theta(a|s)`` (``n``: :func:`genpqr.ddc.choice_counts`).
+
+Estimators (:func:`estimate_structural`):
+
+* ``"npl"`` (default): Aguirregabiria-Mira's nested pseudo-likelihood iterated to
+  convergence, each policy evaluation being GenPQR's exact solve at the current policy
+  (:func:`genpqr.ddc.fit_npl`); its fixed point is the MLE.
+* ``"nfxp"``: Rust's nested fixed point (:func:`genpqr.baselines.nfxp.fit_nfxp`, BHHH), the
+  MLE, finished by Newton steps with the analytic Hessian (BHHH stalls a few 1e-6 off the
+  maximum at beta = 0.9999, where NFXP's absolute values of order ``1 / (1 - beta)`` leave
+  the likelihood too little precision to rank its steps).
+* ``"pml"``: Hotz-Miller's two-step pseudo-likelihood (one NPL step from the first stage):
+  consistent but sensitive to the first stage when actions are rare.
+* ``"projection"``: weighted least squares of GenPQR's reward table on the features
+  (:func:`genpqr.ddc.project_reward`): a minimum-distance reading, no likelihood.
+
+Standard errors (:func:`likelihood_derivatives`) are those of the *full* likelihood, the
+derivative taken through the fixed point, identical for NPL and NFXP. With
+``A = I - gamma P_pi`` (``P_pi`` the state kernel under ``pi_theta``):
+
+* ``dV = A^{-1} sum_a pi x``, ``dQ = x + gamma P dV``, score
+  ``d log pi(a|s) = dQ(s,a) - sum_a' pi(a'|s) dQ(s,a')``;
+* ``c(s) = Cov_{pi(.|s)}(dQ)`` (p x p), ``d2V = A^{-1} c``, ``d2Q = gamma P d2V`` and
+  ``d2 log pi(a|s) = d2Q(s,a) - sum_a' pi d2Q(s,a') - c(s)``;
+* OPG (BHHH) ``J = sum n(s,a) score score'``, Hessian ``H = sum n(s,a) d2 log pi``;
+  covariances ``J^{-1}`` (``"opg"``, the ``std_error`` column, as Rust's NFXP) and the
+  sandwich ``H^{-1} J H^{-1}`` (``"sandwich"``, robust to misspecification of the choice
+  model; ``std_error_robust``). Both are conditional on the kernel.
+
+Solves with ``A`` use the *relative-value* form (:func:`relative_solve`): ``A`` has the
+eigenvalue ``1 - gamma`` along the constant vector, which makes ``A`` ill-conditioned as
+``gamma -> 1`` (``gamma = 0.9999`` in Rust's data); constants cancel in every choice
+probability, so the solve pins one state's value and solves for the gain, a system that stays
+well conditioned up to ``gamma = 1``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from scipy.special import log_softmax
+
+from . import tabular
+from ._checks import as_float_array, check_gamma
+from .exceptions import ConvergenceWarning
+
+__all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
+           "estimate_structural", "choice_fit_table", "StructuralStatistic"]
+
+#: Largest number of states solved with dense LU (sparse LU above).
+_DENSE_MAX = 2000
+ESTIMATORS = ("npl", "nfxp", "pml", "projection")
+#: What each estimator's ``std_error`` is (written to parameters.csv and the report).
+SE_KINDS = {
+    "npl": "MLE, inverse outer product of the scores (OPG/BHHH), conditional on the kernel",
+    "nfxp": "MLE, inverse outer product of the scores (OPG/BHHH), conditional on the kernel",
+    "pml": "pseudo-likelihood inverse Hessian, conditional on the first stage (understates the sampling error)",
+    "projection": "none (use --bootstrap)",
+}
+
+
+# ============================================================================ the likelihood and its derivatives
+def relative_solve(P_pi, B, gamma: float, *, add_constant: bool = False) -> np.ndarray:
+    r"""A solution of ``(I - gamma P_pi) W = B`` up to a constant per column, shape of ``B``.
+
+    Writes ``W = h + k / (1 - gamma)`` with ``h(0) = 0`` and solves ``[A_{:,1:}, 1] [h_{1:}; k] = B``
+    (``A = I - gamma P_pi``; ``A 1 = (1 - gamma) 1``): well conditioned for ``gamma`` near or at 1,
+    where ``A`` itself is not. Returns ``h`` (exact ``W`` minus the constant ``k / (1 - gamma)``):
+    enough for every choice probability, since ``P`` rows sum to one. ``add_constant=True``
+    (``gamma < 1``) adds ``k / (1 - gamma)`` back: the exact ``W``, whose differences keep the
+    accuracy of ``h``. Kernels with terminating mass (rows summing below one) get the plain solve.
+    """
+    S = P_pi.shape[0]
+    stochastic = np.allclose(np.asarray(P_pi.sum(axis=1)).ravel(), 1.0, atol=1e-10)
+    if sp.issparse(P_pi) and S > _DENSE_MAX:
+        A = (sp.identity(S, format="csc") - gamma * P_pi.tocsc()).tolil()
+        if stochastic:
+            A[:, 0] = np.ones((S, 1))
+        Z = np.asarray(spla.spsolve(A.tocsc(), B)).reshape(B.shape)
+    else:
+        dense = P_pi.toarray() if sp.issparse(P_pi) else np.asarray(P_pi, dtype=np.float64)
+        A = np.eye(S) - gamma * dense
+        if stochastic:
+            A[:, 0] = 1.0
+        Z = sla.solve(A, B, check_finite=False)
+    if stochastic:
+        k = Z[0].copy()
+        Z[0] = 0.0
+        if add_constant:
+            Z = Z + k / (1.0 - gamma)
+    return Z
+
+
+@dataclass(frozen=True)
+class LikelihoodDerivatives:
+    """The full log-likelihood at ``theta`` and its analytic derivatives.
+
+    Attributes
+    ----------
+    loglik : float
+    grad : ndarray (p,)
+    opg : ndarray (p, p)
+        ``sum n(s,a) score score'``.
+    hessian : ndarray (p, p)
+    policy : ndarray (S, K)
+        ``pi_theta``.
+    scores : ndarray (S, K, p)
+        ``d log pi_theta(a|s) / d theta``.
+    """
+
+    loglik: float
+    grad: np.ndarray
+    opg: np.ndarray
+    hessian: np.ndarray
+    policy: np.ndarray = field(repr=False)
+    scores: np.ndarray = field(repr=False)
+
+
+def _soft_policy(u, kernel, gamma, policy0=None, tol=1e-13, max_iter=200):
+    """Soft policy iteration in relative values: ``pi <- softmax(u + gamma P h_pi)`` with
+    ``h_pi`` the relative entropy-regularized value of ``pi`` (:func:`relative_solve`).
+    Returns ``log pi`` (S, K). Converges quadratically (Newton on the soft Bellman equation)."""
+    log_pi = log_softmax(u if policy0 is None else np.log(np.clip(policy0, 1e-300, None)), axis=1)
+    best = np.inf
+    for _ in range(max_iter):
+        pi = np.exp(log_pi)
+        h = relative_solve(kernel.under(pi), np.sum(pi * (u - log_pi), axis=1), gamma)
+        new = log_softmax(u + gamma * kernel.expect(h), axis=1)
+        # the change in probability terms: log-probabilities of near-impossible actions carry rounding noise
+        change = float(np.max(np.abs(new - log_pi) * np.maximum(np.exp(new), np.exp(log_pi))))
+        log_pi = new
+        if change <= tol or (change >= 0.5 * best and change <= 1e-9):  # converged, or stalled at rounding level
+            break
+        best = min(best, change)
+    else:
+        warnings.warn(f"soft policy iteration stopped after {max_iter} steps (last change {change:.3g})",
+                      ConvergenceWarning, stacklevel=3)
+    return log_pi
+
+
+def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=None,
+                           policy0=None) -> LikelihoodDerivatives:
+    r"""Log-likelihood, score, OPG and Hessian of the full (nested fixed-point) likelihood.
+
+    Parameters
+    ----------
+    theta : ndarray (p,)
+    features : ndarray (S, K, p)
+    counts : ndarray (S, K)
+        Choices per (state, action).
+    kernel : transition kernel (:func:`genpqr.tabular.as_kernel`)
+    gamma : float
+    offset : ndarray (S, K), optional
+    policy0 : ndarray (S, K), optional
+        Warm start of the inner solve (strictly positive).
+
+    See the module notes for the formulas.
+    """
+    gamma = check_gamma(gamma)
+    theta = as_float_array(theta, "theta", ndim=1)
+    X = np.asarray(features, dtype=np.float64)
+    S, K, p = X.shape
+    kernel = tabular.as_kernel(kernel, K)
+    u = X @ theta + (0.0 if offset is None else offset)
+    log_pi = _soft_policy(u, kernel, gamma, policy0)
+    pi = np.exp(log_pi)
+    P_pi = kernel.under(pi)
+    dV = relative_solve(P_pi, np.einsum("sa,sap->sp", pi, X), gamma)
+    dQ = X + gamma * np.asarray(kernel.matrix @ dV).reshape(S, K, p)
+    mean = np.einsum("sa,sap->sp", pi, dQ)
+    scores = dQ - mean[:, None, :]
+    cov = np.einsum("sa,sap,saq->spq", pi, scores, scores)
+    d2V = relative_solve(P_pi, cov.reshape(S, p * p), gamma)
+    d2Q = gamma * np.asarray(kernel.matrix @ d2V).reshape(S, K, p, p)
+    d2 = d2Q - np.einsum("sa,sapq->spq", pi, d2Q)[:, None] - cov[:, None]
+    n = np.asarray(counts, dtype=np.float64)
+    mask = n > 0
+    loglik = float(np.sum(n[mask] * log_pi[mask]))
+    grad = np.einsum("sa,sap->p", n, scores)
+    opg = np.einsum("sa,sap,saq->pq", n, scores, scores)
+    hessian = np.einsum("sa,sapq->pq", n, d2)
+    return LikelihoodDerivatives(loglik, grad, opg, 0.5 * (hessian + hessian.T), pi, scores)
+
+
+def _inverse(matrix):
+    try:
+        return np.linalg.inv(matrix)
+    except np.linalg.LinAlgError:
+        return np.full(matrix.shape, np.nan)
+
+
+# ============================================================================ estimation
+@dataclass(frozen=True)
+class StructuralFit:
+    """Structural estimates, their standard errors and the fit of the choice model.
+
+    Attributes
+    ----------
+    estimator : str
+        One of :data:`ESTIMATORS`.
+    names : list of str
+    theta, std_error, std_error_robust : ndarray (p,)
+        Estimates, the standard errors of ``se_kind`` and the sandwich (robust) ones (NaN
+        where not defined: ``pml`` and ``projection``).
+    se_kind : str
+    cov, cov_robust : ndarray (p, p)
+    loglik : float
+        Full log-likelihood ``sum n log pi_theta`` at ``theta`` (every estimator).
+    n_choices : int
+        Observed choices in the likelihood (``counts.sum()``).
+    n_iter : int
+        NPL iterations, NFXP outer iterations, 1 for ``pml`` and ``projection``.
+    converged : bool
+    gradient_norm : float
+        ``max |d L / d theta|`` of the full likelihood per choice at ``theta`` (0 at the MLE).
+    policy : ndarray (S, K)
+        Fitted choice probabilities ``pi_theta``.
+    counts : ndarray (S, K)
+    seconds : float
+    """
+
+    estimator: str
+    names: list
+    theta: np.ndarray
+    std_error: np.ndarray
+    std_error_robust: np.ndarray
+    se_kind: str
+    cov: np.ndarray = field(repr=False)
+    cov_robust: np.ndarray = field(repr=False)
+    loglik: float = np.nan
+    n_choices: int = 0
+    n_iter: int = 0
+    converged: bool = True
+    gradient_norm: float = np.nan
+    policy: np.ndarray = field(default=None, repr=False)
+    counts: np.ndarray = field(default=None, repr=False)
+    seconds: float = 0.0
+
+    def wald_interval(self, level: float = 0.95):
+        """``theta -+ z std_error`` (NaN where there is no standard error)."""
+        from scipy.stats import norm
+
+        z = norm.ppf(0.5 + level / 2)
+        return self.theta - z * self.std_error, self.theta + z * self.std_error
+
+
+def _start_policy(start_policy, shape):
+    """A strictly positive start for NPL: the first stage mixed with 1e-6 of the uniform
+    (a clipped or unclipped first stage, even one with exact zeros, works)."""
+    if start_policy is None:
+        return np.full(shape, 1.0 / shape[1])
+    pi = np.clip(np.asarray(start_policy, dtype=np.float64), 0.0, None)
+    total = pi.sum(axis=1, keepdims=True)
+    pi = np.where(total > 0, pi / np.where(total > 0, total, 1.0), 1.0 / shape[1])
+    return (1.0 - 1e-6) * pi + 1e-6 / shape[1]
+
+
+def _at_maximum(d: LikelihoodDerivatives, n_choices: float) -> bool:
+    """A local maximum of the full likelihood to rounding: the Newton decrement per choice
+    ``g' (-H)^{-1} g / n`` is below 1e-14 and the Hessian is negative definite."""
+    if not np.all(np.linalg.eigvalsh(d.hessian) < 0):
+        return False
+    return float(d.grad @ np.linalg.solve(-d.hessian, d.grad)) / n_choices <= 1e-14
+
+
+def _check_identified(opg, names):
+    """Warn (``GenPQRWarning``) when the information matrix is (nearly) singular: some
+    combination of the features does not move any choice probability (e.g. a feature equal on
+    every action, or two collinear features), so the parameters are not identified."""
+    from .exceptions import GenPQRWarning
+
+    eigvals, eigvecs = np.linalg.eigh(opg)
+    if eigvals.size and eigvals[0] > 1e-10 * max(eigvals[-1], 1e-300):
+        return
+    direction = eigvecs[:, 0]
+    involved = [names[j] for j in np.flatnonzero(np.abs(direction) > 0.1)]
+    warnings.warn(f"the structural parameters are not identified by the choices: the combination of {involved} "
+                  "does not change any choice probability (a feature equal on every action at each state, or "
+                  "collinear features); their standard errors are meaningless", GenPQRWarning, stacklevel=3)
+
+
+def _safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
+    """NPL iterated to convergence, checked to be the MLE.
+
+    Every NPL fixed point is a stationary point of the full likelihood, but from a poor start
+    NPL can settle on a spurious one (it did from uniform probabilities at gamma = 0.9999 before
+    the policy evaluation used :func:`relative_solve`), or stop early. The result is accepted when
+    NPL converged, the full Hessian there is negative definite and the likelihood is at least that
+    of the first (PML) iterate -- a consistent estimate the MLE cannot be worse than. Otherwise
+    damped Newton on the full likelihood with the analytic Hessian (:func:`_maximize_full`,
+    monotone in the likelihood) continues from the better of the two, with a
+    ``ConvergenceWarning``.
+    Returns ``(theta, policy, iterations, converged)``."""
+    from .ddc import fit_npl
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always", ConvergenceWarning)
+        try:
+            res = fit_npl(policy0, X, n, kernel, gamma, offset=off, max_iter=max_iter, tol=tol)
+        except ValueError:  # an iterate's policy underflowed to 0/1: a spurious, degenerate fixed point
+            res = fit_npl(policy0, X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
+            res = replace(res, theta=np.full_like(res.theta, np.nan), converged=False)
+    first = likelihood_derivatives(res.history[0], X, n, kernel, gamma, offset=off)
+    final_ll, negative_definite = -np.inf, False
+    if np.all(np.isfinite(res.theta)):
+        final = likelihood_derivatives(res.theta, X, n, kernel, gamma, offset=off, policy0=res.policy)
+        final_ll = final.loglik
+        negative_definite = bool(np.all(np.linalg.eigvalsh(final.hessian) < 0))
+    scale = 1e-9 * max(1.0, abs(first.loglik))
+    if res.converged and negative_definite and final_ll >= first.loglik - scale:
+        return res.theta, res.policy, res.n_iter, True
+    better = res.theta if final_ll >= first.loglik else res.history[0]  # NaN compares False
+    why = (f"NPL {'converged' if res.converged else 'did not converge'} in {res.n_iter} iterations to a point "
+           f"with log-likelihood {final_ll:.6g} (first step: {first.loglik:.6g}"
+           f"{'' if negative_definite else '; not a local maximum'})")
+    warnings.warn(f"{why}; continued with Newton's method on the full likelihood from the better point",
+                  ConvergenceWarning, stacklevel=3)
+    theta, policy, n_newton, converged = _maximize_full(better, X, n, kernel, gamma, off, max_iter)
+    return theta, policy, res.n_iter + n_newton, converged
+
+
+def _maximize_full(theta, X, n, kernel, gamma, off, max_iter):
+    """Damped Newton on the full likelihood with the analytic Hessian (BHHH's OPG direction
+    where the Hessian is not negative definite), step halving until the likelihood does not
+    fall. Returns ``(theta, policy, iterations, converged)``."""
+    d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off)
+    converged, it = False, 0
+    for it in range(1, max_iter + 1):
+        newton = bool(np.all(np.linalg.eigvalsh(d.hessian) < 0))
+        direction = np.linalg.solve(-d.hessian if newton else d.opg, d.grad)
+        if newton and float(d.grad @ direction) / n.sum() <= 1e-14:
+            # at rounding level the likelihood cannot rank steps any more: take the last full Newton step
+            theta = theta + direction
+            d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off, policy0=d.policy)
+            converged = True
+            break
+        step = 1.0
+        for _ in range(40):
+            trial = likelihood_derivatives(theta + step * direction, X, n, kernel, gamma, offset=off,
+                                           policy0=d.policy)
+            if trial.loglik >= d.loglik - 1e-12 * abs(d.loglik):
+                break
+            step *= 0.5
+        else:
+            converged = _at_maximum(d, n.sum())
+            break
+        theta, d = theta + step * direction, trial
+    return theta, d.policy, it, converged
+
+
+def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offset=None, start_policy=None,
+                        reward_table=None, names=None, tol: float = 1e-10, max_iter: int = 200) -> StructuralFit:
+    r"""Estimate ``theta`` of ``u_theta = features @ theta + offset`` by ``estimator``.
+
+    Parameters
+    ----------
+    estimator : {"npl", "nfxp", "pml", "projection"}
+        See the module notes.
+    features : ndarray (S, K, p)
+        Any parametrization of the flow utility (the likelihood depends on behaviour only);
+        ``projection`` needs the normalization of ``reward_table``.
+    counts : ndarray (S, K)
+        Choices per (state, action) (:func:`genpqr.ddc.choice_counts`).
+    kernel : transition kernel
+    gamma : float
+    offset : ndarray (S, K), optional
+    start_policy : ndarray (S, K), optional
+        First-stage choice probabilities: NPL's start and PML's plug-in (default uniform).
+    reward_table : ndarray (S, K)
+        ``projection`` only: GenPQR's reward table; the projection weights are ``counts``.
+    names : list of str, optional
+    tol : float
+        NPL: parameter-change tolerance; NFXP: Newton-decrement tolerance.
+    max_iter : int
+    """
+    from .ddc import _check_features, _check_table, _check_weights, fit_npl, project_reward
+
+    start = time.perf_counter()
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {list(ESTIMATORS)}, got {estimator!r}")
+    gamma = check_gamma(gamma)
+    X = _check_features(features)
+    shape = X.shape[:2]
+    n = _check_weights(counts, shape, "counts")
+    off = np.zeros(shape) if offset is None else _check_table(offset, shape, "offset")
+    kernel = tabular.as_kernel(kernel, shape[1])
+    names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
+    nan = np.full(X.shape[2], np.nan)
+    policy0, n_iter, converged = None, 1, True
+    if estimator == "npl":
+        theta, policy0, n_iter, converged = _safeguarded_npl(_start_policy(start_policy, shape), X, n, kernel,
+                                                             gamma, off, tol, max_iter)
+    elif estimator == "pml":
+        res = fit_npl(_start_policy(start_policy, shape), X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
+        theta, policy0 = res.theta, res.policy
+    elif estimator == "nfxp":
+        from .baselines.nfxp import fit_nfxp
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            res = fit_nfxp(n, X, kernel, gamma, offset=off, tol=tol, max_iter=max_iter)
+        # BHHH stalls at the rounding floor of NFXP's absolute values near beta = 1 (a few 1e-6 off the MLE at
+        # beta = 0.9999): Newton steps with the analytic Hessian in relative values finish it
+        theta, policy0, n_newton, converged = _maximize_full(res.theta, X, n, kernel, gamma, off, max_iter)
+        n_iter = res.n_iter + n_newton
+        if converged:
+            caught.clear()
+        for w in caught:
+            warnings.warn(w.message, w.category, stacklevel=2)
+    else:
+        if reward_table is None:
+            raise ValueError("estimator 'projection' needs the reward table")
+        theta = project_reward(reward_table, X, n, offset=off).theta
+    d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off,
+                               policy0=None if policy0 is None or np.min(policy0) <= 0 else policy0)
+    if estimator in ("npl", "nfxp"):
+        cov = _inverse(d.opg)
+        h_inv = _inverse(-d.hessian)
+        cov_robust = h_inv @ d.opg @ h_inv
+    elif estimator == "pml":
+        cov, cov_robust = res.cov, np.full_like(res.cov, np.nan)
+    else:
+        cov = cov_robust = np.full((X.shape[2], X.shape[2]), np.nan)
+    _check_identified(d.opg, names)
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None)) if np.all(np.isfinite(cov)) else nan
+    se_robust = np.sqrt(np.clip(np.diag(cov_robust), 0.0, None)) if np.all(np.isfinite(cov_robust)) else nan
+    return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), se, se_robust, SE_KINDS[estimator],
+                         cov, cov_robust, d.loglik, int(round(n.sum())), int(n_iter), bool(converged),
+                         float(np.max(np.abs(d.grad)) / n.sum()), d.policy, n, time.perf_counter() - start)
