@@ -20,10 +20,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._checks import as_float_array, check_length
+from ._checks import as_float_array, check_length, looks_continuous, plain, short_list
 
 __all__ = ["Transitions", "EpisodeRows", "ActionEncoder", "from_arrays", "from_pandas", "from_episodes",
-           "long_format_rows", "LongFormatRows"]
+           "long_format_rows", "LongFormatRows", "episode_segments", "time_gap_rows", "TIME_GAPS"]
 
 
 @dataclass(frozen=True)
@@ -317,12 +317,12 @@ def from_arrays(
         )
     if actions_raw.dtype == object and any(a is None for a in actions_raw):
         raise ValueError("actions must not contain missing values (None)")
-    if actions_raw.dtype.kind == "f" and action_labels is None and np.unique(actions_raw).size > max(50, n // 10):
-        import warnings
-
-        warnings.warn(
-            f"actions are floats with {np.unique(actions_raw).size} distinct values: read as discrete labels. "
-            "For continuous actions use genpqr.continuous.from_arrays.", UserWarning, stacklevel=2)
+    if action_labels is None and looks_continuous(actions_raw, n):
+        raise ValueError(
+            f"actions hold {np.unique(actions_raw).size:,} distinct real numbers: these look like continuous actions, "
+            "and GenPQR would fit one discrete action per value. For continuous actions use "
+            "genpqr.continuous.from_arrays and genpqr.continuous.ContinuousGenPQR (genpqr fit: --action-type "
+            "continuous); to treat them as labels anyway, pass action_labels=")
     encoder = ActionEncoder(np.asarray(action_labels)) if action_labels is not None else ActionEncoder.from_observed(actions_raw)
     codes = encoder.encode(actions_raw)
     if episode_ids is None:
@@ -360,6 +360,7 @@ def from_pandas(
     reward: str | None = None,
     action_labels=None,
     next_state: str | Sequence[str] | None = None,
+    time_gaps: str = "error",
 ) -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
@@ -385,6 +386,10 @@ def from_pandas(
         Next-state column name(s), one per ``state`` column (the frame written by
         :meth:`Transitions.to_pandas`, e.g. ``next_s0``). When given, every row is a complete
         transition: no row is dropped and the flags are taken as they are.
+    time_gaps : {"error", "split"}
+        What to do when the time steps of an episode are not consecutive (a step is missing;
+        the rule is in :func:`time_gap_rows`): ``"error"`` (default) raises ``ValueError``
+        naming the first episode and step; ``"split"`` starts a new episode after each gap.
     """
     import pandas as pd
 
@@ -409,9 +414,11 @@ def from_pandas(
         raise ValueError(f"action column {action!r} mixes types {sorted(k.__name__ for k in kinds)}; use one label type")
     if frame[action].isna().any():
         raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
+    check_time_column(frame, time)
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
-                            truncated=truncated, next_state=next_cols)
+                            truncated=truncated, next_state=next_cols, time_gaps=time_gaps)
     df, idx = rows.frame, rows.index
+    check_some_rows(rows, episode)
 
     def col(name):
         return None if not name else df[name].to_numpy()[idx]
@@ -459,15 +466,17 @@ class LongFormatRows:
 
 
 def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], terminated: str | None = None,
-                     truncated: str | None = None, next_state: Sequence[str] | None = None) -> LongFormatRows:
+                     truncated: str | None = None, next_state: Sequence[str] | None = None,
+                     time_gaps: str = "error") -> LongFormatRows:
     """Pair each row of a long-format frame with its next state (the rules of :func:`from_pandas`,
-    shared by discrete and continuous actions; the columns must exist and be numeric)."""
+    shared by discrete and continuous actions; the columns must exist and be numeric).
+    ``time_gaps``: see :func:`episode_segments`."""
     state_cols, next_cols = list(state), None if next_state is None else list(next_state)
     df = frame.sort_values([episode, time], kind="stable")
     if df.duplicated([episode, time]).any():
         dup = df.loc[df.duplicated([episode, time]), [episode, time]].iloc[0].tolist()
         raise ValueError(f"({episode}, {time}) pairs must be unique; {dup} appears more than once")
-    ep = df[episode].to_numpy()
+    ep = df[episode].to_numpy() if next_cols is not None else episode_segments(df, episode, time, time_gaps)
     states = df[state_cols].to_numpy(dtype=np.float64)
     same_next = np.zeros(len(df), dtype=bool)
     same_next[:-1] = ep[:-1] == ep[1:]
@@ -491,6 +500,99 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
     idx = np.flatnonzero(keep)
     return LongFormatRows(df, idx, states[idx], next_states[idx], term[idx], trunc[idx], ep[idx],
                           df[time].to_numpy(dtype=np.float64)[idx])
+
+
+TIME_GAPS = ("error", "split")
+
+
+def check_time_column(frame, time: str) -> None:
+    """The time column must hold finite numbers (``TypeError`` / ``ValueError`` naming it)."""
+    import pandas as pd
+
+    col = frame[time]
+    if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+        raise TypeError(f"time column {time!r} must hold numbers (time steps), got dtype {col.dtype}")
+    bad = ~np.isfinite(col.to_numpy(dtype=np.float64))
+    if bad.any():
+        raise ValueError(f"time column {time!r} has {int(bad.sum())} missing or infinite value(s)")
+
+
+def check_some_rows(rows: "LongFormatRows", episode: str) -> None:
+    """Refuse a frame from which no transition is left, saying why."""
+    if rows.index.size:
+        return
+    n_rows = len(rows.frame)
+    if n_rows == 0:
+        raise ValueError("frame has no rows: transitions must contain at least one row, got 0")
+    n_eps = rows.frame[episode].nunique()
+    raise ValueError(
+        f"no transitions (at least one row with a next state is needed): each of the {n_eps:,} episode(s) (column {episode!r}, {n_rows:,} row(s)) has a single row "
+        f"(after any time-gap split), and a row's next state is the state of the following row of its episode, so "
+        f"the last row of an episode has none (it is kept only when flagged terminated). Check that {episode!r} "
+        f"identifies episodes (sequences of steps), not rows")
+
+
+def time_gap_rows(df, episode: str, time: str) -> tuple[np.ndarray, np.ndarray]:
+    """Where a time step is missing inside an episode, in a frame sorted by (episode, time).
+
+    The rule: a step (the time difference between consecutive rows of one episode) is a gap
+    when it exceeds the expected step by more than 1e-9 relative. With integer times (a step
+    counter) the expected step is the data's modal step (the most frequent step over all
+    episodes, the smallest on ties: 1 for a counter 0, 1, 2, ...); with non-integer times
+    (clock readings, possibly sampled at different rates in different episodes) it is the
+    episode's own modal step.
+
+    Returns ``(rows, expected)``: the positions ``i`` (int array, shape (n_gaps,)) whose next
+    row is in the same episode after a gap, and the expected step at each of them."""
+    import pandas as pd
+
+    ep, t = df[episode].to_numpy(), df[time].to_numpy(dtype=np.float64)
+    same = ep[:-1] == ep[1:]
+    if not same.any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    step = np.diff(t)
+    expected = np.full(step.size, np.inf)
+    if np.all(t == np.round(t)):
+        values, counts = np.unique(step[same], return_counts=True)
+        expected[same] = values[np.argmax(counts)]
+    else:
+        pairs = pd.DataFrame({"g": np.cumsum(np.r_[True, ~same])[:-1], "d": np.round(step, 9)})[same]
+        counts = pairs.value_counts().rename("n").reset_index().sort_values(["g", "n", "d"],
+                                                                           ascending=[True, False, True])
+        modal = counts.drop_duplicates("g").set_index("g")["d"]
+        expected[same] = modal.reindex(pairs["g"]).to_numpy()
+    rows = np.flatnonzero(same & (step > expected * (1 + 1e-9) + 1e-12))
+    return rows, expected[rows]
+
+
+def episode_segments(df, episode: str, time: str, time_gaps: str = "error") -> np.ndarray:
+    """The episode key of every row of a frame sorted by (episode, time), after the time-gap
+    rule of :func:`time_gap_rows`.
+
+    ``time_gaps="error"`` (default) raises ``ValueError`` naming the first episode and step
+    followed by a gap (pairing the step before a gap with the one after it would make a
+    transition that was never observed). ``"split"`` starts a new episode after each gap: the
+    step before the gap is then the end of an episode, handled like any episode end (no observed
+    next state). Without gaps the episode column's values are returned; with a split, integer
+    segment numbers ``0..``."""
+    if time_gaps not in TIME_GAPS:
+        raise ValueError(f"time_gaps must be one of {list(TIME_GAPS)}, got {time_gaps!r}")
+    ep = df[episode].to_numpy()
+    gaps, expected = time_gap_rows(df, episode, time)
+    if gaps.size == 0:
+        return ep
+    if time_gaps == "error":
+        i = int(gaps[0])
+        t = df[time].to_numpy()
+        raise ValueError(
+            f"time gap inside an episode: episode {plain(ep[i])!r} jumps from {time} {plain(t[i])} to "
+            f"{plain(t[i + 1])}, a step of {plain(t[i + 1] - t[i]):g} where {plain(expected[0]):g} is expected "
+            f"({gaps.size} gap(s) in {np.unique(ep[gaps]).size} episode(s)). Joining the steps around a gap would "
+            f"make transitions that were never observed: fill in the missing rows, or start a new episode at each "
+            f"gap with time_gaps='split' (genpqr fit: --time-gaps split)")
+    starts = np.r_[True, ep[1:] != ep[:-1]]
+    starts[gaps + 1] = True
+    return np.cumsum(starts) - 1
 
 
 def _frame_flags(df, column: str | None) -> np.ndarray:

@@ -12,7 +12,9 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
+
+from ._checks import clone_learner as clone, plain
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -182,6 +184,9 @@ class GenPQR(BaseEstimator):
     encoder_ : ActionEncoder
     diagnostics_ : Diagnostics
     training_data_ : Transitions
+    visited_states_ : ndarray of shape (S,), bool
+        Exact path: states with at least one observed choice; rewards at the others are not
+        identified by the data (see :meth:`reward_table`).
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
@@ -232,7 +237,7 @@ class GenPQR(BaseEstimator):
         self.gamma_ = check_gamma(self.gamma)
         if data.n_actions < 2 or np.count_nonzero(data.action_counts()) < 2:
             raise ValueError(
-                f"the data has only one action ({data.labels_of(data.actions[:1])[0]!r}); a reward cannot be identified "
+                f"the data has only one action ({plain(data.labels_of(data.actions[:1])[0])!r}); a reward cannot be identified "
                 "from choices among one option"
             )
         self.encoder_ = data.encoder
@@ -314,6 +319,7 @@ class GenPQR(BaseEstimator):
         if isinstance(norm.g, OutcomeOffset):
             norm = Normalization(norm.mu, FixedOffset(self._state_means(data)), norm.name)
         recovery = tabular.recover_reward(u, kernel, self.gamma_, norm, solver=self.solver)
+        self.visited_states_ = np.asarray(counts).sum(axis=1) > 0
         return _ExactStage2(recovery, kernel, counts)
 
     def _state_means(self, data):
@@ -447,7 +453,11 @@ class GenPQR(BaseEstimator):
         return self._select(v, actions)
 
     def reward_table(self):
-        """Exact path: the reward as a DataFrame (states x action labels)."""
+        """Exact path: the reward as a DataFrame (states x action labels).
+
+        Rows of states with no observed choice (``~visited_states_``) are not identified by the
+        data: the policy there falls back to its default (the frequency policy: the overall
+        action frequencies) and the reward follows from that, not from behaviour."""
         import pandas as pd
 
         self._check_fitted()

@@ -169,11 +169,12 @@ def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
 def read_continuous(frame, config: FitConfig, space):
     """:class:`~genpqr.continuous.ContinuousTransitions` from the long-format frame."""
     from .continuous import from_arrays
-    from .data import long_format_rows
+    from .data import check_some_rows, long_format_rows
 
     cols = action_columns(config)
     rows = long_format_rows(frame, episode=config.episode, time=config.time, state=config.state,
-                            terminated=config.terminated, truncated=config.truncated)
+                            terminated=config.terminated, truncated=config.truncated, time_gaps=config.time_gaps)
+    check_some_rows(rows, config.episode)
     df, idx = rows.frame, rows.index
     return from_arrays(rows.states, df[cols].to_numpy()[idx], rows.next_states, action_low=space.low,
                        action_high=space.high, terminated=rows.terminated, truncated=rows.truncated,

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ._checks import clone_learner as clone
 
 from ._checks import as_float_array, check_state_indices
 from .data import Transitions

@@ -33,7 +33,9 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
+
+from ._checks import clone_learner as clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 

@@ -80,7 +80,9 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import ClassifierMixin, clone
+from sklearn.base import ClassifierMixin
+
+from .._checks import clone_learner as clone
 from sklearn.linear_model import Ridge
 
 from .._checks import as_float_array, check_gamma

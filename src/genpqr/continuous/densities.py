@@ -35,7 +35,9 @@ import numbers
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
+
+from .._checks import clone_learner as clone
 
 from .._checks import as_float_array, check_length, check_random_state
 from ..exceptions import NotFittedError

@@ -30,7 +30,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
+
+from .._checks import clone_learner as clone
 
 from .._checks import as_float_array, check_gamma
 from ..exceptions import ConvergenceWarning, NotFittedError

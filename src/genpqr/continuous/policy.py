@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.base import clone
+from .._checks import clone_learner as clone
 
 from .._checks import check_random_state
 from .data import ActionSpace, ContinuousTransitions
