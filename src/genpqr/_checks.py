@@ -156,3 +156,8 @@ def clone_learner(model):
     import copy
 
     return copy.deepcopy(model)
+
+
+def data_row(row: int) -> str:
+    """A 0-based position in a frame read from a file, as the user finds it in the file."""
+    return f"data row {row + 1} (line {row + 2} of a CSV file with a header)"

@@ -43,7 +43,7 @@ class ActionEncoder:
         if labels.ndim != 1 or labels.size == 0:
             raise ValueError(f"action labels must be a non-empty 1-D sequence, got shape {labels.shape}")
         if len(np.unique(labels)) != labels.size:
-            raise ValueError(f"action labels must be distinct, got {labels.tolist()}")
+            raise ValueError(f"action labels must be distinct, got {short_list(labels, 20)}")
         labels.setflags(write=False)
         object.__setattr__(self, "labels", labels)
 
@@ -72,7 +72,7 @@ class ActionEncoder:
         except TypeError as exc:
             raise TypeError(
                 f"{name} has labels of type {actions.dtype} that cannot be compared with the known "
-                f"action labels {self.labels.tolist()}"
+                f"action labels {short_list(self.labels, 20)}"
             ) from exc
         pos = np.clip(pos, 0, len(sorted_labels) - 1)
         known = sorted_labels[pos] == actions
@@ -80,7 +80,7 @@ class ActionEncoder:
             unknown = np.unique(actions[~known])[:5].tolist()
             raise ValueError(
                 f"{name} contains action label(s) {unknown} that the model never saw; "
-                f"known labels are {self.labels.tolist()}"
+                f"known labels are {short_list(self.labels, 20)}"
             )
         return order[pos].astype(np.int64)
 

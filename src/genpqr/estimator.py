@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ._checks import clone_learner as clone, plain
+from ._checks import clone_learner as clone, plain, short_list
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -257,7 +257,8 @@ class GenPQR(BaseEstimator):
             self.policy_ = prefit_policy(policy_model, data, clip=self.clip)
         else:
             self.policy_ = fit_policy(policy_model, data, clip=self.clip, cross_fit=self.cross_fit,
-                                      random_state=seed_from(self.random_state))
+                                      random_state=seed_from(self.random_state),
+                                      progress=False if self._exact else self.progress)
         self._fit_stage2(self.normalization if self.normalization is not None else mean_zero())
         return self
 
@@ -291,11 +292,17 @@ class GenPQR(BaseEstimator):
         counts = data.action_counts()
         needed = np.flatnonzero((mu_rows.max(axis=0) > 0) & (counts == 0))
         if needed.size:
-            labels = data.encoder.decode(needed).tolist()
+            labels = data.encoder.decode(needed)
             what = "anchor action" if norm.name in ("anchor", "state-anchor") else "action"
+            hint = ""
+            if labels.dtype.kind in "iuf" and data.n_actions > 20:
+                hint = (f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
+                        f"(continuous) actions use genpqr.continuous.ContinuousGenPQR (genpqr fit: --action-type "
+                        f"continuous)")
             raise ValueError(
-                f"the normalization ({norm.describe()}) puts weight on {what}(s) {labels} that never occur "
-                f"in the data; the data cannot support this normalization"
+                f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
+                f"occur in the data (no transition takes them; an action seen only on the last row of an episode, "
+                f"which has no observed next state, is not a transition); the data cannot support this normalization{hint}"
             )
         support = int(np.sum(mu_rows[np.arange(data.n), data.actions] > 0))
         if support < self.min_support:
@@ -491,7 +498,8 @@ class GenPQR(BaseEstimator):
         else at ``states`` (default: the training states).
         """
         self._check_fitted()
-        pols = [_as_weights(p) for p in (policy_1, policy_2)]
+        pols = [_as_weights(p.bind(self.encoder_.encode) if isinstance(p, Normalization) else p)
+                for p in (policy_1, policy_2)]
         if isinstance(self.stage2_, _ExactStage2):
             grid = np.arange(self.n_states_, dtype=np.float64)[:, None]
             u = self.stage2_.recovery.log_policy

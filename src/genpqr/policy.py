@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from tqdm.auto import tqdm
 
 from ._checks import clone_learner as clone
 
@@ -217,8 +218,9 @@ class _LabelledClassifier:
 
 
 def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,
-               random_state=None) -> FittedPolicy:
-    """Fit stage 1 on ``(states, actions)``; with ``cross_fit = k``, k episode folds."""
+               random_state=None, progress: bool | None = False) -> FittedPolicy:
+    """Fit stage 1 on ``(states, actions)``; with ``cross_fit = k``, k episode folds (a tqdm bar
+    over the folds with ``progress``; None: only on a terminal)."""
     check_classifier(classifier)
     clip = _check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions
@@ -226,7 +228,8 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
         return FittedPolicy([clone(classifier).fit(X, y)], None, K, clip)
     folds = transitions.episode_folds(int(cross_fit), random_state=random_state)
     models, fold_of_row = [], np.empty(transitions.n, dtype=np.int64)
-    for k, (train, test) in enumerate(folds):
+    bar = tqdm(folds, desc="policy folds", disable=None if progress is None else not progress, leave=False)
+    for k, (train, test) in enumerate(bar):
         models.append(clone(classifier).fit(X[train], y[train]))
         fold_of_row[test] = k
     return FittedPolicy(models, fold_of_row, K, clip)

@@ -56,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checks import looks_continuous, plain, short_list
+from ._checks import data_row, looks_continuous, plain, short_list
 
 __all__ = [
     "FitConfig",
@@ -110,11 +110,6 @@ def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
     if not continuous:
         _check_discrete_actions(frame, config)
     return frame
-
-
-def data_row(row: int) -> str:
-    """A 0-based frame position as the user sees it in the file."""
-    return f"data row {row + 1} (line {row + 2} of a CSV file with a header)"
 
 
 def _check_discrete_actions(frame, config: FitConfig) -> None:

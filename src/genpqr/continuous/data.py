@@ -88,7 +88,7 @@ class ActionSpace:
             first = tuple(int(i) for i in bad)
             raise ValueError(
                 f"{name} has {int((~inside).sum())} action(s) outside the stated support {self.describe()} "
-                f"(first at index {first}: {np.asarray(actions)[first].tolist()}); widen action_low/action_high or "
+                f"(first at row {first}: {np.asarray(actions)[first].tolist()}); widen action_low/action_high or "
                 "fix the data"
             )
 
