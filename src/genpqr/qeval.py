@@ -53,7 +53,7 @@ def _warm_start_ok(regressor) -> bool:
     """True when ``warm_start=True`` means "start from the previous solution"."""
     from sklearn.ensemble import BaseEnsemble
 
-    if "warm_start" not in regressor.get_params(deep=False):
+    if not hasattr(regressor, "get_params") or "warm_start" not in regressor.get_params(deep=False):
         return False
     name = type(regressor).__name__
     return not isinstance(regressor, BaseEnsemble) and "GradientBoosting" not in name
