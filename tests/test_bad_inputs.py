@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 
 from genpqr import GenPQR, from_arrays, from_pandas
+from genpqr.data import from_episodes
 from genpqr import normalization as N
 from genpqr.cli import main
 from genpqr.policy import FrequencyClassifier
@@ -401,6 +402,31 @@ def test_report_bad_input(case, tmp_path, capsys):
         assert phrase in message
 
 
+OTHER = {
+    "experiment --out is a file": (["experiment", "exp2", "--tiny", "--out", "{tmp}/afile"], "--out"),
+    "experiment --out below a file": (["experiment", "exp2", "--tiny", "--out", "{tmp}/afile/x"], "cannot be written"),
+    "experiment --seeds 0": (["experiment", "continuous", "--tiny", "--seeds", "0", "--out", "{tmp}/e"], "--seeds"),
+    "experiment --n-jobs 0": (["experiment", "exp2", "--tiny", "--n-jobs", "0", "--out", "{tmp}/e"], "--n-jobs"),
+    "experiment unknown method": (["experiment", "exp2", "--tiny", "--methods", "Foo", "--out", "{tmp}/e"],
+                                  "unknown method(s) ['Foo']"),
+    "experiment unknown name": (["experiment", "exp9", "--out", "{tmp}/e"], "invalid choice"),
+    "experiment abbreviated flag": (["experiment", "exp2", "--tin", "--out", "{tmp}/e"], "unrecognized arguments"),
+    "demo --out is a file": (["demo", "--out", "{tmp}/afile"], "--out"),
+    "demo gamma 1": (["demo", "--gamma", "1", "--out", "{tmp}/d"], "--gamma must be in [0, 1)"),
+    "demo one state": (["demo", "--states", "1", "--out", "{tmp}/d"], "--states"),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHER))
+def test_other_commands_bad_input(case, tmp_path, capsys):
+    argv, phrase = OTHER[case]
+    (tmp_path / "afile").write_text("x")
+    code, _, stderr = _run([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert code == 2 and "Traceback" not in stderr
+    assert phrase in stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "e").exists() and not (tmp_path / "d").exists()
+
+
 def test_version_and_help(capsys):
     code, out, _ = _run(["--version"], capsys)
     assert code == 0 and out.startswith("genpqr ")
@@ -445,7 +471,12 @@ API_ERRORS = {
                             "single row"),
     "empty frame": (lambda f, d: from_pandas(f.iloc[:0], **_kw()), ValueError, "at least one row"),
     "continuous-looking actions": (lambda f, d: from_arrays(np.zeros(600), np.linspace(0, 1, 600), np.zeros(600)),
-                                   ValueError, r"genpqr\.continuous\.from_arrays"),
+                                   ValueError, r"use genpqr\.continuous \(from_arrays, ContinuousGenPQR"),
+    "continuous-looking actions, from_pandas": (lambda f, d: from_pandas(f.assign(action=np.linspace(0, 1, len(f))),
+                                                                          **_kw()),
+                                                ValueError, "action column 'action' hold 180 distinct real numbers"),
+    "continuous-looking actions, from_episodes": (lambda f, d: from_episodes(
+        [{"states": np.zeros(101), "actions": np.linspace(0, 1, 100)}]), ValueError, "look like continuous actions"),
     "bootstrap one episode": (lambda f, d: _boot(d.subset(d.episode_ids == 0)), ValueError, "at least 10"),
     "bootstrap n_jobs 0": (lambda f, d: _boot(d, n_jobs=0), ValueError, "n_jobs"),
     "bootstrap n_boot 1": (lambda f, d: _boot(d, n_boot=1), ValueError, "n_boot must be at least 2"),

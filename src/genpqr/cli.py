@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .fit_config import check_output_folder
+
 
 def _demo(args) -> int:
     from .demo import run_demo
@@ -44,10 +46,14 @@ def _continuous_experiment(args) -> int:
 def _experiment(args) -> int:
     from .experiments import get_config, run_experiment
 
-    if args.name == "continuous":
-        return _continuous_experiment(args)
-
     try:
+        check_output_folder(args.out, "--out")
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+        if args.n_jobs == 0:
+            raise ValueError("--n-jobs must be a positive number of workers or -1 (one per core), got 0")
+        if args.name == "continuous":
+            return _continuous_experiment(args)
         config = get_config(args.name, tiny=args.tiny)
         if args.methods:
             config = config.with_methods(split_methods(args.methods))
@@ -56,8 +62,8 @@ def _experiment(args) -> int:
         seeds = range(args.first_seed, args.first_seed + args.seeds)
         summary = run_experiment(config, seeds, args.out, n_jobs=args.n_jobs, backend=args.backend,
                                  scheduler=args.scheduler, progress=not args.quiet)
-    except ValueError as exc:
-        print(f"genpqr experiment: error: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:
+        print(f"genpqr experiment: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(f"{config.name}: {len(summary.executed)} task(s) run, {len(summary.skipped)} already in "
           f"{summary.out}/results.csv, {len(summary.failures)} failed")
@@ -171,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_demo(args) -> str | None:
+    try:
+        check_output_folder(args.out, "--out")
+    except ValueError as exc:
+        return str(exc)
     if args.states < 2 or args.actions < 2 or args.episodes < 1:
         return "--states and --actions must be at least 2 and --episodes at least 1"
     if not 0 <= args.gamma < 1:

@@ -247,6 +247,19 @@ class Transitions(EpisodeRows):
 
 
 # ---------------------------------------------------------------------- builders
+def refuse_continuous_labels(actions, name: str = "actions") -> None:
+    """``ValueError`` when action labels look real-valued (:func:`genpqr._checks.looks_continuous`:
+    floats, more than 50 distinct values making up more than 10% of the rows, some not integers)
+    -- the rule ``genpqr fit`` applies too. The builders skip it when ``action_labels`` is given."""
+    actions = np.asarray(actions)
+    if looks_continuous(actions, actions.shape[0]):
+        raise ValueError(
+            f"{name} hold {np.unique(actions).size:,} distinct real numbers: these look like continuous actions, and "
+            "GenPQR would fit one discrete action per value. For continuous actions use genpqr.continuous "
+            "(from_arrays, ContinuousGenPQR; genpqr fit: --action-type continuous); to treat them as labels anyway, "
+            "pass action_labels=")
+
+
 def _flags(x, n: int, name: str) -> np.ndarray:
     if x is None:
         return np.zeros(n, dtype=bool)
@@ -317,12 +330,8 @@ def from_arrays(
         )
     if actions_raw.dtype == object and any(a is None for a in actions_raw):
         raise ValueError("actions must not contain missing values (None)")
-    if action_labels is None and looks_continuous(actions_raw, n):
-        raise ValueError(
-            f"actions hold {np.unique(actions_raw).size:,} distinct real numbers: these look like continuous actions, "
-            "and GenPQR would fit one discrete action per value. For continuous actions use "
-            "genpqr.continuous.from_arrays and genpqr.continuous.ContinuousGenPQR (genpqr fit: --action-type "
-            "continuous); to treat them as labels anyway, pass action_labels=")
+    if action_labels is None:
+        refuse_continuous_labels(actions_raw)
     encoder = ActionEncoder(np.asarray(action_labels)) if action_labels is not None else ActionEncoder.from_observed(actions_raw)
     codes = encoder.encode(actions_raw)
     if episode_ids is None:
@@ -415,6 +424,8 @@ def from_pandas(
     if frame[action].isna().any():
         raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
     check_time_column(frame, time)
+    if action_labels is None:
+        refuse_continuous_labels(frame[action].to_numpy(), f"action column {action!r}")
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
                             truncated=truncated, next_state=next_cols, time_gaps=time_gaps)
     df, idx = rows.frame, rows.index
@@ -667,6 +678,8 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None) 
         raise ValueError("episodes must contain at least one episode")
     cat = {k: (np.concatenate(v) if v else None) for k, v in cols.items()}
     all_actions = np.concatenate([np.asarray(ep["actions"]) for ep in episodes]) if action_labels is None else None
+    if action_labels is None:
+        refuse_continuous_labels(all_actions, "the episodes' actions")
     return from_arrays(
         cat["s"],
         cat["a"],
