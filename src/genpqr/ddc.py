@@ -97,7 +97,7 @@ def _reset_code(transitions: Transitions, reset_action, n_actions: int):
         return None
     code = transitions.encoder.encode_one(reset_action, "reset_action")
     if not 0 <= code < n_actions:
-        raise ValueError(f"reset_action {reset_action!r} has code {code}, outside [0, {n_actions})")
+        raise ValueError(f"reset_action {plain(reset_action)!r} has code {code}, outside [0, {n_actions})")
     return code
 
 

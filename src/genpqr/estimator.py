@@ -13,14 +13,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator
-
-from ._checks import clone_learner as clone, plain, short_list
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from . import tabular
-from ._checks import as_float_array, check_gamma, check_state_indices, seed_from
+from ._checks import (as_float_array, check_gamma, check_state_indices, clone_learner as clone, plain, seed_from,
+                      short_list)
 from .data import Transitions
 from .exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
 from .normalization import (

@@ -177,7 +177,7 @@ class BehaviorWeights(ActionWeights):
 
 def _check_code(code, n_actions, name):
     if not isinstance(code, (numbers.Integral, np.integer)) or not 0 <= int(code) < n_actions:
-        raise ValueError(f"{name} must be an action code in [0, {n_actions}) after label mapping, got {code!r}")
+        raise ValueError(f"{name} must be an action code in [0, {n_actions}) after label mapping, got {plain(code)!r}")
     return int(code)
 
 

@@ -15,9 +15,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from tqdm.auto import tqdm
 
-from ._checks import clone_learner as clone
-
-from ._checks import as_float_array, check_state_indices
+from ._checks import as_float_array, check_state_indices, clone_learner as clone
 from .data import Transitions
 
 __all__ = ["clip_proba", "clip_log_proba", "FrequencyClassifier", "FittedPolicy", "fit_policy", "prefit_policy",

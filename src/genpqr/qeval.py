@@ -34,12 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator
-
-from ._checks import clone_learner as clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 
-from ._checks import as_float_array, check_gamma, check_random_state, check_state_indices
+from ._checks import as_float_array, check_gamma, check_random_state, check_state_indices, clone_learner as clone
 from .exceptions import ConvergenceWarning
 
 __all__ = ["FQE", "TabularQModel", "FQEHistory", "make_q_model"]

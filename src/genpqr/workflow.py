@@ -11,7 +11,9 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
     the fitted model, ``genpqr.load("out/model.joblib")``;
 ``rewards.csv``
     tabular mode: one row per state (``state_index``, the state columns -- bin labels for
-    binned columns --, ``visits``, one ``reward_<label>`` column per action, and with a
+    binned columns --, ``visits`` (rows with that state), ``visited`` (False: no choice observed
+    there, so the data do not identify the reward; a ``WeakSupportWarning`` says so), one
+    ``reward_<label>`` column per action, and with a
     bootstrap ``reward_<label>_se`` / ``_lo`` / ``_hi``); continuous mode: one row per row of
     the data file (episode, time, state columns, action, ``reward`` and ``continuation`` at the
     logged action, ``reward_<label>`` for every action, and bootstrap columns for ``reward``);
@@ -35,6 +37,12 @@ single column of non-negative integers (or a single binned column) is its own in
 its values are dense (at most half the range unused) or when a structured or given
 transition model needs the order (``increment:`` or a ``.npy`` kernel); otherwise the
 distinct combinations are numbered in sorted order. ``rewards.csv`` records the mapping.
+
+Time: the next state of a row is the state of the next time step of its episode. A missing
+step inside an episode (:func:`genpqr.data.time_gap_rows`) is an error naming the episode and
+step, or with ``time_gaps="split"`` (``--time-gaps split``) the start of a new episode. Checks
+that need no fit (settings, the ``--out`` folder, the bootstrap's minimum of
+:data:`genpqr.inference.MIN_BOOTSTRAP_EPISODES` episodes) run before fitting.
 
 Bins: ``bins={"x": [e1, e2, ...]}`` cuts column ``x`` at increasing edges into
 ``(-inf, e1), [e1, e2), ..., [em, inf)``, bin numbers ``0..m``.
@@ -498,7 +506,7 @@ def _read_features(path: str, config: FitConfig, index: StateIndex, labels: np.n
     if absent.size:
         st, ac = divmod(int(absent[0]), K)
         raise ValueError(f"features file {path} has no row for {absent.size} visited (state, action) pair(s), e.g. "
-                         f"state_index {st} with action {labels[ac]!r}")
+                         f"state_index {st} with action {plain(labels[ac])!r}")
     return X.reshape(S, K, len(names)), names
 
 

@@ -32,9 +32,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._checks import clone_learner as clone
-
-from .._checks import as_float_array, check_gamma
+from .._checks import as_float_array, check_gamma, clone_learner as clone
 from ..exceptions import ConvergenceWarning, NotFittedError
 from ..qeval import FQEHistory, _warm_start_ok
 from .integration import Nodes
