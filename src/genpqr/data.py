@@ -537,7 +537,8 @@ def check_some_rows(rows: "LongFormatRows", episode: str) -> None:
         raise ValueError("frame has no rows: transitions must contain at least one row, got 0")
     n_eps = rows.frame[episode].nunique()
     raise ValueError(
-        f"no transitions (at least one row with a next state is needed): each of the {n_eps:,} episode(s) (column {episode!r}, {n_rows:,} row(s)) has a single row "
+        f"no transitions (at least one row with a next state is needed): each of the {n_eps:,} episode(s) "
+        f"(column {episode!r}, {n_rows:,} row(s)) has a single row "
         f"(after any time-gap split), and a row's next state is the state of the following row of its episode, so "
         f"the last row of an episode has none (it is kept only when flagged terminated). Check that {episode!r} "
         f"identifies episodes (sequences of steps), not rows")

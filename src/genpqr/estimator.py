@@ -236,8 +236,8 @@ class GenPQR(BaseEstimator):
         self.gamma_ = check_gamma(self.gamma)
         if data.n_actions < 2 or np.count_nonzero(data.action_counts()) < 2:
             raise ValueError(
-                f"the data has only one action ({plain(data.labels_of(data.actions[:1])[0])!r}); a reward cannot be identified "
-                "from choices among one option"
+                f"the data has only one action ({plain(data.labels_of(data.actions[:1])[0])!r}); a reward cannot be "
+                "identified from choices among one option"
             )
         self.encoder_ = data.encoder
         self.n_actions_ = data.n_actions
@@ -301,7 +301,8 @@ class GenPQR(BaseEstimator):
             raise ValueError(
                 f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
                 f"occur in the data (no transition takes them; an action seen only on the last row of an episode, "
-                f"which has no observed next state, is not a transition); the data cannot support this normalization{hint}"
+                f"which has no observed next state, is not a transition); the data cannot support this "
+                f"normalization{hint}"
             )
         support = int(np.sum(mu_rows[np.arange(data.n), data.actions] > 0))
         if support < self.min_support:

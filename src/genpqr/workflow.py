@@ -127,11 +127,11 @@ def _check_discrete_actions(frame, config: FitConfig) -> None:
         raise ValueError(f"action column {config.action!r} has {int(actions.isna().sum())} missing value(s)")
     labels = np.unique(actions.to_numpy())
     if labels.size < 2:
-        raise ValueError(f"action column {config.action!r} holds only one action ({plain(labels[0])!r}): a reward cannot be "
-                         f"identified from choices among one option; GenPQR needs at least two actions")
+        raise ValueError(f"action column {config.action!r} holds only one action ({plain(labels[0])!r}): a reward "
+                         f"cannot be identified from choices among one option; GenPQR needs at least two actions")
     if looks_continuous(labels, len(frame)):
-        raise ValueError(f"action column {config.action!r} holds {labels.size:,} distinct real numbers: these look like "
-                         f"continuous actions; use --action-type continuous (discrete actions are labels)")
+        raise ValueError(f"action column {config.action!r} holds {labels.size:,} distinct real numbers: these look "
+                         f"like continuous actions; use --action-type continuous (discrete actions are labels)")
 
 
 def _check_not_mixed(frame, column: str) -> None:
@@ -279,7 +279,7 @@ class StateIndex:
             bad = idx < 0
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{what}, {data_row(row)}, has a state {dict(zip(self.columns, values[row].tolist()))} "
+            raise ValueError(f"{what}: {data_row(row)} has a state {dict(zip(self.columns, values[row].tolist()))} "
                              f"that does not occur in the data")
         return idx
 
@@ -711,8 +711,9 @@ def _check_before_fit(config: FitConfig, data, index) -> None:
 
             warnings.warn(f"{int((~visited).sum())} of {index.n_states} states have no observed choice (e.g. "
                           f"state_index {short_list(np.flatnonzero(~visited), 5)}): their rewards are not identified "
-                          f"by the data (the policy falls back to the overall action frequencies there); they are "
-                          f"marked visited=False in rewards.csv", WeakSupportWarning)
+                          f"by the data (the policy there is the model's extrapolation: the overall action "
+                          f"frequencies for --policy-model frequency); they are marked visited=False in rewards.csv",
+                          WeakSupportWarning)
 
 
 def _tabular_states(config: FitConfig, frame, labels):
