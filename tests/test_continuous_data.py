@@ -27,7 +27,7 @@ def test_from_arrays_shapes_and_defaults(rng):
 def test_actions_outside_the_stated_support_are_an_error(rng):
     s, a, s2 = _arrays(rng)
     a[3, 0] = 1.5
-    with pytest.raises(ValueError, match=r"outside the stated support \[-1, 1\].*first at index \(3,\)"):
+    with pytest.raises(ValueError, match=r"outside the stated support \[-1, 1\].*first at row 3:"):
         from_arrays(s, a, s2, action_low=-1, action_high=1)
     data = from_arrays(s, np.clip(a, -1, 1), s2, action_low=-1, action_high=1)
     assert data.action_space.is_bounded and data.action_space.volume == 2.0

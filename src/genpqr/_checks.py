@@ -113,3 +113,51 @@ def check_state_indices(states: np.ndarray, n_states: int, name: str = "states")
     if idx.size and (idx.min() < 0 or idx.max() >= n_states):
         raise ValueError(f"{name} must be indices in [0, {n_states}), got values in [{idx.min()}, {idx.max()}]")
     return idx
+
+
+def plain(value):
+    """``value`` for a message: numpy scalars become Python scalars (``np.int64(1)`` -> ``1``),
+    arrays and sequences lists of them; everything else is returned as is."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
+
+
+def short_list(values, limit: int = 8) -> str:
+    """A list of values for a message, at most ``limit`` shown: ``[1, 2, 3, ... (1,248 more)]``."""
+    items = [plain(v) for v in (values.tolist() if isinstance(values, np.ndarray) else list(values))]
+    if len(items) <= limit:
+        return repr(items)
+    shown = ", ".join(repr(v) for v in items[:limit])
+    return f"[{shown}, ... ({len(items) - limit:,} more)]"
+
+
+def looks_continuous(values, n_rows: int) -> bool:
+    """The rule for action labels that look like real-valued (continuous) actions: floats with
+    more than 50 distinct values, more than 10% of the rows distinct, and some not integers."""
+    labels = np.unique(np.asarray(values))
+    return bool(labels.dtype.kind == "f" and labels.size > 50 and labels.size > 0.1 * n_rows
+                and np.any(labels != np.round(labels)))
+
+
+def clone_learner(model):
+    """An unfitted copy of a learner: ``sklearn.base.clone`` when it has ``get_params`` (the
+    scikit-learn contract), otherwise ``copy.deepcopy`` -- so any object with ``fit`` and
+    ``predict_proba`` (or ``predict``) can be a stage model. A deep copy keeps whatever state
+    the object holds; pass an unfitted one."""
+    if hasattr(model, "get_params"):
+        from sklearn.base import clone
+
+        return clone(model)
+    import copy
+
+    return copy.deepcopy(model)
+
+
+def data_row(row: int) -> str:
+    """A 0-based position in a frame read from a file, as the user finds it in the file."""
+    return f"data row {row + 1} (line {row + 2} of a CSV file with a header)"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .fit_config import check_output_folder
+
 
 def _demo(args) -> int:
     from .demo import run_demo
@@ -44,10 +46,14 @@ def _continuous_experiment(args) -> int:
 def _experiment(args) -> int:
     from .experiments import get_config, run_experiment
 
-    if args.name == "continuous":
-        return _continuous_experiment(args)
-
     try:
+        check_output_folder(args.out, "--out")
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+        if args.n_jobs == 0:
+            raise ValueError("--n-jobs must be a positive number of workers or -1 (one per core), got 0")
+        if args.name == "continuous":
+            return _continuous_experiment(args)
         config = get_config(args.name, tiny=args.tiny)
         if args.methods:
             config = config.with_methods(split_methods(args.methods))
@@ -56,8 +62,8 @@ def _experiment(args) -> int:
         seeds = range(args.first_seed, args.first_seed + args.seeds)
         summary = run_experiment(config, seeds, args.out, n_jobs=args.n_jobs, backend=args.backend,
                                  scheduler=args.scheduler, progress=not args.quiet)
-    except ValueError as exc:
-        print(f"genpqr experiment: error: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:
+        print(f"genpqr experiment: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(f"{config.name}: {len(summary.executed)} task(s) run, {len(summary.skipped)} already in "
           f"{summary.out}/results.csv, {len(summary.failures)} failed")
@@ -69,11 +75,35 @@ def _experiment(args) -> int:
 
 
 def _report(args) -> int:
+    from pathlib import Path
+
     from .experiments import write_report
 
-    for path in write_report(args.dir):
+    folder = Path(args.dir)
+    try:
+        if not folder.is_dir():
+            raise ValueError(f"results folder {args.dir!r} " + ("is a file" if folder.exists() else "does not exist")
+                             + "; give the --out folder of `genpqr experiment`")
+        paths = write_report(folder)
+    except (ValueError, OSError) as exc:
+        print(f"genpqr report: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    for path in paths:
         print(path)
     return 0
+
+
+def _methods_epilog() -> str:
+    """The ``experiment --help`` epilog: every experiment's methods (the --methods names)."""
+    from .experiments.configs import EXPERIMENTS
+    from .experiments.methods import METHODS
+
+    lines = ["methods of each experiment (default: all of them; --methods picks a subset):"]
+    for name, config in EXPERIMENTS.items():
+        lines.append(f"  {name}: " + "; ".join(config.methods))
+    lines.append("  continuous: the LQG sweep's own methods (see docs/results/continuous/)")
+    lines.append("every registered method: " + "; ".join(METHODS))
+    return "\n".join(lines)
 
 
 def _add_experiment_parsers(sub) -> None:
@@ -81,7 +111,9 @@ def _add_experiment_parsers(sub) -> None:
 
     exp = sub.add_parser("experiment", help="run (or resume) one of the paper's experiments over seeds",
                          description="Run seeds x settings x methods in parallel; rows are appended to "
-                                     "OUT/results.csv as tasks finish, and a rerun skips finished rows.")
+                                     "OUT/results.csv as tasks finish, and a rerun skips finished rows.",
+                         epilog=_methods_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                         allow_abbrev=False)
     exp.add_argument("name", choices=sorted([*EXPERIMENTS, "continuous"]),
                      help="experiment configuration (continuous: the continuous-action LQG sweep)")
     exp.add_argument("--seeds", type=int, default=10, help="number of seeds (default: 10)")
@@ -97,31 +129,70 @@ def _add_experiment_parsers(sub) -> None:
                      help='comma-separated subset of methods, e.g. "GenPQR (BC, NN),DeepPQR"')
     exp.add_argument("--quiet", action="store_true", help="no progress bar")
     exp.set_defaults(func=_experiment)
-    rep = sub.add_parser("report", help="write the Markdown table and figures of a results folder")
-    rep.add_argument("dir", help="results folder (holding results.csv)")
+    rep = sub.add_parser("report", help="write the Markdown table and figures of a results folder",
+                         description="Read DIR/results.csv (written by `genpqr experiment ... --out DIR`) and write "
+                                     "DIR/results.md (mean and spread over seeds per setting and method) and one "
+                                     "figure per experiment (DIR/<experiment>_*.png). Nothing else is changed.",
+                         allow_abbrev=False)
+    rep.add_argument("dir", help="results folder holding results.csv (the --out of genpqr experiment)")
     rep.set_defaults(func=_report)
 
 
+def _add_demo_parser(sub) -> None:
+    demo = sub.add_parser("demo", help="recover a reward on a built-in random tabular MDP and plot it",
+                          description="Simulate logged episodes from the soft-optimal policy of a random tabular MDP, "
+                                      "recover the reward by GenPQR (exact tabular solve, anchor normalization), "
+                                      "print its error against the true normalized reward and write OUT/demo.png.",
+                          allow_abbrev=False)
+    demo.add_argument("--out", default="demo-output", help="output folder for the figure (default: demo-output)")
+    demo.add_argument("--states", type=int, default=40, help="number of states (default: 40)")
+    demo.add_argument("--actions", type=int, default=4, help="number of actions (default: 4)")
+    demo.add_argument("--gamma", type=float, default=0.9, help="discount factor in [0, 1) (default: 0.9)")
+    demo.add_argument("--episodes", type=int, default=2000, help="simulated episodes (default: 2000)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    demo.set_defaults(func=_demo)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("genpqr")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="genpqr", description="Reward recovery from behaviour (GenPQR).")
+    """The ``genpqr`` parser; no parser accepts abbreviated flags (``allow_abbrev=False``)."""
+    parser = argparse.ArgumentParser(prog="genpqr", description="Reward recovery from behaviour (GenPQR).",
+                                     allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"genpqr {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     from .workflow import add_fit_parser
 
     add_fit_parser(sub)
-    demo = sub.add_parser("demo", help="recover a reward on a built-in random tabular MDP and plot it")
-    demo.add_argument("--out", default="demo-output", help="output folder for the figure (default: demo-output)")
-    demo.add_argument("--states", type=int, default=40)
-    demo.add_argument("--actions", type=int, default=4)
-    demo.add_argument("--gamma", type=float, default=0.9)
-    demo.add_argument("--episodes", type=int, default=2000)
-    demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(func=_demo)
+    _add_demo_parser(sub)
     _add_experiment_parsers(sub)
     return parser
 
 
+def _check_demo(args) -> str | None:
+    try:
+        check_output_folder(args.out, "--out")
+    except ValueError as exc:
+        return str(exc)
+    if args.states < 2 or args.actions < 2 or args.episodes < 1:
+        return "--states and --actions must be at least 2 and --episodes at least 1"
+    if not 0 <= args.gamma < 1:
+        return f"--gamma must be in [0, 1), got {args.gamma}"
+    return None
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "demo" and _check_demo(args):
+        print(f"genpqr demo: error: {_check_demo(args)}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 

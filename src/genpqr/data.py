@@ -25,10 +25,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._checks import as_float_array, check_length
+from ._checks import as_float_array, check_length, looks_continuous, plain, short_list
 
 __all__ = ["Transitions", "EpisodeRows", "ActionEncoder", "from_arrays", "from_pandas", "from_episodes",
-           "long_format_rows", "LongFormatRows"]
+           "long_format_rows", "LongFormatRows", "episode_segments", "time_gap_rows", "TIME_GAPS"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class ActionEncoder:
         if labels.ndim != 1 or labels.size == 0:
             raise ValueError(f"action labels must be a non-empty 1-D sequence, got shape {labels.shape}")
         if len(np.unique(labels)) != labels.size:
-            raise ValueError(f"action labels must be distinct, got {labels.tolist()}")
+            raise ValueError(f"action labels must be distinct, got {short_list(labels, 20)}")
         labels.setflags(write=False)
         object.__setattr__(self, "labels", labels)
 
@@ -77,7 +77,7 @@ class ActionEncoder:
         except TypeError as exc:
             raise TypeError(
                 f"{name} has labels of type {actions.dtype} that cannot be compared with the known "
-                f"action labels {self.labels.tolist()}"
+                f"action labels {short_list(self.labels, 20)}"
             ) from exc
         pos = np.clip(pos, 0, len(sorted_labels) - 1)
         known = sorted_labels[pos] == actions
@@ -85,7 +85,7 @@ class ActionEncoder:
             unknown = np.unique(actions[~known])[:5].tolist()
             raise ValueError(
                 f"{name} contains action label(s) {unknown} that the model never saw; "
-                f"known labels are {self.labels.tolist()}"
+                f"known labels are {short_list(self.labels, 20)}"
             )
         return order[pos].astype(np.int64)
 
@@ -283,6 +283,19 @@ class Transitions(EpisodeRows):
 
 
 # ---------------------------------------------------------------------- builders
+def refuse_continuous_labels(actions, name: str = "actions") -> None:
+    """``ValueError`` when action labels look real-valued (:func:`genpqr._checks.looks_continuous`:
+    floats, more than 50 distinct values making up more than 10% of the rows, some not integers)
+    -- the rule ``genpqr fit`` applies too. The builders skip it when ``action_labels`` is given."""
+    actions = np.asarray(actions)
+    if looks_continuous(actions, actions.shape[0]):
+        raise ValueError(
+            f"{name} hold {np.unique(actions).size:,} distinct real numbers: these look like continuous actions, and "
+            "GenPQR would fit one discrete action per value. For continuous actions use genpqr.continuous "
+            "(from_arrays, ContinuousGenPQR; genpqr fit: --action-type continuous); to treat them as labels anyway, "
+            "pass action_labels=")
+
+
 def _flags(x, n: int, name: str) -> np.ndarray:
     if x is None:
         return np.zeros(n, dtype=bool)
@@ -368,12 +381,8 @@ def from_arrays(
         )
     if actions_raw.dtype == object and any(a is None for a in actions_raw):
         raise ValueError("actions must not contain missing values (None)")
-    if actions_raw.dtype.kind == "f" and action_labels is None and np.unique(actions_raw).size > max(50, n // 10):
-        import warnings
-
-        warnings.warn(
-            f"actions are floats with {np.unique(actions_raw).size} distinct values: read as discrete labels. "
-            "For continuous actions use genpqr.continuous.from_arrays.", UserWarning, stacklevel=2)
+    if action_labels is None:
+        refuse_continuous_labels(actions_raw)
     encoder = ActionEncoder(np.asarray(action_labels)) if action_labels is not None else ActionEncoder.from_observed(actions_raw)
     codes = encoder.encode(actions_raw)
     if episode_ids is None:
@@ -415,6 +424,7 @@ def from_pandas(
     action_labels=None,
     next_state: str | Sequence[str] | None = None,
     keep_last: bool = True,
+    time_gaps: str = "error",
 ) -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
@@ -450,6 +460,11 @@ def from_pandas(
         next-state columns are all missing is a choice-only row).
     keep_last : bool
         Keep the last choice of an episode that did not terminate (see above).
+    time_gaps : {"error", "split"}
+        What to do when the time steps of an episode are not consecutive (a step is missing;
+        the rule is in :func:`time_gap_rows`): ``"error"`` (default) raises ``ValueError``
+        naming the first episode and step; ``"split"`` starts a new episode after each gap
+        (the step before the gap is then the last choice of its episode).
     """
     import pandas as pd
 
@@ -474,9 +489,14 @@ def from_pandas(
         raise ValueError(f"action column {action!r} mixes types {sorted(k.__name__ for k in kinds)}; use one label type")
     if frame[action].isna().any():
         raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
+    check_time_column(frame, time)
+    if action_labels is None:
+        refuse_continuous_labels(frame[action].to_numpy(), f"action column {action!r}")
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
-                            truncated=truncated, next_state=next_cols, keep_last=keep_last)
+                            truncated=truncated, next_state=next_cols, keep_last=keep_last,
+                            time_gaps=time_gaps)
     df, idx = rows.frame, rows.index
+    check_some_rows(rows, episode)
 
     def col(name):
         return None if not name else df[name].to_numpy()[idx]
@@ -529,17 +549,17 @@ class LongFormatRows:
 
 def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], terminated: str | None = None,
                      truncated: str | None = None, next_state: Sequence[str] | None = None,
-                     keep_last: bool = False) -> LongFormatRows:
+                     keep_last: bool = False, time_gaps: str = "error") -> LongFormatRows:
     """Pair each row of a long-format frame with its next state (the rules of :func:`from_pandas`,
     shared by discrete and continuous actions; the columns must exist and be numeric).
     ``keep_last``: keep an episode's last, non-terminated row as a choice-only row
-    (``next_observed`` False) instead of dropping it."""
+    (``next_observed`` False) instead of dropping it. ``time_gaps``: see :func:`episode_segments`."""
     state_cols, next_cols = list(state), None if next_state is None else list(next_state)
     df = frame.sort_values([episode, time], kind="stable")
     if df.duplicated([episode, time]).any():
         dup = df.loc[df.duplicated([episode, time]), [episode, time]].iloc[0].tolist()
         raise ValueError(f"({episode}, {time}) pairs must be unique; {dup} appears more than once")
-    ep = df[episode].to_numpy()
+    ep = df[episode].to_numpy() if next_cols is not None else episode_segments(df, episode, time, time_gaps)
     states = df[state_cols].to_numpy(dtype=np.float64)
     same_next = np.zeros(len(df), dtype=bool)
     same_next[:-1] = ep[:-1] == ep[1:]
@@ -573,6 +593,102 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
     idx = np.flatnonzero(keep)
     return LongFormatRows(df, idx, states[idx], next_states[idx], term[idx], trunc[idx], ep[idx],
                           df[time].to_numpy(dtype=np.float64)[idx], observed[idx])
+
+
+TIME_GAPS = ("error", "split")
+
+
+def check_time_column(frame, time: str) -> None:
+    """The time column must hold finite numbers (``TypeError`` / ``ValueError`` naming it)."""
+    import pandas as pd
+
+    col = frame[time]
+    if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+        raise TypeError(f"time column {time!r} must hold numbers (time steps), got dtype {col.dtype}")
+    bad = ~np.isfinite(col.to_numpy(dtype=np.float64))
+    if bad.any():
+        raise ValueError(f"time column {time!r} has {int(bad.sum())} missing or infinite value(s)")
+
+
+def check_some_rows(rows: "LongFormatRows", episode: str) -> None:
+    """Refuse a frame with no transition (a row with an observed next state, or a terminal
+    row) left, saying why; choice-only last rows alone do not identify a reward."""
+    observed = rows.index.size if rows.next_observed is None else int(np.count_nonzero(rows.next_observed))
+    if observed:
+        return
+    n_rows = len(rows.frame)
+    if n_rows == 0:
+        raise ValueError("frame has no rows: transitions must contain at least one row, got 0")
+    n_eps = rows.frame[episode].nunique()
+    raise ValueError(
+        f"no transitions (at least one row with a next state is needed): each of the {n_eps:,} episode(s) "
+        f"(column {episode!r}, {n_rows:,} row(s)) has a single row "
+        f"(after any time-gap split), and a row's next state is the state of the following row of its episode, so "
+        f"the last row of an episode has none (it enters the choice likelihood only). Check that {episode!r} "
+        f"identifies episodes (sequences of steps), not rows")
+
+
+def time_gap_rows(df, episode: str, time: str) -> tuple[np.ndarray, np.ndarray]:
+    """Where a time step is missing inside an episode, in a frame sorted by (episode, time).
+
+    The rule: a step (the time difference between consecutive rows of one episode) is a gap
+    when it exceeds the expected step by more than 1e-9 relative. With integer times (a step
+    counter) the expected step is the data's modal step (the most frequent step over all
+    episodes, the smallest on ties: 1 for a counter 0, 1, 2, ...); with non-integer times
+    (clock readings, possibly sampled at different rates in different episodes) it is the
+    episode's own modal step.
+
+    Returns ``(rows, expected)``: the positions ``i`` (int array, shape (n_gaps,)) whose next
+    row is in the same episode after a gap, and the expected step at each of them."""
+    import pandas as pd
+
+    ep, t = df[episode].to_numpy(), df[time].to_numpy(dtype=np.float64)
+    same = ep[:-1] == ep[1:]
+    if not same.any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    step = np.diff(t)
+    expected = np.full(step.size, np.inf)
+    if np.all(t == np.round(t)):
+        values, counts = np.unique(step[same], return_counts=True)
+        expected[same] = values[np.argmax(counts)]
+    else:
+        pairs = pd.DataFrame({"g": np.cumsum(np.r_[True, ~same])[:-1], "d": np.round(step, 9)})[same]
+        counts = pairs.value_counts().rename("n").reset_index().sort_values(["g", "n", "d"],
+                                                                           ascending=[True, False, True])
+        modal = counts.drop_duplicates("g").set_index("g")["d"]
+        expected[same] = modal.reindex(pairs["g"]).to_numpy()
+    rows = np.flatnonzero(same & (step > expected * (1 + 1e-9) + 1e-12))
+    return rows, expected[rows]
+
+
+def episode_segments(df, episode: str, time: str, time_gaps: str = "error") -> np.ndarray:
+    """The episode key of every row of a frame sorted by (episode, time), after the time-gap
+    rule of :func:`time_gap_rows`.
+
+    ``time_gaps="error"`` (default) raises ``ValueError`` naming the first episode and step
+    followed by a gap (pairing the step before a gap with the one after it would make a
+    transition that was never observed). ``"split"`` starts a new episode after each gap: the
+    step before the gap is then the end of an episode, handled like any episode end (no observed
+    next state). Without gaps the episode column's values are returned; with a split, integer
+    segment numbers ``0..``."""
+    if time_gaps not in TIME_GAPS:
+        raise ValueError(f"time_gaps must be one of {list(TIME_GAPS)}, got {time_gaps!r}")
+    ep = df[episode].to_numpy()
+    gaps, expected = time_gap_rows(df, episode, time)
+    if gaps.size == 0:
+        return ep
+    if time_gaps == "error":
+        i = int(gaps[0])
+        t = df[time].to_numpy()
+        raise ValueError(
+            f"time gap inside an episode: episode {plain(ep[i])!r} jumps from {time} {plain(t[i])} to "
+            f"{plain(t[i + 1])}, a step of {plain(t[i + 1] - t[i]):g} where {plain(expected[0]):g} is expected "
+            f"({gaps.size} gap(s) in {np.unique(ep[gaps]).size} episode(s)). Joining the steps around a gap would "
+            f"make transitions that were never observed: fill in the missing rows, or start a new episode at each "
+            f"gap with time_gaps='split' (genpqr fit: --time-gaps split)")
+    starts = np.r_[True, ep[1:] != ep[:-1]]
+    starts[gaps + 1] = True
+    return np.cumsum(starts) - 1
 
 
 def _frame_flags(df, column: str | None) -> np.ndarray:
@@ -653,6 +769,8 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, 
         raise ValueError("episodes must contain at least one episode")
     cat = {k: (np.concatenate(v) if v else None) for k, v in cols.items()}
     all_actions = np.concatenate([np.asarray(ep["actions"]) for ep in episodes]) if action_labels is None else None
+    if action_labels is None:
+        refuse_continuous_labels(all_actions, "the episodes' actions")
     return from_arrays(
         cat["s"],
         cat["a"],

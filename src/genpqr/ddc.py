@@ -60,7 +60,7 @@ from scipy.special import log_softmax
 from sklearn.base import BaseEstimator
 
 from . import tabular
-from ._checks import as_float_array, check_gamma, check_state_indices
+from ._checks import as_float_array, check_gamma, check_state_indices, plain
 from .data import Transitions
 from .exceptions import ConvergenceWarning, NotFittedError
 from .normalization import Normalization
@@ -83,12 +83,21 @@ __all__ = [
 
 
 # ============================================================================ transitions
+def _where(transitions: Transitions, i: int) -> str:
+    """``", at time T of episode E"`` for transition ``i`` (episodes numbered 0.. in sorted order
+    of their ids), so that a message points into the data rather than at a transition index."""
+    if transitions.timesteps is None:
+        return f", episode number {int(transitions.episode_ids[i])}"
+    return (f": time {plain(transitions.timesteps[i]):g} of episode number {int(transitions.episode_ids[i])}, "
+            f"episodes numbered 0.. in sorted order of their ids")
+
+
 def _reset_code(transitions: Transitions, reset_action, n_actions: int):
     if reset_action is None:
         return None
     code = transitions.encoder.encode_one(reset_action, "reset_action")
     if not 0 <= code < n_actions:
-        raise ValueError(f"reset_action {reset_action!r} has code {code}, outside [0, {n_actions})")
+        raise ValueError(f"reset_action {plain(reset_action)!r} has code {code}, outside [0, {n_actions})")
     return code
 
 
@@ -141,8 +150,9 @@ def increment_probabilities(transitions: Transitions, n_states: int, max_increme
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"row {i} moves from state {s[i]} (base {base[i]}, action {transitions.labels_of()[i]!r}) to {s2[i]}: "
-            f"an increment of {inc[i]}, outside [0, max_increment={J}]"
+            f"a transition (number {i}{_where(transitions, i)}) moves from state {s[i]} (base {base[i]}, action "
+            f"{plain(transitions.labels_of()[i])!r}) to {s2[i]}: an increment of {inc[i]}, outside "
+            f"[0, max_increment={J}]"
         )
     if np.any(censored & (inc < 0)):
         i = int(np.flatnonzero(censored & (inc < 0))[0])

@@ -12,13 +12,14 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from . import tabular
-from ._checks import as_float_array, check_gamma, check_state_indices, seed_from
+from ._checks import (as_float_array, check_gamma, check_state_indices, clone_learner as clone, plain, seed_from,
+                      short_list)
 from .data import Transitions
 from .exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
 from .normalization import (
@@ -200,6 +201,9 @@ class GenPQR(BaseEstimator):
     encoder_ : ActionEncoder
     diagnostics_ : Diagnostics
     training_data_ : Transitions
+    visited_states_ : ndarray of shape (S,), bool
+        Exact path: states with at least one observed choice; rewards at the others are not
+        identified by the data (see :meth:`reward_table`).
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
@@ -250,8 +254,8 @@ class GenPQR(BaseEstimator):
         self.gamma_ = check_gamma(self.gamma)
         if data.n_actions < 2 or np.count_nonzero(data.action_counts()) < 2:
             raise ValueError(
-                f"the data has only one action ({data.labels_of(data.actions[:1])[0]!r}); a reward cannot be identified "
-                "from choices among one option"
+                f"the data has only one action ({plain(data.labels_of(data.actions[:1])[0])!r}); a reward cannot be "
+                "identified from choices among one option"
             )
         self.encoder_ = data.encoder
         self.n_actions_ = data.n_actions
@@ -270,7 +274,8 @@ class GenPQR(BaseEstimator):
             self.policy_ = prefit_policy(policy_model, data, clip=self.clip)
         else:
             self.policy_ = fit_policy(policy_model, data, clip=self.clip, cross_fit=self.cross_fit,
-                                      random_state=seed_from(self.random_state))
+                                      random_state=seed_from(self.random_state),
+                                      progress=False if self._exact else self.progress)
         self._fit_stage2(self.normalization if self.normalization is not None else mean_zero())
         return self
 
@@ -307,11 +312,18 @@ class GenPQR(BaseEstimator):
         counts = data.action_counts()
         needed = np.flatnonzero((mu_rows.max(axis=0) > 0) & (counts == 0))
         if needed.size:
-            labels = data.encoder.decode(needed).tolist()
+            labels = data.encoder.decode(needed)
             what = "anchor action" if norm.name in ("anchor", "state-anchor") else "action"
+            hint = ""
+            if labels.dtype.kind in "iuf" and data.n_actions > 20:
+                hint = (f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
+                        f"(continuous) actions use genpqr.continuous.ContinuousGenPQR (genpqr fit: --action-type "
+                        f"continuous)")
             raise ValueError(
-                f"the normalization ({norm.describe()}) puts weight on {what}(s) {labels} that never occur "
-                f"in the data; the data cannot support this normalization"
+                f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
+                f"occur in the data (no transition takes them; an action seen only on the last row of an episode, "
+                f"which has no observed next state, is not a transition); the data cannot support this "
+                f"normalization{hint}"
             )
         support = int(np.sum(mu_rows[np.arange(data.n), data.actions] > 0))
         if support < self.min_support:
@@ -353,6 +365,7 @@ class GenPQR(BaseEstimator):
         if isinstance(norm.g, OutcomeOffset):  # E[y|s] from every observed row
             norm = Normalization(norm.mu, FixedOffset(self._state_means(choices)), norm.name)
         recovery = tabular.recover_reward(u, kernel, self.gamma_, norm, solver=self.solver)
+        self.visited_states_ = np.asarray(counts).sum(axis=1) > 0
         return _ExactStage2(recovery, kernel, counts)
 
     def _state_means(self, data):
@@ -490,7 +503,11 @@ class GenPQR(BaseEstimator):
         return self._select(v, actions)
 
     def reward_table(self):
-        """Exact path: the reward as a DataFrame (states x action labels)."""
+        """Exact path: the reward as a DataFrame (states x action labels).
+
+        Rows of states with no observed choice (``~visited_states_``) are not identified by the
+        data: the policy there falls back to its default (the frequency policy: the overall
+        action frequencies) and the reward follows from that, not from behaviour."""
         import pandas as pd
 
         self._check_fitted()
@@ -524,7 +541,8 @@ class GenPQR(BaseEstimator):
         else at ``states`` (default: the training states).
         """
         self._check_fitted()
-        pols = [_as_weights(p) for p in (policy_1, policy_2)]
+        pols = [_as_weights(p.bind(self.encoder_.encode) if isinstance(p, Normalization) else p)
+                for p in (policy_1, policy_2)]
         if isinstance(self.stage2_, _ExactStage2):
             grid = np.arange(self.n_states_, dtype=np.float64)[:, None]
             u = self.stage2_.recovery.log_policy

@@ -127,6 +127,12 @@ class FitConfig:
         Output folder (created).
     quiet : bool
         No progress bars.
+    time_gaps : {"error", "split"}
+        A missing time step inside an episode: ``error`` (default; names the first episode and
+        step) or ``split`` (a new episode starts after each gap); see
+        :func:`genpqr.data.time_gap_rows` for the rule.
+    sep : str, optional
+        CSV field delimiter (default: comma; e.g. ``";"``).
     """
 
     data: str | None = None
@@ -159,6 +165,8 @@ class FitConfig:
     seed: int = 0
     out: str | None = None
     quiet: bool = False
+    time_gaps: str = "error"
+    sep: str | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -240,10 +248,40 @@ class FitConfig:
             raise ValueError(f"--n-states must be at least 1, got {self.n_states}")
         if self.n_iterations is not None and self.n_iterations < 1:
             raise ValueError(f"--n-iterations must be at least 1, got {self.n_iterations}")
+        check_settings(self)
         unknown_bins = sorted(set(self.bins) - set(self.state))
         if unknown_bins:
             raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")
         return self
+
+
+def check_settings(config: "FitConfig") -> None:
+    """Checks that need no data: worker count, time-gap rule, delimiter, and an output folder
+    that can be written (so that a long fit does not fail at the end)."""
+    from .data import TIME_GAPS
+
+    if config.n_jobs == 0:
+        raise ValueError("--n-jobs must be a positive number of workers or negative (-1: one per core, -2: all but "
+                         "one), got 0")
+    if config.time_gaps not in TIME_GAPS:
+        raise ValueError(f"--time-gaps must be one of {list(TIME_GAPS)}, got {config.time_gaps!r}")
+    if config.sep is not None and len(config.sep) == 0:
+        raise ValueError("--sep must be a non-empty delimiter, e.g. ';'")
+    check_output_folder(config.out, "--out")
+
+
+def check_output_folder(path, flag: str) -> None:
+    """``path`` is (or can be created as) a writable folder; ``ValueError`` naming ``flag`` if not."""
+    import os
+
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is a file, not a folder; give a folder to write the outputs to")
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {str(path)!r} cannot be written ({str(existing)!r} is not a writable folder)")
 
 
 def _coerce(key: str, value):
@@ -284,6 +322,10 @@ def _coerce(key: str, value):
             if isinstance(value, bool) or float(value) != int(value):
                 raise TypeError("expected an integer")
             return int(value)
+        if key == "sep":
+            return {"\\t": "\t", "tab": "\t"}.get(str(value), str(value))
+        if key == "time_gaps":
+            return str(value).strip().lower()
         if key == "quiet":
             if not isinstance(value, bool):
                 raise TypeError("expected true or false")

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ._checks import data_row
 from .fit_config import (CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS, FitConfig, parse_integration,
                          parse_normalization)
 
@@ -169,11 +170,12 @@ def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
 def read_continuous(frame, config: FitConfig, space):
     """:class:`~genpqr.continuous.ContinuousTransitions` from the long-format frame."""
     from .continuous import from_arrays
-    from .data import long_format_rows
+    from .data import check_some_rows, long_format_rows
 
     cols = action_columns(config)
     rows = long_format_rows(frame, episode=config.episode, time=config.time, state=config.state,
-                            terminated=config.terminated, truncated=config.truncated)
+                            terminated=config.terminated, truncated=config.truncated, time_gaps=config.time_gaps)
+    check_some_rows(rows, config.episode)
     df, idx = rows.frame, rows.index
     return from_arrays(rows.states, df[cols].to_numpy()[idx], rows.next_states, action_low=space.low,
                        action_high=space.high, terminated=rows.terminated, truncated=rows.truncated,
@@ -196,13 +198,13 @@ def check_actions(frame, config: FitConfig, space) -> np.ndarray:
         if not np.all(np.isfinite(values)):
             bad = int(np.flatnonzero(~np.isfinite(values))[0])
             raise ValueError(f"action column {col!r} has {int((~np.isfinite(values)).sum())} missing or infinite "
-                             f"value(s) (first at data row {bad})")
+                             f"value(s) (first at {data_row(bad)})")
     actions = frame[action_columns(config)].to_numpy(dtype=np.float64)
     inside = space.contains(actions)
     if not inside.all():
         row = int(np.flatnonzero(~inside)[0])
         raise ValueError(f"{int((~inside).sum())} action(s) lie outside --action-low/--action-high "
-                         f"{space.describe()} (first at data row {row}: {actions[row].tolist()}); widen the bounds or "
+                         f"{space.describe()} (first at {data_row(row)}: {actions[row].tolist()}); widen the bounds or "
                          "fix the data")
     if np.unique(actions, axis=0).shape[0] < 2:
         raise ValueError(f"the action column(s) {action_columns(config)} hold a single value: no policy density and "

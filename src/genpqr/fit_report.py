@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._checks import plain
+
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report"]
 
 MAX_TABLE_ROWS = 60
@@ -164,7 +166,7 @@ def describe_normalization(model) -> str:
     """The fitted normalization in the user's action labels."""
     norm = model.normalization_
     if norm.name == "anchor":
-        label = model.encoder_.labels[int(norm.mu.action)]
+        label = plain(model.encoder_.labels[int(norm.mu.action)])
         g = norm.g.describe() if hasattr(norm.g, "describe") else ""
         return f"anchor action {label!r}: r(s, {label}) = g(s) ({g})"
     return norm.describe()

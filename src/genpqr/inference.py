@@ -14,13 +14,28 @@ from typing import Callable
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ._checks import check_random_state
+from ._checks import check_random_state, clone_learner as clone
 from .data import Transitions
 
-__all__ = ["BootstrapResult", "bootstrap", "resample_episodes"]
+__all__ = ["BootstrapResult", "bootstrap", "resample_episodes", "check_bootstrap_episodes",
+           "MIN_BOOTSTRAP_EPISODES"]
+
+#: Fewest episodes :func:`bootstrap` accepts. With n episodes a replicate is one of at most
+#: C(2n-1, n) multisets (126 for n = 5, 92,378 for n = 10), one episode gives zero-width
+#: intervals, and percentile intervals of an episode mean cover well below their level for a
+#: handful of episodes; ten is the least that gives the intervals a meaning.
+MIN_BOOTSTRAP_EPISODES = 10
+
+
+def check_bootstrap_episodes(n_episodes: int, name: str = "data") -> None:
+    """``ValueError`` when fewer than :data:`MIN_BOOTSTRAP_EPISODES` episodes are there to resample."""
+    if n_episodes < MIN_BOOTSTRAP_EPISODES:
+        raise ValueError(
+            f"{name}: the bootstrap resamples whole episodes and needs at least {MIN_BOOTSTRAP_EPISODES} of them, but "
+            f"the data has {n_episodes}; with so few episodes the intervals would be meaningless (one episode gives "
+            f"zero-width intervals)")
 
 
 def resample_episodes(data: Transitions, rng: np.random.Generator) -> Transitions:
@@ -105,6 +120,7 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
         Cloned for every replicate.
     data : Transitions
     n_boot : int
+        At least 2. ``data`` must hold at least :data:`MIN_BOOTSTRAP_EPISODES` episodes.
     statistic : callable model -> array, optional
         Default: the reward table (exact tabular path).
     n_jobs : int
@@ -114,6 +130,11 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
     """
     if n_boot < 2:
         raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    if not isinstance(data, Transitions):
+        raise TypeError(f"data must be genpqr.data.Transitions, got {type(data).__name__}")
+    check_bootstrap_episodes(data.n_episodes, "data")
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be a positive number of workers or negative (-1: one per core), got 0")
     statistic = statistic or _default_statistic
     full = fitted if fitted is not None else clone(estimator).fit(data)
     estimate = np.asarray(statistic(full), dtype=np.float64)

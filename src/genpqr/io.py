@@ -20,19 +20,41 @@ from .data import Transitions, from_episodes, from_pandas
 __all__ = ["read_table", "read_transitions", "from_minari", "from_d3rlpy", "from_imitation"]
 
 
-def read_table(path, *, format: str | None = None):
-    """A pandas frame from a CSV or Parquet file (format from the suffix unless given)."""
+def read_table(path, *, format: str | None = None, sep: str | None = None, what: str = "data file"):
+    """A pandas frame from a CSV or Parquet file (format from the suffix unless given).
+
+    ``sep``: the CSV delimiter (default ``","``). Errors name the file (``what`` says which
+    one): missing, a folder, empty, unreadable, or a CSV read as one column whose header holds
+    another delimiter (``;``, tab, ``|``), with a hint to pass ``sep``."""
     import pandas as pd
 
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"data file {str(path)!r} does not exist")
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{what} {str(path)!r} is a folder; expected a .csv or .parquet file")
     fmt = (format or path.suffix.lstrip(".")).lower()
-    if fmt in ("csv", "txt"):
-        return pd.read_csv(path)
-    if fmt in ("parquet", "pq"):
-        return pd.read_parquet(path)
-    raise ValueError(f"unknown data format {fmt!r} for {path.name}; expected .csv or .parquet (or pass format=)")
+    if fmt not in ("csv", "txt", "parquet", "pq"):
+        raise ValueError(f"unknown data format {fmt!r} for {path.name}; expected .csv or .parquet (or pass format=)")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{what} {str(path)!r} is empty (0 bytes)")
+    try:
+        frame = pd.read_csv(path, sep=sep or ",") if fmt in ("csv", "txt") else pd.read_parquet(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise ValueError(f"cannot read {what} {str(path)!r}: {' '.join(str(exc).split())}") from None
+    _check_delimiter(frame, path, sep, what)
+    return frame
+
+
+def _check_delimiter(frame, path: Path, sep: str | None, what: str) -> None:
+    """A CSV read as a single column whose name holds another delimiter: say which to pass."""
+    if frame.shape[1] != 1:
+        return
+    header = str(frame.columns[0])
+    for candidate, shown in ((";", "';'"), ("\t", "'\\t' (tab)"), ("|", "'|'")):
+        if candidate != (sep or ",") and candidate in header:
+            raise ValueError(f"{what} {str(path)!r} was read as one column {header!r}: it looks {shown}-delimited; "
+                             f"pass sep={candidate!r} (genpqr fit: --sep {shown.split()[0]})")
 
 
 def _check_text_column(frame, column: str) -> None:
@@ -50,13 +72,16 @@ def _check_text_column(frame, column: str) -> None:
 
 def read_transitions(path, *, episode: str, time: str, state: str | Sequence[str], action: str,
                      terminated: str | None = None, truncated: str | None = None, outcome: str | None = None,
-                     reward: str | None = None, action_labels=None, format: str | None = None) -> Transitions:
-    """Transitions from a long-format CSV / Parquet file (see :func:`genpqr.data.from_pandas`)."""
-    frame = read_table(path, format=format)
+                     reward: str | None = None, action_labels=None, format: str | None = None,
+                     sep: str | None = None, time_gaps: str = "error") -> Transitions:
+    """Transitions from a long-format CSV / Parquet file (see :func:`genpqr.data.from_pandas`;
+    ``sep``: the CSV delimiter; ``time_gaps``: ``"error"`` or ``"split"``)."""
+    frame = read_table(path, format=format, sep=sep)
     if action in frame.columns:
         _check_text_column(frame, action)
     return from_pandas(frame, episode=episode, time=time, state=state, action=action, terminated=terminated,
-                       truncated=truncated, outcome=outcome, reward=reward, action_labels=action_labels)
+                       truncated=truncated, outcome=outcome, reward=reward, action_labels=action_labels,
+                       time_gaps=time_gaps)
 
 
 def _flat(x) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._checks import as_float_array, check_probability_rows, check_state_indices
+from ._checks import as_float_array, check_probability_rows, check_state_indices, plain
 
 __all__ = [
     "Normalization",
@@ -86,7 +86,7 @@ class AnchorWeights(ActionWeights):
         return mu
 
     def describe(self):
-        return f"anchor action {self.action if self.label is None else self.label!r}"
+        return f"anchor action {self.action if self.label is None else plain(self.label)!r}"
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class BehaviorWeights(ActionWeights):
 
 def _check_code(code, n_actions, name):
     if not isinstance(code, (numbers.Integral, np.integer)) or not 0 <= int(code) < n_actions:
-        raise ValueError(f"{name} must be an action code in [0, {n_actions}) after label mapping, got {code!r}")
+        raise ValueError(f"{name} must be an action code in [0, {n_actions}) after label mapping, got {plain(code)!r}")
     return int(code)
 
 

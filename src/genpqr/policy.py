@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
+from tqdm.auto import tqdm
 
-from ._checks import as_float_array, check_state_indices
+from ._checks import as_float_array, check_state_indices, clone_learner as clone
 from .clipping import PAPER_CLIP, auto_clip, check_bounds
 from .data import Transitions
 
@@ -234,9 +235,10 @@ class _LabelledClassifier:
 
 
 def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,
-               random_state=None) -> FittedPolicy:
+               random_state=None, progress: bool | None = False) -> FittedPolicy:
     """Fit stage 1 on ``(states, actions)`` (every observed choice); with ``cross_fit = k``, k
-    episode folds. ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.clipping`)."""
+    episode folds (a tqdm bar over the folds with ``progress``; None: only on a terminal).
+    ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.clipping`)."""
     check_classifier(classifier)
     if not _is_auto(clip):
         _check_clip(clip)
@@ -245,7 +247,8 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
         return _resolve_clip(FittedPolicy([clone(classifier).fit(X, y)], None, K, (0.0, 1.0)), clip, transitions)
     folds = transitions.episode_folds(int(cross_fit), random_state=random_state)
     models, fold_of_row = [], np.empty(transitions.n, dtype=np.int64)
-    for k, (train, test) in enumerate(folds):
+    bar = tqdm(folds, desc="policy folds", disable=None if progress is None else not progress, leave=False)
+    for k, (train, test) in enumerate(bar):
         models.append(clone(classifier).fit(X[train], y[train]))
         fold_of_row[test] = k
     return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)

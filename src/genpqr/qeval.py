@@ -33,11 +33,11 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 
-from ._checks import as_float_array, check_gamma, check_random_state, check_state_indices
+from ._checks import as_float_array, check_gamma, check_random_state, check_state_indices, clone_learner as clone
 from .exceptions import ConvergenceWarning
 
 __all__ = ["FQE", "TabularQModel", "FQEHistory", "make_q_model"]
@@ -51,7 +51,7 @@ def _warm_start_ok(regressor) -> bool:
     """True when ``warm_start=True`` means "start from the previous solution"."""
     from sklearn.ensemble import BaseEnsemble
 
-    if "warm_start" not in regressor.get_params(deep=False):
+    if not hasattr(regressor, "get_params") or "warm_start" not in regressor.get_params(deep=False):
         return False
     name = type(regressor).__name__
     return not isinstance(regressor, BaseEnsemble) and "GradientBoosting" not in name

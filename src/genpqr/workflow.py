@@ -11,7 +11,9 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
     the fitted model, ``genpqr.load("out/model.joblib")``;
 ``rewards.csv``
     tabular mode: one row per state (``state_index``, the state columns -- bin labels for
-    binned columns --, ``visits``, one ``reward_<label>`` column per action, and with a
+    binned columns --, ``visits`` (rows with that state), ``visited`` (False: no choice observed
+    there, so the data do not identify the reward; a ``WeakSupportWarning`` says so), one
+    ``reward_<label>`` column per action, and with a
     bootstrap ``reward_<label>_se`` / ``_lo`` / ``_hi``); continuous mode: one row per row of
     the data file (episode, time, state columns, action, ``reward`` and ``continuation`` at the
     logged action, ``reward_<label>`` for every action, and bootstrap columns for ``reward``);
@@ -38,6 +40,12 @@ its values are dense (at most half the range unused) or when a structured or giv
 transition model needs the order (``increment:`` or a ``.npy`` kernel); otherwise the
 distinct combinations are numbered in sorted order. ``rewards.csv`` records the mapping.
 
+Time: the next state of a row is the state of the next time step of its episode. A missing
+step inside an episode (:func:`genpqr.data.time_gap_rows`) is an error naming the episode and
+step, or with ``time_gaps="split"`` (``--time-gaps split``) the start of a new episode. Checks
+that need no fit (settings, the ``--out`` folder, the bootstrap's minimum of
+:data:`genpqr.inference.MIN_BOOTSTRAP_EPISODES` episodes) run before fitting.
+
 Bins: ``bins={"x": [e1, e2, ...]}`` cuts column ``x`` at increasing edges into
 ``(-inf, e1), [e1, e2), ..., [em, inf)``, bin numbers ``0..m``.
 
@@ -57,6 +65,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
+
+from ._checks import data_row, looks_continuous, plain, short_list
 
 __all__ = [
     "FitConfig",
@@ -83,7 +93,7 @@ from .fit_config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOU
 def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
     from .io import read_table
 
-    frame = read_table(config.data)
+    frame = read_table(config.data, sep=config.sep)
     continuous = config.action_type == "continuous"
     action_cols = [c.strip() for c in config.action.split(",")] if continuous else [config.action]
     roles = [("--episode", config.episode), ("--time", config.time),
@@ -95,7 +105,7 @@ def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
     missing = [f"{col!r} ({role})" for role, col in roles if col and col not in frame.columns]
     if missing:
         raise ValueError(f"{config.data}: missing column(s) {', '.join(missing)}; the file has columns "
-                         f"{list(map(str, frame.columns))}")
+                         f"{short_list(list(map(str, frame.columns)), 30)}")
     if len(frame) == 0:
         raise ValueError(f"{config.data} has no rows")
     for _, col in roles:
@@ -119,12 +129,11 @@ def _check_discrete_actions(frame, config: FitConfig) -> None:
         raise ValueError(f"action column {config.action!r} has {int(actions.isna().sum())} missing value(s)")
     labels = np.unique(actions.to_numpy())
     if labels.size < 2:
-        raise ValueError(f"action column {config.action!r} holds only one action ({labels[0]!r}): a reward cannot be "
-                         f"identified from choices among one option; GenPQR needs at least two actions")
-    if labels.dtype.kind == "f" and labels.size > 50 and labels.size > 0.1 * len(frame) \
-            and np.any(labels != np.round(labels)):
-        raise ValueError(f"action column {config.action!r} holds {labels.size} distinct real numbers: these look like "
-                         f"continuous actions; use --action-type continuous (discrete actions are labels)")
+        raise ValueError(f"action column {config.action!r} holds only one action ({plain(labels[0])!r}): a reward "
+                         f"cannot be identified from choices among one option; GenPQR needs at least two actions")
+    if looks_continuous(labels, len(frame)):
+        raise ValueError(f"action column {config.action!r} holds {labels.size:,} distinct real numbers: these look "
+                         f"like continuous actions; use --action-type continuous (discrete actions are labels)")
 
 
 def _check_not_mixed(frame, column: str) -> None:
@@ -138,7 +147,8 @@ def _check_not_mixed(frame, column: str) -> None:
     if (numeric.any() and not numeric.all()) or ("str" in kinds and len(kinds) > 1):
         text = col[~numeric].iloc[0] if (~numeric).any() else col.iloc[0]
         number = col[numeric].iloc[0] if numeric.any() else col.iloc[-1]
-        raise ValueError(f"column {column!r} mixes numbers and text (e.g. {number!r} and {text!r}); use one type")
+        raise ValueError(f"column {column!r} mixes numbers and text (e.g. {plain(number)!r} and {plain(text)!r}); use "
+                         f"one type")
 
 
 def _check_numeric(frame, column: str, what: str, allow_missing: bool) -> None:
@@ -146,14 +156,14 @@ def _check_numeric(frame, column: str, what: str, allow_missing: bool) -> None:
 
     col = frame[column]
     if not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):
-        example = col.dropna().iloc[0] if col.notna().any() else None
+        example = plain(col.dropna().iloc[0]) if col.notna().any() else None
         raise ValueError(f"{what} {column!r} must be numeric, got text (e.g. {example!r}); encode categories as "
                          f"integers")
     values = col.to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values) if not allow_missing else np.isinf(values)
     if bad.any():
-        raise ValueError(f"{what} {column!r} has {int(bad.sum())} missing or infinite value(s) (first at data row "
-                         f"{int(np.flatnonzero(bad)[0])})")
+        raise ValueError(f"{what} {column!r} has {int(bad.sum())} missing or infinite value(s) (first at "
+                         f"{data_row(int(np.flatnonzero(bad)[0]))})")
 
 
 _FAIL = object()
@@ -182,8 +192,8 @@ def _match_labels(values, labels: np.ndarray, what: str, column: str) -> np.ndar
     for v in np.asarray(values, dtype=object).ravel():
         c = _convert_label(v, labels.dtype.kind)
         if c is _FAIL or c not in known:
-            raise ValueError(f"{what} {v!r} is never taken in the data: action column {column!r} has labels "
-                             f"{labels.tolist()}")
+            raise ValueError(f"{what} {plain(v)!r} is never taken in the data: action column {column!r} has labels "
+                             f"{short_list(labels, 20)}")
         out.append(c)
     return np.asarray(out, dtype=labels.dtype if labels.dtype.kind in "iufb" else object)
 
@@ -271,8 +281,8 @@ class StateIndex:
             bad = idx < 0
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{what} row {row} has a state {dict(zip(self.columns, values[row].tolist()))} that does "
-                             f"not occur in the data")
+            raise ValueError(f"{what}: {data_row(row)} has a state {dict(zip(self.columns, values[row].tolist()))} "
+                             f"that does not occur in the data")
         return idx
 
     def labels(self):
@@ -477,7 +487,7 @@ def _read_features(path: str, config: FitConfig, index: StateIndex, labels: np.n
 
     from .io import read_table
 
-    table = read_table(path)
+    table = read_table(path, sep=config.sep, what="features file")
     keys = ["state_index"] if "state_index" in table.columns else list(config.state)
     missing = [c for c in [*keys, config.action] if c not in table.columns]
     if missing:
@@ -512,7 +522,7 @@ def _read_features(path: str, config: FitConfig, index: StateIndex, labels: np.n
     if absent.size:
         st, ac = divmod(int(absent[0]), K)
         raise ValueError(f"features file {path} has no row for {absent.size} visited (state, action) pair(s), e.g. "
-                         f"state_index {st} with action {labels[ac]!r}")
+                         f"state_index {st} with action {plain(labels[ac])!r}")
     return X.reshape(S, K, len(names)), names
 
 
@@ -682,7 +692,8 @@ def run_fit(config: FitConfig) -> FitOutputs:
             fit_frame, state_cols = frame.assign(**{name: index_rows}), [name]
         data = from_pandas(fit_frame, episode=config.episode, time=config.time, state=state_cols,
                            action=config.action, terminated=config.terminated, truncated=config.truncated,
-                           outcome=config.outcome, action_labels=labels)
+                           outcome=config.outcome, action_labels=labels, time_gaps=config.time_gaps)
+        _check_before_fit(config, data, index)
         if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
             raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                              f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
@@ -746,12 +757,31 @@ def _first_stage(config: FitConfig, data, index):
                                  random_state=config.seed)
 
 
+def _check_before_fit(config: FitConfig, data, index) -> None:
+    """What can be refused before the (possibly long) fit: too few episodes for the bootstrap;
+    a warning for states that are never visited (their rewards rest on no choice)."""
+    from .inference import check_bootstrap_episodes
+
+    if config.bootstrap:
+        check_bootstrap_episodes(data.n_episodes, "--bootstrap")
+    if index is not None:
+        visited = np.bincount(data.states[:, 0].astype(np.int64), minlength=index.n_states) > 0
+        if not visited.all():
+            from .exceptions import WeakSupportWarning
+
+            warnings.warn(f"{int((~visited).sum())} of {index.n_states} states have no observed choice (e.g. "
+                          f"state_index {short_list(np.flatnonzero(~visited), 5)}): their rewards are not identified "
+                          f"by the data (the policy there is the model's extrapolation: the overall action "
+                          f"frequencies for --policy-model frequency); they are marked visited=False in rewards.csv",
+                          WeakSupportWarning)
+
+
 def _tabular_states(config: FitConfig, frame, labels):
     """The state numbering and the transition model of the tabular mode."""
     tkind, targ = parse_transition(config.transition)
     n_states, transition_model = config.n_states, None
     if tkind == "file":
-        transition_model = _load_kernel(targ)
+        transition_model = _load_kernel(targ, n_actions=labels.size)
         n_states = transition_model.shape[-1]
         if config.n_states is not None and config.n_states != n_states:
             raise ValueError(f"--n-states {config.n_states} differs from the {n_states} states of the transition "
@@ -805,15 +835,23 @@ def _save_model(model, path) -> None:
     model.save(path)
 
 
-def _load_kernel(path: str) -> np.ndarray:
+def _load_kernel(path: str, n_actions: int) -> np.ndarray:
+    """The kernel file: shape (S, K, S) or (S*K, S) with K = ``n_actions`` (the data's actions)."""
     if not Path(path).exists():
         raise FileNotFoundError(f"transition kernel file {path!r} does not exist")
     try:
         kernel = np.load(path, allow_pickle=False)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         raise ValueError(f"cannot read the transition kernel {path!r}: {exc}") from None
-    if kernel.ndim not in (2, 3):
-        raise ValueError(f"the transition kernel {path!r} must have shape (S, K, S) or (S*K, S), got {kernel.shape}")
+    K = n_actions
+    shape = tuple(kernel.shape)
+    ok = ((kernel.ndim == 3 and shape[1] == K and shape[0] == shape[2] > 0)
+          or (kernel.ndim == 2 and shape[1] > 0 and shape[0] == shape[1] * K))
+    if not ok:
+        S = shape[-1] if kernel.ndim else "S"
+        raise ValueError(f"the transition kernel {path!r} must have shape (S, K, S) = ({S}, {K}, {S}) or (S*K, S) = "
+                         f"({S}*{K}, {S}) for S states and the data's K = {K} actions (in sorted label order), got "
+                         f"{shape}")
     return kernel
 
 
@@ -837,6 +875,7 @@ def _tabular_rewards(model, index, data, labels, boot, level):
     S, K = table.shape
     rewards = index.labels()
     rewards["visits"] = np.bincount(data.states[:, 0].astype(np.int64), minlength=S)
+    rewards["visited"] = rewards["visits"] > 0  # False: no observed choice, the reward is not identified there
     for k, label in enumerate(labels):
         rewards[f"reward_{label}"] = table[:, k]
     if boot is not None:
@@ -896,8 +935,10 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
         "fit", help="fit GenPQR to a CSV/Parquet file: model, rewards table and HTML report",
         description="Recover a normalized reward from logged choices in a long-format file (one row per episode "
                     "and time step). Writes model.joblib, rewards.csv, parameters.csv (with --features), "
-                    "config.json and report.html to --out.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+                    "config.json and report.html to --out. States are tabular (each distinct value of the state "
+                    "columns is a state; exact solve) when every state column holds integers, with --bins, or with "
+                    "--q-model exact; otherwise they are continuous (fitted Q evaluation, --q-model).",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("data", nargs="?", default=S, help="CSV or Parquet data file")
     p.add_argument("--config", default=S, metavar="FILE.json", help="JSON config (same keys as the flags, with "
                    "underscores); flags override it")
@@ -951,7 +992,12 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
                    help="with --features: npl (default; iterated to convergence = the MLE), nfxp, pml or projection")
     p.add_argument("--n-iterations", dest="n_iterations", type=int, default=S, help="maximum FQE iterations")
     p.add_argument("--seed", type=int, default=S, help="random seed (0)")
-    p.add_argument("--out", default=S, metavar="DIR", help="output folder")
+    p.add_argument("--time-gaps", dest="time_gaps", choices=("error", "split"), default=S,
+                   help="a missing time step inside an episode: error (default; names the episode and step) or "
+                        "split (start a new episode after the gap). Integer times must be consecutive; other times "
+                        "may not step further than the episode's most common step")
+    p.add_argument("--sep", default=S, metavar="CHAR", help="CSV delimiter (default ','; e.g. ';' or '\\t')")
+    p.add_argument("--out", default=S, metavar="DIR", help="output folder (created; checked before fitting)")
     p.add_argument("--quiet", action="store_true", default=S, help="no progress bars")
     p.set_defaults(func=fit_command)
     return p

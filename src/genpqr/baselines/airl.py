@@ -80,10 +80,10 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import ClassifierMixin, clone
+from sklearn.base import ClassifierMixin
 from sklearn.linear_model import Ridge
 
-from .._checks import as_float_array, check_gamma
+from .._checks import as_float_array, check_gamma, clone_learner as clone
 from ..nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidden_layer_sizes, _check_positive,
                   _fresh_seed, _import_torch, _predict, _standardization, _to_tensor, _torch_threads)
 from ..policy import DEFAULT_CLIP, _check_clip

@@ -49,7 +49,7 @@ import warnings
 
 import numpy as np
 
-from .._checks import check_gamma, seed_from
+from .._checks import check_gamma, plain, seed_from
 from ..data import Transitions
 from ..exceptions import WeakSupportWarning
 from ..nn import (
@@ -248,8 +248,8 @@ class DeepPQR(_PolicyBaseline):
             data.encoder.encode_one(norm.mu.action, "anchor action")
         except (TypeError, ValueError):
             raise ValueError(
-                f"the anchor action {norm.mu.action!r} of the normalization never occurs in the data (known action "
-                f"labels: {data.encoder.labels.tolist()}); DeepPQR fits its anchor network on anchor rows only"
+                f"the anchor action {plain(norm.mu.action)!r} of the normalization never occurs in the data (known "
+                f"action labels: {data.encoder.labels.tolist()}); DeepPQR fits its anchor network on anchor rows only"
             ) from None
         return norm.bind(data.encoder.encode)
 
@@ -265,13 +265,13 @@ class DeepPQR(_PolicyBaseline):
         label = data.encoder.labels.tolist()[anchor]
         if anchor_rows.size == 0:
             raise ValueError(
-                f"the anchor action {label!r} never occurs in the data (0 of {data.n} rows); DeepPQR fits its anchor "
-                f"network on anchor rows only"
+                f"the anchor action {plain(label)!r} never occurs in the data (0 of {data.n} rows); DeepPQR fits its "
+                f"anchor network on anchor rows only"
             )
         if anchor_rows.size < prm["min_support"]:
             warnings.warn(
-                f"weak support for the anchor action {label!r}: only {anchor_rows.size} of {data.n} rows take it "
-                f"(min_support={prm['min_support']}); DeepPQR's anchor network sees only these rows",
+                f"weak support for the anchor action {plain(label)!r}: only {anchor_rows.size} of {data.n} rows take "
+                f"it (min_support={prm['min_support']}); DeepPQR's anchor network sees only these rows",
                 WeakSupportWarning, stacklevel=2,
             )
         policy = fit_stage1(self.policy_model, self.policy_prefit, data, self.clip, self.random_state)

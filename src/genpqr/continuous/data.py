@@ -86,9 +86,10 @@ class ActionSpace:
         if not np.all(inside):
             bad = np.argwhere(~inside)[0]
             first = tuple(int(i) for i in bad)
+            where = f"row {first[0]}" if len(first) == 1 else f"index {first}"
             raise ValueError(
                 f"{name} has {int((~inside).sum())} action(s) outside the stated support {self.describe()} "
-                f"(first at index {first}: {np.asarray(actions)[first].tolist()}); widen action_low/action_high or "
+                f"(first at {where}: {np.asarray(actions)[first].tolist()}); widen action_low/action_high or "
                 "fix the data"
             )
 

@@ -35,9 +35,9 @@ import numbers
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 
-from .._checks import as_float_array, check_length, check_random_state
+from .._checks import as_float_array, check_length, check_random_state, clone_learner as clone
 from ..exceptions import NotFittedError
 from .data import ActionSpace, as_actions
 

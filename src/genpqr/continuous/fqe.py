@@ -30,9 +30,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 
-from .._checks import as_float_array, check_gamma
+from .._checks import as_float_array, check_gamma, clone_learner as clone
 from ..exceptions import ConvergenceWarning, NotFittedError
 from ..qeval import FQEHistory, _warm_start_ok
 from .integration import Nodes

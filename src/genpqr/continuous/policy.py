@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.base import clone
 
-from .._checks import check_random_state
+from .._checks import check_random_state, clone_learner as clone
 from .data import ActionSpace, ContinuousTransitions
 from .densities import check_density
 

@@ -49,9 +49,18 @@ def load_results(out) -> pd.DataFrame:
     path = Path(out) / RESULTS_FILE
     if not path.exists():
         raise FileNotFoundError(f"no {RESULTS_FILE} in {out}; run `genpqr experiment NAME --out {out}` first")
-    df = pd.read_csv(path, keep_default_na=True)
+    try:
+        df = pd.read_csv(path, keep_default_na=True)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {' '.join(str(exc).split())} (an empty or damaged results file; "
+                         f"rerun `genpqr experiment NAME --out {out}`)") from None
     if df.empty:
         raise ValueError(f"{path} has no rows")
+    missing = [c for c in ("experiment", "setting", "method", "seed") if c not in df.columns]
+    if missing:
+        hint = (" (a `genpqr experiment continuous` folder: its table is already in results.md)"
+                if {"problem", "normalization"} <= set(df.columns) else "")
+        raise ValueError(f"{path} lacks the column(s) {missing} of a `genpqr experiment` results file{hint}")
     return df
 
 

@@ -1,0 +1,627 @@
+"""Bad inputs, table-driven: ``genpqr fit``, ``genpqr report`` and the API.
+
+Every case states the exact kind of outcome it expects:
+
+* ``Err(phrases)``: exit code 2 and one line on stderr (``genpqr fit: error: ...`` or argparse's
+  usage error) containing every phrase (the argument's name and what was expected), no
+  traceback, no numpy reprs (``np.int64(...)``);
+* ``Ok(check)``: exit code 0, and ``check(out_dir, stdout)`` holds (the correct result, or
+  the warning printed in the summary);
+* API cases: ``pytest.raises(Class, match=...)``, ``pytest.warns(Class)`` or a result check.
+
+Small data (30 episodes x 6 steps, 4 states, 2 actions) keeps the whole file fast.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genpqr import GenPQR, from_arrays, from_pandas
+from genpqr.data import from_episodes
+from genpqr import normalization as N
+from genpqr.cli import main
+from genpqr.policy import FrequencyClassifier
+
+
+# ----------------------------------------------------------------------------- learners without get_params
+class NoParamsClassifier:
+    """Any probabilistic classifier: ``fit`` / ``predict_proba`` / ``classes_``, no ``get_params``."""
+
+    def __init__(self, inner=None):
+        self.inner = inner if inner is not None else FrequencyClassifier()
+
+    def fit(self, X, y):
+        self.inner.fit(X, y)
+        self.classes_ = self.inner.classes_
+        return self
+
+    def predict_proba(self, X):
+        return self.inner.predict_proba(X)
+
+
+class NoParamsRegressor:
+    """Least squares with ``fit`` / ``predict`` only."""
+
+    def fit(self, X, y, sample_weight=None):
+        A = np.c_[np.ones(len(X)), X]
+        self.coef_ = np.linalg.lstsq(A, y, rcond=None)[0]
+        return self
+
+    def predict(self, X):
+        return np.c_[np.ones(len(X)), X] @ self.coef_
+
+
+# ----------------------------------------------------------------------------- data
+N_EP, T = 30, 6
+
+
+def base_frame(n_ep: int = N_EP, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = n_ep * T
+    state = rng.integers(0, 4, n)
+    return pd.DataFrame({"episode": np.repeat(np.arange(n_ep), T), "time": np.tile(np.arange(T), n_ep),
+                         "state": state, "action": rng.choice(["a", "b"], n),
+                         "outcome": rng.normal(size=n).round(3), "anchor": np.where(state % 2 == 0, "a", "b"),
+                         "h": (state * 0.1).round(2)})
+
+
+def _drop_row(f, episode=0, time=3):
+    return f.drop(index=f.index[(f.episode == episode) & (f.time == time)])
+
+
+def _float_times_gap(f):
+    f = f.assign(time=f.time * 0.5)
+    return _drop_row(f, 2, 1.5)
+
+
+def _many_int_actions(f):
+    f = f.assign(action=np.arange(len(f)) % 25)
+    f.loc[f.index[T - 1], "action"] = 99  # seen only on the last row of episode 0
+    return f
+
+
+def _mixed(col, value, row=3):
+    def make(f):
+        f = f.astype({col: object})
+        f.loc[row, col] = value
+        return f
+    return make
+
+
+def _set(col, value, row=4):
+    def make(f):
+        f = f.astype({col: float}) if isinstance(value, float) else f.copy()
+        f.loc[row, col] = value
+        return f
+    return make
+
+
+def _increment_jump(f):
+    f = f.copy()
+    f["state"] = f["time"]
+    f.loc[(f.episode == 3) & (f.time == 2), "state"] = 4  # 1 -> 4: a jump of 3
+    return f
+
+
+def _inconsistent_anchor(f):
+    f = f.copy()
+    f.loc[f.index[f.state == 0][0], "anchor"] = "b"
+    return f
+
+
+def _value_missing_state(f):
+    return f.assign(h=f.h.where(f.state != 3))
+
+
+@dataclass
+class Err:
+    phrases: tuple
+
+    def __init__(self, *phrases):
+        self.phrases = phrases
+
+
+@dataclass
+class Ok:
+    check: Callable
+
+
+def _rewards(out):
+    return pd.read_csv(out / "rewards.csv")
+
+
+def _n_episodes(stdout):
+    return int(stdout.split(" transitions in ")[1].split()[0])
+
+
+# name: (frame maker or None, extra argv (later flags win), expected outcome)
+# "{tmp}" in an argv item is replaced by the case's temporary folder.
+CLI = {
+    # --- silent wrong results (issue 10) ------------------------------------------------
+    "time gap": (_drop_row, [], Err("time gap inside an episode", "episode 0", "from time 2 to 4",
+                                    "--time-gaps split")),
+    "time gap, float times": (_float_times_gap, [], Err("time gap", "episode 2", "0.5 is expected")),
+    "time gap split": (_drop_row, ["--time-gaps", "split"], Ok(lambda out, so: _n_episodes(so) == N_EP + 1)),
+    "float times without gap": (lambda f: f.assign(time=f.time * 0.25), [],
+                                Ok(lambda out, so: _n_episodes(so) == N_EP)),
+    "bootstrap with one episode": (lambda f: f[f.episode == 0], ["--bootstrap", "5"],
+                                   Err("--bootstrap", "at least 10", "the data has 1")),
+    "bootstrap with five episodes": (lambda f: f[f.episode < 5], ["--bootstrap", "5"], Err("at least 10", "has 5")),
+    "unvisited states flagged": (None, ["--n-states", "6"],
+                                 Ok(lambda out, so: "2 of 6 states have no observed choice" in so
+                                    and _rewards(out)["visited"].tolist() == [True] * 4 + [False] * 2)),
+    "classifier without get_params": (None, ["--policy-model", "tests.test_bad_inputs:NoParamsClassifier"],
+                                      Ok(lambda out, so: _rewards(out)["visited"].all())),
+    # --- late or weak errors --------------------------------------------------------------
+    "out is a file": (None, ["--out", "{tmp}/afile"], Err("--out", "is a file")),
+    "out below a file": (None, ["--out", "{tmp}/afile/sub"], Err("--out", "cannot be written")),
+    "n-jobs 0": (None, ["--n-jobs", "0", "--bootstrap", "3"], Err("--n-jobs", "got 0")),
+    "empty file": ("empty", [], Err("data file", "data.csv", "is empty")),
+    "header only": ("header", [], Err("has no rows")),
+    "semicolon-delimited": ("semicolon", [], Err("';'-delimited", "--sep ';'")),
+    "semicolon with --sep": ("semicolon", ["--sep", ";"], Ok(lambda out, so: (out / "rewards.csv").exists())),
+    "tab-delimited": ("tab", [], Err("tab", "--sep '\\t'")),
+    "one row per episode": (lambda f: f.assign(episode=np.arange(len(f))), [],
+                            Err("no transitions", "single row", "'episode' identifies episodes")),
+    "continuous-looking actions": (lambda f: f.assign(action=np.random.default_rng(1).normal(size=len(f)).round(3)),
+                                   [], Err("distinct real numbers", "--action-type continuous")),
+    "many numeric actions, mean-zero": (_many_int_actions, ["--normalization", "mean-zero"],
+                                        Err("never occur in the data", "[99]", "--action-type continuous")),
+    "kernel of the wrong shape": ("kernel:4,3,4", ["--transition", "{tmp}/kernel.npy"],
+                                  Err("(S, K, S) = (4, 2, 4)", "got (4, 3, 4)")),
+    "kernel 1-D": ("kernel:8", ["--transition", "{tmp}/kernel.npy"], Err("must have shape", "got (8,)")),
+    "kernel (S*K, S) wrong": ("kernel:7,4", ["--transition", "{tmp}/kernel.npy"], Err("(S*K, S)", "got (7, 4)")),
+    "kernel file missing": (None, ["--transition", "{tmp}/nope.npy"], Err("transition kernel file", "does not exist")),
+    "kernel not numpy": ("kernel:text", ["--transition", "{tmp}/kernel.npy"], Err("cannot read the transition kernel")),
+    "increment jump names the time": (_increment_jump, ["--transition", "increment:1"],
+                                      Err("outside [0, max_increment=1]", "time 1 of episode number 3")),
+    "integer labels in messages": (lambda f: f.assign(action=(f.action == "b").astype(int)),
+                                   ["--normalization", "anchor:5"], Err("anchor action '5' is never taken", "[0, 1]")),
+    "single integer action": (lambda f: f.assign(action=1), ["--normalization", "mean-zero"],
+                              Err("only one action (1)")),
+    # --- missing columns and types -------------------------------------------------------
+    "missing time column": (lambda f: f.drop(columns=["time"]), [], Err("missing column", "'time' (--time)")),
+    "missing state column": (None, ["--state", "stat"], Err("'stat' (--state)")),
+    "missing action column": (None, ["--action", "act"], Err("'act' (--action)")),
+    "missing outcome column": (None, ["--outcome", "y"], Err("'y' (--outcome)")),
+    "missing terminated column": (None, ["--terminated", "done"], Err("'done' (--terminated)")),
+    "missing truncated column": (None, ["--truncated", "cut"], Err("'cut' (--truncated)")),
+    "missing episode column": (None, ["--episode", "ep"], Err("'ep' (--episode)")),
+    "mixed state types": (_mixed("state", "high"), [], Err("'state' mixes numbers and text", "'high'")),
+    "mixed action types": (_mixed("action", 7), [], Err("'action' mixes numbers and text")),
+    "text state column": (lambda f: f.assign(state=f.state.map("s{}".format)), [],
+                          Err("state column 'state' must be numeric")),
+    "text time column": (lambda f: f.assign(time=f.time.map("t{}".format)), [],
+                         Err("time column 'time' must be numeric")),
+    "missing state value": (_set("state", np.nan), [], Err("state column 'state' has 1 missing", "data row 5",
+                                                          "line 6")),
+    "infinite state value": (_set("state", np.inf), [], Err("infinite", "data row 5")),
+    "missing time value": (_set("time", np.nan), [], Err("time column 'time' has 1 missing")),
+    "missing action value": (_set("action", None), [], Err("action column 'action' has 1 missing")),
+    "duplicated (episode, time)": (lambda f: f.assign(time=f.time.where(f.time != 1, 0)), [],
+                                   Err("pairs must be unique")),
+    "terminal flag mid-episode": (lambda f: f.assign(done=f.time == 2), ["--terminated", "done"],
+                                  Err("marks a step as terminal although its episode continues")),
+    "terminal flag not boolean": (lambda f: f.assign(done=np.where(f.time == T - 1, "yes", "no")),
+                                  ["--terminated", "done"], Err("must be boolean")),
+    "data file missing": ("missing", [], Err("data file", "does not exist")),
+    "data file of unknown format": ("xlsx", [], Err("unknown data format")),
+    "data path is a folder": ("folder", [], Err("is a folder")),
+    # --- numbers out of range ------------------------------------------------------------
+    "gamma 1": (None, ["--gamma", "1"], Err("gamma must be in [0, 1)")),
+    "gamma negative": (None, ["--gamma", "-0.1"], Err("gamma must be in [0, 1)")),
+    "gamma text": (None, ["--gamma", "abc"], Err("--gamma", "invalid float value")),
+    "level above 1": (None, ["--level", "1.5"], Err("--level must be in (0, 1)")),
+    "bootstrap 1": (None, ["--bootstrap", "1"], Err("--bootstrap must be 0")),
+    "bootstrap negative": (None, ["--bootstrap", "-3"], Err("--bootstrap must be 0")),
+    "cross-fit above episodes": (None, ["--cross-fit", "50"], Err("--cross-fit 50 needs at least 50 episodes")),
+    "n-states 0": (None, ["--n-states", "0"], Err("--n-states must be at least 1")),
+    "n-states below the data": (None, ["--n-states", "2"], Err("2 states were given", "state 3")),
+    "n-iterations 0": (None, ["--n-iterations", "0"], Err("--n-iterations must be at least 1")),
+    "n-jobs text": (None, ["--n-jobs", "two"], Err("--n-jobs", "invalid int value")),
+    # --- normalization specs ---------------------------------------------------------------
+    "unknown normalization": (None, ["--normalization", "anchored:a"], Err("--normalization must be one of")),
+    "mean-zero with an argument": (None, ["--normalization", "mean-zero:a"], Err("takes no argument")),
+    "anchor without an action": (None, ["--normalization", "anchor:"], Err("needs an argument", "anchor:ACTION")),
+    "anchor never taken": (None, ["--normalization", "anchor:z"], Err("anchor action 'z' is never taken",
+                                                                        "['a', 'b']")),
+    "continuous-only normalization": (None, ["--normalization", "gaussian:0,1"], Err("is for continuous actions")),
+    "state-anchor column missing": (None, ["--normalization", "state-anchor:nope"],
+                                    Err("'nope' (--normalization state-anchor)")),
+    "state-anchor inconsistent": (_inconsistent_anchor, ["--normalization", "state-anchor:anchor"],
+                                  Err("different anchor actions at one state")),
+    "state-anchor label never taken": (lambda f: f.assign(anchor="z"), ["--normalization", "state-anchor:anchor"],
+                                       Err("'z' is never taken")),
+    "value column text": (lambda f: f.assign(h="x"), ["--normalization", "value:h"], Err("'h' must be numeric")),
+    "value missing at a state": (_value_missing_state, ["--normalization", "value:h"],
+                                 Err("has no value for state_index [3]")),
+    "behavior outcome conflict": (None, ["--normalization", "behavior:outcome", "--outcome", "h"],
+                                  Err("name different outcome columns")),
+    "behavior outcome text": (lambda f: f.assign(outcome="x"), ["--normalization", "behavior:outcome"],
+                              Err("'outcome' must be numeric")),
+    # --- bins, transitions, models ----------------------------------------------------------
+    "bins decreasing": (None, ["--bins", "state=3,1"], Err("strictly increasing")),
+    "bins not numbers": (None, ["--bins", "state=a,b"], Err("bins for column 'state' must be numbers")),
+    "bins of a non-state column": (None, ["--bins", "foo=1,2"], Err("not state columns")),
+    "bins without '='": (None, ["--bins", "state"], Err("--bins must look like COLUMN=e1,e2")),
+    "bins with a Q model": (None, ["--bins", "state=1,2", "--q-model", "linear"], Err("cannot be combined")),
+    "bad transition": (None, ["--transition", "markov"], Err("--transition must be counts")),
+    "bad increment": (None, ["--transition", "increment:x"], Err("non-negative integer MAX")),
+    "unknown policy model": (None, ["--policy-model", "svm"], Err("--policy-model must be one of")),
+    "bad policy import path": (None, ["--policy-model", "no_such_module:Clf"], Err("cannot import policy model")),
+    "density as policy model": (None, ["--policy-model", "gaussian"], Err("is a density for continuous actions")),
+    "unknown Q model": (None, ["--q-model", "forest"], Err("--q-model must be one of")),
+    "features with continuous states": (None, ["--q-model", "linear", "--features", "{tmp}/f.csv"],
+                                        Err("need the tabular mode")),
+    "features file missing": (None, ["--features", "{tmp}/nope.csv"], Err("features file", "does not exist")),
+    "features file empty": ("features:empty", ["--features", "{tmp}/f.csv"], Err("features file", "is empty")),
+    "features without action column": ("features:noaction", ["--features", "{tmp}/f.csv"],
+                                       Err("features file", "missing column(s) ['action']")),
+    "features text column": ("features:text", ["--features", "{tmp}/f.csv"], Err("feature column 'x' must be numeric")),
+    "features state_index out of range": ("features:range", ["--features", "{tmp}/f.csv"],
+                                          Err("state_index must be in [0, 4)")),
+    # --- config and flags -------------------------------------------------------------------
+    "config missing": (None, ["--config", "{tmp}/nope.json"], Err("config file", "does not exist")),
+    "config not JSON": ("config:{", ["--config", "{tmp}/c.json"], Err("is not valid JSON")),
+    "config a list": ("config:[1]", ["--config", "{tmp}/c.json"], Err("must hold a JSON object")),
+    "config unknown key": ('config:{"gama": 0.9}', ["--config", "{tmp}/c.json"],
+                           Err("unknown config key(s) ['gama']")),
+    "config wrong type": ('config:{"bootstrap": "many"}', ["--config", "{tmp}/c.json"], Err("config key 'bootstrap'")),
+    "config bad time_gaps": ('config:{"time_gaps": "fill"}', ["--config", "{tmp}/c.json"],
+                             Err("--time-gaps must be one of")),
+    "abbreviated flag": (None, ["--gam", "0.9"], Err("unrecognized arguments", "--gam")),
+    "bad --time-gaps": (None, ["--time-gaps", "fill"], Err("--time-gaps", "invalid choice")),
+    "empty --sep": (None, ["--sep", ""], Err("--sep must be a non-empty")),
+    "action bounds for discrete actions": (None, ["--action-low", "0"], Err("need(s) --action-type continuous")),
+    "several discrete action columns": (None, ["--action", "action,state"], Err("several action columns")),
+    "unknown action type": (None, ["--action-type", "mixed"], Err("--action-type", "invalid choice")),
+    # --- continuous actions ------------------------------------------------------------------
+    "continuous text actions": (None, ["--action-type", "continuous", "--normalization", "anchor:0"],
+                                Err("must hold numbers with --action-type continuous")),
+    "continuous mean-zero": (None, ["--action-type", "continuous", "--normalization", "mean-zero"],
+                             Err("mean-zero is not supported for continuous actions")),
+    "continuous bad integration": (None, ["--action-type", "continuous", "--normalization", "uniform",
+                                          "--integration", "simpson"], Err("--integration must be")),
+    "continuous half bounds": (None, ["--action-type", "continuous", "--normalization", "anchor:0",
+                                      "--action-low", "0"], Err("must be given together")),
+    "continuous actions outside bounds": (lambda f: f.assign(action=np.linspace(-1, 2, len(f))),
+                                          ["--action-type", "continuous", "--normalization", "anchor:0",
+                                           "--action-low", "0", "--action-high", "1"],
+                                          Err("lie outside", "data row 1")),
+}
+
+
+def _write_input(kind, tmp):
+    """The data file (and side files) of a case; returns the data path."""
+    data = tmp / "data.csv"
+    frame = base_frame()
+    (tmp / "afile").write_text("x")
+    if callable(kind):
+        kind(frame).to_csv(data, index=False)
+        return data
+    frame.to_csv(data, index=False)
+    if kind is None:
+        return data
+    if kind == "empty":
+        data.write_text("")
+    elif kind == "header":
+        data.write_text(",".join(frame.columns) + "\n")
+    elif kind in ("semicolon", "tab"):
+        frame.to_csv(data, index=False, sep=";" if kind == "semicolon" else "\t")
+    elif kind == "missing":
+        return tmp / "none.csv"
+    elif kind == "xlsx":
+        (tmp / "data.xlsx").write_text("x")
+        return tmp / "data.xlsx"
+    elif kind == "folder":
+        (tmp / "dir.csv").mkdir()
+        return tmp / "dir.csv"
+    elif kind.startswith("kernel:"):
+        spec = kind.split(":")[1]
+        if spec == "text":
+            (tmp / "kernel.npy").write_text("not numpy")
+        else:
+            shape = tuple(int(v) for v in spec.split(","))
+            np.save(tmp / "kernel.npy", np.full(shape, 1.0 / shape[-1]))
+    elif kind.startswith("features:"):
+        what = kind.split(":")[1]
+        f = pd.DataFrame({"state_index": np.repeat(np.arange(4), 2), "action": ["a", "b"] * 4, "x": np.arange(8.0)})
+        if what == "empty":
+            (tmp / "f.csv").write_text("")
+            return data
+        f = {"noaction": f.drop(columns=["action"]), "text": f.assign(x="t"),
+             "range": f.assign(state_index=f.state_index + 1)}[what]
+        f.to_csv(tmp / "f.csv", index=False)
+    elif kind.startswith("config:"):
+        (tmp / "c.json").write_text(kind[len("config:"):])
+    return data
+
+
+def _run(argv, capsys):
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("case", list(CLI))
+def test_fit_bad_input(case, tmp_path, capsys):
+    kind, extra, expected = CLI[case]
+    data = _write_input(kind, tmp_path)
+    out = tmp_path / "out"
+    argv = ["fit", data, "--episode", "episode", "--time", "time", "--state", "state", "--action", "action",
+            "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--quiet", "--out", out]
+    argv += [str(a).replace("{tmp}", str(tmp_path)) for a in extra]
+    code, stdout, stderr = _run(argv, capsys)
+    assert "Traceback" not in stderr
+    if isinstance(expected, Err):
+        assert code == 2, (case, stdout, stderr)
+        message = stderr.strip().splitlines()[-1]
+        assert message.startswith(("genpqr fit: error: ", "genpqr: error: ")), stderr
+        for phrase in expected.phrases:
+            assert phrase in message, (case, message)
+        assert "np.int" not in message and "np.str" not in message and "np.float" not in message
+        assert len(message) < 900, f"{case}: {len(message)} characters"
+        assert not (out / "report.html").exists()
+    else:
+        assert code == 0, (case, stderr)
+        assert expected.check(out, stdout), (case, stdout)
+
+
+# ----------------------------------------------------------------------------- genpqr report
+def _results(folder, text):
+    folder.mkdir()
+    (folder / "results.csv").write_text(text)
+    return folder
+
+
+REPORT = {
+    "missing folder": (lambda tmp: tmp / "nope", ("does not exist",)),
+    "a file, not a folder": (lambda tmp: (tmp / "f").write_text("x") and tmp / "f", ("is a file",)),
+    "no results.csv": (lambda tmp: (tmp / "d").mkdir() or tmp / "d", ("no results.csv",)),
+    "empty results.csv": (lambda tmp: _results(tmp / "d", ""), ("cannot read", "results.csv")),
+    "header only": (lambda tmp: _results(tmp / "d", "experiment,setting,seed,method\n"), ("has no rows",)),
+    "foreign columns": (lambda tmp: _results(tmp / "d", "a,b\n1,2\n"), ("lacks the column(s)", "'method'")),
+}
+
+
+@pytest.mark.parametrize("case", list(REPORT))
+def test_report_bad_input(case, tmp_path, capsys):
+    make, phrases = REPORT[case]
+    code, _, stderr = _run(["report", make(tmp_path)], capsys)
+    assert code == 2 and "Traceback" not in stderr
+    message = stderr.strip().splitlines()[-1]
+    assert message.startswith("genpqr report: error: ")
+    for phrase in phrases:
+        assert phrase in message
+
+
+OTHER = {
+    "experiment --out is a file": (["experiment", "exp2", "--tiny", "--out", "{tmp}/afile"], "--out"),
+    "experiment --out below a file": (["experiment", "exp2", "--tiny", "--out", "{tmp}/afile/x"], "cannot be written"),
+    "experiment --seeds 0": (["experiment", "continuous", "--tiny", "--seeds", "0", "--out", "{tmp}/e"], "--seeds"),
+    "experiment --n-jobs 0": (["experiment", "exp2", "--tiny", "--n-jobs", "0", "--out", "{tmp}/e"], "--n-jobs"),
+    "experiment unknown method": (["experiment", "exp2", "--tiny", "--methods", "Foo", "--out", "{tmp}/e"],
+                                  "unknown method(s) ['Foo']"),
+    "experiment unknown name": (["experiment", "exp9", "--out", "{tmp}/e"], "invalid choice"),
+    "experiment abbreviated flag": (["experiment", "exp2", "--tin", "--out", "{tmp}/e"], "unrecognized arguments"),
+    "demo --out is a file": (["demo", "--out", "{tmp}/afile"], "--out"),
+    "demo gamma 1": (["demo", "--gamma", "1", "--out", "{tmp}/d"], "--gamma must be in [0, 1)"),
+    "demo one state": (["demo", "--states", "1", "--out", "{tmp}/d"], "--states"),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHER))
+def test_other_commands_bad_input(case, tmp_path, capsys):
+    argv, phrase = OTHER[case]
+    (tmp_path / "afile").write_text("x")
+    code, _, stderr = _run([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert code == 2 and "Traceback" not in stderr
+    assert phrase in stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "e").exists() and not (tmp_path / "d").exists()
+
+
+def test_version_and_help(capsys):
+    code, out, _ = _run(["--version"], capsys)
+    assert code == 0 and out.startswith("genpqr ")
+    code, out, _ = _run(["experiment", "--help"], capsys)
+    assert code == 0 and "GenPQR (BC, NN)" in out and "MaxEnt-IRL" in out
+    for command in ("demo", "report"):
+        code, out, _ = _run([command, "--help"], capsys)
+        assert code == 0 and "default" in out.lower() or command == "report"
+    code, _, err = _run(["demo", "--gamma", "1"], capsys)
+    assert code == 2 and "--gamma" in err
+
+
+# ----------------------------------------------------------------------------- the API
+@pytest.fixture(scope="module")
+def frame():
+    return base_frame()
+
+
+def _kw(**extra):
+    return dict(episode="episode", time="time", state="state", action="action", **extra)
+
+
+@pytest.fixture(scope="module")
+def tabular(frame):
+    return from_pandas(frame, **_kw())
+
+
+def _rows(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 4, n), rng.integers(0, 4, n)
+
+
+API_ERRORS = {
+    "time gap": (lambda f, d: from_pandas(_drop_row(f), **_kw()), ValueError,
+                 r"time gap inside an episode: episode 0 jumps from time 2 to 4"),
+    "unknown time_gaps": (lambda f, d: from_pandas(f, **_kw(time_gaps="fill")), ValueError,
+                          r"time_gaps must be one of \['error', 'split'\]"),
+    "text time column": (lambda f, d: from_pandas(f.assign(time="x"), **_kw()), TypeError, "time column 'time'"),
+    "missing time": (lambda f, d: from_pandas(f.assign(time=f.time.where(f.time != 2)), **_kw()), ValueError,
+                     "time column 'time' has 30 missing"),
+    "one row per episode": (lambda f, d: from_pandas(f.assign(episode=np.arange(len(f))), **_kw()), ValueError,
+                            "single row"),
+    "empty frame": (lambda f, d: from_pandas(f.iloc[:0], **_kw()), ValueError, "at least one row"),
+    "continuous-looking actions": (lambda f, d: from_arrays(np.zeros(600), np.linspace(0, 1, 600), np.zeros(600)),
+                                   ValueError, r"use genpqr\.continuous \(from_arrays, ContinuousGenPQR"),
+    "continuous-looking actions, from_pandas": (lambda f, d: from_pandas(f.assign(action=np.linspace(0, 1, len(f))),
+                                                                          **_kw()),
+                                                ValueError, "action column 'action' hold 180 distinct real numbers"),
+    "continuous-looking actions, from_episodes": (lambda f, d: from_episodes(
+        [{"states": np.zeros(101), "actions": np.linspace(0, 1, 100)}]), ValueError, "look like continuous actions"),
+    "bootstrap one episode": (lambda f, d: _boot(d.subset(d.episode_ids == 0)), ValueError, "at least 10"),
+    "bootstrap n_jobs 0": (lambda f, d: _boot(d, n_jobs=0), ValueError, "n_jobs"),
+    "bootstrap n_boot 1": (lambda f, d: _boot(d, n_boot=1), ValueError, "n_boot must be at least 2"),
+    "bootstrap not transitions": (lambda f, d: _boot(f), TypeError, "Transitions"),
+    "gamma 1": (lambda f, d: GenPQR(N.anchor_action("a"), gamma=1.0, q_model="exact").fit(d), ValueError,
+                r"gamma must be in \[0, 1\)"),
+    "gamma text": (lambda f, d: GenPQR(N.anchor_action("a"), gamma="0.9", q_model="exact").fit(d), TypeError,
+                   "gamma must be a real number"),
+    "anchor never seen": (lambda f, d: GenPQR(N.anchor_action("z"), q_model="exact").fit(d), ValueError,
+                          r"\['z'\] that the model never saw"),
+    "normalization a string": (lambda f, d: GenPQR("anchor:a", q_model="exact").fit(d), TypeError,
+                               "normalization must be a genpqr Normalization"),
+    "data a frame": (lambda f, d: GenPQR(q_model="exact").fit(f), TypeError, "data must be genpqr.data.Transitions"),
+    "q_model string": (lambda f, d: GenPQR(q_model="linear").fit(d), ValueError, "q_model must be 'exact'"),
+    "classifier class": (lambda f, d: GenPQR(policy_model=FrequencyClassifier, q_model="exact").fit(d), TypeError,
+                         "instantiate it"),
+    "not a classifier": (lambda f, d: GenPQR(policy_model=NoParamsRegressor(), q_model="exact").fit(d), TypeError,
+                         "fit\\(\\) and predict_proba\\(\\)"),
+    "prefit without model": (lambda f, d: GenPQR(policy_prefit=True, q_model="exact").fit(d), ValueError,
+                             "policy_prefit=True needs a fitted policy_model"),
+    "single integer action": (lambda f, d: GenPQR(q_model="exact").fit(from_arrays([0, 1], [1, 1], [1, 0],
+                                                                                       action_labels=[1, 2])),
+                              ValueError, r"only one action \(1\)"),
+    "NaN state": (lambda f, d: from_arrays([0.0, np.nan], ["a", "b"], [1, 0]), ValueError, "states must be finite"),
+    "length mismatch": (lambda f, d: from_arrays([0, 1, 2], ["a", "b"], [1, 0, 1]), ValueError,
+                        "states has 3 rows but actions has 2"),
+    "2-D actions": (lambda f, d: from_arrays([0, 1], [["a", "b"], ["b", "a"]], [1, 0]), ValueError, "1-D"),
+    "no rows": (lambda f, d: from_arrays(np.zeros(0), [], np.zeros(0)), ValueError, "at least one row"),
+    "flags not boolean": (lambda f, d: from_arrays([0, 1], ["a", "b"], [1, 0], terminated=["x", "y"]), TypeError,
+                          "terminated must be boolean"),
+    "missing column": (lambda f, d: from_pandas(f, **{**_kw(), "state": "nope"}), ValueError,
+                       r"missing column\(s\) \['nope'\]"),
+    "duplicated step": (lambda f, d: from_pandas(pd.concat([f, f.iloc[:1]]), **_kw()), ValueError,
+                        "pairs must be unique"),
+    "not a frame": (lambda f, d: from_pandas(f.to_dict(), **_kw()), TypeError, "must be a pandas DataFrame"),
+    "duplicated labels": (lambda f, d: from_arrays([0, 1], ["a", "b"], [1, 0], action_labels=["a", "a"]), ValueError,
+                          "action labels must be distinct"),
+    "exact with 2 state columns": (lambda f, d: GenPQR(q_model="exact").fit(
+        from_arrays(np.zeros((4, 2)), ["a", "b", "a", "b"], np.zeros((4, 2)))), ValueError, "tabular states"),
+}
+
+
+def _boot(data, **kw):
+    from genpqr.inference import bootstrap
+
+    kw.setdefault("n_boot", 3)
+    return bootstrap(GenPQR(N.anchor_action("a"), q_model="exact", progress=False), data, **kw)
+
+
+@pytest.mark.parametrize("case", list(API_ERRORS))
+def test_api_bad_input(case, frame, tabular):
+    make, error, match = API_ERRORS[case]
+    with pytest.raises(error, match=match) as info:
+        make(frame, tabular)
+    assert "np.int" not in str(info.value) and "np.str" not in str(info.value)
+
+
+def test_api_read_table_delimiter_and_empty(tmp_path, frame):
+    from genpqr.io import read_table, read_transitions
+
+    frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
+    with pytest.raises(ValueError, match=r"sep=';'"):
+        read_table(tmp_path / "semi.csv")
+    assert read_table(tmp_path / "semi.csv", sep=";").shape == frame.shape
+    data = read_transitions(tmp_path / "semi.csv", sep=";", **_kw())
+    assert data.n == N_EP * (T - 1)
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(ValueError, match=r"data file '.*empty\.csv' is empty"):
+        read_table(tmp_path / "empty.csv")
+
+
+def test_api_time_gaps_split_is_exact(frame):
+    """A split at the gap equals the two halves logged as separate episodes."""
+    gapped = _drop_row(frame, 0, 3)
+    split = from_pandas(gapped, **_kw(time_gaps="split"))
+    halves = gapped.assign(episode=np.where((gapped.episode == 0) & (gapped.time > 3), -1, gapped.episode))
+    reference = from_pandas(halves, **_kw())
+    assert split.n == reference.n == N_EP * (T - 1) - 2 and split.n_episodes == N_EP + 1
+    a = split.to_pandas().sort_values(["time", "state", "action"]).reset_index(drop=True).drop(columns="episode")
+    b = reference.to_pandas().sort_values(["time", "state", "action"]).reset_index(drop=True).drop(columns="episode")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_api_time_gap_rule_for_float_times(frame):
+    from genpqr.data import time_gap_rows
+
+    # episode 0 ticks by 0.5, episode 1 by 0.25: no gap (each episode's own modal step)
+    f = pd.DataFrame({"e": [0] * 4 + [1] * 4, "t": [0, 0.5, 1.0, 1.5, 0, 0.25, 0.5, 0.75]})
+    assert time_gap_rows(f, "e", "t")[0].size == 0
+    f.loc[2, "t"], f.loc[3, "t"] = 1.5, 2.0  # 0.5 -> 1.5 is a gap
+    np.testing.assert_array_equal(time_gap_rows(f, "e", "t")[0], [1])
+    # integer times: the data's modal step (a clock ticking by 2 has no gaps)
+    g = pd.DataFrame({"e": [0, 0, 0, 1, 1], "t": [0, 2, 4, 0, 2]})
+    assert time_gap_rows(g, "e", "t")[0].size == 0
+
+
+def test_api_real_valued_actions_as_labels_on_request():
+    acts = np.linspace(0, 1, 600)
+    data = from_arrays(np.zeros(600), acts, np.zeros(600), action_labels=acts)
+    assert data.n_actions == 600
+
+
+def test_api_classifier_without_get_params_is_copied(tabular):
+    """A learner without get_params is deep-copied (not cloned): same reward as the plain one."""
+    plain = GenPQR(N.anchor_action("a"), q_model="exact", policy_model=FrequencyClassifier()).fit(tabular)
+    wrapped = GenPQR(N.anchor_action("a"), q_model="exact", policy_model=NoParamsClassifier(), cross_fit=3,
+                     random_state=0).fit(tabular)
+    reference = GenPQR(N.anchor_action("a"), q_model="exact", policy_model=FrequencyClassifier(), cross_fit=3,
+                       random_state=0).fit(tabular)
+    np.testing.assert_allclose(wrapped.reward_table().to_numpy(), reference.reward_table().to_numpy(), atol=1e-12)
+    assert plain.policy_model.__class__ is FrequencyClassifier
+    boot = _boot(tabular, n_boot=2)
+    assert boot.replicates.shape == (2, 4, 2)
+    model = GenPQR(N.anchor_action("a"), q_model=NoParamsRegressor(), policy_model=NoParamsClassifier(),
+                   n_iterations=5, tol=None, progress=False).fit(tabular)
+    assert np.all(np.isfinite(model.reward(np.arange(4.0)[:, None])))
+
+
+def test_api_unvisited_states_are_marked(tabular):
+    model = GenPQR(N.anchor_action("a"), q_model="exact", n_states=6).fit(tabular)
+    np.testing.assert_array_equal(model.visited_states_, [True] * 4 + [False] * 2)
+
+
+def test_api_policy_value_difference_takes_labels(tabular):
+    model = GenPQR(N.anchor_action("a"), q_model="exact").fit(tabular)
+    by_label = model.policy_value_difference(N.anchor_action("b"), N.anchor_action("a"))
+    by_table = model.policy_value_difference(np.tile([0.0, 1.0], (4, 1)), np.tile([1.0, 0.0], (4, 1)))
+    np.testing.assert_allclose(by_label, by_table, atol=1e-12)
+
+
+def test_api_message_helpers():
+    from genpqr._checks import plain, short_list
+
+    assert repr(plain(np.int64(1))) == "1" and plain(np.array([np.str_("a")])) == ["a"]
+    assert short_list(np.arange(3)) == "[0, 1, 2]"
+    text = short_list(np.arange(1000) / 7, limit=4)
+    assert text.endswith("... (996 more)]") and len(text) < 120
+
+
+def test_config_file_round_trip_with_new_keys(tmp_path, capsys):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"time_gaps": "split", "sep": ";"}))
+    from genpqr.workflow import FitConfig
+
+    config = FitConfig.from_json(path)
+    assert config.time_gaps == "split" and config.sep == ";"
