@@ -137,7 +137,7 @@ def _rewards(out):
 
 
 def _n_episodes(stdout):
-    return int(stdout.split(" transitions in ")[1].split()[0])
+    return int(stdout.split(" episodes (")[0].split()[-1])
 
 
 # name: (frame maker or None, extra argv (later flags win), expected outcome)
@@ -544,7 +544,7 @@ def test_api_read_table_delimiter_and_empty(tmp_path, frame):
         read_table(tmp_path / "semi.csv")
     assert read_table(tmp_path / "semi.csv", sep=";").shape == frame.shape
     data = read_transitions(tmp_path / "semi.csv", sep=";", **_kw())
-    assert data.n == N_EP * (T - 1)
+    assert data.n == N_EP * T and data.with_next().n == N_EP * (T - 1)  # every choice; the transitions
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(ValueError, match=r"data file '.*empty\.csv' is empty"):
         read_table(tmp_path / "empty.csv")
@@ -556,7 +556,8 @@ def test_api_time_gaps_split_is_exact(frame):
     split = from_pandas(gapped, **_kw(time_gaps="split"))
     halves = gapped.assign(episode=np.where((gapped.episode == 0) & (gapped.time > 3), -1, gapped.episode))
     reference = from_pandas(halves, **_kw())
-    assert split.n == reference.n == N_EP * (T - 1) - 2 and split.n_episodes == N_EP + 1
+    assert split.n == reference.n == N_EP * T - 1 and split.n_episodes == N_EP + 1
+    assert split.with_next().n == reference.with_next().n == N_EP * (T - 1) - 2
     a = split.to_pandas().sort_values(["time", "state", "action"]).reset_index(drop=True).drop(columns="episode")
     b = reference.to_pandas().sort_values(["time", "state", "action"]).reset_index(drop=True).drop(columns="episode")
     pd.testing.assert_frame_equal(a, b)

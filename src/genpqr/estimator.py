@@ -314,16 +314,10 @@ class GenPQR(BaseEstimator):
         if needed.size:
             labels = data.encoder.decode(needed)
             what = "anchor action" if norm.name in ("anchor", "state-anchor") else "action"
-            hint = ""
-            if labels.dtype.kind in "iuf" and data.n_actions > 20:
-                hint = (f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
-                        f"(continuous) actions use genpqr.continuous.ContinuousGenPQR (genpqr fit: --action-type "
-                        f"continuous)")
             raise ValueError(
                 f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
-                f"occur in the data (no transition takes them; an action seen only on the last row of an episode, "
-                f"which has no observed next state, is not a transition); the data cannot support this "
-                f"normalization{hint}"
+                f"occur in the data (no observed choice takes them); the data cannot support this "
+                f"normalization{_continuous_hint(data, labels)}"
             )
         support = int(np.sum(mu_rows[np.arange(data.n), data.actions] > 0))
         if support < self.min_support:
@@ -341,11 +335,12 @@ class GenPQR(BaseEstimator):
         seen = np.bincount(trans.actions, minlength=self.n_actions_) > 0
         needed = np.flatnonzero((mu_trans.max(axis=0) > 0) & ~seen)
         if needed.size:
-            labels = trans.encoder.decode(needed).tolist()
+            labels = trans.encoder.decode(needed)
             raise ValueError(
-                f"the normalization ({norm.describe()}) puts weight on action(s) {labels} that never occur in the "
-                f"data with an observed next state (only as the last choice of an episode), so P(.|s, a) cannot be "
-                f"estimated for them; give a transition_model or another normalization")
+                f"the normalization ({norm.describe()}) puts weight on action(s) {short_list(labels)} that never "
+                f"occur in the data with an observed next state (only as the last choice of an episode), so "
+                f"P(.|s, a) cannot be estimated for them; give a transition_model or another normalization"
+                f"{_continuous_hint(trans, labels)}")
 
     def _fit_exact(self, norm, data, choices):
         """``data``: complete transitions (the kernel); ``choices``: every observed choice
@@ -670,3 +665,12 @@ def load(path) -> GenPQR:
     if not isinstance(model, (GenPQR, ContinuousGenPQR)):
         raise TypeError(f"{path} does not hold a GenPQR model (nor a ContinuousGenPQR; got {type(model).__name__})")
     return model
+
+
+def _continuous_hint(data, labels) -> str:
+    """When many numeric labels look like real-valued actions: point to the continuous path."""
+    if np.asarray(labels).dtype.kind in "iuf" and data.n_actions > 20:
+        return (f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
+                f"(continuous) actions use genpqr.continuous.ContinuousGenPQR (genpqr fit: --action-type "
+                f"continuous)")
+    return ""
