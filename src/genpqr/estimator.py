@@ -20,7 +20,8 @@ from sklearn.preprocessing import StandardScaler
 from . import tabular
 from ._checks import as_float_array, check_gamma, check_state_indices, seed_from
 from .data import Transitions
-from .exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
+from .diagnostic_checks import emit, failed_diagnostics
+from .exceptions import NotFittedError
 from .normalization import (
     FixedOffset,
     FixedWeights,
@@ -59,6 +60,9 @@ class Diagnostics:
     n_iterations : int
     converged : bool
     solver : str
+    warnings : list of str
+        ``"Category: message"`` of every failed check (:mod:`genpqr.diagnostic_checks`), also
+        raised as warnings by ``fit``.
     """
 
     n_transitions: int
@@ -74,6 +78,7 @@ class Diagnostics:
     n_iterations: int = 0
     converged: bool = True
     solver: str = ""
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -292,13 +297,6 @@ class GenPQR(BaseEstimator):
                 f"the normalization ({norm.describe()}) puts weight on {what}(s) {labels} that never occur "
                 f"in the data; the data cannot support this normalization"
             )
-        support = int(np.sum(mu_rows[np.arange(data.n), data.actions] > 0))
-        if support < self.min_support:
-            warnings.warn(
-                f"weak support for the normalization ({norm.describe()}): only {support} of {data.n} rows take an "
-                f"action with positive weight under mu (min_support={self.min_support})",
-                WeakSupportWarning, stacklevel=3,
-            )
 
     def _fit_exact(self, norm, data):
         S, K = self.n_states_, self.n_actions_
@@ -344,11 +342,6 @@ class GenPQR(BaseEstimator):
             warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
             fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows,
                     mu_fn(data.next_states, next_proba), self.gamma_, groups=data.episode_ids)
-        if self.tol is not None and not fqe.converged_ and not self.validation_fraction:
-            from .exceptions import ConvergenceWarning
-
-            warnings.warn(f"FQE did not reach tol={self.tol:g} in {self.n_iterations} iterations (last target "
-                          f"change {fqe.history_.target_change[-1]:.3g})", ConvergenceWarning, stacklevel=3)
         return _SampleStage2(fqe, norm, policy, g_fn, K)
 
     def _fit_offset(self, norm, data, mu_fn):
@@ -395,9 +388,10 @@ class GenPQR(BaseEstimator):
             max_mu_over_pi=float(np.max(mu_rows / proba)),
             **extra,
         )
-        if diag.fraction_clipped > 0.05:
-            warnings.warn(f"{diag.fraction_clipped:.1%} of the observed actions' probabilities hit the clip bounds "
-                          f"{self.policy_.clip}; the log-policy there is the bound", ClippingWarning, stacklevel=3)
+        failures = failed_diagnostics(diag, normalization=self.normalization_.describe(), clip=self.policy_.clip,
+                                      min_support=self.min_support, tol=self.tol,
+                                      early_stopping=bool(self.validation_fraction))
+        diag.warnings = emit(failures, stacklevel=5)
         return diag
 
     # ------------------------------------------------------------------ prediction

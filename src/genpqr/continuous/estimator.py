@@ -21,7 +21,8 @@ from sklearn.base import BaseEstimator
 
 from .._checks import as_float_array, check_gamma, check_length, check_random_state, seed_from
 from ..data import Transitions
-from ..exceptions import NotFittedError, WeakSupportWarning
+from ..diagnostic_checks import emit, failed_diagnostics
+from ..exceptions import ConvergenceWarning, NotFittedError
 from .data import ContinuousTransitions, as_actions
 from .densities import LinearGaussianDensity, SquashedDensity, check_normalized
 from .fqe import ContinuousFQE
@@ -60,6 +61,9 @@ class ContinuousDiagnostics:
     n_iterations : int
     converged : bool
     solver : str
+    warnings : list of str
+        ``"Category: message"`` of every failed check (:mod:`genpqr.diagnostic_checks`), also
+        raised as warnings by ``fit``.
     """
 
     n_transitions: int
@@ -82,6 +86,7 @@ class ContinuousDiagnostics:
     n_iterations: int = 0
     converged: bool = True
     solver: str = ""
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -248,8 +253,10 @@ class ContinuousGenPQR(BaseEstimator):
                              "dominated by pi_hat there; choose mu inside the policy's support or set min_log_density")
         fqe = ContinuousFQE(regressor=self.q_model, structure=self.structure, n_iterations=self.n_iterations,
                             tol=self.tol, warm_start=self.warm_start, freeze_transformers=self.freeze_transformers)
-        fqe.fit(data.states, data.actions, next_states, data.continues, u_rows - g_rows, nodes,
-                u_next - g_next[:, None], self.gamma_, sample_weight=data.sample_weight, next_index=next_index)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # re-raised by the diagnostics checks, with context
+            fqe.fit(data.states, data.actions, next_states, data.continues, u_rows - g_rows, nodes,
+                    u_next - g_next[:, None], self.gamma_, sample_weight=data.sample_weight, next_index=next_index)
         self.normalization_, self.kernel_, self.integration_, self.fqe_ = normalization, kernel, rule, fqe
         self.diagnostics_ = self._diagnostics(data, u_rows, clipped, u_next, nodes, next_states, kernel)
 
@@ -301,10 +308,9 @@ class ContinuousGenPQR(BaseEstimator):
             max_mu_over_pi=ratio, support_ess=ess, bellman_residuals=list(hist.bellman_residual),
             target_changes=list(hist.target_change), n_iterations=self.fqe_.n_iter_,
             converged=bool(self.fqe_.converged_), solver=f"fqe-{self.fqe_.structure}")
-        if np.isfinite(ess) and ess < self.min_support:
-            warnings.warn(f"weak support for mu ({kernel.describe()}): the importance weights mu/pi_hat at the training "
-                          f"rows have an effective sample size of {ess:.1f} (min_support={self.min_support}); the reward "
-                          "where pi_hat has little mass rests on extrapolation", WeakSupportWarning, stacklevel=3)
+        clip = None if self.min_log_density is None else f"min_log_density={self.min_log_density:g}"
+        diag.warnings = emit(failed_diagnostics(diag, normalization=kernel.describe(), clip=clip,
+                                                min_support=self.min_support, tol=self.tol), stacklevel=5)
         return diag
 
     # ------------------------------------------------------------------ prediction
