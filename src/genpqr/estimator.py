@@ -22,6 +22,7 @@ from ._checks import as_float_array, check_gamma, check_state_indices, seed_from
 from .data import Transitions
 from .diagnostic_checks import emit, failed_diagnostics
 from .exceptions import NotFittedError
+from .persistence import require_data
 from .normalization import (
     FixedOffset,
     FixedWeights,
@@ -187,6 +188,9 @@ class GenPQR(BaseEstimator):
     encoder_ : ActionEncoder
     diagnostics_ : Diagnostics
     training_data_ : Transitions
+        Absent from a model saved with ``save(path, include_data=False)``.
+    state_dim_ : int
+        Number of state columns.
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
@@ -251,6 +255,7 @@ class GenPQR(BaseEstimator):
         if not self.policy_prefit:
             check_classifier(policy_model)
         self.training_data_ = data
+        self.state_dim_ = data.state_dim
         if self.policy_prefit:
             if self.policy_model is None or self.cross_fit:
                 raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")
@@ -402,7 +407,7 @@ class GenPQR(BaseEstimator):
     def _states(self, states):
         self._check_fitted()
         X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-        d = self.training_data_.state_dim
+        d = self.state_dim_ if hasattr(self, "state_dim_") else self.training_data_.state_dim
         if X.shape[1] != d:
             raise ValueError(f"states must have {d} column(s) like the training data, got {X.shape[1]}")
         return X
@@ -459,8 +464,10 @@ class GenPQR(BaseEstimator):
     # ------------------------------------------------------------------ re-use of stage 1
     def renormalize(self, normalization: Normalization) -> "GenPQR":
         """A copy under another normalization, re-solving stage 2 only (stage 1 is re-used;
-        remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged."""
+        remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged. Needs the
+        training data (a model saved with ``include_data=False`` cannot)."""
         self._check_fitted()
+        require_data(self, "renormalize")
         new = copy.copy(self)
         new.normalization = normalization
         new._fit_stage2(normalization)
@@ -482,6 +489,7 @@ class GenPQR(BaseEstimator):
             p1, p2 = (w.probabilities(grid, self.n_actions_, np.exp(u)) for w in pols)
             diff = tabular.value_difference(u, p1, p2, self.stage2_.kernel, self.gamma_)
             return diff if states is None else diff[self.stage2_._idx(self._states(states))]
+        require_data(self, "value_difference with fitted Q evaluation")
         data = self.training_data_
         X = data.states if states is None else self._states(states)
         values = []
@@ -498,22 +506,20 @@ class GenPQR(BaseEstimator):
         return values[0] - values[1]
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Save the fitted model (joblib); reload with :func:`genpqr.load`. A model holding
-        user-supplied closures (e.g. a lambda ``g``) is written with cloudpickle
-        instead; :func:`genpqr.load` reads both."""
-        import pickle
+    def save(self, path, include_data: bool = False) -> None:
+        """Save the fitted model (joblib; cloudpickle for user-supplied closures such as a lambda
+        ``g``); reload with :func:`genpqr.load`.
 
-        import joblib
+        ``include_data=False`` (default) leaves out the training transitions and the per-row
+        cross-fitting folds (O(n) bytes): the saved model still predicts (``reward``,
+        ``continuation``, ``q``, ``reward_table``, ``summary``; ``value_difference`` on the exact
+        path) but cannot ``renormalize`` or be refitted. ``include_data=True`` keeps them.
+        See :mod:`genpqr.persistence`.
+        """
+        from .persistence import dump
 
         self._check_fitted()
-        try:
-            joblib.dump(self, path)
-        except (pickle.PicklingError, AttributeError, TypeError):
-            import cloudpickle
-
-            with open(path, "wb") as fh:
-                cloudpickle.dump(self, fh)
+        dump(self, path, include_data=include_data)
 
     def summary(self) -> str:
         """A short human-readable account of the fit."""

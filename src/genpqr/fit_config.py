@@ -105,6 +105,9 @@ class FitConfig:
         Output folder (created).
     quiet : bool
         No progress bars.
+    save_data : bool
+        Keep the training data inside ``model.joblib`` (default False: a small file that
+        still predicts; see :meth:`genpqr.GenPQR.save` for what needs the data).
     """
 
     data: str | None = None
@@ -135,6 +138,7 @@ class FitConfig:
     seed: int = 0
     out: str | None = None
     quiet: bool = False
+    save_data: bool = False
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -167,6 +171,22 @@ class FitConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def with_absolute_paths(self, base=None) -> "FitConfig":
+        """A copy whose file and folder settings (``data``, ``features``, a ``transition``
+        kernel file, ``out``) are absolute, resolved against ``base`` (default: the working
+        directory). ``genpqr fit`` writes this to ``config.json`` so that ``genpqr fit --config
+        DIR/config.json`` reruns the same fit from any folder."""
+        base = Path.cwd() if base is None else Path(base)
+
+        def absolute(p):
+            return None if p in (None, "") else str((base / Path(p).expanduser()).resolve())
+
+        transition = self.transition
+        if parse_transition(transition)[0] == "file":
+            transition = absolute(transition)
+        return replace(self, data=absolute(self.data), features=absolute(self.features), out=absolute(self.out),
+                       transition=transition)
 
     def to_json(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
@@ -246,7 +266,7 @@ def _coerce(key: str, value):
             if isinstance(value, bool) or float(value) != int(value):
                 raise TypeError("expected an integer")
             return int(value)
-        if key == "quiet":
+        if key in ("quiet", "save_data"):
             if not isinstance(value, bool):
                 raise TypeError("expected true or false")
             return value

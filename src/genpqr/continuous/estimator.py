@@ -188,6 +188,7 @@ class ContinuousGenPQR(BaseEstimator):
         self.reference_ = reference
         self.reference_measure_ = reference.describe(space)
         self.training_data_ = data
+        self.state_dim_ = data.state_dim
         self.policy_ = self._fit_policy(data)
         self._check_policy_support(space)
         self.density_integrals_ = (self._check_normalized(self.policy_, data, "policy_model")
@@ -321,7 +322,7 @@ class ContinuousGenPQR(BaseEstimator):
     def _inputs(self, states, actions=None):
         self._check_fitted()
         X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-        d = self.training_data_.state_dim
+        d = self.state_dim_ if hasattr(self, "state_dim_") else self.training_data_.state_dim
         if X.shape[1] != d:
             raise ValueError(f"states must have {d} column(s) like the training data, got {X.shape[1]}")
         if actions is None:
@@ -365,8 +366,12 @@ class ContinuousGenPQR(BaseEstimator):
         return -self.fqe_.predict_continuation(X, A, base)
 
     def renormalize(self, normalization: ContinuousNormalization) -> "ContinuousGenPQR":
-        """A copy under another normalization, re-solving stage 2 only; ``self`` is unchanged."""
+        """A copy under another normalization, re-solving stage 2 only; ``self`` is unchanged.
+        Needs the training data (a model saved with ``include_data=False`` cannot)."""
+        from ..persistence import require_data
+
         self._check_fitted()
+        require_data(self, "renormalize")
         new = copy.copy(self)
         new.normalization = normalization
         new._fit_stage2(normalization)
@@ -378,12 +383,14 @@ class ContinuousGenPQR(BaseEstimator):
             raise TypeError(f"data must be ContinuousTransitions, got {type(data).__name__}")
         return float(-np.average(self.log_policy(data.states, data.actions), weights=data.weights))
 
-    def save(self, path) -> None:
-        """Save the fitted model (joblib)."""
-        import joblib
+    def save(self, path, include_data: bool = False) -> None:
+        """Save the fitted model (joblib); reload with :func:`genpqr.load`. ``include_data=False``
+        (default) leaves out the training transitions and per-row folds: the saved model still
+        predicts but cannot ``renormalize`` (see :mod:`genpqr.persistence`)."""
+        from ..persistence import dump
 
         self._check_fitted()
-        joblib.dump(self, path)
+        dump(self, path, include_data=include_data)
 
     def summary(self) -> str:
         """A short human-readable account of the fit."""
