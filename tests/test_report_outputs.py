@@ -3,6 +3,7 @@ values zero by construction are exact zeros, config.json reruns from any folder,
 model leaves the training data out unless asked, and the figures label what they show."""
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -126,7 +127,10 @@ def test_config_json_reruns_from_another_folder(tmp_path, monkeypatch, capsys):
     params = (work / "out" / "parameters.csv").read_text()
     (work / "out" / "rewards.csv").unlink()
     monkeypatch.chdir(elsewhere)
-    code, _, err = fit_cli(["--config", work / "out" / "config.json"], capsys)
+    # the command the report shows, run as shown
+    command = re.search(r"<code>genpqr fit --config (\S+)</code>", (work / "out" / "report.html").read_text()).group(1)
+    assert command == str(work.resolve() / "out" / "config.json")
+    code, _, err = fit_cli(["--config", command], capsys)
     assert code == 0, err
     assert (work / "out" / "rewards.csv").read_text() == first
     assert (work / "out" / "parameters.csv").read_text() == params

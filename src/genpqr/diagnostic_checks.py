@@ -43,12 +43,16 @@ def _convergence(diag, tol, early_stopping):
         return None
     change = f"{diag.target_changes[-1]:.3g}" if diag.target_changes else "n/a"
     tol_text = "no tolerance set" if tol is None else f"tol={tol:g}"
-    why = ("stopped at the iteration chosen by the held-out Bellman residual" if early_stopping
-           else f"stopped after {diag.n_iterations} iterations")
+    if early_stopping:
+        why = f"stopped after {diag.n_iterations} iterations, the count chosen by the held-out Bellman residual,"
+        advice = ("the held-out residual stopped improving there: try a Q model suited to the states, or more data, "
+                  "and inspect the convergence plot")
+    else:
+        why = f"stopped after {diag.n_iterations} iterations"
+        advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
     return (ConvergenceWarning,
             f"FQE did not converge: it {why} with the Bellman targets still moving (last max change {change}, "
-            f"{tol_text}); the Q estimate is not a fixed point and the reward depends on where it stopped "
-            f"(raise n_iterations or inspect the convergence plot)")
+            f"{tol_text}); the Q estimate is not a fixed point and the reward depends on where it stopped ({advice})")
 
 
 def _clipping(diag, clip):

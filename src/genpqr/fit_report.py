@@ -21,6 +21,7 @@ import base64
 import html
 import io
 import json
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -485,7 +486,11 @@ def closing_sections(ctx) -> list:
     else:
         out.append("<p>No warnings were raised during the fit and every diagnostic check passed (convergence, "
                    "clipping, coverage constant, support; see genpqr.diagnostic_checks).</p>")
-    out += ["<h2>7. Configuration</h2>", "<p>Rerun with <code>genpqr fit --config config.json</code>.</p>",
+    folder = ctx.config.get("out") if isinstance(ctx.config, dict) else None
+    config_path = shlex.quote(str(Path(folder) / "config.json")) if folder else "config.json"
+    out += ["<h2>7. Configuration</h2>",
+            f"<p>Rerun with <code>genpqr fit --config {_esc(config_path)}</code>"
+            + (" (from any folder: the paths in it are absolute)" if folder else "") + ".</p>",
             f"<pre>{_esc(json.dumps(ctx.config, indent=2, default=str))}</pre>", "</body></html>"]
     return out
 

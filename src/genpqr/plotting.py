@@ -9,8 +9,9 @@ import numpy as np
 __all__ = ["plot_reward_recovery", "plot_reward_table", "plot_bellman_residuals", "legend_outside",
            "RESIDUAL_FLOOR_NOTE"]
 
-RESIDUAL_FLOOR_NOTE = ("the sample residual compares Q(s, a) with one sampled next state, so it levels off at the "
-                       "noise of that sample, not at zero")
+RESIDUAL_FLOOR_NOTE = ("the sample residual compares Q(s, a) with one sampled next state, so it levels off above "
+                       "zero, at the noise of that sample (plus the Q model's approximation error), even when FQE "
+                       "has converged")
 
 
 def _axes(ax):
