@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast test-adapters bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,23 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(THREADS) $(PY) -m pytest -n 2 -m "not slow"
 
+# dataset adapters on datasets built by Minari, d3rlpy and imitation: their gymnasium pins
+# cannot share the main environment, so they get their own (requirements-adapters.txt)
+ADAPTERS_VENV := .venv-adapters
+ADAPTERS_STAMP := $(ADAPTERS_VENV)/.installed
+
+$(ADAPTERS_STAMP): pyproject.toml requirements-adapters.txt
+	$(PYTHON) -m venv $(ADAPTERS_VENV)
+	$(ADAPTERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ADAPTERS_VENV)/bin/python -m pip install --quiet -r requirements-adapters.txt
+	$(ADAPTERS_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	touch $(ADAPTERS_STAMP)
+
+test-adapters: $(ADAPTERS_STAMP)
+	GENPQR_REQUIRE_ADAPTERS=1 $(THREADS) $(ADAPTERS_VENV)/bin/python -m pytest -m adapters tests/test_adapters.py
+
 bench: $(STAMP)
 	$(PY) benchmarks/tabular_solver.py
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache .hypothesis
+	rm -rf $(VENV) $(ADAPTERS_VENV) demo-output .pytest_cache .hypothesis

@@ -180,11 +180,11 @@ def test_state_anchor_and_value_columns(small_csv, tmp_path, capsys):
 
 def test_behavior_normalization_uses_outcome_column(small_csv, tmp_path, capsys):
     path, frame = small_csv
-    code, _, err = fit_cli(base_flags(path, tmp_path / "b", "behavior:outcome"), capsys)
+    code, _, err = fit_cli(base_flags(path, tmp_path / "b", "behavior:outcome") + ["--save-data"], capsys)
     assert code == 0, err
     model = genpqr.load(tmp_path / "b" / "model.joblib")
     rec = model.stage2_.recovery
-    data = model.training_data_
+    data = model.training_data_  # kept by --save-data
     s = data.states[:, 0].astype(int)
     means = np.bincount(s, weights=data.outcomes, minlength=15) / np.bincount(s, minlength=15)
     np.testing.assert_allclose(np.sum(rec.mu * rec.reward, axis=1), means, atol=1e-8)

@@ -9,7 +9,7 @@ off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 from . import data, normalization, tabular
 from .data import Transitions, from_arrays, from_episodes, from_pandas
 from .estimator import Diagnostics, GenPQR, load
-from .exceptions import ClippingWarning, ConvergenceWarning, GenPQRWarning, NotFittedError, WeakSupportWarning
+from .exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, NotFittedError, WeakSupportWarning
 
 __version__ = "0.1.0"
 
@@ -28,5 +28,6 @@ __all__ = [
     "WeakSupportWarning",
     "ClippingWarning",
     "ConvergenceWarning",
+    "CoverageWarning",
     "NotFittedError",
 ]

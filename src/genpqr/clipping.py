@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 __all__ = ["PAPER_CLIP", "CLIP_WARN_FRACTION", "AUTO_LOW_MAX", "AUTO_LOW_FRACTION", "parse_clip", "check_bounds",
-           "auto_clip", "clip_fractions", "warn_if_clip_binds"]
+           "auto_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds"]
 
 #: The paper's clip (Ionides 2008); kept by the paper's experiments.
 PAPER_CLIP = (0.01, 0.99)
@@ -131,12 +131,9 @@ def clip_fractions(raw_rows: np.ndarray, actions: np.ndarray, bounds) -> tuple[f
     return float(np.mean(observed)), float(np.mean(floored))
 
 
-def warn_if_clip_binds(fraction_observed: float, fraction_floored: float, bounds, rule: str, *,
-                       category=None, stacklevel: int = 3) -> None:
-    """A :class:`~genpqr.exceptions.ClippingWarning` when either share exceeds
-    :data:`CLIP_WARN_FRACTION`, saying what the clip does to the reward and what to change."""
-    from .exceptions import ClippingWarning
-
+def clip_binds_message(fraction_observed: float, fraction_floored: float, bounds, rule: str) -> str | None:
+    """The :class:`~genpqr.exceptions.ClippingWarning` text when either share exceeds
+    :data:`CLIP_WARN_FRACTION` (what the clip does to the reward and what to change), else None."""
     low, high = bounds
     parts = []
     if fraction_observed > CLIP_WARN_FRACTION:
@@ -146,15 +143,24 @@ def warn_if_clip_binds(fraction_observed: float, fraction_floored: float, bounds
         parts.append(f"at the states of {fraction_floored:.1%} of the rows some action's probability is below the "
                      f"lower clip bound {low:.3g} (never or rarely chosen there)")
     if not parts:
-        return
+        return None
     spread = (f"; with two actions and an anchor the reward difference there is log({high:.3g}/{low:.3g}) = "
               f"{np.log(high / low):.3f}" if high < 1 and low > 0 else
               f"; e.g. log({low:.3g}) = {np.log(low):.3f}" if low > 0 else "")
     auto = "" if rule.startswith("auto") else ("--clip auto / clip='auto' (bounds that bind on no observed "
                                                   "action), ")
-    warnings.warn(
-        f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the rewards and Q-values "
-        f"of those actions are pulled toward log(bound) and decided by the clip, not the data{spread}. "
-        f"Change it with {auto}a smoother policy model (--policy-model spline for an ordered state, or logistic; "
-        f"genpqr.first_stage.SplineLogit), or --clip none / clip=None (no clip; needs positive probabilities).",
-        category or ClippingWarning, stacklevel=stacklevel)
+    return (f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the rewards and Q-values "
+            f"of those actions are pulled toward log(bound) and decided by the clip, not the data{spread}. "
+            f"Change it with {auto}a smoother policy model (--policy-model spline for an ordered state, or "
+            f"logistic; genpqr.first_stage.SplineLogit), or --clip none / clip=None (no clip; needs positive "
+            f"probabilities).")
+
+
+def warn_if_clip_binds(fraction_observed: float, fraction_floored: float, bounds, rule: str, *,
+                       category=None, stacklevel: int = 3) -> None:
+    """Raise :func:`clip_binds_message` as a :class:`~genpqr.exceptions.ClippingWarning`, if any."""
+    from .exceptions import ClippingWarning
+
+    message = clip_binds_message(fraction_observed, fraction_floored, bounds, rule)
+    if message is not None:
+        warnings.warn(message, category or ClippingWarning, stacklevel=stacklevel)

@@ -781,6 +781,10 @@ class StructuralStep(BaseEstimator):
         shape = rec.reward.shape
         X = _check_features(self.features, shape)
         off = np.zeros(shape) if self.offset is None else _check_table(self.offset, shape, "offset")
+        if weights is None:
+            from .persistence import require_data
+
+            require_data(model, "the default weights (visit counts) of the structural fit")
         counts = choice_counts(model.training_data_, shape[0]) if weights is None else _check_weights(weights, shape)
         kernel, gamma = model.stage2_.kernel, model.gamma_
         if self.method == "fixed-v":

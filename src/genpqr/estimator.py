@@ -21,7 +21,9 @@ from . import tabular
 from ._checks import (as_float_array, check_gamma, check_state_indices, clone_learner as clone, plain, seed_from,
                       short_list)
 from .data import Transitions
-from .exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
+from .diagnostic_checks import emit, failed_diagnostics
+from .exceptions import NotFittedError
+from .persistence import require_data
 from .normalization import (
     FixedOffset,
     FixedWeights,
@@ -30,7 +32,7 @@ from .normalization import (
     ValueOffset,
     mean_zero,
 )
-from .clipping import clip_fractions, warn_if_clip_binds
+from .clipping import clip_fractions
 from .policy import FittedPolicy, FrequencyClassifier, check_classifier, clip_proba, fit_policy, prefit_policy
 from .qeval import FQE, make_q_model
 
@@ -68,6 +70,9 @@ class Diagnostics:
     n_last_choices : int
         Rows that are choices without an observed next state (an episode's last row):
         counted in ``n_transitions``, stage 1 and the choice counts, not in stage 2.
+    warnings : list of str
+        ``"Category: message"`` of every failed check (:mod:`genpqr.diagnostic_checks`), also
+        raised as warnings by ``fit``.
     """
 
     n_transitions: int
@@ -87,6 +92,7 @@ class Diagnostics:
     fraction_floored: float = 0.0
     clip: tuple = (0.0, 1.0)
     clip_rule: str = ""
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -201,9 +207,12 @@ class GenPQR(BaseEstimator):
     encoder_ : ActionEncoder
     diagnostics_ : Diagnostics
     training_data_ : Transitions
+        Absent from a model saved with ``save(path, include_data=False)``.
     visited_states_ : ndarray of shape (S,), bool
         Exact path: states with at least one observed choice; rewards at the others are not
         identified by the data (see :meth:`reward_table`).
+    state_dim_ : int
+        Number of state columns.
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
@@ -268,6 +277,7 @@ class GenPQR(BaseEstimator):
         if not self.policy_prefit:
             check_classifier(policy_model)
         self.training_data_ = data
+        self.state_dim_ = data.state_dim
         if self.policy_prefit:
             if self.policy_model is None or self.cross_fit:
                 raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")
@@ -318,13 +328,6 @@ class GenPQR(BaseEstimator):
                 f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
                 f"occur in the data (no observed choice takes them); the data cannot support this "
                 f"normalization{_continuous_hint(data, labels)}"
-            )
-        support = int(np.sum(mu_rows[np.arange(data.n), data.actions] > 0))
-        if support < self.min_support:
-            warnings.warn(
-                f"weak support for the normalization ({norm.describe()}): only {support} of {data.n} rows take an "
-                f"action with positive weight under mu (min_support={self.min_support})",
-                WeakSupportWarning, stacklevel=3,
             )
 
     def _check_transition_support(self, norm, trans, mu_trans):
@@ -392,11 +395,6 @@ class GenPQR(BaseEstimator):
             warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
             fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows,
                     mu_fn(data.next_states, next_proba), self.gamma_, groups=data.episode_ids)
-        if self.tol is not None and not fqe.converged_ and not self.validation_fraction:
-            from .exceptions import ConvergenceWarning
-
-            warnings.warn(f"FQE did not reach tol={self.tol:g} in {self.n_iterations} iterations (last target "
-                          f"change {fqe.history_.target_change[-1]:.3g})", ConvergenceWarning, stacklevel=3)
         return _SampleStage2(fqe, norm, policy, g_fn, K)
 
     def _fit_offset(self, norm, data, mu_fn):
@@ -447,8 +445,10 @@ class GenPQR(BaseEstimator):
             n_last_choices=data.n_choice_only,
             **extra,
         )
-        warn_if_clip_binds(diag.fraction_clipped, diag.fraction_floored, diag.clip, diag.clip_rule,
-                           category=ClippingWarning, stacklevel=4)
+        failures = failed_diagnostics(diag, normalization=self.normalization_.describe(), clip=self.policy_.clip,
+                                      min_support=self.min_support, tol=self.tol,
+                                      early_stopping=bool(self.validation_fraction))
+        diag.warnings = emit(failures, stacklevel=5)
         return diag
 
     # ------------------------------------------------------------------ prediction
@@ -459,7 +459,7 @@ class GenPQR(BaseEstimator):
     def _states(self, states):
         self._check_fitted()
         X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-        d = self.training_data_.state_dim
+        d = self.state_dim_ if hasattr(self, "state_dim_") else self.training_data_.state_dim
         if X.shape[1] != d:
             raise ValueError(f"states must have {d} column(s) like the training data, got {X.shape[1]}")
         return X
@@ -520,8 +520,10 @@ class GenPQR(BaseEstimator):
     # ------------------------------------------------------------------ re-use of stage 1
     def renormalize(self, normalization: Normalization) -> "GenPQR":
         """A copy under another normalization, re-solving stage 2 only (stage 1 is re-used;
-        remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged."""
+        remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged. Needs the
+        training data (a model saved with ``include_data=False`` cannot)."""
         self._check_fitted()
+        require_data(self, "renormalize")
         new = copy.copy(self)
         new.normalization = normalization
         new._fit_stage2(normalization)
@@ -544,6 +546,7 @@ class GenPQR(BaseEstimator):
             p1, p2 = (w.probabilities(grid, self.n_actions_, np.exp(u)) for w in pols)
             diff = tabular.value_difference(u, p1, p2, self.stage2_.kernel, self.gamma_)
             return diff if states is None else diff[self.stage2_._idx(self._states(states))]
+        require_data(self, "value_difference with fitted Q evaluation")
         rows = self.training_data_.next_observed
         data = self.training_data_.with_next()
         X = data.states if states is None else self._states(states)
@@ -561,22 +564,20 @@ class GenPQR(BaseEstimator):
         return values[0] - values[1]
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Save the fitted model (joblib); reload with :func:`genpqr.load`. A model holding
-        user-supplied closures (e.g. a lambda ``g``) is written with cloudpickle
-        instead; :func:`genpqr.load` reads both."""
-        import pickle
+    def save(self, path, include_data: bool = False) -> None:
+        """Save the fitted model (joblib; cloudpickle for user-supplied closures such as a lambda
+        ``g``); reload with :func:`genpqr.load`.
 
-        import joblib
+        ``include_data=False`` (default) leaves out the training transitions and the per-row
+        cross-fitting folds (O(n) bytes): the saved model still predicts (``reward``,
+        ``continuation``, ``q``, ``reward_table``, ``summary``; ``value_difference`` on the exact
+        path) but cannot ``renormalize`` or be refitted. ``include_data=True`` keeps them.
+        See :mod:`genpqr.persistence`.
+        """
+        from .persistence import dump
 
         self._check_fitted()
-        try:
-            joblib.dump(self, path)
-        except (pickle.PicklingError, AttributeError, TypeError):
-            import cloudpickle
-
-            with open(path, "wb") as fh:
-                cloudpickle.dump(self, fh)
+        dump(self, path, include_data=include_data)
 
     def summary(self) -> str:
         """A short human-readable account of the fit."""

@@ -4,7 +4,7 @@ from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 
 class GenPQRWarning(UserWarning):
-    """Base class of genpqr's warnings (weak support, heavy clipping, no convergence)."""
+    """Base class of genpqr's warnings (weak support, heavy clipping, poor coverage, no convergence)."""
 
 
 class WeakSupportWarning(GenPQRWarning):
@@ -13,6 +13,11 @@ class WeakSupportWarning(GenPQRWarning):
 
 class ClippingWarning(GenPQRWarning):
     """A large share of estimated probabilities hit the clip bounds."""
+
+
+class CoverageWarning(GenPQRWarning):
+    """The coverage constant ``max mu/pi_hat`` is large: the normalization leans on actions the
+    behaviour rarely takes (see :mod:`genpqr.diagnostic_checks`)."""
 
 
 class ConvergenceWarning(GenPQRWarning):

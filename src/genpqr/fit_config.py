@@ -133,6 +133,9 @@ class FitConfig:
         :func:`genpqr.data.time_gap_rows` for the rule.
     sep : str, optional
         CSV field delimiter (default: comma; e.g. ``";"``).
+    save_data : bool
+        Keep the training data inside ``model.joblib`` (default False: a small file that
+        still predicts; see :meth:`genpqr.GenPQR.save` for what needs the data).
     """
 
     data: str | None = None
@@ -167,6 +170,7 @@ class FitConfig:
     quiet: bool = False
     time_gaps: str = "error"
     sep: str | None = None
+    save_data: bool = False
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -199,6 +203,22 @@ class FitConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def with_absolute_paths(self, base=None) -> "FitConfig":
+        """A copy whose file and folder settings (``data``, ``features``, a ``transition``
+        kernel file, ``out``) are absolute, resolved against ``base`` (default: the working
+        directory). ``genpqr fit`` writes this to ``config.json`` so that ``genpqr fit --config
+        DIR/config.json`` reruns the same fit from any folder."""
+        base = Path.cwd() if base is None else Path(base)
+
+        def absolute(p):
+            return None if p in (None, "") else str((base / Path(p).expanduser()).resolve())
+
+        transition = self.transition
+        if parse_transition(transition)[0] == "file":
+            transition = absolute(transition)
+        return replace(self, data=absolute(self.data), features=absolute(self.features), out=absolute(self.out),
+                       transition=transition)
 
     def to_json(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
@@ -326,7 +346,7 @@ def _coerce(key: str, value):
             return {"\\t": "\t", "tab": "\t"}.get(str(value), str(value))
         if key == "time_gaps":
             return str(value).strip().lower()
-        if key == "quiet":
+        if key in ("quiet", "save_data"):
             if not isinstance(value, bool):
                 raise TypeError("expected true or false")
             return value

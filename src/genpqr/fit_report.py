@@ -8,7 +8,7 @@ Sections: data summary (episodes, steps, action frequencies, anchor support), po
 exact solve's residual), the reward (state x action heat map and bootstrap intervals for
 tabular data; partial dependence on each state column otherwise; projected parameters),
 the coverage diagnostics of the theory (``max mu/pi_hat``, clipped mass, support) and every
-warning raised during the fit.
+warning raised during the fit or derived from a failed diagnostic (:func:`report_warnings`).
 
 :func:`report_figures` returns the figures (matplotlib ``Figure`` objects, drawn without
 pyplot, so no backend state is touched); :func:`render_html` assembles the page;
@@ -21,6 +21,7 @@ import base64
 import html
 import io
 import json
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ._checks import plain
+from .plotting import RESIDUAL_FLOOR_NOTE, legend_outside
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report"]
 
@@ -223,14 +225,14 @@ def _fig_calibration(ctx):
     ax.set_xlabel("predicted probability pi_hat(a|s)")
     ax.set_ylabel("observed frequency of a")
     ax.set_title(f"calibration ({model.diagnostics_.policy_log_loss_kind}, all (row, action) pairs)", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left")
+    legend_outside(ax)
     return fig
 
 
 def _fig_convergence(ctx):
     from .plotting import plot_bellman_residuals
 
-    fig = _figure(5.0, 3.6)
+    fig = _figure(5.4, 4.4)
     ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
     ax.set_title("fitted Q evaluation: residuals per iteration", fontsize=9)
     return fig
@@ -270,7 +272,7 @@ def _fig_intervals(ctx):
     ax.set_ylabel("reward")
     ax.set_title(f"reward with {ctx.level:.0%} bootstrap intervals ({boot.replicates.shape[0]} replicates)",
                  fontsize=9)
-    ax.legend(title="action", fontsize=7, ncols=min(K, 4))
+    legend_outside(ax, "right", title="action", fontsize=7, ncols=1 if K <= 12 else 2, markerscale=2)
     return fig
 
 
@@ -297,7 +299,7 @@ def _fig_partial_dependence(ctx):
         ax.set_ylabel("reward")
     for ax in axes[d:]:
         ax.set_visible(False)
-    axes[0].legend(title="action", fontsize=7)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", title="action", fontsize=7)
     fig.suptitle("partial dependence: reward vs each state column (others at their medians)", fontsize=9)
     return fig
 
@@ -314,7 +316,7 @@ def _fig_coverage(ctx):
     ax.axvline(np.log10(ratios.max()), color="#cc6677", lw=1.5, label=f"max mu/pi_hat = {ratios.max():.3g}")
     ax.set_xlabel("log10 max_a mu(a|s) / pi_hat(a|s) at each logged state")
     ax.set_ylabel("transitions")
-    ax.legend(fontsize=8)
+    legend_outside(ax)
     ax.set_title("coverage of the normalization by the behaviour", fontsize=9)
     return fig
 
@@ -331,7 +333,8 @@ def report_figures(ctx: ReportContext) -> list[ReportFigure]:
                          _fig_calibration(ctx))]
     if ctx.model.diagnostics_.solver == "fqe":
         figs.append(ReportFigure("q", "Sample Bellman residual (RMS) and the largest change of the Bellman targets "
-                                      "per fitted-Q-evaluation iteration.", _fig_convergence(ctx)))
+                                      "per fitted-Q-evaluation iteration. Convergence is the target change going to "
+                                      f"zero; {RESIDUAL_FLOOR_NOTE}.", _fig_convergence(ctx)))
     if ctx.tabular:
         figs.append(ReportFigure("reward", "Recovered (normalized) reward by state and action.", _fig_heatmap(ctx)))
         if ctx.bootstrap is not None:
@@ -362,6 +365,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px sol
 text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%}
 pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.85em}.warn{color:#a33}.muted{color:#666}
+.scroll{max-width:100%;overflow-x:auto}.scroll table{margin:0}
 """
 
 
@@ -387,7 +391,8 @@ def _frame_table(frame, max_rows=MAX_TABLE_ROWS) -> str:
         body.append("<tr>" + "".join(f"<td>{_esc(_fmt(v))}</td>" for v in row.tolist()) + "</tr>")
     more = (f"<p class='muted'>First {max_rows} of {len(frame)} rows; all rows are in the CSV.</p>"
             if len(frame) > max_rows else "")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+    # wide tables (a reward, se, lo and hi column per action) scroll inside the page, not the page
+    return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>{more}"
 
 
 def _img(fig: ReportFigure) -> str:
@@ -484,15 +489,30 @@ def render_html(ctx: ReportContext) -> str:
     return "\n".join(out)
 
 
+def report_warnings(ctx) -> list:
+    """The warnings the report lists: those raised during the fit (``ctx.warnings``) and every
+    failed diagnostic check of the model (``diagnostics_.warnings``, from
+    :func:`genpqr.diagnostic_checks.failed_diagnostics`; the same lines when the fit's warnings
+    were caught), without repeats."""
+    derived = getattr(getattr(ctx.model, "diagnostics_", None), "warnings", None) or []
+    return list(dict.fromkeys([*ctx.warnings, *derived]))
+
+
 def closing_sections(ctx) -> list:
     """Sections 6 (warnings raised during the fit) and 7 (the effective configuration) and the
     end of the page: shared by the discrete and the continuous report."""
     out = ["<h2>6. Warnings</h2>"]
-    if ctx.warnings:
-        out.append("<ul>" + "".join(f"<li class='warn'>{_esc(w)}</li>" for w in ctx.warnings) + "</ul>")
+    found = report_warnings(ctx)
+    if found:
+        out.append("<ul>" + "".join(f"<li class='warn'>{_esc(w)}</li>" for w in found) + "</ul>")
     else:
-        out.append("<p>No warnings were raised during the fit.</p>")
-    out += ["<h2>7. Configuration</h2>", "<p>Rerun with <code>genpqr fit --config config.json</code>.</p>",
+        out.append("<p>No warnings were raised during the fit and every diagnostic check passed (convergence, "
+                   "clipping, coverage constant, support; see genpqr.diagnostic_checks).</p>")
+    folder = ctx.config.get("out") if isinstance(ctx.config, dict) else None
+    config_path = shlex.quote(str(Path(folder) / "config.json")) if folder else "config.json"
+    out += ["<h2>7. Configuration</h2>",
+            f"<p>Rerun with <code>genpqr fit --config {_esc(config_path)}</code>"
+            + (" (from any folder: the paths in it are absolute)" if folder else "") + ".</p>",
             f"<pre>{_esc(json.dumps(ctx.config, indent=2, default=str))}</pre>", "</body></html>"]
     return out
 

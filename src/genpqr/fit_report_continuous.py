@@ -19,6 +19,7 @@ import numpy as np
 
 from .fit_report import (MAX_PD_COLUMNS, closing_sections, data_summary, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
                          _kv_table)
+from .plotting import RESIDUAL_FLOOR_NOTE, legend_outside
 
 __all__ = ["context_continuous", "continuous_figures", "render_continuous_html"]
 
@@ -106,7 +107,7 @@ def _fig_actions(ctx):
         ax.set_xlabel(ctx.action_names[j] if j < len(ctx.action_names) else f"a{j}")
         ax.set_ylabel("transitions")
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            legend_outside(ax, fontsize=7)
     fig.suptitle("logged actions", fontsize=9)
     return fig
 
@@ -123,7 +124,7 @@ def _fig_pit(ctx):
         ax.set_xlabel(f"F_pi_hat({ctx.action_names[j] if j < len(ctx.action_names) else f'a{j}'} | s) at the "
                       "logged action")
         ax.set_ylabel("density")
-        ax.legend(fontsize=7)
+        legend_outside(ax, fontsize=7)
     fig.suptitle(f"probability integral transform ({ctx.model.diagnostics_.policy_log_loss_kind}, "
                  f"{pit.shape[0]} rows)", fontsize=9)
     return fig
@@ -132,7 +133,7 @@ def _fig_pit(ctx):
 def _fig_convergence(ctx):
     from .plotting import plot_bellman_residuals
 
-    fig = _figure(5.0, 3.6)
+    fig = _figure(5.4, 4.4)
     ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
     ax.set_title("fitted Q evaluation: residuals per iteration", fontsize=9)
     return fig
@@ -211,7 +212,7 @@ def _fig_coverage(ctx):
         ax.set_xlabel("log10 mu(a|s) / pi_hat(a|s) at the logged (s, a)")
         ax.set_title("importance weights of mu against the behaviour", fontsize=9)
     ax.set_ylabel("transitions")
-    ax.legend(fontsize=8)
+    legend_outside(ax)
     return fig
 
 
@@ -225,7 +226,8 @@ def continuous_figures(ctx: ReportContext) -> list[ReportFigure]:
                                f"{PIT_DRAWS} draws per row): flat when calibrated; a U shape means too narrow, a "
                                "hump too wide, a slope a shifted mean.", _fig_pit(ctx)),
         ReportFigure("q", "Sample Bellman residual (RMS) and the largest change of the Bellman targets per "
-                          "fitted-Q-evaluation iteration.", _fig_convergence(ctx)),
+                          f"fitted-Q-evaluation iteration. Convergence is the target change going to zero; "
+                          f"{RESIDUAL_FLOOR_NOTE}.", _fig_convergence(ctx)),
         ReportFigure("reward", "Partial dependence of the recovered reward on each state column (action at its "
                                "median) and on each action dimension (state at its median).",
                      _fig_partial_dependence(ctx)),

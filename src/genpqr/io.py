@@ -90,9 +90,17 @@ def _flat(x) -> np.ndarray:
 
 
 def from_minari(dataset, *, action_labels=None) -> Transitions:
-    """Transitions from a Minari dataset (``dataset.iterate_episodes()`` yielding episodes with
-    ``observations`` (T+1, ...), ``actions`` (T,), ``rewards``, ``terminations``). Discrete
-    actions only; observations are flattened."""
+    """Transitions from a Minari dataset (``minari.MinariDataset``, or anything whose
+    ``iterate_episodes()`` yields episodes with ``observations`` (T+1, ...), ``actions`` (T,),
+    ``rewards`` (T,) and ``terminations`` (T,)). Discrete actions only; observations are
+    flattened.
+
+    Episode ends: Minari records gymnasium's two flags per step. The last transition is
+    *terminated* (absorbing, no continuation value) when ``terminations[-1]`` is true, and
+    *truncated* (the next state is bootstrapped) otherwise: a time limit
+    (``truncations[-1]``) or an episode the collector stopped before it ended. Minari stores
+    the final observation, so every step has an observed next state.
+    """
     episodes = []
     for ep in dataset.iterate_episodes():
         terms = np.asarray(ep.terminations, dtype=bool)
@@ -104,10 +112,16 @@ def from_minari(dataset, *, action_labels=None) -> Transitions:
 
 def from_d3rlpy(dataset, *, action_labels=None) -> Transitions:
     """Transitions from a d3rlpy ``MDPDataset`` (``dataset.episodes``, each with
-    ``observations`` (T, d), ``actions`` (T,) or (T, 1), ``rewards`` and ``terminated``).
-    d3rlpy stores T observations for T actions: the last step of a non-terminated episode has
-    no observed next state and is kept as a choice-only row (``next_observed`` False; see
-    :func:`genpqr.data.from_episodes`)."""
+    ``observations`` (T, d), ``actions`` (T,) or (T, 1), ``rewards`` (T,) or (T, 1) and
+    ``terminated``). Discrete actions only.
+
+    Episode ends: d3rlpy builds episodes from ``terminals`` and ``timeouts``. An episode cut by
+    ``terminals`` has ``terminated`` true: its last transition is *terminated* (absorbing; its
+    next state is never used). An episode cut by ``timeouts`` has ``terminated`` false:
+    d3rlpy stores T observations for T actions, so its last step has no observed next state
+    and is kept as a choice-only row (``next_observed`` False; it enters stage 1 and the choice
+    counts, not stage 2; see :func:`genpqr.data.from_episodes`).
+    """
     episodes = []
     for ep in dataset.episodes:
         episodes.append({"states": _flat(ep.observations), "actions": np.asarray(ep.actions).reshape(-1),
@@ -116,13 +130,39 @@ def from_d3rlpy(dataset, *, action_labels=None) -> Transitions:
     return from_episodes(episodes, action_labels=action_labels)
 
 
+TIME_LIMIT_KEY = "TimeLimit.truncated"
+
+
+def _imitation_terminated(traj) -> bool:
+    """An imitation trajectory ends in an absorbing state: ``terminal`` (the episode's end is in
+    the trajectory) and not cut by a time limit (``infos[-1]["TimeLimit.truncated"]``, set by
+    stable-baselines3's vectorized environments)."""
+    if not bool(traj.terminal):
+        return False
+    infos = getattr(traj, "infos", None)
+    if infos is None or len(infos) == 0:
+        return True
+    last = infos[-1]
+    return not bool(last.get(TIME_LIMIT_KEY, False)) if isinstance(last, dict) else True
+
+
 def from_imitation(trajectories, *, action_labels=None) -> Transitions:
-    """Transitions from a list of imitation ``Trajectory`` objects (``obs`` (T+1, ...),
-    ``acts`` (T,), ``terminal``; ``rews`` when present)."""
+    """Transitions from a list of imitation ``Trajectory`` / ``TrajectoryWithRew`` objects
+    (``obs`` (T+1, ...), ``acts`` (T,), ``terminal``, ``infos``; ``rews`` when present), e.g.
+    from ``imitation.data.rollout.generate_trajectories``. Discrete actions only.
+
+    Episode ends: imitation sets ``terminal=True`` on every complete episode, whether it
+    ended in an absorbing state or at a time limit; the time limit is recorded as
+    ``infos[-1]["TimeLimit.truncated"]``. The last transition is therefore *terminated* when
+    ``terminal`` is true and that flag is false or absent, and *truncated* (the next state,
+    ``obs[-1]``, is bootstrapped) when the flag is true or the trajectory is a fragment
+    (``terminal=False``). Trajectories without ``infos`` cannot tell a time limit from an
+    absorbing end: ``terminal`` is then taken as terminated.
+    """
     episodes = []
     for traj in trajectories:
         ep = {"states": _flat(traj.obs), "actions": np.asarray(traj.acts).reshape(-1),
-              "terminated": bool(traj.terminal)}
+              "terminated": _imitation_terminated(traj)}
         if getattr(traj, "rews", None) is not None:
             ep["rewards"] = np.asarray(traj.rews, dtype=np.float64)
         episodes.append(ep)

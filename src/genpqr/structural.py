@@ -60,7 +60,7 @@ from ._checks import as_float_array, check_gamma
 from .exceptions import ConvergenceWarning
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
-           "estimate_structural", "choice_fit_table", "StructuralStatistic"]
+           "estimate_structural"]
 
 #: Largest number of states solved with dense LU (sparse LU above).
 _DENSE_MAX = 2000

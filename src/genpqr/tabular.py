@@ -428,7 +428,8 @@ def recover_reward(log_policy, P, gamma, normalization: Normalization, *, solver
 
     Solves ``Q = u - g + gamma P mu Q`` through ``W = mu Q``:
     ``(I - gamma P_mu) W = mu u - g``, ``Q = u - g + gamma P W``; returns
-    ``r = Q - W + g`` and ``v = -P W``.
+    ``r = Q - mu Q + g`` (``mu Q = W`` up to the solver's residual; recomputed so that the
+    normalization holds exactly where ``mu`` is a point mass) and ``v = -P W``.
 
     Parameters
     ----------
@@ -447,7 +448,10 @@ def recover_reward(log_policy, P, gamma, normalization: Normalization, *, solver
     W, info = solve_linear_bellman(kernel.under(mu), np.sum(mu * u, axis=1) - g, gamma, solver=solver, tol=tol)
     PW = kernel.expect(W)
     q = u - g[:, None] + gamma * PW
-    reward = q - W[:, None] + g[:, None]
+    # r = Q - mu Q + g with mu Q recomputed from the returned Q (equal to W up to the solver's
+    # residual): the normalization mu r = g then holds to rounding for every mu, and exactly for
+    # a point-mass mu (an anchor: 1.0 * Q - Q = 0, so r(s, anchor) is g(s) bit for bit, not 1e-15)
+    reward = q - np.sum(mu * q, axis=1)[:, None] + g[:, None]
     return TabularRecovery(reward, -PW, q, u, mu, g, gamma, info)
 
 

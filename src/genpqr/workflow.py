@@ -590,7 +590,7 @@ class FitOutputs:
     Attributes
     ----------
     config : FitConfig
-        The effective config (defaults resolved), as saved in ``config.json``.
+        The effective config (defaults resolved, paths absolute), as saved in ``config.json``.
     model : GenPQR
     data : Transitions
         The transitions fitted (tabular mode: states are ``state_index``).
@@ -815,11 +815,12 @@ def _write(outputs: FitOutputs, n_rows: int) -> None:
     """model.joblib, rewards.csv, parameters.csv, config.json and report.html into ``config.out``."""
     from .fit_report import context_from_outputs, write_report
 
+    outputs.config = outputs.config.with_absolute_paths()  # config.json reruns from any folder
     out = Path(outputs.config.out)
     out.mkdir(parents=True, exist_ok=True)
     files = outputs.files
     files.update(model=out / "model.joblib", rewards=out / "rewards.csv")
-    _save_model(outputs.model, files["model"])
+    outputs.model.save(files["model"], include_data=outputs.config.save_data)
     outputs.rewards.to_csv(files["rewards"], index=False)
     if outputs.parameters is not None:
         files["parameters"] = out / "parameters.csv"
@@ -828,11 +829,6 @@ def _write(outputs: FitOutputs, n_rows: int) -> None:
     outputs.config.to_json(files["config"])
     files["report"] = out / "report.html"
     write_report(files["report"], context_from_outputs(outputs, n_rows=n_rows))
-
-
-def _save_model(model, path) -> None:
-    """``model.save(path)`` (falls back to cloudpickle for user-supplied closures)."""
-    model.save(path)
 
 
 def _load_kernel(path: str, n_actions: int) -> np.ndarray:
@@ -999,6 +995,9 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--sep", default=S, metavar="CHAR", help="CSV delimiter (default ','; e.g. ';' or '\\t')")
     p.add_argument("--out", default=S, metavar="DIR", help="output folder (created; checked before fitting)")
     p.add_argument("--quiet", action="store_true", default=S, help="no progress bars")
+    p.add_argument("--save-data", dest="save_data", action="store_true", default=S,
+                   help="keep the training data in model.joblib (larger file; needed only to refit, bootstrap or "
+                        "re-normalize the saved model)")
     p.set_defaults(func=fit_command)
     return p
 

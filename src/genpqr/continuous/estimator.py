@@ -21,8 +21,8 @@ from sklearn.base import BaseEstimator
 
 from .._checks import as_float_array, check_gamma, check_length, check_random_state, seed_from
 from ..data import Transitions
-from ..clipping import CLIP_WARN_FRACTION
-from ..exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
+from ..diagnostic_checks import emit, failed_diagnostics
+from ..exceptions import ConvergenceWarning, NotFittedError
 from .data import ContinuousTransitions, as_actions
 from .densities import LinearGaussianDensity, SquashedDensity, check_normalized
 from .fqe import ContinuousFQE
@@ -61,6 +61,9 @@ class ContinuousDiagnostics:
     n_iterations : int
     converged : bool
     solver : str
+    warnings : list of str
+        ``"Category: message"`` of every failed check (:mod:`genpqr.diagnostic_checks`), also
+        raised as warnings by ``fit``.
     """
 
     n_transitions: int
@@ -83,6 +86,7 @@ class ContinuousDiagnostics:
     n_iterations: int = 0
     converged: bool = True
     solver: str = ""
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -184,6 +188,7 @@ class ContinuousGenPQR(BaseEstimator):
         self.reference_ = reference
         self.reference_measure_ = reference.describe(space)
         self.training_data_ = data
+        self.state_dim_ = data.state_dim
         self.policy_ = self._fit_policy(data)
         self._check_policy_support(space)
         self.density_integrals_ = (self._check_normalized(self.policy_, data, "policy_model")
@@ -249,8 +254,10 @@ class ContinuousGenPQR(BaseEstimator):
                              "dominated by pi_hat there; choose mu inside the policy's support or set min_log_density")
         fqe = ContinuousFQE(regressor=self.q_model, structure=self.structure, n_iterations=self.n_iterations,
                             tol=self.tol, warm_start=self.warm_start, freeze_transformers=self.freeze_transformers)
-        fqe.fit(data.states, data.actions, next_states, data.continues, u_rows - g_rows, nodes,
-                u_next - g_next[:, None], self.gamma_, sample_weight=data.sample_weight, next_index=next_index)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # re-raised by the diagnostics checks, with context
+            fqe.fit(data.states, data.actions, next_states, data.continues, u_rows - g_rows, nodes,
+                    u_next - g_next[:, None], self.gamma_, sample_weight=data.sample_weight, next_index=next_index)
         self.normalization_, self.kernel_, self.integration_, self.fqe_ = normalization, kernel, rule, fqe
         self.diagnostics_ = self._diagnostics(data, u_rows, clipped, u_next, nodes, next_states, kernel)
 
@@ -302,16 +309,9 @@ class ContinuousGenPQR(BaseEstimator):
             max_mu_over_pi=ratio, support_ess=ess, bellman_residuals=list(hist.bellman_residual),
             target_changes=list(hist.target_change), n_iterations=self.fqe_.n_iter_,
             converged=bool(self.fqe_.converged_), solver=f"fqe-{self.fqe_.structure}")
-        if diag.fraction_clipped > CLIP_WARN_FRACTION:
-            warnings.warn(f"{diag.fraction_clipped:.1%} of the observed actions' log densities hit the floor "
-                          f"min_log_density={self.min_log_density:g}: there u = log pi_hat is replaced by the floor, so "
-                          f"the rewards and Q-values of those actions are pulled toward it and decided by the floor, not "
-                          f"the data; lower it or set min_log_density=None (the default, no floor)", ClippingWarning,
-                          stacklevel=3)
-        if np.isfinite(ess) and ess < self.min_support:
-            warnings.warn(f"weak support for mu ({kernel.describe()}): the importance weights mu/pi_hat at the training "
-                          f"rows have an effective sample size of {ess:.1f} (min_support={self.min_support}); the reward "
-                          "where pi_hat has little mass rests on extrapolation", WeakSupportWarning, stacklevel=3)
+        clip = None if self.min_log_density is None else f"min_log_density={self.min_log_density:g}"
+        diag.warnings = emit(failed_diagnostics(diag, normalization=kernel.describe(), clip=clip,
+                                                min_support=self.min_support, tol=self.tol), stacklevel=5)
         return diag
 
     # ------------------------------------------------------------------ prediction
@@ -322,7 +322,7 @@ class ContinuousGenPQR(BaseEstimator):
     def _inputs(self, states, actions=None):
         self._check_fitted()
         X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-        d = self.training_data_.state_dim
+        d = self.state_dim_ if hasattr(self, "state_dim_") else self.training_data_.state_dim
         if X.shape[1] != d:
             raise ValueError(f"states must have {d} column(s) like the training data, got {X.shape[1]}")
         if actions is None:
@@ -366,8 +366,12 @@ class ContinuousGenPQR(BaseEstimator):
         return -self.fqe_.predict_continuation(X, A, base)
 
     def renormalize(self, normalization: ContinuousNormalization) -> "ContinuousGenPQR":
-        """A copy under another normalization, re-solving stage 2 only; ``self`` is unchanged."""
+        """A copy under another normalization, re-solving stage 2 only; ``self`` is unchanged.
+        Needs the training data (a model saved with ``include_data=False`` cannot)."""
+        from ..persistence import require_data
+
         self._check_fitted()
+        require_data(self, "renormalize")
         new = copy.copy(self)
         new.normalization = normalization
         new._fit_stage2(normalization)
@@ -379,12 +383,14 @@ class ContinuousGenPQR(BaseEstimator):
             raise TypeError(f"data must be ContinuousTransitions, got {type(data).__name__}")
         return float(-np.average(self.log_policy(data.states, data.actions), weights=data.weights))
 
-    def save(self, path) -> None:
-        """Save the fitted model (joblib)."""
-        import joblib
+    def save(self, path, include_data: bool = False) -> None:
+        """Save the fitted model (joblib); reload with :func:`genpqr.load`. ``include_data=False``
+        (default) leaves out the training transitions and per-row folds: the saved model still
+        predicts but cannot ``renormalize`` (see :mod:`genpqr.persistence`)."""
+        from ..persistence import dump
 
         self._check_fitted()
-        joblib.dump(self, path)
+        dump(self, path, include_data=include_data)
 
     def summary(self) -> str:
         """A short human-readable account of the fit."""

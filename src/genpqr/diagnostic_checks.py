@@ -1,0 +1,118 @@
+"""Which fit diagnostics failed: the one place that turns diagnostics into warnings.
+
+:func:`failed_diagnostics` reads a :class:`genpqr.estimator.Diagnostics` (discrete actions)
+or :class:`genpqr.continuous.ContinuousDiagnostics` and returns a ``(category, message)``
+pair for every check that failed; :func:`emit` raises them as Python warnings and returns
+their ``"Category: message"`` lines. The estimators call both at the end of ``fit`` and keep
+the lines in ``diagnostics_.warnings``, so a report lists every failed check even when
+nobody caught the warnings (a model fitted elsewhere, warnings filtered, a loaded model).
+
+Checks and thresholds
+---------------------
+- **convergence**: the Q-evaluation stopped before its targets settled (``converged`` false):
+  FQE hit ``n_iterations``, or its iteration count was chosen by a held-out Bellman residual
+  while the targets were still moving; the Q estimate is then not a fixed point.
+- **clipping**: more than ``CLIP_SHARE`` (5%, :data:`genpqr.clipping.CLIP_WARN_FRACTION`) of
+  the observed actions' estimated probabilities hit a clip bound, or of the rows sit at a state
+  where some action is floored (:func:`genpqr.clipping.clip_binds_message`); continuous: the
+  observed actions' log-densities hit ``min_log_density``. ``log pi`` there is the bound, not an
+  estimate.
+- **coverage**: the coverage constant ``max mu/pi_hat`` exceeds ``COVERAGE_LIMIT`` (20): at
+  some logged state the normalization leans on an action the behaviour takes less than once
+  in 20 times (for an anchor). The paper's reward-recovery bound (Theorem "Reward recovery
+  bound") multiplies the Q and policy errors by ``1 + sqrt(C_mu/pi)``, above 5.5 here; the
+  paper's advice is not to anchor on a rarely observed action.
+- **support**: fewer than ``min_support`` rows take an action with weight under mu
+  (continuous: the effective sample size of the importance weights ``mu/pi_hat``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .clipping import CLIP_WARN_FRACTION, clip_binds_message
+from .exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
+
+__all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "failed_diagnostics", "emit"]
+
+CLIP_SHARE = CLIP_WARN_FRACTION
+COVERAGE_LIMIT = 20.0
+
+
+def _convergence(diag, tol, early_stopping):
+    if diag.converged or diag.solver in ("", None) or not str(diag.solver).startswith("fqe"):
+        return None
+    change = f"{diag.target_changes[-1]:.3g}" if diag.target_changes else "n/a"
+    tol_text = "no tolerance set" if tol is None else f"tol={tol:g}"
+    if early_stopping:
+        why = f"stopped after {diag.n_iterations} iterations, the count chosen by the held-out Bellman residual,"
+        advice = ("the held-out residual stopped improving there: try a Q model suited to the states, or more data, "
+                  "and inspect the convergence plot")
+    else:
+        why = f"stopped after {diag.n_iterations} iterations"
+        advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
+    return (ConvergenceWarning,
+            f"FQE did not converge: it {why} with the Bellman targets still moving (last max change {change}, "
+            f"{tol_text}); the Q estimate is not a fixed point and the reward depends on where it stopped ({advice})")
+
+
+def _clipping(diag, clip):
+    if hasattr(diag, "support_ess"):  # continuous actions: the log-density floor
+        if not diag.fraction_clipped > CLIP_SHARE:
+            return None
+        return (ClippingWarning,
+                f"{diag.fraction_clipped:.1%} of the observed actions' log densities hit the floor {clip}: there "
+                f"u = log pi_hat is replaced by the floor, so the rewards and Q-values of those actions are pulled "
+                f"toward it and decided by the floor, not the data; lower it or set min_log_density=None (the "
+                f"default, no floor)")
+    bounds = getattr(diag, "clip", None) or clip
+    message = clip_binds_message(diag.fraction_clipped, getattr(diag, "fraction_floored", 0.0), bounds,
+                                 getattr(diag, "clip_rule", "") or "given")
+    return None if message is None else (ClippingWarning, message)
+
+
+def _coverage(diag):
+    c = diag.max_mu_over_pi
+    if not (np.isfinite(c) and c > COVERAGE_LIMIT):
+        return None
+    return (CoverageWarning,
+            f"large coverage constant max mu/pi_hat = {c:.3g} (> {COVERAGE_LIMIT:g}): at some logged state the "
+            f"normalization weights an action the behaviour rarely takes there, and the reward error bound grows "
+            f"with this constant; consider another normalization (e.g. an action taken everywhere)")
+
+
+def _support(diag, normalization, min_support):
+    if min_support is None:
+        return None
+    if hasattr(diag, "support_ess"):
+        ess = diag.support_ess
+        if not (np.isfinite(ess) and ess < min_support):
+            return None
+        return (WeakSupportWarning,
+                f"weak support for mu ({normalization}): the importance weights mu/pi_hat at the training rows have "
+                f"an effective sample size of {ess:.1f} (min_support={min_support}); the reward where pi_hat has "
+                "little mass rests on extrapolation")
+    if diag.support_count >= min_support:
+        return None
+    return (WeakSupportWarning,
+            f"weak support for the normalization ({normalization}): only {diag.support_count} of "
+            f"{diag.n_transitions} rows take an action with positive weight under mu (min_support={min_support})")
+
+
+def failed_diagnostics(diag, *, normalization: str = "", clip=None, min_support=None, tol=None,
+                       early_stopping: bool = False) -> list:
+    """``[(warning category, message), ...]``: one per failed check (see the module docstring)."""
+    found = [_support(diag, normalization, min_support), _clipping(diag, clip), _coverage(diag),
+             _convergence(diag, tol, early_stopping)]
+    return [f for f in found if f is not None]
+
+
+def emit(failures, stacklevel: int = 3) -> list:
+    """Raise each ``(category, message)`` as a warning; returns ``["Category: message", ...]``."""
+    lines = []
+    for category, message in failures:
+        warnings.warn(message, category, stacklevel=stacklevel)
+        lines.append(f"{category.__name__}: {message}")
+    return lines
