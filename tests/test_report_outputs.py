@@ -74,7 +74,8 @@ def test_a_fit_that_did_not_converge_says_so_in_the_report(tmp_path, capsys):
 def test_report_lists_failed_checks_even_when_the_fit_warnings_were_silenced(tmp_path):
     frame, _ = write_tabular_csv(tmp_path / "d.csv", n_episodes=40, horizon=6)
     frame = frame[(frame.action != "left") | (frame.state % 5 == 0)]  # "left" is rare: weak support
-    data = genpqr.from_pandas(frame, episode="episode", time="time", state="state", action="action")
+    data = genpqr.from_pandas(frame, episode="episode", time="time", state="state", action="action",
+                              time_gaps="split")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = genpqr.GenPQR(N.anchor_action("left"), gamma=0.9, q_model="exact", n_states=15).fit(data)
@@ -147,14 +148,14 @@ def test_model_joblib_leaves_the_training_data_out_unless_asked(tmp_path, capsys
     slim, full = (tmp_path / d / "model.joblib" for d in ("slim", "full"))
     assert slim.stat().st_size < full.stat().st_size / 20, (slim.stat().st_size, full.stat().st_size)
     small, big = genpqr.load(slim), genpqr.load(full)
-    assert not hasattr(small, "training_data_") and big.training_data_.n == 1500 * 9  # the last step of an episode has no next state
+    assert not hasattr(small, "training_data_") and big.training_data_.n == 1500 * 10  # every choice
     grid = np.arange(15)
     assert np.array_equal(small.reward(grid), big.reward(grid))
     assert np.array_equal(small.continuation(grid), big.continuation(grid))
     pd.testing.assert_frame_equal(small.reward_table(), big.reward_table())
     assert small.summary() == big.summary()
-    np.testing.assert_array_equal(small.policy_value_difference(N.mean_zero(), N.anchor_action(0)),
-                                  big.policy_value_difference(N.mean_zero(), N.anchor_action(0)))
+    np.testing.assert_array_equal(small.policy_value_difference(N.mean_zero(), N.anchor_action("left")),
+                                  big.policy_value_difference(N.mean_zero(), N.anchor_action("left")))
     with pytest.raises(ValueError, match="renormalize needs the training data.*include_data=True"):
         small.renormalize(N.mean_zero())
     again = big.renormalize(N.mean_zero())

@@ -781,11 +781,15 @@ class StructuralStep(BaseEstimator):
         shape = rec.reward.shape
         X = _check_features(self.features, shape)
         off = np.zeros(shape) if self.offset is None else _check_table(self.offset, shape, "offset")
-        if weights is None:
+        if weights is not None:
+            counts = _check_weights(weights, shape)
+        elif getattr(model.stage2_, "counts", None) is not None:  # kept by the exact path, also in a slim save
+            counts = np.asarray(model.stage2_.counts, dtype=np.float64)
+        else:
             from .persistence import require_data
 
             require_data(model, "the default weights (visit counts) of the structural fit")
-        counts = choice_counts(model.training_data_, shape[0]) if weights is None else _check_weights(weights, shape)
+            counts = choice_counts(model.training_data_, shape[0])
         kernel, gamma = model.stage2_.kernel, model.gamma_
         if self.method == "fixed-v":
             Xn, offn = _in_normalization(X, off, rec.mu, rec.g, kernel, gamma, model.solver)
