@@ -164,7 +164,7 @@ def test_model_joblib_leaves_the_training_data_out_unless_asked(tmp_path, capsys
     model = genpqr.GenPQR(N.anchor_action("left"), gamma=0.9, q_model="exact", n_states=15, cross_fit=2)
     model.fit(big.training_data_)
     model.save(tmp_path / "m.joblib")
-    assert model.training_data_.n == 1500 * 9 and model.policy_.fold_of_row is not None
+    assert model.training_data_.n == 1500 * 10 and model.policy_.fold_of_row is not None
 
 
 # ---------------------------------------------------------------------------- figures
