@@ -199,3 +199,18 @@ def test_cli_fit_with_lstd(tmp_path, capsys):
     model = genpqr.load(tmp_path / "o" / "model.joblib")
     assert model.diagnostics_.solver == "lstd"
     np.testing.assert_allclose(model.reward(frame[["x1", "x2"]].to_numpy(), frame["choice"]), r["reward"])
+
+
+def test_mlp_hidden_representation_spans_the_logits():
+    from scipy.special import log_softmax
+
+    from genpqr.nn import MLPClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=300) > 0).astype(int) + (X[:, 1] > 1)
+    clf = MLPClassifier(hidden_layer_sizes=(8, 6), max_epochs=3, random_state=0).fit(X, y)
+    h = clf.hidden_representation(X)
+    assert h.shape == (300, 6) and (h >= 0).all()
+    W, b = (t.double().numpy() for t in (clf.network_.weights[-1], clf.network_.biases[-1]))
+    np.testing.assert_allclose(log_softmax(h @ W.T + b, axis=1), clf.predict_log_proba(X), atol=1e-10)

@@ -13,7 +13,7 @@ library uses by name:
 ``"onehot"``    :func:`onehot_features`: indicator of a tabular state index (exact tabular
                 LSTD: with per-action encoding it is the cell-mean model)
 ``"policy"``    :class:`PolicyFeatures`: the last hidden layer of the fitted stage-1 network
-                (``transform`` of e.g. :class:`genpqr.nn.MLPClassifier`), frozen
+                (``hidden_representation`` of :class:`genpqr.nn.MLPClassifier`), frozen
 ==============  ==============================================================================
 """
 
@@ -28,6 +28,7 @@ from sklearn.preprocessing import OneHotEncoder, SplineTransformer, StandardScal
 from ._checks import as_float_array, seed_from
 
 __all__ = ["spline_features", "fourier_features", "onehot_features", "PolicyFeatures", "make_features", "bind_policy",
+           "learned_representation",
            "FEATURE_MAPS"]
 
 #: Names accepted by :func:`make_features`.
@@ -54,9 +55,9 @@ def onehot_features(n_states: int):
 
 
 class PolicyFeatures(BaseEstimator, TransformerMixin):
-    """The frozen representation of a fitted stage-1 model: ``transform`` of each fitted
-    classifier (e.g. the last hidden layer of :class:`genpqr.nn.MLPClassifier`), side by side
-    when stage 1 was cross-fitted.
+    """The frozen representation of a fitted stage-1 model: ``hidden_representation`` (else
+    ``transform``) of each fitted classifier (e.g. the last hidden layer of
+    :class:`genpqr.nn.MLPClassifier`), side by side when stage 1 was cross-fitted.
 
     It is bound to the fitted policy by :meth:`bind` (``GenPQR`` does this); ``fit`` then
     fits nothing.
@@ -82,10 +83,11 @@ class PolicyFeatures(BaseEstimator, TransformerMixin):
         """Use ``models`` (a list of fitted classifiers with ``transform``); returns self."""
         if not (self.hidden or self.log_proba):
             raise ValueError("PolicyFeatures needs hidden=True or log_proba=True (else it has no features)")
-        missing = [type(m).__name__ for m in models if self.hidden and not hasattr(m, "transform")]
+        missing = [type(m).__name__ for m in models if self.hidden and learned_representation(m) is None]
         if missing:
             raise TypeError(
-                f"features='policy' needs a stage-1 model with transform() returning its learned representation "
+                f"features='policy' needs a stage-1 model with hiddenlearned_representation() or transform() returning its "
+                f"learned representation "
                 f"(e.g. genpqr.nn.MLPClassifier with hidden layers), got {missing[0]}; use features='spline' or "
                 "'rff' instead"
             )
@@ -103,11 +105,23 @@ class PolicyFeatures(BaseEstimator, TransformerMixin):
         blocks = []
         for model in self.models_:
             if self.hidden:
-                blocks.append(np.asarray(model.transform(X), dtype=np.float64))
+                blocks.append(np.asarray(learned_representation(model)(X), dtype=np.float64))
             if self.log_proba:
                 blocks.append(np.log(np.maximum(np.asarray(model.predict_proba(X), dtype=np.float64),
                                                 self.min_proba)))
         return np.hstack(blocks)
+
+
+def learned_representation(model):
+    """The method giving a fitted classifier's learned representation of states, or None."""
+    for name in ("hidden_representation", "transform"):
+        if hasattr(model, name):
+            return getattr(model, name)
+    if hasattr(model, "steps"):  # a pipeline: preprocessing, then the last step's representation
+        last = learned_representation(model.steps[-1][1])
+        if last is not None:
+            return lambda X: last(model[:-1].transform(X))
+    return None
 
 
 def bind_policy(feature_map, models):

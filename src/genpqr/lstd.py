@@ -36,7 +36,7 @@ from sklearn.base import BaseEstimator, clone
 
 from ._checks import as_float_array, check_gamma
 from .exceptions import NotFittedError
-from .features import bind_policy, make_features
+from .features import bind_policy, learned_representation, make_features
 from .qeval import FQEHistory
 
 __all__ = ["BellmanProblem", "BellmanStatistics", "LSTDQ"]
@@ -245,7 +245,7 @@ class LSTDQ(BaseEstimator):
     ----------
     features : None, {"spline", "rff", "onehot", "policy"} or transformer
         The state feature map (:mod:`genpqr.features`). None: ``"policy"`` when the stage-1
-        model has a learned representation (``transform``), else ``"spline"``.
+        model has a learned representation (``hidden_representation``), else ``"spline"``.
     encoding : {"per_action", "joint"}
         ``phi(s, a) = e_a (x) phi(s)`` or ``[phi(s), e_a]``.
     alpha : float >= 0
@@ -348,7 +348,7 @@ class LSTDQ(BaseEstimator):
         features = self.features
         if features is None:
             models = problem.policy_models or []
-            features = "policy" if models and all(hasattr(m, "transform") for m in models) else "spline"
+            features = "policy" if models and all(learned_representation(m) is not None for m in models) else "spline"
         fmap = clone(make_features(features, n_states=self.n_states, random_state=self.random_state))
         self.features_ = bind_policy(fmap, problem.policy_models)
         self.n_actions_ = problem.n_actions

@@ -713,12 +713,13 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
         proba /= proba.sum(axis=1, keepdims=True)
         return proba
 
-    def transform(self, X) -> np.ndarray:
+    def hidden_representation(self, X) -> np.ndarray:
         """The last hidden layer's activations: the network's learned representation of ``X``.
 
         ``log pi(.|x)`` is an affine function of it followed by a log-softmax, so it is a natural
         feature map for linear models of quantities that vary with the policy (e.g. the
-        closed-form Q-evaluation of :class:`genpqr.lstd.LSTDQ`).
+        closed-form Q-evaluation of :class:`genpqr.lstd.LSTDQ`). (Not named ``transform``: that
+        would make scikit-learn treat the classifier as a transformer.)
 
         Parameters
         ----------
