@@ -111,11 +111,14 @@ def test_chunked_accumulation_equals_one_shot(encoding):
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), cut=st.integers(1, 59), encoding=st.sampled_from(["blocks", "dense"]))
-def test_statistics_are_additive_over_any_split(seed, cut, encoding):
+@given(seed=st.integers(0, 10_000), cut=st.integers(1, 59), encoding=st.sampled_from(["blocks", "dense"]),
+       unweighted=st.sampled_from([None, 0, 2]))
+def test_statistics_are_additive_over_any_split(seed, cut, encoding, unweighted):
     rng = np.random.default_rng(seed)
     n, q, K = 60, 4, 3
     phi, nphi, w = rng.normal(size=(n, q)), rng.normal(size=(n, q)), rng.random((n, K))
+    if unweighted is not None:  # an action mu never weighs (skipped by the block accumulation)
+        w[:, unweighted] = 0.0
     acts, y = rng.integers(0, K, n), rng.normal(size=n)
 
     def stats(rows):

@@ -175,6 +175,7 @@ class BellmanStatistics:
         """
         q = state_phi.shape[1]
         K = next_weights.shape[1]
+        support = np.flatnonzero(np.any(next_weights != 0, axis=0))  # e.g. one column for an anchor
         order = np.argsort(actions, kind="stable")
         bounds = np.searchsorted(actions[order], np.arange(K + 1))
         for a in range(K):
@@ -184,8 +185,12 @@ class BellmanStatistics:
             X = state_phi[rows]
             block = slice(a * q, (a + 1) * q)
             self.gram[block, block] += X.T @ X
-            nxt = (next_weights[rows][:, :, None] * next_state_phi[rows][:, None, :]).reshape(rows.size, K * q)
-            self.cross[block, :] += X.T @ nxt
+            if support.size:
+                w = next_weights[rows][:, support]
+                nxt = (w[:, :, None] * next_state_phi[rows][:, None, :]).reshape(rows.size, support.size * q)
+                prod = X.T @ nxt
+                for j, col in enumerate(support):
+                    self.cross[block, col * q:(col + 1) * q] += prod[:, j * q:(j + 1) * q]
             self.b[block] += X.T @ target[rows]
         self.n_rows += state_phi.shape[0]
         return self
