@@ -13,6 +13,7 @@ import time
 import warnings
 
 import numpy as np
+from sklearn.pipeline import make_union
 from threadpoolctl import threadpool_limits
 
 from genpqr.envs import make_synthetic_data
@@ -25,6 +26,8 @@ FEATURES = {
     "policy hidden + log pi": lambda seed: PolicyFeatures(log_proba=True),
     "splines (5 knots, cubic)": lambda seed: spline_features(),
     "random Fourier (300)": lambda seed: fourier_features(300, 0.1, random_state=seed),
+    "splines + random Fourier (100)": lambda seed: make_union(spline_features(),
+                                                              fourier_features(100, 0.1, random_state=seed)),
 }
 ALPHAS = (1e-4, 1e-3)
 ITERATIONS = (8, 16, None)

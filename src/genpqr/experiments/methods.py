@@ -231,10 +231,16 @@ def build_genpqr_lstd(data, seed: int, options: dict):
     q_opts = dict(options.get("q_model", {}))
     kind = q_opts.pop("features", "spline")
     n_components = q_opts.pop("n_components", 300)
+    rff_gamma = q_opts.pop("rff_gamma", 0.1)
     if kind == "spline":
         features = spline_features()
     elif kind == "rff":
-        features = fourier_features(n_components=n_components, gamma=q_opts.pop("rff_gamma", 0.1), random_state=seed)
+        features = fourier_features(n_components=n_components, gamma=rff_gamma, random_state=seed)
+    elif kind == "spline+rff":
+        from sklearn.pipeline import make_union
+
+        features = make_union(spline_features(),
+                              fourier_features(n_components=n_components, gamma=rff_gamma, random_state=seed))
     else:
         features = kind  # "policy" or a transformer
     model = LSTDQ(features=features, random_state=seed, **q_opts)
@@ -314,8 +320,10 @@ _BASELINE_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "estimator": {}}
 #: Closed-form Q-evaluation (genpqr.lstd.LSTDQ): splines per coordinate, per-action blocks, the fixed
 #: point (docs/benchmarks.md compares feature maps and truncations).
 GENPQR_LSTD_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "q_model": {"features": "spline", "alpha": 1e-4}}
-#: Random Fourier features (300), the fixed point (the most accurate LSTD variant measured, 3x slower).
-GENPQR_LSTD_RFF = {**_BC, "bc": BC_DEFAULTS, "q_model": {"features": "rff", "n_components": 300, "alpha": 1e-4}}
+#: Splines and 100 random Fourier features (interactions), the fixed point: the most accurate
+#: LSTD variant measured per unit of time (benchmarks/lstd_features.py, docs/benchmarks.md).
+GENPQR_LSTD_RFF = {**_BC, "bc": BC_DEFAULTS,
+                   "q_model": {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}}
 
 
 def _with_airl(defaults: dict) -> dict:
