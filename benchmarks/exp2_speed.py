@@ -6,11 +6,15 @@ AIRL and MaxEnt-IRL baselines. Prints fit wall time (data simulation excluded) a
 reward MSE per method, and the ratios.
 
     python benchmarks/exp2_speed.py --seeds 5 [--with-airl]
+    python benchmarks/exp2_speed.py --seeds 20 --methods "GenPQR (BC, NN)" "GenPQR (BC, LSTD)" ...
+
+Prints the load average before and after: on a shared machine compare the ratios only.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -25,10 +29,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--with-airl", action="store_true", help="also time AIRL and MaxEnt-IRL")
+    ap.add_argument("--methods", nargs="+", help="registered method names (the first is the ratios' base)")
     args = ap.parse_args()
     names = ["GenPQR (BC, NN)", "GenPQR (BC, NN, paper 8x4)", "DeepPQR"]
     if args.with_airl:
         names += ["AIRL state reward", "MaxEnt-IRL", "GenPQR (AIRL, NN)"]
+    if args.methods:
+        names = list(args.methods)
+    print(f"load average before: {os.getloadavg()}")
     rows = {n: [] for n in names}
     with threadpool_limits(1):
         import torch  # noqa: F401  (imported before timing)
@@ -41,15 +49,18 @@ def main():
                 rows[name].append((row["fit_time"], row["reward_mse"], row["reward_corr"]))
     print(f"machine: {platform.machine()}, python {platform.python_version()}; exp2 size (1000 trajectories), "
           f"seeds 0..{args.seeds - 1}, one process, one thread, methods fitted in turn")
-    print("| method | fit time (s) mean | max | MSE mean | corr mean |")
+    print("| method | fit time (s) mean | max | MSE mean ± 95% CI | corr mean |")
     print("|---|---|---|---|---|")
     for name in names:
         a = np.array(rows[name])
-        print(f"| {name} | {a[:, 0].mean():.3f} | {a[:, 0].max():.3f} | {a[:, 1].mean():.3f} | {a[:, 2].mean():.3f} |")
-    base = np.array(rows["GenPQR (BC, NN)"])[:, 0]
+        ci = 1.96 * a[:, 1].std(ddof=1) / np.sqrt(len(a)) if len(a) > 1 else float("nan")
+        print(f"| {name} | {a[:, 0].mean():.3f} | {a[:, 0].max():.3f} | {a[:, 1].mean():.3f} ± {ci:.3f} | "
+              f"{a[:, 2].mean():.3f} |")
+    base = np.array(rows[names[0]])[:, 0]
     for name in names[1:]:
         other = np.array(rows[name])[:, 0]
-        print(f"time ratio {name} / GenPQR (BC, NN): {np.mean(other / base):.2f} (per-seed mean)")
+        print(f"time ratio {name} / {names[0]}: {np.mean(other / base):.2f} (per-seed mean)")
+    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -159,3 +159,23 @@ def test_fqe_like_loop_with_boosted_model():
     assert Q_next.shape == (n, K) and np.all(np.isfinite(Q_next))
     assert np.all(np.abs(Q_next) < np.abs(u).max() / (1 - gamma))
     assert Q_next.mean() < u.mean()
+
+
+def test_partial_and_pairwise_predictions_match_the_full_table():
+    pytest.importorskip("lightgbm")
+    from genpqr.boosting import BoostedQModel
+
+    rng = np.random.default_rng(0)
+    X, a = rng.normal(size=(300, 3)), rng.integers(0, 4, 300)
+    model = BoostedQModel(random_state=0)
+    for _ in range(3):
+        model.fit_q(X, a, rng.normal(size=300), 4)
+        full = model.predict_q(X)
+        np.testing.assert_allclose(model.predict_q_at(X, a), full[np.arange(300), a], rtol=0, atol=1e-12)
+        part = model.predict_q(X, columns=[2, 0])
+        np.testing.assert_allclose(part[:, [0, 2]], full[:, [0, 2]], rtol=0, atol=1e-12)
+        assert not part[:, [1, 3]].any()
+    with pytest.raises(ValueError, match="columns"):
+        model.predict_q(X, columns=[4])
+    with pytest.raises(ValueError, match="actions"):
+        model.predict_q_at(X, a[:5])

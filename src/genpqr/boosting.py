@@ -22,8 +22,9 @@ from .nn import _validate_q_inputs
 
 __all__ = ["BoostedQModel"]
 
-#: predict_q remembers Q for this many distinct state arrays (e.g. states and next states).
-_Q_CACHE_SIZE = 2
+#: predict_q / predict_q_at remember Q for this many distinct requests (FQE with a validation split
+#: makes four per iteration: next states and states, of the training and the validation rows).
+_Q_CACHE_SIZE = 6
 
 
 def _import_lightgbm():
@@ -269,17 +270,7 @@ class BoostedQModel(BaseEstimator):
             raise AttributeError("n_trees_ is set by fit_q")
         return int(self.booster_.num_trees())
 
-    def predict_q(self, states) -> np.ndarray:
-        """Q(s, a) for every action, from one vectorized prediction.
-
-        Parameters
-        ----------
-        states : array-like of shape (m, d)
-
-        Returns
-        -------
-        q : ndarray of shape (m, n_actions), float64
-        """
+    def _check_predict_states(self, states) -> np.ndarray:
         if not hasattr(self, "booster_"):
             raise NotFittedError(
                 f"This {type(self).__name__} instance is not fitted yet; call fit_q(states, actions, "
@@ -291,36 +282,98 @@ class BoostedQModel(BaseEstimator):
                 f"states has {states.shape[1]} features (columns) but the model was fitted with "
                 f"{self.n_features_in_}"
             )
-        m, K = states.shape[0], self.n_actions_
-        if m == 0:
-            return np.empty((0, K))
+        return states
+
+    def _cached_predict(self, key: tuple, make_features) -> np.ndarray:
+        """Ensemble predictions at the feature rows that ``key`` (a tag and arrays) describes.
+
+        Q is a sum over trees and trees are only ever appended, so for a key seen before only
+        the trees added since are evaluated, on the feature matrix kept with it (FQE asks for
+        Q at the same next states, states and validation rows every iteration).
+        """
         n_trees = self.n_trees_
         # Booster.predict does not inherit the booster's num_threads: without it, it runs on
         # every core (see n_jobs for why that can be very slow).
         threads = self._lgb_params()["num_threads"]
-        # Q is a sum over trees and trees are only ever appended, so for states seen before
-        # only the trees added since are evaluated (FQE asks for Q(s', .) every iteration).
         cache = getattr(self, "_q_cache", None) or []
-        for i, (cached_states, cached_trees, cached_q) in enumerate(cache):
-            if (
-                cached_trees <= n_trees
-                and cached_states.shape == states.shape
-                and np.array_equal(cached_states, states)
-            ):
-                if cached_trees == n_trees:
-                    q = cached_q
-                else:
-                    increment = self.booster_.predict(
-                        _all_actions_features(states, K), start_iteration=cached_trees, num_threads=threads
-                    )
-                    q = cached_q + np.asarray(increment, dtype=np.float64).reshape(m, K)
+        for i, (cached_key, features, cached_trees, cached) in enumerate(cache):
+            if cached_trees <= n_trees and _same_key(cached_key, key):
+                if cached_trees < n_trees:
+                    increment = self.booster_.predict(features, start_iteration=cached_trees, num_threads=threads)
+                    cached = cached + np.asarray(increment, dtype=np.float64)
                 del cache[i]
                 break
         else:
-            q = self.booster_.predict(_all_actions_features(states, K), num_threads=threads)
-            q = np.asarray(q, dtype=np.float64)
-            q = q.reshape(m, K)
-            cached_states = states.copy()
-        cache.insert(0, (cached_states, n_trees, q))
+            features = make_features()
+            cached = np.asarray(self.booster_.predict(features, num_threads=threads), dtype=np.float64)
+            key = tuple(k.copy() if isinstance(k, np.ndarray) else k for k in key)
+            cached_key = key
+        cache.insert(0, (cached_key, features, n_trees, cached))
         self._q_cache = cache[:_Q_CACHE_SIZE]
-        return q.copy()
+        return cached
+
+    def predict_q(self, states, columns=None) -> np.ndarray:
+        """Q(s, a) for every action, from one vectorized prediction.
+
+        Parameters
+        ----------
+        states : array-like of shape (m, d)
+        columns : array-like of int, optional
+            Only these actions are evaluated (the others are returned as 0): e.g. the support
+            of ``mu`` when only ``sum_a mu(a|s) Q(s, a)`` is needed.
+
+        Returns
+        -------
+        q : ndarray of shape (m, n_actions), float64
+        """
+        states = self._check_predict_states(states)
+        m, K = states.shape[0], self.n_actions_
+        if m == 0:
+            return np.empty((0, K))
+        cols = np.arange(K) if columns is None else np.unique(np.asarray(columns, dtype=np.int64))
+        if cols.size and (cols[0] < 0 or cols[-1] >= K):
+            raise ValueError(f"columns must be action codes in 0..{K - 1}, got {cols.tolist()}")
+        out = np.zeros((m, K))
+        if cols.size:
+            pred = self._cached_predict(("all", states, cols), lambda: _columns_features(states, cols, K))
+            out[:, cols] = pred.reshape(m, cols.size)
+        return out
+
+    def predict_q_at(self, states, actions) -> np.ndarray:
+        """Q(s_i, a_i) at the given pairs, shape (m,) (one prediction per row, not K)."""
+        states = self._check_predict_states(states)
+        actions = np.asarray(actions, dtype=np.int64)
+        if actions.shape != (states.shape[0],):
+            raise ValueError(f"actions must have shape ({states.shape[0]},), got {actions.shape}")
+        if actions.size and (actions.min() < 0 or actions.max() >= self.n_actions_):
+            raise ValueError(f"actions must be codes in 0..{self.n_actions_ - 1}")
+        if states.shape[0] == 0:
+            return np.empty(0)
+        pred = self._cached_predict(("at", states, actions),
+                                    lambda: _state_action_features(states, actions, self.n_actions_))
+        return pred.copy()
+
+
+def _same_key(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray) != isinstance(y, np.ndarray):
+            return False
+        if isinstance(x, np.ndarray):
+            if x.shape != y.shape or not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _columns_features(states: np.ndarray, columns: np.ndarray, n_actions: int) -> np.ndarray:
+    """Features of (state i, action columns[j]) at row ``i * len(columns) + j``."""
+    if columns.size == n_actions:
+        return _all_actions_features(states, n_actions)
+    m, d = states.shape
+    features = np.zeros((m * columns.size, d + n_actions))
+    features[:, :d] = np.repeat(states, columns.size, axis=0)
+    features[np.arange(m * columns.size), d + np.tile(columns, m)] = 1.0
+    return features

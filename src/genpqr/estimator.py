@@ -159,10 +159,11 @@ class GenPQR(BaseEstimator):
         If True, ``policy_model`` is already fitted (on action codes or labels matching the
         data's) and is used as is: not cloned, not refitted. Lets several estimators share
         one policy estimate. Incompatible with ``cross_fit``.
-    q_model : "exact", regressor, or native Q-model, optional
+    q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
         Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and
-        the Bellman equation is solved exactly. Otherwise FQE with this regressor (default
-        ``HistGradientBoostingRegressor``).
+        the Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.lstd.LSTDQ`:
+        one linear solve in features (``"lstd"`` is ``LSTDQ()`` with its defaults). Otherwise
+        FQE with this regressor (default ``HistGradientBoostingRegressor``).
     encoding : {"auto", "per_action", "joint", "native"}
         How a regressor sees actions (see :mod:`genpqr.qeval`).
     n_iterations : int
@@ -258,8 +259,9 @@ class GenPQR(BaseEstimator):
                 f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
                 f"from_episodes), got {type(data).__name__}"
             )
-        if isinstance(self.q_model, str) and self.q_model != "exact":
-            raise ValueError(f"q_model must be 'exact', a regressor or a native Q-model; got the string {self.q_model!r}")
+        if isinstance(self.q_model, str) and self.q_model not in ("exact", "lstd"):
+            raise ValueError(f"q_model must be 'exact', 'lstd', a regressor or a native Q-model; got the string "
+                             f"{self.q_model!r}")
         self.gamma_ = check_gamma(self.gamma)
         if data.n_actions < 2 or np.count_nonzero(data.action_counts()) < 2:
             raise ValueError(
@@ -388,6 +390,10 @@ class GenPQR(BaseEstimator):
         g_fn = self._fit_offset(norm, data, mu_fn)
         g_rows = g_fn(data.states)
         u_rows = _safe_log(proba[np.arange(data.n), data.actions])
+        if _is_closed_form(self.q_model):
+            evaluator = self._fit_closed_form(data, u_rows - g_rows, mu_fn(data.next_states, next_proba), next_proba,
+                                              g_fn)
+            return _SampleStage2(evaluator, norm, policy, g_fn, K)
         fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
                   warm_start=self.warm_start, validation_fraction=self.validation_fraction,
                   n_iter_no_change=self.n_iter_no_change, progress=self.progress, random_state=self.random_state)
@@ -396,6 +402,18 @@ class GenPQR(BaseEstimator):
             fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows,
                     mu_fn(data.next_states, next_proba), self.gamma_, groups=data.episode_ids)
         return _SampleStage2(fqe, norm, policy, g_fn, K)
+
+    def _fit_closed_form(self, data, reward, next_mu, next_proba, g_fn):
+        """Stage 2 by one linear solve in features (:class:`genpqr.lstd.LSTDQ`)."""
+        from .lstd import LSTDQ, BellmanProblem
+
+        model = LSTDQ(random_state=self.random_state) if isinstance(self.q_model, str) else clone(self.q_model)
+        g_next = g_fn(data.next_states)
+        next_reward = np.sum(next_mu * (_safe_log(next_proba) - g_next[:, None]), axis=1)
+        problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, reward, next_mu,
+                                 self.gamma_, next_reward=next_reward, log_policy=self.policy_.log_proba,
+                                 offset=g_fn, policy_models=list(self.policy_.models))
+        return model.fit_bellman(problem)
 
     def _fit_offset(self, norm, data, mu_fn):
         offset = norm.g
@@ -426,7 +444,8 @@ class GenPQR(BaseEstimator):
         if isinstance(stage2, _SampleStage2):
             hist = stage2.fqe.history_
             extra = dict(bellman_residuals=list(hist.bellman_residual), target_changes=list(hist.target_change),
-                         n_iterations=stage2.fqe.n_iter_, converged=bool(stage2.fqe.converged_), solver="fqe")
+                         n_iterations=stage2.fqe.n_iter_, converged=bool(stage2.fqe.converged_),
+                         solver=getattr(stage2.fqe, "solver_name_", "fqe"))
         else:
             info = stage2.recovery.solve
             extra = dict(bellman_residuals=[info.residual], n_iterations=info.iterations,
@@ -555,13 +574,27 @@ class GenPQR(BaseEstimator):
         u_rows = np.log(proba_rows[np.arange(data.n), data.actions])
         for w in pols:
             next_p = w.probabilities(data.next_states, self.n_actions_, self.policy_.proba(data.next_states))
-            fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
-                      warm_start=self.warm_start, progress=self.progress, random_state=self.random_state)
-            fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows, next_p, self.gamma_,
-                    groups=data.episode_ids)
+            if _is_closed_form(self.q_model):
+                fqe = self._closed_form_value(data, u_rows, next_p)
+            else:
+                fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations,
+                          tol=self.tol, warm_start=self.warm_start, progress=self.progress,
+                          random_state=self.random_state)
+                fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows, next_p, self.gamma_,
+                        groups=data.episode_ids)
             p_here = w.probabilities(X, self.n_actions_, self.policy_.proba(X))
             values.append(np.sum(p_here * fqe.predict_q(X), axis=1))
         return values[0] - values[1]
+
+    def _closed_form_value(self, data, u_rows, next_p):
+        """``Q^{mu}_u`` by LSTD on the Q target (no offset), for policy value differences."""
+        from .lstd import LSTDQ, BellmanProblem
+
+        model = LSTDQ(random_state=self.random_state) if isinstance(self.q_model, str) else clone(self.q_model)
+        model.set_params(target="q")
+        problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, u_rows, next_p,
+                                 self.gamma_, policy_models=list(self.policy_.models))
+        return model.fit_bellman(problem)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path, include_data: bool = False) -> None:
@@ -630,6 +663,11 @@ class _ValueTargetOffset:
     def __call__(self, states):
         states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
         return self.h(states) - self.gamma * np.sum(self.mu_fn(states) * self.next_h_model.predict_q(states), axis=1)
+
+
+def _is_closed_form(q_model) -> bool:
+    """Stage 2 solved in closed form from sample statistics (``"lstd"`` or a model with ``fit_bellman``)."""
+    return (isinstance(q_model, str) and q_model == "lstd") or hasattr(q_model, "fit_bellman")
 
 
 def _safe_log(proba):

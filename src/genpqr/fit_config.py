@@ -15,7 +15,7 @@ __all__ = ["FitConfig", "parse_normalization", "parse_transition", "parse_bins",
 
 ACTION_TYPES = ("discrete", "continuous")
 POLICY_MODELS = ("auto", "frequency", "spline", "logistic", "mlp", "lightgbm")
-Q_MODELS = ("exact", "linear", "mlp", "lightgbm", "hgb")
+Q_MODELS = ("exact", "linear", "mlp", "lightgbm", "hgb", "lstd")
 NORMALIZATION_FORMS = "anchor:ACTION, mean-zero, state-anchor:COLUMN, value:COLUMN or behavior:OUTCOME_COLUMN"
 CONTINUOUS_POLICY_MODELS = ("gaussian", "mlp-gaussian", "mdn", "flow")
 CONTINUOUS_Q_MODELS = ("linear", "hgb", "mlp", "lightgbm")

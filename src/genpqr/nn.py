@@ -421,6 +421,23 @@ def _predict(net: "_FlatMLP", X: np.ndarray, mean: np.ndarray, scale: np.ndarray
     return out
 
 
+def _hidden(net: "_FlatMLP", X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Last hidden layer (m, width), float64, for raw inputs ``X`` (m, d); the inputs when there
+    is no hidden layer."""
+    torch = _import_torch()
+    width = net.sizes[-2]
+    out = np.empty((X.shape[0], width))
+    with _torch_threads(_MAX_TRAIN_THREADS), torch.no_grad():
+        weights = [W.double() for W in net.weights[:-1]]
+        biases = [b.double() for b in net.biases[:-1]]
+        for start, stop in _batches(X.shape[0], _PREDICT_CHUNK):
+            h = torch.from_numpy((X[start:stop] - mean) / scale)
+            for W, b in zip(weights, biases):
+                h = torch.addmm(b, h, W).clamp_(min=0.0)
+            out[start:stop] = h.numpy()
+    return out
+
+
 def _cross_entropy_grad(logits_t, onehot_t, weights, grad_out_t) -> float:
     """Cross-entropy of a batch and its gradient with respect to the logits.
 
@@ -695,6 +712,27 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
         proba = np.exp(self.predict_log_proba(X))
         proba /= proba.sum(axis=1, keepdims=True)
         return proba
+
+    def hidden_representation(self, X) -> np.ndarray:
+        """The last hidden layer's activations: the network's learned representation of ``X``.
+
+        ``log pi(.|x)`` is an affine function of it followed by a log-softmax, so it is a natural
+        feature map for linear models of quantities that vary with the policy (e.g. the
+        closed-form Q-evaluation of :class:`genpqr.lstd.LSTDQ`). (Not named ``transform``: that
+        would make scikit-learn treat the classifier as a transformer.)
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d)
+
+        Returns
+        -------
+        hidden : ndarray of shape (m, hidden_layer_sizes[-1]), float64
+            Non-negative (after ReLU). With no hidden layer: the standardized inputs.
+        """
+        self._check_fitted()
+        X = validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=True)
+        return _hidden(self.network_, X, self.mean_, self.scale_)
 
     def predict(self, X) -> np.ndarray:
         """Most probable label.

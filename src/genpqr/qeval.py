@@ -155,6 +155,17 @@ class _NativeQ:
     def predict_q(self, states):
         return np.asarray(self.model.predict_q(states), dtype=np.float64)
 
+    def predict_q_columns(self, states, columns):
+        """Q at the ``columns`` actions (others may be 0), when the model can skip actions."""
+        if hasattr(self.model, "predict_q_at"):  # models with the partial-prediction interface
+            return np.asarray(self.model.predict_q(states, columns=columns), dtype=np.float64)
+        return self.predict_q(states)
+
+    def predict_q_at(self, states, actions):
+        if hasattr(self.model, "predict_q_at"):
+            return np.asarray(self.model.predict_q_at(states, actions), dtype=np.float64)
+        return self.predict_q(states)[np.arange(len(actions)), actions]
+
 
 def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto"):
     """Wrap ``regressor`` in the internal ``fit_q``/``predict_q`` interface."""
@@ -174,6 +185,20 @@ def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto"):
     if encoding == "joint":
         return _JointQ(regressor, n_actions, ws)
     raise ValueError(f"encoding must be 'auto', 'per_action', 'joint' or 'native', got {encoding!r}")
+
+
+def _predict_columns(model, states, columns):
+    """``Q(s, .)`` where only ``columns`` are needed (a native model may skip the others)."""
+    if hasattr(model, "predict_q_columns"):
+        return model.predict_q_columns(states, columns)
+    return model.predict_q(states)
+
+
+def _predict_at(model, states, actions):
+    """``Q(s_i, a_i)``, shape (n,)."""
+    if hasattr(model, "predict_q_at"):
+        return model.predict_q_at(states, actions)
+    return model.predict_q(states)[np.arange(len(actions)), actions]
 
 
 @dataclass
@@ -295,10 +320,11 @@ class FQE(BaseEstimator):
         best, best_loss, stall, converged = 0, np.inf, 0, False
         bar = tqdm(range(n_iter), desc="FQE", disable=(None if self.progress is None else not self.progress),
                    leave=False)
+        support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
         for _ in bar:
             model.fit_q(states, actions, targets, K)
-            new_targets = reward + bootstrap * np.sum(next_mu * model.predict_q(next_states), axis=1)
-            q_fit = model.predict_q(states)[np.arange(len(actions)), actions]
+            new_targets = reward + bootstrap * np.sum(next_mu * _predict_columns(model, next_states, support), axis=1)
+            q_fit = _predict_at(model, states, actions)
             change = float(np.max(np.abs(new_targets - targets)))
             self.history_.bellman_residual.append(float(np.sqrt(np.mean((q_fit - new_targets) ** 2))))
             self.history_.target_change.append(change)
@@ -321,8 +347,9 @@ class FQE(BaseEstimator):
     @staticmethod
     def _validation_residual(model, val_data, gamma):
         states, actions, next_states, continues, reward, next_mu = val_data
-        y = reward + gamma * continues * np.sum(next_mu * model.predict_q(next_states), axis=1)
-        q = model.predict_q(states)[np.arange(len(actions)), actions]
+        support = np.flatnonzero(np.any(next_mu != 0, axis=0))
+        y = reward + gamma * continues * np.sum(next_mu * _predict_columns(model, next_states, support), axis=1)
+        q = _predict_at(model, states, actions)
         return float(np.mean((q - y) ** 2))
 
     def predict_q(self, states) -> np.ndarray:

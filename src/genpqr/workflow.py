@@ -417,6 +417,10 @@ def q_model_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
 
         return dict(q_model=BoostedQModel(random_state=seed), n_iterations=n_iterations or 200,
                     validation_fraction=0.2)
+    if name == "lstd":
+        from .lstd import LSTDQ
+
+        return dict(q_model=LSTDQ(n_iterations=n_iterations, random_state=seed))
     if name == "hgb":
         from sklearn.ensemble import HistGradientBoostingRegressor
 

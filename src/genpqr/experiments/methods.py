@@ -55,7 +55,7 @@ import numpy as np
 from .. import metrics
 
 __all__ = ["Method", "METHODS", "register", "get_method", "merge_options", "build_genpqr_nn", "build_genpqr_gbt",
-           "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
+           "build_genpqr_lstd", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
            "PAPER_CLIP", "GAMMA", "ANCHOR"]
 
 #: Probability clip bounds of every fitted policy in the paper.
@@ -223,6 +223,30 @@ def build_genpqr_gbt(data, seed: int, options: dict):
     return _genpqr(data, seed, options, BoostedQModel(random_state=seed, **options.get("q_model", {})))
 
 
+def build_genpqr_lstd(data, seed: int, options: dict):
+    """GenPQR with behaviour cloning and closed-form Q-evaluation (LSTD in features, one solve)."""
+    from ..features import fourier_features, spline_features
+    from ..lstd import LSTDQ
+
+    q_opts = dict(options.get("q_model", {}))
+    kind = q_opts.pop("features", "spline")
+    n_components = q_opts.pop("n_components", 300)
+    rff_gamma = q_opts.pop("rff_gamma", 0.1)
+    if kind == "spline":
+        features = spline_features()
+    elif kind == "rff":
+        features = fourier_features(n_components=n_components, gamma=rff_gamma, random_state=seed)
+    elif kind == "spline+rff":
+        from sklearn.pipeline import make_union
+
+        features = make_union(spline_features(),
+                              fourier_features(n_components=n_components, gamma=rff_gamma, random_state=seed))
+    else:
+        features = kind  # "policy" or a transformer
+    model = LSTDQ(features=features, random_state=seed, **q_opts)
+    return _genpqr(data, seed, {k: v for k, v in options.items() if k != "fqe"}, model)
+
+
 def build_deeppqr(data, seed: int, options: dict):
     """DeepPQR (Geng et al. 2020) on the shared behaviour-cloning estimate."""
     from ..baselines import DeepPQR
@@ -293,6 +317,13 @@ GENPQR_GBT_DEFAULTS = {
     "fqe": {"n_iterations": 30, "tol": None, "validation_fraction": 0.2, "n_iter_no_change": 10},
 }
 _BASELINE_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "estimator": {}}
+#: Closed-form Q-evaluation (genpqr.lstd.LSTDQ): splines per coordinate, per-action blocks, the fixed
+#: point (docs/benchmarks.md compares feature maps and truncations).
+GENPQR_LSTD_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "q_model": {"features": "spline", "alpha": 1e-4}}
+#: Splines and 100 random Fourier features (interactions), the fixed point: the most accurate
+#: LSTD variant measured per unit of time (benchmarks/lstd_features.py, docs/benchmarks.md).
+GENPQR_LSTD_RFF = {**_BC, "bc": BC_DEFAULTS,
+                   "q_model": {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}}
 
 
 def _with_airl(defaults: dict) -> dict:
@@ -334,6 +365,8 @@ for _name, _build, _defaults, _tiny_opts, _preload in (
     ("GenPQR (BC, NN)", build_genpqr_nn, GENPQR_NN_DEFAULTS, _NN_TINY, _TORCH),
     ("GenPQR (BC, NN, paper 8x4)", build_genpqr_nn, GENPQR_NN_PAPER, _NN_TINY, _TORCH),
     ("GenPQR (BC, GBT)", build_genpqr_gbt, GENPQR_GBT_DEFAULTS, _GBT_TINY, ("torch", "lightgbm")),
+    ("GenPQR (BC, LSTD)", build_genpqr_lstd, GENPQR_LSTD_DEFAULTS, {}, _TORCH),
+    ("GenPQR (BC, LSTD, RFF)", build_genpqr_lstd, GENPQR_LSTD_RFF, {"q_model": {"n_components": 20}}, _TORCH),
     ("DeepPQR", build_deeppqr, _BASELINE_DEFAULTS, _DEEPPQR_TINY, _TORCH),
     ("Log-policy pseudo-reward", build_log_policy, _BASELINE_DEFAULTS, {}, _TORCH),
 ):
