@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .workflow import add_fit_parser
 
     add_fit_parser(sub)
+    from .counterfactual_cli import add_counterfactual_parser
+
+    add_counterfactual_parser(sub)
     demo = sub.add_parser("demo", help="recover a reward on a built-in random tabular MDP and plot it")
     demo.add_argument("--out", default="demo-output", help="output folder for the figure (default: demo-output)")
     demo.add_argument("--states", type=int, default=40)
