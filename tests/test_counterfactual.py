@@ -226,3 +226,8 @@ def test_errors(bus_fit, mdp_case):
         bus_fit.counterfactual(gamma=1.5)
     with pytest.raises(ValueError, match="not in the data|unknown|reward_change action"):
         bus_fit.counterfactual(reward_change={"fly": -1.0})
+
+
+def test_check_can_be_skipped(bus_fit):
+    res = bus_fit.counterfactual(reward_change={"replace": -1.0}, check_normalization=False)
+    assert np.isnan(res.normalization_gap) and res.check_normalization == "not checked"

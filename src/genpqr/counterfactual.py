@@ -416,13 +416,17 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
     x = spec.values(model.n_states_)
     base, cf, level_dep = spec.solve(model)
     invariant, rule = identification_rule(spec.changes, level_dep)
-    check = check_normalization if check_normalization is not None else _default_check(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", GenPQRWarning)
-        _, cf_check, _ = spec.solve(model.renormalize(check))
-    gap = float(np.max(np.abs(cf.policy - cf_check.policy)))
-    s_cf, s_check = cf.summary(labels, x), cf_check.summary(labels, x)
-    s_gap = max((abs(s_cf[k] - s_check[k]) for k in s_cf if k[1] != "value"), default=0.0)
+    gap = s_gap = np.nan
+    check_text = "not checked"
+    if check_normalization is not False:
+        check = check_normalization if check_normalization is not None else _default_check(model)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GenPQRWarning)
+            _, cf_check, _ = spec.solve(model.renormalize(check))
+        gap = float(np.max(np.abs(cf.policy - cf_check.policy)))
+        s_cf, s_check = cf.summary(labels, x), cf_check.summary(labels, x)
+        s_gap = max((abs(s_cf[k] - s_check[k]) for k in s_cf if k[1] != "value"), default=0.0)
+        check_text = check.describe()
     reps = None
     if n_boot:
         from .inference import bootstrap
@@ -432,7 +436,7 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
                          n_jobs=n_jobs, random_state=random_state, progress=progress, fitted=model)
         reps = boot.replicates
     result = CounterfactualResult(base, cf, labels, x, spec.changes, invariant, rule, model.normalization_.describe(),
-                                  check.describe(), gap, float(s_gap), reps, level)
+                                  check_text, gap, float(s_gap), reps, level)
     if warn and not invariant:
         warnings.warn(result.describe(), IdentificationWarning, stacklevel=3)
     return result

@@ -530,9 +530,9 @@ class GenPQR(BaseEstimator):
             ``horizon`` steps, else the discounted occupancy) and the value ``d_0 V``.
         state_values : ndarray of shape (S,), optional
             ``x(s)`` for the mean state (default: the index).
-        check_normalization : Normalization, optional
+        check_normalization : Normalization or False, optional
             Second normalization (default: mean-zero, or an anchor on the most frequent action
-            when the model is mean-zero).
+            when the model is mean-zero); False skips the check (gaps are NaN).
         n_boot : int
             Bootstrap replicates over episodes (refit and re-solve per replicate; 0: none).
 
