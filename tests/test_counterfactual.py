@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from genpqr import GenPQR
@@ -231,3 +233,18 @@ def test_errors(bus_fit, mdp_case):
 def test_check_can_be_skipped(bus_fit):
     res = bus_fit.counterfactual(reward_change={"replace": -1.0}, check_normalization=False)
     assert np.isnan(res.normalization_gap) and res.check_normalization == "not checked"
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), anchor=st.integers(0, 2), scale=st.floats(0.1, 5.0))
+def test_property_known_reward_changes_are_normalization_free(seed, anchor, scale):
+    """For any MDP, any known delta and any two normalizations, the counterfactual policy is the same."""
+    mdp = random_mdp(6, 3, n_next=3, gamma=0.85, random_state=seed)
+    policy = T.soft_optimal_policy(mdp.reward, mdp.kernel, mdp.gamma)
+    data = simulate_tabular(mdp, policy, n_episodes=10, horizon=6, random_state=seed)
+    fit = exact_fit(data, policy, mdp.kernel, mdp.gamma, N.anchor_action(anchor, g=scale))
+    delta = scale * np.random.default_rng(seed).normal(size=(6, 3))
+    res = fit.counterfactual(reward_change=delta, check_normalization=N.weighted(np.array([0.2, 0.5, 0.3])))
+    assert res.invariant and res.normalization_gap < 1e-9 and res.summary_gap < 1e-9
+    truth = T.soft_optimal_policy(mdp.reward + delta, mdp.kernel, mdp.gamma)
+    assert np.max(np.abs(res.counterfactual.policy - truth)) < 1e-8
