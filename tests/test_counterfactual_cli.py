@@ -89,3 +89,13 @@ def test_replicates_are_the_fits_resamples(fit_dir):
     rewards = pd.read_csv(fit_dir / "rewards.csv")
     lo, _ = boot.interval(0.95)
     np.testing.assert_allclose(rewards["reward_b_lo"], lo[:, 1], atol=1e-12)
+
+
+def test_continuous_fit_is_refused(tmp_path, capsys):
+    lqg = DATA.parent / "lqg.csv"
+    out = tmp_path / "fit"
+    assert main(["fit", str(lqg), "--episode", "episode", "--time", "time", "--state", "s", "--action", "a",
+                 "--action-type", "continuous", "--gamma", "0.9", "--normalization", "anchor:0", "--cross-fit", "0",
+                 "--out", str(out), "--quiet"]) == 0
+    assert main(["counterfactual", str(out), "--bootstrap", "0"]) == 2
+    assert "needs a tabular fit" in capsys.readouterr().err

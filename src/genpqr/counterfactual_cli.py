@@ -112,6 +112,9 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
         if not (fit_dir / name).exists():
             raise FileNotFoundError(f"{fit_dir} is not a genpqr fit folder: it has no {name}")
     model, config = load(fit_dir / "model.joblib"), FitConfig.from_json(fit_dir / "config.json")
+    if not hasattr(model, "n_states_"):
+        raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
+                         "tabular fit (--q-model exact); use genpqr.soft_fqi.soft_counterfactual in Python instead")
     labels = model.encoder_.labels
     change = spec.get("reward_change")
     if change is not None:
@@ -124,7 +127,7 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
         transitions = np.load(transitions, allow_pickle=False)
     result = model.counterfactual(
         change, transitions, spec.get("gamma"), initial=spec.get("initial"), horizon=spec.get("horizon"),
-        state_values=_state_values(fit_dir, config, model.n_states_ if hasattr(model, "n_states_") else 0),
+        state_values=_state_values(fit_dir, config, model.n_states_),
         check_normalization=_check_normalization(spec.get("check_normalization"), labels),
         n_boot=int(spec.get("bootstrap", config.bootstrap) or 0), level=float(spec.get("level", config.level)),
         n_jobs=config.n_jobs, random_state=config.seed, progress=progress)
