@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .workflow import add_fit_parser
 
     add_fit_parser(sub)
+    from .counterfactual_cli import add_counterfactual_parser
+
+    add_counterfactual_parser(sub)
     _add_demo_parser(sub)
     _add_experiment_parsers(sub)
     return parser

@@ -596,6 +596,49 @@ class GenPQR(BaseEstimator):
                                  self.gamma_, policy_models=list(self.policy_.models))
         return model.fit_bellman(problem)
 
+    # ------------------------------------------------------------------ counterfactuals
+    def counterfactual(self, reward_change=None, transitions=None, gamma=None, *, initial=None, horizon=None,
+                       state_values=None, check_normalization=None, n_boot=0, level=0.95, n_jobs=1,
+                       random_state=None, progress=None, warn=True):
+        r"""Soft-optimal behaviour under changed primitives (exact tabular path; :mod:`genpqr.counterfactual`).
+
+        Solves the soft-optimal policy of ``(r_hat + delta, P', gamma')`` and of the baseline
+        ``(r_hat, P_hat, gamma)``, their stationary (and given-initial-state) distributions of
+        states and actions, and states whether the answer is invariant to the normalization
+        (re-solved under ``check_normalization``; :class:`IdentificationWarning` if not).
+
+        Parameters
+        ----------
+        reward_change : dict, ndarray or callable, optional
+            ``delta``: ``{label: amount or (S,) array}``, a (K,) or (S, K) array, or a callable
+            ``reward (S, K) -> (S, K)`` of the fitted reward (a change that depends on the reward
+            level, e.g. a percentage change of a cost; not invariant).
+        transitions : kernel or callable, optional
+            ``P'``: dense (S, K, S), sparse (S*K, S), ``TransitionKernel``, or a callable
+            ``TransitionKernel -> kernel`` of the fitted kernel (re-applied per bootstrap replicate).
+        gamma : float, optional
+            ``gamma'``.
+        initial : int or ndarray of shape (S,), optional
+            Initial state (index) or distribution: adds the distribution from it (average over
+            ``horizon`` steps, else the discounted occupancy) and the value ``d_0 V``.
+        state_values : ndarray of shape (S,), optional
+            ``x(s)`` for the mean state (default: the index).
+        check_normalization : Normalization or False, optional
+            Second normalization (default: mean-zero, or an anchor on the most frequent action
+            when the model is mean-zero); False skips the check (gaps are NaN).
+        n_boot : int
+            Bootstrap replicates over episodes (refit and re-solve per replicate; 0: none).
+
+        Returns
+        -------
+        CounterfactualResult
+        """
+        from .counterfactual import counterfactual
+
+        return counterfactual(self, reward_change, transitions, gamma, initial=initial, horizon=horizon,
+                              state_values=state_values, check_normalization=check_normalization, n_boot=n_boot,
+                              level=level, n_jobs=n_jobs, random_state=random_state, progress=progress, warn=warn)
+
     # ------------------------------------------------------------------ persistence
     def save(self, path, include_data: bool = False) -> None:
         """Save the fitted model (joblib; cloudpickle for user-supplied closures such as a lambda

@@ -1,0 +1,104 @@
+"""Soft fitted Q iteration against exact soft policy iteration on one-hot tabular problems."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression
+
+from genpqr import GenPQR
+from genpqr import normalization as N
+from genpqr import tabular as T
+from genpqr.counterfactual import IdentificationWarning
+from genpqr.envs import random_mdp, simulate_tabular
+from genpqr.policy import FrequencyClassifier
+from genpqr.exceptions import ConvergenceWarning, NotFittedError
+from genpqr.qeval import TabularQModel
+from genpqr.soft_fqi import SoftFQI, soft_counterfactual
+
+S, K, GAMMA = 10, 3, 0.9
+
+
+@pytest.fixture(scope="module")
+def case():
+    mdp = random_mdp(S, K, n_next=4, gamma=GAMMA, random_state=3)
+    policy = T.soft_optimal_policy(mdp.reward, mdp.kernel, GAMMA)
+    data = simulate_tabular(mdp, policy, n_episodes=120, horizon=20, random_state=4)
+    kernel, counts = T.estimate_transitions(data.states, data.actions, data.next_states, S, K,
+                                            terminated=data.terminated)
+    assert counts.min() > 0  # every (s, a) seen: the empirical kernel is the regression's
+    return mdp, data, kernel
+
+
+def test_equals_exact_soft_policy_iteration_on_one_hot_states(case):
+    """States embedded as one-hot vectors, a linear regressor per action: exact to 1e-6."""
+    mdp, data, kernel = case
+    s, s2 = data.states[:, 0].astype(int), data.next_states[:, 0].astype(int)
+    embed = np.eye(S)
+    fqi = SoftFQI(LinearRegression(fit_intercept=False), encoding="per_action", n_iterations=1000, tol=1e-11).fit(
+        embed[s], data.actions, mdp.reward[s, data.actions], embed[s2], GAMMA, terminated=data.terminated,
+        n_actions=K)
+    exact = T.soft_optimal_solution(mdp.reward, kernel, GAMMA)
+    assert fqi.converged_
+    assert np.max(np.abs(fqi.policy(embed) - exact.policy)) < 1e-6
+    assert np.max(np.abs(fqi.predict_q(embed) - exact.q)) < 1e-6
+    assert np.max(np.abs(fqi.value(embed) - exact.value)) < 1e-6
+    np.testing.assert_allclose(np.exp(fqi.log_policy(embed)), fqi.policy(embed), atol=1e-12)
+
+
+def test_native_tabular_model_equals_exact(case):
+    mdp, data, kernel = case
+    s = data.states[:, 0].astype(int)
+    fqi = SoftFQI(TabularQModel(S), n_iterations=1000, tol=1e-11).fit(
+        data.states, data.actions, mdp.reward[s, data.actions], data.next_states, GAMMA, n_actions=K)
+    grid = np.arange(S, dtype=float)[:, None]
+    exact = T.soft_optimal_solution(mdp.reward, kernel, GAMMA)
+    assert np.max(np.abs(fqi.policy(grid) - exact.policy)) < 1e-6
+
+
+def test_sample_counterfactual_matches_the_exact_path(case):
+    """GenPQR's FQE path (cell means) + soft FQI == exact path + exact counterfactual."""
+    mdp, data, _ = case
+    common = dict(gamma=GAMMA, clip=None, policy_model=FrequencyClassifier(S), n_states=S)
+    exact = GenPQR(N.anchor_action(0), q_model="exact", **common).fit(data)
+    sample = GenPQR(N.anchor_action(0), q_model=TabularQModel(S), n_iterations=1000, tol=1e-12,
+                    **{k: v for k, v in common.items() if k != "n_states"}).fit(data)
+    delta = np.array([0.0, -0.5, 0.3])
+    for gamma in (None, 0.7):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", IdentificationWarning)
+            ref = exact.counterfactual(reward_change=delta, gamma=gamma)
+            fqi = soft_counterfactual(sample, reward_change=delta, gamma=gamma,
+                                      fqi=SoftFQI(TabularQModel(S), n_iterations=1000, tol=1e-11))
+        grid = np.arange(S, dtype=float)[:, None]
+        assert np.max(np.abs(fqi.policy(grid) - ref.counterfactual.policy)) < 1e-6
+        assert fqi.invariant_ == (gamma is None) == ref.invariant
+
+
+def test_identification_warnings(case):
+    _, data, _ = case
+    model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=TabularQModel(S), clip=None, n_iterations=200).fit(data)
+    fqi = SoftFQI(TabularQModel(S), n_iterations=5, tol=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IdentificationWarning)
+        soft_counterfactual(model, data, reward_change=np.ones(K), fqi=fqi)  # same environment, more draws
+    with pytest.warns(IdentificationWarning, match="transitions"):
+        soft_counterfactual(model, data, environment_changed=True, fqi=fqi)
+    with pytest.raises(ValueError, match="environment_changed=True needs"):
+        soft_counterfactual(model, environment_changed=True, fqi=fqi)
+
+
+def test_errors_and_warnings(case):
+    mdp, data, _ = case
+    r = np.zeros(data.n)
+    with pytest.raises(NotFittedError):
+        SoftFQI().predict_q(data.states)
+    with pytest.raises(ValueError, match="must have n ="):
+        SoftFQI().fit(data.states, data.actions, r[:-1], data.next_states, GAMMA)
+    with pytest.raises(ValueError, match="integer codes"):
+        SoftFQI().fit(data.states, data.actions.astype(float), r, data.next_states, GAMMA)
+    with pytest.raises(ValueError, match="gamma"):
+        SoftFQI().fit(data.states, data.actions, r, data.next_states, 1.0)
+    with pytest.warns(ConvergenceWarning, match="soft FQI did not reach"):
+        SoftFQI(TabularQModel(S), n_iterations=2, tol=1e-12).fit(data.states, data.actions, r + 1.0,
+                                                               data.next_states, GAMMA)
