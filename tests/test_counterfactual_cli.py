@@ -20,7 +20,7 @@ def fit_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("fit")
     code = main(["fit", str(DATA), "--episode", "episode", "--time", "time", "--state", "state", "--action",
                  "action", "--gamma", "0.9", "--normalization", "anchor:a", "--bootstrap", "4", "--cross-fit", "0",
-                 "--out", str(out), "--quiet"])
+                 "--save-data", "--out", str(out), "--quiet"])
     assert code == 0
     return out
 
@@ -99,3 +99,39 @@ def test_continuous_fit_is_refused(tmp_path, capsys):
                  "--out", str(out), "--quiet"]) == 0
     assert main(["counterfactual", str(out), "--bootstrap", "0"]) == 2
     assert "needs a tabular fit" in capsys.readouterr().err
+
+
+def test_slim_fit_folder_gives_the_same_point_estimates_and_says_why_no_intervals(fit_dir, tmp_path, capsys):
+    """A fit saved without its data (the default) still runs counterfactuals: the normalization
+    check re-solves from the stored tables; the inherited bootstrap falls back to point
+    estimates with a note, and an explicit one is a clear error."""
+    slim = tmp_path / "slim"
+    assert main(["fit", str(DATA), "--episode", "episode", "--time", "time", "--state", "state", "--action",
+                 "action", "--gamma", "0.9", "--normalization", "anchor:a", "--bootstrap", "4", "--cross-fit", "0",
+                 "--out", str(slim), "--quiet"]) == 0
+    capsys.readouterr()
+    flags = ["--reward-change", "b=-0.5", "--initial", "0", "--horizon", "20"]
+    assert main(["counterfactual", str(slim), *flags, "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert "no bootstrap intervals" in capsys.readouterr().err
+    assert main(["counterfactual", str(fit_dir), *flags, "--bootstrap", "0", "--out", str(tmp_path / "b"),
+                 "--quiet"]) == 0
+    a, b = (pd.read_csv(tmp_path / d / "summary.csv") for d in ("a", "b"))
+    pd.testing.assert_frame_equal(a, b)
+    ida, idb = (json.loads((tmp_path / d / "identification.json").read_text()) for d in ("a", "b"))
+    assert ida == idb
+    assert main(["counterfactual", str(slim), *flags, "--bootstrap", "3", "--quiet"]) == 2
+    assert "--save-data" in capsys.readouterr().err
+
+
+def test_slim_model_renormalizes_exactly(fit_dir, tmp_path):
+    from genpqr import normalization as N
+
+    full = genpqr.load(fit_dir / "model.joblib")
+    full.save(tmp_path / "slim.joblib")
+    slim = genpqr.load(tmp_path / "slim.joblib")
+    assert not hasattr(slim, "training_data_")
+    for norm in (N.mean_zero(), N.anchor_action("b")):
+        r_full, r_slim = full.renormalize(norm), slim.renormalize(norm)
+        np.testing.assert_allclose(r_slim.reward_table().to_numpy(dtype=float),
+                                   r_full.reward_table().to_numpy(dtype=float), atol=1e-10)
+        assert r_slim.diagnostics_.max_mu_over_pi > 0

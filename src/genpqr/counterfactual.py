@@ -395,7 +395,7 @@ def _default_check(model):
 
     if model.normalization_.name != "mean-zero":
         return mean_zero()
-    counts = model.training_data_.action_counts()
+    counts = np.asarray(model.stage2_.counts).sum(axis=0)  # choices per action (kept in a slim save too)
     return anchor_action(model.encoder_.decode(np.array([int(np.argmax(counts))]))[0])
 
 
@@ -430,6 +430,13 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
     reps = None
     if n_boot:
         from .inference import bootstrap
+
+        if not hasattr(model, "training_data_"):
+            raise ValueError(
+                f"n_boot={n_boot}: the counterfactual bootstrap refits the model on resampled episodes, so it needs "
+                f"the training data, which this model was saved without (genpqr fit leaves it out of model.joblib "
+                f"unless --save-data); refit with --save-data / save(path, include_data=True), or use n_boot=0 "
+                f"(genpqr counterfactual --bootstrap 0) for point estimates")
 
         keys = list(base.summary(labels, x))
         boot = bootstrap(model, model.training_data_, n_boot=n_boot, statistic=_SummaryStatistic(spec, keys, labels),

@@ -101,6 +101,22 @@ def _state_values(fit_dir: Path, config, n_states: int) -> np.ndarray:
     return np.arange(n_states, dtype=np.float64)
 
 
+def _n_boot(spec: dict, config, model) -> int:
+    """Replicates: the spec's ``bootstrap``, else the fit's ``--bootstrap``. A fit saved without
+    its data (the default of ``genpqr fit``) cannot be refitted: an explicit request is an error
+    (raised by :func:`genpqr.counterfactual.counterfactual`); an inherited one falls back to
+    point estimates with a printed note."""
+    if "bootstrap" in spec:
+        return int(spec["bootstrap"] or 0)
+    n_boot = int(config.bootstrap or 0)
+    if n_boot and not hasattr(model, "training_data_"):
+        print(f"genpqr counterfactual: note: no bootstrap intervals: the fit used --bootstrap {n_boot} but saved "
+              f"model.joblib without its training data, which the counterfactual bootstrap refits on; rerun "
+              f"genpqr fit with --save-data for intervals", file=sys.stderr)
+        return 0
+    return n_boot
+
+
 def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
     """Run a counterfactual on a fit folder; returns the :class:`CounterfactualResult` and writes
     the files of the module docstring."""
@@ -129,7 +145,7 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
         change, transitions, spec.get("gamma"), initial=spec.get("initial"), horizon=spec.get("horizon"),
         state_values=_state_values(fit_dir, config, model.n_states_),
         check_normalization=_check_normalization(spec.get("check_normalization"), labels),
-        n_boot=int(spec.get("bootstrap", config.bootstrap) or 0), level=float(spec.get("level", config.level)),
+        n_boot=_n_boot(spec, config, model), level=float(spec.get("level", config.level)),
         n_jobs=config.n_jobs, random_state=config.seed, progress=progress)
     out = Path(out) if out is not None else fit_dir / "counterfactual"
     out.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ r"""``GenPQR``: policy estimation, then Q-evaluation, then reward read-off (pape
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from dataclasses import asdict, dataclass, field
 
@@ -540,12 +541,42 @@ class GenPQR(BaseEstimator):
     def renormalize(self, normalization: Normalization) -> "GenPQR":
         """A copy under another normalization, re-solving stage 2 only (stage 1 is re-used;
         remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged. Needs the
-        training data (a model saved with ``include_data=False`` cannot)."""
+        training data, except on the exact path: a model saved with ``include_data=False``
+        re-solves from its stored log-policy table, kernel and choice counts (the same numbers;
+        an outcome-regression offset ``behavior(g=None)`` still needs the data)."""
         self._check_fitted()
+        if not hasattr(self, "training_data_") and isinstance(self.stage2_, _ExactStage2):
+            return self._renormalize_exact(normalization)
         require_data(self, "renormalize")
         new = copy.copy(self)
         new.normalization = normalization
         new._fit_stage2(normalization)
+        return new
+
+    def _renormalize_exact(self, normalization) -> "GenPQR":
+        """:meth:`renormalize` of a slim exact-path model from ``stage2_`` alone."""
+        if not isinstance(normalization, Normalization):
+            raise TypeError(f"normalization must be a genpqr Normalization, got {type(normalization).__name__}")
+        norm = normalization.bind(self.encoder_.encode)
+        if isinstance(norm.g, OutcomeOffset):
+            require_data(self, "renormalize to behavior() with an estimated offset E[y|s]")
+        old = self.stage2_
+        counts = np.asarray(old.counts, dtype=np.float64)
+        u = old.recovery.log_policy
+        grid = np.arange(self.n_states_, dtype=np.float64)[:, None]
+        mu = norm.weights(grid, self.n_actions_, np.exp(u))
+        unseen = np.flatnonzero((mu[counts.sum(axis=1) > 0].max(axis=0, initial=0) > 0) & (counts.sum(axis=0) == 0))
+        if unseen.size:
+            raise ValueError(f"the normalization ({norm.describe()}) puts weight on action(s) "
+                             f"{short_list(self.encoder_.decode(unseen))} that never occur in the data; the data "
+                             f"cannot support this normalization")
+        recovery = tabular.recover_reward(u, old.kernel, self.gamma_, norm, solver=self.solver)
+        new = copy.copy(self)
+        new.normalization, new.normalization_ = normalization, norm
+        new.stage2_ = _ExactStage2(recovery, old.kernel, old.counts)
+        visited = counts.sum(axis=1) > 0
+        ratio = float(np.max((mu / np.exp(u))[visited])) if visited.any() else float("nan")
+        new.diagnostics_ = dataclasses.replace(self.diagnostics_, max_mu_over_pi=ratio, warnings=[])
         return new
 
     def policy_value_difference(self, policy_1, policy_2, states=None) -> np.ndarray:
