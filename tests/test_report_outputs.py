@@ -156,10 +156,10 @@ def test_model_joblib_leaves_the_training_data_out_unless_asked(tmp_path, capsys
     assert small.summary() == big.summary()
     np.testing.assert_array_equal(small.policy_value_difference(N.mean_zero(), N.anchor_action("left")),
                                   big.policy_value_difference(N.mean_zero(), N.anchor_action("left")))
-    with pytest.raises(ValueError, match="renormalize needs the training data.*include_data=True"):
-        small.renormalize(N.mean_zero())
+    # the exact path re-solves a slim model from its stored tables: the same numbers
     again = big.renormalize(N.mean_zero())
     np.testing.assert_allclose(again.reward(grid).mean(axis=1), 0, atol=1e-12)
+    np.testing.assert_allclose(small.renormalize(N.mean_zero()).reward(grid), again.reward(grid), atol=1e-12)
     # the in-memory model that was saved keeps its data (save does not modify it)
     model = genpqr.GenPQR(N.anchor_action("left"), gamma=0.9, q_model="exact", n_states=15, cross_fit=2)
     model.fit(big.training_data_)
@@ -201,3 +201,19 @@ def test_demo_explains_the_residual_plateau(tmp_path, capsys):
     np.testing.assert_allclose(result["last_residual"], result["residual_floor"], rtol=1e-6)
     assert "not an error" in capsys.readouterr().out
     assert (tmp_path / "demo.png").stat().st_size > 10_000
+
+
+def test_slim_sample_path_model_refuses_to_renormalize_clearly(tmp_path):
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(400, 2))
+    a = (rng.random(400) < 1 / (1 + np.exp(-s[:, 0]))).astype(int)
+    nxt = s + 0.1 * rng.normal(size=s.shape)
+    data = genpqr.from_arrays(s, a, nxt, episode_ids=np.repeat(np.arange(40), 10))
+    model = genpqr.GenPQR(N.anchor_action(0), gamma=0.8, q_model=LinearRegression(), n_iterations=5,
+                          progress=False).fit(data)
+    model.save(tmp_path / "m.joblib")
+    slim = genpqr.load(tmp_path / "m.joblib")
+    with pytest.raises(ValueError, match="renormalize needs the training data.*include_data=True"):
+        slim.renormalize(N.mean_zero())
