@@ -38,7 +38,7 @@ $(ADAPTERS_STAMP): pyproject.toml requirements-adapters.txt
 	touch $(ADAPTERS_STAMP)
 
 test-adapters: $(ADAPTERS_STAMP)
-	GENPQR_REQUIRE_ADAPTERS=1 $(THREADS) $(ADAPTERS_VENV)/bin/python -m pytest -m adapters tests/test_adapters.py
+	GENPQR_REQUIRE_ADAPTERS=1 $(THREADS) $(ADAPTERS_VENV)/bin/python -m pytest -m adapters tests/test_adapters.py tests/test_transfer.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/tabular_solver.py

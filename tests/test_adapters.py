@@ -90,7 +90,7 @@ def assert_ends_match_the_environment(data):
 
 def assert_same(a, b):
     for k in ("states", "actions", "next_states", "terminated", "truncated", "episode_ids", "rewards"):
-        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+        assert np.array_equal(getattr(a, k), getattr(b, k), equal_nan=getattr(a, k).dtype.kind == "f"), k
 
 
 def fit_reward(data):
@@ -133,9 +133,11 @@ def test_d3rlpy_mdp_dataset():
                                         action_space=d3rlpy.ActionSpace.DISCRETE)
     assert len(dataset.episodes) == 30
     data = from_d3rlpy(dataset)
-    # a time-limited episode loses its last step (no observed next state): the one before is truncated
+    # a time-limited episode's last step has no observed next state: it is kept as a choice-only
+    # row (stage 1 and the choice counts), not as a transition
     kept = sum(len(e["actions"]) - (not e["terminated"]) for e in recorded)
-    assert data.n == kept
+    assert data.n == len(acts) and data.with_next().n == kept
+    assert data.n_choice_only == sum(not e["terminated"] for e in recorded)
     expected = from_episodes([dict(e, states=e["states"][:-1]) for e in recorded])
     assert_same(data, expected)
     term_last = np.flatnonzero(data.terminated)
