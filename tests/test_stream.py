@@ -190,3 +190,27 @@ def test_bad_arguments_are_named(tmp_path):
         fit_parquet(GenPQR(q_model="exact"), tmp_path / "missing", state="s", **COLS)
     with pytest.raises(TypeError, match="GenPQR"):
         fit_parquet(object(), folder, state="s", **COLS)
+
+
+def test_cli_fits_a_parquet_folder_out_of_core(tmp_path, capsys):
+    from genpqr import load
+    from genpqr.cli import main
+
+    frame = panel(n_episodes=80, seed=11)
+    folder = write_folder(frame, tmp_path / "d")
+    out = tmp_path / "out"
+    code = main(["fit", str(folder), "--episode", "ep", "--time", "t", "--state", "s", "--action", "a",
+                 "--terminated", "done", "--gamma", "0.9", "--normalization", "anchor:stay", "--chunk-rows", "60",
+                 "--out", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert "out of core" in capsys.readouterr().out
+    ref = GenPQR(q_model="exact", gamma=0.9, normalization=anchor_action("stay")).fit(
+        from_pandas(frame, state="s", terminated="done", **COLS))
+    rewards = pd.read_csv(out / "rewards.csv")
+    np.testing.assert_allclose(rewards[["reward_go", "reward_stay", "reward_wait"]].to_numpy(),
+                               ref.reward_table().to_numpy(), atol=1e-10)
+    np.testing.assert_allclose(load(out / "model.joblib").reward_table().to_numpy(), ref.reward_table().to_numpy(),
+                               atol=1e-10)
+    bad = main(["fit", str(folder), "--episode", "ep", "--time", "t", "--state", "s", "--action", "a", "--gamma",
+                "0.9", "--normalization", "anchor:stay", "--bootstrap", "5", "--out", str(out), "--quiet"])
+    assert bad == 2 and "cannot be used out of core" in capsys.readouterr().err
