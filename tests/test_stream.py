@@ -4,6 +4,8 @@ pairs next states as from_pandas does, and both statistics-based paths equal the
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from genpqr import GenPQR
 from genpqr.data import from_pandas
@@ -78,6 +80,27 @@ def test_chunks_pair_next_states_like_from_pandas(tmp_path):
     np.testing.assert_array_equal(np.isnan(joined.next_states), np.isnan(whole.next_states))
     np.testing.assert_array_equal(np.nan_to_num(joined.next_states), np.nan_to_num(whole.next_states))
     assert joined.n_episodes == whole.n_episodes
+
+
+@settings(max_examples=15, deadline=None)
+@given(chunk_rows=st.integers(1, 400), row_group_size=st.integers(1, 97))
+def test_any_chunk_size_gives_the_in_memory_rows(tmp_path_factory, chunk_rows, row_group_size):
+    frame = panel(n_episodes=25, seed=12)
+    folder = write_folder(frame, tmp_path_factory.mktemp("h") / "d", row_group_size=row_group_size)
+    whole = from_pandas(frame, state="s", terminated="done", **COLS)
+    source = ParquetSource(folder, state="s", terminated="done", chunk_rows=chunk_rows, **COLS)
+    chunks = list(source.chunks(whole.encoder.labels))
+    joined = concatenate_chunks(chunks)
+    np.testing.assert_array_equal(joined.states, whole.states)
+    np.testing.assert_array_equal(joined.actions, whole.actions)
+    np.testing.assert_array_equal(joined.next_observed, whole.next_observed)
+    np.testing.assert_array_equal(np.nan_to_num(joined.next_states, nan=-1), np.nan_to_num(whole.next_states, nan=-1))
+    summed = tabular_chunk_counts(chunks[0])
+    for c in chunks[1:]:
+        summed = summed + tabular_chunk_counts(c)
+    total = tabular_chunk_counts(whole)
+    np.testing.assert_array_equal(summed.choices, total.choices)
+    assert (summed.moves != total.moves).nnz == 0
 
 
 def test_counts_add_up_over_any_split(tmp_path):
@@ -214,3 +237,16 @@ def test_cli_fits_a_parquet_folder_out_of_core(tmp_path, capsys):
     bad = main(["fit", str(folder), "--episode", "ep", "--time", "t", "--state", "s", "--action", "a", "--gamma",
                 "0.9", "--normalization", "anchor:stay", "--bootstrap", "5", "--out", str(out), "--quiet"])
     assert bad == 2 and "cannot be used out of core" in capsys.readouterr().err
+
+
+def test_docs_page_python_example_runs(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "out_of_core.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, "out_of_core.md", "exec"), {})
+    assert (tmp_path / "model.joblib").exists()
