@@ -17,7 +17,7 @@ file per block, so the simulation never holds the dataset; each fit runs in a fr
 whose peak resident memory (``resource.getrusage(...).ru_maxrss``) is reported. Data is
 written under ``--workdir`` (default a temporary folder) and deleted afterwards.
 
-    python benchmarks/large_scale.py [--continuous-rows 1e7] [--tabular-rows 1e7] [--chunk-rows 1000000]
+    python benchmarks/large_scale.py [--continuous-rows 1e7] [--tabular-rows 1e7] [--chunk-rows 250000]
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--continuous-rows", type=float, default=1e7)
     p.add_argument("--tabular-rows", type=float, default=1e7)
-    p.add_argument("--chunk-rows", type=int, default=1_000_000)
+    p.add_argument("--chunk-rows", type=int, default=250_000)
     p.add_argument("--workdir", default=None)
     p.add_argument("--child", nargs=3, metavar=("KIND", "FOLDER", "CHUNK"), help=argparse.SUPPRESS)
     args = p.parse_args()
