@@ -90,7 +90,8 @@ class ParquetSource:
         except Exception as exc:  # pyarrow raises several types for unreadable files
             raise ValueError(f"cannot read {str(path)!r} as a Parquet dataset: {exc}") from None
         if not self._dataset.files:
-            raise ValueError(f"data path {str(path)!r} holds no Parquet file")
+            raise ValueError(f"data path {str(path)!r} is a folder with no Parquet file; expected a .csv or .parquet "
+                             "file, or a folder of .parquet files")
         names = set(self._dataset.schema.names)
         missing = [c for c in self.columns if c not in names]
         if missing:
