@@ -250,3 +250,32 @@ def test_docs_page_python_example_runs(tmp_path, monkeypatch):
     for block in blocks:
         exec(compile(block, "out_of_core.md", "exec"), {})
     assert (tmp_path / "model.joblib").exists()
+
+
+def test_tabular_with_a_given_kernel_equals_in_memory(tmp_path):
+    frame = panel(n_episodes=60, seed=13)
+    folder = write_folder(frame, tmp_path / "d")
+    P = np.random.default_rng(2).dirichlet(np.ones(7), size=(7, 3))
+    est = GenPQR(q_model="exact", transition_model=P, n_states=7, progress=False)
+    ref = GenPQR(**est.get_params(deep=False)).fit(from_pandas(frame, state="s", terminated="done", **COLS))
+    got = fit_parquet(est, folder, state="s", terminated="done", chunk_rows=64, progress=False, **COLS)
+    np.testing.assert_allclose(got.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)
+    with pytest.raises(ValueError, match="callable transition_model"):
+        fit_parquet(GenPQR(q_model="exact", transition_model=lambda *a: P), folder, state="s", progress=False, **COLS)
+
+
+def test_cli_closed_form_mode_for_continuous_states(tmp_path, capsys):
+    from genpqr import load
+    from genpqr.cli import main
+
+    frame = panel(n_episodes=60, seed=14, continuous=True)
+    path = tmp_path / "logs.parquet"
+    frame.to_parquet(path, row_group_size=100)
+    out = tmp_path / "out"
+    code = main(["fit", str(path), "--episode", "ep", "--time", "t", "--state", "x0,x1", "--action", "a",
+                 "--gamma", "0.9", "--normalization", "mean-zero", "--chunk-rows", "150", "--out", str(out),
+                 "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert "closed-form LSTD" in capsys.readouterr().out
+    model = load(out / "model.joblib")
+    assert model.reward(np.zeros((3, 2))).shape == (3, 3) and not (out / "rewards.csv").exists()

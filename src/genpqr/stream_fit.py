@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import tabular
 from ._checks import clone_learner as clone
 from .data import ActionEncoder
 from .stream import DEFAULT_CHUNK_ROWS, ParquetSource, bellman_chunk, choice_summary, concatenate_chunks
