@@ -37,7 +37,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["PAPER_CLIP", "CLIP_WARN_FRACTION", "AUTO_LOW_MAX", "AUTO_LOW_FRACTION", "parse_clip", "check_bounds",
+__all__ = ["PAPER_CLIP", "CLIP_WARN_FRACTION", "AUTO_LOW_MAX", "AUTO_LOW_FRACTION", "parse_clip", "check_bounds", "auto_clip_from_summary",
            "auto_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds"]
 
 #: The paper's clip (Ionides 2008); kept by the paper's experiments.
@@ -106,14 +106,22 @@ def auto_clip(raw_rows: np.ndarray, actions: np.ndarray, raw_other: np.ndarray |
     """
     raw_rows = np.asarray(raw_rows, dtype=np.float64)
     every = raw_rows if raw_other is None else np.vstack([raw_rows, np.asarray(raw_other, dtype=np.float64)])
-    if every.size and every.min() > 0:
-        return (0.0, 1.0), ("auto: no clip (every fitted probability is strictly positive, smallest "
-                            f"{every.min():.3g})")
     observed = raw_rows[np.arange(raw_rows.shape[0]), np.asarray(actions, dtype=np.int64)]
     positive = observed[observed > 0]
-    p_min = float(positive.min()) if positive.size else AUTO_LOW_MAX / AUTO_LOW_FRACTION
+    return auto_clip_from_summary(float(every.min()) if every.size else 0.0,
+                                  float(positive.min()) if positive.size else None,
+                                  float(np.mean(np.any(raw_rows <= 0, axis=1))))
+
+
+def auto_clip_from_summary(smallest: float, smallest_observed: float | None, zero_rows: float):
+    """:func:`auto_clip` from three numbers that reduce over chunks (min, min, mean): the
+    smallest fitted probability anywhere, the smallest positive one of an observed action
+    (None if none) and the share of rows where some action has probability 0."""
+    if smallest > 0:
+        return (0.0, 1.0), ("auto: no clip (every fitted probability is strictly positive, smallest "
+                            f"{smallest:.3g})")
+    p_min = smallest_observed if smallest_observed is not None else AUTO_LOW_MAX / AUTO_LOW_FRACTION
     low = min(AUTO_LOW_MAX, AUTO_LOW_FRACTION * p_min)
-    zero_rows = float(np.mean(np.any(raw_rows <= 0, axis=1)))
     return (low, 1.0), (f"auto: low = min({AUTO_LOW_MAX:g}, {AUTO_LOW_FRACTION:g} x {p_min:.3g} (smallest fitted "
                         f"probability of an observed action)) = {low:.3g}, no upper bound; the first stage gives "
                         f"probability 0 to some action at the states of {zero_rows:.1%} of the rows")

@@ -136,6 +136,9 @@ class FitConfig:
     save_data : bool
         Keep the training data inside ``model.joblib`` (default False: a small file that
         still predicts; see :meth:`genpqr.GenPQR.save` for what needs the data).
+    chunk_rows : int, optional
+        Out of core: read the Parquet file or folder in chunks of this many rows
+        (:mod:`genpqr.stream_cli`; also the mode for a folder of Parquet files).
     """
 
     data: str | None = None
@@ -171,6 +174,7 @@ class FitConfig:
     time_gaps: str = "error"
     sep: str | None = None
     save_data: bool = False
+    chunk_rows: int | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -287,6 +291,8 @@ def check_settings(config: "FitConfig") -> None:
         raise ValueError(f"--time-gaps must be one of {list(TIME_GAPS)}, got {config.time_gaps!r}")
     if config.sep is not None and len(config.sep) == 0:
         raise ValueError("--sep must be a non-empty delimiter, e.g. ';'")
+    if config.chunk_rows is not None and not (isinstance(config.chunk_rows, int) and config.chunk_rows > 0):
+        raise ValueError(f"--chunk-rows must be a positive number of rows, got {config.chunk_rows!r}")
     check_output_folder(config.out, "--out")
 
 
@@ -338,7 +344,7 @@ def _coerce(key: str, value):
                 value = ",".join(str(v) for v in value)
             parse_clip(str(value))
             return str(value).strip().lower()
-        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states"):
+        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states", "chunk_rows"):
             if isinstance(value, bool) or float(value) != int(value):
                 raise TypeError("expected an integer")
             return int(value)

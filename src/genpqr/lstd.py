@@ -301,6 +301,15 @@ class LSTDQ(BaseEstimator):
             self._accumulate(problem.rows(start, start + self._chunk()))
         return self.solve(problem)
 
+    def init_features(self, problem: BellmanProblem) -> "LSTDQ":
+        """Start an accumulation: reset the statistics and fit the feature map on
+        ``problem.states`` (e.g. a bounded random sample of the states, for an out-of-core
+        fit); nothing is accumulated. Then :meth:`partial_fit` each chunk and :meth:`solve`."""
+        problem = self._check(problem)
+        self._reset(problem)
+        self.features_.fit(problem.states)
+        return self
+
     def partial_fit(self, chunk: BellmanProblem) -> "LSTDQ":
         """Accumulate one chunk of transitions (the feature map is fitted on the first chunk);
         call :meth:`solve` after the last."""

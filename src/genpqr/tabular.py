@@ -50,6 +50,8 @@ __all__ = [
     "recover_reward",
     "value_difference",
     "estimate_transitions",
+    "transition_counts",
+    "kernel_from_counts",
 ]
 
 #: Largest S for which ``solver="auto"`` uses a direct (dense LU) solve. Measured on the
@@ -478,6 +480,22 @@ def estimate_transitions(states, actions, next_states, n_states: int, n_actions:
     counts : ndarray of shape (S, K)
         Visits per state-action pair.
     """
+    matrix, counts = transition_counts(states, actions, next_states, n_states, n_actions, terminated=terminated)
+    return kernel_from_counts(matrix, counts, unvisited=unvisited)
+
+
+def transition_counts(states, actions, next_states, n_states: int, n_actions: int, *,
+                      terminated=None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The counts behind :func:`estimate_transitions`: sums over transitions, so they add up
+    chunk by chunk (out-of-core, :mod:`genpqr.stream`) or partition by partition.
+
+    Returns
+    -------
+    matrix : scipy.sparse.csr_matrix of shape (S*K, S)
+        ``n(s, a, s')``: non-terminated transitions from ``(s, a)`` into ``s'``.
+    counts : ndarray of shape (S*K,)
+        ``n(s, a)``: transitions from ``(s, a)``, terminated ones included.
+    """
     s = check_state_indices(states, n_states, "states")
     s2 = check_state_indices(next_states, n_states, "next_states")
     a = check_state_indices(actions, n_actions, "actions")
@@ -489,6 +507,19 @@ def estimate_transitions(states, actions, next_states, n_states: int, n_actions:
     keep = ~term
     matrix = sp.csr_matrix((np.ones(int(keep.sum())), (rows[keep], s2[keep])), shape=(n_states * n_actions, n_states))
     matrix.sum_duplicates()
+    return matrix, counts
+
+
+def kernel_from_counts(matrix, counts, *, unvisited: str = "self") -> tuple[TransitionKernel, np.ndarray]:
+    """``P_hat(s'|s,a) = n(s, a, s') / n(s, a)`` from :func:`transition_counts` (``matrix``
+    (S*K, S) sparse, ``counts`` (S*K,)); unvisited pairs as in :func:`estimate_transitions`."""
+    matrix = sp.csr_matrix(matrix, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    n_states = matrix.shape[1]
+    n_actions = matrix.shape[0] // n_states
+    if counts.shape != (matrix.shape[0],) or n_actions * n_states != matrix.shape[0]:
+        raise ValueError(f"counts must have shape (S*K,) = ({matrix.shape[0]},) and matrix (S*K, S), got "
+                         f"{counts.shape} and {matrix.shape}")
     empty = np.flatnonzero(counts == 0)
     if empty.size:
         if unvisited == "error":

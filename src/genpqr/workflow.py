@@ -664,6 +664,10 @@ def run_fit(config: FitConfig) -> FitOutputs:
     from .data import from_pandas
 
     config = config.check()
+    if config.chunk_rows is not None or Path(config.data).is_dir():
+        from .stream_cli import run_stream_fit
+
+        return run_stream_fit(config)
     if config.action_type == "continuous":
         from .fit_continuous import run_continuous_fit
 
@@ -939,7 +943,8 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
                     "columns is a state; exact solve) when every state column holds integers, with --bins, or with "
                     "--q-model exact; otherwise they are continuous (fitted Q evaluation, --q-model).",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("data", nargs="?", default=S, help="CSV or Parquet data file")
+    p.add_argument("data", nargs="?", default=S, help="CSV or Parquet data file, or a folder of Parquet files (read "
+                   "out of core)")
     p.add_argument("--config", default=S, metavar="FILE.json", help="JSON config (same keys as the flags, with "
                    "underscores); flags override it")
     for name, help_ in (("episode", "episode id column"), ("time", "time step column"),
@@ -1002,6 +1007,9 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--save-data", dest="save_data", action="store_true", default=S,
                    help="keep the training data in model.joblib (larger file; needed only to refit, bootstrap or "
                         "re-normalize the saved model)")
+    p.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=S, metavar="N",
+                   help="out of core: stream the Parquet file/folder (sorted by episode) in chunks of N rows; tabular "
+                        "counts or closed-form LSTD statistics (docs/out_of_core.md)")
     p.set_defaults(func=fit_command)
     return p
 

@@ -1,0 +1,146 @@
+r"""``genpqr fit`` out of core: ``--chunk-rows N``, or a folder of Parquet files as DATA.
+
+The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized is held.
+
+* Tabular mode (``--q-model exact``, or one integer state column): the state value is the
+  state index (``0..S-1``; ``--n-states`` when top states never occur); stage 1 is the cell
+  frequencies (``--policy-model auto`` or ``frequency``); writes ``rewards.csv`` with one row
+  per state (``visits``, ``visited``, ``reward_<action>``).
+* Closed-form mode (``--q-model lstd``, the default for other states): stage 1 (``logistic``
+  by default) on a random sample of ``DEFAULT_SAMPLE_ROWS`` choices, then LSTD.
+
+Writes ``model.joblib``, ``rewards.csv`` (tabular mode) and ``config.json``; no HTML report
+(it reads the rows). Not available out of core (clear errors): ``--bins``, ``--features``,
+``--transition`` other than counts, ``--bootstrap``, continuous actions, normalizations other
+than ``anchor:`` and ``mean-zero``; cross-fitting is off (in-sample diagnostics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["run_stream_fit", "StreamFitOutputs"]
+
+
+@dataclass
+class StreamFitOutputs:
+    """What an out-of-core ``genpqr fit`` produced (``describe()`` is printed)."""
+
+    config: object
+    model: object
+    tabular: bool
+    rewards: object = None
+    files: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    def describe(self) -> str:
+        d = self.model.diagnostics_
+        mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
+                else "continuous states, closed-form LSTD Q")
+        lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or 'default'} rows): "
+                 f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", self.model.summary(), "wrote:"]
+        lines += [f"  {path}" for path in self.files.values()]
+        if self.warnings:
+            lines.append(f"{len(self.warnings)} warning(s):")
+            lines += [f"  {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def _refuse_unsupported(config) -> None:
+    given = [flag for flag, bad in (("--bins", bool(config.bins)), ("--features", bool(config.features)),
+                                    ("--transition", config.transition != "counts"),
+                                    ("--bootstrap", bool(config.bootstrap)),
+                                    ("--action-type continuous", config.action_type == "continuous"),
+                                    ("--outcome", bool(config.outcome))) if bad]
+    if given:
+        raise ValueError(f"{', '.join(given)} cannot be used out of core (--chunk-rows or a Parquet folder); "
+                         "see docs/out_of_core.md")
+
+
+def _is_tabular(config, source) -> bool:
+    import pyarrow as pa
+
+    if config.q_model == "exact":
+        return True
+    if config.q_model not in (None, "lstd"):
+        raise ValueError(f"--q-model {config.q_model} cannot be fitted out of core: use exact (tabular) or lstd")
+    if config.q_model == "lstd" or len(source.state) != 1:
+        return False
+    return pa.types.is_integer(source._dataset.schema.field(source.state[0]).type)
+
+
+def _normalization(config, labels):
+    from .fit_config import parse_normalization
+    from .normalization import anchor_action, mean_zero
+    from .workflow import _match_labels
+
+    kind, arg = parse_normalization(config.normalization)
+    if kind == "anchor":
+        return anchor_action(_match_labels([arg], labels, "anchor action", config.action)[0])
+    if kind == "mean-zero":
+        return mean_zero()
+    raise ValueError(f"--normalization {config.normalization} cannot be used out of core: use anchor:ACTION or "
+                     "mean-zero")
+
+
+def run_stream_fit(config) -> StreamFitOutputs:
+    """Stream, fit and write (see the module docstring)."""
+    import warnings
+
+    from .clipping import parse_clip
+    from .estimator import GenPQR
+    from .stream import DEFAULT_CHUNK_ROWS, ParquetSource
+    from .stream_fit import fit_parquet
+    from .workflow import make_policy_model, q_model_settings
+
+    _refuse_unsupported(config)
+    chunk_rows = config.chunk_rows or DEFAULT_CHUNK_ROWS
+    columns = dict(episode=config.episode, time=config.time, state=list(config.state), action=config.action,
+                   terminated=config.terminated, truncated=config.truncated)
+    source = ParquetSource(config.data, chunk_rows=chunk_rows, time_gaps=config.time_gaps, **columns)
+    progress = False if config.quiet else None
+    tabular = _is_tabular(config, source)
+    policy_name = config.policy_model or ("frequency" if tabular else "logistic")
+    if tabular and policy_name not in ("auto", "frequency"):
+        raise ValueError(f"--policy-model {policy_name}: the out-of-core tabular path uses cell frequencies "
+                         "(frequency)")
+    config = replace(config, q_model="exact" if tabular else "lstd", policy_model=policy_name)
+    labels = source.action_labels(progress)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        policy = None if tabular else make_policy_model(policy_name, tabular=False, n_states=None, seed=config.seed)
+        est = GenPQR(normalization=_normalization(config, labels), gamma=config.gamma, clip=parse_clip(config.clip),
+                     policy_model=policy, n_states=config.n_states, random_state=config.seed, progress=progress,
+                     **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
+        model = fit_parquet(est, config.data, action_labels=labels, chunk_rows=chunk_rows,
+                            time_gaps=config.time_gaps, progress=progress, **columns)
+    messages = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+    outputs = StreamFitOutputs(config.with_absolute_paths(), model, tabular, warnings=messages)
+    _write(outputs, labels)
+    return outputs
+
+
+def _write(outputs: StreamFitOutputs, labels) -> None:
+    import pandas as pd
+
+    out = Path(outputs.config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = outputs.files
+    files["model"] = out / "model.joblib"
+    outputs.model.save(files["model"])
+    if outputs.tabular:
+        model = outputs.model
+        table = np.asarray(model.stage2_.recovery.reward)
+        rewards = pd.DataFrame({"state_index": np.arange(table.shape[0]),
+                                "visits": model.stage2_.counts.sum(axis=1).astype(np.int64),
+                                "visited": model.visited_states_})
+        for k, label in enumerate(labels):
+            rewards[f"reward_{label}"] = table[:, k]
+        files["rewards"] = out / "rewards.csv"
+        rewards.to_csv(files["rewards"], index=False)
+        outputs.rewards = rewards
+    files["config"] = out / "config.json"
+    outputs.config.to_json(files["config"])

@@ -1,0 +1,281 @@
+"""Out-of-core fits from Parquet folders (genpqr.stream, genpqr.stream_fit): chunked reading
+pairs next states as from_pandas does, and both statistics-based paths equal the in-memory fit."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from genpqr import GenPQR
+from genpqr.data import from_pandas
+from genpqr.lstd import LSTDQ
+from genpqr.normalization import anchor_action, mean_zero
+from genpqr.stream import ParquetSource, TabularCounts, concatenate_chunks, tabular_chunk_counts
+from genpqr.stream_fit import fit_parquet
+
+COLS = dict(episode="ep", time="t", action="a")
+
+
+def panel(n_episodes=120, n_states=7, seed=0, continuous=False, labels=("stay", "go", "wait")):
+    """A long-format panel sorted by episode: random lengths (1..25), random dynamics, some
+    episodes terminated, labels as strings; ``continuous``: a 2-d state with a logit policy."""
+    rng = np.random.default_rng(seed)
+    K = len(labels)
+    P = rng.dirichlet(np.ones(n_states) * 0.5, size=(n_states, K))
+    frames = []
+    for e in range(n_episodes):
+        T = int(rng.integers(1, 26))
+        if continuous:
+            x = np.empty((T, 2))
+            x[0] = rng.normal(size=2)
+            a = np.empty(T, dtype=int)
+            for t in range(T):
+                logits = np.array([0.0, x[t, 0], -x[t, 1]])[:K]
+                p = np.exp(logits - logits.max())
+                a[t] = rng.choice(K, p=p / p.sum())
+                if t + 1 < T:
+                    x[t + 1] = 0.8 * x[t] + 0.3 * (a[t] - 1) + 0.5 * rng.normal(size=2)
+            df = pd.DataFrame({"x0": x[:, 0], "x1": x[:, 1]})
+        else:
+            s = np.empty(T, dtype=int)
+            a = rng.integers(0, K, size=T)
+            s[0] = rng.integers(n_states)
+            for t in range(T - 1):
+                s[t + 1] = rng.choice(n_states, p=P[s[t], a[t]])
+            df = pd.DataFrame({"s": s})
+        df["ep"] = 1000 + 3 * e  # sorted, not consecutive
+        df["t"] = np.arange(T) + 5
+        df["a"] = np.asarray(labels)[a]
+        df["done"] = False
+        if rng.random() < 0.2:
+            df.loc[T - 1, "done"] = True
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_folder(frame, folder, n_files=3, row_group_size=37, shuffle_within=True, seed=1):
+    """Several files, small row groups; rows of an episode shuffled in time (allowed)."""
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    if shuffle_within:  # time order inside an episode is free: shuffle it, keep episodes contiguous
+        key = rng.random(len(frame))
+        frame = frame.assign(_k=key).sort_values(["ep", "_k"]).drop(columns="_k")
+    bounds = np.linspace(0, len(frame), n_files + 1).astype(int)
+    for i in range(n_files):
+        frame.iloc[bounds[i]:bounds[i + 1]].to_parquet(folder / f"part-{i:02d}.parquet", row_group_size=row_group_size)
+    return folder
+
+
+def test_chunks_pair_next_states_like_from_pandas(tmp_path):
+    frame = panel(n_episodes=60, seed=3)
+    folder = write_folder(frame, tmp_path / "d")
+    whole = from_pandas(frame, state="s", terminated="done", **COLS)
+    source = ParquetSource(folder, state="s", terminated="done", chunk_rows=50, **COLS)
+    chunks = list(source.chunks(whole.encoder.labels))
+    assert len(chunks) > 5  # episodes did cross batch and file boundaries
+    joined = concatenate_chunks(chunks)
+    for name in ("states", "actions", "terminated", "truncated", "next_observed", "timesteps"):
+        np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name), err_msg=name)
+    np.testing.assert_array_equal(np.isnan(joined.next_states), np.isnan(whole.next_states))
+    np.testing.assert_array_equal(np.nan_to_num(joined.next_states), np.nan_to_num(whole.next_states))
+    assert joined.n_episodes == whole.n_episodes
+
+
+@settings(max_examples=15, deadline=None)
+@given(chunk_rows=st.integers(1, 400), row_group_size=st.integers(1, 97))
+def test_any_chunk_size_gives_the_in_memory_rows(tmp_path_factory, chunk_rows, row_group_size):
+    frame = panel(n_episodes=25, seed=12)
+    folder = write_folder(frame, tmp_path_factory.mktemp("h") / "d", row_group_size=row_group_size)
+    whole = from_pandas(frame, state="s", terminated="done", **COLS)
+    source = ParquetSource(folder, state="s", terminated="done", chunk_rows=chunk_rows, **COLS)
+    chunks = list(source.chunks(whole.encoder.labels))
+    joined = concatenate_chunks(chunks)
+    np.testing.assert_array_equal(joined.states, whole.states)
+    np.testing.assert_array_equal(joined.actions, whole.actions)
+    np.testing.assert_array_equal(joined.next_observed, whole.next_observed)
+    np.testing.assert_array_equal(np.nan_to_num(joined.next_states, nan=-1), np.nan_to_num(whole.next_states, nan=-1))
+    summed = tabular_chunk_counts(chunks[0])
+    for c in chunks[1:]:
+        summed = summed + tabular_chunk_counts(c)
+    total = tabular_chunk_counts(whole)
+    np.testing.assert_array_equal(summed.choices, total.choices)
+    assert (summed.moves != total.moves).nnz == 0
+
+
+def test_counts_add_up_over_any_split(tmp_path):
+    frame = panel(n_episodes=40, seed=4)
+    whole = from_pandas(frame, state="s", terminated="done", **COLS)
+    total = tabular_chunk_counts(whole)
+    source = ParquetSource(write_folder(frame, tmp_path / "d"), state="s", terminated="done", chunk_rows=30, **COLS)
+    parts = [tabular_chunk_counts(c) for c in source.chunks(whole.encoder.labels)]
+    summed = parts[0]
+    for p in parts[1:]:
+        summed = summed + p
+    assert isinstance(summed, TabularCounts) and summed.n_states == total.n_states
+    np.testing.assert_array_equal(summed.choices, total.choices)
+    np.testing.assert_array_equal(summed.visits, total.visits)
+    assert (summed.moves != total.moves).nnz == 0
+    assert summed.n_rows == whole.n and summed.n_episodes == whole.n_episodes
+
+
+@pytest.mark.parametrize("normalization", [mean_zero(), anchor_action("stay")])
+def test_tabular_out_of_core_equals_in_memory(tmp_path, normalization):
+    frame = panel(n_episodes=150, seed=5)
+    folder = write_folder(frame, tmp_path / "d", n_files=4, row_group_size=53)
+    est = GenPQR(q_model="exact", gamma=0.9, normalization=normalization, progress=False)
+    ref = GenPQR(**est.get_params(deep=False)).fit(from_pandas(frame, state="s", terminated="done", **COLS))
+    got = fit_parquet(est, folder, state="s", terminated="done", chunk_rows=70, progress=False, **COLS)
+    assert not hasattr(est, "stage2_")  # the argument is not fitted in place
+    np.testing.assert_allclose(got.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)
+    grid = np.arange(ref.n_states_)[:, None]
+    np.testing.assert_allclose(got.continuation(grid), ref.continuation(grid), atol=1e-10, rtol=0)
+    np.testing.assert_allclose(got.log_policy(grid), ref.log_policy(grid), atol=1e-12, rtol=0)
+    np.testing.assert_array_equal(got.visited_states_, ref.visited_states_)
+    d, r = got.diagnostics_, ref.diagnostics_
+    assert (d.n_transitions, d.n_episodes, d.n_last_choices, d.support_count, d.action_counts) == \
+        (r.n_transitions, r.n_episodes, r.n_last_choices, r.support_count, r.action_counts)
+    assert d.policy_log_loss == pytest.approx(r.policy_log_loss, abs=1e-12)
+    assert d.clip == r.clip and d.clip_rule == r.clip_rule
+    assert list(got.reward_table().columns) == ["go", "stay", "wait"]
+
+
+def test_tabular_auto_clip_from_counts_matches(tmp_path):
+    """A rare action never chosen at some states: the auto clip floors, from counts as from rows."""
+    frame = panel(n_episodes=40, seed=6)
+    rare = frame["a"].eq("wait") & frame["s"].ge(3)
+    frame.loc[rare, "a"] = "go"
+    folder = write_folder(frame, tmp_path / "d")
+    est = GenPQR(q_model="exact", progress=False)
+    with pytest.warns(Warning):
+        ref = GenPQR(q_model="exact", progress=False).fit(from_pandas(frame, state="s", terminated="done", **COLS))
+    with pytest.warns(Warning):
+        got = fit_parquet(est, folder, state="s", terminated="done", chunk_rows=40, progress=False, **COLS)
+    assert got.policy_.clip == ref.policy_.clip and got.policy_.clip[0] > 0
+    assert got.diagnostics_.fraction_floored == pytest.approx(ref.diagnostics_.fraction_floored, abs=1e-12)
+    np.testing.assert_allclose(got.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)
+
+
+def test_closed_form_out_of_core_equals_in_memory(tmp_path):
+    frame = panel(n_episodes=150, seed=7, continuous=True)
+    folder = write_folder(frame, tmp_path / "d", n_files=3, row_group_size=41)
+    data = from_pandas(frame, state=["x0", "x1"], terminated="done", **COLS)
+    from sklearn.linear_model import LogisticRegression
+
+    policy = LogisticRegression(max_iter=1000).fit(data.states, data.actions)
+    est = GenPQR(q_model=LSTDQ(alpha=1e-6, chunk_size=100), policy_model=policy, policy_prefit=True, gamma=0.9,
+                 normalization=anchor_action("stay"), progress=False)
+    ref = GenPQR(**est.get_params(deep=False)).fit(data)
+    got = fit_parquet(est, folder, state=["x0", "x1"], terminated="done", chunk_rows=90, progress=False, **COLS)
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    np.testing.assert_allclose(got.reward(X), ref.reward(X), atol=1e-8, rtol=0)
+    np.testing.assert_allclose(got.q(X), ref.q(X), atol=1e-8, rtol=0)
+    np.testing.assert_allclose(got.stage2_.fqe.statistics_.A, ref.stage2_.fqe.statistics_.A, atol=1e-8)
+    assert got.diagnostics_.n_transitions == ref.diagnostics_.n_transitions
+    assert got.diagnostics_.policy_log_loss == pytest.approx(ref.diagnostics_.policy_log_loss, abs=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::genpqr.exceptions.CoverageWarning")
+def test_closed_form_sampled_stage1_is_seeded_and_saves(tmp_path):
+    frame = panel(n_episodes=100, seed=8, continuous=True)
+    folder = write_folder(frame, tmp_path / "d")
+    kw = dict(state=["x0", "x1"], terminated="done", chunk_rows=200, sample_rows=300, progress=False, **COLS)
+    est = GenPQR(q_model="lstd", random_state=0, progress=False)
+    a, b = fit_parquet(est, folder, **kw), fit_parquet(est, folder, **kw)
+    X = np.random.default_rng(1).normal(size=(50, 2))
+    np.testing.assert_array_equal(a.reward(X), b.reward(X))
+    assert not hasattr(a, "training_data_")
+    a.save(tmp_path / "m.joblib")
+    from genpqr import load
+
+    np.testing.assert_array_equal(load(tmp_path / "m.joblib").reward(X), a.reward(X))
+
+
+def test_unsorted_dataset_is_refused(tmp_path):
+    frame = panel(n_episodes=20, seed=9)
+    folder = tmp_path / "d"
+    folder.mkdir()
+    frame.iloc[::-1].to_parquet(folder / "part.parquet")  # episodes in decreasing order
+    with pytest.raises(ValueError, match="sorted by the episode column 'ep'"):
+        fit_parquet(GenPQR(q_model="exact"), folder, state="s", terminated="done", progress=False, **COLS)
+
+
+def test_bad_arguments_are_named(tmp_path):
+    frame = panel(n_episodes=10, seed=10)
+    folder = write_folder(frame, tmp_path / "d")
+    with pytest.raises(ValueError, match="missing column"):
+        fit_parquet(GenPQR(q_model="exact"), folder, state="nope", **COLS)
+    with pytest.raises(ValueError, match="q_model='exact'"):
+        fit_parquet(GenPQR(), folder, state="s", **COLS)
+    with pytest.raises(ValueError, match="cross_fit"):
+        fit_parquet(GenPQR(q_model="exact", cross_fit=2), folder, state="s", **COLS)
+    with pytest.raises(FileNotFoundError):
+        fit_parquet(GenPQR(q_model="exact"), tmp_path / "missing", state="s", **COLS)
+    with pytest.raises(TypeError, match="GenPQR"):
+        fit_parquet(object(), folder, state="s", **COLS)
+
+
+def test_cli_fits_a_parquet_folder_out_of_core(tmp_path, capsys):
+    from genpqr import load
+    from genpqr.cli import main
+
+    frame = panel(n_episodes=80, seed=11)
+    folder = write_folder(frame, tmp_path / "d")
+    out = tmp_path / "out"
+    code = main(["fit", str(folder), "--episode", "ep", "--time", "t", "--state", "s", "--action", "a",
+                 "--terminated", "done", "--gamma", "0.9", "--normalization", "anchor:stay", "--chunk-rows", "60",
+                 "--out", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert "out of core" in capsys.readouterr().out
+    ref = GenPQR(q_model="exact", gamma=0.9, normalization=anchor_action("stay")).fit(
+        from_pandas(frame, state="s", terminated="done", **COLS))
+    rewards = pd.read_csv(out / "rewards.csv")
+    np.testing.assert_allclose(rewards[["reward_go", "reward_stay", "reward_wait"]].to_numpy(),
+                               ref.reward_table().to_numpy(), atol=1e-10)
+    np.testing.assert_allclose(load(out / "model.joblib").reward_table().to_numpy(), ref.reward_table().to_numpy(),
+                               atol=1e-10)
+    bad = main(["fit", str(folder), "--episode", "ep", "--time", "t", "--state", "s", "--action", "a", "--gamma",
+                "0.9", "--normalization", "anchor:stay", "--bootstrap", "5", "--out", str(out), "--quiet"])
+    assert bad == 2 and "cannot be used out of core" in capsys.readouterr().err
+
+
+def test_docs_page_python_example_runs(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "out_of_core.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, "out_of_core.md", "exec"), {})
+    assert (tmp_path / "model.joblib").exists()
+
+
+def test_tabular_with_a_given_kernel_equals_in_memory(tmp_path):
+    frame = panel(n_episodes=60, seed=13)
+    folder = write_folder(frame, tmp_path / "d")
+    P = np.random.default_rng(2).dirichlet(np.ones(7), size=(7, 3))
+    est = GenPQR(q_model="exact", transition_model=P, n_states=7, progress=False)
+    ref = GenPQR(**est.get_params(deep=False)).fit(from_pandas(frame, state="s", terminated="done", **COLS))
+    got = fit_parquet(est, folder, state="s", terminated="done", chunk_rows=64, progress=False, **COLS)
+    np.testing.assert_allclose(got.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)
+    with pytest.raises(ValueError, match="callable transition_model"):
+        fit_parquet(GenPQR(q_model="exact", transition_model=lambda *a: P), folder, state="s", progress=False, **COLS)
+
+
+def test_cli_closed_form_mode_for_continuous_states(tmp_path, capsys):
+    from genpqr import load
+    from genpqr.cli import main
+
+    frame = panel(n_episodes=60, seed=14, continuous=True)
+    path = tmp_path / "logs.parquet"
+    frame.to_parquet(path, row_group_size=100)
+    out = tmp_path / "out"
+    code = main(["fit", str(path), "--episode", "ep", "--time", "t", "--state", "x0,x1", "--action", "a",
+                 "--gamma", "0.9", "--normalization", "mean-zero", "--chunk-rows", "150", "--out", str(out),
+                 "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert "closed-form LSTD" in capsys.readouterr().out
+    model = load(out / "model.joblib")
+    assert model.reward(np.zeros((3, 2))).shape == (3, 3) and not (out / "rewards.csv").exists()
