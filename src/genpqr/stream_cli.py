@@ -40,8 +40,15 @@ class StreamFitOutputs:
         d = self.model.diagnostics_
         mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
                 else "continuous states, closed-form LSTD Q")
-        lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or 'default'} rows): "
-                 f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", self.model.summary(), "wrote:"]
+        from .stream import DEFAULT_CHUNK_ROWS
+
+        lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or DEFAULT_CHUNK_ROWS:,} rows): "
+                 f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", self.model.summary()]
+        if self.tabular:
+            lines.append("  first stage: cell frequencies (out of core, the counts are all that is kept; the "
+                         "smooth spline first stage that --policy-model auto picks for sparse ordered cells needs "
+                         "the rows in memory: fit a CSV/Parquet file without --chunk-rows for it)")
+        lines.append("wrote:")
         lines += [f"  {path}" for path in self.files.values()]
         if self.warnings:
             lines.append(f"{len(self.warnings)} warning(s):")
