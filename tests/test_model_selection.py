@@ -56,8 +56,10 @@ def test_transitions_index_like_an_array(problem):
     np.testing.assert_array_equal(data[idx, ...].actions, data.actions[idx])
     np.testing.assert_array_equal(data[2:9:2].episode_ids, data.episode_ids[2:9:2])
     assert data.shape == (data.n,) and len(data) == data.n and data[np.array([], dtype=int)].n == 0
-    with pytest.raises(IndexError, match="integer indices"):
+    with pytest.raises(TypeError, match="integer indices"):
         data[3]
+    with pytest.raises(TypeError, match="scalar"):
+        list(data)  # not a silent empty iteration
     with pytest.raises(IndexError, match="boolean mask has 3 entries"):
         data[np.array([True, False, True])]
     with pytest.raises(IndexError, match="one axis"):

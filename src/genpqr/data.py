@@ -154,7 +154,8 @@ class EpisodeRows:
     def __getitem__(self, index):
         """Rows ``index`` as the same type (:meth:`subset`): integer indices, a boolean mask of
         length ``n`` or a slice; ``data[index, ...]`` (how scikit-learn's splitters index) is the
-        same. A single integer is refused (``data[[i]]`` is row ``i`` as one-row data)."""
+        same. A single integer is refused with a TypeError, so iterating over the rows fails
+        loudly (``data[[i]]`` is row ``i`` as one-row data)."""
         if isinstance(index, tuple):
             if len(index) == 2 and index[1] is Ellipsis:
                 index = index[0]
@@ -162,6 +163,9 @@ class EpisodeRows:
                 raise IndexError(f"{type(self).__name__} has one axis (rows); got the index {index!r}")
         if isinstance(index, slice):
             index = np.arange(self.n)[index]
+        if np.ndim(index) == 0:  # TypeError, not IndexError: iteration (list(data)) fails loudly, not empty
+            raise TypeError(f"index {type(self).__name__} rows with an array of integer indices, a boolean mask or "
+                            f"a slice (data[[i]] for row i alone); got the scalar {index!r}")
         index = np.asarray(index)
         if index.ndim != 1 or not (index.dtype == bool or index.dtype.kind in "iu" or index.size == 0):
             raise IndexError(f"index {type(self).__name__} rows with a 1-d array of integer indices, a boolean mask "

@@ -215,6 +215,12 @@ class GenPQR(BaseEstimator):
         identified by the data (see :meth:`reward_table`).
     state_dim_ : int
         Number of state columns.
+
+    Model selection: ``fit(X)`` takes a ``Transitions`` as ``X``, :meth:`score` is the
+    held-out policy log likelihood minus the held-out squared Bellman residual, and a
+    ``Transitions`` is split by scikit-learn's splitters, so ``GridSearchCV(GenPQR(...),
+    {"q_model": [...]}, cv=GroupKFold(5)).fit(data, groups=data.episode_ids)`` chooses the Q
+    model (docs/model_selection.md).
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
