@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.dummy import DummyRegressor
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.linear_model import Ridge
@@ -67,6 +69,20 @@ def test_transitions_index_like_an_array(problem):
     train, test = train_test_split(data, test_size=0.25, random_state=0)  # public sklearn API
     assert train.n + test.n == data.n and type(test) is type(data)
     np.testing.assert_array_equal(data.states, before)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 59), max_size=30), st.lists(st.integers(0, 29), max_size=20),
+       st.lists(st.booleans(), min_size=60, max_size=60))
+def test_indexing_composes(first, second, mask):
+    """``data[i][j] == data[i[j]]`` and a mask is its nonzero indices (every row field)."""
+    data = from_arrays(np.arange(60.0), np.arange(60) % 3, np.arange(1.0, 61.0),
+                       episode_ids=np.arange(60) // 6, rewards=np.linspace(0, 1, 60))
+    i = np.array(first, dtype=np.int64)
+    j = np.array([x for x in second if x < i.size], dtype=np.int64)
+    for got, want in ((data[i][j], data[i[j]]), (data[np.array(mask)], data[np.flatnonzero(mask)])):
+        for name in ("states", "actions", "next_states", "episode_ids", "rewards", "next_observed", "terminated"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
 
 
 def test_episode_grouped_folds_hold_whole_episodes(problem):
