@@ -263,3 +263,26 @@ def test_model_selection_page_runs():
     assert scores.max() - np.sort(scores)[1] < 0.2 and scores.max() - scores.min() > 0.05
     misspecified = [i for i, p in enumerate(search.cv_results_["params"]) if "q_model__ridge__alpha" not in p]
     assert max(scores[misspecified]) < scores.max() - 0.05
+
+
+# ---------------------------------------------------------------------------- one class in a fold
+def _rare_action_data():
+    """10 episodes; action 1 only in episode 0."""
+    s = np.tile(np.arange(5.0), 10)
+    a = np.zeros(50, dtype=int)
+    a[[1, 3]] = 1
+    return from_arrays(s, a, np.roll(s, -1), episode_ids=np.repeat(np.arange(10), 5))
+
+
+def test_one_class_training_folds_are_named_not_crashed():
+    from genpqr.first_stage import _held_out_log_loss
+    from genpqr.policy import fit_policy
+
+    data = _rare_action_data()
+    folds = [(np.flatnonzero(data.episode_ids != e), np.flatnonzero(data.episode_ids == e)) for e in (0, 1)]
+    # fold 0 holds out the only episode with action 1: its training rows have one class
+    assert _held_out_log_loss(FrequencyClassifier(5), data.states, data.actions, folds, 2) == np.inf
+    assert np.isfinite(_held_out_log_loss(FrequencyClassifier(5, smoothing=1.0), data.states, data.actions,
+                                          folds[1:], 2))
+    with pytest.raises(ValueError, match="training episodes of fold .* take only action 0"):
+        fit_policy(FrequencyClassifier(5), data, clip=None, cross_fit=10)

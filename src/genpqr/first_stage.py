@@ -202,6 +202,11 @@ def _held_out_log_loss(model, X, y, folds, n_actions: int) -> float:
 
     total = 0.0
     for train, test in folds:
+        seen = np.unique(y[train])
+        if seen.size < 2:  # the training episodes take one action: probability 1 on it (the MLE)
+            if np.any(y[test] != seen[0]):
+                return float("inf")
+            continue
         fitted = clone(model).fit(X[train], y[train])
         raw = fitted.predict_proba(X[test])
         proba = np.zeros((test.size, n_actions))

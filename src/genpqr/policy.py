@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from tqdm.auto import tqdm
 
-from ._checks import as_float_array, check_state_indices, clone_learner as clone
+from ._checks import as_float_array, check_state_indices, clone_learner as clone, plain
 from .clipping import PAPER_CLIP, auto_clip, check_bounds
 from .data import Transitions
 
@@ -118,7 +118,7 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:
-            raise ValueError(f"y has only one class ({self.classes_[0]!r}); FrequencyClassifier needs at least 2 "
+            raise ValueError(f"y has only one class ({plain(self.classes_[0])!r}); FrequencyClassifier needs at least 2 "
                              "classes (actions): with one action there is no choice to estimate")
         n_states = self.n_states if self.n_states is not None else int(np.max(s_raw)) + 1
         s = check_state_indices(s_raw, n_states, "X")
@@ -324,6 +324,10 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
     models, fold_of_row = [], np.empty(transitions.n, dtype=np.int64)
     bar = tqdm(folds, desc="policy folds", disable=None if progress is None else not progress, leave=False)
     for k, (train, test) in enumerate(bar):
+        if np.unique(y[train]).size < 2:
+            raise ValueError(f"cross_fit={cross_fit}: the training episodes of fold {k} take only action "
+                             f"{plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be fitted there; use "
+                             f"fewer folds or cross_fit=None")
         models.append(clone(classifier).fit(X[train], y[train]))
         fold_of_row[test] = k
     return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)
