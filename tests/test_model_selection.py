@@ -43,7 +43,8 @@ def problem():
 
 
 def fqe_model(q_model, **kw):
-    return GenPQR(N.mean_zero(), gamma=GAMMA, q_model=q_model, policy_model=FrequencyClassifier(S), clip=None,
+    kw.setdefault("normalization", N.mean_zero())
+    return GenPQR(gamma=GAMMA, q_model=q_model, policy_model=FrequencyClassifier(S), clip=None,
                   n_iterations=200, tol=1e-8, **kw)
 
 
@@ -115,6 +116,21 @@ def test_score_is_the_documented_formula(problem):
     assert terms["bellman_mse"] == pytest.approx(np.mean(delta ** 2), abs=1e-12)
     assert model.score(test) == pytest.approx(np.mean(u) - np.mean(delta ** 2), abs=1e-12)
     assert terms["n_choices"] == terms["n_transitions"] == test.n
+
+
+def test_score_formula_on_the_fqe_path_with_a_policy_dependent_mu(problem):
+    """``mu = pi_hat`` (behaviour normalization): the next-state weights come from the policy."""
+    _, data = problem
+    train, test = data.split_episodes(0.3, random_state=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = fqe_model(TabularQModel(S), offset_model=None, normalization=N.behavior(g=0.2)).fit(train)
+    u_all = model.log_policy(GRID)
+    q = model.q(GRID)
+    s, a, s2 = test.states[:, 0].astype(int), test.actions, test.next_states[:, 0].astype(int)
+    delta = u_all[s, a] - 0.2 + GAMMA * test.continues * np.sum(np.exp(u_all[s2]) * q[s2], axis=1) - q[s, a]
+    assert model.score_terms(test)["bellman_mse"] == pytest.approx(np.mean(delta ** 2), rel=1e-12)
+    assert model.score(test) == pytest.approx(np.mean(u_all[s, a]) - np.mean(delta ** 2), rel=1e-12)
 
 
 def test_in_sample_residuals_of_the_exact_solve_average_to_zero_per_cell(problem):
