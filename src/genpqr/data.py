@@ -144,6 +144,36 @@ class EpisodeRows:
         """``1 - terminated`` as float, shape (n,): the weight of the continuation term."""
         return 1.0 - self.terminated.astype(np.float64)
 
+    @property
+    def shape(self) -> tuple[int]:
+        """``(n,)``: the rows as one axis of samples, so that scikit-learn's model selection
+        (``GridSearchCV``, ``cross_validate``, ``train_test_split``) counts and indexes them
+        like an array (it reads ``shape[0]`` and takes ``data[indices, ...]``)."""
+        return (self.n,)
+
+    def __getitem__(self, index):
+        """Rows ``index`` as the same type (:meth:`subset`): integer indices, a boolean mask of
+        length ``n`` or a slice; ``data[index, ...]`` (how scikit-learn's splitters index) is the
+        same. A single integer is refused with a TypeError, so iterating over the rows fails
+        loudly (``data[[i]]`` is row ``i`` as one-row data)."""
+        if isinstance(index, tuple):
+            if len(index) == 2 and index[1] is Ellipsis:
+                index = index[0]
+            else:
+                raise IndexError(f"{type(self).__name__} has one axis (rows); got the index {index!r}")
+        if isinstance(index, slice):
+            index = np.arange(self.n)[index]
+        if np.ndim(index) == 0:  # TypeError, not IndexError: iteration (list(data)) fails loudly, not empty
+            raise TypeError(f"index {type(self).__name__} rows with an array of integer indices, a boolean mask or "
+                            f"a slice (data[[i]] for row i alone); got the scalar {index!r}")
+        index = np.asarray(index)
+        if index.ndim != 1 or not (index.dtype == bool or index.dtype.kind in "iu" or index.size == 0):
+            raise IndexError(f"index {type(self).__name__} rows with a 1-d array of integer indices, a boolean mask "
+                             f"or a slice (data[[i]] for row i alone); got {index!r:.80}")
+        if index.dtype == bool and index.size != self.n:
+            raise IndexError(f"boolean mask has {index.size} entries but the data has {self.n} rows")
+        return self.subset(index if index.size else np.zeros(0, dtype=np.int64))
+
     def subset(self, index):
         """Rows ``index`` (a boolean mask or integer indices); everything else is kept."""
         index = np.asarray(index)

@@ -215,6 +215,12 @@ class GenPQR(BaseEstimator):
         identified by the data (see :meth:`reward_table`).
     state_dim_ : int
         Number of state columns.
+
+    Model selection: ``fit(X)`` takes a ``Transitions`` as ``X``, :meth:`score` is the
+    held-out policy log likelihood minus the held-out squared Bellman residual, and a
+    ``Transitions`` is split by scikit-learn's splitters, so ``GridSearchCV(GenPQR(...),
+    {"q_model": [...]}, cv=GroupKFold(5)).fit(data, groups=data.episode_ids)`` chooses the Q
+    model (docs/model_selection.md).
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
@@ -248,9 +254,16 @@ class GenPQR(BaseEstimator):
     def _exact(self) -> bool:
         return isinstance(self.q_model, str) and self.q_model == "exact"
 
-    def fit(self, data: Transitions, y=None):
-        """Fit both stages on logged transitions; returns self."""
+    def fit(self, X: Transitions, y=None):
+        """Fit both stages on logged transitions ``X`` (a :class:`~genpqr.data.Transitions`;
+        ``y`` is ignored: the actions are the labels); returns self.
+
+        ``X`` can be split by scikit-learn's model selection (``GridSearchCV``,
+        ``cross_validate``): split by episode, ``groups=X.episode_ids`` with ``GroupKFold``;
+        see :meth:`score` and docs/model_selection.md."""
         from .continuous.data import ContinuousTransitions
+
+        data = X
 
         if isinstance(data, ContinuousTransitions):
             raise TypeError("GenPQR needs discrete actions, but data holds continuous actions "
@@ -536,6 +549,68 @@ class GenPQR(BaseEstimator):
         codes = self.encoder_.encode(data.labels_of())
         u = self.log_policy(data.states)
         return float(-np.mean(u[np.arange(data.n), codes]))
+
+    def score(self, X: Transitions, y=None) -> float:
+        r"""Held-out fit of both stages (higher is better): what ``GridSearchCV`` maximizes.
+
+        ``score = L_1 - L_2`` on transitions ``X`` (``y`` is ignored), with
+
+        * ``L_1 = (1/n) sum_i log pi_hat(a_i|s_i)`` over every choice row of ``X`` (clipped
+          probabilities, as the model uses them): the mean policy log likelihood, nats per choice
+          (stage 1; ``= -policy_log_loss(X)``);
+        * ``L_2 = (1/m) sum_j delta_j^2`` over the ``m`` rows of ``X`` with an observed next state,
+          ``delta_j = u(s_j, a_j) - g(s_j) + gamma (1 - terminated_j) sum_a' mu(a'|s'_j) Q(s'_j, a')
+          - Q(s_j, a_j)``: the mean squared sample Bellman residual of the fitted ``Q`` in the
+          equation stage 2 solves (``Q = u - g + gamma P mu Q``, paper Alg. 1) under the fitted
+          normalization and ``u = log pi_hat``; nats squared (``Q`` is in units of ``u``).
+
+        Both terms are on the scale of ``u = log pi`` and a perfect model has ``L_2`` at its
+        noise floor, so they are added with weight 1. For a fixed policy model (the usual grid
+        over ``q_model`` and its hyperparameters) ``L_1`` is the same for every candidate and
+        the ranking is by ``L_2``: the held-out version of the loss every FQE iteration
+        minimizes. For the policy model ``L_1`` dominates. Other weightings: score with
+        :meth:`score_terms` (e.g. ``scoring={"policy": ..., "bellman": ...}`` in
+        ``GridSearchCV``; docs/model_selection.md).
+
+        Caveats. ``E[delta^2 | s, a] = (T Q - Q)^2(s, a) + gamma^2 Var[mu Q(s') | s, a]``: the
+        sample residual carries the spread of ``mu Q`` over next states (the double-sampling
+        term), so it is not zero at the true ``Q``; it compares candidates, it is not an error
+        bar. The normalization is an identifying assumption, not a fit choice: do not select it
+        by this score. Score on held-out *episodes* (``GroupKFold`` with ``groups=episode_ids``):
+        row-level folds put the neighbouring rows of one trajectory on both sides of the split
+        and reward memorization.
+        """
+        terms = self.score_terms(X)
+        return terms["policy_log_likelihood"] - terms["bellman_mse"]
+
+    def score_terms(self, X: Transitions) -> dict:
+        """The two terms of :meth:`score` on transitions ``X``: ``policy_log_likelihood``
+        (``L_1``), ``bellman_mse`` (``L_2``), and the rows they average over (``n_choices``,
+        ``n_transitions``)."""
+        self._check_fitted()
+        if not isinstance(X, Transitions):
+            raise TypeError(f"X must be genpqr.data.Transitions, got {type(X).__name__}")
+        codes = self.encoder_.encode(X.labels_of())
+        u_rows = self.log_policy(X.states)[np.arange(X.n), codes]
+        data = X.subset(X.next_observed) if X.n_choice_only else X
+        if data.n == 0:
+            raise ValueError("X has no row with an observed next state: the Bellman term needs transitions "
+                             "(split by episode so that held-out folds hold whole episodes)")
+        residual = self._bellman_residual(data, self.encoder_.encode(data.labels_of()))
+        return {"policy_log_likelihood": float(np.mean(u_rows)), "bellman_mse": float(np.mean(residual ** 2)),
+                "n_choices": int(X.n), "n_transitions": int(data.n)}
+
+    def _bellman_residual(self, data: Transitions, codes) -> np.ndarray:
+        """``delta_j`` of :meth:`score` at complete transitions ``data``, shape (m,)."""
+        S = self._states(data.states)
+        rows = np.arange(data.n)
+        stage2 = self.stage2_
+        target = stage2.u(S)[rows, codes] - stage2.g(S)
+        live = np.flatnonzero(data.continues > 0)
+        if live.size:
+            nxt = self._states(data.next_states[live])
+            target[live] += self.gamma_ * np.sum(stage2.mu(nxt) * stage2.q(nxt), axis=1)
+        return target - stage2.q(S)[rows, codes]
 
     # ------------------------------------------------------------------ re-use of stage 1
     def renormalize(self, normalization: Normalization) -> "GenPQR":

@@ -63,42 +63,68 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
     C : float
         Inverse L2 penalty of :class:`sklearn.linear_model.LogisticRegression`.
     max_iter : int
+    tol : float
+        Stopping tolerance of the logistic regression (lbfgs).
+
+    ``X`` is 2-D, shape (n, d) (a single state column as (n, 1)), validated like any
+    scikit-learn classifier: ``check_estimator`` passes with no exclusion
+    (tests/test_model_selection.py). ``sample_weight`` also weights the knot range (zero-weight
+    rows do not move the knots), so a weight of 2 is a repeated row.
     """
 
-    def __init__(self, n_knots=5, degree=3, C=1.0, max_iter=2000):
+    def __init__(self, n_knots=5, degree=3, C=1.0, max_iter=2000, tol=1e-4):
         self.n_knots = n_knots
         self.degree = degree
         self.C = C
         self.max_iter = max_iter
+        self.tol = tol
 
     def fit(self, X, y, sample_weight=None):
+        """Fit on states ``X`` of shape (n, d) (one ordered column in the intended use) and
+        actions ``y``; one class or one distinct state: the constant frequencies. Returns self."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import SplineTransformer
+        from sklearn.utils.multiclass import check_classification_targets
+        from sklearn.utils.validation import validate_data
 
-        X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
-        y = np.asarray(y)
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != (X.shape[0],):
+                raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got {sample_weight.shape}")
         if np.unique(y).size < 2 or np.all(X == X[0]):  # one class, or one state: the constant frequencies
             self.classes_, codes = np.unique(y, return_inverse=True)
             self.pipeline_ = None
-            self.constant_ = np.bincount(codes.ravel(), minlength=self.classes_.size) / y.size
+            w = np.ones(y.size) if sample_weight is None else sample_weight
+            self.constant_ = np.bincount(codes.ravel(), weights=w, minlength=self.classes_.size) / w.sum()
+            self.n_iter_ = np.zeros(1, dtype=np.int32)
             return self
         self.pipeline_ = make_pipeline(
             SplineTransformer(n_knots=int(self.n_knots), degree=int(self.degree), extrapolation="linear"),
-            LogisticRegression(C=float(self.C), max_iter=int(self.max_iter)))
-        kw = {} if sample_weight is None else {"logisticregression__sample_weight": sample_weight}
+            LogisticRegression(C=float(self.C), max_iter=int(self.max_iter), tol=self.tol))
+        kw = {} if sample_weight is None else {"logisticregression__sample_weight": sample_weight,
+                                               "splinetransformer__sample_weight": sample_weight}  # knot range
         self.pipeline_.fit(X, y, **kw)
         self.classes_ = self.pipeline_.classes_
+        self.n_iter_ = self.pipeline_[-1].n_iter_
         return self
 
     def predict_proba(self, X):
-        X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
+        """Choice probabilities at states ``X`` (n, d), shape (n, n_classes)."""
+        from sklearn.utils.validation import check_is_fitted, validate_data
+
+        check_is_fitted(self, "classes_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         if self.pipeline_ is None:
             return np.tile(self.constant_, (X.shape[0], 1))
         return self.pipeline_.predict_proba(X)
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        """The most probable action at each state, shape (n,)."""
+        proba = self.predict_proba(X)  # first: NotFittedError before any fitted attribute is read
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def describe(self) -> str:
         return f"spline logit (n_knots={self.n_knots}, degree={self.degree}, C={self.C:g})"
@@ -176,6 +202,11 @@ def _held_out_log_loss(model, X, y, folds, n_actions: int) -> float:
 
     total = 0.0
     for train, test in folds:
+        seen = np.unique(y[train])
+        if seen.size < 2:  # the training episodes take one action: probability 1 on it (the MLE)
+            if np.any(y[test] != seen[0]):
+                return float("inf")
+            continue
         fitted = clone(model).fit(X[train], y[train])
         raw = fitted.predict_proba(X[test])
         proba = np.zeros((test.size, n_actions))

@@ -17,11 +17,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from tqdm.auto import tqdm
 
-from ._checks import as_float_array, check_state_indices, clone_learner as clone
+from ._checks import as_float_array, check_state_indices, clone_learner as clone, plain
 from .clipping import PAPER_CLIP, auto_clip, check_bounds
 from .data import Transitions
 
-__all__ = ["clip_proba", "clip_log_proba", "FrequencyClassifier", "FittedPolicy", "fit_policy", "prefit_policy",
+__all__ = ["clip_proba", "clip_log_proba", "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
            "check_classifier"]
 
 #: The paper's clip: the default of the paper's baselines (GenPQR's default is ``"auto"``).
@@ -82,23 +82,54 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
     smoothing : float
         Additive (Laplace) count added to every action at every state.
 
-    States are indices in one column. States never visited (no data, whatever the
-    smoothing) get the marginal action frequencies of the data.
+    ``X``: states as integer indices, shape (n,) or (n, 1); ``y``: at least two classes (one
+    class is refused: there is no choice to estimate). States never visited (no data, whatever
+    the smoothing) get the marginal action frequencies of the data. ``predict`` /
+    ``predict_proba`` before ``fit`` raise scikit-learn's ``NotFittedError``.
+
+    scikit-learn's ``check_estimator`` passes except for :data:`FREQUENCY_CHECK_EXCLUSIONS`:
+    checks that feed continuous multi-column features (``X`` of shape (n, d > 1) drawn from a
+    normal distribution) to a classifier whose input is, by definition, one column of state
+    indices; each is refused with the message naming the expected input (tested in
+    tests/test_model_selection.py).
     """
 
     def __init__(self, n_states: int | None = None, smoothing: float = 0.0):
         self.n_states = n_states
         self.smoothing = smoothing
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True  # state indices
+        return tags
+
     def fit(self, X, y, sample_weight=None):
+        """Cell frequencies from ``X`` (state indices) and ``y`` (actions); returns self."""
+        from sklearn.utils.multiclass import check_classification_targets
+
         if not self.smoothing >= 0:
             raise ValueError(f"smoothing must be a non-negative count, got {self.smoothing!r}")
+        s_raw = _check_index_input(X, "X")
+        if y is None:
+            raise ValueError("FrequencyClassifier requires y to be passed, but the target y is None")
         y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
-        n_states = self.n_states if self.n_states is not None else int(np.max(np.asarray(X))) + 1
-        s = check_state_indices(X, n_states, "X")
+        if self.classes_.size < 2:
+            raise ValueError(f"y has only one class ({plain(self.classes_[0])!r}); FrequencyClassifier needs at least 2 "
+                             "classes (actions): with one action there is no choice to estimate")
+        n_states = self.n_states if self.n_states is not None else int(np.max(s_raw)) + 1
+        s = check_state_indices(s_raw, n_states, "X")
+        if s.size != y.size:
+            raise ValueError(f"X has {s.size} rows but y has {y.size}")
         K = self.classes_.size
         w = np.ones(s.size) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        if w.shape != (s.size,):
+            raise ValueError(f"sample_weight must have shape ({s.size},), got {w.shape}")
+        if not np.any(w > 0):
+            raise ValueError("sample_weight is zero for every row: no choice to count")
         raw = np.bincount(s * K + codes.ravel(), weights=w, minlength=n_states * K).reshape(n_states, K)
         visited = raw.sum(axis=1, keepdims=True) > 0  # by the data, not by the smoothing
         marginal = raw.sum(axis=0) / raw.sum()
@@ -107,13 +138,57 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
         self.counts_ = counts
         self.table_ = np.where(visited, counts / np.where(totals > 0, totals, 1.0), marginal)
         self.n_states_ = n_states
+        self.n_features_in_ = 1
         return self
 
     def predict_proba(self, X):
-        return self.table_[check_state_indices(X, self.n_states_, "X")]
+        """``pi_hat(.|s)`` at state indices ``X``, shape (n, n_classes)."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "table_")
+        return self.table_[check_state_indices(_check_index_input(X, "X"), self.n_states_, "X")]
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        """The most frequent action at each state of ``X``, shape (n,)."""
+        proba = self.predict_proba(X)  # first: NotFittedError before any fitted attribute is read
+        return self.classes_[np.argmax(proba, axis=1)]
+
+
+#: ``check_estimator`` checks :class:`FrequencyClassifier` is expected to fail, with the reason:
+#: they fit on continuous features with several columns, outside its domain (state indices).
+FREQUENCY_CHECK_EXCLUSIONS = {name: "feeds continuous multi-column X; the input is one column of state indices"
+                              for name in (
+    "check_dont_overwrite_parameters", "check_estimators_fit_returns_self", "check_readonly_memmap_input",
+    "check_n_features_in_after_fitting", "check_estimators_dtypes", "check_sample_weights_pandas_series",
+    "check_sample_weights_not_an_array", "check_sample_weights_list", "check_all_zero_sample_weights_error",
+    "check_sample_weights_shape", "check_sample_weights_not_overwritten",
+    "check_sample_weight_equivalence_on_dense_data", "check_dtype_object", "check_pipeline_consistency",
+    "check_estimators_nan_inf", "check_estimators_pickle", "check_f_contiguous_array_estimator",
+    "check_classifier_data_not_an_array", "check_classifiers_classes", "check_classifiers_train",
+    "check_supervised_y_2d", "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+    "check_fit2d_1feature", "check_fit_score_takes_y", "check_estimators_overwrite_params", "check_dict_unchanged", "check_fit_idempotent",
+    "check_fit_check_is_fitted", "check_n_features_in", "check_fit2d_predict1d",
+    "check_classifiers_one_label_sample_weights",
+)}
+
+
+def _check_index_input(X, name: str) -> np.ndarray:
+    """``X`` as an array for :func:`check_state_indices`: refuses sparse, empty and complex input by name."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        raise TypeError(f"{name}: sparse input is not supported (FrequencyClassifier needs one column of state "
+                        "indices); pass a dense array")
+    arr = np.asarray(X)
+    if arr.ndim == 2 and arr.shape[1] == 0:
+        raise ValueError(f"{name} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if arr.size == 0:
+        raise ValueError(f"{name} has 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name}: Complex data not supported; state indices are integers")
+    if arr.dtype.kind in "iuf" and np.any(arr < 0):
+        raise ValueError(f"{name}: Negative values in data passed to FrequencyClassifier (state indices are >= 0)")
+    return arr
 
 
 def _proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarray:
@@ -249,6 +324,10 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
     models, fold_of_row = [], np.empty(transitions.n, dtype=np.int64)
     bar = tqdm(folds, desc="policy folds", disable=None if progress is None else not progress, leave=False)
     for k, (train, test) in enumerate(bar):
+        if np.unique(y[train]).size < 2:
+            raise ValueError(f"cross_fit={cross_fit}: the training episodes of fold {k} take only action "
+                             f"{plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be fitted there; use "
+                             f"fewer folds or cross_fit=None")
         models.append(clone(classifier).fit(X[train], y[train]))
         fold_of_row[test] = k
     return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)
