@@ -35,9 +35,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
 
-from genpqr import GenPQR, ddc
+from genpqr import GenPQR
+
+from genpqr.structural import ddc
 from genpqr import normalization as N
-from genpqr.baselines.nfxp import NFXP
+from genpqr.structural.nfxp import NFXP
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.policy import FrequencyClassifier
 

@@ -20,9 +20,9 @@ from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.clipping import PAPER_CLIP
 from genpqr.data import from_pandas
-from genpqr.ddc import IncrementKernel, StructuralStep, project_reward
+from genpqr.structural.ddc import IncrementKernel, StructuralStep, project_reward
 from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.first_stage import choose_tabular_policy
+from genpqr.models.first_stage import choose_tabular_policy
 from genpqr.policy import FrequencyClassifier
 
 DESIGN = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-import genpqr.boosting as boosting
+import genpqr.models.boosting as boosting
 from genpqr.envs import make_synthetic_data
 from genpqr.experiments import methods as M
 

@@ -14,7 +14,7 @@ from scipy.special import log_softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from genpqr.envs import make_synthetic_data
 from genpqr.experiments import methods as M
-from genpqr.nn import MLPClassifier
+from genpqr.models.nn import MLPClassifier
 
 class TempScaled(ClassifierMixin, BaseEstimator):
     def __init__(self, base=None, seed=0):

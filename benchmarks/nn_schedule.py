@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.envs import make_synthetic_data
-from genpqr.nn import DuelingQNetwork, MLPClassifier
+from genpqr.models.nn import DuelingQNetwork, MLPClassifier
 
 # name: (BC epochs, BC batch, FQE iterations, epochs per iteration, FQE batch)
 SCHEDULES = {

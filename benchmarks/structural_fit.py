@@ -11,7 +11,7 @@ Each panel is written as the long-format CSV ``bus, month, mileage_bin, replace`
 bus-month, ``replace`` 0/1; the last month of a bus has no next state in the file) with
 ``features.csv`` (``mileage_bin, replace, RC, theta11``: RC = 1 and theta11 = -0.001 x on the
 keep rows, 0 on the replace rows) and fitted by the command of the issue, with no further flags
-(run in-process through ``genpqr.cli.main``, the code path of ``genpqr fit``):
+(run in-process through ``genpqr.app.cli.main``, the code path of ``genpqr fit``):
 
     genpqr fit panel.csv --episode bus --time month --state mileage_bin --action replace \\
         --gamma BETA --normalization anchor:1 --transition increment:J:1 --n-states S \\
@@ -20,7 +20,7 @@ keep rows, 0 on the replace rows) and fitted by the command of the issue, with n
 The estimates, standard errors and 95% intervals are read back from ``fit/parameters.csv``;
 NFXP is then run on the same choices and kernel (``genpqr.load("fit/model.joblib")``) for the
 NPL-vs-NFXP difference (NFXP as ``--estimator nfxp`` runs it: BHHH finished by Newton steps; and BHHH
-alone, ``genpqr.baselines.nfxp.fit_nfxp``). Seconds per panel: the whole command (reading, GenPQR, the structural
+alone, ``genpqr.structural.nfxp.fit_nfxp``). Seconds per panel: the whole command (reading, GenPQR, the structural
 step and writing model, tables and the HTML report).
 
     OMP_NUM_THREADS=1 python benchmarks/structural_fit.py [--panels 50] [--designs rust9999,sujudd]
@@ -43,10 +43,11 @@ import numpy as np
 import pandas as pd
 
 import genpqr
-from genpqr import cli, ddc
-from genpqr.baselines.nfxp import fit_nfxp
+from genpqr.app import cli
+from genpqr.structural import ddc
+from genpqr.structural.nfxp import fit_nfxp
 from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.structural import estimate_structural
+from genpqr.structural.estimation import estimate_structural
 
 DESIGNS = {
     "rust9999": dict(model=dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128)),

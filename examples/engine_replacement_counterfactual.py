@@ -5,7 +5,7 @@ bootstrap intervals, against the truth.
 * Panel: Rust's bus-engine model in the Su-Judd design (``genpqr.envs.rust``), 50 buses x 120
   months, seed ``--seed``.
 * Fit: ``GenPQR(anchor_action("replace"), gamma=0.975, q_model="exact")`` with a cubic logit
-  first stage (no clip) and the pooled increment kernel (``genpqr.ddc.IncrementKernel``), as in
+  first stage (no clip) and the pooled increment kernel (``genpqr.structural.ddc.IncrementKernel``), as in
   ``docs/engine_replacement.md``. Under this (Rust's) normalization ``r(x, replace) = 0`` and
   ``r(x, keep) = RC - c(x)`` with ``c(0) = 0``, so ``RC_hat = r_hat(0, keep)``.
 * Counterfactual "RC x m": ``reward_change = lambda r: delta`` with
@@ -32,7 +32,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
 
-from genpqr import GenPQR, ddc
+from genpqr import GenPQR
+
+from genpqr.structural import ddc
 from genpqr import normalization as N
 from genpqr import tabular as T
 from genpqr.counterfactual import IdentificationWarning, stationary_distribution

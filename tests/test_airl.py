@@ -14,7 +14,7 @@ from genpqr.baselines.airl import AIRL, _discriminator_loss_grad, _policy_loss_g
 from genpqr.data import from_arrays  # noqa: E402
 from genpqr.envs.synthetic import make_synthetic_data  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
-from genpqr.nn import DuelingQNetwork  # noqa: E402
+from genpqr.models.nn import DuelingQNetwork  # noqa: E402
 from genpqr.normalization import anchor_action  # noqa: E402
 
 TINY = dict(bc_epochs=2, adversarial_epochs=2, batch_size=64, policy_hidden_layer_sizes=(16,),

@@ -25,7 +25,7 @@ import pytest
 from genpqr import GenPQR, from_arrays, from_pandas
 from genpqr.data import from_episodes
 from genpqr import normalization as N
-from genpqr.cli import main
+from genpqr.app.cli import main
 from genpqr.policy import FrequencyClassifier
 
 
@@ -622,7 +622,7 @@ def test_api_message_helpers():
 def test_config_file_round_trip_with_new_keys(tmp_path, capsys):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"time_gaps": "split", "sep": ";"}))
-    from genpqr.workflow import FitConfig
+    from genpqr.app.workflow import FitConfig
 
     config = FitConfig.from_json(path)
     assert config.time_gaps == "split" and config.sep == ";"

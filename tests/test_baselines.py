@@ -18,7 +18,7 @@ from genpqr.policy import FittedPolicy, clip_proba
 torch = pytest.importorskip("torch")
 
 from genpqr.baselines.deeppqr import _FlatAdagrad, _train_mse  # noqa: E402
-from genpqr.nn import MLPClassifier, _FlatMLP  # noqa: E402
+from genpqr.models.nn import MLPClassifier, _FlatMLP  # noqa: E402
 
 TINY_NET = dict(anchor_hidden_layer_sizes=(16,), aux_hidden_layer_sizes=(16,), n_iterations=3,
                 epochs_per_iteration=1, aux_epochs=3, batch_size=64)

@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from genpqr.cli import main
+from genpqr.app.cli import main
 
 
 def test_demo_prints_errors_and_writes_figure(tmp_path, capsys):

@@ -13,7 +13,7 @@ from sklearn.preprocessing import PolynomialFeatures
 from genpqr.continuous import (ActionSpace, ContinuousGenPQR, GaussHermite, GaussLegendre, KnownDensity,
                                LinearGaussianDensity, MixtureDensityNetwork, MonteCarlo, SquashedDensity, from_arrays)
 from genpqr.continuous import normalization as CN
-from genpqr.continuous.lqg import make_lqg
+from genpqr.envs.lqg import make_lqg
 from genpqr.exceptions import ConvergenceWarning, NotFittedError, WeakSupportWarning
 
 P = make_lqg()

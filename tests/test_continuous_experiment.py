@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from genpqr.continuous.experiment import run_continuous_experiment, write_report
+from genpqr.experiments.continuous import run_continuous_experiment, write_report
 
 
 def test_tiny_continuous_experiment(tmp_path):
@@ -20,7 +20,7 @@ def test_tiny_continuous_experiment(tmp_path):
 
 
 def test_cli_continuous_experiment_tiny(tmp_path):
-    from genpqr.cli import main
+    from genpqr.app.cli import main
 
     assert main(["experiment", "continuous", "--tiny", "--seeds", "1", "--out", str(tmp_path), "--quiet"]) == 0
     assert (tmp_path / "results.csv").exists() and (tmp_path / "results.md").exists()

@@ -12,7 +12,7 @@ from sklearn.preprocessing import PolynomialFeatures
 from genpqr.continuous import (ContinuousGenPQR, GaussHermite, GaussianReference, LinearGaussianDensity, MonteCarlo,
                                Quadratic)
 from genpqr.continuous import normalization as CN
-from genpqr.continuous.lqg import make_lqg
+from genpqr.envs.lqg import make_lqg
 from genpqr.exceptions import WeakSupportWarning
 
 PROBLEM = make_lqg()

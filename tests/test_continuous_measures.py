@@ -5,7 +5,7 @@ import pytest
 
 from genpqr.continuous import (ActionSpace, BehaviorKernel, DensityKernel, GaussHermite, GaussianKernel,
                                GaussianReference, GaussLegendre, MonteCarlo, PointMass, UniformKernel)
-from genpqr.continuous.densities import LinearGaussianDensity
+from genpqr.densities import LinearGaussianDensity
 
 R1 = ActionSpace.create(1)
 BOX = ActionSpace.create(1, -1.0, 2.0)

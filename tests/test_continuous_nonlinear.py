@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from genpqr import tabular
 from genpqr.continuous import ContinuousGenPQR, GaussLegendre, check_normalized
 from genpqr.continuous import normalization as CN
-from genpqr.continuous.nonlinear import RingProblem, StateActionBasis
+from genpqr.envs.nonlinear import RingProblem, StateActionBasis
 
 P = RingProblem()
 NORMS = {"uniform": CN.uniform(g=0.25), "anchor": CN.anchor(0.0)}

@@ -10,9 +10,9 @@ from sklearn.linear_model import Ridge
 
 from genpqr import GenPQR
 from genpqr import normalization as N
-from genpqr.baselines.nfxp import NFXP
+from genpqr.structural.nfxp import NFXP
 from genpqr.data import from_pandas
-from genpqr.ddc import IncrementKernel, choice_counts, increment_kernel, increment_probabilities, kernel_from_increments
+from genpqr.structural.ddc import IncrementKernel, choice_counts, increment_kernel, increment_probabilities, kernel_from_increments
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.inference import resample_episodes
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import genpqr
-from genpqr.cli import main
+from genpqr.app.cli import main
 from genpqr.counterfactual import IdentificationWarning, load_counterfactual
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "choices.csv"

@@ -1,4 +1,4 @@
-"""Econometric pieces on GenPQR (genpqr.ddc): increment kernel, projection, CCP step, NPL."""
+"""Econometric pieces on GenPQR (genpqr.structural.ddc): increment kernel, projection, CCP step, NPL."""
 
 import warnings
 
@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from genpqr import GenPQR, ddc, from_arrays, tabular
+from genpqr import GenPQR, from_arrays, tabular
+
+from genpqr.structural import ddc
 from genpqr import normalization as N
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.exceptions import NotFittedError

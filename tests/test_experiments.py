@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from genpqr.cli import main, split_methods
+from genpqr.app.cli import main, split_methods
 from genpqr.experiments import EXPERIMENTS, ExperimentConfig, Method, Setting, get_config, run_experiment
 from genpqr.experiments import methods as methods_mod
 from genpqr.experiments.report import write_report

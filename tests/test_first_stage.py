@@ -1,4 +1,4 @@
-"""The smooth first stage for sparse ordered cells (genpqr.first_stage): the sparse rule by
+"""The smooth first stage for sparse ordered cells (genpqr.models.first_stage): the sparse rule by
 hand, the classifier contract, CV selection, and on a simulated engine-replacement panel a
 log-policy close to the truth with no clip and a CCP answer away from log(99)."""
 
@@ -11,10 +11,10 @@ from sklearn.base import clone
 from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.data import from_arrays, from_pandas
-from genpqr.ddc import IncrementKernel, project_reward
+from genpqr.structural.ddc import IncrementKernel, project_reward
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.exceptions import ClippingWarning
-from genpqr.first_stage import (SPARSE_MEDIAN_VISITS, SplineLogit, cells_are_sparse, choose_tabular_policy,
+from genpqr.models.first_stage import (SPARSE_MEDIAN_VISITS, SplineLogit, cells_are_sparse, choose_tabular_policy,
                                 select_spline_logit)
 from genpqr.policy import FrequencyClassifier
 

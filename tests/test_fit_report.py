@@ -1,4 +1,4 @@
-"""The self-contained HTML report of `genpqr fit` (genpqr.fit_report)."""
+"""The self-contained HTML report of `genpqr fit` (genpqr.app.report)."""
 
 import base64
 import io
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import genpqr
-from genpqr.fit_report import ReportContext, render_html, report_figures
+from genpqr.app.report import ReportContext, render_html, report_figures
 from tests.test_workflow import base_flags, fit_cli, write_tabular_csv
 
 PNG = re.compile(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'")

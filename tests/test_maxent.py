@@ -13,7 +13,7 @@ from genpqr.baselines.maxent import MaxEntIRL  # noqa: E402
 from genpqr.data import from_arrays  # noqa: E402
 from genpqr.envs.synthetic import make_synthetic_data  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
-from genpqr.nn import DuelingQNetwork  # noqa: E402
+from genpqr.models.nn import DuelingQNetwork  # noqa: E402
 from genpqr.normalization import anchor_action  # noqa: E402
 
 TINY = dict(hidden_layer_sizes=(16, 16), max_epochs=3, batch_size=64)

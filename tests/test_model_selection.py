@@ -25,7 +25,7 @@ from sklearn.utils.estimator_checks import check_estimator
 from genpqr import GenPQR, normalization as N, tabular as T
 from genpqr.data import from_arrays
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.first_stage import SplineLogit
+from genpqr.models.first_stage import SplineLogit
 from genpqr.policy import FREQUENCY_CHECK_EXCLUSIONS, FrequencyClassifier
 from genpqr.qeval import TabularQModel
 
@@ -291,7 +291,7 @@ def _rare_action_data():
 
 
 def test_one_class_training_folds_are_named_not_crashed():
-    from genpqr.first_stage import _held_out_log_loss
+    from genpqr.models.first_stage import _held_out_log_loss
     from genpqr.policy import fit_policy
 
     data = _rare_action_data()

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from genpqr import GenPQR, ddc
+from genpqr import GenPQR
+
+from genpqr.structural import ddc
 from genpqr import normalization as N
-from genpqr.baselines.nfxp import NFXP, fit_nfxp, nfxp_loglik, solve_integrated_bellman
+from genpqr.structural.nfxp import NFXP, fit_nfxp, nfxp_loglik, solve_integrated_bellman
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.exceptions import NotFittedError
 

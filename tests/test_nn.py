@@ -1,4 +1,4 @@
-"""Tests of genpqr.nn: the flat MLP engine against autograd, MLPClassifier (behaviour cloning)
+"""Tests of genpqr.models.nn: the flat MLP engine against autograd, MLPClassifier (behaviour cloning)
 and DuelingQNetwork (native Q-model for fitted Q evaluation)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sklearn.base import clone
 torch = pytest.importorskip("torch")
 
 from genpqr.exceptions import NotFittedError  # noqa: E402
-from genpqr.nn import (  # noqa: E402
+from genpqr.models.nn import (  # noqa: E402
     DuelingQNetwork,
     MLPClassifier,
     _cross_entropy_grad,
@@ -442,7 +442,7 @@ def test_fqe_like_loop_with_dueling_network():
 
 def test_import_genpqr_does_not_import_torch():
     code = (
-        "import sys, genpqr, genpqr.nn, genpqr.boosting; "
+        "import sys, genpqr, genpqr.models.nn, genpqr.models.boosting; "
         "assert 'torch' not in sys.modules and 'lightgbm' not in sys.modules, "
         "[m for m in ('torch', 'lightgbm') if m in sys.modules]"
     )

@@ -1,7 +1,7 @@
 """Every code block of README.md runs (and the `genpqr` commands of examples/README.md).
 
 * ```python blocks are executed as they are (in a temporary working directory);
-* ```bash blocks of `genpqr` commands run in-process through ``genpqr.cli.main`` with the
+* ```bash blocks of `genpqr` commands run in-process through ``genpqr.app.cli.main`` with the
   repository root as working directory. Substitutions, each to keep the suite fast and the
   repository clean: ``--out`` points into a temporary folder; ``--bootstrap 200`` becomes
   ``--bootstrap 20`` and ``--n-jobs 2`` ``--n-jobs 1``; ``genpqr experiment`` runs its
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from genpqr.cli import main
+from genpqr.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {"make demo", "make test"}

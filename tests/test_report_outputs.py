@@ -15,12 +15,12 @@ from matplotlib.figure import Figure
 import genpqr
 from genpqr import normalization as N
 from genpqr import tabular
-from genpqr.demo import run_demo
+from genpqr.app.demo import run_demo
 from genpqr.diagnostic_checks import COVERAGE_LIMIT, failed_diagnostics
 from genpqr.envs import random_mdp
 from genpqr.estimator import Diagnostics
 from genpqr.exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
-from genpqr.fit_report import ReportContext, render_html
+from genpqr.app.report import ReportContext, render_html
 from genpqr.plotting import legend_outside, plot_bellman_residuals, plot_reward_recovery, plot_reward_table
 from tests.test_workflow import LABELS, base_flags, fit_cli, write_tabular_csv
 

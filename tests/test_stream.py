@@ -217,7 +217,7 @@ def test_bad_arguments_are_named(tmp_path):
 
 def test_cli_fits_a_parquet_folder_out_of_core(tmp_path, capsys):
     from genpqr import load
-    from genpqr.cli import main
+    from genpqr.app.cli import main
 
     frame = panel(n_episodes=80, seed=11)
     folder = write_folder(frame, tmp_path / "d")
@@ -266,7 +266,7 @@ def test_tabular_with_a_given_kernel_equals_in_memory(tmp_path):
 
 def test_cli_closed_form_mode_for_continuous_states(tmp_path, capsys):
     from genpqr import load
-    from genpqr.cli import main
+    from genpqr.app.cli import main
 
     frame = panel(n_episodes=60, seed=14, continuous=True)
     path = tmp_path / "logs.parquet"

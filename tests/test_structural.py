@@ -1,4 +1,4 @@
-"""Structural estimation (genpqr.structural): the full likelihood's derivatives, NPL = NFXP
+"""Structural estimation (genpqr.structural.estimation): the full likelihood's derivatives, NPL = NFXP
 (estimates and standard errors), exact recovery at the population, and the CLI's
 ``--estimator`` path (parameters.csv, console, report)."""
 
@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 import genpqr
-from genpqr import cli, ddc, structural
+from genpqr.app import cli
+from genpqr.structural import ddc, estimation as structural
 from genpqr.envs.rust import bus_engine, simulate_buses
 
 RUST9999 = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
@@ -60,7 +61,7 @@ def test_score_and_hessian_match_finite_differences(rust_panel, beta):
     np.testing.assert_allclose(np.einsum("sa,sap->p", counts, d.scores), d.grad, rtol=1e-12)
     assert np.all(np.linalg.eigvalsh(d.opg) > 0)
     # the policy is the model's optimal choice probability (NFXP's inner solve)
-    from genpqr.baselines.nfxp import nfxp_loglik
+    from genpqr.structural.nfxp import nfxp_loglik
 
     loglik, grad, _ = nfxp_loglik(theta, X, counts, kernel, beta)
     np.testing.assert_allclose(d.loglik, loglik, rtol=1e-10)

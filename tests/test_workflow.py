@@ -1,4 +1,4 @@
-"""`genpqr fit` (genpqr.workflow): config, checks of bad files, tabular recovery, outputs."""
+"""`genpqr fit` (genpqr.app.workflow): config, checks of bad files, tabular recovery, outputs."""
 
 import argparse
 import json
@@ -11,7 +11,7 @@ import genpqr
 from genpqr import GenPQR, from_pandas, tabular
 from genpqr import normalization as N
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.workflow import (FitConfig, StateIndex, add_fit_parser, config_from_args, parse_normalization,
+from genpqr.app.workflow import (FitConfig, StateIndex, add_fit_parser, config_from_args, parse_normalization,
                              parse_transition, run_fit)
 
 LABELS = np.array(["left", "stay", "right"])
@@ -243,7 +243,7 @@ def test_given_kernel_file_matches_genpqr(small_csv, tmp_path, capsys):
 
 
 def test_increment_transitions_on_bus_engine_panel(tmp_path, capsys):
-    from genpqr.ddc import IncrementKernel
+    from genpqr.structural.ddc import IncrementKernel
     from genpqr.envs.rust import bus_engine, simulate_buses
 
     panel = simulate_buses(bus_engine(n_states=40, rc=4.0, theta11=40.0), n_buses=20, n_periods=40, random_state=0)

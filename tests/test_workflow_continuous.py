@@ -1,4 +1,4 @@
-"""`genpqr fit --action-type continuous` (genpqr.fit_continuous, genpqr.fit_report_continuous):
+"""`genpqr fit --action-type continuous` (genpqr.app.fit_continuous, genpqr.app.report_continuous):
 recovery on the LQG benchmark from a long-format CSV, outputs, report, and bad input."""
 
 import json
@@ -9,9 +9,9 @@ import pytest
 
 import genpqr
 from genpqr.continuous import ContinuousGenPQR, anchor
-from genpqr.continuous.lqg import make_lqg
-from genpqr.fit_report import context_from_outputs, report_figures
-from genpqr.workflow import FitConfig, run_fit
+from genpqr.envs.lqg import make_lqg
+from genpqr.app.report import context_from_outputs, report_figures
+from genpqr.app.workflow import FitConfig, run_fit
 
 from .test_workflow import fit_cli
 

@@ -160,7 +160,7 @@ def clip_binds_message(fraction_observed: float, fraction_floored: float, bounds
     return (f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the rewards and Q-values "
             f"of those actions are pulled toward log(bound) and decided by the clip, not the data{spread}. "
             f"Change it with {auto}a smoother policy model (--policy-model spline for an ordered state, or "
-            f"logistic; genpqr.first_stage.SplineLogit), or --clip none / clip=None (no clip; needs positive "
+            f"logistic; genpqr.models.first_stage.SplineLogit), or --clip none / clip=None (no clip; needs positive "
             f"probabilities).")
 
 

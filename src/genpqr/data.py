@@ -11,7 +11,7 @@ A :class:`Transitions` holds ``n`` transitions ``(s_i, a_i, s'_i)`` with
 * ``episode_ids``: an integer per row, used to group rows for cross-fitting and bootstraps;
 * ``next_observed``: False on a *choice-only* row, a choice whose next state was never
   observed (the last row of an episode whose logging stopped). Its choice is data for
-  stage 1 and the choice likelihood (:func:`genpqr.ddc.choice_counts`); its ``next_states``
+  stage 1 and the choice likelihood (:func:`genpqr.structural.ddc.choice_counts`); its ``next_states``
   entry is NaN, and every consumer of next states (kernels, FQE, the exact solve,
   baselines) reads :meth:`Transitions.with_next`, the complete transitions only;
 * optional ``outcomes`` (realised outcomes ``y``, for the behaviour normalization) and

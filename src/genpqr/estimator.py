@@ -189,7 +189,7 @@ class GenPQR(BaseEstimator):
         (:func:`genpqr.tabular.estimate_transitions`); a kernel (dense (S, K, S), sparse
         (S*K, S) or :class:`~genpqr.tabular.TransitionKernel`): known transitions; a callable
         ``(transitions, n_states, n_actions) -> kernel``: a structured estimator (e.g.
-        :func:`genpqr.ddc.increment_kernel`).
+        :func:`genpqr.structural.ddc.increment_kernel`).
     solver : str
         Linear solver of the exact path (:func:`genpqr.tabular.solve_linear_bellman`).
     validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.qeval.FQE`).
@@ -363,7 +363,7 @@ class GenPQR(BaseEstimator):
 
     def _fit_exact(self, norm, data, choices):
         """``data``: complete transitions (the kernel); ``choices``: every observed choice
-        (``counts``, the visits per state-action pair of :func:`genpqr.ddc.choice_counts`)."""
+        (``counts``, the visits per state-action pair of :func:`genpqr.structural.ddc.choice_counts`)."""
         S, K = self.n_states_, self.n_actions_
         kernel, _ = tabular.estimate_transitions(
             data.states, data.actions, data.next_states, S, K, terminated=data.terminated)
@@ -825,7 +825,7 @@ def _safe_log(proba):
         raise ValueError(
             "the estimated policy gives probability 0 to some action (e.g. an action never observed at a "
             "state), so log pi is -inf; use clip='auto' (a floor below every observed action's probability), "
-            "clip=(low, high) with low > 0, or a smooth policy model (genpqr.first_stage.SplineLogit)"
+            "clip=(low, high) with low > 0, or a smooth policy model (genpqr.models.first_stage.SplineLogit)"
         )
     return np.log(proba)
 

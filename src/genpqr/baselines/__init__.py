@@ -20,7 +20,7 @@ human-readable ``name``.
 from .airl import AIRL
 from .deeppqr import DeepPQR
 from .maxent import MaxEntIRL
-from .nfxp import NFXP
+from ..structural.nfxp import NFXP
 from ._base import fit_stage1
 from .simple import LinearRewardOracle, LogPolicyReward
 

@@ -70,7 +70,7 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
     Parameters
     ----------
     policy_model : classifier, FittedPolicy or None
-        ``None``: :class:`genpqr.nn.MLPClassifier` (paper's behaviour cloning) with
+        ``None``: :class:`genpqr.models.nn.MLPClassifier` (paper's behaviour cloning) with
         ``random_state``. Otherwise a classifier with ``fit``/``predict_proba`` (cloned and
         fitted on ``(data.states, data.actions)``), or, with ``policy_prefit=True``, a fitted
         classifier whose ``classes_`` are action codes (e.g. ``GenPQR.policy_.models[0]``) or a
@@ -107,7 +107,7 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
     if isinstance(policy_model, FittedPolicy):
         raise TypeError("policy_model is an already fitted FittedPolicy; pass policy_prefit=True to use it as is")
     if policy_model is None:
-        from ..nn import MLPClassifier
+        from ..models.nn import MLPClassifier
 
         policy_model = MLPClassifier(random_state=seed_from(random_state))
     check_classifier(policy_model)

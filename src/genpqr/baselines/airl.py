@@ -84,7 +84,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.linear_model import Ridge
 
 from .._checks import as_float_array, check_gamma, clone_learner as clone
-from ..nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidden_layer_sizes, _check_positive,
+from ..models.nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidden_layer_sizes, _check_positive,
                   _fresh_seed, _import_torch, _predict, _standardization, _to_tensor, _torch_threads)
 from ..policy import DEFAULT_CLIP, _check_clip
 from .maxent import _check_batch_size, _check_int, _cross_entropy_epochs, _fit_inputs, _onehot_t, _SoftmaxPolicyMixin
@@ -213,7 +213,7 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
     encoder_ : ActionEncoder
     n_actions_, n_features_in_ : int
     mean_, scale_ : ndarray of shape (d,)
-    policy_network_, reward_network_, potential_network_ : genpqr.nn._FlatMLP
+    policy_network_, reward_network_, potential_network_ : genpqr.models.nn._FlatMLP
     dynamics_models_ : list of regressors or None
         The fitted per-action dynamics (None when ``transition`` is given).
     bc_loss_ : list of float

@@ -22,7 +22,7 @@ the paper's anchored ``Q^mu_{u-g}(s, a+)`` equals ``-V(s)``, so with ``alpha = 1
 
 Estimation (the specification's settings are the defaults):
 
-1. ``pi_hat``: any classifier (default behaviour cloning, :class:`genpqr.nn.MLPClassifier`),
+1. ``pi_hat``: any classifier (default behaviour cloning, :class:`genpqr.models.nn.MLPClassifier`),
    probabilities clipped to ``[0.01, 0.99]`` and renormalized.
 2. ``W``: an MLP (128, 128) ReLU on standardized states, fitted **on the anchor rows only**
    (``a_i = a+``) by ``n_iterations = 80`` fitted-Q iterations: targets
@@ -34,11 +34,11 @@ Estimation (the specification's settings are the defaults):
    ``c_i (-alpha log pi_hat(a+|s'_i) + W(s'_i))``, 200 epochs of Adagrad (lr 1e-3, batch 256).
 4. ``r_hat = Q_hat - gamma h``.
 
-Implementation: the networks are :mod:`genpqr.nn`'s flat MLP engine (``_FlatMLP``: one float32
+Implementation: the networks are :mod:`genpqr.models.nn`'s flat MLP engine (``_FlatMLP``: one float32
 parameter buffer, hand-written backward) with :class:`_FlatAdagrad`, the update rule of
 ``torch.optim.Adagrad`` with its defaults; whole data sets live in tensors and mini-batches are
 slices of a per-epoch permutation. Training runs on one torch thread (restored afterwards), like
-:mod:`genpqr.nn`.
+:mod:`genpqr.models.nn`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import numpy as np
 from .._checks import check_gamma, plain, seed_from
 from ..data import Transitions
 from ..exceptions import WeakSupportWarning
-from ..nn import (
+from ..models.nn import (
     _MAX_TRAIN_THREADS,
     _batches,
     _check_hidden_layer_sizes,
@@ -134,7 +134,7 @@ class DeepPQR(_PolicyBaseline):
         ``anchor_action(first action label)``, ``g = 0``. Anything else raises ``ValueError``.
     gamma : float in [0, 1), default 0.9
     policy_model : classifier with ``predict_proba``, FittedPolicy or None
-        Stage 1. Default :class:`genpqr.nn.MLPClassifier` ``(random_state=random_state)``
+        Stage 1. Default :class:`genpqr.models.nn.MLPClassifier` ``(random_state=random_state)``
         (behaviour cloning; the paper's tables use an AIRL policy shared with GenPQR -- pass it
         with ``policy_prefit=True``).
     policy_prefit : bool, default False
@@ -181,7 +181,7 @@ class DeepPQR(_PolicyBaseline):
         Share of the last iteration's ``W`` targets at the clamp.
     aux_loss_curve_ : list of float
         ``h``'s training MSE per epoch.
-    anchor_network_, aux_network_ : genpqr.nn._FlatMLP
+    anchor_network_, aux_network_ : genpqr.models.nn._FlatMLP
     state_mean_, state_scale_ : ndarray of shape (d,)
         Standardization of the states (all training rows).
     encoder_ : ActionEncoder

@@ -19,7 +19,7 @@ Measured (``make_synthetic_data(seed, 1000)``, 10,000 rows, seeds 0-4, one torch
 
 The module also holds the small training helpers shared with :mod:`genpqr.baselines.airl`
 (fit-input dispatch ``fit(Transitions)`` / ``fit(X, y)`` and the cross-entropy epoch loop on
-:mod:`genpqr.nn`'s flat-MLP engine).
+:mod:`genpqr.models.nn`'s flat-MLP engine).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from sklearn.base import ClassifierMixin
 
 from .._checks import as_float_array, check_length
 from ..data import ActionEncoder, Transitions
-from ..nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidden_layer_sizes, _check_positive,
+from ..models.nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidden_layer_sizes, _check_positive,
                   _cross_entropy_grad, _fresh_seed, _import_torch, _predict, _standardization, _to_tensor,
                   _torch_threads)
 from ..policy import DEFAULT_CLIP, _check_clip, clip_proba
@@ -200,7 +200,7 @@ class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
     n_actions_, n_features_in_ : int
     mean_, scale_ : ndarray of shape (d,)
         Standardization statistics.
-    network_ : genpqr.nn._FlatMLP
+    network_ : genpqr.models.nn._FlatMLP
         The Q-network (outputs ``Q(s, .)``).
     nll_ : list of float
         Mean training negative log-likelihood (cross-entropy) of every epoch.

@@ -52,7 +52,7 @@ class LogPolicyReward(_PolicyBaseline):
     Parameters
     ----------
     policy_model : classifier with ``predict_proba``, FittedPolicy or None
-        Stage 1. Default :class:`genpqr.nn.MLPClassifier` ``(random_state=random_state)``.
+        Stage 1. Default :class:`genpqr.models.nn.MLPClassifier` ``(random_state=random_state)``.
         With ``policy_prefit=True``: an already fitted classifier (``classes_`` = action codes)
         or a :class:`~genpqr.policy.FittedPolicy`, used as is (not cloned, not refitted).
     policy_prefit : bool, default False

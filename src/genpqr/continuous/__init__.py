@@ -7,26 +7,26 @@ draws (common random numbers) or Gauss-Hermite / Gauss-Legendre quadrature; the 
 ``r = Q - mu Q + g`` with ``mu Q`` by the same rule.
 
 Modules: :mod:`~genpqr.continuous.data` (transitions, action space),
-:mod:`~genpqr.continuous.densities` and :mod:`~genpqr.continuous.neural` (stage 1),
-:mod:`~genpqr.continuous.measures` (reference kernels, reference measures),
-:mod:`~genpqr.continuous.integration` (integration rules),
+:mod:`~genpqr.densities` and :mod:`~genpqr.models.neural_densities` (stage 1),
+:mod:`~genpqr.measures` (reference kernels, reference measures),
+:mod:`~genpqr.integration` (integration rules),
 :mod:`~genpqr.continuous.normalization`, :mod:`~genpqr.continuous.fqe` (stage 2),
 :mod:`~genpqr.continuous.estimator` (:class:`ContinuousGenPQR`), and the benchmarks with truth
-:mod:`~genpqr.continuous.lqg` (closed form) and :mod:`~genpqr.continuous.nonlinear` (fine
-discretization); :mod:`~genpqr.continuous.experiment` runs the ``continuous`` experiment.
+:mod:`~genpqr.envs.lqg` (closed form) and :mod:`~genpqr.envs.nonlinear` (fine
+discretization); :mod:`~genpqr.experiments.continuous` runs the ``continuous`` experiment.
 """
 
 from .data import ActionSpace, ContinuousTransitions, from_arrays
-from .densities import (ConditionalDensity, FixedGaussianDensity, KnownDensity, LinearGaussianDensity,
+from ..densities import (ConditionalDensity, FixedGaussianDensity, KnownDensity, LinearGaussianDensity,
                         SquashedDensity, check_normalized)
 from .estimator import ContinuousDiagnostics, ContinuousGenPQR
 from .fqe import ContinuousFQE
-from .integration import GaussHermite, GaussLegendre, IntegrationRule, MonteCarlo, Nodes
-from .measures import (BehaviorKernel, DensityKernel, GaussianKernel, GaussianReference, Lebesgue, PointMass,
+from ..integration import GaussHermite, GaussLegendre, IntegrationRule, MonteCarlo, Nodes
+from ..measures import (BehaviorKernel, DensityKernel, GaussianKernel, GaussianReference, Lebesgue, PointMass,
                        ReferenceKernel, ReferenceMeasure, UniformKernel)
-from .neural import FlowDensity, MixtureDensityNetwork, MLPGaussianDensity
+from ..models.neural_densities import FlowDensity, MixtureDensityNetwork, MLPGaussianDensity
 from .normalization import ContinuousNormalization, anchor, behavior, gaussian, kernel, uniform
-from .quadratic import Quadratic
+from ..envs.quadratic import Quadratic
 
 __all__ = [
     "ContinuousGenPQR", "ContinuousDiagnostics", "ContinuousFQE",

@@ -4,7 +4,7 @@
 actions of shape ``(n, m)`` instead of integer codes, an :class:`ActionSpace` (the stated
 support: a box, possibly unbounded) and optional ``sample_weight``. The reference measure of
 every log-density in :mod:`genpqr.continuous` is Lebesgue measure on that action space
-(unless a :class:`~genpqr.continuous.measures.ReferenceMeasure` is given), so the space is part
+(unless a :class:`~genpqr.measures.ReferenceMeasure` is given), so the space is part
 of the data, not an afterthought: actions outside it are an error.
 """
 

@@ -24,10 +24,10 @@ from ..data import Transitions
 from ..diagnostic_checks import emit, failed_diagnostics
 from ..exceptions import ConvergenceWarning, NotFittedError
 from .data import ContinuousTransitions, as_actions
-from .densities import LinearGaussianDensity, SquashedDensity, check_normalized
+from ..densities import LinearGaussianDensity, SquashedDensity, check_normalized
 from .fqe import ContinuousFQE
-from .integration import IntegrationRule, MonteCarlo
-from .measures import DensityKernel, Lebesgue, ReferenceMeasure
+from ..integration import IntegrationRule, MonteCarlo
+from ..measures import DensityKernel, Lebesgue, ReferenceMeasure
 from .normalization import ContinuousNormalization, behavior, uniform
 from .policy import fit_density, prefit_density
 
@@ -102,7 +102,7 @@ class ContinuousGenPQR(BaseEstimator):
         ``uniform()`` on a bounded action space, else ``behavior()`` (``mu = pi_hat``, g = 0).
     gamma : float in [0, 1)
     policy_model : conditional density, optional
-        Stage 1 (``fit``/``log_prob``/``sample``; see :mod:`genpqr.continuous.densities`). Default:
+        Stage 1 (``fit``/``log_prob``/``sample``; see :mod:`genpqr.densities`). Default:
         ``LinearGaussianDensity(degree=2, heteroscedastic=True)``, squashed onto the box
         (:class:`SquashedDensity`) when the action space is bounded. Its ``support_`` must be the
         data's action space.
@@ -183,7 +183,7 @@ class ContinuousGenPQR(BaseEstimator):
         self.action_space_ = space = data.action_space
         reference = Lebesgue() if self.reference is None else self.reference
         if not isinstance(reference, ReferenceMeasure):
-            raise TypeError(f"reference must be a genpqr.continuous.measures.ReferenceMeasure, got "
+            raise TypeError(f"reference must be a genpqr.measures.ReferenceMeasure, got "
                             f"{type(reference).__name__}")
         self.reference_ = reference
         self.reference_measure_ = reference.describe(space)

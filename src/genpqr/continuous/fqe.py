@@ -35,7 +35,7 @@ from sklearn.base import BaseEstimator
 from .._checks import as_float_array, check_gamma, clone_learner as clone
 from ..exceptions import ConvergenceWarning, NotFittedError
 from ..qeval import FQEHistory, _warm_start_ok
-from .integration import Nodes
+from ..integration import Nodes
 
 __all__ = ["ContinuousFQE", "STRUCTURES", "fit_regressor"]
 

@@ -2,14 +2,14 @@ r"""Statewise affine normalizations with a continuous reference kernel: ``int r(
 (paper, App. "Continuous-Action Extension").
 
 A :class:`ContinuousNormalization` pairs a reference kernel ``mu`` (see
-:mod:`genpqr.continuous.measures`) with an anchor function ``g`` (a scalar or a callable
+:mod:`genpqr.measures`) with an anchor function ``g`` (a scalar or a callable
 ``states -> (n,)``, as in :func:`genpqr.normalization.anchor_action`). Constructors:
 
 * :func:`anchor` -- point mass at a continuous anchor action ``a0(s)``: ``r(s, a0(s)) = g(s)``;
 * :func:`gaussian` -- ``mu = N(m(s), scale^2)`` (unbounded action spaces);
 * :func:`uniform` -- ``mu`` uniform on a bounded action space (mean reward ``g``);
 * :func:`behavior` -- ``mu = pi_hat`` (mean reward under the behaviour policy is ``g``);
-* :func:`kernel` -- any :class:`~genpqr.continuous.measures.ReferenceKernel`.
+* :func:`kernel` -- any :class:`~genpqr.measures.ReferenceKernel`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..normalization import FixedOffset, Offset
-from .measures import BehaviorKernel, GaussianKernel, PointMass, ReferenceKernel, UniformKernel
+from ..measures import BehaviorKernel, GaussianKernel, PointMass, ReferenceKernel, UniformKernel
 
 __all__ = ["ContinuousNormalization", "anchor", "gaussian", "uniform", "behavior", "kernel"]
 
@@ -39,7 +39,7 @@ class ContinuousNormalization:
 
     def __post_init__(self):
         if not isinstance(self.mu, ReferenceKernel):
-            raise TypeError(f"mu must be a genpqr.continuous.measures.ReferenceKernel, got {type(self.mu).__name__}")
+            raise TypeError(f"mu must be a genpqr.measures.ReferenceKernel, got {type(self.mu).__name__}")
         if not isinstance(self.g, FixedOffset):
             raise TypeError(f"g must be a fixed offset (scalar or callable states -> (n,)), got {type(self.g).__name__}")
 

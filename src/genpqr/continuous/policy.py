@@ -10,7 +10,7 @@ from scipy.special import logsumexp
 
 from .._checks import check_random_state, clone_learner as clone
 from .data import ActionSpace, ContinuousTransitions
-from .densities import check_density
+from ..densities import check_density
 
 __all__ = ["FittedDensity", "fit_density", "prefit_density"]
 

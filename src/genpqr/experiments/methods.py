@@ -20,11 +20,11 @@ Options are ``{group: {name: value}}``. A method declares its groups and their d
 :meth:`Method.resolve` merges ``defaults <- tiny (if asked) <- overrides`` and rejects unknown
 groups. The groups used here:
 
-* ``"bc"``: keyword arguments of the behaviour-cloning :class:`~genpqr.nn.MLPClassifier`
+* ``"bc"``: keyword arguments of the behaviour-cloning :class:`~genpqr.models.nn.MLPClassifier`
   (seeded with the seed; every method of a seed with the same ``"bc"`` options fits the
   *identical* policy estimate, which is how Experiment 1 shares one estimate);
-* ``"q_model"``: keyword arguments of the stage-2 model (:class:`~genpqr.nn.DuelingQNetwork`:
-  ``epochs_per_iteration``, ``batch_size``, ...; or :class:`~genpqr.boosting.BoostedQModel`);
+* ``"q_model"``: keyword arguments of the stage-2 model (:class:`~genpqr.models.nn.DuelingQNetwork`:
+  ``epochs_per_iteration``, ``batch_size``, ...; or :class:`~genpqr.models.boosting.BoostedQModel`);
 * ``"fqe"``: GenPQR's FQE schedule (``n_iterations``, ``tol``, ``validation_fraction``,
   ``n_iter_no_change``);
 * ``"estimator"``: extra keyword arguments of a baseline's class.
@@ -172,7 +172,7 @@ def _anchor():
 
 def behaviour_cloning(seed: int, options: dict):
     """The shared stage-1 model: ``MLPClassifier(random_state=seed, **options["bc"])``."""
-    from ..nn import MLPClassifier
+    from ..models.nn import MLPClassifier
 
     return MLPClassifier(random_state=seed, **_tuples(options.get("bc", {})))
 
@@ -211,14 +211,14 @@ def _genpqr(data, seed, options, q_model):
 
 def build_genpqr_nn(data, seed: int, options: dict):
     """GenPQR with behaviour cloning and neural FQE (dueling Q-network, warm-started)."""
-    from ..nn import DuelingQNetwork
+    from ..models.nn import DuelingQNetwork
 
     return _genpqr(data, seed, options, DuelingQNetwork(random_state=seed, **_tuples(options.get("q_model", {}))))
 
 
 def build_genpqr_gbt(data, seed: int, options: dict):
     """GenPQR with behaviour cloning and boosted FQE (LightGBM, one tree per Bellman update)."""
-    from ..boosting import BoostedQModel
+    from ..models.boosting import BoostedQModel
 
     return _genpqr(data, seed, options, BoostedQModel(random_state=seed, **options.get("q_model", {})))
 

@@ -53,7 +53,7 @@ def _label(text, labels):
 
 
 def _check_normalization(text, labels):
-    from .normalization import anchor_action, mean_zero
+    from ..normalization import anchor_action, mean_zero
 
     if text is None:
         return None
@@ -120,8 +120,8 @@ def _n_boot(spec: dict, config, model) -> int:
 def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
     """Run a counterfactual on a fit folder; returns the :class:`CounterfactualResult` and writes
     the files of the module docstring."""
-    from .estimator import load
-    from .fit_config import FitConfig
+    from ..estimator import load
+    from .config import FitConfig
 
     fit_dir = Path(fit_dir)
     for name in ("model.joblib", "config.json", "rewards.csv"):
@@ -189,7 +189,7 @@ def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
 def counterfactual_command(args) -> int:
     import warnings
 
-    from .counterfactual import IdentificationWarning
+    from ..counterfactual import IdentificationWarning
 
     try:
         with warnings.catch_warnings(record=True) as caught:

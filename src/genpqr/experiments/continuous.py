@@ -1,7 +1,7 @@
 r"""The ``continuous`` experiment: reward recovery on the LQG benchmark as n grows.
 
 For each seed and each ``n`` in ``n_values``: draw ``n`` i.i.d. transitions of the default
-1-D LQG problem (:func:`genpqr.continuous.lqg.make_lqg`), fit each method under each
+1-D LQG problem (:func:`genpqr.envs.lqg.make_lqg`), fit each method under each
 normalization, and measure the reward MSE and Pearson correlation against the closed-form
 normalized reward at ``n_eval`` fresh pairs ``s ~ rho``, ``a ~ pi(.|s)``. One row per
 (seed, n, normalization, method) goes to ``results.csv``; ``results.md`` (mean ± 95% CI over
@@ -19,7 +19,7 @@ Normalizations: ``gaussian`` (``mu = N(0, 1)``, g = 0; Monte Carlo integrals) an
 (point mass at ``a0 = 0``, g = 0; exact).
 
 :func:`run_discretization_check` adds the cross-check of the ring problem
-(:mod:`genpqr.continuous.nonlinear`): the continuous pipeline with the true policy and exact
+(:mod:`genpqr.envs.nonlinear`): the continuous pipeline with the true policy and exact
 integrals against the tabular solver on a K-point action grid.
 """
 
@@ -34,12 +34,12 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import mean_ci, reward_correlation, reward_mse
-from . import normalization as CN
-from .densities import LinearGaussianDensity
-from .estimator import ContinuousGenPQR
-from .lqg import make_lqg
-from .integration import GaussLegendre, MonteCarlo
-from .neural import MixtureDensityNetwork
+from ..continuous import normalization as CN
+from ..densities import LinearGaussianDensity
+from ..continuous.estimator import ContinuousGenPQR
+from ..envs.lqg import make_lqg
+from ..integration import GaussLegendre, MonteCarlo
+from ..models.neural_densities import MixtureDensityNetwork
 
 __all__ = ["run_continuous_experiment", "run_discretization_check", "write_report", "METHODS", "NORMALIZATIONS"]
 
@@ -145,7 +145,7 @@ def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20
     from sklearn.pipeline import make_pipeline
 
     from .. import tabular
-    from .nonlinear import RingProblem, StateActionBasis
+    from ..envs.nonlinear import RingProblem, StateActionBasis
 
     problem = RingProblem()
     data = problem.exact_design(24)

@@ -21,16 +21,16 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
     with ``features``: the parameters of the flow utility ``sum_k theta_k f_k(s, a)`` by the
     ``estimator`` (default NPL iterated to convergence, the MLE), their standard errors and
     intervals, the log-likelihood, the number of choices, iterations and convergence (columns:
-    :mod:`genpqr.workflow_structural`);
+    :mod:`genpqr.app.structural`);
 ``config.json``
     the effective config (defaults resolved): ``genpqr fit --config out/config.json`` reruns it;
 ``report.html``
-    see :mod:`genpqr.fit_report`.
+    see :mod:`genpqr.app.report`.
 
 Continuous actions (``action_type="continuous"``, ``--action-type continuous``): the action
 column(s) are real numbers and the model is :class:`~genpqr.continuous.ContinuousGenPQR`; see
-:mod:`genpqr.fit_continuous` (which :func:`run_fit` hands over to) and
-:mod:`genpqr.fit_report_continuous`. Everything below is about discrete actions.
+:mod:`genpqr.app.fit_continuous` (which :func:`run_fit` hands over to) and
+:mod:`genpqr.app.report_continuous`. Everything below is about discrete actions.
 
 Tabular mode (the exact solver) is on when ``q_model="exact"``, when ``bins`` are given, or
 when ``q_model`` is not given and every state column holds integers. Each distinct
@@ -66,7 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checks import data_row, looks_continuous, plain, short_list
+from .._checks import data_row, looks_continuous, plain, short_list
 
 __all__ = [
     "FitConfig",
@@ -85,13 +85,13 @@ __all__ = [
 
 
 # ============================================================================ config
-from .fit_config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_POLICY_MODELS,  # noqa: F401
+from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_POLICY_MODELS,  # noqa: F401
                          CONTINUOUS_Q_MODELS, INTEGRATION_FORMS, NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS,
                          FitConfig, parse_bins, parse_normalization, parse_transition)
 
 
 def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
-    from .io import read_table
+    from ..io import read_table
 
     frame = read_table(config.data, sep=config.sep)
     continuous = config.action_type == "continuous"
@@ -370,11 +370,11 @@ def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: i
     if name in ("auto", "spline"):
         if not tabular:
             raise ValueError(f"--policy-model {name} needs tabular states (use logistic, mlp or lightgbm)")
-        raise ValueError(f"--policy-model {name} is chosen from the data by genpqr.first_stage.choose_tabular_policy")
+        raise ValueError(f"--policy-model {name} is chosen from the data by genpqr.models.first_stage.choose_tabular_policy")
     if name == "frequency":
         if not tabular:
             raise ValueError("--policy-model frequency needs tabular states (use logistic, mlp or lightgbm)")
-        from .policy import FrequencyClassifier
+        from ..policy import FrequencyClassifier
 
         return FrequencyClassifier(n_states=n_states)
     if name == "logistic":
@@ -385,7 +385,7 @@ def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: i
         first = OneHotEncoder(handle_unknown="ignore") if tabular else StandardScaler()
         return make_pipeline(first, LogisticRegression(max_iter=2000))
     if name == "mlp":
-        from .nn import MLPClassifier
+        from ..models.nn import MLPClassifier
 
         return MLPClassifier(random_state=seed)
     if name == "lightgbm":
@@ -409,16 +409,16 @@ def q_model_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
 
         return dict(q_model=Ridge(alpha=1.0), encoding="per_action", n_iterations=n_iterations or 500, tol=1e-6)
     if name == "mlp":
-        from .nn import DuelingQNetwork
+        from ..models.nn import DuelingQNetwork
 
         return dict(q_model=DuelingQNetwork(random_state=seed), n_iterations=n_iterations or 30, tol=None)
     if name == "lightgbm":
-        from .boosting import BoostedQModel
+        from ..models.boosting import BoostedQModel
 
         return dict(q_model=BoostedQModel(random_state=seed), n_iterations=n_iterations or 200,
                     validation_fraction=0.2)
     if name == "lstd":
-        from .lstd import LSTDQ
+        from ..lstd import LSTDQ
 
         return dict(q_model=LSTDQ(n_iterations=n_iterations, random_state=seed))
     if name == "hgb":
@@ -452,7 +452,7 @@ def _tabular_statistic(features, names, estimator):
     (the projection, or re-estimated by the structural estimator)."""
     if features is None or estimator == "projection":
         return TabularStatistic(features)
-    from .workflow_structural import StructuralStatistic
+    from .structural import StructuralStatistic
 
     return StructuralStatistic(features, names, estimator)
 
@@ -469,9 +469,9 @@ class RowRewardStatistic:
 
 def project(table, features, weights):
     """WLS of the reward table on the features: ``(theta, weighted R^2)``
-    (:func:`genpqr.ddc.project_reward`, or a small fallback if that module is absent)."""
+    (:func:`genpqr.structural.ddc.project_reward`, or a small fallback if that module is absent)."""
     try:
-        from .ddc import project_reward
+        from ..structural.ddc import project_reward
     except ImportError:  # pragma: no cover - ddc ships with genpqr; kept for partial installs
         project_reward = None
     if project_reward is not None:
@@ -489,7 +489,7 @@ def _read_features(path: str, config: FitConfig, index: StateIndex, labels: np.n
     """(S, K, p) features and their names from a CSV keyed by state and action."""
     import pandas as pd
 
-    from .io import read_table
+    from ..io import read_table
 
     table = read_table(path, sep=config.sep, what="features file")
     keys = ["state_index"] if "state_index" in table.columns else list(config.state)
@@ -543,7 +543,7 @@ def _bin_representatives(column, edges, name, path):
 
 def _normalization(kind, arg, *, frame, config, labels, index_rows, n_states):
     """The Normalization of the spec; ``index_rows`` is the state index per row (tabular) or None."""
-    from . import normalization as N
+    from .. import normalization as N
 
     if kind == "mean-zero":
         return N.mean_zero()
@@ -606,10 +606,10 @@ class FitOutputs:
     tabular : bool
     state_index : StateIndex or None
     projection_r2 : float or None
-    first_stage : genpqr.first_stage.FirstStageChoice or None
+    first_stage : genpqr.models.first_stage.FirstStageChoice or None
         Which tabular first stage ``--policy-model auto``/``spline`` chose and why.
     structural : StructuralFit or None
-        With features: the structural estimates (:mod:`genpqr.workflow_structural`).
+        With features: the structural estimates (:mod:`genpqr.app.structural`).
     """
 
     config: FitConfig
@@ -643,7 +643,7 @@ class FitOutputs:
         if self.first_stage is not None:
             lines.append(f"  first stage: {self.first_stage.describe()}")
         if self.structural is not None:
-            from .workflow_structural import console_lines
+            from .structural import console_lines
 
             lines += console_lines(self.structural, self.parameters)
         elif self.parameters is not None:
@@ -661,11 +661,11 @@ class FitOutputs:
 
 def run_fit(config: FitConfig) -> FitOutputs:
     """Read, check, fit, bootstrap and write (see the module docstring)."""
-    from .data import from_pandas
+    from ..data import from_pandas
 
     config = config.check()
     if config.chunk_rows is not None or Path(config.data).is_dir():
-        from .stream_cli import run_stream_fit
+        from .stream import run_stream_fit
 
         return run_stream_fit(config)
     if config.action_type == "continuous":
@@ -706,7 +706,7 @@ def run_fit(config: FitConfig) -> FitOutputs:
             raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                              f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
         if tabular and index.n_states > data.n / 2:
-            from .exceptions import WeakSupportWarning
+            from ..exceptions import WeakSupportWarning
 
             warnings.warn(f"{index.n_states} states for {data.n} transitions: most states are visited about once, so "
                           f"the tabular estimates are noisy (consider --bins or a continuous --q-model)",
@@ -726,7 +726,7 @@ def run_fit(config: FitConfig) -> FitOutputs:
             boot = _bootstrap(model, data, statistic, config)
         structural = None
         if features is not None:
-            from .workflow_structural import structural_from_model
+            from .structural import structural_from_model
 
             structural = structural_from_model(model, data, features, names, config.estimator)
     messages = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
@@ -736,7 +736,7 @@ def run_fit(config: FitConfig) -> FitOutputs:
         rewards = _row_rewards(model, frame, config, labels, boot)
     parameters = r2 = None
     if features is not None:
-        from .workflow_structural import parameters_table
+        from .structural import parameters_table
 
         projection, r2 = _parameters(model, features, names, boot, config.level)
         parameters = parameters_table(structural, config.level, boot,
@@ -749,13 +749,13 @@ def run_fit(config: FitConfig) -> FitOutputs:
 
 def _first_stage(config: FitConfig, data, index):
     """Tabular ``auto``/``spline`` policy models: ``(classifier, FirstStageChoice)`` from
-    :func:`genpqr.first_stage.choose_tabular_policy`; otherwise ``(None, None)``. The state
+    :func:`genpqr.models.first_stage.choose_tabular_policy`; otherwise ``(None, None)``. The state
     counts as *ordered* (mileage, age, stock) when its single integer column is its index and
     the transitions say so (``--transition increment:``) or ``--n-states`` numbers it; a
     plain integer column may be a category code, where a smooth model would be wrong."""
     if index is None or config.policy_model not in ("auto", "spline"):
         return None, None
-    from .first_stage import choose_tabular_policy
+    from ..models.first_stage import choose_tabular_policy
 
     ordered = index.identity and (parse_transition(config.transition)[0] == "increment"
                                   or config.n_states is not None or config.policy_model == "spline")
@@ -768,14 +768,14 @@ def _first_stage(config: FitConfig, data, index):
 def _check_before_fit(config: FitConfig, data, index) -> None:
     """What can be refused before the (possibly long) fit: too few episodes for the bootstrap;
     a warning for states that are never visited (their rewards rest on no choice)."""
-    from .inference import check_bootstrap_episodes
+    from ..inference import check_bootstrap_episodes
 
     if config.bootstrap:
         check_bootstrap_episodes(data.n_episodes, "--bootstrap")
     if index is not None:
         visited = np.bincount(data.states[:, 0].astype(np.int64), minlength=index.n_states) > 0
         if not visited.all():
-            from .exceptions import WeakSupportWarning
+            from ..exceptions import WeakSupportWarning
 
             warnings.warn(f"{int((~visited).sum())} of {index.n_states} states have no observed choice (e.g. "
                           f"state_index {short_list(np.flatnonzero(~visited), 5)}): their rewards are not identified "
@@ -795,7 +795,7 @@ def _tabular_states(config: FitConfig, frame, labels):
             raise ValueError(f"--n-states {config.n_states} differs from the {n_states} states of the transition "
                              f"kernel {targ}")
     elif tkind == "increment":
-        from .ddc import IncrementKernel
+        from ..structural.ddc import IncrementKernel
 
         reset = None if targ[1] is None else _match_labels([targ[1]], labels, "reset action", config.action)[0]
         transition_model = IncrementKernel(targ[0], reset)
@@ -804,8 +804,8 @@ def _tabular_states(config: FitConfig, frame, labels):
 
 
 def _estimator(config: FitConfig, normalization, index, transition_model, policy_model=None):
-    from .clipping import parse_clip
-    from .estimator import GenPQR
+    from ..clipping import parse_clip
+    from ..estimator import GenPQR
 
     n_states = None if index is None else index.n_states
     if policy_model is None:
@@ -821,7 +821,7 @@ def _estimator(config: FitConfig, normalization, index, transition_model, policy
 
 def _write(outputs: FitOutputs, n_rows: int) -> None:
     """model.joblib, rewards.csv, parameters.csv, config.json and report.html into ``config.out``."""
-    from .fit_report import context_from_outputs, write_report
+    from .report import context_from_outputs, write_report
 
     outputs.config = outputs.config.with_absolute_paths()  # config.json reruns from any folder
     out = Path(outputs.config.out)
@@ -860,7 +860,7 @@ def _load_kernel(path: str, n_actions: int) -> np.ndarray:
 
 
 def _bootstrap(model, data, statistic, config):
-    from .inference import bootstrap
+    from ..inference import bootstrap
 
     try:
         return bootstrap(model, data, n_boot=config.bootstrap, statistic=statistic, n_jobs=config.n_jobs,

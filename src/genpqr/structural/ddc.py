@@ -59,11 +59,11 @@ import scipy.sparse as sp
 from scipy.special import log_softmax
 from sklearn.base import BaseEstimator
 
-from . import tabular
-from ._checks import as_float_array, check_gamma, check_state_indices, plain
-from .data import Transitions
-from .exceptions import ConvergenceWarning, NotFittedError
-from .normalization import Normalization
+from .. import tabular
+from .._checks import as_float_array, check_gamma, check_state_indices, plain
+from ..data import Transitions
+from ..exceptions import ConvergenceWarning, NotFittedError
+from ..normalization import Normalization
 
 __all__ = [
     "increment_probabilities",
@@ -554,7 +554,7 @@ def _evaluation_terms(policy, X, off, kernel, gamma, solver, relative=False):
     entropy-regularized value of ``pi`` under ``r`` -- affine in ``g``, hence in ``theta``.
     The ``p + 1`` right-hand sides (``g = pi offset`` and ``g = pi x_j``) share one matrix:
     for small ``S`` one dense solve in relative-value form
-    (:func:`genpqr.structural.relative_solve`: the same ``W`` as ``recover_reward``, the tests
+    (:func:`genpqr.structural.estimation.relative_solve`: the same ``W`` as ``recover_reward``, the tests
     check the two agree, with differences that stay accurate as ``gamma -> 1``), else one
     :func:`genpqr.tabular.solve_linear_bellman` per column.
     """
@@ -568,7 +568,7 @@ def _evaluation_terms(policy, X, off, kernel, gamma, solver, relative=False):
                         + [-np.sum(policy * X[:, :, j], axis=1) for j in range(p)])
     P_pi = kernel.under(policy)
     if S <= tabular.DIRECT_MAX_STATES:
-        from .structural import relative_solve
+        from .estimation import relative_solve
 
         # solved for the relative value and the gain: accurate differences as gamma -> 1 (a plain dense solve
         # loses them at gamma = 0.9999, which slowed NPL to linear convergence); relative=True drops the constant
@@ -603,7 +603,7 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
     fast and the fixed point is the maximum likelihood estimator for the given kernel (what
     NFXP computes); ``cov`` at convergence is then the MLE's: the inverse outer product of the
     full likelihood's scores (derivative through the fixed point, as NFXP's; see
-    :mod:`genpqr.structural`), not the pseudo-likelihood's Hessian, which is 15-28% too small
+    :mod:`genpqr.structural.estimation`), not the pseudo-likelihood's Hessian, which is 15-28% too small
     on Rust's data. For one step (PML) or ``mapping="normalized"`` it is the
     pseudo-likelihood's inverse Hessian, conditional on the first stage. The
     reward needs no normalization here (any parametrization of ``r_theta`` works).
@@ -684,10 +684,10 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
 
 def _mle_covariance(theta, X, n, kernel, gamma, off, policy):
     """At NPL's fixed point (the MLE): the inverse outer product of the *full* likelihood's
-    scores, differentiated through the fixed point (:func:`genpqr.structural.likelihood_derivatives`)
+    scores, differentiated through the fixed point (:func:`genpqr.structural.estimation.likelihood_derivatives`)
     -- the covariance NFXP reports, not the pseudo-likelihood's Hessian (which treats the
     continuation value as known and is too small)."""
-    from .structural import likelihood_derivatives
+    from .estimation import likelihood_derivatives
 
     opg = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off, policy0=policy).opg
     try:
@@ -714,7 +714,7 @@ class StructuralStep(BaseEstimator):
         ``mu = pi_hat``, ``g = pi_hat r_theta`` (affine in ``theta``; one NPL iteration). It
         inherits the first stage's error where actions are rare (issue 9: -1.5 / -2.6 SE on a
         pooled four-group engine panel) and its SEs ignore it; ``genpqr fit`` defaults to
-        ``"npl"`` (the MLE, :mod:`genpqr.structural`), docs/structural_estimation.md.
+        ``"npl"`` (the MLE, :mod:`genpqr.structural.estimation`), docs/structural_estimation.md.
         ``"fixed-v"``: one conditional-logit step with GenPQR's fitted continuation value
         ``v`` held fixed (:func:`fit_structural`), in whatever normalization GenPQR was fitted
         with: for an anchor action, Arcidiacono-Miller's renewal CCP estimator, which uses
@@ -766,7 +766,7 @@ class StructuralStep(BaseEstimator):
         weights : ndarray of shape (S, K), optional
             Likelihood weights; default the visit counts of ``model.training_data_``.
         """
-        from .estimator import GenPQR, _ExactStage2
+        from ..estimator import GenPQR, _ExactStage2
 
         start = time.perf_counter()
         if not isinstance(model, GenPQR) or not hasattr(model, "stage2_"):
@@ -786,7 +786,7 @@ class StructuralStep(BaseEstimator):
         elif getattr(model.stage2_, "counts", None) is not None:  # kept by the exact path, also in a slim save
             counts = np.asarray(model.stage2_.counts, dtype=np.float64)
         else:
-            from .persistence import require_data
+            from ..persistence import require_data
 
             require_data(model, "the default weights (visit counts) of the structural fit")
             counts = choice_counts(model.training_data_, shape[0])

@@ -48,7 +48,7 @@ For a reference kernel ``mu(.|s) = N(L s + l, T)`` (``T = 0``: point mass at the
   ``(I - gamma A_mu') c_1 = G_1 + 2 gamma A_mu' C b_mu``,
   ``(1 - gamma) c_0 = G_0 + gamma (b_mu'C b_mu + c_1'b_mu + tr(C (W + B T B')))``,
   where ``(G_2, G_1, G_0)`` are the coefficients of ``g - mu r``; it has a unique solution when
-  ``sqrt(gamma) rho(A_mu) < 1``. :func:`~genpqr.continuous.quadratic.solve_stein` solves it as one
+  ``sqrt(gamma) rho(A_mu) < 1``. :func:`~genpqr.envs.quadratic.solve_stein` solves it as one
   linear system in the coefficients;
 * ``r_mu(z) = r(z) + c(s) - gamma E[c(F z + b + w)]``, again quadratic in ``z``.
 
@@ -76,10 +76,10 @@ import numpy as np
 
 from .._checks import as_float_array, check_gamma, check_random_state
 from ..normalization import FixedOffset
-from .data import ContinuousTransitions, from_arrays
-from .densities import FixedGaussianDensity
-from .measures import GaussianKernel, GaussianReference, Lebesgue, PointMass
-from .normalization import ContinuousNormalization
+from ..continuous.data import ContinuousTransitions, from_arrays
+from ..densities import FixedGaussianDensity
+from ..measures import GaussianKernel, GaussianReference, Lebesgue, PointMass
+from ..continuous.normalization import ContinuousNormalization
 from .quadratic import Quadratic, solve_stein
 
 __all__ = ["LQGProblem", "LQGSolution", "make_lqg"]

@@ -1,9 +1,9 @@
 r"""``genpqr fit --features``: the structural step of the command line.
 
 :func:`structural_from_model` estimates the flow-utility parameters from a fitted exact-path
-:class:`~genpqr.GenPQR` with the ``--estimator`` of the config (:mod:`genpqr.structural`):
+:class:`~genpqr.GenPQR` with the ``--estimator`` of the config (:mod:`genpqr.structural.estimation`):
 the likelihood uses GenPQR's kernel and discount, the choice counts of the data
-(:func:`genpqr.ddc.choice_counts`) and, for NPL/PML, GenPQR's first-stage choice
+(:func:`genpqr.structural.ddc.choice_counts`) and, for NPL/PML, GenPQR's first-stage choice
 probabilities as the start. :func:`parameters_table` is ``parameters.csv``;
 :class:`StructuralStatistic` re-estimates per bootstrap replicate; :func:`choice_fit_table`,
 :func:`fig_choice_fit` and :func:`report_section` are the report's section.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .structural import SE_KINDS, estimate_structural
+from ..structural.estimation import SE_KINDS, estimate_structural
 
 __all__ = ["ESTIMATOR_LABELS", "structural_from_model", "StructuralStatistic", "parameters_table",
            "choice_fit_table", "fig_choice_fit", "report_section", "console_lines"]
@@ -43,7 +43,7 @@ ESTIMATOR_LABELS = {
 
 
 def structural_from_model(model, data, features, names, estimator: str):
-    """:func:`genpqr.structural.estimate_structural` on a fitted exact-path GenPQR.
+    """:func:`genpqr.structural.estimation.estimate_structural` on a fitted exact-path GenPQR.
 
     Parameters
     ----------
@@ -55,7 +55,7 @@ def structural_from_model(model, data, features, names, estimator: str):
     names : list of str
     estimator : {"npl", "nfxp", "pml", "projection"}
     """
-    from .ddc import choice_counts
+    from ..structural.ddc import choice_counts
 
     rec = model.stage2_.recovery
     S = rec.reward.shape[0]
@@ -171,7 +171,7 @@ def choice_fit_table(fit, labels, level: float = 0.95):
 def fig_choice_fit(fit, labels, level: float = 0.95, state_name: str = "state_index"):
     """One panel per action (the most frequent one left out, at most 4 panels): observed
     frequency per state with Wilson intervals (points) and the model's fitted probability (line)."""
-    from .fit_report import _figure
+    from .report import _figure
 
     table = choice_fit_table(fit, labels, level)
     order = np.argsort(fit.counts.sum(axis=0))
@@ -197,7 +197,7 @@ def fig_choice_fit(fit, labels, level: float = 0.95, state_name: str = "state_in
 
 def report_section(ctx) -> list:
     """HTML pieces of the report's structural-parameters section."""
-    from .fit_report import ReportFigure, _frame_table, _img, _kv_table
+    from .report import ReportFigure, _frame_table, _img, _kv_table
 
     fit = ctx.structural
     labels = [str(a) for a in ctx.model.encoder_.labels]

@@ -17,8 +17,8 @@ import numbers
 import numpy as np
 
 from .._checks import check_random_state
-from ..nn import _fresh_seed, _import_torch, _torch_threads
-from .densities import ConditionalDensity, _check_n
+from .nn import _fresh_seed, _import_torch, _torch_threads
+from ..densities import ConditionalDensity, _check_n
 
 __all__ = ["MixtureDensityNetwork", "MLPGaussianDensity", "FlowDensity"]
 

@@ -40,7 +40,7 @@ class FitConfig:
         columns (one per action dimension; a JSON list is accepted).
     action_type : {"discrete", "continuous"}
         ``discrete`` (labels; :class:`genpqr.GenPQR`) or ``continuous`` (real-valued actions;
-        :class:`genpqr.continuous.ContinuousGenPQR`, see :mod:`genpqr.fit_continuous`).
+        :class:`genpqr.continuous.ContinuousGenPQR`, see :mod:`genpqr.app.fit_continuous`).
     action_low, action_high : list of float, optional
         Continuous actions: the bounds of the box support (one value for every dimension, or
         one per dimension); both or neither (default: unbounded, ``R^m``).
@@ -59,18 +59,18 @@ class FitConfig:
         ``auto`` (the tabular default: ``spline`` when the state is ordered -- one integer
         column numbered by its value, with ``--transition increment:`` or ``--n-states`` --
         and the cells are sparse, else ``frequency``; see
-        :func:`genpqr.first_stage.choose_tabular_policy`; the choice and its reason are printed
+        :func:`genpqr.models.first_stage.choose_tabular_policy`; the choice and its reason are printed
         and reported), ``frequency`` (cell frequencies; tabular only), ``spline`` (a
         multinomial logit on a cubic spline basis of the ordered state, knots and penalty by
         episode-grouped cross-validated log loss; tabular only), ``logistic`` (standardized
         multinomial logistic regression; one-hot states in tabular mode; the continuous
-        default), ``mlp`` (:class:`genpqr.nn.MLPClassifier`), ``lightgbm``
+        default), ``mlp`` (:class:`genpqr.models.nn.MLPClassifier`), ``lightgbm``
         (``LGBMClassifier(verbose=-1)``) or an import path ``package.module:Class``
         (instantiated with no arguments).
     q_model : str, optional
         ``exact`` (tabular), ``linear`` (ridge per action), ``mlp``
-        (:class:`genpqr.nn.DuelingQNetwork`, 30 iterations), ``lightgbm``
-        (:class:`genpqr.boosting.BoostedQModel`, iterations chosen on 20% held-out episodes),
+        (:class:`genpqr.models.nn.DuelingQNetwork`, 30 iterations), ``lightgbm``
+        (:class:`genpqr.models.boosting.BoostedQModel`, iterations chosen on 20% held-out episodes),
         ``hgb`` (scikit-learn's HistGradientBoostingRegressor, likewise; the continuous
         default) or an import path. Default: ``exact`` for tabular data, else ``hgb``.
         Continuous actions: ``gaussian`` (heteroscedastic degree-2 linear Gaussian; the
@@ -138,7 +138,7 @@ class FitConfig:
         still predicts; see :meth:`genpqr.GenPQR.save` for what needs the data).
     chunk_rows : int, optional
         Out of core: read the Parquet file or folder in chunks of this many rows
-        (:mod:`genpqr.stream_cli`; also the mode for a folder of Parquet files).
+        (:mod:`genpqr.app.stream`; also the mode for a folder of Parquet files).
     """
 
     data: str | None = None
@@ -234,7 +234,7 @@ class FitConfig:
         if missing:
             flags = ", ".join("DATA" if k == "data" else f"--{k.replace('_', '-')}" for k in missing)
             raise ValueError(f"missing required setting(s): {flags} (give them as flags or in --config FILE.json)")
-        from ._checks import check_gamma
+        from .._checks import check_gamma
 
         check_gamma(self.gamma)
         if self.action_type not in ACTION_TYPES:
@@ -257,7 +257,7 @@ class FitConfig:
             if self.integration is not None:
                 parse_integration(self.integration)
         parse_transition(self.transition)
-        from .clipping import parse_clip
+        from ..clipping import parse_clip
 
         if parse_clip(self.clip) != "auto" and continuous:
             raise ValueError(f"--clip {self.clip} is the probability clip of discrete actions; continuous actions "
@@ -282,7 +282,7 @@ class FitConfig:
 def check_settings(config: "FitConfig") -> None:
     """Checks that need no data: worker count, time-gap rule, delimiter, and an output folder
     that can be written (so that a long fit does not fail at the end)."""
-    from .data import TIME_GAPS
+    from ..data import TIME_GAPS
 
     if config.n_jobs == 0:
         raise ValueError("--n-jobs must be a positive number of workers or negative (-1: one per core, -2: all but "
@@ -338,7 +338,7 @@ def _coerce(key: str, value):
         if key in ("gamma", "level"):
             return float(value)
         if key == "clip":
-            from .clipping import parse_clip
+            from ..clipping import parse_clip
 
             if isinstance(value, (list, tuple)):
                 value = ",".join(str(v) for v in value)

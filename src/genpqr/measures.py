@@ -23,7 +23,7 @@ Reference measures (``lambda``)
 ``-log dlambda'/dlambda (a)``, an action-dependent term, and so changes the normalized reward:
 the reference measure is part of the model, stated in every fitted object.
 
-Integration rules (:mod:`genpqr.continuous.integration`, re-exported here)
+Integration rules (:mod:`genpqr.integration`, re-exported here)
 --------------------------------------------------------------------------
 A rule turns ``mu(.|s_i)`` into weighted nodes (:class:`Nodes`: actions ``(n, J, m)``, weights
 ``(n, J)`` summing to one per row):
@@ -45,13 +45,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import as_float_array
-from .data import ActionSpace
+from ._checks import as_float_array
+from .continuous.data import ActionSpace
 
 __all__ = [
     "ReferenceKernel", "GaussianKernel", "UniformKernel", "PointMass", "BehaviorKernel", "DensityKernel",
     "ReferenceMeasure", "Lebesgue", "GaussianReference",
-    # re-exported from genpqr.continuous.integration
+    # re-exported from genpqr.integration
     "Nodes", "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre",
 ]
 

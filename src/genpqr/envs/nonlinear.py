@@ -43,11 +43,11 @@ from sklearn.base import BaseEstimator, TransformerMixin
 
 from .._checks import as_float_array, check_gamma, check_random_state, check_state_indices
 from .. import normalization as N
-from .data import ContinuousTransitions, from_arrays
-from .densities import KnownDensity
-from .integration import GaussLegendre
-from .measures import PointMass
-from .normalization import ContinuousNormalization
+from ..continuous.data import ContinuousTransitions, from_arrays
+from ..densities import KnownDensity
+from ..integration import GaussLegendre
+from ..measures import PointMass
+from ..continuous.normalization import ContinuousNormalization
 
 __all__ = ["RingProblem", "StateActionBasis"]
 
@@ -168,7 +168,7 @@ class RingProblem:
     # ------------------------------------------------------------------ truth
     def _mu_nodes(self, normalization: ContinuousNormalization):
         """``mu``-nodes per state: actions (S, J) and weights (S, J)."""
-        from .data import ActionSpace
+        from ..continuous.data import ActionSpace
 
         kernel = normalization.mu.bind(ActionSpace.create(1, self.low, self.high), self.policy_density())
         states = np.arange(self.n_states, dtype=np.float64)[:, None]
@@ -244,7 +244,7 @@ class RingProblem:
 
     def tabular_normalization(self, normalization: ContinuousNormalization, n_actions: int):
         """The discrete counterpart of a uniform or point-mass ``mu`` on the midpoint grid."""
-        from .measures import UniformKernel
+        from ..measures import UniformKernel
 
         g = normalization.g.g
         mu = normalization.mu

@@ -1,7 +1,7 @@
 """The self-contained HTML report of ``genpqr fit``.
 
 One file, no external resources: figures are PNGs embedded as base64 ``data:`` URIs.
-Continuous actions: :mod:`genpqr.fit_report_continuous` (same layout, sections adapted).
+Continuous actions: :mod:`genpqr.app.report_continuous` (same layout, sections adapted).
 Sections: data summary (episodes, steps, action frequencies, anchor support), policy fit
 (held-out log loss against the action-frequency baseline, calibration curve over all
 (row, action) pairs), Q-evaluation convergence (Bellman residual per FQE iteration, or the
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checks import plain
-from .plotting import RESIDUAL_FLOOR_NOTE, legend_outside
+from .._checks import plain
+from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report"]
 
@@ -62,11 +62,11 @@ class ReportContext:
     level : float
     title : str
     continuous : bool
-        A continuous-action fit (:mod:`genpqr.fit_report_continuous` renders it).
+        A continuous-action fit (:mod:`genpqr.app.report_continuous` renders it).
     action_names : list of str
         Continuous actions: the action column(s).
     structural : StructuralFit or None
-        With features: the structural estimates (:func:`genpqr.workflow_structural.report_section`).
+        With features: the structural estimates (:func:`genpqr.app.structural.report_section`).
     """
 
     model: object
@@ -111,9 +111,9 @@ def data_summary(data, config, n_rows: int | None = None) -> dict:
 
 
 def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
-    """A :class:`ReportContext` from :class:`genpqr.workflow.FitOutputs`."""
+    """A :class:`ReportContext` from :class:`genpqr.app.workflow.FitOutputs`."""
     if outputs.config.action_type == "continuous":
-        from .fit_report_continuous import context_continuous
+        from .report_continuous import context_continuous
 
         return context_continuous(outputs, n_rows=n_rows)
     model, data, config = outputs.model, outputs.data, outputs.config
@@ -151,7 +151,7 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
 # ============================================================================ pieces computed from the model
 def _policy_rows(model):
     """(states, action codes, clipped training probabilities (out-of-fold when cross-fitted))."""
-    from .policy import clip_proba
+    from ..policy import clip_proba
 
     data = model.training_data_
     proba = clip_proba(model.policy_.training_raw_proba(data.states), model.policy_.clip)[0]
@@ -230,7 +230,7 @@ def _fig_calibration(ctx):
 
 
 def _fig_convergence(ctx):
-    from .plotting import plot_bellman_residuals
+    from ..plotting import plot_bellman_residuals
 
     fig = _figure(5.4, 4.4)
     ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
@@ -239,7 +239,7 @@ def _fig_convergence(ctx):
 
 
 def _fig_heatmap(ctx):
-    from .plotting import plot_reward_table
+    from ..plotting import plot_reward_table
 
     model = ctx.model
     table = np.asarray(model.stage2_.recovery.reward)
@@ -324,7 +324,7 @@ def _fig_coverage(ctx):
 def report_figures(ctx: ReportContext) -> list[ReportFigure]:
     """Every figure of the report, in order."""
     if ctx.continuous:
-        from .fit_report_continuous import continuous_figures
+        from .report_continuous import continuous_figures
 
         return continuous_figures(ctx)
     figs = [ReportFigure("data", "Transitions per action.", _fig_actions(ctx)),
@@ -403,10 +403,10 @@ def _img(fig: ReportFigure) -> str:
 
 def render_html(ctx: ReportContext) -> str:
     """The report as one HTML string."""
-    from . import __version__
+    from .. import __version__
 
     if ctx.continuous:
-        from .fit_report_continuous import render_continuous_html
+        from .report_continuous import render_continuous_html
 
         return render_continuous_html(ctx)
 
@@ -463,7 +463,7 @@ def render_html(ctx: ReportContext) -> str:
             f"<p>The reward is identified up to the normalization <b>{_esc(describe_normalization(model))}</b>: "
             "sum_a mu(a|s) r(s,a) = g(s) at every state.</p>", images("reward")]
     if ctx.structural is not None:
-        from .workflow_structural import report_section
+        from .structural import report_section
 
         out += report_section(ctx)
         if ctx.projection_r2 is not None:

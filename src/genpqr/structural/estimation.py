@@ -7,21 +7,21 @@ and a kernel ``P`` (GenPQR's first-stage kernel, held fixed: Rust's two-step par
 likelihood). The choice probabilities are the soft-optimal policy
 ``pi_theta = softmax(Q_theta)``, ``Q_theta = u_theta + gamma P V_theta``,
 ``V_theta = logsumexp_a Q_theta``, and the log-likelihood of the observed choices is
-``L(theta) = sum_{s,a} n(s,a) log pi_theta(a|s)`` (``n``: :func:`genpqr.ddc.choice_counts`).
+``L(theta) = sum_{s,a} n(s,a) log pi_theta(a|s)`` (``n``: :func:`genpqr.structural.ddc.choice_counts`).
 
 Estimators (:func:`estimate_structural`):
 
 * ``"npl"`` (default): Aguirregabiria-Mira's nested pseudo-likelihood iterated to
   convergence, each policy evaluation being GenPQR's exact solve at the current policy
-  (:func:`genpqr.ddc.fit_npl`); its fixed point is the MLE.
-* ``"nfxp"``: Rust's nested fixed point (:func:`genpqr.baselines.nfxp.fit_nfxp`, BHHH), the
+  (:func:`genpqr.structural.ddc.fit_npl`); its fixed point is the MLE.
+* ``"nfxp"``: Rust's nested fixed point (:func:`genpqr.structural.nfxp.fit_nfxp`, BHHH), the
   MLE, finished by Newton steps with the analytic Hessian (BHHH stalls a few 1e-6 off the
   maximum at beta = 0.9999, where NFXP's absolute values of order ``1 / (1 - beta)`` leave
   the likelihood too little precision to rank its steps).
 * ``"pml"``: Hotz-Miller's two-step pseudo-likelihood (one NPL step from the first stage):
   consistent but sensitive to the first stage when actions are rare.
 * ``"projection"``: weighted least squares of GenPQR's reward table on the features
-  (:func:`genpqr.ddc.project_reward`): a minimum-distance reading, no likelihood.
+  (:func:`genpqr.structural.ddc.project_reward`): a minimum-distance reading, no likelihood.
 
 Standard errors (:func:`likelihood_derivatives`) are those of the *full* likelihood, the
 derivative taken through the fixed point, identical for NPL and NFXP. With
@@ -55,9 +55,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.special import log_softmax
 
-from . import tabular
-from ._checks import as_float_array, check_gamma
-from .exceptions import ConvergenceWarning
+from .. import tabular
+from .._checks import as_float_array, check_gamma
+from ..exceptions import ConvergenceWarning
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
            "estimate_structural"]
@@ -282,7 +282,7 @@ def _check_identified(opg, names):
     """Warn (``GenPQRWarning``) when the information matrix is (nearly) singular: some
     combination of the features does not move any choice probability (e.g. a feature equal on
     every action, or two collinear features), so the parameters are not identified."""
-    from .exceptions import GenPQRWarning
+    from ..exceptions import GenPQRWarning
 
     eigvals, eigvecs = np.linalg.eigh(opg)
     if eigvals.size and eigvals[0] > 1e-10 * max(eigvals[-1], 1e-300):
@@ -375,7 +375,7 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         Any parametrization of the flow utility (the likelihood depends on behaviour only);
         ``projection`` needs the normalization of ``reward_table``.
     counts : ndarray (S, K)
-        Choices per (state, action) (:func:`genpqr.ddc.choice_counts`).
+        Choices per (state, action) (:func:`genpqr.structural.ddc.choice_counts`).
     kernel : transition kernel
     gamma : float
     offset : ndarray (S, K), optional
@@ -409,7 +409,7 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         res = fit_npl(_start_policy(start_policy, shape), X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
         theta, policy0 = res.theta, res.policy
     elif estimator == "nfxp":
-        from .baselines.nfxp import fit_nfxp
+        from .nfxp import fit_nfxp
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)

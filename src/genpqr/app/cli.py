@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .fit_config import check_output_folder
+from .config import check_output_folder
 
 
 def _demo(args) -> int:
@@ -31,9 +31,9 @@ def split_methods(text: str) -> list[str]:
 
 
 def _continuous_experiment(args) -> int:
-    """``genpqr experiment continuous``: the LQG sweep of :mod:`genpqr.continuous.experiment`
+    """``genpqr experiment continuous``: the LQG sweep of :mod:`genpqr.experiments.continuous`
     (n = 1e3, 1e4, 1e5; tiny: n = 200, 500) with its own table and figure."""
-    from .continuous.experiment import run_continuous_experiment
+    from ..experiments.continuous import run_continuous_experiment
 
     n_values = (200, 500) if args.tiny else (1_000, 10_000, 100_000)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -44,7 +44,7 @@ def _continuous_experiment(args) -> int:
 
 
 def _experiment(args) -> int:
-    from .experiments import get_config, run_experiment
+    from ..experiments import get_config, run_experiment
 
     try:
         check_output_folder(args.out, "--out")
@@ -77,7 +77,7 @@ def _experiment(args) -> int:
 def _report(args) -> int:
     from pathlib import Path
 
-    from .experiments import write_report
+    from ..experiments import write_report
 
     folder = Path(args.dir)
     try:
@@ -95,8 +95,8 @@ def _report(args) -> int:
 
 def _methods_epilog() -> str:
     """The ``experiment --help`` epilog: every experiment's methods (the --methods names)."""
-    from .experiments.configs import EXPERIMENTS
-    from .experiments.methods import METHODS
+    from ..experiments.configs import EXPERIMENTS
+    from ..experiments.methods import METHODS
 
     lines = ["methods of each experiment (default: all of them; --methods picks a subset):"]
     for name, config in EXPERIMENTS.items():
@@ -107,7 +107,7 @@ def _methods_epilog() -> str:
 
 
 def _add_experiment_parsers(sub) -> None:
-    from .experiments.configs import EXPERIMENTS
+    from ..experiments.configs import EXPERIMENTS
 
     exp = sub.add_parser("experiment", help="run (or resume) one of the paper's experiments over seeds",
                          description="Run seeds x settings x methods in parallel; rows are appended to "
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .workflow import add_fit_parser
 
     add_fit_parser(sub)
-    from .counterfactual_cli import add_counterfactual_parser
+    from .counterfactual import add_counterfactual_parser
 
     add_counterfactual_parser(sub)
     _add_demo_parser(sub)

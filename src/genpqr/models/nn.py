@@ -49,8 +49,8 @@ except ImportError:  # scikit-learn < 1.6
         return estimator._validate_data(X, y, **kwargs)
 
 
-from ._checks import as_float_array, check_length, seed_from
-from .exceptions import NotFittedError
+from .._checks import as_float_array, check_length, seed_from
+from ..exceptions import NotFittedError
 
 __all__ = ["MLPClassifier", "DuelingQNetwork"]
 
@@ -72,7 +72,7 @@ def _import_torch():
         import torch
     except ImportError as exc:  # pragma: no cover - exercised only without torch
         raise ImportError(
-            "genpqr.nn needs PyTorch, which is an optional dependency: "
+            "genpqr.models.nn needs PyTorch, which is an optional dependency: "
             "install it with `pip install 'genpqr[torch]'`"
         ) from exc
     return torch
@@ -546,7 +546,7 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from genpqr.nn import MLPClassifier
+    >>> from genpqr.models.nn import MLPClassifier
     >>> X = np.random.default_rng(0).normal(size=(500, 3)); y = (X[:, 0] > 0).astype(int)
     >>> clf = MLPClassifier(max_epochs=5, random_state=0).fit(X, y)
     >>> clf.predict_proba(X).shape

@@ -1,5 +1,5 @@
 """Integration rules for ``mu``-integrals: :class:`Nodes` and the rules :class:`MonteCarlo`,
-:class:`GaussHermite` and :class:`GaussLegendre` (see :mod:`genpqr.continuous.measures` for the
+:class:`GaussHermite` and :class:`GaussLegendre` (see :mod:`genpqr.measures` for the
 overview)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data import ActionSpace
+from .continuous.data import ActionSpace
 from .measures import ReferenceKernel, _antithetic_uniform, _states
 
 __all__ = ["Nodes", "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre"]

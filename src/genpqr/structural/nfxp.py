@@ -21,7 +21,7 @@ Gumbel shocks (temperature 1) and a known (or first-stage estimated) kernel ``P`
   ``d log pi(a|s) = dQ(s,a) - sum_a' pi(a'|s) dQ(s,a')``.
 
 Transition parameters are not part of ``theta``: pass the true kernel, or estimate it in a
-first stage (``transition_model``; e.g. :class:`genpqr.ddc.IncrementKernel`) -- Rust's
+first stage (``transition_model``; e.g. :class:`genpqr.structural.ddc.IncrementKernel`) -- Rust's
 two-step partial likelihood, consistent but not fully efficient. Standard errors are the
 inverse of the BHHH outer product of scores (a covariance when the weights are counts),
 conditional on the kernel.
@@ -43,7 +43,7 @@ from sklearn.base import BaseEstimator
 from .. import tabular
 from .._checks import as_float_array, check_gamma, check_state_indices
 from ..data import Transitions
-from ..ddc import _check_features, _check_table, _check_weights, choice_counts
+from .ddc import _check_features, _check_table, _check_weights, choice_counts
 from ..exceptions import ConvergenceWarning, NotFittedError
 
 __all__ = ["NFXP", "NFXPResult", "BellmanSolveInfo", "solve_integrated_bellman", "nfxp_loglik", "fit_nfxp"]
@@ -376,7 +376,7 @@ class NFXP(BaseEstimator):
     transition_model : None, kernel, or callable, optional
         None: maximum likelihood from counts (:func:`genpqr.tabular.estimate_transitions`);
         a kernel: known transitions; a callable ``(transitions, n_states, n_actions) -> kernel``
-        (e.g. :class:`genpqr.ddc.IncrementKernel`).
+        (e.g. :class:`genpqr.structural.ddc.IncrementKernel`).
     offset : ndarray of shape (S, K), optional
     theta0 : ndarray of shape (p,), optional
     method : {"bhhh", "bfgs"}

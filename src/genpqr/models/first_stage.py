@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ._checks import as_float_array
-from .data import Transitions
+from .._checks import as_float_array
+from ..data import Transitions
 
 __all__ = ["SplineLogit", "select_spline_logit", "cells_are_sparse", "choose_tabular_policy", "FirstStageChoice",
            "SPARSE_MEDIAN_VISITS", "SPARSE_ZERO_SHARE", "KNOT_GRID", "C_GRID"]
@@ -158,7 +158,7 @@ class FirstStageChoice:
 
 
 def _counts(transitions: Transitions, n_states: int) -> np.ndarray:
-    from .ddc import choice_counts
+    from ..structural.ddc import choice_counts
 
     return choice_counts(transitions, n_states)
 
@@ -173,7 +173,7 @@ def cells_are_sparse(transitions: Transitions, n_states: int, *, cross_fit: int 
     episodes (leave-one-episode-out), or with ``cross_fit = k`` the other folds of
     ``transitions.episode_folds(k, random_state)`` (the folds of :func:`genpqr.policy.fit_policy`
     with the same seed)."""
-    from ._checks import check_state_indices
+    from .._checks import check_state_indices
 
     counts = _counts(transitions, n_states)
     K = counts.shape[1]
@@ -253,7 +253,7 @@ def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: b
     rule's held-out share (:func:`cells_are_sparse`). ``force="spline"`` selects the spline logit whatever the cells; otherwise it is
     used when ``ordered`` and :func:`cells_are_sparse`, else cell frequencies.
     """
-    from .policy import FrequencyClassifier
+    from ..policy import FrequencyClassifier
 
     if force == "spline" and not ordered:
         raise ValueError("--policy-model spline needs an ordered state: one integer (or binned) state column "

@@ -40,7 +40,7 @@ class StreamFitOutputs:
         d = self.model.diagnostics_
         mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
                 else "continuous states, closed-form LSTD Q")
-        from .stream import DEFAULT_CHUNK_ROWS
+        from ..stream import DEFAULT_CHUNK_ROWS
 
         lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or DEFAULT_CHUNK_ROWS:,} rows): "
                  f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", self.model.summary()]
@@ -80,8 +80,8 @@ def _is_tabular(config, source) -> bool:
 
 
 def _normalization(config, labels):
-    from .fit_config import parse_normalization
-    from .normalization import anchor_action, mean_zero
+    from .config import parse_normalization
+    from ..normalization import anchor_action, mean_zero
     from .workflow import _match_labels
 
     kind, arg = parse_normalization(config.normalization)
@@ -97,10 +97,10 @@ def run_stream_fit(config) -> StreamFitOutputs:
     """Stream, fit and write (see the module docstring)."""
     import warnings
 
-    from .clipping import parse_clip
-    from .estimator import GenPQR
-    from .stream import DEFAULT_CHUNK_ROWS, ParquetSource
-    from .stream_fit import fit_parquet
+    from ..clipping import parse_clip
+    from ..estimator import GenPQR
+    from ..stream import DEFAULT_CHUNK_ROWS, ParquetSource
+    from ..stream_fit import fit_parquet
     from .workflow import make_policy_model, q_model_settings
 
     _refuse_unsupported(config)

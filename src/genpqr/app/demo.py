@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import normalization as N
-from . import tabular as T
-from .envs import random_mdp, simulate_tabular
-from .estimator import GenPQR
-from .qeval import TabularQModel
+from .. import normalization as N
+from .. import tabular as T
+from ..envs import random_mdp, simulate_tabular
+from ..estimator import GenPQR
+from ..qeval import TabularQModel
 
 
 def _errors(true, est):
@@ -56,7 +56,7 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .plotting import plot_bellman_residuals, plot_reward_recovery, plot_reward_table
+    from ..plotting import plot_bellman_residuals, plot_reward_recovery, plot_reward_table
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,8 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ._checks import as_float_array, seed_from
-from .exceptions import NotFittedError
+from .._checks import as_float_array, seed_from
+from ..exceptions import NotFittedError
 from .nn import _validate_q_inputs
 
 __all__ = ["BoostedQModel"]

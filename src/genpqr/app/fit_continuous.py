@@ -1,4 +1,4 @@
-"""``genpqr fit --action-type continuous``: the continuous-action path of :func:`genpqr.workflow.run_fit`.
+"""``genpqr fit --action-type continuous``: the continuous-action path of :func:`genpqr.app.workflow.run_fit`.
 
 The action column(s) hold real numbers (``--action a1,a2`` for several dimensions) inside an
 optional box ``[--action-low, --action-high]`` (default ``R^m``). Next states are paired with
@@ -19,7 +19,7 @@ episode that did not terminate has no next state and is dropped). The model is
 
 Outputs as for discrete actions: ``model.joblib`` (``genpqr.load``), ``rewards.csv`` (one
 row per data row: episode, time, state and action columns, ``reward`` and ``continuation``
-at the logged action), ``config.json``, ``report.html`` (:mod:`genpqr.fit_report_continuous`).
+at the logged action), ``config.json``, ``report.html`` (:mod:`genpqr.app.report_continuous`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ._checks import data_row
-from .fit_config import (CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS, FitConfig, parse_integration,
+from .._checks import data_row
+from .config import (CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS, FitConfig, parse_integration,
                          parse_normalization)
 
 __all__ = ["action_columns", "action_space", "check_actions", "make_density", "continuous_q_settings",
@@ -47,7 +47,7 @@ def action_columns(config: FitConfig) -> list:
 
 def action_space(config: FitConfig, dim: int):
     """The :class:`~genpqr.continuous.ActionSpace` of ``--action-low/--action-high``."""
-    from .continuous import ActionSpace
+    from ..continuous import ActionSpace
 
     if config.action_low is None:
         return ActionSpace.create(dim)
@@ -67,7 +67,7 @@ def action_space(config: FitConfig, dim: int):
 # ============================================================================ models
 def make_density(name: str, space, seed: int):
     """The stage-1 conditional density named by ``--policy-model`` (squashed onto a bounded box)."""
-    from . import continuous as C
+    from .. import continuous as C
 
     if name == "gaussian":
         base = C.LinearGaussianDensity(degree=2, heteroscedastic=True)
@@ -129,7 +129,7 @@ def continuous_q_settings(name: str, *, seed: int, n_iterations: int | None) -> 
 
 def make_integration(spec: str):
     """The integration rule of ``--integration``."""
-    from .continuous import GaussHermite, GaussLegendre, MonteCarlo
+    from ..continuous import GaussHermite, GaussLegendre, MonteCarlo
 
     kind, n = parse_integration(spec)
     return {"mc": MonteCarlo, "gauss-hermite": GaussHermite, "gauss-legendre": GaussLegendre}[kind](n)
@@ -137,8 +137,8 @@ def make_integration(spec: str):
 
 def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
     """The :class:`~genpqr.continuous.ContinuousNormalization` of a parsed continuous spec."""
-    from .continuous import normalization as CN
-    from .exceptions import WeakSupportWarning
+    from ..continuous import normalization as CN
+    from ..exceptions import WeakSupportWarning
 
     m = space.dim
     if kind == "anchor":
@@ -169,8 +169,8 @@ def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
 # ============================================================================ data
 def read_continuous(frame, config: FitConfig, space):
     """:class:`~genpqr.continuous.ContinuousTransitions` from the long-format frame."""
-    from .continuous import from_arrays
-    from .data import check_some_rows, long_format_rows
+    from ..continuous import from_arrays
+    from ..data import check_some_rows, long_format_rows
 
     cols = action_columns(config)
     rows = long_format_rows(frame, episode=config.episode, time=config.time, state=config.state,
@@ -215,7 +215,7 @@ def check_actions(frame, config: FitConfig, space) -> np.ndarray:
 # ============================================================================ the fit
 def run_continuous_fit(config: FitConfig, frame):
     """Fit :class:`ContinuousGenPQR` to a checked frame and write the outputs; returns FitOutputs."""
-    from .continuous import ContinuousGenPQR
+    from ..continuous import ContinuousGenPQR
     from .workflow import FitOutputs, _write
 
     unsupported = [flag for flag, on in (("--bins", config.bins), ("--features", config.features),

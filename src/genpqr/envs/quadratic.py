@@ -1,6 +1,6 @@
 r"""Quadratic functions ``f(x) = x' H x + h' x + h0`` and their Gaussian expectations.
 
-The linear-quadratic-Gaussian benchmark (:mod:`genpqr.continuous.lqg`) stays inside this
+The linear-quadratic-Gaussian benchmark (:mod:`genpqr.envs.lqg`) stays inside this
 class: rewards, soft values, log-policies, shaping potentials and normalized rewards are all
 quadratics, and every integral the theory needs is an expectation of a quadratic under an
 affine-Gaussian change of variables, which :meth:`Quadratic.push` gives in closed form:

@@ -1,6 +1,6 @@
 """The ``genpqr fit`` report for continuous actions (:class:`genpqr.continuous.ContinuousGenPQR`).
 
-Same page layout as :mod:`genpqr.fit_report` (whose helpers it uses); the sections adapted to
+Same page layout as :mod:`genpqr.app.report` (whose helpers it uses); the sections adapted to
 real-valued actions: data summary with an action histogram per dimension (support bounds and
 the anchor marked), policy fit (mean log density, out-of-fold when cross-fitted, against an
 action-only baseline, and the PIT histogram: ``F_pi_hat(a_i|s_i)`` per action dimension, flat
@@ -17,9 +17,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .fit_report import (MAX_PD_COLUMNS, closing_sections, data_summary, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
+from .report import (MAX_PD_COLUMNS, closing_sections, data_summary, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
                          _kv_table)
-from .plotting import RESIDUAL_FLOOR_NOTE, legend_outside
+from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside
 
 __all__ = ["context_continuous", "continuous_figures", "render_continuous_html"]
 
@@ -131,7 +131,7 @@ def _fig_pit(ctx):
 
 
 def _fig_convergence(ctx):
-    from .plotting import plot_bellman_residuals
+    from ..plotting import plot_bellman_residuals
 
     fig = _figure(5.4, 4.4)
     ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
@@ -240,7 +240,7 @@ def continuous_figures(ctx: ReportContext) -> list[ReportFigure]:
 # ============================================================================ HTML
 def render_continuous_html(ctx: ReportContext) -> str:
     """The continuous-action report as one HTML string."""
-    from . import __version__
+    from .. import __version__
 
     model = ctx.model
     d = model.diagnostics_

@@ -1,0 +1,19 @@
+"""Stage models with the scikit-learn interface, built on the core.
+
+:mod:`~genpqr.models.nn`
+    Torch networks: :class:`~genpqr.models.nn.MLPClassifier` (stage 1) and
+    :class:`~genpqr.models.nn.DuelingQNetwork` (native Q model for FQE).
+:mod:`~genpqr.models.boosting`
+    LightGBM: :class:`~genpqr.models.boosting.BoostedQModel`, one tree per Bellman update.
+:mod:`~genpqr.models.neural_densities`
+    Neural conditional action densities (mixture density network, heteroscedastic MLP
+    Gaussian, normalizing flows via zuko) for continuous actions.
+:mod:`~genpqr.models.first_stage`
+    :class:`~genpqr.models.first_stage.SplineLogit`, a smooth logit first stage for sparse
+    cells of an ordered tabular state, and the rule that chooses it.
+
+The closed-form densities (linear Gaussian, known, squashed) that serve as the core's
+defaults live in :mod:`genpqr.densities`, as scikit-learn's ``LogisticRegression`` is the
+core's default classifier. Nothing here is imported when ``genpqr`` is imported: torch and
+LightGBM load only when a model from here is used.
+"""
