@@ -207,7 +207,7 @@ def test_policy_evaluation_terms_are_genpqr_solves(model, rng):
     pi = rng.dirichlet(np.ones(2), size=175)
     X = model.features("rust")
     off = rng.normal(size=(175, 2))
-    base, VX = ddc._evaluation_terms(pi, X, off, model.kernel, model.beta, "auto")
+    base, VX = ddc.policy_evaluation_terms(pi, X, off, model.kernel, model.beta, "auto")
     theta = np.array([2.0, -0.7])
     r = X @ theta + off
     rec = tabular.recover_reward(np.log(pi), model.kernel, model.beta, N.behavior(g=np.sum(pi * r, axis=1)))

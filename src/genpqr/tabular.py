@@ -8,7 +8,8 @@ termination into an absorbing state of value zero. For a state function ``f`` of
 * ``(P f)(s, a) = sum_{s'} P(s'|s,a) f(s')``, shape (S, K);
 * ``(P_mu f)(s) = sum_a mu(a|s) (P f)(s, a)``, the state-to-state kernel under ``mu``.
 
-Main results implemented here
+Main results implemented here (the linear solve ``(I - gamma P_mu) x = b`` itself,
+:func:`solve_linear_bellman`, lives in :mod:`genpqr.linear_bellman` and is re-exported)
 
 * soft-optimal policy of a reward (soft policy iteration = Newton on
   ``V = logsumexp(r + gamma P V)``; soft value iteration as an alternative);
@@ -22,17 +23,16 @@ Main results implemented here
 
 from __future__ import annotations
 
-import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from scipy.special import logsumexp
 
 from ._checks import as_float_array, check_gamma, check_state_indices
 from .exceptions import ConvergenceWarning
+from .linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
 from .normalization import Normalization
 
 __all__ = [
@@ -52,13 +52,8 @@ __all__ = [
     "estimate_transitions",
     "transition_counts",
     "kernel_from_counts",
+    "DIRECT_MAX_STATES",
 ]
-
-#: Largest S for which ``solver="auto"`` uses a direct (dense LU) solve. Measured on the
-#: 2-core reference machine (docs/benchmarks.md): dense LU takes 0.43 s at S = 2,000 where
-#: BiCGSTAB takes 0.003 s; SuperLU takes 8.6 s at S = 5,000 (fill-in on random graphs).
-DIRECT_MAX_STATES = 500
-
 
 # ============================================================================ the kernel
 @dataclass(frozen=True, eq=False)
@@ -181,94 +176,6 @@ def _check_table(x, kernel: TransitionKernel, name: str) -> np.ndarray:
     if arr.shape != (kernel.n_states, kernel.n_actions):
         raise ValueError(f"{name} must have shape (S, K) = ({kernel.n_states}, {kernel.n_actions}), got {arr.shape}")
     return arr
-
-
-# ============================================================================ linear solves
-@dataclass(frozen=True)
-class LinearSolveInfo:
-    """How ``(I - gamma P_mu) x = b`` was solved: solver, iterations, sup-norm residual, seconds."""
-
-    solver: str
-    iterations: int
-    residual: float
-    seconds: float
-
-
-def solve_linear_bellman(P_mu, b: np.ndarray, gamma: float, *, solver: str = "auto", tol: float = 1e-10,
-                         max_iter: int = 10_000, _warn: bool = True) -> tuple[np.ndarray, LinearSolveInfo]:
-    r"""Solve ``(I - gamma P_mu) x = b`` for a (sub)stochastic ``P_mu`` (S, S).
-
-    Parameters
-    ----------
-    P_mu : ndarray or sparse matrix of shape (S, S)
-    b : ndarray of shape (S,)
-    solver : {"auto", "direct", "gmres", "bicgstab", "iteration"}
-        ``"direct"``: LU (dense for dense input or S <= 2,500, SuperLU otherwise); ``"gmres"``/``"bicgstab"``: Krylov with the sup-norm residual target
-        ``tol``; ``"iteration"``: fixed-point iteration ``x <- b + gamma P_mu x``
-        (contraction at rate gamma). ``"auto"`` picks dense LU for S <= DIRECT_MAX_STATES
-        and BiCGSTAB (falling back to GMRES if it breaks down) above: the fastest by
-        measurement (``benchmarks/tabular_solver.py``, docs/benchmarks.md).
-    tol : float
-        Target for ``max |(I - gamma P_mu) x - b|`` relative to ``max(1, max|b|)``; Krylov
-        results above it are refined by fixed-point steps and a :class:`ConvergenceWarning`
-        is raised if still above (direct solves are exact to rounding and never warn).
-    """
-    start = time.perf_counter()
-    S = b.shape[0]
-    tol = tol * max(1.0, float(np.max(np.abs(b)))) if S else tol
-    if solver == "auto":
-        if S <= DIRECT_MAX_STATES:
-            solver = "direct"
-        else:
-            x, info = solve_linear_bellman(P_mu, b, gamma, solver="bicgstab", tol=tol / max(1.0, float(np.max(np.abs(b)))),
-                                           max_iter=max_iter, _warn=False)
-            if info.residual <= tol:
-                return x, replace(info, solver="auto:bicgstab", seconds=time.perf_counter() - start)
-            solver = "gmres"
-    A_apply = (lambda x: x - gamma * (P_mu @ x))
-    iterations = 0
-    if solver == "direct":
-        if sp.issparse(P_mu) and S > 2500:
-            A = (sp.identity(S, format="csc") - gamma * sp.csc_matrix(P_mu))
-            x = spla.spsolve(A, b)
-        else:
-            dense = P_mu.toarray() if sp.issparse(P_mu) else np.asarray(P_mu)
-            x = np.linalg.solve(np.eye(S) - gamma * dense, b)
-    elif solver in ("gmres", "bicgstab"):
-        op = spla.LinearOperator((S, S), matvec=A_apply, dtype=np.float64)
-        counter = {"n": 0}
-
-        def count(_):
-            counter["n"] += 1
-
-        method = spla.gmres if solver == "gmres" else spla.bicgstab
-        kwargs = dict(rtol=0.0, atol=0.1 * tol, maxiter=max_iter, callback=count)
-        if solver == "gmres":
-            kwargs.update(restart=min(S, 50), callback_type="pr_norm")
-        x, _ = method(op, b, x0=b.copy(), **kwargs)
-        iterations = counter["n"]
-    elif solver == "iteration":
-        x = b.copy()
-        for iterations in range(1, max_iter + 1):
-            x_new = b + gamma * (P_mu @ x)
-            if np.max(np.abs(x_new - x)) * gamma / max(1.0 - gamma, 1e-300) <= tol:
-                x = x_new
-                break
-            x = x_new
-    else:
-        raise ValueError(f"solver must be one of 'auto', 'direct', 'gmres', 'bicgstab', 'iteration'; got {solver!r}")
-    x = np.asarray(x, dtype=np.float64)
-    residual = float(np.max(np.abs(A_apply(x) - b))) if S else 0.0
-    refine = 0
-    while _warn and residual > tol and refine < max_iter and solver != "direct":
-        # a fixed-point step contracts the error at rate gamma
-        x = b + gamma * (P_mu @ x)
-        residual = float(np.max(np.abs(A_apply(x) - b)))
-        refine += 1
-    if _warn and residual > tol and solver != "direct":
-        warnings.warn(f"linear Bellman solve ({solver}) stopped at residual {residual:.3g} > tol {tol:.3g}",
-                      ConvergenceWarning, stacklevel=2)
-    return x, LinearSolveInfo(solver, iterations + refine, residual, time.perf_counter() - start)
 
 
 # ============================================================================ soft optimality

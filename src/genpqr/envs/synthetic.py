@@ -48,8 +48,9 @@ What we chose where the specification is silent
 * **Delta** is built as integer multiples ``Delta[a] = m[a] * step`` of one lattice step
   (``step = 0.35 / (K - 2)`` times the gcd of the multipliers; for ``K = 2`` the single value
   is -0.35). It equals ``np.linspace(-0.35, 0.35, K - 1)`` up to floating rounding, and makes
-  every reachable state lie on a 1-D lattice (used below). For even ``K`` one of the moving
-  actions (``K = 4``: action 2) has ``Delta = 0``, as the linspace definition implies.
+  every reachable state lie on a 1-D lattice (used by :mod:`genpqr.envs.synthetic_lattice`).
+  For even ``K`` one of the moving actions (``K = 4``: action 2) has ``Delta = 0``, as the
+  linspace definition implies.
 * **Reset order.** The box check is applied to ``s + Delta[a]`` after the move; "exceeds" is
   strict (``|s'_j| > 5``). Initial states are *not* clipped or reset, so an ``s0`` outside the
   box (probability about 3e-6 per trajectory) is logged as drawn; any action from it,
@@ -66,35 +67,9 @@ What we chose where the specification is silent
 
 Ground truth under other normalizations
 ---------------------------------------
-For a normalization ``mu r = g`` (any :class:`~genpqr.normalization.Normalization` except the
-outcome-data ``g`` of ``behavior()``), Theorem "IRL via a Bellman equation" (``thm:unique``)
-gives the unique normalized reward
-
-.. math:: r_\mu(s,a) = \log\pi(a|s) - W(s) + \gamma W(T(s,a)),\qquad
-          W = \mu\log\pi - g + \gamma\,\mu P W ,
-
-where ``W = mu Q^mu_{u-g}`` (``u = log pi``). Equivalently ``r_mu = r + c - gamma c(T)`` with the
-shaping potential ``c = -W - V`` (Lemma ``lem:shaping``); :meth:`SyntheticEnv.shaping_potential`
-returns ``c``. The value normalization uses ``g = h - gamma sum_a mu(a|s) h(T(s, a))``, exact
-because ``T`` is deterministic; ``mu = pi`` (``behavior(g=...)`` or ``value(h)`` without ``mu``)
-uses the true policy.
-
-``W`` is computed **exactly**, not by rollouts or Monte Carlo: since every move adds an
-integer multiple of ``step`` to all coordinates, the states reachable from ``s`` are the
-in-box points of the lattice line ``{s + j step 1 : j integer}`` and, after a reset, of the
-line through 0. Each such line holds at most ``10 / step + 1`` points (87 for ``K = 5``, 544
-for ``K = 40``), so ``W`` solves a finite linear system: one banded system per line
-(bandwidth ``max |m|``; the reset enters as one scalar ``W(0)`` found by linearity), solved
-by LAPACK's banded LU (``scipy.linalg.solve_banded``). The matrix ``I - gamma P_mu`` is
-strictly diagonally dominant with margin ``1 - gamma``, and we check the Bellman residual of
-the solution: the error satisfies ``|W - W*| <= residual / (1 - gamma)``, typically around
-1e-13 and warned about above 1e-8. Query states on a common line (e.g. all states of one
-trajectory before a reset) share one solve. At the query, ``W(s)`` is one exact Bellman
-backup from the lattice values at ``T(s, a)``.
-Caveats: lattice points are computed as ``base + j * step`` while trajectories accumulate
-``s + Delta[a]`` step by step; the two agree to ~1e-15, so they can disagree about a reset
-only for a successor within ~1e-12 of the box boundary. Query states closer than ~1e-10 to
-each other along the same line are treated as one point. Cost: ``O(lines x 10/step x K)``.
+For any normalization ``mu r = g`` the true reward is computed exactly (no rollouts) on the
+1-D lattice of reachable states: :mod:`genpqr.envs.synthetic_lattice` states the formulas,
+the solve and its accuracy.
 """
 
 from __future__ import annotations
@@ -105,11 +80,11 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_banded
 
 from .._checks import as_float_array, check_gamma, check_random_state
 from ..data import Transitions, from_arrays
-from ..normalization import Normalization, OutcomeOffset, ValueOffset, FixedOffset
+from ..normalization import Normalization
+from .synthetic_lattice import normalized_w
 
 __all__ = [
     "SyntheticEnv",
@@ -126,9 +101,6 @@ BOX = 5.0  #: states with any ``|coordinate| > BOX`` are reset to zero
 W_SCALE = 0.7  #: standard deviation of the entries of ``W``
 REWARD_NOISE = 0.05  #: standard deviation of the logged reward noise
 _ALPHA = 1.0  # temperature (fixed; absorbed into the reward)
-_KEY_DECIMALS = 10  # query states equal to this many decimals share a lattice line
-_MAX_BATCH = 2_000_000  # lattice points x actions per banded solve
-_RESIDUAL_WARN = 1e-8
 
 
 def _streams(seed) -> list[np.random.SeedSequence]:
@@ -324,7 +296,7 @@ class SyntheticEnv:
         ``r(s, a) = Q(s, a) - gamma V(T(s, a))`` (the specification's formula).
         Otherwise the unique reward satisfying ``normalization`` for which ``pi`` is
         soft-optimal (Theorem ``thm:unique``), computed exactly on the reachable lattice (see
-        the module docstring; accuracy ~1e-12, checked). Action codes in ``normalization`` are
+        the notes of :mod:`genpqr.envs.synthetic_lattice`; accuracy ~1e-12, checked). Action codes in ``normalization`` are
         this environment's codes ``0..K-1``.
         """
         s = self._states(states)
@@ -341,129 +313,15 @@ class SyntheticEnv:
 
     def shaping_potential(self, states, normalization: Normalization) -> np.ndarray:
         """``c(s)`` with ``r_mu = r + c - gamma c(T)`` (Lemma ``lem:shaping``), shape (n,):
-        ``c = -W - V`` with ``W = mu Q^mu_{u-g}`` (module docstring)."""
+        ``c = -W - V`` with ``W = mu Q^mu_{u-g}`` (:mod:`genpqr.envs.synthetic_lattice`)."""
         s = self._states(states)
         return -self._solve_w(s, normalization)[0] - self.true_value(s)
 
     # ------------------------------------------------------------------ exact lattice solve
-    def _mu_and_offset_parts(self, X, log_p, normalization):
-        """``mu (n, K)`` and ``g`` (``(n,)``) or ``h`` (``(n,)``, value normalization) at X."""
-        mu = np.asarray(normalization.weights(X, self.n_actions, np.exp(log_p)), dtype=np.float64)
-        if mu.shape != (len(X), self.n_actions):
-            raise ValueError(f"normalization weights must have shape ({len(X)}, {self.n_actions}), got {mu.shape}")
-        offset = normalization.g
-        if isinstance(offset, ValueOffset):
-            return mu, FixedOffset(offset.h)(X)
-        return mu, np.asarray(offset(X), dtype=np.float64)
-
     def _solve_w(self, s: np.ndarray, normalization: Normalization):
         """``W`` at ``s`` (n,), at ``T(s, a)`` (n, K), and ``log pi`` at ``s`` (n, K)."""
-        if not isinstance(normalization, Normalization):
-            raise TypeError(f"normalization must be a genpqr Normalization, got {type(normalization).__name__}")
-        if isinstance(normalization.g, OutcomeOffset):
-            raise ValueError(
-                "normalization: behavior() without g estimates g from outcome data; the synthetic "
-                "environment has no outcome column, so pass g explicitly (behavior(g=...)) or use value(h)"
-            )
-        is_value = isinstance(normalization.g, ValueOffset)
-        gamma, step, moves, K, p = self.gamma, self._step, self._moves, self.n_actions, self.state_dim
-
-        # --- group query states (zero vector first) by lattice line s = base + j step 1
-        q = np.vstack([np.zeros((1, p)), s])
-        t = q.mean(axis=1)
-        k = np.rint(t / step)
-        t0 = t - k * step
-        u = q - t[:, None]
-        keys = np.round(np.column_stack([u, t0]), _KEY_DECIMALS) + 0.0  # + 0.0: no -0.0 keys
-        _, first, line_of_q = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        line_of_q = line_of_q.reshape(-1)
-        order = np.argsort(first, kind="stable")  # line of the zero vector comes first
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        line_of_q = rank[line_of_q]
-        base = u[first[order]] + t0[first[order], None]
-        k = k.astype(np.int64)
-
-        # --- in-box index range of each line (formula, then exact fix-up with the box test)
-        def inside(j):
-            return np.all(np.abs(base + (j * step)[:, None]) <= BOX, axis=1)
-
-        j_lo = np.ceil((-BOX - base.min(axis=1)) / step).astype(np.int64)
-        j_hi = np.floor((BOX - base.max(axis=1)) / step).astype(np.int64)
-        for _ in range(2):
-            j_lo = np.where(inside(j_lo - 1), j_lo - 1, np.where(inside(j_lo), j_lo, j_lo + 1))
-            j_hi = np.where(inside(j_hi + 1), j_hi + 1, np.where(inside(j_hi), j_hi, j_hi - 1))
-        size = np.maximum(j_hi - j_lo + 1, 0)
-        offset = np.concatenate([[0], np.cumsum(size)])
-        n_points = int(offset[-1])
-        W = np.empty(n_points)
-        H = np.empty(n_points) if is_value else None
-        h_zero = FixedOffset(normalization.g.h)(np.zeros((1, p)))[0] if is_value else 0.0
-        bw = int(np.abs(moves).max())
-
-        # --- banded solves, lines batched; the zero line is in the first batch
-        max_points = max(int(size.max(initial=1)), _MAX_BATCH // K)
-        w_zero = None
-        worst = 0.0
-        start = 0
-        while start < len(size):
-            stop = start + 1
-            while stop < len(size) and offset[stop + 1] - offset[start] <= max_points:
-                stop += 1
-            lo, hi = int(offset[start]), int(offset[stop])
-            if hi > lo:
-                line = np.repeat(np.arange(start, stop), size[start:stop])
-                pos = np.arange(lo, hi) - offset[line]  # position within the line
-                X = base[line] + ((j_lo[line] + pos) * step)[:, None]
-                log_p = self.log_policy(X)
-                mu, gh = self._mu_and_offset_parts(X, log_p, normalization)
-                nxt_pos = pos[:, None] + moves[None, :]
-                valid = (nxt_pos >= 0) & (nxt_pos < size[line][:, None])
-                local = np.arange(hi - lo)[:, None] + moves[None, :]
-                if is_value:
-                    H[lo:hi] = gh
-                    h_next = np.where(valid, gh[np.clip(local, 0, hi - lo - 1)], h_zero)
-                    g = gh - gamma * np.sum(mu * h_next, axis=1)
-                else:
-                    g = gh
-                rhs = np.sum(mu * log_p, axis=1) - g
-                reset_mass = np.sum(np.where(valid, 0.0, mu), axis=1)
-                ab = np.zeros((2 * bw + 1, hi - lo))
-                ab[bw] = 1.0
-                for a in range(K):
-                    rows = np.flatnonzero(valid[:, a])
-                    ab[bw - moves[a], rows + moves[a]] -= gamma * mu[rows, a]
-                if w_zero is None:
-                    yz = solve_banded((bw, bw), ab, np.column_stack([rhs, gamma * reset_mass]))
-                    i0 = int(offset[0] - lo + (0 - j_lo[0]))  # the zero vector on line 0
-                    w_zero = yz[i0, 0] / (1.0 - yz[i0, 1])
-                    w = yz[:, 0] + w_zero * yz[:, 1]
-                else:
-                    w = solve_banded((bw, bw), ab, rhs + gamma * reset_mass * w_zero)
-                W[lo:hi] = w
-                w_next = np.where(valid, w[np.clip(local, 0, hi - lo - 1)], w_zero)
-                residual = w - rhs - gamma * np.sum(mu * w_next, axis=1)
-                worst = max(worst, float(np.abs(residual).max()))
-            start = stop
-        bound = worst / (1.0 - gamma)
-        if bound > _RESIDUAL_WARN:
-            warnings.warn(f"exact normalized-reward solve: error bound {bound:.2e} exceeds {_RESIDUAL_WARN:g}",
-                          RuntimeWarning, stacklevel=3)
-
-        # --- one exact Bellman backup at the query states
-        line, jq = line_of_q[1:], k[1:]
-        nxt_j = jq[:, None] + moves[None, :] - j_lo[line][:, None]
-        valid = (nxt_j >= 0) & (nxt_j < size[line][:, None])
-        idx = np.clip(offset[line][:, None] + nxt_j, 0, max(n_points - 1, 0))
-        w_next = np.where(valid, W[idx], w_zero)
-        log_p = self.log_policy(s)
-        mu, gh = self._mu_and_offset_parts(s, log_p, normalization)
-        if is_value:
-            g = gh - gamma * np.sum(mu * np.where(valid, H[idx], h_zero), axis=1)
-        else:
-            g = gh
-        w_s = np.sum(mu * log_p, axis=1) - g + gamma * np.sum(mu * w_next, axis=1)
-        return w_s, w_next, log_p
+        return normalized_w(s, normalization, log_policy=self.log_policy, gamma=self.gamma, step=self._step,
+                            moves=self._moves, box=BOX)
 
     # ------------------------------------------------------------------ simulation
     def simulate(self, n_trajectories: int, horizon: int = 10, random_state=None) -> Transitions:

@@ -1,16 +1,28 @@
 """Structural econometrics of dynamic discrete choice, built on the core.
 
 :mod:`~genpqr.structural.ddc`
-    Transition kernels of panels (increment kernels with a reset action), choice counts,
-    the projection of a reward table on features, the Hotz-Miller step and NPL.
+    The front module: :class:`~genpqr.structural.ddc.StructuralStep` on a fitted GenPQR, and
+    every public name of the modules below it (increment kernels, choice counts, projection,
+    the Hotz-Miller step and NPL) importable from one place.
+:mod:`~genpqr.structural.kernels`
+    Transition kernels of panels (increment kernels with a reset action), choice counts.
+:mod:`~genpqr.structural.projection`
+    Features in a normalization (the shaping lemma), projection of a reward table on features.
+:mod:`~genpqr.structural.ccp`
+    The conditional-choice-probability step with GenPQR's ``v`` fixed, Hotz-Miller's
+    pseudo-likelihood and its iteration NPL.
+:mod:`~genpqr.structural.likelihood`
+    The full likelihood's score, OPG and Hessian; the relative-value solve for beta near 1.
 :mod:`~genpqr.structural.estimation`
     Structural estimation of flow-utility parameters (``estimate_structural``: NPL to
-    convergence, NFXP, PML, projection), the full likelihood's score and Hessian, the MLE's
-    OPG and sandwich standard errors, the relative-value solve for beta near 1.
+    convergence, NFXP, PML, projection) with the MLE's OPG and sandwich standard errors.
 :mod:`~genpqr.structural.nfxp`
     Rust's nested fixed point (:class:`~genpqr.structural.nfxp.NFXP`), also offered as a
     baseline in :mod:`genpqr.baselines`.
+:mod:`~genpqr.structural.checks`
+    Argument checks shared by the estimators.
 
-Counterfactuals on a fitted model live in the core (:mod:`genpqr.counterfactual`), since
-they serve every tabular fit, structural or not.
+Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood`` <
+``ccp``, ``nfxp`` < ``estimation``, ``ddc``. Counterfactuals on a fitted model live in the
+core (:mod:`genpqr.counterfactual`), since they serve every tabular fit, structural or not.
 """

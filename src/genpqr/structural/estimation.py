@@ -50,20 +50,19 @@ import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import scipy.linalg as sla
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
-from scipy.special import log_softmax
 
 from .. import tabular
-from .._checks import as_float_array, check_gamma
-from ..exceptions import ConvergenceWarning
+from .._checks import check_gamma
+from ..exceptions import ConvergenceWarning, GenPQRWarning
+from .ccp import fit_npl
+from .checks import check_features, check_table, check_weights
+from .likelihood import LikelihoodDerivatives, likelihood_derivatives, relative_solve
+from .nfxp import fit_nfxp
+from .projection import project_reward
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
            "estimate_structural"]
 
-#: Largest number of states solved with dense LU (sparse LU above).
-_DENSE_MAX = 2000
 ESTIMATORS = ("npl", "nfxp", "pml", "projection")
 #: What each estimator's ``std_error`` is (written to parameters.csv and the report).
 SE_KINDS = {
@@ -74,129 +73,7 @@ SE_KINDS = {
 }
 
 
-# ============================================================================ the likelihood and its derivatives
-def relative_solve(P_pi, B, gamma: float, *, add_constant: bool = False) -> np.ndarray:
-    r"""A solution of ``(I - gamma P_pi) W = B`` up to a constant per column, shape of ``B``.
-
-    Writes ``W = h + k / (1 - gamma)`` with ``h(0) = 0`` and solves ``[A_{:,1:}, 1] [h_{1:}; k] = B``
-    (``A = I - gamma P_pi``; ``A 1 = (1 - gamma) 1``): well conditioned for ``gamma`` near or at 1,
-    where ``A`` itself is not. Returns ``h`` (exact ``W`` minus the constant ``k / (1 - gamma)``):
-    enough for every choice probability, since ``P`` rows sum to one. ``add_constant=True``
-    (``gamma < 1``) adds ``k / (1 - gamma)`` back: the exact ``W``, whose differences keep the
-    accuracy of ``h``. Kernels with terminating mass (rows summing below one) get the plain solve.
-    """
-    S = P_pi.shape[0]
-    stochastic = np.allclose(np.asarray(P_pi.sum(axis=1)).ravel(), 1.0, atol=1e-10)
-    if sp.issparse(P_pi) and S > _DENSE_MAX:
-        A = (sp.identity(S, format="csc") - gamma * P_pi.tocsc()).tolil()
-        if stochastic:
-            A[:, 0] = np.ones((S, 1))
-        Z = np.asarray(spla.spsolve(A.tocsc(), B)).reshape(B.shape)
-    else:
-        dense = P_pi.toarray() if sp.issparse(P_pi) else np.asarray(P_pi, dtype=np.float64)
-        A = np.eye(S) - gamma * dense
-        if stochastic:
-            A[:, 0] = 1.0
-        Z = sla.solve(A, B, check_finite=False)
-    if stochastic:
-        k = Z[0].copy()
-        Z[0] = 0.0
-        if add_constant:
-            Z = Z + k / (1.0 - gamma)
-    return Z
-
-
-@dataclass(frozen=True)
-class LikelihoodDerivatives:
-    """The full log-likelihood at ``theta`` and its analytic derivatives.
-
-    Attributes
-    ----------
-    loglik : float
-    grad : ndarray (p,)
-    opg : ndarray (p, p)
-        ``sum n(s,a) score score'``.
-    hessian : ndarray (p, p)
-    policy : ndarray (S, K)
-        ``pi_theta``.
-    scores : ndarray (S, K, p)
-        ``d log pi_theta(a|s) / d theta``.
-    """
-
-    loglik: float
-    grad: np.ndarray
-    opg: np.ndarray
-    hessian: np.ndarray
-    policy: np.ndarray = field(repr=False)
-    scores: np.ndarray = field(repr=False)
-
-
-def _soft_policy(u, kernel, gamma, policy0=None, tol=1e-13, max_iter=200):
-    """Soft policy iteration in relative values: ``pi <- softmax(u + gamma P h_pi)`` with
-    ``h_pi`` the relative entropy-regularized value of ``pi`` (:func:`relative_solve`).
-    Returns ``log pi`` (S, K). Converges quadratically (Newton on the soft Bellman equation)."""
-    log_pi = log_softmax(u if policy0 is None else np.log(np.clip(policy0, 1e-300, None)), axis=1)
-    best = np.inf
-    for _ in range(max_iter):
-        pi = np.exp(log_pi)
-        h = relative_solve(kernel.under(pi), np.sum(pi * (u - log_pi), axis=1), gamma)
-        new = log_softmax(u + gamma * kernel.expect(h), axis=1)
-        # the change in probability terms: log-probabilities of near-impossible actions carry rounding noise
-        change = float(np.max(np.abs(new - log_pi) * np.maximum(np.exp(new), np.exp(log_pi))))
-        log_pi = new
-        if change <= tol or (change >= 0.5 * best and change <= 1e-9):  # converged, or stalled at rounding level
-            break
-        best = min(best, change)
-    else:
-        warnings.warn(f"soft policy iteration stopped after {max_iter} steps (last change {change:.3g})",
-                      ConvergenceWarning, stacklevel=3)
-    return log_pi
-
-
-def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=None,
-                           policy0=None) -> LikelihoodDerivatives:
-    r"""Log-likelihood, score, OPG and Hessian of the full (nested fixed-point) likelihood.
-
-    Parameters
-    ----------
-    theta : ndarray (p,)
-    features : ndarray (S, K, p)
-    counts : ndarray (S, K)
-        Choices per (state, action).
-    kernel : transition kernel (:func:`genpqr.tabular.as_kernel`)
-    gamma : float
-    offset : ndarray (S, K), optional
-    policy0 : ndarray (S, K), optional
-        Warm start of the inner solve (strictly positive).
-
-    See the module notes for the formulas.
-    """
-    gamma = check_gamma(gamma)
-    theta = as_float_array(theta, "theta", ndim=1)
-    X = np.asarray(features, dtype=np.float64)
-    S, K, p = X.shape
-    kernel = tabular.as_kernel(kernel, K)
-    u = X @ theta + (0.0 if offset is None else offset)
-    log_pi = _soft_policy(u, kernel, gamma, policy0)
-    pi = np.exp(log_pi)
-    P_pi = kernel.under(pi)
-    dV = relative_solve(P_pi, np.einsum("sa,sap->sp", pi, X), gamma)
-    dQ = X + gamma * np.asarray(kernel.matrix @ dV).reshape(S, K, p)
-    mean = np.einsum("sa,sap->sp", pi, dQ)
-    scores = dQ - mean[:, None, :]
-    cov = np.einsum("sa,sap,saq->spq", pi, scores, scores)
-    d2V = relative_solve(P_pi, cov.reshape(S, p * p), gamma)
-    d2Q = gamma * np.asarray(kernel.matrix @ d2V).reshape(S, K, p, p)
-    d2 = d2Q - np.einsum("sa,sapq->spq", pi, d2Q)[:, None] - cov[:, None]
-    n = np.asarray(counts, dtype=np.float64)
-    mask = n > 0
-    loglik = float(np.sum(n[mask] * log_pi[mask]))
-    grad = np.einsum("sa,sap->p", n, scores)
-    opg = np.einsum("sa,sap,saq->pq", n, scores, scores)
-    hessian = np.einsum("sa,sapq->pq", n, d2)
-    return LikelihoodDerivatives(loglik, grad, opg, 0.5 * (hessian + hessian.T), pi, scores)
-
-
+# ============================================================================ estimation
 def _inverse(matrix):
     try:
         return np.linalg.inv(matrix)
@@ -204,7 +81,6 @@ def _inverse(matrix):
         return np.full(matrix.shape, np.nan)
 
 
-# ============================================================================ estimation
 @dataclass(frozen=True)
 class StructuralFit:
     """Structural estimates, their standard errors and the fit of the choice model.
@@ -282,8 +158,6 @@ def _check_identified(opg, names):
     """Warn (``GenPQRWarning``) when the information matrix is (nearly) singular: some
     combination of the features does not move any choice probability (e.g. a feature equal on
     every action, or two collinear features), so the parameters are not identified."""
-    from ..exceptions import GenPQRWarning
-
     eigvals, eigvecs = np.linalg.eigh(opg)
     if eigvals.size and eigvals[0] > 1e-10 * max(eigvals[-1], 1e-300):
         return
@@ -306,8 +180,6 @@ def _safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
     monotone in the likelihood) continues from the better of the two, with a
     ``ConvergenceWarning``.
     Returns ``(theta, policy, iterations, converged)``."""
-    from .ddc import fit_npl
-
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always", ConvergenceWarning)
         try:
@@ -388,57 +260,70 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         NPL: parameter-change tolerance; NFXP: Newton-decrement tolerance.
     max_iter : int
     """
-    from .ddc import _check_features, _check_table, _check_weights, fit_npl, project_reward
-
     start = time.perf_counter()
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {list(ESTIMATORS)}, got {estimator!r}")
     gamma = check_gamma(gamma)
-    X = _check_features(features)
+    X = check_features(features)
     shape = X.shape[:2]
-    n = _check_weights(counts, shape, "counts")
-    off = np.zeros(shape) if offset is None else _check_table(offset, shape, "offset")
+    n = check_weights(counts, shape, "counts")
+    off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
     kernel = tabular.as_kernel(kernel, shape[1])
     names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
-    nan = np.full(X.shape[2], np.nan)
-    policy0, n_iter, converged = None, 1, True
+    policy0, n_iter, converged, pml_cov = None, 1, True, None
     if estimator == "npl":
         theta, policy0, n_iter, converged = _safeguarded_npl(_start_policy(start_policy, shape), X, n, kernel,
                                                              gamma, off, tol, max_iter)
     elif estimator == "pml":
         res = fit_npl(_start_policy(start_policy, shape), X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
-        theta, policy0 = res.theta, res.policy
+        theta, policy0, pml_cov = res.theta, res.policy, res.cov
     elif estimator == "nfxp":
-        from .nfxp import fit_nfxp
-
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            res = fit_nfxp(n, X, kernel, gamma, offset=off, tol=tol, max_iter=max_iter)
-        # BHHH stalls at the rounding floor of NFXP's absolute values near beta = 1 (a few 1e-6 off the MLE at
-        # beta = 0.9999): Newton steps with the analytic Hessian in relative values finish it
-        theta, policy0, n_newton, converged = _maximize_full(res.theta, X, n, kernel, gamma, off, max_iter)
-        n_iter = res.n_iter + n_newton
-        if converged:
-            caught.clear()
-        for w in caught:
-            warnings.warn(w.message, w.category, stacklevel=2)
+        theta, policy0, n_iter, converged = _finished_nfxp(X, n, kernel, gamma, off, tol, max_iter)
     else:
         if reward_table is None:
             raise ValueError("estimator 'projection' needs the reward table")
         theta = project_reward(reward_table, X, n, offset=off).theta
     d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off,
                                policy0=None if policy0 is None or np.min(policy0) <= 0 else policy0)
-    if estimator in ("npl", "nfxp"):
-        cov = _inverse(d.opg)
-        h_inv = _inverse(-d.hessian)
-        cov_robust = h_inv @ d.opg @ h_inv
-    elif estimator == "pml":
-        cov, cov_robust = res.cov, np.full_like(res.cov, np.nan)
-    else:
-        cov = cov_robust = np.full((X.shape[2], X.shape[2]), np.nan)
+    cov, cov_robust = _covariances(estimator, d, pml_cov, X.shape[2])
     _check_identified(d.opg, names)
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None)) if np.all(np.isfinite(cov)) else nan
-    se_robust = np.sqrt(np.clip(np.diag(cov_robust), 0.0, None)) if np.all(np.isfinite(cov_robust)) else nan
-    return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), se, se_robust, SE_KINDS[estimator],
-                         cov, cov_robust, d.loglik, int(round(n.sum())), int(n_iter), bool(converged),
-                         float(np.max(np.abs(d.grad)) / n.sum()), d.policy, n, time.perf_counter() - start)
+    return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), _std_errors(cov),
+                         _std_errors(cov_robust), SE_KINDS[estimator], cov, cov_robust, d.loglik,
+                         int(round(n.sum())), int(n_iter), bool(converged), float(np.max(np.abs(d.grad)) / n.sum()),
+                         d.policy, n, time.perf_counter() - start)
+
+
+def _finished_nfxp(X, n, kernel, gamma, off, tol, max_iter):
+    """NFXP (BHHH) finished by Newton's method on the full likelihood: BHHH stalls at the rounding
+    floor of NFXP's absolute values near beta = 1 (a few 1e-6 off the MLE at beta = 0.9999), and
+    Newton steps with the analytic Hessian in relative values finish it. NFXP's convergence
+    warnings are passed on only when the finish does not converge.
+    Returns ``(theta, policy, iterations, converged)``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        res = fit_nfxp(n, X, kernel, gamma, offset=off, tol=tol, max_iter=max_iter)
+    theta, policy, n_newton, converged = _maximize_full(res.theta, X, n, kernel, gamma, off, max_iter)
+    if converged:
+        caught.clear()
+    for w in caught:
+        warnings.warn(w.message, w.category, stacklevel=3)
+    return theta, policy, res.n_iter + n_newton, converged
+
+
+def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p):
+    """``(cov, cov_robust)`` of ``estimator``: the MLE's inverse OPG and sandwich (NPL, NFXP), the
+    pseudo-likelihood's inverse Hessian (PML; no sandwich), none (projection)."""
+    if estimator in ("npl", "nfxp"):
+        h_inv = _inverse(-d.hessian)
+        return _inverse(d.opg), h_inv @ d.opg @ h_inv
+    if estimator == "pml":
+        return pml_cov, np.full_like(pml_cov, np.nan)
+    nan = np.full((p, p), np.nan)
+    return nan, nan
+
+
+def _std_errors(cov):
+    """``sqrt(diag(cov))``, NaN where the covariance is not finite."""
+    if np.all(np.isfinite(cov)):
+        return np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return np.full(cov.shape[0], np.nan)

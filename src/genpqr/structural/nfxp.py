@@ -43,8 +43,9 @@ from sklearn.base import BaseEstimator
 from .. import tabular
 from .._checks import as_float_array, check_gamma, check_state_indices
 from ..data import Transitions
-from .ddc import _check_features, _check_table, _check_weights, choice_counts
 from ..exceptions import ConvergenceWarning, NotFittedError
+from .checks import check_features, check_table, check_weights
+from .kernels import choice_counts
 
 __all__ = ["NFXP", "NFXPResult", "BellmanSolveInfo", "solve_integrated_bellman", "nfxp_loglik", "fit_nfxp"]
 
@@ -216,10 +217,10 @@ def nfxp_loglik(theta, features, counts, kernel, gamma, *, offset=None, V0=None,
         The inner fixed point (to warm-start the next call).
     """
     gamma = check_gamma(gamma)
-    X = _check_features(features)
+    X = check_features(features)
     shape = X.shape[:2]
-    counts = _check_weights(counts, shape, "counts")
-    off = np.zeros(shape) if offset is None else _check_table(offset, shape, "offset")
+    counts = check_weights(counts, shape, "counts")
+    off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
     kernel = _fast_kernel(tabular.as_kernel(kernel, shape[1]))
     ev = _evaluate(as_float_array(theta, "theta", ndim=1), X, off, counts, kernel, gamma, V0, dict(tol=tol))
     return ev.loglik, ev.grad, ev.V
@@ -294,56 +295,19 @@ def fit_nfxp(counts, features, kernel, gamma, *, offset=None, theta0=None, metho
     """
     start = time.perf_counter()
     gamma = check_gamma(gamma)
-    X = _check_features(features)
+    X = check_features(features)
     shape = X.shape[:2]
-    counts = _check_weights(counts, shape, "counts")
-    off = np.zeros(shape) if offset is None else _check_table(offset, shape, "offset")
+    counts = check_weights(counts, shape, "counts")
+    off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
     kernel = _fast_kernel(tabular.as_kernel(kernel, shape[1]))
     if kernel.n_states != shape[0]:
         raise ValueError(f"kernel has {kernel.n_states} states but features have {shape[0]}")
     theta = np.zeros(X.shape[2]) if theta0 is None else as_float_array(theta0, "theta0", ndim=1).copy()
-    inner = dict(tol=inner_tol)
-    state = {"V": None, "evals": 0}
-    N = counts.sum()
-
-    def evaluate(th):
-        ev = _evaluate(th, X, off, counts, kernel, gamma, state["V"], inner)
-        state["V"] = ev.V
-        state["evals"] += 1
-        return ev
-
+    evaluate = _Evaluator(X, off, counts, kernel, gamma, dict(tol=inner_tol))
     if method == "bhhh":
-        ev = evaluate(theta)
-        converged, it = False, 0
-        for it in range(1, max_iter + 1):
-            direction = _solve_psd(ev.opg, ev.grad)
-            decrement = float(ev.grad @ direction) / N
-            if decrement <= tol ** 2 or np.max(np.abs(direction)) <= tol * max(1.0, float(np.max(np.abs(theta)))):
-                converged = True
-                break
-            step, improved = 1.0, False
-            for _ in range(40):
-                trial = evaluate(theta + step * direction)
-                if trial.loglik >= ev.loglik - 1e-12 * abs(ev.loglik):
-                    theta, ev, improved = theta + step * direction, trial, True
-                    break
-                step *= 0.5
-            if not improved:
-                state["V"] = ev.V
-                break
-        n_iter = it
+        theta, ev, n_iter, converged = _bhhh(evaluate, theta, counts.sum(), tol, max_iter)
     elif method == "bfgs":
-        cache = {}
-
-        def fun(th):
-            ev = evaluate(th)
-            cache["ev"], cache["theta"] = ev, th.copy()
-            return -ev.loglik / N, -ev.grad / N
-
-        res = minimize(fun, theta, jac=True, method="BFGS", options=dict(gtol=tol, maxiter=max_iter))
-        theta = res.x
-        ev = cache["ev"] if np.array_equal(cache["theta"], theta) else evaluate(theta)
-        converged, n_iter = bool(res.success) or bool(np.max(np.abs(ev.grad / N)) <= 10 * tol), int(res.nit)
+        theta, ev, n_iter, converged = _bfgs(evaluate, theta, counts.sum(), tol, max_iter)
     else:
         raise ValueError(f"method must be 'bhhh' or 'bfgs', got {method!r}")
     if not converged:
@@ -352,8 +316,64 @@ def fit_nfxp(counts, features, kernel, gamma, *, offset=None, theta0=None, metho
         cov = np.linalg.inv(ev.opg)
     except np.linalg.LinAlgError:
         cov = np.full(ev.opg.shape, np.nan)
-    return NFXPResult(theta, cov, ev.loglik, ev.grad, n_iter, state["evals"], converged, ev.V, ev.policy, ev.info,
+    return NFXPResult(theta, cov, ev.loglik, ev.grad, n_iter, evaluate.evals, converged, ev.V, ev.policy, ev.info,
                       time.perf_counter() - start)
+
+
+class _Evaluator:
+    """The likelihood at ``theta`` (:func:`_evaluate`), each inner solve warm-started from the
+    last one's ``V``; counts the evaluations."""
+
+    def __init__(self, X, offset, counts, kernel, gamma, inner):
+        self.X, self.offset, self.counts, self.kernel, self.gamma, self.inner = X, offset, counts, kernel, gamma, inner
+        self.V, self.evals = None, 0
+
+    def __call__(self, theta) -> _Evaluation:
+        ev = _evaluate(theta, self.X, self.offset, self.counts, self.kernel, self.gamma, self.V, self.inner)
+        self.V = ev.V
+        self.evals += 1
+        return ev
+
+
+def _bhhh(evaluate: _Evaluator, theta, N, tol, max_iter):
+    """BHHH with step halving (see :func:`fit_nfxp`). Returns ``(theta, evaluation, iterations,
+    converged)``."""
+    ev = evaluate(theta)
+    converged, it = False, 0
+    for it in range(1, max_iter + 1):
+        direction = _solve_psd(ev.opg, ev.grad)
+        decrement = float(ev.grad @ direction) / N
+        if decrement <= tol ** 2 or np.max(np.abs(direction)) <= tol * max(1.0, float(np.max(np.abs(theta)))):
+            converged = True
+            break
+        step, improved = 1.0, False
+        for _ in range(40):
+            trial = evaluate(theta + step * direction)
+            if trial.loglik >= ev.loglik - 1e-12 * abs(ev.loglik):
+                theta, ev, improved = theta + step * direction, trial, True
+                break
+            step *= 0.5
+        if not improved:
+            evaluate.V = ev.V
+            break
+    return theta, ev, it, converged
+
+
+def _bfgs(evaluate: _Evaluator, theta, N, tol, max_iter):
+    """scipy's BFGS on the per-observation likelihood with the analytic gradient. Returns
+    ``(theta, evaluation, iterations, converged)``."""
+    cache = {}
+
+    def fun(th):
+        ev = evaluate(th)
+        cache["ev"], cache["theta"] = ev, th.copy()
+        return -ev.loglik / N, -ev.grad / N
+
+    res = minimize(fun, theta, jac=True, method="BFGS", options=dict(gtol=tol, maxiter=max_iter))
+    theta = res.x
+    ev = cache["ev"] if np.array_equal(cache["theta"], theta) else evaluate(theta)
+    converged = bool(res.success) or bool(np.max(np.abs(ev.grad / N)) <= 10 * tol)
+    return theta, ev, int(res.nit), converged
 
 
 def _solve_psd(A, b):
@@ -415,7 +435,7 @@ class NFXP(BaseEstimator):
             raise TypeError(f"data must be genpqr.data.Transitions, got {type(data).__name__}")
         if self.features is None:
             raise ValueError("features must be given: an (S, K, p) array with u_theta = features @ theta")
-        X = _check_features(self.features)
+        X = check_features(self.features)
         S, K = X.shape[:2]
         if K != data.n_actions:
             raise ValueError(f"features have {K} action columns but the data has {data.n_actions} actions")
@@ -443,7 +463,7 @@ class NFXP(BaseEstimator):
         self.theta_, self.cov_, self.se_, self.loglik_ = result.theta, result.cov, result.se, result.loglik
         self.converged_ = result.converged
         self.features_ = X
-        self.offset_ = np.zeros((S, K)) if self.offset is None else _check_table(self.offset, (S, K), "offset")
+        self.offset_ = np.zeros((S, K)) if self.offset is None else check_table(self.offset, (S, K), "offset")
         self.fit_time_ = time.perf_counter() - start
         return self
 
