@@ -4,14 +4,22 @@
     The entry point (``genpqr fit | counterfactual | experiment | report | demo``).
 :mod:`~genpqr.app.config`
     :class:`~genpqr.app.config.FitConfig`: flags or a JSON config, parsed and checked.
-:mod:`~genpqr.app.workflow`, :mod:`~genpqr.app.fit_continuous`, :mod:`~genpqr.app.stream`,
-:mod:`~genpqr.app.structural`
-    ``genpqr fit`` for discrete actions, continuous actions, Parquet folders out of core, and
-    its structural-estimation step.
-:mod:`~genpqr.app.report`, :mod:`~genpqr.app.report_continuous`
-    The self-contained HTML report.
+:mod:`~genpqr.app.workflow`
+    ``genpqr fit``: its flags and :func:`~genpqr.app.workflow.run_fit`, which hands continuous
+    actions to :mod:`~genpqr.app.fit_continuous` and Parquet folders (out of core) to
+    :mod:`~genpqr.app.stream`.
+:mod:`~genpqr.app.data_file`, :mod:`~genpqr.app.states`, :mod:`~genpqr.app.model_choice`,
+:mod:`~genpqr.app.results`, :mod:`~genpqr.app.outputs`, :mod:`~genpqr.app.structural`
+    Its steps: reading and checking the data file, tabular states and normalizations, the
+    models named by the flags, bootstrap and output tables, writing the output folder, and
+    the structural-estimation step (``--features``).
+:mod:`~genpqr.app.report`, :mod:`~genpqr.app.report_continuous`, :mod:`~genpqr.app.report_base`
+    The self-contained HTML report, rendered from the Jinja2 templates in ``templates/``.
 :mod:`~genpqr.app.counterfactual`
     ``genpqr counterfactual FIT_DIR``.
 :mod:`~genpqr.app.demo`
     ``genpqr demo`` (``make demo``).
+
+Imports go one way: ``cli -> workflow -> fit_continuous / stream -> outputs -> report ->
+report_continuous / structural -> report_base``, with ``config`` at the bottom.
 """

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FitConfig", "parse_normalization", "parse_transition", "parse_bins", "parse_integration",
-           "POLICY_MODELS", "Q_MODELS", "NORMALIZATION_FORMS", "ACTION_TYPES", "CONTINUOUS_POLICY_MODELS",
-           "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS", "ESTIMATORS"]
+__all__ = ["FitConfig", "action_columns", "parse_normalization", "parse_transition", "parse_bins",
+           "parse_integration", "POLICY_MODELS", "Q_MODELS", "NORMALIZATION_FORMS", "ACTION_TYPES",
+           "CONTINUOUS_POLICY_MODELS", "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS",
+           "ESTIMATORS"]
 
 ACTION_TYPES = ("discrete", "continuous")
 POLICY_MODELS = ("auto", "frequency", "spline", "logistic", "mlp", "lightgbm")
@@ -277,6 +278,11 @@ class FitConfig:
         if unknown_bins:
             raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")
         return self
+
+
+def action_columns(config: FitConfig) -> list:
+    """The action column name(s) of ``--action a1,a2`` (continuous actions)."""
+    return [c.strip() for c in str(config.action).split(",") if c.strip()]
 
 
 def check_settings(config: "FitConfig") -> None:

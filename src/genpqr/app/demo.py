@@ -54,10 +54,6 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
 
     if not show:
         matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..plotting import plot_bellman_residuals, plot_reward_recovery, plot_reward_table
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     mdp = random_mdp(n_states, n_actions, n_next=5, gamma=gamma, random_state=seed)
@@ -79,6 +75,18 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
                  n_iterations=200, tol=1e-8, progress=False).fit(data)
     rows.append(("from data: frequencies + FQE", *_errors(truth, fqe.reward(grid)), time.perf_counter() - t0))
 
+    floor = sampling_floor(fqe, data)
+    _print_results(rows, (n_states, n_actions, gamma), data, norm, exact, fqe, floor)
+    path = _plot(out / "demo.png", truth, exact.reward(grid), data, fqe, floor, show=show)
+    print(f"\nFigure written to {path}")
+    return {"rows": rows, "figure": str(path), "residual_floor": floor,
+            "last_residual": fqe.diagnostics_.bellman_residuals[-1]}
+
+
+def _print_results(rows, problem, data, norm, exact, fqe, floor) -> None:
+    """The demo's table of errors, the FQE note and the model summary; ``problem`` is
+    ``(n_states, n_actions, gamma)``."""
+    n_states, n_actions, gamma = problem
     print(f"Random MDP: {n_states} states, {n_actions} actions, gamma={gamma}; "
           f"{data.n} logged transitions in {data.n_episodes} episodes")
     print(f"Normalization: {norm.describe()}")
@@ -86,32 +94,36 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
     print(f"{'method':<40} {'MSE':>10} {'max |err|':>10} {'corr':>7} {'seconds':>8}")
     for name, mse, mx, corr, sec in rows:
         print(f"{name:<40} {mse:>10.3g} {mx:>10.3g} {corr:>7.4f} {sec:>8.3f}")
-    floor = sampling_floor(fqe, data)
     print(f"\nFQE: the max target change falls to {fqe.diagnostics_.target_changes[-1]:.2g} (converged); the sample "
           f"Bellman residual levels off at {fqe.diagnostics_.bellman_residuals[-1]:.3g}, the noise of the sampled next "
           f"states ({floor:.3g}), not an error")
     print()
     print(exact.summary())
 
+
+def _plot(path: Path, truth, recovered, data, fqe, floor, show: bool) -> Path:
+    """The demo figure: true and recovered reward tables, recovered vs true, FQE convergence."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import plot_bellman_residuals, plot_reward_recovery, plot_reward_table
+
+    n_states, n_actions = truth.shape
     fig, axes = plt.subplots(1, 4, figsize=(21, 5.2), layout="constrained")
     fig.get_layout_engine().set(wspace=0.06)
     lim = float(np.max(np.abs(truth)))
     plot_reward_table(truth, ax=axes[0], title="true normalized reward", vmin=-lim, vmax=lim,
                       colorbar_label="true r(s, a)")
-    plot_reward_table(exact.reward(grid), ax=axes[1], title="recovered (frequencies + exact)", vmin=-lim, vmax=lim,
+    plot_reward_table(recovered, ax=axes[1], title="recovered (frequencies + exact)", vmin=-lim, vmax=lim,
                       colorbar_label="recovered r(s, a)")
     s, a = data.states[:, 0].astype(int), data.actions
     visits = np.bincount(s * n_actions + a, minlength=n_states * n_actions).reshape(n_states, n_actions)
-    plot_reward_recovery(truth, exact.reward(grid), ax=axes[2], label="(state, action) pairs, frequencies + exact",
+    plot_reward_recovery(truth, recovered, ax=axes[2], label="(state, action) pairs, frequencies + exact",
                          c=np.log1p(visits).ravel(), cmap="viridis", colorbar_label="log(1 + visits) of (s, a)")
     axes[2].set_title("recovered vs true")
-    plot_bellman_residuals(fqe.diagnostics_, ax=axes[3], floor=sampling_floor(fqe, data))
+    plot_bellman_residuals(fqe.diagnostics_, ax=axes[3], floor=floor)
     axes[3].set_title("FQE convergence (frequencies + FQE)")
-    path = out / "demo.png"
     fig.savefig(path, dpi=110)
     if show:
         plt.show()
     plt.close(fig)
-    print(f"\nFigure written to {path}")
-    return {"rows": rows, "figure": str(path), "residual_floor": floor,
-            "last_residual": fqe.diagnostics_.bellman_residuals[-1]}
+    return path

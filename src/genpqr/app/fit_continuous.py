@@ -30,19 +30,16 @@ from dataclasses import replace
 import numpy as np
 
 from .._checks import data_row
-from .config import (CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS, FitConfig, parse_integration,
-                         parse_normalization)
+from .config import (CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS, FitConfig, action_columns,
+                     parse_integration, parse_normalization)
+from .model_choice import import_object
+from .outputs import FitOutputs, warning_messages, write_outputs
 
 __all__ = ["action_columns", "action_space", "check_actions", "make_density", "continuous_q_settings",
            "make_integration", "continuous_normalization", "read_continuous", "run_continuous_fit",
            "DEFAULT_INTEGRATION"]
 
 DEFAULT_INTEGRATION = "mc:32"
-
-
-def action_columns(config: FitConfig) -> list:
-    """The action column name(s) of ``--action a1,a2``."""
-    return [c.strip() for c in str(config.action).split(",") if c.strip()]
 
 
 def action_space(config: FitConfig, dim: int):
@@ -79,9 +76,7 @@ def make_density(name: str, space, seed: int):
         C.FlowDensity._zuko()  # a clear ImportError now rather than at fit time
         base = C.FlowDensity(random_state=seed)
     elif ":" in name:
-        from .workflow import _import_object
-
-        return _import_object(name, "policy model")
+        return import_object(name, "policy model")
     else:
         hint = (" (a classifier for discrete actions; continuous actions need a conditional density)"
                 if name in ("frequency", "logistic", "mlp", "lightgbm") else "")
@@ -119,9 +114,7 @@ def continuous_q_settings(name: str, *, seed: int, n_iterations: int | None) -> 
         return dict(q_model=LGBMRegressor(verbose=-1, random_state=seed, n_jobs=1), n_iterations=n_iterations or 50,
                     tol=1e-4)
     if ":" in name:
-        from .workflow import _import_object
-
-        return dict(q_model=_import_object(name, "Q model"), n_iterations=n_iterations or 100)
+        return dict(q_model=import_object(name, "Q model"), n_iterations=n_iterations or 100)
     hint = " (the exact solver needs discrete actions and tabular states)" if name == "exact" else ""
     raise ValueError(f"--q-model {name} cannot be used with --action-type continuous{hint}; use one of "
                      f"{list(CONTINUOUS_Q_MODELS)} or package.module:Class")
@@ -216,7 +209,6 @@ def check_actions(frame, config: FitConfig, space) -> np.ndarray:
 def run_continuous_fit(config: FitConfig, frame):
     """Fit :class:`ContinuousGenPQR` to a checked frame and write the outputs; returns FitOutputs."""
     from ..continuous import ContinuousGenPQR
-    from .workflow import FitOutputs, _write
 
     unsupported = [flag for flag, on in (("--bins", config.bins), ("--features", config.features),
                                          ("--transition", config.transition != "counts"),
@@ -246,10 +238,9 @@ def run_continuous_fit(config: FitConfig, frame):
             integration=make_integration(config.integration),
             cross_fit=config.cross_fit if config.cross_fit >= 2 else None, random_state=config.seed,
             **continuous_q_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations)).fit(data)
-    messages = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
     rewards = continuous_rewards(model, frame, config, actions)
-    outputs = FitOutputs(config, model, data, rewards, None, None, messages, {}, False)
-    _write(outputs, n_rows=len(frame))
+    outputs = FitOutputs(config, model, data, rewards, None, None, warning_messages(caught), {}, False)
+    write_outputs(outputs, n_rows=len(frame))
     return outputs
 
 

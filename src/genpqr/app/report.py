@@ -1,120 +1,42 @@
 """The self-contained HTML report of ``genpqr fit``.
 
-One file, no external resources: figures are PNGs embedded as base64 ``data:`` URIs.
-Continuous actions: :mod:`genpqr.app.report_continuous` (same layout, sections adapted).
+One file, no external resources: figures are PNGs embedded as base64 ``data:`` URIs; the page
+is rendered from the Jinja2 templates of ``genpqr/app/templates`` (:mod:`genpqr.app.report_base`).
+Continuous actions: :mod:`genpqr.app.report_continuous` (same base template, sections adapted).
 Sections: data summary (episodes, steps, action frequencies, anchor support), policy fit
 (held-out log loss against the action-frequency baseline, calibration curve over all
 (row, action) pairs), Q-evaluation convergence (Bellman residual per FQE iteration, or the
 exact solve's residual), the reward (state x action heat map and bootstrap intervals for
 tabular data; partial dependence on each state column otherwise; projected parameters),
 the coverage diagnostics of the theory (``max mu/pi_hat``, clipped mass, support) and every
-warning raised during the fit or derived from a failed diagnostic (:func:`report_warnings`).
+warning raised during the fit or derived from a failed diagnostic
+(:func:`genpqr.app.report_base.report_warnings`).
 
 :func:`report_figures` returns the figures (matplotlib ``Figure`` objects, drawn without
-pyplot, so no backend state is touched); :func:`render_html` assembles the page;
+pyplot, so no backend state is touched); :func:`render_html` renders the page;
 :func:`write_report` writes it.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
-import json
-import shlex
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from .._checks import plain
 from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside
+from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
+                          render_page)
+from .report_continuous import context_continuous, continuous_figures, render_continuous_html
+from .structural import report_section
 
-__all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report"]
-
-MAX_TABLE_ROWS = 60
-MAX_PD_COLUMNS = 12
-
-
-@dataclass
-class ReportContext:
-    """What the report shows.
-
-    Attributes
-    ----------
-    model : fitted GenPQR
-    config : dict
-        The effective config (shown, and the rerun command).
-    data_summary : dict label -> value
-        Shown as a two-column table, in order.
-    rewards : DataFrame
-        The rewards table as written.
-    parameters : DataFrame or None
-    projection_r2 : float or None
-    bootstrap : BootstrapResult or None
-    warnings : list of str
-    tabular : bool
-    state_names : list of str
-        State column names (continuous mode: the model's state columns).
-    state_labels : list of str or None
-        Tabular: a label per state index (heat-map rows).
-    level : float
-    title : str
-    continuous : bool
-        A continuous-action fit (:mod:`genpqr.app.report_continuous` renders it).
-    action_names : list of str
-        Continuous actions: the action column(s).
-    structural : StructuralFit or None
-        With features: the structural estimates (:func:`genpqr.app.structural.report_section`).
-    """
-
-    model: object
-    config: dict
-    data_summary: dict
-    rewards: object
-    parameters: object = None
-    projection_r2: float | None = None
-    bootstrap: object = None
-    warnings: list = field(default_factory=list)
-    tabular: bool = True
-    state_names: list = field(default_factory=list)
-    state_labels: list | None = None
-    level: float = 0.95
-    title: str = "genpqr fit report"
-    continuous: bool = False
-    action_names: list = field(default_factory=list)
-    structural: object = None
-
-
-@dataclass
-class ReportFigure:
-    section: str
-    caption: str
-    figure: object
-
-
-def data_summary(data, config, n_rows: int | None = None) -> dict:
-    """The data section's common rows (file, rows, transitions, episodes, ends), for either
-    action type."""
-    summary = {"data file": config.data}
-    if n_rows is not None:
-        summary["rows in the file"] = n_rows
-    summary.update({
-        "transitions used": data.n,
-        "episodes": data.n_episodes,
-        "mean steps per episode": round(data.n / max(data.n_episodes, 1), 2),
-        "terminated transitions": int(data.terminated.sum()),
-        "truncated transitions": int(data.truncated.sum()),
-    })
-    return summary
+__all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report",
+           "describe_normalization"]
 
 
 def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     """A :class:`ReportContext` from :class:`genpqr.app.workflow.FitOutputs`."""
     if outputs.config.action_type == "continuous":
-        from .report_continuous import context_continuous
-
         return context_continuous(outputs, n_rows=n_rows)
     model, data, config = outputs.model, outputs.data, outputs.config
     summary = data_summary(data, config, n_rows)
@@ -180,19 +102,15 @@ def _baseline_log_loss(model) -> float:
     return float(-np.mean(np.log(freq[data.actions])))
 
 
+
+
 # ============================================================================ figures
-def _figure(width=5.5, height=3.6):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
-
-
 def _fig_actions(ctx):
     model = ctx.model
     d = model.diagnostics_
     labels = [str(a) for a in d.action_counts]
     counts = np.asarray(list(d.action_counts.values()), dtype=float)
-    fig = _figure(max(4.0, 0.5 * len(labels) + 2.5), 3.0)
+    fig = new_figure(max(4.0, 0.5 * len(labels) + 2.5), 3.0)
     ax = fig.add_subplot()
     bars = ax.bar(range(len(labels)), counts, color="#4477aa")
     weight = model.normalization_.weights(model.training_data_.states, model.n_actions_,
@@ -216,7 +134,7 @@ def _fig_calibration(ctx):
     onehot = np.zeros_like(proba)
     onehot[np.arange(actions.size), actions] = 1.0
     frac, mean_pred = calibration_curve(onehot.ravel(), proba.ravel(), n_bins=10, strategy="quantile")
-    fig = _figure(4.6, 4.0)
+    fig = new_figure(4.6, 4.0)
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], color="black", lw=1, ls="--", label="perfect calibration")
     ax.plot(mean_pred, frac, marker="o", color="#4477aa", label="policy model")
@@ -229,22 +147,13 @@ def _fig_calibration(ctx):
     return fig
 
 
-def _fig_convergence(ctx):
-    from ..plotting import plot_bellman_residuals
-
-    fig = _figure(5.4, 4.4)
-    ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
-    ax.set_title("fitted Q evaluation: residuals per iteration", fontsize=9)
-    return fig
-
-
 def _fig_heatmap(ctx):
     from ..plotting import plot_reward_table
 
     model = ctx.model
     table = np.asarray(model.stage2_.recovery.reward)
     S = table.shape[0]
-    fig = _figure(max(4.0, 0.7 * table.shape[1] + 3.0), min(12.0, max(3.0, 0.22 * S + 1.2)))
+    fig = new_figure(max(4.0, 0.7 * table.shape[1] + 3.0), min(12.0, max(3.0, 0.22 * S + 1.2)))
     ax = fig.add_subplot()
     bound = float(np.max(np.abs(table))) or 1.0
     plot_reward_table(table, model.encoder_.labels, ax=ax, title="recovered reward r(s, a)", vmin=-bound, vmax=bound)
@@ -259,7 +168,7 @@ def _fig_intervals(ctx):
     table = np.asarray(model.stage2_.recovery.reward)
     S, K = table.shape
     lo, hi = (np.ravel(x)[:S * K].reshape(S, K) for x in boot.interval(ctx.level))
-    fig = _figure(max(5.0, 0.18 * S + 3.0), 3.8)
+    fig = new_figure(max(5.0, 0.18 * S + 3.0), 3.8)
     ax = fig.add_subplot()
     x = np.arange(S)
     for k, label in enumerate(model.encoder_.labels):
@@ -283,7 +192,7 @@ def _fig_partial_dependence(ctx):
     d = min(states.shape[1], MAX_PD_COLUMNS)
     ncols = min(d, 3)
     nrows = int(np.ceil(d / ncols))
-    fig = _figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
+    fig = new_figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     medians = np.median(states, axis=0)
     for j in range(d):
@@ -306,7 +215,7 @@ def _fig_partial_dependence(ctx):
 
 def _fig_coverage(ctx):
     ratios = _coverage_ratios(ctx.model)
-    fig = _figure(5.0, 3.4)
+    fig = new_figure(5.0, 3.4)
     ax = fig.add_subplot()
     logs = np.log10(ratios)
     if np.ptp(logs) < 1e-9:
@@ -324,8 +233,6 @@ def _fig_coverage(ctx):
 def report_figures(ctx: ReportContext) -> list[ReportFigure]:
     """Every figure of the report, in order."""
     if ctx.continuous:
-        from .report_continuous import continuous_figures
-
         return continuous_figures(ctx)
     figs = [ReportFigure("data", "Transitions per action.", _fig_actions(ctx)),
             ReportFigure("policy", "Calibration of the stage-1 policy: within each bin of predicted "
@@ -334,7 +241,7 @@ def report_figures(ctx: ReportContext) -> list[ReportFigure]:
     if ctx.model.diagnostics_.solver == "fqe":
         figs.append(ReportFigure("q", "Sample Bellman residual (RMS) and the largest change of the Bellman targets "
                                       "per fitted-Q-evaluation iteration. Convergence is the target change going to "
-                                      f"zero; {RESIDUAL_FLOOR_NOTE}.", _fig_convergence(ctx)))
+                                      f"zero; {RESIDUAL_FLOOR_NOTE}.", fig_convergence(ctx)))
     if ctx.tabular:
         figs.append(ReportFigure("reward", "Recovered (normalized) reward by state and action.", _fig_heatmap(ctx)))
         if ctx.bootstrap is not None:
@@ -350,171 +257,44 @@ def report_figures(ctx: ReportContext) -> list[ReportFigure]:
     return figs
 
 
-def figure_png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
 
 
 # ============================================================================ HTML
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:980px;margin:2em auto;
-padding:0 1em;color:#222;line-height:1.45}
-h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;
-text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
-figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%}
-pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.85em}.warn{color:#a33}.muted{color:#666}
-.scroll{max-width:100%;overflow-x:auto}.scroll table{margin:0}
-"""
-
-
-def _esc(x) -> str:
-    return html.escape(str(x))
-
-
-def _fmt(x) -> str:
-    if isinstance(x, (float, np.floating)):
-        return f"{x:.4g}"
-    return str(x)
-
-
-def _kv_table(items) -> str:
-    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(_fmt(v))}</td></tr>" for k, v in items)
-    return f"<table>{rows}</table>"
-
-
-def _frame_table(frame, max_rows=MAX_TABLE_ROWS) -> str:
-    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
-    body = []
-    for _, row in frame.head(max_rows).iterrows():
-        body.append("<tr>" + "".join(f"<td>{_esc(_fmt(v))}</td>" for v in row.tolist()) + "</tr>")
-    more = (f"<p class='muted'>First {max_rows} of {len(frame)} rows; all rows are in the CSV.</p>"
-            if len(frame) > max_rows else "")
-    # wide tables (a reward, se, lo and hi column per action) scroll inside the page, not the page
-    return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>{more}"
-
-
-def _img(fig: ReportFigure) -> str:
-    data = base64.b64encode(figure_png(fig.figure)).decode("ascii")
-    return (f"<figure><img alt='{_esc(fig.caption)}' src='data:image/png;base64,{data}'>"
-            f"<figcaption>{_esc(fig.caption)}</figcaption></figure>")
-
-
 def render_html(ctx: ReportContext) -> str:
-    """The report as one HTML string."""
-    from .. import __version__
-
+    """The report as one HTML string (``discrete.html``; continuous actions: ``continuous.html``)."""
     if ctx.continuous:
-        from .report_continuous import render_continuous_html
-
         return render_continuous_html(ctx)
-
     model = ctx.model
     d = model.diagnostics_
-    figs = report_figures(ctx)
-    by_section = {}
-    for f in figs:
-        by_section.setdefault(f.section, []).append(_img(f))
-
-    def images(section):
-        return "".join(by_section.get(section, []))
-
-    norm = model.normalization_
     n = d.n_transitions
-    action_rows = [(f"{lab}", f"{cnt} ({cnt / n:.1%})") for lab, cnt in d.action_counts.items()]
     support = f"{d.support_count} of {n} transitions ({d.support_count / n:.1%})"
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(ctx.title)}</title>"
-           f"<style>{_CSS}</style></head><body>",
-           f"<h1>{_esc(ctx.title)}</h1>",
-           f"<p class='muted'>genpqr {__version__}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}. "
-           f"Normalization: {_esc(describe_normalization(model))}; gamma = {model.gamma_:g}.</p>"]
-    # 1. data
-    out += ["<h2>1. Data</h2>", _kv_table(ctx.data_summary.items()),
-            "<h3>Action frequencies</h3>", _kv_table(action_rows),
-            f"<p>Support of the normalization (transitions whose action has positive weight under mu"
-            f"{' — the anchor' if norm.name in ('anchor', 'state-anchor') else ''}): {support}.</p>", images("data")]
-    # 2. policy
-    base = _baseline_log_loss(model)
-    out += ["<h2>2. Policy fit (stage 1)</h2>",
-            _kv_table([("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
-                       ("log loss of the action frequencies alone", f"{base:.4f}"),
-                       ("clip bounds", str(model.policy_.clip))]),
-            "<p class='muted'>" + ("Out-of-fold: each transition is scored by a policy model fitted without its "
-                                   "episode (cross-fitting)." if d.policy_log_loss_kind == "out-of-fold" else
-                                   "In-sample: the policy was not cross-fitted (set --cross-fit 2 or more for "
-                                   "held-out diagnostics), so the log loss and calibration are optimistic.")
-            + "</p>", images("policy")]
-    # 3. Q evaluation
-    out.append("<h2>3. Q-evaluation (stage 2)</h2>")
+    return render_page(
+        "discrete.html", ctx, report_figures(ctx),
+        normalization=describe_normalization(model), gamma=f"{model.gamma_:g}",
+        data_summary=list(ctx.data_summary.items()),
+        action_rows=[(f"{lab}", f"{cnt} ({cnt / n:.1%})") for lab, cnt in d.action_counts.items()],
+        anchored=model.normalization_.name in ("anchor", "state-anchor"), support=support,
+        policy_rows=[("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
+                     ("log loss of the action frequencies alone", f"{_baseline_log_loss(model):.4f}"),
+                     ("clip bounds", str(model.policy_.clip))],
+        out_of_fold=d.policy_log_loss_kind == "out-of-fold", fqe=d.solver == "fqe", q_rows=_q_rows(d),
+        structural=report_section(ctx) if ctx.structural is not None else None, parameters=ctx.parameters,
+        projection_r2=None if ctx.projection_r2 is None else f"{ctx.projection_r2:.4f}",
+        rewards=ctx.rewards if ctx.tabular else None,
+        coverage_rows=[("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
+                       ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
+                       ("support of the normalization", support)])
+
+
+def _q_rows(d) -> list:
+    """Section 3's table: fitted Q evaluation, or the exact solve."""
     if d.solver == "fqe":
         last = f"{d.bellman_residuals[-1]:.4g}" if d.bellman_residuals else "n/a"
-        out += [_kv_table([("solver", "fitted Q evaluation"), ("iterations", d.n_iterations),
-                           ("converged", d.converged), ("last sample Bellman residual (RMS)", last)]),
-                images("q")]
-    else:
-        res = f"{d.bellman_residuals[0]:.3g}" if d.bellman_residuals else "n/a"
-        out.append(_kv_table([("solver", f"exact linear solve ({d.solver})"), ("iterations", d.n_iterations),
-                              ("residual of the linear system", res)]))
-        out.append("<p class='muted'>The tabular Bellman equation Q = u - g + gamma P mu Q is solved exactly "
-                   "(P estimated or given), so there is no iteration to monitor.</p>")
-    # 4. reward
-    out += ["<h2>4. Reward</h2>",
-            f"<p>The reward is identified up to the normalization <b>{_esc(describe_normalization(model))}</b>: "
-            "sum_a mu(a|s) r(s,a) = g(s) at every state.</p>", images("reward")]
-    if ctx.structural is not None:
-        from .structural import report_section
-
-        out += report_section(ctx)
-        if ctx.projection_r2 is not None:
-            out.append(f"<p class='muted'>Weighted R² of the projection of the reward table on the features: "
-                       f"{ctx.projection_r2:.4f} (weights: visits per state-action pair).</p>")
-    elif ctx.parameters is not None:
-        out.append("<h3>Structural parameters (weighted least-squares projection on the features)</h3>")
-        out.append(_frame_table(ctx.parameters))
-        if ctx.projection_r2 is not None:
-            out.append(f"<p class='muted'>Weighted R² of the projection: {ctx.projection_r2:.4f} "
-                       "(weights: visits per state-action pair).</p>")
-    if ctx.tabular:
-        out += ["<h3>Rewards table</h3>", _frame_table(ctx.rewards)]
-    # 5. coverage
-    out += ["<h2>5. Coverage diagnostics</h2>",
-            _kv_table([("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
-                       ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
-                       ("support of the normalization", support)]),
-            "<p class='muted'>The theory bounds the reward error by the policy error times the coverage constant "
-            "max mu/pi: large values mean the normalization leans on actions the behaviour rarely takes there. "
-            "Clipped probabilities replace log pi by the bound.</p>", images("coverage")]
-    out += closing_sections(ctx)
-    return "\n".join(out)
-
-
-def report_warnings(ctx) -> list:
-    """The warnings the report lists: those raised during the fit (``ctx.warnings``) and every
-    failed diagnostic check of the model (``diagnostics_.warnings``, from
-    :func:`genpqr.diagnostic_checks.failed_diagnostics`; the same lines when the fit's warnings
-    were caught), without repeats."""
-    derived = getattr(getattr(ctx.model, "diagnostics_", None), "warnings", None) or []
-    return list(dict.fromkeys([*ctx.warnings, *derived]))
-
-
-def closing_sections(ctx) -> list:
-    """Sections 6 (warnings raised during the fit) and 7 (the effective configuration) and the
-    end of the page: shared by the discrete and the continuous report."""
-    out = ["<h2>6. Warnings</h2>"]
-    found = report_warnings(ctx)
-    if found:
-        out.append("<ul>" + "".join(f"<li class='warn'>{_esc(w)}</li>" for w in found) + "</ul>")
-    else:
-        out.append("<p>No warnings were raised during the fit and every diagnostic check passed (convergence, "
-                   "clipping, coverage constant, support; see genpqr.diagnostic_checks).</p>")
-    folder = ctx.config.get("out") if isinstance(ctx.config, dict) else None
-    config_path = shlex.quote(str(Path(folder) / "config.json")) if folder else "config.json"
-    out += ["<h2>7. Configuration</h2>",
-            f"<p>Rerun with <code>genpqr fit --config {_esc(config_path)}</code>"
-            + (" (from any folder: the paths in it are absolute)" if folder else "") + ".</p>",
-            f"<pre>{_esc(json.dumps(ctx.config, indent=2, default=str))}</pre>", "</body></html>"]
-    return out
+        return [("solver", "fitted Q evaluation"), ("iterations", d.n_iterations), ("converged", d.converged),
+                ("last sample Bellman residual (RMS)", last)]
+    res = f"{d.bellman_residuals[0]:.3g}" if d.bellman_residuals else "n/a"
+    return [("solver", f"exact linear solve ({d.solver})"), ("iterations", d.n_iterations),
+            ("residual of the linear system", res)]
 
 
 def write_report(path, ctx: ReportContext) -> Path:

@@ -1,6 +1,7 @@
 """The ``genpqr fit`` report for continuous actions (:class:`genpqr.continuous.ContinuousGenPQR`).
 
-Same page layout as :mod:`genpqr.app.report` (whose helpers it uses); the sections adapted to
+Same page as :mod:`genpqr.app.report` (the base template and building blocks of
+:mod:`genpqr.app.report_base`; ``templates/continuous.html``); the sections adapted to
 real-valued actions: data summary with an action histogram per dimension (support bounds and
 the anchor marked), policy fit (mean log density, out-of-fold when cross-fitted, against an
 action-only baseline, and the PIT histogram: ``F_pi_hat(a_i|s_i)`` per action dimension, flat
@@ -13,13 +14,12 @@ and ``max mu/pi_hat``) and the warnings.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import numpy as np
 
-from .report import (MAX_PD_COLUMNS, closing_sections, data_summary, ReportContext, ReportFigure, _CSS, _esc, _figure, _frame_table, _img,
-                         _kv_table)
 from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside
+from .config import action_columns
+from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
+                          render_page)
 
 __all__ = ["context_continuous", "continuous_figures", "render_continuous_html"]
 
@@ -29,8 +29,6 @@ PIT_DRAWS = 200
 
 def context_continuous(outputs, n_rows: int | None = None) -> ReportContext:
     """A :class:`ReportContext` for a continuous-action fit."""
-    from .fit_continuous import action_columns
-
     model, data, config = outputs.model, outputs.data, outputs.config
     summary = data_summary(data, config, n_rows)
     summary.update({
@@ -94,7 +92,7 @@ def _fig_actions(ctx):
     data, space = model.training_data_, model.action_space_
     m = data.action_dim
     anchors = _anchor_rows(model, data.states)
-    fig = _figure(min(4.2 * m, 12.0) + 0.6, 3.0)
+    fig = new_figure(min(4.2 * m, 12.0) + 0.6, 3.0)
     axes = np.atleast_1d(fig.subplots(1, m, squeeze=False).ravel())
     for j, ax in enumerate(axes):
         ax.hist(data.actions[:, j], bins=40, color="#4477aa")
@@ -115,7 +113,7 @@ def _fig_actions(ctx):
 def _fig_pit(ctx):
     pit = pit_values(ctx.model)
     m = pit.shape[1]
-    fig = _figure(min(4.2 * m, 12.0) + 0.6, 3.0)
+    fig = new_figure(min(4.2 * m, 12.0) + 0.6, 3.0)
     axes = fig.subplots(1, m, squeeze=False).ravel()
     for j, ax in enumerate(axes):
         ax.hist(pit[:, j], bins=20, range=(0, 1), density=True, color="#4477aa")
@@ -127,15 +125,6 @@ def _fig_pit(ctx):
         legend_outside(ax, fontsize=7)
     fig.suptitle(f"probability integral transform ({ctx.model.diagnostics_.policy_log_loss_kind}, "
                  f"{pit.shape[0]} rows)", fontsize=9)
-    return fig
-
-
-def _fig_convergence(ctx):
-    from ..plotting import plot_bellman_residuals
-
-    fig = _figure(5.4, 4.4)
-    ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
-    ax.set_title("fitted Q evaluation: residuals per iteration", fontsize=9)
     return fig
 
 
@@ -156,7 +145,7 @@ def _fig_partial_dependence(ctx):
     panels = d + m
     ncols = min(panels, 3)
     nrows = int(np.ceil(panels / ncols))
-    fig = _figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
+    fig = new_figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     s_med, a_med = np.median(S, axis=0), np.median(A, axis=0)
     for j in range(d):
@@ -186,7 +175,7 @@ def _fig_partial_dependence(ctx):
 def _fig_coverage(ctx):
     model = ctx.model
     data = model.training_data_
-    fig = _figure(5.0, 3.4)
+    fig = new_figure(5.0, 3.4)
     ax = fig.add_subplot()
     anchors = _anchor_rows(model, data.states)
     if anchors is not None:
@@ -227,7 +216,7 @@ def continuous_figures(ctx: ReportContext) -> list[ReportFigure]:
                                "hump too wide, a slope a shifted mean.", _fig_pit(ctx)),
         ReportFigure("q", "Sample Bellman residual (RMS) and the largest change of the Bellman targets per "
                           f"fitted-Q-evaluation iteration. Convergence is the target change going to zero; "
-                          f"{RESIDUAL_FLOOR_NOTE}.", _fig_convergence(ctx)),
+                          f"{RESIDUAL_FLOOR_NOTE}.", fig_convergence(ctx)),
         ReportFigure("reward", "Partial dependence of the recovered reward on each state column (action at its "
                                "median) and on each action dimension (state at its median).",
                      _fig_partial_dependence(ctx)),
@@ -239,58 +228,37 @@ def continuous_figures(ctx: ReportContext) -> list[ReportFigure]:
 
 # ============================================================================ HTML
 def render_continuous_html(ctx: ReportContext) -> str:
-    """The continuous-action report as one HTML string."""
-    from .. import __version__
-
+    """The continuous-action report as one HTML string (``continuous.html``)."""
     model = ctx.model
     d = model.diagnostics_
-    by_section = {}
-    for f in continuous_figures(ctx):
-        by_section.setdefault(f.section, []).append(_img(f))
+    return render_page(
+        "continuous.html", ctx, continuous_figures(ctx),
+        normalization=d.normalization, gamma=f"{model.gamma_:g}", reference_measure=d.reference_measure,
+        data_summary=list(ctx.data_summary.items()), policy_rows=_policy_rows(ctx),
+        out_of_fold=d.policy_log_loss_kind == "out-of-fold",
+        q_rows=[("solver", f"continuous fitted Q evaluation ({d.solver})"),
+                ("Q model", str(ctx.config.get("q_model"))), ("mu-integrals", d.integration),
+                ("nodes per next state", d.n_mu_nodes), ("iterations", d.n_iterations), ("converged", d.converged),
+                ("last sample Bellman residual (RMS)",
+                 f"{d.bellman_residuals[-1]:.4g}" if d.bellman_residuals else "n/a")],
+        rewards=ctx.rewards, coverage_rows=_coverage_rows(d))
 
-    def images(section):
-        return "".join(by_section.get(section, []))
 
-    norm = d.normalization
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(ctx.title)}</title>"
-           f"<style>{_CSS}</style></head><body>",
-           f"<h1>{_esc(ctx.title)}</h1>",
-           f"<p class='muted'>genpqr {__version__}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}. Continuous "
-           f"actions. Normalization: {_esc(norm)}; gamma = {model.gamma_:g}; reference measure: "
-           f"{_esc(d.reference_measure)}.</p>"]
-    out += ["<h2>1. Data</h2>", _kv_table(ctx.data_summary.items()), images("data")]
-    base, base_name = baseline_log_density(model)
-    out += ["<h2>2. Policy fit (stage 1)</h2>",
-            _kv_table([("mean log density of the logged actions", f"{-d.policy_log_loss:.4f} "
-                                                                   f"({d.policy_log_loss_kind})"),
-                       (f"same, action-only baseline ({base_name})", f"{base:.4f}"),
-                       ("policy model", str(ctx.config.get("policy_model"))),
-                       ("density integrals at checked states", "[{:.4f}, {:.4f}]".format(*d.density_integral_range)),
-                       ("share of rows whose log density hit the lower clip", f"{d.fraction_clipped:.2%}")]),
-            "<p class='muted'>" + ("Out-of-fold: each transition is scored by a density fitted without its episode "
-                                   "(cross-fitting)." if d.policy_log_loss_kind == "out-of-fold" else
-                                   "In-sample: the policy was not cross-fitted (set --cross-fit 2 or more for held-out "
-                                   "diagnostics), so the log density and the PIT are optimistic.")
-            + " Log densities are with respect to the reference measure, so they depend on the action units.</p>",
-            images("policy")]
-    last = f"{d.bellman_residuals[-1]:.4g}" if d.bellman_residuals else "n/a"
-    out += ["<h2>3. Q-evaluation (stage 2)</h2>",
-            _kv_table([("solver", f"continuous fitted Q evaluation ({d.solver})"),
-                       ("Q model", str(ctx.config.get("q_model"))), ("mu-integrals", d.integration),
-                       ("nodes per next state", d.n_mu_nodes), ("iterations", d.n_iterations),
-                       ("converged", d.converged), ("last sample Bellman residual (RMS)", last)]),
-            images("q")]
-    out += ["<h2>4. Reward</h2>",
-            f"<p>The reward is identified up to the normalization <b>{_esc(norm)}</b>: int r(s, a) mu(da|s) = g(s) "
-            "at every state.</p>", images("reward"), "<h3>Rewards table</h3>", _frame_table(ctx.rewards)]
+def _policy_rows(ctx) -> list:
+    """Section 2's table: mean log density against the action-only baseline, density checks."""
+    d = ctx.model.diagnostics_
+    base, base_name = baseline_log_density(ctx.model)
+    return [("mean log density of the logged actions", f"{-d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
+            (f"same, action-only baseline ({base_name})", f"{base:.4f}"),
+            ("policy model", str(ctx.config.get("policy_model"))),
+            ("density integrals at checked states", "[{:.4f}, {:.4f}]".format(*d.density_integral_range)),
+            ("share of rows whose log density hit the lower clip", f"{d.fraction_clipped:.2%}")]
+
+
+def _coverage_rows(d) -> list:
+    """Section 5's table: coverage constant and effective sample size (n/a for a point mass)."""
     ratio = "n/a (point mass)" if not np.isfinite(d.max_mu_over_pi) else f"{d.max_mu_over_pi:.4g}"
     ess = "n/a (point mass)" if not np.isfinite(d.support_ess) else f"{d.support_ess:.1f} of {d.n_transitions}"
-    out += ["<h2>5. Coverage diagnostics</h2>",
-            _kv_table([("max mu/pi_hat at the mu-nodes (coverage constant)", ratio),
-                       ("effective sample size of mu/pi_hat at the logged rows", ess),
-                       ("smallest log pi_hat at the mu-nodes", f"{d.min_log_density_on_mu:.4g}")]),
-            "<p class='muted'>The theory bounds the reward error by the policy error times the coverage constant "
-            "max mu/pi: large values (or a small effective sample size) mean the normalization leans on actions the "
-            "behaviour rarely takes.</p>", images("coverage")]
-    out += closing_sections(ctx)
-    return "\n".join(out)
+    return [("max mu/pi_hat at the mu-nodes (coverage constant)", ratio),
+            ("effective sample size of mu/pi_hat at the logged rows", ess),
+            ("smallest log pi_hat at the mu-nodes", f"{d.min_log_density_on_mu:.4g}")]

@@ -22,6 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import parse_normalization
+from .data_file import match_labels
+from .model_choice import make_policy_model, q_model_settings
+from .outputs import warning_messages
+
 __all__ = ["run_stream_fit", "StreamFitOutputs"]
 
 
@@ -80,13 +85,11 @@ def _is_tabular(config, source) -> bool:
 
 
 def _normalization(config, labels):
-    from .config import parse_normalization
     from ..normalization import anchor_action, mean_zero
-    from .workflow import _match_labels
 
     kind, arg = parse_normalization(config.normalization)
     if kind == "anchor":
-        return anchor_action(_match_labels([arg], labels, "anchor action", config.action)[0])
+        return anchor_action(match_labels([arg], labels, "anchor action", config.action)[0])
     if kind == "mean-zero":
         return mean_zero()
     raise ValueError(f"--normalization {config.normalization} cannot be used out of core: use anchor:ACTION or "
@@ -101,7 +104,6 @@ def run_stream_fit(config) -> StreamFitOutputs:
     from ..estimator import GenPQR
     from ..stream import DEFAULT_CHUNK_ROWS, ParquetSource
     from ..stream_fit import fit_parquet
-    from .workflow import make_policy_model, q_model_settings
 
     _refuse_unsupported(config)
     chunk_rows = config.chunk_rows or DEFAULT_CHUNK_ROWS
@@ -124,8 +126,7 @@ def run_stream_fit(config) -> StreamFitOutputs:
                      **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
         model = fit_parquet(est, config.data, action_labels=labels, chunk_rows=chunk_rows,
                             time_gaps=config.time_gaps, progress=progress, **columns)
-    messages = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
-    outputs = StreamFitOutputs(config.with_absolute_paths(), model, tabular, warnings=messages)
+    outputs = StreamFitOutputs(config.with_absolute_paths(), model, tabular, warnings=warning_messages(caught))
     _write(outputs, labels)
     return outputs
 

@@ -6,7 +6,8 @@ the likelihood uses GenPQR's kernel and discount, the choice counts of the data
 (:func:`genpqr.structural.ddc.choice_counts`) and, for NPL/PML, GenPQR's first-stage choice
 probabilities as the start. :func:`parameters_table` is ``parameters.csv``;
 :class:`StructuralStatistic` re-estimates per bootstrap replicate; :func:`choice_fit_table`,
-:func:`fig_choice_fit` and :func:`report_section` are the report's section.
+:func:`fig_choice_fit` and :func:`report_section` are the report's section
+(``templates/structural.html``).
 
 ``parameters.csv`` (one row per parameter; the run's metadata repeated on every row so
 that the file stays one tidy table):
@@ -30,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..structural.estimation import SE_KINDS, estimate_structural
+from .report_base import ReportFigure, new_figure
 
 __all__ = ["ESTIMATOR_LABELS", "structural_from_model", "StructuralStatistic", "parameters_table",
            "choice_fit_table", "fig_choice_fit", "report_section", "console_lines"]
@@ -171,12 +173,10 @@ def choice_fit_table(fit, labels, level: float = 0.95):
 def fig_choice_fit(fit, labels, level: float = 0.95, state_name: str = "state_index"):
     """One panel per action (the most frequent one left out, at most 4 panels): observed
     frequency per state with Wilson intervals (points) and the model's fitted probability (line)."""
-    from .report import _figure
-
     table = choice_fit_table(fit, labels, level)
     order = np.argsort(fit.counts.sum(axis=0))
     shown = [int(k) for k in order[:-1][:4]] if len(labels) > 1 else [0]
-    fig = _figure(5.8, 2.6 * len(shown) + 0.6)
+    fig = new_figure(5.8, 2.6 * len(shown) + 0.6)
     axes = np.atleast_1d(fig.subplots(len(shown), 1, squeeze=False).ravel())
     for ax, k in zip(axes, shown):
         d = table[table.action == labels[k]]
@@ -195,27 +195,23 @@ def fig_choice_fit(fit, labels, level: float = 0.95, state_name: str = "state_in
     return fig
 
 
-def report_section(ctx) -> list:
-    """HTML pieces of the report's structural-parameters section."""
-    from .report import ReportFigure, _frame_table, _img, _kv_table
-
+def report_section(ctx) -> dict:
+    """The report's structural-parameters section (``templates/structural.html``): ``heading``,
+    ``table`` (the estimates), ``summary`` (label, value) rows and ``figure`` (observed vs fitted
+    choice probabilities)."""
     fit = ctx.structural
     labels = [str(a) for a in ctx.model.encoder_.labels]
     columns = ["parameter", "estimate", "std_error", "ci_low", "ci_high", "std_error_robust"]
     table = ctx.parameters[[c for c in columns + ["bootstrap_std_error"] if c in ctx.parameters.columns]]
-    out = [f"<h3>Structural parameters: {ESTIMATOR_LABELS[fit.estimator]}</h3>", _frame_table(table),
-           _kv_table([("estimator", fit.estimator), ("log-likelihood", f"{fit.loglik:.4f}"),
-                      ("choices in the likelihood", fit.n_choices), ("iterations", fit.n_iter),
-                      ("converged", fit.converged),
-                      ("max |score| per choice at the estimate", f"{fit.gradient_norm:.2e}"),
-                      ("std_error", ctx.parameters["std_error_kind"].iloc[0]),
-                      ("std_error_robust", "sandwich H^-1 J H^-1 of the full likelihood"
-                       if fit.estimator in ("npl", "nfxp") else "n/a"),
-                      ("ci_low, ci_high", ctx.parameters["ci_kind"].iloc[0])]),
-           "<p class='muted'>The flow utility u(s, a) = sum_k theta_k f_k(s, a) of the features file; the "
-           "likelihood is that of the observed choices under the model's optimal (logit) choice probabilities, "
-           "with GenPQR's transition kernel held fixed (two-step partial likelihood).</p>"]
+    summary = [("estimator", fit.estimator), ("log-likelihood", f"{fit.loglik:.4f}"),
+               ("choices in the likelihood", fit.n_choices), ("iterations", fit.n_iter),
+               ("converged", fit.converged),
+               ("max |score| per choice at the estimate", f"{fit.gradient_norm:.2e}"),
+               ("std_error", ctx.parameters["std_error_kind"].iloc[0]),
+               ("std_error_robust", "sandwich H^-1 J H^-1 of the full likelihood"
+                if fit.estimator in ("npl", "nfxp") else "n/a"),
+               ("ci_low, ci_high", ctx.parameters["ci_kind"].iloc[0])]
     caption = ("Observed choice frequency per state (points; bars: binomial Wilson intervals) and the choice "
                "probability of the fitted structural model (line).")
-    out.append(_img(ReportFigure("structural", caption, fig_choice_fit(fit, labels, ctx.level))))
-    return out
+    return {"heading": ESTIMATOR_LABELS[fit.estimator], "table": table, "summary": summary,
+            "figure": ReportFigure("structural", caption, fig_choice_fit(fit, labels, ctx.level))}

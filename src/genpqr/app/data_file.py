@@ -1,0 +1,214 @@
+"""The data file of ``genpqr fit``: reading and checking it (missing columns, mixed types, text
+where numbers are needed, a single action), matching values to the data's action labels, and
+the ``--features`` file.
+
+Shared by the discrete (:mod:`genpqr.app.workflow`), continuous
+(:mod:`genpqr.app.fit_continuous`) and out-of-core (:mod:`genpqr.app.stream`) fits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._checks import data_row, looks_continuous, plain, short_list
+from .config import FitConfig
+
+__all__ = ["read_frame", "check_discrete_actions", "check_not_mixed", "check_numeric", "match_labels",
+           "match_column", "read_features"]
+
+
+def _roles(config: FitConfig, norm_kind: str, norm_arg) -> list:
+    """``(flag, column)`` of every column the config names."""
+    continuous = config.action_type == "continuous"
+    action_cols = [c.strip() for c in config.action.split(",")] if continuous else [config.action]
+    roles = [("--episode", config.episode), ("--time", config.time),
+             *[("--state", c) for c in config.state], *[("--action", c) for c in action_cols],
+             ("--terminated", config.terminated), ("--truncated", config.truncated),
+             ("--outcome", config.outcome)]
+    if norm_kind in ("state-anchor", "value", "behavior"):
+        roles.append((f"--normalization {norm_kind}", norm_arg))
+    return roles
+
+
+def read_frame(config: FitConfig, norm_kind: str, norm_arg):
+    """The data file as a DataFrame, checked: every named column present, no column mixing
+    numbers and text, numeric state/time/outcome columns, and (discrete actions) at least two
+    action labels."""
+    from ..io import read_table
+
+    frame = read_table(config.data, sep=config.sep)
+    roles = _roles(config, norm_kind, norm_arg)
+    missing = [f"{col!r} ({role})" for role, col in roles if col and col not in frame.columns]
+    if missing:
+        raise ValueError(f"{config.data}: missing column(s) {', '.join(missing)}; the file has columns "
+                         f"{short_list(list(map(str, frame.columns)), 30)}")
+    if len(frame) == 0:
+        raise ValueError(f"{config.data} has no rows")
+    for _, col in roles:
+        if col:
+            check_not_mixed(frame, col)
+    for col in config.state:
+        check_numeric(frame, col, "state column", allow_missing=False)
+    check_numeric(frame, config.time, "time column", allow_missing=False)
+    for col in (config.outcome, norm_arg if norm_kind in ("value", "behavior") else None):
+        if col:
+            check_numeric(frame, col, "column", allow_missing=norm_kind == "value")
+    if config.action_type != "continuous":
+        check_discrete_actions(frame, config)
+    return frame
+
+
+def check_discrete_actions(frame, config: FitConfig) -> None:
+    """At least two labels, none missing; real-valued actions point to --action-type continuous."""
+    actions = frame[config.action]
+    if actions.isna().any():
+        raise ValueError(f"action column {config.action!r} has {int(actions.isna().sum())} missing value(s)")
+    labels = np.unique(actions.to_numpy())
+    if labels.size < 2:
+        raise ValueError(f"action column {config.action!r} holds only one action ({plain(labels[0])!r}): a reward "
+                         f"cannot be identified from choices among one option; GenPQR needs at least two actions")
+    if looks_continuous(labels, len(frame)):
+        raise ValueError(f"action column {config.action!r} holds {labels.size:,} distinct real numbers: these look "
+                         f"like continuous actions; use --action-type continuous (discrete actions are labels)")
+
+
+def check_not_mixed(frame, column: str) -> None:
+    """``ValueError`` when a text column holds both numbers and text."""
+    import pandas as pd
+
+    col = frame[column].dropna()
+    if col.dtype != object and not pd.api.types.is_string_dtype(col):
+        return
+    kinds = {type(v).__name__ for v in col}
+    numeric = pd.to_numeric(col.astype(str), errors="coerce").notna()
+    if (numeric.any() and not numeric.all()) or ("str" in kinds and len(kinds) > 1):
+        text = col[~numeric].iloc[0] if (~numeric).any() else col.iloc[0]
+        number = col[numeric].iloc[0] if numeric.any() else col.iloc[-1]
+        raise ValueError(f"column {column!r} mixes numbers and text (e.g. {plain(number)!r} and {plain(text)!r}); use "
+                         f"one type")
+
+
+def check_numeric(frame, column: str, what: str, allow_missing: bool) -> None:
+    """``ValueError`` for text, or for missing/infinite values (missing ones allowed with
+    ``allow_missing``), naming ``what`` and the first bad row."""
+    import pandas as pd
+
+    col = frame[column]
+    if not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):
+        example = plain(col.dropna().iloc[0]) if col.notna().any() else None
+        raise ValueError(f"{what} {column!r} must be numeric, got text (e.g. {example!r}); encode categories as "
+                         f"integers")
+    values = col.to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values) if not allow_missing else np.isinf(values)
+    if bad.any():
+        raise ValueError(f"{what} {column!r} has {int(bad.sum())} missing or infinite value(s) (first at "
+                         f"{data_row(int(np.flatnonzero(bad)[0]))})")
+
+
+# ============================================================================ action labels
+_FAIL = object()
+
+
+def _convert_label(value, kind: str):
+    try:
+        if kind in "iu":
+            f = float(value)
+            return int(f) if f == int(f) else _FAIL
+        if kind == "f":
+            return float(value)
+        if kind == "b":
+            text = str(value).strip().lower()
+            return {"1": True, "true": True, "0": False, "false": False}.get(text, _FAIL)
+        return str(value)
+    except (TypeError, ValueError, OverflowError):
+        return _FAIL
+
+
+def match_labels(values, labels: np.ndarray, what: str, column: str) -> np.ndarray:
+    """Values (strings from the CLI, or a column) as action labels of the data's dtype;
+    a value that is no label raises ``ValueError`` listing the labels."""
+    known = set(labels.tolist())
+    out = []
+    for v in np.asarray(values, dtype=object).ravel():
+        c = _convert_label(v, labels.dtype.kind)
+        if c is _FAIL or c not in known:
+            raise ValueError(f"{what} {plain(v)!r} is never taken in the data: action column {column!r} has labels "
+                             f"{short_list(labels, 20)}")
+        out.append(c)
+    return np.asarray(out, dtype=labels.dtype if labels.dtype.kind in "iufb" else object)
+
+
+def match_column(series, labels, what, column):
+    """A whole column as action labels (matching each distinct value once)."""
+    import pandas as pd
+
+    uniq = pd.unique(series.dropna())
+    mapping = dict(zip(uniq.tolist(), match_labels(uniq, labels, what, column).tolist()))
+    return series.map(mapping)
+
+
+# ============================================================================ the features file
+def _feature_names(table, path: str, config: FitConfig, keys: list) -> list:
+    missing = [c for c in [*keys, config.action] if c not in table.columns]
+    if missing:
+        raise ValueError(f"features file {path}: missing column(s) {missing} (it needs the action column and "
+                         f"'state_index' or the state columns {config.state}); it has {list(table.columns)}")
+    names = [c for c in table.columns if c not in (*keys, config.action, *config.state)]
+    if not names:
+        raise ValueError(f"features file {path} has no feature columns besides the state and action columns")
+    for col in names:
+        check_not_mixed(table, col)
+        check_numeric(table, col, "feature column", allow_missing=False)
+    return names
+
+
+def _feature_states(table, path: str, keys: list, index) -> np.ndarray:
+    """The state index of every row of the features file."""
+    import pandas as pd
+
+    if keys == ["state_index"]:
+        s = table["state_index"].to_numpy()
+        if not np.all((s >= 0) & (s < index.n_states) & (s == np.round(s))):
+            raise ValueError(f"features file {path}: state_index must be in [0, {index.n_states})")
+        return s.astype(np.int64)
+    frame = table[keys].copy()
+    for col in keys:
+        if col in index.bins and not pd.api.types.is_numeric_dtype(frame[col]):
+            frame[col] = _bin_representatives(frame[col], index.bins[col], col, path)
+    return index.transform(frame, what=f"features file {path}")
+
+
+def read_features(path: str, config: FitConfig, index, labels: np.ndarray, counts: np.ndarray):
+    """(S, K, p) features and their names from a CSV keyed by state (``state_index`` or the
+    state columns of ``index``, a :class:`~genpqr.app.states.StateIndex`) and action."""
+    from ..io import read_table
+
+    table = read_table(path, sep=config.sep, what="features file")
+    keys = ["state_index"] if "state_index" in table.columns else list(config.state)
+    names = _feature_names(table, path, config, keys)
+    s = _feature_states(table, path, keys, index)
+    a = np.searchsorted(labels, match_column(table[config.action], labels, "feature action", config.action)
+                        .to_numpy(dtype=labels.dtype))
+    S, K = counts.shape
+    cell = s * K + a
+    if np.unique(cell).size != cell.size:
+        raise ValueError(f"features file {path} lists a (state, action) pair more than once")
+    X = np.zeros((S * K, len(names)))
+    X[cell] = table[names].to_numpy(dtype=np.float64)
+    absent = np.setdiff1d(np.flatnonzero(counts.ravel() > 0), cell)
+    if absent.size:
+        st, ac = divmod(int(absent[0]), K)
+        raise ValueError(f"features file {path} has no row for {absent.size} visited (state, action) pair(s), e.g. "
+                         f"state_index {st} with action {plain(labels[ac])!r}")
+    return X.reshape(S, K, len(names)), names
+
+
+def _bin_representatives(column, edges, name, path):
+    """Bin labels ``[lo, hi)`` -> a value inside that bin."""
+    e = np.concatenate([[-np.inf], edges, [np.inf]])
+    lookup = {f"[{e[b]:g}, {e[b + 1]:g})": (e[b] if b > 0 else e[1] - 1.0) for b in range(len(e) - 1)}
+    bad = [v for v in column if v not in lookup]
+    if bad:
+        raise ValueError(f"features file {path}: {bad[0]!r} in column {name!r} is neither a number nor a bin label "
+                         f"{list(lookup)}")
+    return column.map(lookup).astype(np.float64)

@@ -1,0 +1,130 @@
+"""The models of ``genpqr fit`` named by ``--policy-model`` and ``--q-model`` (a built-in name
+or an import path ``package.module:Class``), the tabular first stage chosen from the data
+(``auto``/``spline``), and the :class:`~genpqr.GenPQR` estimator of a config.
+"""
+
+from __future__ import annotations
+
+from .config import POLICY_MODELS, Q_MODELS, FitConfig, parse_transition
+
+__all__ = ["import_object", "make_policy_model", "q_model_settings", "make_estimator", "choose_first_stage"]
+
+
+def import_object(path: str, what: str):
+    """The object at ``package.module:Name`` (instantiated with no arguments when callable);
+    ``ValueError`` naming ``what`` when the path is malformed or cannot be imported."""
+    import importlib
+
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"{what} import path must look like package.module:Class, got {path!r}")
+    try:
+        obj = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import {what} {path!r}: {exc}") from None
+    return obj() if callable(obj) else obj
+
+
+def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: int):
+    """The stage-1 classifier named by ``--policy-model``."""
+    if name in ("auto", "spline"):
+        if not tabular:
+            raise ValueError(f"--policy-model {name} needs tabular states (use logistic, mlp or lightgbm)")
+        raise ValueError(f"--policy-model {name} is chosen from the data by "
+                         "genpqr.models.first_stage.choose_tabular_policy")
+    if name == "frequency":
+        if not tabular:
+            raise ValueError("--policy-model frequency needs tabular states (use logistic, mlp or lightgbm)")
+        from ..policy import FrequencyClassifier
+
+        return FrequencyClassifier(n_states=n_states)
+    if name == "logistic":
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+        first = OneHotEncoder(handle_unknown="ignore") if tabular else StandardScaler()
+        return make_pipeline(first, LogisticRegression(max_iter=2000))
+    if name == "mlp":
+        from ..models.nn import MLPClassifier
+
+        return MLPClassifier(random_state=seed)
+    if name == "lightgbm":
+        try:
+            from lightgbm import LGBMClassifier
+        except ImportError:
+            raise ValueError("--policy-model lightgbm needs the lightgbm package (pip install "
+                             "genpqr[lightgbm])") from None
+        return LGBMClassifier(verbose=-1, random_state=seed, n_jobs=1)
+    if ":" in name:
+        return import_object(name, "policy model")
+    raise ValueError(f"--policy-model must be one of {list(POLICY_MODELS)} or package.module:Class, got {name!r}")
+
+
+def q_model_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
+    """GenPQR keyword arguments for the stage-2 model named by ``--q-model``."""
+    if name == "exact":
+        return {"q_model": "exact"}
+    if name == "linear":
+        from sklearn.linear_model import Ridge
+
+        return dict(q_model=Ridge(alpha=1.0), encoding="per_action", n_iterations=n_iterations or 500, tol=1e-6)
+    if name == "mlp":
+        from ..models.nn import DuelingQNetwork
+
+        return dict(q_model=DuelingQNetwork(random_state=seed), n_iterations=n_iterations or 30, tol=None)
+    if name == "lightgbm":
+        from ..models.boosting import BoostedQModel
+
+        return dict(q_model=BoostedQModel(random_state=seed), n_iterations=n_iterations or 200,
+                    validation_fraction=0.2)
+    if name == "lstd":
+        from ..lstd import LSTDQ
+
+        return dict(q_model=LSTDQ(n_iterations=n_iterations, random_state=seed))
+    if name == "hgb":
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        return dict(q_model=HistGradientBoostingRegressor(max_iter=100, random_state=seed),
+                    n_iterations=n_iterations or 50, validation_fraction=0.2)
+    if ":" in name:
+        return dict(q_model=import_object(name, "Q model"), n_iterations=n_iterations or 100)
+    raise ValueError(f"--q-model must be one of {list(Q_MODELS)} or package.module:Class, got {name!r}")
+
+
+def make_estimator(config: FitConfig, normalization, index, transition_model, policy_model=None):
+    """The (unfitted) :class:`~genpqr.GenPQR` of a discrete-action config; ``index`` is the
+    :class:`~genpqr.app.states.StateIndex` of the tabular mode, else None."""
+    from ..clipping import parse_clip
+    from ..estimator import GenPQR
+
+    n_states = None if index is None else index.n_states
+    if policy_model is None:
+        policy_model = make_policy_model(config.policy_model, tabular=index is not None, n_states=n_states,
+                                         seed=config.seed)
+    return GenPQR(
+        normalization=normalization, gamma=config.gamma, clip=parse_clip(config.clip),
+        policy_model=policy_model,
+        cross_fit=config.cross_fit if config.cross_fit >= 2 else None, n_states=n_states,
+        transition_model=transition_model, random_state=config.seed, progress=False if config.quiet else None,
+        **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
+
+
+def choose_first_stage(config: FitConfig, data, index):
+    """Tabular ``auto``/``spline`` policy models: ``(classifier, FirstStageChoice)`` from
+    :func:`genpqr.models.first_stage.choose_tabular_policy`; otherwise ``(None, None)``. The state
+    counts as *ordered* (mileage, age, stock) when its single integer column is its index and
+    the transitions say so (``--transition increment:``) or ``--n-states`` numbers it; a
+    plain integer column may be a category code, where a smooth model would be wrong."""
+    if index is None or config.policy_model not in ("auto", "spline"):
+        return None, None
+    from ..models.first_stage import choose_tabular_policy
+
+    ordered = index.identity and (parse_transition(config.transition)[0] == "increment"
+                                  or config.n_states is not None or config.policy_model == "spline")
+    return choose_tabular_policy(data, index.n_states, ordered=ordered,
+                                 force="spline" if config.policy_model == "spline" else None,
+                                 cross_fit=config.cross_fit if config.cross_fit >= 2 else None,
+                                 random_state=config.seed)

@@ -1,0 +1,135 @@
+"""What a discrete-action ``genpqr fit`` computes after the fit: the bootstrap over episodes
+(and its statistics, picklable for parallel workers), ``rewards.csv`` (one row per state in
+tabular mode, one per data row otherwise) and the projection of the reward table on the
+features.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["TabularStatistic", "RowRewardStatistic", "bootstrap_statistic", "project", "run_bootstrap",
+           "tabular_rewards", "row_rewards", "projected_parameters"]
+
+
+class TabularStatistic:
+    """Bootstrap statistic: the reward table, plus the projected parameters when features
+    are given (weights: the replicate's visits per state-action pair)."""
+
+    def __init__(self, features=None):
+        self.features = features
+
+    def __call__(self, model):
+        table = np.asarray(model.stage2_.recovery.reward, dtype=np.float64)
+        if self.features is None:
+            return table
+        theta = project(table, self.features, model.stage2_.counts)[0]
+        return np.concatenate([table.ravel(), theta])
+
+
+def bootstrap_statistic(features, names, estimator):
+    """The bootstrap statistic of the tabular mode: the reward table, plus the parameters
+    (the projection, or re-estimated by the structural estimator)."""
+    if features is None or estimator == "projection":
+        return TabularStatistic(features)
+    from .structural import StructuralStatistic
+
+    return StructuralStatistic(features, names, estimator)
+
+
+class RowRewardStatistic:
+    """Bootstrap statistic: the reward at given (state, action code) rows."""
+
+    def __init__(self, states, codes):
+        self.states, self.codes = np.asarray(states, dtype=np.float64), np.asarray(codes, dtype=np.int64)
+
+    def __call__(self, model):
+        return model.reward(self.states)[np.arange(self.codes.size), self.codes]
+
+
+def project(table, features, weights):
+    """WLS of the reward table on the features: ``(theta, weighted R^2)``
+    (:func:`genpqr.structural.ddc.project_reward`, or a small fallback if that module is absent)."""
+    try:
+        from ..structural.ddc import project_reward
+    except ImportError:  # pragma: no cover - ddc ships with genpqr; kept for partial installs
+        project_reward = None
+    if project_reward is not None:
+        res = project_reward(table, features, weights)
+        return np.asarray(res.theta), float(res.weighted_r2)
+    X = features.reshape(-1, features.shape[2])
+    sw = np.sqrt(np.asarray(weights, dtype=np.float64).reshape(-1))
+    y = np.asarray(table).reshape(-1)
+    theta = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)[0]
+    total = float(np.sum((sw * y) ** 2))
+    return theta, (1.0 - float(np.sum((sw * (y - X @ theta)) ** 2)) / total if total > 0 else 1.0)
+
+
+
+def run_bootstrap(model, data, statistic, config):
+    """:func:`genpqr.inference.bootstrap` over whole episodes with the config's replicates,
+    workers and seed; a failed replicate is a ``ValueError`` saying so."""
+    from ..inference import bootstrap
+
+    try:
+        return bootstrap(model, data, n_boot=config.bootstrap, statistic=statistic, n_jobs=config.n_jobs,
+                         random_state=config.seed, progress=False if config.quiet else None, fitted=model)
+    except ValueError as exc:
+        raise ValueError(f"a bootstrap replicate failed (resampled episodes): {exc}") from None
+
+
+def _intervals(boot, level, size):
+    lo, hi = boot.interval(level)
+    return boot.std_error.ravel()[:size], np.ravel(lo)[:size], np.ravel(hi)[:size]
+
+
+def tabular_rewards(model, index, data, labels, boot, level):
+    """``rewards.csv`` of the tabular mode: one row per state (labels, visits, a reward column
+    per action, and with a bootstrap ``_se``/``_lo``/``_hi`` columns)."""
+    table = np.asarray(model.stage2_.recovery.reward)
+    S, K = table.shape
+    rewards = index.labels()
+    rewards["visits"] = np.bincount(data.states[:, 0].astype(np.int64), minlength=S)
+    rewards["visited"] = rewards["visits"] > 0  # False: no observed choice, the reward is not identified there
+    for k, label in enumerate(labels):
+        rewards[f"reward_{label}"] = table[:, k]
+    if boot is not None:
+        se, lo, hi = (x.reshape(S, K) for x in _intervals(boot, level, S * K))
+        for k, label in enumerate(labels):
+            rewards[f"reward_{label}_se"] = se[:, k]
+            rewards[f"reward_{label}_lo"] = lo[:, k]
+            rewards[f"reward_{label}_hi"] = hi[:, k]
+    return rewards
+
+
+def row_rewards(model, frame, config, labels, boot):
+    """``rewards.csv`` for continuous states: one row per data row (reward and continuation at
+    the logged action, a reward column per action, and bootstrap columns for ``reward``)."""
+    states = frame[config.state].to_numpy(dtype=np.float64)
+    codes = np.searchsorted(labels, frame[config.action].to_numpy())
+    rows = np.arange(len(frame))
+    reward = model.reward(states)
+    rewards = frame[[config.episode, config.time, *config.state, config.action]].copy()
+    rewards["reward"] = reward[rows, codes]
+    rewards["continuation"] = model.continuation(states)[rows, codes]
+    for k, label in enumerate(labels):
+        rewards[f"reward_{label}"] = reward[:, k]
+    if boot is not None:
+        rewards["reward_se"], rewards["reward_lo"], rewards["reward_hi"] = _intervals(boot, config.level, len(frame))
+    return rewards
+
+
+def projected_parameters(model, features, names, boot, level):
+    """``(table, weighted R^2)`` of the WLS projection of the reward table on the features
+    (weights: visits per state-action pair), with bootstrap intervals when given."""
+    import pandas as pd
+
+    theta, r2 = project(model.stage2_.recovery.reward, features, model.stage2_.counts)
+    table = pd.DataFrame({"parameter": names, "estimate": theta})
+    if boot is not None:
+        p = len(names)
+        lo, hi = boot.interval(level)
+        table["std_error"] = boot.std_error[-p:]
+        table["ci_low"], table["ci_high"] = np.ravel(lo)[-p:], np.ravel(hi)[-p:]
+    return table, r2
+
