@@ -497,7 +497,8 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
             raise ValueError(
                 f"n_boot={n_boot}: the counterfactual bootstrap refits the model on resampled episodes, so it needs "
                 f"the training data, which this model was saved without (genpqr fit leaves it out of model.joblib "
-                f"unless --save-data); refit with --save-data / save(path, include_data=True), or use n_boot=0 "
+                f"unless --save-data; genpqr counterfactual reads it again from the fit's data file when that is "
+                f"unchanged); refit with --save-data / save(path, include_data=True), or use n_boot=0 "
                 f"(genpqr counterfactual --bootstrap 0) for point estimates")
 
         keys = list(base.summary(labels, x))

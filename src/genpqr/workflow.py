@@ -661,8 +661,6 @@ class FitOutputs:
 
 def run_fit(config: FitConfig) -> FitOutputs:
     """Read, check, fit, bootstrap and write (see the module docstring)."""
-    from .data import from_pandas
-
     config = config.check()
     if config.chunk_rows is not None or Path(config.data).is_dir():
         from .stream_cli import run_stream_fit
@@ -673,12 +671,7 @@ def run_fit(config: FitConfig) -> FitOutputs:
 
         return run_continuous_fit(config, _read_frame(config, *parse_normalization(config.normalization,
                                                                                    continuous=True)))
-    kind, arg = parse_normalization(config.normalization)
-    if kind == "behavior":
-        if config.outcome and config.outcome != arg:
-            raise ValueError(f"--normalization behavior:{arg} and --outcome {config.outcome} name different outcome "
-                             f"columns")
-        config = replace(config, outcome=arg)
+    config, kind, arg = _with_outcome(config)
     frame = _read_frame(config, kind, arg)
     tabular = _decide_tabular(config, frame)
     config = replace(config, q_model=config.q_model or ("exact" if tabular else "hgb"),
@@ -689,18 +682,10 @@ def run_fit(config: FitConfig) -> FitOutputs:
     labels = np.unique(frame[config.action].to_numpy())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        index = index_rows = transition_model = None
-        state_cols, fit_frame = list(config.state), frame
+        index = transition_model = None
         if tabular:
             index, transition_model = _tabular_states(config, frame, labels)
-            index_rows = index.transform(frame)
-            name = "state_index"
-            while name in frame.columns:
-                name = "_" + name
-            fit_frame, state_cols = frame.assign(**{name: index_rows}), [name]
-        data = from_pandas(fit_frame, episode=config.episode, time=config.time, state=state_cols,
-                           action=config.action, terminated=config.terminated, truncated=config.truncated,
-                           outcome=config.outcome, action_labels=labels, time_gaps=config.time_gaps)
+        data, index_rows = _transitions(config, frame, labels, index)
         _check_before_fit(config, data, index)
         if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
             raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
@@ -745,6 +730,52 @@ def run_fit(config: FitConfig) -> FitOutputs:
                          first_stage, structural)
     _write(outputs, n_rows=len(frame))
     return outputs
+
+
+def _with_outcome(config: FitConfig):
+    """``(config, kind, arg)``: the parsed normalization; ``behavior:COLUMN`` sets the outcome."""
+    kind, arg = parse_normalization(config.normalization)
+    if kind == "behavior":
+        if config.outcome and config.outcome != arg:
+            raise ValueError(f"--normalization behavior:{arg} and --outcome {config.outcome} name different outcome "
+                             f"columns")
+        config = replace(config, outcome=arg)
+    return config, kind, arg
+
+
+def _transitions(config: FitConfig, frame, labels, index):
+    """``(Transitions, state index per row)`` of the data frame; tabular (``index`` given): the
+    state is the state index (None per row otherwise)."""
+    from .data import from_pandas
+
+    index_rows, state_cols, fit_frame = None, list(config.state), frame
+    if index is not None:
+        index_rows = index.transform(frame)
+        name = "state_index"
+        while name in frame.columns:
+            name = "_" + name
+        fit_frame, state_cols = frame.assign(**{name: index_rows}), [name]
+    data = from_pandas(fit_frame, episode=config.episode, time=config.time, state=state_cols,
+                       action=config.action, terminated=config.terminated, truncated=config.truncated,
+                       outcome=config.outcome, action_labels=labels, time_gaps=config.time_gaps)
+    return data, index_rows
+
+
+def tabular_training_data(config: FitConfig):
+    """The transitions a tabular ``genpqr fit`` was fitted on, rebuilt from its ``config.json``:
+    the data file read again and its states numbered as the fit numbered them (the same steps
+    as :func:`run_fit`). For a fit saved without its data, e.g. for the bootstrap of
+    ``genpqr counterfactual``; the caller checks that the file has not changed since (the
+    choice counts)."""
+    if config.action_type == "continuous" or config.chunk_rows is not None or Path(config.data).is_dir():
+        raise ValueError("only an in-memory tabular fit (a single data file, discrete actions) can be rebuilt")
+    config, kind, arg = _with_outcome(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fit reported them
+        frame = _read_frame(config, kind, arg)
+        labels = np.unique(frame[config.action].to_numpy())
+        index, _ = _tabular_states(config, frame, labels)
+        return _transitions(config, frame, labels, index)[0]
 
 
 def _first_stage(config: FitConfig, data, index):
