@@ -312,6 +312,17 @@ def test_errors(bus_fit, mdp_case):
         bus_fit.counterfactual(reward_change={"fly": -1.0})
 
 
+def test_a_check_normalization_equal_to_the_fitted_one_up_to_a_constant_is_called_out(mdp_case):
+    mdp, policy, data, _, _ = mdp_case
+    fit = exact_fit(data, policy, mdp.kernel, mdp.gamma, N.anchor_action(0))
+    for check in (N.anchor_action(0), N.anchor_action(0, g=1.5)):
+        with pytest.warns(IdentificationWarning, match="only by a constant"):
+            res = fit.counterfactual(gamma=0.6, check_normalization=check)
+        assert not res.invariant and res.normalization_gap < 1e-9  # the check shows nothing
+    res = fit.counterfactual(gamma=0.6, check_normalization=N.anchor_action(1), warn=False)
+    assert "constant" not in res.check_normalization and res.normalization_gap > 1e-3
+
+
 def test_check_can_be_skipped(bus_fit):
     res = bus_fit.counterfactual(reward_change={"replace": -1.0}, check_normalization=False)
     assert np.isnan(res.normalization_gap) and res.check_normalization == "not checked"

@@ -484,11 +484,16 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
         check = check_normalization if check_normalization is not None else _default_check(model)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GenPQRWarning)
-            _, cf_check, _ = spec.solve(model.renormalize(check))
+            other = model.renormalize(check)
+            _, cf_check, _ = spec.solve(other)
         gap = float(np.max(np.abs(cf.policy - cf_check.policy)))
         s_cf, s_check = cf.summary(labels, x), cf_check.summary(labels, x)
         s_gap = max((abs(s_cf[k] - s_check[k]) for k in s_cf if k[1] != "value"), default=0.0)
         check_text = check.describe()
+        shift = other.stage2_.recovery.reward - model.stage2_.recovery.reward
+        if np.ptp(shift) <= 1e-9 * max(1.0, float(np.max(np.abs(model.stage2_.recovery.reward)))):
+            check_text += (" (differs from the fitted normalization only by a constant added to every reward, which "
+                           "hides most dependence on the normalization; choose another check_normalization)")
     reps = None
     if n_boot:
         from .inference import bootstrap
