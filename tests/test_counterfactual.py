@@ -18,7 +18,7 @@ from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr import tabular as T
 from genpqr.counterfactual import (IdentificationWarning, identification_rule, load_counterfactual,
-                                   state_occupancy, stationary_distribution)
+                                   shaping_preserved, state_occupancy, stationary_distribution)
 from genpqr.envs import bus_engine, random_mdp, simulate_buses, simulate_tabular
 from genpqr.envs.rust import increment_matrix
 
@@ -174,12 +174,94 @@ def test_reward_dependent_change_is_flagged(mdp_case):
     assert res.normalization_gap > 1e-3
 
 
+# ============================================================================ the exact rule
+def shaping_world(seed, kind):
+    """A random MDP and a transition / discount change of the given kind: "same" (P' = P),
+    "action_free" (no action affects the transitions, before or after; any gamma'),
+    "termination" (gamma' P' = gamma P: patience traded for a termination hazard) keep every
+    shaping term one (identified under every normalization); "transitions" and "gamma" (generic
+    changes) do not."""
+    rng = np.random.default_rng(seed)
+    S, K, gamma = 6, 3, 0.85
+    base = random_mdp(S, K, n_next=3, gamma=gamma, random_state=seed)
+    P = base.kernel.dense()
+    other = random_mdp(S, K, n_next=3, random_state=seed + 1).kernel.dense()
+    if kind == "same":
+        new_P, new_gamma = P, gamma
+    elif kind == "action_free":
+        P, new_P = np.repeat(P[:, :1], K, axis=1), np.repeat(other[:, :1], K, axis=1)
+        new_gamma = float(rng.uniform(0.1, 0.95))
+    elif kind == "termination":
+        new_gamma = float(rng.uniform(0.86, 0.99))
+        new_P = P * gamma / new_gamma
+    elif kind == "transitions":
+        new_P, new_gamma = other, gamma
+    else:
+        new_P, new_gamma = P, float(rng.uniform(0.1, 0.7))
+    return T.TabularMDP(T.as_kernel(P), gamma, base.reward), new_P, new_gamma
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["same", "action_free", "termination", "transitions",
+                                                          "gamma"]))
+def test_property_normalization_gap_is_zero_exactly_where_the_shaping_condition_holds(seed, kind):
+    """The reported gap (re-solved under a random second normalization) is zero to rounding
+    exactly when every shaping term of (P, gamma) is one of (P', gamma'), and the flag and the
+    warning follow it; the counterfactual under the true normalization is the truth to 1e-8,
+    and under a wrong one only where the gap is zero."""
+    mdp, new_P, new_gamma = shaping_world(seed, kind)
+    identified = kind in ("same", "action_free", "termination")
+    policy = T.soft_optimal_policy(mdp.reward, mdp.kernel, mdp.gamma)
+    data = simulate_tabular(mdp, policy, n_episodes=10, horizon=6, random_state=seed)
+    fit = exact_fit(data, policy, mdp.kernel, mdp.gamma, N.anchor_action(0, g=mdp.reward[:, 0]))
+    weights = np.random.default_rng(seed).dirichlet(np.ones(3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = fit.counterfactual(transitions=new_P, gamma=new_gamma, check_normalization=N.weighted(weights))
+    truth = T.soft_optimal_policy(mdp.reward, T.as_kernel(new_P, 3), new_gamma)
+    assert np.max(np.abs(res.counterfactual.policy - truth)) < 1e-8
+    assert res.invariant == identified
+    assert any(issubclass(w.category, IdentificationWarning) for w in caught) == (not identified)
+    assert shaping_preserved(mdp.kernel, mdp.gamma, new_P, new_gamma)[0] == identified
+    if identified:
+        assert res.normalization_gap < 1e-9 and res.summary_gap < 1e-9
+        wrong = fit.renormalize(N.mean_zero()).counterfactual(transitions=new_P, gamma=new_gamma)
+        assert np.max(np.abs(wrong.counterfactual.policy - truth)) < 1e-8
+    else:
+        assert res.normalization_gap > 1e-4
+
+
+def test_unchanged_transitions_are_not_flagged(bus, bus_fit):
+    """Passing the fitted kernel (or the fitted discount) back is no transition change."""
+    model, _ = bus
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IdentificationWarning)
+        res = bus_fit.counterfactual(reward_change={"replace": -1.0}, transitions=model.kernel, gamma=model.beta)
+    assert res.invariant and res.changes == ("reward", "transitions", "gamma") and res.normalization_gap < 1e-9
+    assert "every shaping term" in res.rule
+
+
+def test_shaping_preserved_measures_the_discrepancy():
+    mdp = random_mdp(12, 3, n_next=4, gamma=0.9, random_state=0)
+    ok, gap = shaping_preserved(mdp.kernel, 0.9, mdp.kernel, 0.9)
+    assert ok and gap < 1e-12
+    ok, gap = shaping_preserved(mdp.kernel, 0.9, mdp.kernel, 0.8)
+    assert not ok and gap > 1e-2
+    sparse_ok, _ = shaping_preserved(mdp.kernel, 0.9, T.as_kernel(mdp.kernel.dense() * 0.9 / 0.95), 0.95)
+    assert sparse_ok
+    with pytest.raises(ValueError, match="new_kernel must have 12 states"):
+        shaping_preserved(mdp.kernel, 0.9, np.full((4, 3, 4), 0.25), 0.9)
+
+
 # ============================================================================ pieces
 def test_identification_rule():
     assert identification_rule(("reward",), False)[0]
     assert not identification_rule(("reward",), True)[0]
     assert not identification_rule(("transitions",), False)[0]
     assert not identification_rule(("reward", "gamma"), False)[0]
+    assert identification_rule(("reward", "gamma"), False, shaping_preserved=True)[0]
+    assert not identification_rule(("gamma",), False, shaping_preserved=False)[0]
+    assert not identification_rule(("gamma",), True, shaping_preserved=True)[0]  # level-dependent change
 
 
 def test_distributions_against_brute_force():
@@ -228,6 +310,17 @@ def test_errors(bus_fit, mdp_case):
         bus_fit.counterfactual(gamma=1.5)
     with pytest.raises(ValueError, match="not in the data|unknown|reward_change action"):
         bus_fit.counterfactual(reward_change={"fly": -1.0})
+
+
+def test_a_check_normalization_equal_to_the_fitted_one_up_to_a_constant_is_called_out(mdp_case):
+    mdp, policy, data, _, _ = mdp_case
+    fit = exact_fit(data, policy, mdp.kernel, mdp.gamma, N.anchor_action(0))
+    for check in (N.anchor_action(0), N.anchor_action(0, g=1.5)):
+        with pytest.warns(IdentificationWarning, match="only by a constant"):
+            res = fit.counterfactual(gamma=0.6, check_normalization=check)
+        assert not res.invariant and res.normalization_gap < 1e-9  # the check shows nothing
+    res = fit.counterfactual(gamma=0.6, check_normalization=N.anchor_action(1), warn=False)
+    assert "constant" not in res.check_normalization and res.normalization_gap > 1e-3
 
 
 def test_check_can_be_skipped(bus_fit):

@@ -101,26 +101,63 @@ def test_continuous_fit_is_refused(tmp_path, capsys):
     assert "needs a tabular fit" in capsys.readouterr().err
 
 
-def test_slim_fit_folder_gives_the_same_point_estimates_and_says_why_no_intervals(fit_dir, tmp_path, capsys):
-    """A fit saved without its data (the default) still runs counterfactuals: the normalization
-    check re-solves from the stored tables; the inherited bootstrap falls back to point
-    estimates with a note, and an explicit one is a clear error."""
-    slim = tmp_path / "slim"
-    assert main(["fit", str(DATA), "--episode", "episode", "--time", "time", "--state", "state", "--action",
+def slim_fit(data, out):
+    """A ``genpqr fit`` folder saved without its data (the default), 4 bootstrap replicates."""
+    assert main(["fit", str(data), "--episode", "episode", "--time", "time", "--state", "state", "--action",
                  "action", "--gamma", "0.9", "--normalization", "anchor:a", "--bootstrap", "4", "--cross-fit", "0",
-                 "--out", str(slim), "--quiet"]) == 0
+                 "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+FLAGS = ["--reward-change", "b=-0.5", "--initial", "0", "--horizon", "20"]
+
+
+def test_slim_fit_folder_rereads_its_data_for_the_bootstrap(fit_dir, tmp_path, capsys):
+    """A fit saved without its data (the default) gets the same counterfactual, intervals
+    included, as one saved with it: the bootstrap refits on the data file named in
+    config.json, read again and numbered as the fit did."""
+    from genpqr.app.config import FitConfig
+    from genpqr.app.workflow import tabular_training_data
+
+    full = genpqr.load(fit_dir / "model.joblib")
+    again = tabular_training_data(FitConfig.from_json(fit_dir / "config.json"))
+    for name in ("states", "actions", "next_states", "terminated", "truncated", "episode_ids", "next_observed"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(full.training_data_, name), err_msg=name)
+    slim = slim_fit(DATA, tmp_path / "slim")
     capsys.readouterr()
-    flags = ["--reward-change", "b=-0.5", "--initial", "0", "--horizon", "20"]
-    assert main(["counterfactual", str(slim), *flags, "--out", str(tmp_path / "a"), "--quiet"]) == 0
-    assert "no bootstrap intervals" in capsys.readouterr().err
-    assert main(["counterfactual", str(fit_dir), *flags, "--bootstrap", "0", "--out", str(tmp_path / "b"),
-                 "--quiet"]) == 0
+    assert main(["counterfactual", str(slim), *FLAGS, "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert "read again from" in capsys.readouterr().err
+    assert main(["counterfactual", str(fit_dir), *FLAGS, "--out", str(tmp_path / "b"), "--quiet"]) == 0
     a, b = (pd.read_csv(tmp_path / d / "summary.csv") for d in ("a", "b"))
+    assert "difference_lo" in a.columns
     pd.testing.assert_frame_equal(a, b)
     ida, idb = (json.loads((tmp_path / d / "identification.json").read_text()) for d in ("a", "b"))
     assert ida == idb
-    assert main(["counterfactual", str(slim), *flags, "--bootstrap", "3", "--quiet"]) == 2
+
+
+def test_slim_fit_folder_without_its_data_gives_point_estimates_and_says_why(fit_dir, tmp_path, capsys):
+    """When the data file has changed or gone, the inherited bootstrap falls back to point
+    estimates with a note naming the reason, and an explicit one is a clear error."""
+    data = tmp_path / "choices.csv"
+    frame = pd.read_csv(DATA)
+    frame.to_csv(data, index=False)
+    slim = slim_fit(data, tmp_path / "slim")
+    frame.loc[frame.index[:40], "action"] = "a"  # the file changes after the fit
+    frame.to_csv(data, index=False)
+    capsys.readouterr()
+    assert main(["counterfactual", str(slim), *FLAGS, "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "no bootstrap intervals" in err and "has changed since the fit" in err
+    assert main(["counterfactual", str(fit_dir), *FLAGS, "--bootstrap", "0", "--out", str(tmp_path / "b"),
+                 "--quiet"]) == 0
+    a, b = (pd.read_csv(tmp_path / d / "summary.csv") for d in ("a", "b"))
+    pd.testing.assert_frame_equal(a, b)
+    assert main(["counterfactual", str(slim), *FLAGS, "--bootstrap", "3", "--quiet"]) == 2
     assert "--save-data" in capsys.readouterr().err
+    data.unlink()
+    assert main(["counterfactual", str(slim), *FLAGS, "--out", str(tmp_path / "c"), "--quiet"]) == 0
+    assert "is not there any more" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "c" / "summary.csv"), b)
 
 
 def test_slim_model_renormalizes_exactly(fit_dir, tmp_path):

@@ -95,6 +95,45 @@ def test_imitation_reward_net(fitted):
     np.testing.assert_allclose(out.numpy(), expected, atol=1e-5)
 
 
+@pytest.mark.adapters
+def test_imitation_reward_vec_env_wrapper_pays_the_recovered_reward(fitted):
+    """imitation's RewardVecEnvWrapper around an SB3 vector env, with the net's
+    predict_processed or the plain RewardFn: each step pays r_hat(obs before the step, action),
+    and PPO trains on it."""
+    pytest.importorskip("imitation")
+    pytest.importorskip("stable_baselines3")
+    from imitation.rewards.reward_wrapper import RewardVecEnvWrapper
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from genpqr.transfer import to_imitation_reward_net
+
+    TabularEnv = example_env()
+    mdp = random_mdp(S, K, n_next=3, gamma=0.9, random_state=0)
+    table = fitted.reward_table().to_numpy()
+    reward = RewardFunction(fitted)
+    venv = DummyVecEnv([lambda: TabularEnv(mdp, horizon=50)] * 2)
+    net = to_imitation_reward_net(reward, venv.observation_space, venv.action_space)
+    for reward_fn in (net.predict_processed, reward.as_imitation_reward_fn()):
+        env = RewardVecEnvWrapper(venv, reward_fn=reward_fn)
+        obs = env.reset()
+        for t in range(6):
+            actions = np.array([t % K, (t + 1) % K])
+            before = obs.ravel().astype(int)
+            obs, rewards, _, _ = env.step(actions)
+            np.testing.assert_allclose(rewards, table[before, actions], atol=1e-6)
+    PPO("MlpPolicy", env, n_steps=64, batch_size=32, seed=0, device="cpu").learn(total_timesteps=128)
+
+
+def example_env():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from train_on_recovered_reward import TabularEnv
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return TabularEnv
+
+
 def test_example_trains_ppo_on_the_recovered_reward():
     pytest.importorskip("stable_baselines3")
     spec = importlib.util.spec_from_file_location("train_example", EXAMPLES / "train_on_recovered_reward.py")

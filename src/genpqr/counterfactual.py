@@ -17,11 +17,18 @@ shaping invariance"); a normalization ``mu r = g`` picks one ``c``. Hence
   ``r``) leaves ``P`` and ``gamma`` as they are, so the shaped reward ``r + delta + c - gamma P c``
   has the same soft-optimal policy as ``r + delta``: the counterfactual policy (and the state and
   action distributions, and the change in value) is the same under every normalization;
-* a change of the transitions or of the discount breaks the shaping term: ``c - gamma P c`` is
-  not a shaping term under ``(P', gamma')``, so the counterfactual is identified only when the
-  normalization is true of the real reward (e.g. Rust's anchor ``r(x, replace) = 0`` when that
-  is the model's assumption). The same holds for a change that depends on the reward level
-  (e.g. "the replacement cost rises 20%": the cost's level is set by the normalization).
+* a change of the transitions or of the discount in general breaks the shaping term:
+  ``c - gamma P c`` is not a shaping term under ``(P', gamma')``, so the counterfactual is
+  identified only when the normalization is true of the real reward (e.g. Rust's anchor
+  ``r(x, replace) = 0`` when that is the model's assumption). Exactly: it is identified under
+  every normalization iff every shaping term of ``(P, gamma)`` is one of ``(P', gamma')``, i.e.
+  for every ``c`` some ``c'`` has ``(I - gamma P_a) c = (I - gamma' P'_a) c'`` for every action
+  ``a``, i.e. iff ``M_a = (I - gamma' P'_a)^{-1} (I - gamma P_a)`` is the same matrix for every
+  action (:func:`shaping_preserved`). Examples where it holds: ``P' = P`` and ``gamma' = gamma``;
+  transitions that no action affects (``P_a = P_b`` and ``P'_a = P'_b``), any ``gamma'``; a
+  discount traded for a termination hazard, ``gamma' P'_a = gamma P_a``. The same non-identification
+  holds for a change that depends on the reward level (e.g. "the replacement cost rises 20%":
+  the cost's level is set by the normalization).
 
 Every :class:`CounterfactualResult` states the rule that applies (``invariant``) and shows it:
 the counterfactual is solved again from the model renormalized under a second normalization
@@ -44,7 +51,7 @@ from .exceptions import GenPQRWarning
 
 __all__ = ["CounterfactualResult", "ScenarioSolution", "IdentificationWarning", "counterfactual",
            "solve_scenario", "stationary_distribution", "state_occupancy", "identification_rule",
-           "load_counterfactual"]
+           "shaping_preserved", "load_counterfactual"]
 
 
 class IdentificationWarning(GenPQRWarning):
@@ -162,15 +169,61 @@ def solve_scenario(reward, kernel, gamma, *, initial=None, horizon=None) -> Scen
 
 
 # ============================================================================ the rules
-def identification_rule(changes: tuple, reward_depends_on_level: bool) -> tuple[bool, str]:
-    """Whether a counterfactual is invariant to the normalization, and why (module docstring)."""
-    if "transitions" in changes or "gamma" in changes:
-        what = " and ".join(c for c in ("transitions", "gamma") if c in changes)
-        return False, (f"changes the {what}: identified only if the normalization is true of the real reward "
-                       "(Kalouptsidi, Scott & Souza-Rodrigues 2021)")
+def shaping_preserved(kernel, gamma, new_kernel, new_gamma, *, n_probes: int = 3, rtol: float = 1e-7,
+                      random_state=0) -> tuple[bool, float]:
+    r"""Whether every shaping term of ``(kernel, gamma)`` is a shaping term of ``(new_kernel, new_gamma)``.
+
+    The rewards that explain the behaviour are ``r + (I - gamma P_a) c`` for every ``c`` (S,).
+    Under the new primitives they all have the same soft-optimal policy iff for every ``c`` some
+    ``c'`` gives ``(I - gamma P_a) c = (I - gamma' P'_a) c'`` for every action ``a``, i.e. iff
+    ``M_a = (I - gamma' P'_a)^{-1} (I - gamma P_a)`` is one matrix for all actions: then a
+    counterfactual with these primitives is identified under every normalization. It is checked
+    on ``n_probes`` Gaussian vectors ``c`` (equal products for random ``c`` imply equal matrices
+    with probability one).
+
+    Returns
+    -------
+    preserved : bool
+        ``discrepancy <= rtol``.
+    discrepancy : float
+        ``max_a max |M_a C - M_0 C| / max |M_0 C|`` over the probe matrix ``C``.
+    """
+    kernel, new_kernel = tabular.as_kernel(kernel), tabular.as_kernel(new_kernel)
+    S, K = kernel.n_states, kernel.n_actions
+    if (new_kernel.n_states, new_kernel.n_actions) != (S, K):
+        raise ValueError(f"new_kernel must have {S} states and {K} actions like kernel, got "
+                         f"{new_kernel.n_states} and {new_kernel.n_actions}")
+    gamma, new_gamma = check_gamma(gamma), check_gamma(new_gamma)
+    C = np.random.default_rng(random_state).standard_normal((S, n_probes))
+    images = []
+    for a in range(K):
+        P_a, new_P_a = kernel.matrix[a::K], new_kernel.matrix[a::K]
+        B = C - gamma * np.asarray(P_a @ C)
+        images.append(np.column_stack([tabular.solve_linear_bellman(new_P_a, B[:, j], new_gamma)[0]
+                                       for j in range(n_probes)]))
+    scale = max(float(np.max(np.abs(images[0]))), np.finfo(float).tiny)
+    discrepancy = max(float(np.max(np.abs(m - images[0]))) for m in images) / scale
+    return discrepancy <= rtol, discrepancy
+
+
+def identification_rule(changes: tuple, reward_depends_on_level: bool,
+                        shaping_preserved: bool | None = None) -> tuple[bool, str]:
+    """Whether a counterfactual is invariant to the normalization, and why (module docstring).
+
+    ``shaping_preserved``: the result of :func:`shaping_preserved` for a change of the
+    transitions or discount (None when the kernels are not known, e.g. on the sample path:
+    such a change is then taken to break the shaping term, as it generically does)."""
     if reward_depends_on_level:
         return False, ("the reward change depends on the level of the recovered reward, which the normalization "
                        "sets: identified only if the normalization is true of the real reward")
+    if "transitions" in changes or "gamma" in changes:
+        what = " and ".join(c for c in ("transitions", "gamma") if c in changes)
+        if shaping_preserved:
+            return True, (f"changes the {what}, but every shaping term of the fitted (P, gamma) is one of the new "
+                          f"(P', gamma') ((I - gamma' P'_a)^-1 (I - gamma P_a) is the same for every action): "
+                          f"the counterfactual policy is the same under every normalization")
+        return False, (f"changes the {what}: identified only if the normalization is true of the real reward "
+                       "(Kalouptsidi, Scott & Souza-Rodrigues 2021)")
     return True, ("a change of the flow reward by a known amount: the counterfactual policy is the same under "
                   "every normalization (shaping invariance)")
 
@@ -251,15 +304,19 @@ class _Spec:
         return tuple(name for name, v in (("reward", self.reward_change), ("transitions", self.transitions),
                                           ("gamma", self.gamma)) if v is not None)
 
+    def primitives(self, model):
+        """The counterfactual ``(kernel, gamma)`` of a fitted model."""
+        gamma = model.gamma_ if self.gamma is None else check_gamma(self.gamma)
+        return _new_kernel(self.transitions, model.stage2_.kernel), gamma
+
     def solve(self, model):
         """(baseline, counterfactual, level_dependent) ScenarioSolutions of a fitted model."""
         rec, kernel = model.stage2_.recovery, model.stage2_.kernel
         d0 = _initial(self.initial, kernel.n_states)
         base = solve_scenario(rec.reward, kernel, model.gamma_, initial=d0, horizon=self.horizon)
         delta, level = _reward_delta(self.reward_change, rec.reward, model.encoder_)
-        gamma = model.gamma_ if self.gamma is None else check_gamma(self.gamma)
-        cf = solve_scenario(rec.reward + delta, _new_kernel(self.transitions, kernel), gamma, initial=d0,
-                            horizon=self.horizon)
+        new_kernel, gamma = self.primitives(model)
+        cf = solve_scenario(rec.reward + delta, new_kernel, gamma, initial=d0, horizon=self.horizon)
         return base, cf, level
 
     def values(self, n_states):
@@ -298,7 +355,9 @@ class CounterfactualResult:
         Which primitives changed (``"reward"``, ``"transitions"``, ``"gamma"``).
     invariant : bool
         The identification rule: True when the counterfactual policy is the same under every
-        normalization (a known change of the flow reward only).
+        normalization (a known change of the flow reward, with transitions and discount
+        unchanged or changed in a way that keeps every shaping term one:
+        :func:`shaping_preserved`).
     rule : str
         Why.
     normalization, check_normalization : str
@@ -415,18 +474,26 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
     labels = np.asarray(model.encoder_.labels)
     x = spec.values(model.n_states_)
     base, cf, level_dep = spec.solve(model)
-    invariant, rule = identification_rule(spec.changes, level_dep)
+    preserved = None
+    if "transitions" in spec.changes or "gamma" in spec.changes:
+        preserved = shaping_preserved(model.stage2_.kernel, model.gamma_, *spec.primitives(model))[0]
+    invariant, rule = identification_rule(spec.changes, level_dep, preserved)
     gap = s_gap = np.nan
     check_text = "not checked"
     if check_normalization is not False:
         check = check_normalization if check_normalization is not None else _default_check(model)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GenPQRWarning)
-            _, cf_check, _ = spec.solve(model.renormalize(check))
+            other = model.renormalize(check)
+            _, cf_check, _ = spec.solve(other)
         gap = float(np.max(np.abs(cf.policy - cf_check.policy)))
         s_cf, s_check = cf.summary(labels, x), cf_check.summary(labels, x)
         s_gap = max((abs(s_cf[k] - s_check[k]) for k in s_cf if k[1] != "value"), default=0.0)
         check_text = check.describe()
+        shift = other.stage2_.recovery.reward - model.stage2_.recovery.reward
+        if np.ptp(shift) <= 1e-9 * max(1.0, float(np.max(np.abs(model.stage2_.recovery.reward)))):
+            check_text += (" (differs from the fitted normalization only by a constant added to every reward, which "
+                           "hides most dependence on the normalization; choose another check_normalization)")
     reps = None
     if n_boot:
         from .inference import bootstrap
@@ -435,7 +502,8 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
             raise ValueError(
                 f"n_boot={n_boot}: the counterfactual bootstrap refits the model on resampled episodes, so it needs "
                 f"the training data, which this model was saved without (genpqr fit leaves it out of model.joblib "
-                f"unless --save-data); refit with --save-data / save(path, include_data=True), or use n_boot=0 "
+                f"unless --save-data; genpqr counterfactual reads it again from the fit's data file when that is "
+                f"unchanged); refit with --save-data / save(path, include_data=True), or use n_boot=0 "
                 f"(genpqr counterfactual --bootstrap 0) for point estimates")
 
         keys = list(base.summary(labels, x))

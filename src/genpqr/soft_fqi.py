@@ -16,7 +16,10 @@ the empirical kernel (a contraction at rate gamma).
 
 :func:`soft_counterfactual` feeds it GenPQR's recovered reward, optionally changed, on logged
 or simulated transitions (e.g. from a changed environment) and a new discount: the sample-path
-counterfactual. The identification rules of :mod:`genpqr.counterfactual` apply unchanged.
+counterfactual. The identification rules of :mod:`genpqr.counterfactual` apply unchanged; without
+the kernels, a change of the environment or the discount is taken to break the shaping term, as
+it generically does (the exact condition, :func:`genpqr.counterfactual.shaping_preserved`, needs
+the tabular kernels).
 """
 
 from __future__ import annotations

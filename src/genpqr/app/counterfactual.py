@@ -18,7 +18,10 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
 
 Bootstrap: the fit saves no replicate models; they are drawn again with the fit's seed
 (``config.json``), which reproduces the fit's resampled panels exactly (same episodes), and each
-replicate is refitted and the counterfactual re-solved. ``--bootstrap 0`` switches it off.
+replicate is refitted and the counterfactual re-solved. The refits need the training data: kept
+in ``model.joblib`` by ``genpqr fit --save-data``, else read again from the data file named in
+``config.json`` (accepted when its choice counts are the fit's). ``--bootstrap 0`` switches it
+off.
 
 Spec keys (all optional; flags override): ``reward_change`` ({label: amount or list of S
 amounts}), ``transitions`` (a ``.npy`` kernel, (S, K, S) or (S*K, S)), ``gamma``, ``initial``
@@ -101,20 +104,56 @@ def _state_values(fit_dir: Path, config, n_states: int) -> np.ndarray:
     return np.arange(n_states, dtype=np.float64)
 
 
+def _attach_training_data(model, config) -> str | None:
+    """Give a fit saved without its data (the default of ``genpqr fit``) its training data back
+    for the bootstrap: the data file named in ``config.json`` read again and numbered as the fit
+    did (:func:`genpqr.app.workflow.tabular_training_data`), accepted only when its choice counts
+    per state and action are the fit's. Returns None when done, else why not."""
+    from .workflow import tabular_training_data
+
+    if hasattr(model, "training_data_"):
+        return None
+    if not Path(config.data).is_file():
+        return f"the fit's data file {config.data} is not there any more"
+    try:
+        data = tabular_training_data(config)
+    except (ValueError, OSError) as exc:
+        return f"the fit's data could not be read again ({' '.join(str(exc).split())})"
+    S, K = model.stage2_.counts.shape
+    states = data.states[:, 0].astype(np.int64)
+    ok = data.n_actions == K and states.size and 0 <= states.min() and states.max() < S
+    counts = np.bincount(states * K + data.actions, minlength=S * K).reshape(S, K) if ok else None
+    if not ok or not np.array_equal(counts, np.asarray(model.stage2_.counts)):
+        return f"the fit's data file {config.data} has changed since the fit (its choice counts differ)"
+    model.training_data_ = data
+    return None
+
+
 def _n_boot(spec: dict, config, model) -> int:
-    """Replicates: the spec's ``bootstrap``, else the fit's ``--bootstrap``. A fit saved without
-    its data (the default of ``genpqr fit``) cannot be refitted: an explicit request is an error
-    (raised by :func:`genpqr.counterfactual.counterfactual`); an inherited one falls back to
-    point estimates with a printed note."""
-    if "bootstrap" in spec:
-        return int(spec["bootstrap"] or 0)
-    n_boot = int(config.bootstrap or 0)
-    if n_boot and not hasattr(model, "training_data_"):
-        print(f"genpqr counterfactual: note: no bootstrap intervals: the fit used --bootstrap {n_boot} but saved "
-              f"model.joblib without its training data, which the counterfactual bootstrap refits on; rerun "
-              f"genpqr fit with --save-data for intervals", file=sys.stderr)
+    """Replicates: the spec's ``bootstrap``, else the fit's ``--bootstrap``. The bootstrap refits
+    on the training data: a fit saved without it (the default of ``genpqr fit``) gets it back
+    from the data file named in ``config.json`` when that file is unchanged
+    (:func:`_attach_training_data`). Otherwise an explicit request is an error (raised by
+    :func:`genpqr.counterfactual.counterfactual`) and an inherited one falls back to point
+    estimates with a printed note."""
+    explicit = "bootstrap" in spec
+    n_boot = int((spec["bootstrap"] if explicit else config.bootstrap) or 0)
+    if not n_boot:
         return 0
-    return n_boot
+    saved = hasattr(model, "training_data_")
+    why_not = _attach_training_data(model, config)
+    if why_not is None:
+        if not saved:
+            print(f"genpqr counterfactual: bootstrap: {n_boot} replicates refitted on the fit's data, read again from "
+                  f"{config.data} (unchanged since the fit)", file=sys.stderr)
+        return n_boot
+    if explicit:
+        print(f"genpqr counterfactual: note: {why_not}", file=sys.stderr)
+        return n_boot
+    print(f"genpqr counterfactual: note: no bootstrap intervals: the fit used --bootstrap {n_boot} but saved "
+          f"model.joblib without its training data, which the counterfactual bootstrap refits on, and {why_not}; "
+          f"rerun genpqr fit (--save-data keeps the data in model.joblib)", file=sys.stderr)
+    return 0
 
 
 def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):

@@ -84,6 +84,7 @@ __all__ = [
     "StateIndex",
     "NearestStateLookup",
     "run_fit",
+    "tabular_training_data",
     "add_fit_parser",
     "fit_command",
     "config_from_args",
@@ -165,6 +166,22 @@ def _transitions(config: FitConfig, frame, labels, tabular: bool):
                        action=config.action, terminated=config.terminated, truncated=config.truncated,
                        outcome=config.outcome, action_labels=labels, time_gaps=config.time_gaps)
     return data, index, index_rows, transition_model
+
+
+def tabular_training_data(config: FitConfig):
+    """The transitions a tabular ``genpqr fit`` was fitted on, rebuilt from its ``config.json``:
+    the data file read again and its states numbered as the fit numbered them (the same steps
+    as :func:`run_fit`). For a fit saved without its data, e.g. for the bootstrap of
+    ``genpqr counterfactual``; the caller checks that the file has not changed since (the
+    choice counts)."""
+    if config.action_type == "continuous" or config.chunk_rows is not None or Path(config.data).is_dir():
+        raise ValueError("only an in-memory tabular fit (a single data file, discrete actions) can be rebuilt")
+    config, kind, arg = _outcome_of_behavior(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fit reported them
+        frame = read_frame(config, kind, arg)
+        labels = np.unique(frame[config.action].to_numpy())
+        return _transitions(config, frame, labels, tabular=True)[0]
 
 
 def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, arg) -> _DiscreteFit:
