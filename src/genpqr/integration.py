@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .continuous.data import ActionSpace
+from .spaces import BoxActions as ActionSpace
 from .measures import ReferenceKernel, _antithetic_uniform, _states
 
 __all__ = ["Nodes", "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre"]

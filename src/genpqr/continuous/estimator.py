@@ -172,7 +172,7 @@ class ContinuousGenPQR(BaseEstimator):
     # ------------------------------------------------------------------ fitting
     def fit(self, data: ContinuousTransitions, y=None):
         """Fit both stages on continuous-action transitions; returns self."""
-        if isinstance(data, Transitions):
+        if isinstance(data, Transitions) and data.is_finite:
             raise TypeError("ContinuousGenPQR needs continuous actions, but data is a discrete-action "
                             "genpqr.data.Transitions: use genpqr.GenPQR for discrete actions, or build continuous "
                             "transitions with genpqr.continuous.from_arrays")
