@@ -25,7 +25,7 @@ from ..diagnostic_checks import emit, failed_diagnostics
 from ..exceptions import ConvergenceWarning, NotFittedError
 from .data import ContinuousTransitions, as_actions
 from ..densities import LinearGaussianDensity, SquashedDensity, check_normalized
-from .fqe import ContinuousFQE
+from ..qeval import FQE
 from ..integration import IntegrationRule, MonteCarlo
 from ..measures import DensityKernel, Lebesgue, ReferenceMeasure
 from .normalization import ContinuousNormalization, behavior, uniform
@@ -252,12 +252,12 @@ class ContinuousGenPQR(BaseEstimator):
         if not np.all(np.isfinite(u_next)):
             raise ValueError(f"the policy density is zero at {int((~np.isfinite(u_next)).sum())} of mu's nodes: mu is not "
                              "dominated by pi_hat there; choose mu inside the policy's support or set min_log_density")
-        fqe = ContinuousFQE(regressor=self.q_model, structure=self.structure, n_iterations=self.n_iterations,
+        fqe = FQE(regressor=self.q_model, structure=self.structure, n_iterations=self.n_iterations,
                             tol=self.tol, warm_start=self.warm_start, freeze_transformers=self.freeze_transformers)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # re-raised by the diagnostics checks, with context
-            fqe.fit(data.states, data.actions, next_states, data.continues, u_rows - g_rows, nodes,
-                    u_next - g_next[:, None], self.gamma_, sample_weight=data.sample_weight, next_index=next_index)
+            fqe.fit(data.states, data.actions, next_states, data.continues, u_rows - g_rows, nodes, self.gamma_,
+                    sample_weight=data.sample_weight, next_base=u_next - g_next[:, None], next_index=next_index)
         self.normalization_, self.kernel_, self.integration_, self.fqe_ = normalization, kernel, rule, fqe
         self.diagnostics_ = self._diagnostics(data, u_rows, clipped, u_next, nodes, next_states, kernel)
 
