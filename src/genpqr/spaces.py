@@ -25,7 +25,39 @@ import numpy as np
 
 from ._checks import as_float_array, short_list
 
-__all__ = ["ActionSpace", "FiniteActions", "BoxActions", "as_actions"]
+__all__ = ["ActionSpace", "FiniteActions", "BoxActions", "Nodes", "as_actions"]
+
+
+@dataclass(frozen=True, eq=False)
+class Nodes:
+    """Weighted nodes of ``mu(.|s_i)`` for n states.
+
+    Attributes
+    ----------
+    actions : ndarray of shape (n, J, m)
+    weights : ndarray of shape (n, J), rows sum to 1
+    """
+
+    actions: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.weights.shape[1])
+
+    def repeat_states(self, states: np.ndarray) -> np.ndarray:
+        """States repeated once per node, aligned with ``flat_actions``: (n * J, d)."""
+        return np.repeat(states, self.n_nodes, axis=0)
+
+    @property
+    def flat_actions(self) -> np.ndarray:
+        """(n * J, m)."""
+        return self.actions.reshape(-1, self.actions.shape[-1])
+
+    def integrate(self, values: np.ndarray) -> np.ndarray:
+        """``sum_j w_ij values_ij`` for values of shape (n, J) or flat (n * J,)."""
+        values = np.asarray(values, dtype=np.float64).reshape(self.weights.shape)
+        return np.sum(self.weights * values, axis=1)
 
 
 class ActionSpace:
@@ -127,11 +159,9 @@ class FiniteActions(ActionSpace):
         if actions.size and (actions.min() < 0 or actions.max() >= self.n_actions):
             raise ValueError(f"{name} must be codes in [0, K)")
 
-    def nodes(self, weights):
+    def nodes(self, weights) -> "Nodes":
         """The ``mu``-integral over a finite set as integration nodes: every action ``0..K-1``
         at every state, with weights ``mu(a|s)`` of shape (n, K)."""
-        from .integration import Nodes
-
         weights = np.asarray(weights, dtype=np.float64)
         n, K = weights.shape
         return Nodes(np.broadcast_to(np.arange(K, dtype=np.float64)[None, :, None], (n, K, 1)), weights)
