@@ -73,10 +73,41 @@ def test_subset_split_and_pandas(rng):
     assert {"a0", "s0", "next_s1", "sample_weight"} <= set(frame.columns)
 
 
-def test_discrete_estimator_rejects_continuous_actions(rng):
+def test_genpqr_fits_continuous_actions_like_the_deprecated_class(rng):
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures
+
+    from genpqr.spaces import BoxActions
+
+    s, a, s2 = _arrays(rng, n=200)
+    data = genpqr.from_arrays(s, a, s2, action_space="box", episode_ids=np.arange(200) // 10)
+    assert isinstance(data, genpqr.Transitions) and isinstance(data, ContinuousTransitions)
+    assert isinstance(data.action_space, BoxActions) and not data.is_finite
+    params = dict(gamma=0.5, n_iterations=20, tol=None, random_state=0)
+    new = GenPQR(q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()), **params).fit(data)
+    assert {"structure", "integration", "reference", "min_log_density", "check_density"} <= set(new.get_params())
+    with pytest.warns(DeprecationWarning, match="ContinuousGenPQR is deprecated"):
+        old = ContinuousGenPQR(q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()), **params)
+    old.fit(data)
+    np.testing.assert_array_equal(new.reward(s[:20], a[:20]), old.reward(s[:20], a[:20]))
+    np.testing.assert_array_equal(new.continuation(s[:20], a[:20]), old.continuation(s[:20], a[:20]))
+    with pytest.raises(ValueError, match="needs the actions"):
+        new.reward(s[:20])
+
+
+def test_deprecated_continuous_names_warn_and_build_the_unified_class(rng):
     s, a, s2 = _arrays(rng)
-    with pytest.raises(TypeError, match="use genpqr.continuous.ContinuousGenPQR"):
-        GenPQR().fit(from_arrays(s, a, s2))
+    with pytest.warns(DeprecationWarning, match="continuous.from_arrays is deprecated"):
+        data = from_arrays(s, a, s2)
+    assert type(data) is genpqr.Transitions
+    assert ActionSpace is genpqr.data.BoxActions
+    with pytest.warns(DeprecationWarning, match="ContinuousTransitions is deprecated"):
+        again = ContinuousTransitions(states=data.states, actions=data.actions, next_states=data.next_states,
+                                      terminated=data.terminated, truncated=data.truncated,
+                                      episode_ids=data.episode_ids, action_space=data.action_space)
+    assert type(again) is genpqr.Transitions
+    assert not isinstance(genpqr.from_arrays(s, rng.integers(0, 3, size=50), s2), ContinuousTransitions)
 
 
 def test_continuous_estimator_rejects_discrete_actions(rng):

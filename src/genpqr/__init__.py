@@ -6,9 +6,10 @@ one reward. GenPQR estimates ``u = log pi``, solves ``Q = u - g + gamma P mu Q``
 off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 """
 
-from . import data, normalization, tabular
+from . import data, normalization, spaces, tabular
 from .data import Transitions, from_arrays, from_episodes, from_pandas
 from .estimator import Diagnostics, GenPQR, load
+from .spaces import BoxActions, FiniteActions
 from .exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, NotFittedError, WeakSupportWarning
 
 __version__ = "0.1.0"
@@ -17,12 +18,15 @@ __all__ = [
     "GenPQR",
     "Diagnostics",
     "Transitions",
+    "FiniteActions",
+    "BoxActions",
     "from_arrays",
     "from_pandas",
     "from_episodes",
     "load",
     "data",
     "normalization",
+    "spaces",
     "tabular",
     "GenPQRWarning",
     "WeakSupportWarning",

@@ -39,7 +39,7 @@ from sklearn.base import BaseEstimator
 
 from ._checks import as_float_array, check_length, check_random_state, clone_learner as clone
 from .exceptions import NotFittedError
-from .continuous.data import ActionSpace, as_actions
+from .spaces import BoxActions as ActionSpace, as_actions
 
 __all__ = ["ConditionalDensity", "LinearGaussianDensity", "FixedGaussianDensity", "KnownDensity", "SquashedDensity",
            "check_density", "check_normalized", "gaussian_mixture_log_prob", "gaussian_mixture_sample"]

@@ -1,8 +1,14 @@
-r"""``GenPQR``: policy estimation, then Q-evaluation, then reward read-off (paper, Alg. 1).
+r"""``GenPQR``: policy estimation, then Q-evaluation, then reward read-off (paper, Alg. 1),
+for finite and continuous actions.
 
-    u(s, a) = log pi_hat(a|s)                         stage 1, any classifier
+    u(s, a) = log dpi/dlambda (a|s)                   stage 1, a classifier (finite actions:
+                                                      u = log pi_hat) or a conditional density
     Q = u - g + gamma P mu Q                          stage 2, FQE or exact solve
     r = Q - mu Q + g,   v = (u - g - Q) / gamma = -P mu Q   (Theorem "IRL via a Bellman equation")
+
+The ``mu``-integrals are sums over the K actions with weights ``mu(a|s)`` for a finite action
+set, and a quadrature or Monte Carlo rule over a box (:mod:`genpqr.spaces`); what differs for
+continuous actions is in :mod:`genpqr.estimator_box`.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from . import tabular
 from ._checks import (as_float_array, check_gamma, check_state_indices, clone_learner as clone, plain, seed_from,
                       short_list)
 from .data import Transitions
+from .estimator_box import BoxPath
 from .diagnostic_checks import emit, failed_diagnostics
 from .exceptions import NotFittedError
 from .persistence import require_data
@@ -145,7 +152,7 @@ class _SampleStage2:
 
 
 # ============================================================================ the estimator
-class GenPQR(BaseEstimator):
+class GenPQR(BoxPath, BaseEstimator):
     """Generalized Policy-to-Q-to-Reward (GenPQR) reward recovery.
 
     Parameters
@@ -201,6 +208,25 @@ class GenPQR(BaseEstimator):
     random_state : int or None
     progress : bool or None
         Progress bars (None: only on a terminal).
+    structure, integration, reference, min_log_density, check_density, density_tol, freeze_transformers
+        Continuous actions (``X.action_space`` a :class:`~genpqr.spaces.BoxActions`; paper, App.
+        "Continuous-Action Extension"). ``structure``: ``"continuation"`` (regress ``P mu Q`` and
+        add the known ``u - g``) or ``"direct"`` (regress Q; see :mod:`genpqr.qeval`).
+        ``integration``: the rule of the ``mu``-integrals, an
+        :class:`~genpqr.integration.IntegrationRule` (default ``MonteCarlo()``, 32 antithetic draws,
+        common random numbers across iterations; ``GaussHermite``, ``GaussLegendre``).
+        ``reference``: the reference measure ``lambda`` of ``u = log dpi/dlambda`` (default
+        :class:`~genpqr.measures.Lebesgue` on the action space). ``min_log_density``: lower clip
+        of ``u`` (the continuous analogue of probability clipping; None: no clip).
+        ``check_density``/``density_tol``: verify numerically that the policy density (and a user
+        kernel) integrates to one. ``freeze_transformers``: fit a Pipeline q_model's transformers
+        once. With continuous actions the policy model is a conditional density (default
+        ``LinearGaussianDensity(degree=2, heteroscedastic=True)``, squashed onto a bounded box),
+        ``q_model`` a regressor on ``[s, a]``, the default normalization ``uniform()`` on a bounded
+        box and ``behavior(g=0)`` otherwise, and ``min_support`` bounds the effective sample size
+        of ``mu / pi_hat``; ``encoding``, ``clip``, ``n_states``, ``transition_model``, ``solver``,
+        ``validation_fraction``, ``n_iter_no_change``, ``offset_model`` and ``progress`` apply to
+        finite actions only.
 
     Attributes
     ----------
@@ -227,7 +253,8 @@ class GenPQR(BaseEstimator):
                  encoding="auto",
                  n_iterations=100, tol=1e-6, warm_start="auto", clip="auto", cross_fit=None, n_states=None,
                  transition_model=None, solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
-                 random_state=None, progress=None):
+                 random_state=None, progress=None, structure="continuation", integration=None, reference=None,
+                 min_log_density=None, check_density=True, density_tol=1e-2, freeze_transformers=True):
         self.normalization = normalization
         self.gamma = gamma
         self.policy_model = policy_model
@@ -248,6 +275,13 @@ class GenPQR(BaseEstimator):
         self.min_support = min_support
         self.random_state = random_state
         self.progress = progress
+        self.structure = structure
+        self.integration = integration
+        self.reference = reference
+        self.min_log_density = min_log_density
+        self.check_density = check_density
+        self.density_tol = density_tol
+        self.freeze_transformers = freeze_transformers
 
     # ------------------------------------------------------------------ fitting
     @property
@@ -261,18 +295,14 @@ class GenPQR(BaseEstimator):
         ``X`` can be split by scikit-learn's model selection (``GridSearchCV``,
         ``cross_validate``): split by episode, ``groups=X.episode_ids`` with ``GroupKFold``;
         see :meth:`score` and docs/model_selection.md."""
-        from .continuous.data import ContinuousTransitions
-
         data = X
-
-        if isinstance(data, ContinuousTransitions):
-            raise TypeError("GenPQR needs discrete actions, but data holds continuous actions "
-                            "(genpqr.continuous.ContinuousTransitions): use genpqr.continuous.ContinuousGenPQR")
         if not isinstance(data, Transitions):
             raise TypeError(
                 f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
                 f"from_episodes), got {type(data).__name__}"
             )
+        if not data.is_finite:
+            return self._fit_box(data)
         if isinstance(self.q_model, str) and self.q_model not in ("exact", "lstd"):
             raise ValueError(f"q_model must be 'exact', 'lstd', a regressor or a native Q-model; got the string "
                              f"{self.q_model!r}")
@@ -282,7 +312,7 @@ class GenPQR(BaseEstimator):
                 f"the data has only one action ({plain(data.labels_of(data.actions[:1])[0])!r}); a reward cannot be "
                 "identified from choices among one option"
             )
-        self.encoder_ = data.encoder
+        self.encoder_ = self.action_space_ = data.encoder
         self.n_actions_ = data.n_actions
         if self._exact:
             self.n_states_ = self._infer_n_states(data)
@@ -316,7 +346,14 @@ class GenPQR(BaseEstimator):
         check_state_indices(nxt, n_states, "next_states")
         return int(n_states)
 
+    @property
+    def _is_box(self) -> bool:
+        """Fitted on continuous actions (a box)."""
+        return hasattr(self, "action_space_") and not self.action_space_.is_finite
+
     def _fit_stage2(self, normalization):
+        if self._is_box:
+            return self._fit_box_stage2(normalization)
         if not isinstance(normalization, Normalization):
             raise TypeError(f"normalization must be a genpqr Normalization, got {type(normalization).__name__}")
         data = self.training_data_  # every observed choice (stage 1, diagnostics)
@@ -505,16 +542,38 @@ class GenPQR(BaseEstimator):
             raise ValueError(f"actions has {codes.shape[0]} entries but states has {table.shape[0]} rows")
         return table[np.arange(table.shape[0]), codes]
 
-    def log_policy(self, states) -> np.ndarray:
-        """``u(s, .) = log pi_hat(.|s)`` (clipped), shape (n, K)."""
-        return self.stage2_.u(self._states(states))
+    def log_policy(self, states, actions=None) -> np.ndarray:
+        """``u(s, .) = log pi_hat(.|s)`` (clipped), shape (n, K); with continuous actions
+        ``u(s, a) = log dpi_hat/dlambda`` (clipped at ``min_log_density``) at ``actions``, (n,)."""
+        if self._is_box:
+            self._box_needs_actions(actions, "log_policy")
+            return self._u(*self._box_inputs(states, actions))[0]
+        u = self.stage2_.u(self._states(states))
+        return u if actions is None else self._select(u, actions)
 
     def q(self, states, actions=None) -> np.ndarray:
-        """``Q^mu_{u-g}``: (n, K), or (n,) at the given action labels."""
+        """``Q^mu_{u-g}``: (n, K), or (n,) at the given action labels (continuous actions:
+        at the given actions, (n,))."""
+        if self._is_box:
+            self._box_needs_actions(actions, "q")
+            return self._box_q(*self._box_inputs(self._states(states), actions))[0]
         return self._select(self.stage2_.q(self._states(states)), actions)
 
+    def mu_q(self, states) -> np.ndarray:
+        """``(mu Q)(s)``, shape (n,): the sum over the actions with weights ``mu(a|s)``, or
+        with continuous actions ``int Q(s, a) mu(da|s)`` by the fitted integration rule (Monte
+        Carlo draws seeded from ``random_state``: the same states give the same values)."""
+        X = self._states(states)
+        if self._is_box:
+            return self._box_mu_q(self._box_inputs(X))
+        return np.sum(self.stage2_.mu(X) * self.stage2_.q(X), axis=1)
+
     def reward(self, states, actions=None) -> np.ndarray:
-        """``r = Q - mu Q + g``: (n, K), or (n,) at the given action labels."""
+        """``r = Q - mu Q + g``: (n, K), or (n,) at the given action labels (continuous
+        actions: at the given actions, (n,))."""
+        if self._is_box:
+            self._box_needs_actions(actions, "reward")
+            return self._box_reward(*self._box_inputs(self._states(states), actions))
         X = self._states(states)
         q = self.stage2_.q(X)
         mu_q = np.sum(self.stage2_.mu(X) * q, axis=1)
@@ -522,6 +581,9 @@ class GenPQR(BaseEstimator):
 
     def continuation(self, states, actions=None) -> np.ndarray:
         """``v = (u - g - Q) / gamma`` (= ``-P mu Q``): (n, K) or (n,). Zero when gamma = 0."""
+        if self._is_box:
+            self._box_needs_actions(actions, "continuation")
+            return self._box_continuation(*self._box_inputs(self._states(states), actions))
         X = self._states(states)
         if isinstance(self.stage2_, _ExactStage2):
             return self._select(self.stage2_.recovery.continuation[self.stage2_._idx(X)], actions)
@@ -544,8 +606,14 @@ class GenPQR(BaseEstimator):
         return pd.DataFrame(self.stage2_.recovery.reward, columns=self.encoder_.labels)
 
     def policy_log_loss(self, data: Transitions) -> float:
-        """``-mean log pi_hat(a|s)`` on (held-out) transitions, with clipped probabilities."""
+        """``-mean log pi_hat(a|s)`` on (held-out) transitions, with clipped probabilities
+        (continuous actions: the weighted ``-mean u(s, a)``)."""
         self._check_fitted()
+        if self._is_box:
+            if not isinstance(data, Transitions) or data.is_finite:
+                raise TypeError(f"data must be Transitions with continuous actions (ContinuousTransitions), got "
+                                f"{type(data).__name__}")
+            return float(-np.average(self.log_policy(data.states, data.actions), weights=data.weights))
         codes = self.encoder_.encode(data.labels_of())
         u = self.log_policy(data.states)
         return float(-np.mean(u[np.arange(data.n), codes]))
@@ -590,6 +658,9 @@ class GenPQR(BaseEstimator):
         self._check_fitted()
         if not isinstance(X, Transitions):
             raise TypeError(f"X must be genpqr.data.Transitions, got {type(X).__name__}")
+        if self._is_box or not X.is_finite:
+            raise NotImplementedError("score is implemented for finite actions (the continuous-action Bellman "
+                                      "residual needs the mu-integral at held-out next states)")
         codes = self.encoder_.encode(X.labels_of())
         u_rows = self.log_policy(X.states)[np.arange(X.n), codes]
         data = X.subset(X.next_observed) if X.n_choice_only else X
@@ -764,6 +835,8 @@ class GenPQR(BaseEstimator):
     def summary(self) -> str:
         """A short human-readable account of the fit."""
         self._check_fitted()
+        if self._is_box:
+            return self._box_summary()
         d = self.diagnostics_
         lines = [
             f"GenPQR fit: {d.n_transitions} transitions in {d.n_episodes} episodes, K={self.n_actions_}, gamma={self.gamma_}"
@@ -847,10 +920,8 @@ def load(path) -> GenPQR:
     :meth:`genpqr.continuous.ContinuousGenPQR.save` (e.g. ``genpqr fit``'s ``model.joblib``)."""
     import joblib
 
-    from .continuous.estimator import ContinuousGenPQR
-
     model = joblib.load(path)
-    if not isinstance(model, (GenPQR, ContinuousGenPQR)):
+    if not isinstance(model, GenPQR):
         raise TypeError(f"{path} does not hold a GenPQR model (nor a ContinuousGenPQR; got {type(model).__name__})")
     return model
 

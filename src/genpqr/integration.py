@@ -9,43 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .continuous.data import ActionSpace
+from .spaces import BoxActions as ActionSpace, Nodes
 from .measures import ReferenceKernel, _antithetic_uniform, _states
 
 __all__ = ["Nodes", "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre"]
-
-
-# =============================================================================== nodes
-@dataclass(frozen=True, eq=False)
-class Nodes:
-    """Weighted nodes of ``mu(.|s_i)`` for n states.
-
-    Attributes
-    ----------
-    actions : ndarray of shape (n, J, m)
-    weights : ndarray of shape (n, J), rows sum to 1
-    """
-
-    actions: np.ndarray
-    weights: np.ndarray
-
-    @property
-    def n_nodes(self) -> int:
-        return int(self.weights.shape[1])
-
-    def repeat_states(self, states: np.ndarray) -> np.ndarray:
-        """States repeated once per node, aligned with ``flat_actions``: (n * J, d)."""
-        return np.repeat(states, self.n_nodes, axis=0)
-
-    @property
-    def flat_actions(self) -> np.ndarray:
-        """(n * J, m)."""
-        return self.actions.reshape(-1, self.actions.shape[-1])
-
-    def integrate(self, values: np.ndarray) -> np.ndarray:
-        """``sum_j w_ij values_ij`` for values of shape (n, J) or flat (n * J,)."""
-        values = np.asarray(values, dtype=np.float64).reshape(self.weights.shape)
-        return np.sum(self.weights * values, axis=1)
 
 
 # =============================================================================== rules

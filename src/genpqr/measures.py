@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import as_float_array
-from .continuous.data import ActionSpace
+from .spaces import BoxActions as ActionSpace
 
 __all__ = [
     "ReferenceKernel", "GaussianKernel", "UniformKernel", "PointMass", "BehaviorKernel", "DensityKernel",

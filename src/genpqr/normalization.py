@@ -17,6 +17,14 @@ normalization are the user's labels; :meth:`Normalization.bind` maps them to cod
 
 The constructors :func:`anchor_action`, :func:`state_anchor`, :func:`mean_zero`,
 :func:`weighted`, :func:`value` and :func:`behavior` are the public way to build one.
+
+Continuous actions (a :class:`~genpqr.spaces.BoxActions`; paper, App. "Continuous-Action
+Extension") use the same class with ``mu`` a reference kernel
+(:class:`~genpqr.measures.ReferenceKernel`) and a fixed ``g``: ``int r(s, a) mu(da|s) = g(s)``.
+Constructors: :func:`point_anchor` (point mass at ``a0(s)``), :func:`gaussian`,
+:func:`uniform`, :func:`kernel`; and :meth:`Normalization.for_space` carries the
+space-free ones over to a box: :func:`behavior` (``mu = pi_hat``), :func:`mean_zero`
+(uniform ``mu`` on a bounded box), :func:`anchor_action` with a numeric action (a point mass).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from typing import Callable
 import numpy as np
 
 from ._checks import as_float_array, check_probability_rows, check_state_indices, plain
+from .measures import BehaviorKernel, GaussianKernel, PointMass, ReferenceKernel, UniformKernel
 
 __all__ = [
     "Normalization",
@@ -39,6 +48,10 @@ __all__ = [
     "weighted",
     "value",
     "behavior",
+    "point_anchor",
+    "gaussian",
+    "uniform",
+    "kernel",
 ]
 
 
@@ -272,9 +285,52 @@ class Normalization:
         ``"value"``, ``"behavior"``).
     """
 
-    mu: ActionWeights
+    mu: ActionWeights | ReferenceKernel
     g: Offset
     name: str
+
+    def __post_init__(self):
+        if not isinstance(self.mu, (ActionWeights, ReferenceKernel)):
+            raise TypeError(f"mu must be genpqr.normalization ActionWeights (finite actions) or a "
+                            f"genpqr.measures.ReferenceKernel (continuous actions), got {type(self.mu).__name__}")
+        if not isinstance(self.g, Offset):
+            raise TypeError(f"g must be a genpqr.normalization Offset, got {type(self.g).__name__}")
+        if self.is_kernel and not isinstance(self.g, FixedOffset):
+            raise TypeError(f"with a reference kernel mu, g must be a fixed offset (scalar or callable states -> (n,)), "
+                            f"got {type(self.g).__name__}")
+
+    @property
+    def is_kernel(self) -> bool:
+        """``mu`` is a reference kernel over continuous actions."""
+        return isinstance(self.mu, ReferenceKernel)
+
+    def for_space(self, action_space) -> "Normalization":
+        """This normalization on ``action_space``: itself on a finite space; on a box, ``mu``
+        as a reference kernel (``mu = pi`` -> :class:`~genpqr.measures.BehaviorKernel`, uniform
+        weights -> :class:`~genpqr.measures.UniformKernel` on a bounded box, a numeric anchor
+        action -> :class:`~genpqr.measures.PointMass`)."""
+        if action_space.is_finite:
+            if self.is_kernel:
+                raise TypeError(f"the normalization ({self.describe()}) has a reference kernel mu for continuous "
+                                f"actions, but the data has finite actions; use anchor_action, mean_zero, ...")
+            return self
+        if self.is_kernel:
+            return self
+        mu = self.mu
+        if isinstance(mu, BehaviorWeights):
+            kernel = BehaviorKernel()
+        elif isinstance(mu, FixedWeights) and mu.weights is None and action_space.is_bounded:
+            kernel = UniformKernel()
+        elif isinstance(mu, AnchorWeights) and isinstance(mu.action, (numbers.Real, np.ndarray, list, tuple)):
+            kernel = PointMass(mu.action)
+        else:
+            raise TypeError(f"the normalization ({self.describe()}) is defined for finite actions; for continuous "
+                            f"actions in {action_space.describe()} give a reference kernel mu (point_anchor, gaussian, "
+                            f"uniform, behavior, kernel)")
+        if not isinstance(self.g, FixedOffset):
+            raise TypeError(f"continuous actions need a fixed g (scalar or callable states -> (n,)); "
+                            f"{self.g.describe()} is not supported")
+        return Normalization(kernel, self.g, self.name)
 
     def bind(self, encode: Callable) -> "Normalization":
         """Map action labels to codes with ``encode(labels, name) -> codes``."""
@@ -378,3 +434,27 @@ def behavior(g=None, regressor=None) -> Normalization:
     """
     offset = OutcomeOffset(regressor) if g is None else FixedOffset(g)
     return Normalization(BehaviorWeights(), offset, "behavior")
+
+
+# =============================================================================== continuous actions
+def point_anchor(action=0.0, gain=None, g=0.0) -> Normalization:
+    """Continuous actions: point mass at the anchor ``a0(s) = action + gain @ s`` (or a callable
+    ``action(states) -> (n, m)``): ``r(s, a0(s)) = g(s)``."""
+    return Normalization(PointMass(action, gain), FixedOffset(g), "anchor")
+
+
+def gaussian(mean=0.0, scale=1.0, gain=None, g=0.0) -> Normalization:
+    """Continuous actions: ``mu(.|s) = N(mean + gain @ s, diag(scale^2))``; ``mean``/``scale``
+    may be callables (unbounded action spaces)."""
+    return Normalization(GaussianKernel(mean, scale, gain), FixedOffset(g), "gaussian")
+
+
+def uniform(low=None, high=None, g=0.0) -> Normalization:
+    """Continuous actions: uniform ``mu`` on ``[low, high]`` (default: the bounded action space
+    of the data); the mean reward over the box is ``g``."""
+    return Normalization(UniformKernel(low, high), FixedOffset(g), "uniform")
+
+
+def kernel(mu: ReferenceKernel, g=0.0, name: str = "kernel") -> Normalization:
+    """Continuous actions: any reference kernel ``mu`` with any fixed ``g``."""
+    return Normalization(mu, FixedOffset(g), name)

@@ -1,6 +1,6 @@
 """Saving fitted models, with or without their training data.
 
-A fitted :class:`genpqr.GenPQR` / :class:`genpqr.continuous.ContinuousGenPQR` keeps the
+A fitted :class:`genpqr.GenPQR` (finite or continuous actions) keeps the
 transitions it was fitted on (``training_data_``) and, when cross-fitted, the fold of every
 training row (``policy_.fold_of_row``): together O(n) memory, tens of MB for a million rows,
 while everything else is O(states x actions) or the size of the fitted models.

@@ -1,11 +1,18 @@
-r"""Stage 2: evaluate ``Q = u - g + gamma P mu Q`` from samples (paper, Alg. 2, FQE).
+r"""Stage 2: evaluate ``Q = u - g + gamma P mu Q`` from samples (paper, Alg. 2, FQE), for
+finite and continuous actions.
 
 Fitted Q evaluation: starting from ``Q_0 = 0``, iterate
 
-    y_i = u(s_i, a_i) - g(s_i) + gamma (1 - terminated_i) sum_a' mu(a'|s'_i) Q_{k-1}(s'_i, a')
+    y_i = u(s_i, a_i) - g(s_i) + gamma (1 - terminated_i) (mu Q_{k-1})(s'_i)
     Q_k = regress y on (s_i, a_i)
 
-A regressor enters in one of three encodings:
+where ``(mu Q)(s') = sum_j w_j Q(s', a'_j)`` over the ``mu``-nodes of the action space at
+``s'`` (:mod:`genpqr.spaces`): for finite actions all K actions with weights ``mu(a|s')``
+(``next_mu`` of shape (n, K)); for continuous actions a quadrature or Monte Carlo rule
+(``next_mu`` a :class:`~genpqr.integration.Nodes`, drawn once: common random numbers).
+
+Finite actions: the Q-models of :mod:`genpqr.qmodels`; a regressor enters in one of three
+encodings:
 
 * ``"per_action"``: one clone per action, fitted on that action's rows, features ``s``;
 * ``"joint"``: one regressor on ``[s, onehot(a)]``;
@@ -25,189 +32,44 @@ sample Bellman residual ``RMS_i(Q_k(s_i, a_i) - y^{(k+1)}_i)`` per iteration. Wi
 ``validation_fraction`` set, a share of episodes is held out, the held-out Bellman residual
 picks the iteration count (patience ``n_iter_no_change``), and the loop is re-run on all
 rows for that many iterations.
+
+Continuous actions: a regressor sees the features ``[s, a]``. Because ``u - g`` is known at
+every (s, a) -- it is the stage-1 output, not an unknown -- by default only the continuation
+is regressed (``structure="continuation"``):
+
+    f = P mu Q,   Q = u - g + gamma f,
+    y_i = (1 - terminated_i) sum_j w_ij [u(s'_i, a'_ij) - g(s'_i) + gamma f^{(k-1)}(s'_i, a'_ij)]
+
+``structure="direct"`` regresses Q itself as above. Both iterate the same Bellman operator
+and have the same fixed point when the regression is exact; the continuation form only asks
+the regressor to learn ``P mu Q`` (smooth whenever the dynamics are), not the log-density
+(DeepPQR's idea of regressing only the unknown part). Sample weights are passed to the
+regressor (for a Pipeline, to its last step).
 """
+
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 
-from ._checks import as_float_array, check_gamma, check_random_state, check_state_indices, clone_learner as clone
-from .exceptions import ConvergenceWarning
+from ._checks import as_float_array, check_gamma, check_random_state, clone_learner as clone
+from .exceptions import ConvergenceWarning, NotFittedError
+from .integration import Nodes
+from .qmodels import (FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at, predict_columns,
+                      warm_start_ok)
 
-__all__ = ["FQE", "TabularQModel", "FQEHistory", "make_q_model"]
+__all__ = ["FQE", "TabularQModel", "FQEHistory", "make_q_model", "STRUCTURES"]
 
+#: How the regressor enters the Q-function for continuous actions.
+STRUCTURES = ("continuation", "direct")
 
-def _is_native(model) -> bool:
-    return hasattr(model, "fit_q") and hasattr(model, "predict_q")
-
-
-def _warm_start_ok(regressor) -> bool:
-    """True when ``warm_start=True`` means "start from the previous solution"."""
-    from sklearn.ensemble import BaseEnsemble
-
-    if not hasattr(regressor, "get_params") or "warm_start" not in regressor.get_params(deep=False):
-        return False
-    name = type(regressor).__name__
-    return not isinstance(regressor, BaseEnsemble) and "GradientBoosting" not in name
-
-
-class TabularQModel(BaseEstimator):
-    """Native Q-model for tabular states: ``Q(s, a)`` is the mean target of cell (s, a),
-    i.e. least squares on one-hot (s, a) features; unvisited cells keep ``default``.
-
-    Parameters
-    ----------
-    n_states : int
-    default : float
-        Value of cells without data.
-    """
-
-    def __init__(self, n_states: int, default: float = 0.0):
-        self.n_states = n_states
-        self.default = default
-
-    def fit_q(self, states, actions, targets, n_actions):
-        s = check_state_indices(states, self.n_states)
-        cells = s * n_actions + np.asarray(actions, dtype=np.int64)
-        size = self.n_states * n_actions
-        sums = np.bincount(cells, weights=targets, minlength=size)
-        counts = np.bincount(cells, minlength=size)
-        table = np.full(size, float(self.default))
-        seen = counts > 0
-        table[seen] = sums[seen] / counts[seen]
-        self.table_ = table.reshape(self.n_states, n_actions)
-        return self
-
-    def predict_q(self, states):
-        return self.table_[check_state_indices(states, self.n_states)]
-
-
-class _PerActionQ:
-    """One regressor per action (features: states)."""
-
-    def __init__(self, regressor, n_actions: int, warm_start: bool):
-        self.models = [clone(regressor) for _ in range(n_actions)]
-        self.fitted = [False] * n_actions
-        self.warm_start = warm_start
-        self.n_actions = n_actions
-
-    def fit_q(self, states, actions, targets, n_actions):
-        for a, model in enumerate(self.models):
-            rows = actions == a
-            if not rows.any():
-                continue
-            model.fit(states[rows], targets[rows])
-            if self.warm_start and not self.fitted[a]:
-                model.set_params(warm_start=True)
-            self.fitted[a] = True
-        return self
-
-    def predict_q(self, states):
-        out = np.zeros((states.shape[0], self.n_actions))
-        for a, model in enumerate(self.models):
-            if self.fitted[a]:
-                out[:, a] = model.predict(states)
-        return out
-
-
-class _JointQ:
-    """One regressor on ``[s, onehot(a)]``; predicts all actions in one call."""
-
-    def __init__(self, regressor, n_actions: int, warm_start: bool):
-        self.model = clone(regressor)
-        self.n_actions = n_actions
-        self.warm_start = warm_start
-        self.fitted = False
-
-    def _features(self, states, actions):
-        onehot = np.zeros((states.shape[0], self.n_actions))
-        onehot[np.arange(states.shape[0]), actions] = 1.0
-        return np.hstack([states, onehot])
-
-    def fit_q(self, states, actions, targets, n_actions):
-        self.model.fit(self._features(states, actions), targets)
-        if self.warm_start and not self.fitted:
-            self.model.set_params(warm_start=True)
-        self.fitted = True
-        return self
-
-    def predict_q(self, states):
-        n, K = states.shape[0], self.n_actions
-        rep = np.repeat(states, K, axis=0)
-        acts = np.tile(np.arange(K), n)
-        return np.asarray(self.model.predict(self._features(rep, acts))).reshape(n, K)
-
-
-class _NativeQ:
-    def __init__(self, model):
-        self.model = clone(model)
-
-    def fit_q(self, states, actions, targets, n_actions):
-        self.model.fit_q(states, actions, targets, n_actions)
-        return self
-
-    def predict_q(self, states):
-        return np.asarray(self.model.predict_q(states), dtype=np.float64)
-
-    def predict_q_columns(self, states, columns):
-        """Q at the ``columns`` actions (others may be 0), when the model can skip actions."""
-        if hasattr(self.model, "predict_q_at"):  # models with the partial-prediction interface
-            return np.asarray(self.model.predict_q(states, columns=columns), dtype=np.float64)
-        return self.predict_q(states)
-
-    def predict_q_at(self, states, actions):
-        if hasattr(self.model, "predict_q_at"):
-            return np.asarray(self.model.predict_q_at(states, actions), dtype=np.float64)
-        return self.predict_q(states)[np.arange(len(actions)), actions]
-
-
-def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto"):
-    """Wrap ``regressor`` in the internal ``fit_q``/``predict_q`` interface."""
-    if regressor is None:
-        regressor = HistGradientBoostingRegressor(max_iter=100)
-    if encoding == "auto":
-        encoding = "native" if _is_native(regressor) else "joint"
-    if encoding == "native":
-        if not _is_native(regressor):
-            raise TypeError(f"q_model {type(regressor).__name__} has no fit_q/predict_q for the native encoding")
-        return _NativeQ(regressor)
-    if not hasattr(regressor, "fit") or not hasattr(regressor, "predict"):
-        raise TypeError(f"q_model must be a regressor with fit() and predict(), got {type(regressor).__name__}")
-    ws = _warm_start_ok(regressor) if warm_start == "auto" else bool(warm_start)
-    if encoding == "per_action":
-        return _PerActionQ(regressor, n_actions, ws)
-    if encoding == "joint":
-        return _JointQ(regressor, n_actions, ws)
-    raise ValueError(f"encoding must be 'auto', 'per_action', 'joint' or 'native', got {encoding!r}")
-
-
-def _predict_columns(model, states, columns):
-    """``Q(s, .)`` where only ``columns`` are needed (a native model may skip the others)."""
-    if hasattr(model, "predict_q_columns"):
-        return model.predict_q_columns(states, columns)
-    return model.predict_q(states)
-
-
-def _predict_at(model, states, actions):
-    """``Q(s_i, a_i)``, shape (n,)."""
-    if hasattr(model, "predict_q_at"):
-        return model.predict_q_at(states, actions)
-    return model.predict_q(states)[np.arange(len(actions)), actions]
-
-
-@dataclass
-class FQEHistory:
-    """Per-iteration diagnostics (lists of floats, one entry per iteration)."""
-
-    bellman_residual: list = field(default_factory=list)
-    target_change: list = field(default_factory=list)
-    validation_residual: list = field(default_factory=list)
+#: Former private name of :func:`genpqr.qmodels.warm_start_ok`.
+_warm_start_ok = warm_start_ok
 
 
 class FQE(BaseEstimator):
@@ -233,10 +95,22 @@ class FQE(BaseEstimator):
     progress : bool or None
         tqdm progress bar (None: only on a terminal).
     random_state : int, Generator or None
+    structure : {"continuation", "direct"}
+        Continuous actions: regress ``P mu Q`` (Q = u - g + gamma f) or Q itself (see the
+        module docstring).
+    freeze_transformers : bool
+        Continuous actions, a :class:`~sklearn.pipeline.Pipeline` regressor: fit its
+        transformers once (the inputs ``[s, a]`` and the nodes are the same every iteration),
+        and refit only the final estimator per iteration. Exact for transformers that ignore
+        the targets (scalers, polynomial/spline features); set False for ones that use them.
+
+    The finite-action options (``encoding``, ``validation_fraction``, ``n_iter_no_change``,
+    ``refit``, ``progress``) do not apply to continuous actions.
     """
 
     def __init__(self, regressor=None, encoding="auto", n_iterations=100, tol=1e-6, warm_start="auto",
-                 validation_fraction=None, n_iter_no_change=10, refit=True, progress=False, random_state=None):
+                 validation_fraction=None, n_iter_no_change=10, refit=True, progress=False, random_state=None,
+                 structure="continuation", freeze_transformers=True):
         self.regressor = regressor
         self.encoding = encoding
         self.n_iterations = n_iterations
@@ -247,24 +121,38 @@ class FQE(BaseEstimator):
         self.refit = refit
         self.progress = progress
         self.random_state = random_state
+        self.structure = structure
+        self.freeze_transformers = freeze_transformers
 
-    def fit(self, states, actions, next_states, continues, reward, next_mu, gamma, groups=None):
+    def fit(self, states, actions, next_states, continues, reward, next_mu, gamma, groups=None, sample_weight=None,
+            next_base=None, next_index=None):
         """Run FQE.
 
         Parameters
         ----------
         states, next_states : ndarray of shape (n, d)
-        actions : ndarray of shape (n,), int codes
+        actions : ndarray of shape (n,), int codes; or (n, m) real actions
         continues : ndarray of shape (n,)
             ``1 - terminated``.
         reward : ndarray of shape (n,)
             ``u(s_i, a_i) - g(s_i)``.
-        next_mu : ndarray of shape (n, K)
-            ``mu(.|s'_i)``.
+        next_mu : ndarray of shape (n, K), or Nodes
+            ``mu(.|s'_i)``: weights over the K actions, or continuous ``mu``-nodes at the next
+            states (actions (n', J, m), weights (n', J)).
         gamma : float
         groups : ndarray of shape (n,), optional
             Episode ids (for the validation split).
+        sample_weight : ndarray of shape (n,), optional
+            Continuous actions: row weights passed to the regressor.
+        next_base : ndarray of shape (n', J)
+            Continuous actions: ``u(s'_i, a'_ij) - g(s'_i)`` at the nodes.
+        next_index : ndarray of shape (n,), optional
+            Continuous actions: row ``i``'s next state is ``next_states[next_index[i]]``
+            (``next_states`` then holds the n' distinct next states). Default row-aligned.
         """
+        if isinstance(next_mu, Nodes):
+            return self._fit_nodes(states, actions, next_states, continues, reward, next_mu, next_base, gamma,
+                                   sample_weight, next_index)
         gamma = check_gamma(gamma)
         states = as_float_array(states, "states", ndim=2)
         next_states = as_float_array(next_states, "next_states", ndim=2)
@@ -292,6 +180,7 @@ class FQE(BaseEstimator):
             model, converged, _ = self._loop(data, gamma, n_iter)
         self.model_ = model
         self.converged_ = converged
+        self.nodes_ = False
         self.n_iter_ = len(self.history_.bellman_residual)
         if self.tol is not None and not converged and not self.validation_fraction:
             warnings.warn(
@@ -323,8 +212,8 @@ class FQE(BaseEstimator):
         support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
         for _ in bar:
             model.fit_q(states, actions, targets, K)
-            new_targets = reward + bootstrap * np.sum(next_mu * _predict_columns(model, next_states, support), axis=1)
-            q_fit = _predict_at(model, states, actions)
+            new_targets = reward + bootstrap * np.sum(next_mu * predict_columns(model, next_states, support), axis=1)
+            q_fit = predict_at(model, states, actions)
             change = float(np.max(np.abs(new_targets - targets)))
             self.history_.bellman_residual.append(float(np.sqrt(np.mean((q_fit - new_targets) ** 2))))
             self.history_.target_change.append(change)
@@ -348,14 +237,125 @@ class FQE(BaseEstimator):
     def _validation_residual(model, val_data, gamma):
         states, actions, next_states, continues, reward, next_mu = val_data
         support = np.flatnonzero(np.any(next_mu != 0, axis=0))
-        y = reward + gamma * continues * np.sum(next_mu * _predict_columns(model, next_states, support), axis=1)
-        q = _predict_at(model, states, actions)
+        y = reward + gamma * continues * np.sum(next_mu * predict_columns(model, next_states, support), axis=1)
+        q = predict_at(model, states, actions)
         return float(np.mean((q - y) ** 2))
 
-    def predict_q(self, states) -> np.ndarray:
-        """``Q(s, a)`` for every action, shape (n, K)."""
+    def _check_fitted(self):
         if not hasattr(self, "model_"):
-            from .exceptions import NotFittedError
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
-            raise NotFittedError("this FQE is not fitted yet; call fit first")
-        return self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
+    def predict_q(self, states, actions=None, base=None) -> np.ndarray:
+        """``Q(s, a)``: finite actions, for every action, shape (n, K); continuous actions, at
+        ``actions`` (n, m), with ``base = u(s, a) - g(s)`` at the same rows, shape (n,)."""
+        self._check_fitted()
+        if not getattr(self, "nodes_", False):
+            return self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
+        out = self.predict_model(states, actions)
+        return base + self.gamma_ * out if self.structure == "continuation" else out
+
+    # ------------------------------------------------------------------ continuous actions
+    def _fit_nodes(self, states, actions, next_states, continues, base, next_nodes, next_base, gamma,
+                   sample_weight, next_index):
+        """The iteration with ``mu``-nodes at the next states (continuous actions)."""
+        gamma = check_gamma(gamma)
+        if self.structure not in STRUCTURES:
+            raise ValueError(f"structure must be one of {STRUCTURES}, got {self.structure!r}")
+        if isinstance(self.n_iterations, bool) or int(self.n_iterations) < 1:
+            raise ValueError(f"n_iterations must be at least 1, got {self.n_iterations}")
+        states, actions = as_float_array(states, "states", ndim=2), as_float_array(actions, "actions", ndim=2)
+        base = as_float_array(base, "base", ndim=1)
+        continues = as_float_array(continues, "continues", ndim=1)
+        next_states = as_float_array(next_states, "next_states", ndim=2)
+        index = np.arange(states.shape[0]) if next_index is None else np.asarray(next_index, dtype=np.int64)
+        if index.shape != (states.shape[0],) or next_nodes.weights.shape[0] != next_states.shape[0] \
+                or np.shape(next_base) != next_nodes.weights.shape:
+            raise ValueError("next_nodes and next_base need one row per next state, and next_index one entry per "
+                             "transition")
+        regressor = self.regressor if self.regressor is not None else HistGradientBoostingRegressor(max_iter=100)
+        if not (hasattr(regressor, "fit") and hasattr(regressor, "predict")):
+            raise TypeError(f"q_model must be a regressor with fit() and predict(), got {type(regressor).__name__}")
+        model, final, X, X_next = self._split_pipeline(
+            clone(regressor), np.hstack([states, actions]),
+            np.hstack([next_nodes.repeat_states(next_states), next_nodes.flat_actions]))
+        continuation = self.structure == "continuation"
+        next_base_mean = next_nodes.integrate(next_base)[index] if continuation else None
+        loop = _NodesLoop(final, X, X_next, next_nodes, index, continues, base, next_base_mean, gamma, sample_weight)
+        self.history_ = FQEHistory()
+        converged = loop.run(self, warm_start_ok(final) if self.warm_start == "auto" else bool(self.warm_start))
+        self.model_, self.gamma_, self.converged_, self.nodes_ = model, gamma, converged, True
+        self.n_iter_ = len(self.history_.target_change)
+        self.state_dim_, self.action_dim_ = states.shape[1], actions.shape[1]
+        if self.tol is not None and not converged:
+            warnings.warn(f"continuous FQE did not reach tol={self.tol:g} in {self.n_iterations} iterations (last "
+                          f"target change {self.history_.target_change[-1]:.3g}); raise n_iterations or tol",
+                          ConvergenceWarning, stacklevel=3)
+        return self
+
+    def _split_pipeline(self, model, X, X_next):
+        """(model, final estimator, features, node features): a Pipeline's transformers fitted once
+        when ``freeze_transformers``; otherwise the model is its own final estimator."""
+        from sklearn.pipeline import Pipeline
+
+        if not (self.freeze_transformers and isinstance(model, Pipeline) and len(model.steps) > 1):
+            return model, model, X, X_next
+        final = model.steps[-1][1]
+        if final is None or final == "passthrough":
+            raise TypeError("q_model Pipeline must end with a regressor")
+        for _, step in model.steps[:-1]:
+            if step is None or step == "passthrough":
+                continue
+            X = step.fit_transform(X)
+            X_next = step.transform(X_next)
+        return model, final, X, X_next
+
+    def predict_model(self, states, actions) -> np.ndarray:
+        """Continuous actions: the regressor's output at (s, a), ``f = P mu Q`` (continuation)
+        or ``Q`` (direct)."""
+        self._check_fitted()
+        X = np.hstack([as_float_array(states, "states", ndim=2), as_float_array(actions, "actions", ndim=2)])
+        return np.asarray(self.model_.predict(X), dtype=np.float64)
+
+    def predict_continuation(self, states, actions, base) -> np.ndarray:
+        """Continuous actions: ``(P mu Q)(s, a)``, the regressor (continuation) or
+        ``(Q - u + g) / gamma`` (direct)."""
+        out = self.predict_model(states, actions)
+        if self.structure == "continuation":
+            return out
+        if self.gamma_ == 0:
+            return np.zeros_like(out)
+        return (out - base) / self.gamma_
+
+
+class _NodesLoop:
+    """The Bellman iterations of :meth:`FQE._fit_nodes` on fixed features and nodes."""
+
+    def __init__(self, final, X, X_next, nodes, index, continues, base, next_base_mean, gamma, sample_weight):
+        self.final, self.X, self.X_next, self.nodes, self.index = final, X, X_next, nodes, index
+        self.continues, self.base, self.next_base_mean = continues, base, next_base_mean
+        self.gamma, self.sample_weight = gamma, sample_weight
+
+    def _targets(self, pred_next):
+        if self.next_base_mean is not None:  # continuation: f = P mu Q
+            return self.continues * (self.next_base_mean + self.gamma * pred_next)
+        return self.base + self.gamma * self.continues * pred_next
+
+    def run(self, fqe, warm_start: bool) -> bool:
+        final, history = self.final, fqe.history_
+        continuation = self.next_base_mean is not None
+        targets = self.continues * self.next_base_mean if continuation else self.base.copy()  # f_0 = 0 / Q_0 = 0
+        for k in range(int(fqe.n_iterations)):
+            fit_regressor(final, self.X, targets, self.sample_weight)
+            if warm_start and k == 0:
+                final.set_params(warm_start=True)
+            pred_next = self.nodes.integrate(np.asarray(final.predict(self.X_next), dtype=np.float64))[self.index]
+            new_targets = self._targets(pred_next)
+            fitted = np.asarray(final.predict(self.X), dtype=np.float64)
+            change = float(np.max(np.abs(new_targets - targets)))
+            history.bellman_residual.append(float(np.sqrt(np.average((fitted - new_targets) ** 2,
+                                                                      weights=self.sample_weight))))
+            history.target_change.append(change)
+            targets = new_targets
+            if fqe.tol is not None and change <= fqe.tol:
+                return True
+        return False

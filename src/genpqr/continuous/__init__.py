@@ -1,19 +1,18 @@
-"""Continuous-action GenPQR (paper, App. "Continuous-Action Extension").
+"""Continuous-action GenPQR (paper, App. "Continuous-Action Extension"): the former names.
 
-Stage 1 estimates a conditional log-density ``u(s, a) = log dpi/dlambda`` with respect to a
-stated reference measure ``lambda`` (Lebesgue on the action space by default); stage 2 solves
-``Q = u - g + gamma P mu Q`` by fitted Q evaluation whose ``mu``-integrals use Monte Carlo
-draws (common random numbers) or Gauss-Hermite / Gauss-Legendre quadrature; the reward is
-``r = Q - mu Q + g`` with ``mu Q`` by the same rule.
+One :class:`genpqr.GenPQR` serves finite and continuous actions: transitions whose
+``action_space`` is a :class:`genpqr.spaces.BoxActions` (``genpqr.from_arrays(...,
+action_space="box")``) are fitted with a conditional density ``u = log dpi/dlambda`` in stage
+1, ``Q = u - g + gamma P mu Q`` by :class:`genpqr.qeval.FQE` over ``mu``-nodes (Monte Carlo or
+quadrature, :mod:`genpqr.integration`) and ``r = Q - mu Q + g`` (:mod:`genpqr.estimator_box`).
 
-Modules: :mod:`~genpqr.continuous.data` (transitions, action space),
-:mod:`~genpqr.densities` and :mod:`~genpqr.models.neural_densities` (stage 1),
-:mod:`~genpqr.measures` (reference kernels, reference measures),
-:mod:`~genpqr.integration` (integration rules),
-:mod:`~genpqr.continuous.normalization`, :mod:`~genpqr.continuous.fqe` (stage 2),
-:mod:`~genpqr.continuous.estimator` (:class:`ContinuousGenPQR`), and the benchmarks with truth
-:mod:`~genpqr.envs.lqg` (closed form) and :mod:`~genpqr.envs.nonlinear` (fine
-discretization); :mod:`~genpqr.experiments.continuous` runs the ``continuous`` experiment.
+This package gathers what continuous actions use under the names of the former separate
+path: densities (:mod:`genpqr.densities`, :mod:`genpqr.models.neural_densities`), reference
+kernels and measures (:mod:`genpqr.measures`), integration rules, the kernel normalizations
+(:mod:`genpqr.continuous.normalization`). Deprecated for one release (they warn):
+:class:`ContinuousGenPQR`, :class:`ContinuousTransitions`, :func:`from_arrays`,
+:class:`ContinuousFQE`; :data:`ActionSpace` is :class:`genpqr.spaces.BoxActions` and
+:data:`ContinuousNormalization` is :class:`genpqr.normalization.Normalization`.
 """
 
 from .data import ActionSpace, ContinuousTransitions, from_arrays

@@ -36,7 +36,7 @@ import pandas as pd
 from ..metrics import mean_ci, reward_correlation, reward_mse
 from ..continuous import normalization as CN
 from ..densities import LinearGaussianDensity
-from ..continuous.estimator import ContinuousGenPQR
+from ..estimator import GenPQR
 from ..envs.lqg import make_lqg
 from ..integration import GaussLegendre, MonteCarlo
 from ..models.neural_densities import MixtureDensityNetwork
@@ -103,10 +103,10 @@ def run_continuous_experiment(n_values=(1_000, 10_000, 100_000), seeds=range(5),
                     if method == "mdn" and n > mdn_max_n:
                         continue
                     policy, prefit = _policy(method, problem, int(seed))
-                    est = ContinuousGenPQR(normalization=norm, gamma=problem.gamma, policy_model=policy,
-                                           policy_prefit=prefit, q_model=_q_model(),
-                                           integration=MonteCarlo(n_samples, readoff_samples=readoff_samples),
-                                           n_iterations=500, tol=1e-6, random_state=int(seed))
+                    est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=policy,
+                                 policy_prefit=prefit, q_model=_q_model(),
+                                 integration=MonteCarlo(n_samples, readoff_samples=readoff_samples),
+                                 n_iterations=500, tol=1e-6, random_state=int(seed))
                     start = time.perf_counter()
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
@@ -151,11 +151,11 @@ def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20
     data = problem.exact_design(24)
     rows = []
     for name, norm in (("uniform", CN.uniform()), ("anchor", CN.anchor(0.0))):
-        est = ContinuousGenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
-                               policy_prefit=True,
-                               q_model=make_pipeline(StateActionBasis(problem.n_states, degree),
-                                                     LinearRegression(fit_intercept=False)),
-                               integration=GaussLegendre(48), n_iterations=1000, tol=1e-13).fit(data)
+        est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
+                     policy_prefit=True,
+                     q_model=make_pipeline(StateActionBasis(problem.n_states, degree),
+                                           LinearRegression(fit_intercept=False)),
+                     integration=GaussLegendre(48), n_iterations=1000, tol=1e-13).fit(data)
         truth = problem.normalized_reward(norm)
         for K in n_actions:
             log_policy, P, grid = problem.discretized(K)
