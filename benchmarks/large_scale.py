@@ -17,7 +17,14 @@ file per block, so the simulation never holds the dataset; each fit runs in a fr
 whose peak resident memory (``resource.getrusage(...).ru_maxrss``) is reported. Data is
 written under ``--workdir`` (default a temporary folder) and deleted afterwards.
 
+``--dask-workers 1,2`` also fits each case with :func:`genpqr.distributed.fit_dask` on a
+``distributed.LocalCluster`` of that many worker processes (one thread each), in a fresh
+process per count: the table gives the fit's wall time (cluster start apart), the client's
+and the largest worker's peak memory, and the largest difference of the reward from the
+streamed fit's on 200 fixed states (closed form) or over the reward table (tabular).
+
     python benchmarks/large_scale.py [--continuous-rows 1e7] [--tabular-rows 1e7] [--chunk-rows 250000]
+                                     [--dask-workers 1,2]
 """
 
 from __future__ import annotations
@@ -116,43 +123,71 @@ def simulate_tabular(folder: Path, n_rows: int, block_episodes: int = 2_000, see
 
 
 # ============================================================================ fits (in a child process)
-def fit_child(kind: str, folder: str, chunk_rows: int) -> dict:
-    import warnings
-
+def _estimator(kind):
     from genpqr import GenPQR
     from genpqr import normalization as N
     from genpqr.lstd import LSTDQ
+
+    if kind == "continuous":
+        return GenPQR(q_model=LSTDQ(), normalization=N.anchor_action(0), gamma=GAMMA, random_state=0)
+    return GenPQR(q_model="exact", normalization=N.anchor_action(0), gamma=GAMMA, n_states=S_TAB)
+
+
+def _columns(kind):
+    state = [f"x{i}" for i in range(D)] if kind == "continuous" else "s"
+    return dict(episode="ep", time="t", state=state, action="a")
+
+
+def fit_child(kind: str, folder: str, chunk_rows: int, workers: int = 0) -> dict:
+    """One fit, streamed (``workers=0``) or on a local Dask cluster of ``workers`` processes."""
+    import warnings
+
     from genpqr.stream_fit import fit_parquet
 
     warnings.simplefilter("ignore")
-    start = time.perf_counter()
-    if kind == "continuous":
-        est = GenPQR(q_model=LSTDQ(), normalization=N.anchor_action(0), gamma=GAMMA, random_state=0)
-        model = fit_parquet(est, folder, episode="ep", time="t", state=[f"x{i}" for i in range(D)], action="a",
-                            chunk_rows=chunk_rows, progress=False)
+    extra = {}
+    if workers:
+        from distributed import Client, LocalCluster
+
+        from genpqr.distributed import fit_dask
+
+        t0 = time.perf_counter()
+        cluster = LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=":0")
+        client = Client(cluster)
+        extra["cluster_start_s"] = time.perf_counter() - t0
+        start = time.perf_counter()
+        model = fit_dask(_estimator(kind), folder, client=client, chunk_rows=chunk_rows, progress=False,
+                         **_columns(kind))
         seconds = time.perf_counter() - start
+        rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        extra["worker_peak_mb"] = max(rss.values())
+        client.close()
+        cluster.close()
+    else:
+        start = time.perf_counter()
+        model = fit_parquet(_estimator(kind), folder, chunk_rows=chunk_rows, progress=False, **_columns(kind))
+        seconds = time.perf_counter() - start
+    if kind == "continuous":
+        probe = model.reward(np.random.default_rng(5).normal(size=(200, D)))
         accuracy = {"policy_log_loss": model.diagnostics_.policy_log_loss}
     else:
-        est = GenPQR(q_model="exact", normalization=N.anchor_action(0), gamma=GAMMA, n_states=S_TAB)
-        model = fit_parquet(est, folder, episode="ep", time="t", state="s", action="a", chunk_rows=chunk_rows,
-                            progress=False)
-        seconds = time.perf_counter() - start
+        from genpqr import normalization as N
         from genpqr import tabular
 
         mdp, _ = tabular_mdp()
         truth = tabular.normalized_reward(mdp.reward, mdp.kernel, GAMMA, N.anchor_action(0))
-        got = model.reward_table().to_numpy()
+        probe = model.reward_table().to_numpy()
         visited = model.visited_states_
-        accuracy = {"reward_rmse": float(np.sqrt(np.mean((got[visited] - truth[visited]) ** 2))),
+        accuracy = {"reward_rmse": float(np.sqrt(np.mean((probe[visited] - truth[visited]) ** 2))),
                     "reward_scale": float(np.std(truth[visited]))}
-    return dict(rows=model.diagnostics_.n_transitions, seconds=seconds,
-                peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **accuracy)
+    return dict(rows=model.diagnostics_.n_transitions, seconds=seconds, probe=np.asarray(probe).ravel().tolist(),
+                peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **accuracy, **extra)
 
 
-def run_fit(kind, folder, chunk_rows) -> dict:
+def run_fit(kind, folder, chunk_rows, workers=0) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    out = subprocess.run([sys.executable, __file__, "--child", kind, str(folder), str(chunk_rows)], env=env,
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, __file__, "--child", kind, str(folder), str(chunk_rows), str(workers)],
+                         env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -167,18 +202,21 @@ def main():
     p.add_argument("--continuous-rows", type=float, default=1e7)
     p.add_argument("--tabular-rows", type=float, default=1e7)
     p.add_argument("--chunk-rows", type=int, default=250_000)
+    p.add_argument("--dask-workers", default="", help="comma-separated worker-process counts, e.g. 1,2")
     p.add_argument("--workdir", default=None)
-    p.add_argument("--child", nargs=3, metavar=("KIND", "FOLDER", "CHUNK"), help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=4, metavar=("KIND", "FOLDER", "CHUNK", "WORKERS"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        print(json.dumps(fit_child(args.child[0], args.child[1], int(args.child[2]))))
+        print(json.dumps(fit_child(args.child[0], args.child[1], int(args.child[2]), int(args.child[3]))))
         return
+    workers = [int(w) for w in args.dask_workers.split(",") if w.strip()]
     root = Path(tempfile.mkdtemp(prefix="genpqr-large-", dir=args.workdir))
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}"
-          f"; load {os.getloadavg()[0]:.2f}; chunk_rows {args.chunk_rows:,}")
+          f"; load {_load()}; chunk_rows {args.chunk_rows:,}")
     print(f"{'case':<34} {'rows':>12} {'simulate s':>10} {'Parquet MB':>10} {'fit s':>8} {'peak MB':>8}  accuracy")
     cases = [("continuous", args.continuous_rows, "(a) closed form, 8-d state, K=10"),
              ("tabular", args.tabular_rows, "(b) tabular, S=1e4, K=4")]
+    dask_rows = []
     try:
         for kind, n_rows, label in cases:
             if n_rows <= 0:
@@ -196,9 +234,24 @@ def main():
                 acc = f"reward RMSE {res['reward_rmse']:.4f} (sd of true reward {res['reward_scale']:.3f})"
             print(f"{label:<34} {res['rows']:>12,} {sim:>10.1f} {size:>10.0f} {res['seconds']:>8.1f} "
                   f"{res['peak_mb']:>8.0f}  {acc}", flush=True)
+            for n in workers:
+                got = run_fit(kind, folder, args.chunk_rows, n)
+                diff = float(np.max(np.abs(np.asarray(got["probe"]) - np.asarray(res["probe"]))))
+                dask_rows.append((label, n, got, diff, _load()))
             shutil.rmtree(folder)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    if dask_rows:
+        print(f"\n{'fit_dask on a LocalCluster':<34} {'workers':>7} {'start s':>8} {'fit s':>8} {'client MB':>9} "
+              f"{'worker MB':>9} {'max |diff|':>10}  load after")
+        for label, n, got, diff, load in dask_rows:
+            print(f"{label:<34} {n:>7} {got['cluster_start_s']:>8.1f} {got['seconds']:>8.1f} {got['peak_mb']:>9.0f} "
+                  f"{got['worker_peak_mb']:>9.0f} {diff:>10.1e}  {load}")
+    print(f"# load after: {_load()}")
+
+
+def _load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -271,3 +271,31 @@ def test_dask_backend_on_a_local_cluster(tmp_path):
     rows = _rows(tmp_path)
     assert sorted(r["method"] for r in rows) == sorted(EXP2_METHODS)
     assert all(r["seed"] == "0" for r in rows)
+
+
+def test_dask_runner_on_worker_processes_writes_the_joblib_results(tmp_path):
+    """client.map + as_completed on a process cluster: the same rows as the in-process run."""
+    import os
+
+    distributed = pytest.importorskip("distributed")
+    registry = {"good": _fake("good"), "noisy": _fake("noisy")}
+    local = run_experiment(_fake_config(), [0, 1], tmp_path / "joblib", methods=registry, progress=False)
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        remote = run_experiment(_fake_config(), [0, 1], tmp_path / "dask", methods=registry, backend="dask",
+                                client=client, progress=False)
+        assert client.status == "running"  # a given client is left open
+    assert remote.ok and len(remote.executed) == len(local.executed) == 8
+
+    def table(folder):
+        frame = pd.read_csv(folder / "results.csv").sort_values(["setting", "seed", "method"], ignore_index=True)
+        return frame.drop(columns=["fit_time", "finished_at", "worker"]), frame["worker"]
+
+    (a, _), (b, workers) = table(tmp_path / "joblib"), table(tmp_path / "dask")
+    pd.testing.assert_frame_equal(a, b)
+    assert a["reward_mse"].notna().all()
+    pids = {w.rsplit(":", 1)[1] for w in workers}
+    assert str(os.getpid()) not in pids  # the tasks ran in the worker processes
+    with pytest.raises(ValueError, match="backend='dask' only"):
+        run_experiment(_fake_config(), [0], tmp_path / "x", methods=registry, client=client)

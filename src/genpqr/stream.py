@@ -1,6 +1,5 @@
 r"""Out-of-core reading: a Parquet dataset (one file or a folder of files) in long format,
-streamed in chunks of whole episodes, and the per-chunk sufficient statistics of the two
-statistics-based stage-2 paths.
+streamed in chunks of whole episodes, whole or one partition at a time.
 
 Long format as in :func:`genpqr.data.from_pandas`: one row per (episode, time step); the next
 state of a row is the state of the next time step of its episode.
@@ -18,15 +17,18 @@ chunk (it may continue there), so every chunk holds whole episodes and
 :func:`genpqr.data.from_pandas` on a chunk pairs next states exactly as on the whole frame.
 Memory: one chunk plus the longest episode.
 
-Per-chunk statistics (pure functions of one :class:`~genpqr.data.Transitions` chunk; their
-results add up, so a distributed reducer can call them per partition and sum):
+**Partitions** (for a distributed fit, :mod:`genpqr.distributed`). The Parquet row groups are
+split into contiguous runs (:meth:`ParquetSource.group_row_groups`); a scan of the episode
+and action columns of each run (:func:`scan_row_groups`, one task each) gives the first and
+last episode id of every row group, from which :meth:`ParquetSource.plan` makes
+:class:`Partition` objects that are *episode-whole*: an episode belongs to the partition
+holding its first row; that partition reads on into the row groups after it while the
+episode goes on, and the next partition skips those leading rows. The plan also checks the
+order across row groups. ``source.chunks(labels, partition=p)`` then streams the chunks of
+``p`` alone, so the chunks of all partitions are the chunks of the dataset.
 
-* :func:`tabular_chunk_counts` -- choice counts ``n(s, a)`` and transition counts
-  ``n(s, a, s')`` (sparse) for the exact tabular path (:class:`TabularCounts`, ``+``);
-* :func:`bellman_chunk` -- the :class:`genpqr.lstd.BellmanProblem` of a chunk for a fitted
-  policy and normalization, to feed ``LSTDQ.partial_fit`` (or
-  ``BellmanStatistics.accumulate*`` / ``merge``);
-* :func:`choice_summary` -- the sums behind GenPQR's diagnostics (:class:`ChoiceSummary`, ``+``).
+The per-chunk statistics and the passes over a source or a partition are in
+:mod:`genpqr.stream_stats` (re-exported here).
 """
 
 from __future__ import annotations
@@ -36,16 +38,68 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
-from .data import Transitions, from_pandas
+from .data import Transitions, from_arrays, from_pandas, long_format_rows
+from .stream_stats import (ChoiceSummary, TabularCounts, bellman_chunk, choice_summary, concatenate_chunks,
+                           tabular_chunk_counts)
 
-__all__ = ["ParquetSource", "TabularCounts", "ChoiceSummary", "tabular_chunk_counts", "bellman_chunk",
-           "choice_summary", "concatenate_chunks", "DEFAULT_CHUNK_ROWS"]
+__all__ = ["ParquetSource", "Partition", "RowGroup", "RowGroupScan", "scan_row_groups", "TabularCounts",
+           "ChoiceSummary", "tabular_chunk_counts", "bellman_chunk", "choice_summary", "concatenate_chunks",
+           "DEFAULT_CHUNK_ROWS"]
 
 #: Rows per chunk by default: on the 1e7-row closed-form benchmark (docs/benchmarks.md) 250,000
 #: rows took 43 s and 0.9 GB peak against 57 s and 1.9 GB for 1,000,000.
 DEFAULT_CHUNK_ROWS = 250_000
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """One Parquet row group: ``path``, its ``index`` in the file, ``n_rows`` and ``first_row``
+    (its position in the dataset, files in path order)."""
+
+    path: str
+    index: int
+    n_rows: int
+    first_row: int
+
+
+@dataclass(frozen=True)
+class RowGroupScan:
+    """What a partition plan needs of a row group: rows, first and last episode id, and
+    ``first_run``, the number of leading rows with the first id."""
+
+    n_rows: int
+    first: object
+    last: object
+    first_run: int
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A contiguous run of row groups owning the episodes whose first row lies in it.
+
+    Attributes
+    ----------
+    index : int
+    row_groups : tuple of RowGroup
+        Its own row groups, in dataset order.
+    tail : tuple of RowGroup
+        The row groups after it that hold the rest of its last episode (read only while that
+        episode goes on).
+    skip : tuple
+        ``()`` or ``(episode_id,)``: its leading rows of this episode belong to a partition before it.
+    n_rows : int
+        Rows it owns.
+    offset : int
+        Rows owned by the partitions before it (its first row's position in episode order).
+    """
+
+    index: int
+    row_groups: tuple
+    tail: tuple = ()
+    skip: tuple = ()
+    n_rows: int = 0
+    offset: int = 0
 
 
 @dataclass
@@ -61,6 +115,8 @@ class ParquetSource:
     chunk_rows : int
         Rows per chunk (at least; a chunk grows to hold an episode longer than this).
     keep_last, time_gaps : as in :func:`genpqr.data.from_pandas`.
+
+    A source pickles without its open dataset (a Dask worker reopens it).
     """
 
     path: object
@@ -74,29 +130,38 @@ class ParquetSource:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     keep_last: bool = True
     time_gaps: str = "error"
-    _dataset: object = field(default=None, init=False, repr=False)
+    _dataset: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        import pyarrow.dataset as ds
-
         path = Path(self.path)
         if not path.exists():
             raise FileNotFoundError(f"data path {str(path)!r} does not exist")
         if not (isinstance(self.chunk_rows, (int, np.integer)) and self.chunk_rows > 0):
             raise ValueError(f"chunk_rows must be a positive int, got {self.chunk_rows!r}")
         self.state = [self.state] if isinstance(self.state, str) else list(self.state)
-        try:
-            self._dataset = ds.dataset(str(path), format="parquet")
-        except Exception as exc:  # pyarrow raises several types for unreadable files
-            raise ValueError(f"cannot read {str(path)!r} as a Parquet dataset: {exc}") from None
-        if not self._dataset.files:
+        if not self.dataset.files:
             raise ValueError(f"data path {str(path)!r} is a folder with no Parquet file; expected a .csv or .parquet "
                              "file, or a folder of .parquet files")
-        names = set(self._dataset.schema.names)
+        names = set(self.dataset.schema.names)
         missing = [c for c in self.columns if c not in names]
         if missing:
             raise ValueError(f"the Parquet dataset {str(path)!r} is missing column(s) {missing}; it has "
                              f"{sorted(names)}")
+
+    def __getstate__(self):
+        return {**self.__dict__, "_dataset": None}
+
+    @property
+    def dataset(self):
+        """The ``pyarrow.dataset.Dataset`` (opened on first use)."""
+        if self._dataset is None:
+            import pyarrow.dataset as ds
+
+            try:
+                self._dataset = ds.dataset(str(self.path), format="parquet")
+            except Exception as exc:  # pyarrow raises several types for unreadable files
+                raise ValueError(f"cannot read {str(self.path)!r} as a Parquet dataset: {exc}") from None
+        return self._dataset
 
     @property
     def columns(self) -> list[str]:
@@ -105,36 +170,142 @@ class ParquetSource:
 
     def count_rows(self) -> int:
         """Rows in the dataset (from the file metadata; no data read)."""
-        return int(self._dataset.count_rows())
+        return int(self.dataset.count_rows())
+
+    def _fragments(self):
+        return sorted(self.dataset.get_fragments(), key=lambda f: f.path)
+
+    def _batch_size(self) -> int:
+        return min(int(self.chunk_rows), 1 << 20)
 
     def _batches(self, columns):
         """Record batches in dataset order: files sorted by path, rows in file order."""
-        for fragment in sorted(self._dataset.get_fragments(), key=lambda f: f.path):
-            yield from fragment.to_batches(columns=columns, batch_size=min(int(self.chunk_rows), 1 << 20))
+        for fragment in self._fragments():
+            yield from fragment.to_batches(columns=columns, batch_size=self._batch_size())
 
     def action_labels(self, progress=None) -> np.ndarray:
         """Sorted unique action labels (one pass over the action column only)."""
         labels = None
         with _bar(self.count_rows(), "reading actions", progress) as bar:
             for batch in self._batches([self.action]):
-                values = np.unique(batch.column(0).to_numpy(zero_copy_only=False))
-                labels = values if labels is None else np.union1d(labels, values)
+                labels = _union(labels, batch.column(0))
                 bar.update(batch.num_rows)
         if labels is None or labels.size == 0:
             raise ValueError(f"the Parquet dataset {str(self.path)!r} has no rows")
         return labels
 
-    def frames(self, progress=None, desc: str = "reading") -> Iterator:
+    # ------------------------------------------------------------------ partitions
+    def row_groups(self) -> list[RowGroup]:
+        """Every row group in dataset order (from the file metadata; no data read)."""
+        out, position = [], 0
+        for fragment in self._fragments():
+            meta = fragment.metadata
+            for i in range(meta.num_row_groups):
+                n = int(meta.row_group(i).num_rows)
+                out.append(RowGroup(fragment.path, i, n, position))
+                position += n
+        return out
+
+    def group_row_groups(self, npartitions: int | None = None) -> list[tuple]:
+        """The row groups split into at most ``npartitions`` contiguous runs of about equal rows
+        (default: one per ``chunk_rows`` rows, at most one per row group)."""
+        groups = [g for g in self.row_groups() if g.n_rows]
+        if not groups:
+            raise ValueError(f"the Parquet dataset {str(self.path)!r} has no rows")
+        total = sum(g.n_rows for g in groups)
+        if npartitions is None:
+            npartitions = -(-total // int(self.chunk_rows))
+        if not (isinstance(npartitions, (int, np.integer)) and not isinstance(npartitions, bool) and npartitions > 0):
+            raise ValueError(f"npartitions must be a positive int or None, got {npartitions!r}")
+        cum = np.cumsum([g.n_rows for g in groups])
+        cuts = np.searchsorted(cum, total * np.arange(1, npartitions) / npartitions, side="left") + 1
+        bounds = [0, *sorted({int(c) for c in cuts if 0 < c < len(groups)}), len(groups)]
+        return [tuple(groups[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
+
+    def plan(self, groups, scans) -> list[Partition]:
+        """Episode-whole :class:`Partition` objects from runs of row groups and their scans
+        (:func:`scan_row_groups`, one list of :class:`RowGroupScan` per run); raises
+        ``ValueError`` where the episode ids decrease from one row group to the next."""
+        P = len(groups)
+        owned, tails, skip, started = [0] * P, [[] for _ in range(P)], [()] * P, [False] * P
+        owner, open_id = None, None
+        for p, (group, group_scans) in enumerate(zip(groups, scans)):
+            for rg, s in zip(group, group_scans):
+                if s.n_rows == 0:
+                    continue
+                if open_id is not None:
+                    _check_sorted(np.asarray([s.first], dtype=object), open_id, rg.first_row, self.episode)
+                continues = open_id is not None and s.first == open_id
+                owned[p] += s.n_rows
+                if continues and owner != p:  # its leading rows end an episode begun before p
+                    owned[p] -= s.first_run
+                    owned[owner] += s.first_run
+                    tails[owner].append(rg)
+                    if not started[p]:
+                        skip[p] = (open_id,)
+                    if s.first_run < s.n_rows:
+                        owner, started[p] = p, True
+                else:
+                    owner, started[p] = p, True
+                open_id = s.last
+        offsets = np.concatenate([[0], np.cumsum(owned)[:-1]]).astype(int)
+        return [Partition(p, tuple(groups[p]), tuple(tails[p]), skip[p], int(owned[p]), int(offsets[p]))
+                for p in range(P)]
+
+    def partitions(self, npartitions: int | None = None) -> list[Partition]:
+        """:meth:`plan` with the scans run here, one run after the other (a distributed fit runs
+        :func:`scan_row_groups` on the workers instead)."""
+        groups = self.group_row_groups(npartitions)
+        return self.plan(groups, [scan_row_groups(self, g)[1] for g in groups])
+
+    def _read_row_groups(self, row_groups, columns):
+        import pyarrow.parquet as pq
+
+        for rg in row_groups:
+            with self.dataset.filesystem.open_input_file(rg.path) as fh:
+                yield from pq.ParquetFile(fh).iter_batches(batch_size=self._batch_size(), row_groups=[rg.index],
+                                                           columns=columns)
+
+    def _partition_batches(self, part: Partition, columns):
+        """The batches of the rows ``part`` owns: its row groups less the leading rows of
+        ``part.skip``, then the rows of its last episode in ``part.tail``."""
+        skipping, last = bool(part.skip), None
+        for batch in self._read_row_groups(part.row_groups, columns):
+            ids = batch.column(self.episode).to_numpy(zero_copy_only=False)
+            if skipping:
+                n = _leading_run(ids, part.skip[0])
+                if n == ids.size:
+                    continue
+                batch, ids, skipping = batch.slice(n), ids[n:], False
+            if ids.size:
+                last = ids[-1]
+                yield batch
+        if last is None:
+            return
+        for batch in self._read_row_groups(part.tail, columns):
+            n = _leading_run(batch.column(self.episode).to_numpy(zero_copy_only=False), last)
+            if n:
+                yield batch.slice(0, n)
+            if n < batch.num_rows:
+                return
+
+    # ------------------------------------------------------------------ chunks
+    def frames(self, progress=None, desc: str = "reading", partition: Partition | None = None) -> Iterator:
         """pandas frames of whole episodes, ``chunk_rows`` rows or more each (the last may be
-        smaller), in dataset order; a tqdm bar in rows/s."""
+        smaller), in dataset order (of ``partition`` only, if given); a tqdm bar in rows/s."""
         import pandas as pd
         import pyarrow as pa
 
+        if partition is None:
+            batches, total, position = self._batches(self.columns), self.count_rows(), 0
+        else:
+            batches, total = self._partition_batches(partition, self.columns), partition.n_rows
+            position = partition.row_groups[0].first_row if partition.row_groups else 0
         pending, n_pending, carry, last = [], 0, None, None
-        position = 0
-        with _bar(self.count_rows(), desc, progress) as bar:
-            for batch in self._batches(self.columns):
-                last = _check_sorted(batch.column(0).to_numpy(zero_copy_only=False), last, position, self.episode)
+        with _bar(total, desc, progress) as bar:
+            for batch in batches:
+                last = _check_sorted(batch.column(self.episode).to_numpy(zero_copy_only=False), last, position,
+                                     self.episode)
                 position += batch.num_rows
                 pending.append(batch)
                 n_pending += batch.num_rows
@@ -178,14 +349,66 @@ class ParquetSource:
         if held is not None:
             yield held
 
-    def chunks(self, action_labels, progress=None, desc: str = "reading") -> Iterator[Transitions]:
+    def chunks(self, action_labels, progress=None, desc: str = "reading",
+               partition: Partition | None = None) -> Iterator[Transitions]:
         """:class:`~genpqr.data.Transitions` of whole episodes, chunk by chunk, with the action
         codes of ``action_labels`` (the full label set: every chunk has the same encoder).
-        A chunk whose episodes all have a single row is merged into a neighbouring chunk."""
-        for frame in self._with_transitions(self.frames(progress, desc)):
-            yield from_pandas(frame, episode=self.episode, time=self.time, state=self.state, action=self.action,
-                              terminated=self.terminated, truncated=self.truncated, outcome=self.outcome,
-                              action_labels=action_labels, keep_last=self.keep_last, time_gaps=self.time_gaps)
+        A chunk whose episodes all have a single row is merged into a neighbouring chunk.
+        With ``partition``: the chunks of its episodes only (a partition with no transition at
+        all gives its choices alone, where the whole dataset would be refused)."""
+        kw = dict(episode=self.episode, time=self.time, state=self.state, terminated=self.terminated,
+                  truncated=self.truncated, keep_last=self.keep_last, time_gaps=self.time_gaps)
+        for frame in self._with_transitions(self.frames(progress, desc, partition)):
+            if partition is not None and not self._has_transition(frame):
+                chunk = self._choices_only(frame, action_labels, kw)
+                if chunk is not None:
+                    yield chunk
+                continue
+            yield from_pandas(frame, action=self.action, outcome=self.outcome, action_labels=action_labels, **kw)
+
+    def _choices_only(self, frame, action_labels, kw) -> Transitions | None:
+        """``from_pandas`` of a frame without any transition (which it refuses): its choices."""
+        rows = long_format_rows(frame, **kw)
+        if rows.index.size == 0:
+            return None
+        df, idx = rows.frame, rows.index
+        return from_arrays(rows.states, df[self.action].to_numpy()[idx], rows.next_states, terminated=rows.terminated,
+                           truncated=rows.truncated, episode_ids=rows.episode_ids, timesteps=rows.timesteps,
+                           outcomes=None if not self.outcome else df[self.outcome].to_numpy()[idx],
+                           action_labels=action_labels, state_names=self.state, next_observed=rows.next_observed)
+
+
+def scan_row_groups(source: ParquetSource, row_groups) -> tuple:
+    """``(labels, scans)``: the sorted action labels of ``row_groups`` (None if no row) and one
+    :class:`RowGroupScan` per row group (the episode and action columns only are read). Checks
+    the episode order inside each row group."""
+    labels, scans = None, []
+    for rg in row_groups:
+        n, first, last, first_run, run_open = 0, None, None, 0, True
+        for batch in source._read_row_groups([rg], [source.episode, source.action]):
+            ids = batch.column(source.episode).to_numpy(zero_copy_only=False)
+            if ids.size == 0:
+                continue
+            last = _check_sorted(ids, last, rg.first_row + n, source.episode)
+            first = ids[0] if first is None else first
+            if run_open:
+                k = _leading_run(ids, first)
+                first_run, run_open = first_run + k, k == ids.size
+            n += ids.size
+            labels = _union(labels, batch.column(source.action))
+        scans.append(RowGroupScan(n, first, last, first_run))
+    return labels, scans
+
+
+def _union(labels, column):
+    values = np.unique(column.to_numpy(zero_copy_only=False))
+    return values if labels is None else np.union1d(labels, values)
+
+
+def _leading_run(ids, value) -> int:
+    """Leading entries of ``ids`` equal to ``value``."""
+    differ = ids != value
+    return int(np.argmax(differ)) if differ.any() else int(ids.size)
 
 
 def _bar(total, desc, progress):
@@ -221,208 +444,3 @@ def _split_last_episode(frame, episode: str):
     return frame.iloc[:start], frame.iloc[start:].reset_index(drop=True)
 
 
-# ============================================================================ tabular counts
-@dataclass
-class TabularCounts:
-    """Sufficient statistics of the exact tabular path; ``a + b`` adds two partial sums.
-
-    Attributes
-    ----------
-    choices : ndarray of shape (S*K,)
-        ``n_choice(s, a)``: every observed choice (stage 1, the visited states).
-    visits : ndarray of shape (S*K,)
-        ``n(s, a)``: complete transitions (terminated included), the kernel's denominators.
-    moves : scipy.sparse.csr_matrix of shape (S*K, S)
-        ``n(s, a, s')``: non-terminated complete transitions.
-    live_next : ndarray of shape (S,), bool
-        States reached as a non-terminated next state (the auto clip reads the policy there).
-    n_rows, n_episodes, n_choice_only : int
-    """
-
-    choices: np.ndarray
-    visits: np.ndarray
-    moves: sp.csr_matrix
-    live_next: np.ndarray
-    n_rows: int = 0
-    n_episodes: int = 0
-    n_choice_only: int = 0
-
-    @property
-    def n_states(self) -> int:
-        return int(self.moves.shape[1])
-
-    def resized(self, n_states: int) -> "TabularCounts":
-        """The same counts on ``n_states >= S`` states (chunks may see fewer states)."""
-        S, K = self.n_states, self.moves.shape[0] // max(self.n_states, 1)
-        if n_states == S:
-            return self
-        grow = n_states - S
-        moves = sp.csr_matrix((self.moves.data, self.moves.indices, self.moves.indptr), shape=(S * K, n_states))
-        moves = sp.vstack([moves, sp.csr_matrix((grow * K, n_states))]).tocsr()
-        pad = np.zeros(grow * K)
-        return TabularCounts(np.concatenate([self.choices, pad]), np.concatenate([self.visits, pad]), moves,
-                             np.concatenate([self.live_next, np.zeros(grow, dtype=bool)]), self.n_rows,
-                             self.n_episodes, self.n_choice_only)
-
-    def __add__(self, other: "TabularCounts") -> "TabularCounts":
-        S = max(self.n_states, other.n_states)
-        a, b = self.resized(S), other.resized(S)
-        return TabularCounts(a.choices + b.choices, a.visits + b.visits, (a.moves + b.moves).tocsr(),
-                             a.live_next | b.live_next, a.n_rows + b.n_rows, a.n_episodes + b.n_episodes,
-                             a.n_choice_only + b.n_choice_only)
-
-
-def tabular_chunk_counts(chunk: Transitions, n_states: int | None = None) -> TabularCounts:
-    """The :class:`TabularCounts` of one chunk of whole episodes (states are indices in one
-    column); ``n_states`` default: max index + 1 in the chunk. Sum chunks with ``+``."""
-    from ._checks import check_state_indices
-    from .tabular import transition_counts
-
-    if chunk.state_dim != 1:
-        raise ValueError(f"the tabular path needs tabular states (one index column), got {chunk.state_dim} columns")
-    trans = chunk.subset(chunk.next_observed | chunk.terminated)
-    next_states = trans.next_states  # a terminated row's (absorbing) next state is its own: a valid index
-    if n_states is None:
-        n_states = int(max(chunk.states.max(), next_states.max() if trans.n else 0)) + 1
-    K = chunk.n_actions
-    s = check_state_indices(chunk.states, n_states, "states")
-    choices = np.bincount(s * K + chunk.actions, minlength=n_states * K).astype(np.float64)
-    moves, visits = transition_counts(trans.states, trans.actions, next_states, n_states, K,
-                                      terminated=trans.terminated)
-    live = np.zeros(n_states, dtype=bool)
-    live[check_state_indices(next_states[~trans.terminated], n_states, "next_states")] = True
-    return TabularCounts(choices, visits, moves, live, chunk.n, chunk.n_episodes, chunk.n_choice_only)
-
-
-# ============================================================================ closed-form chunks
-def bellman_chunk(chunk: Transitions, policy, normalization, offset, gamma: float, raw=None):
-    """The :class:`genpqr.lstd.BellmanProblem` of a chunk's complete transitions, as GenPQR's
-    closed-form stage 2 builds it: ``reward = u(s, a) - g(s)`` with ``u = log pi_hat``
-    (clipped), ``next_mu = mu(.|s')`` and ``next_reward = sum_a' mu(a'|s') (u(s', a') - g(s'))``.
-
-    Parameters
-    ----------
-    chunk : Transitions
-    policy : genpqr.policy.FittedPolicy
-        Fitted stage 1 (clip resolved).
-    normalization : genpqr.normalization.Normalization
-        Bound to the action codes; ``offset`` is its ``g`` as a callable ``states -> (m,)``.
-    gamma : float
-    raw : ndarray of shape (n, K), optional
-        ``policy.raw_proba(chunk.states)`` if already computed.
-
-    Returns None when the chunk has no complete transition.
-    """
-    from .lstd import BellmanProblem
-    from .policy import clip_proba
-
-    if chunk.n_choice_only == chunk.n:
-        return None
-    keep = chunk.next_observed
-    trans = chunk.with_next()
-    K = chunk.n_actions
-    raw = policy.raw_proba(trans.states) if raw is None else np.asarray(raw)[keep]
-    proba = clip_proba(raw, policy.clip)[0]
-    next_proba = clip_proba(policy.raw_proba(trans.next_states), policy.clip)[0]
-    next_mu = normalization.weights(trans.next_states, K, next_proba)
-    g_rows = np.asarray(offset(trans.states), dtype=np.float64)
-    g_next = np.asarray(offset(trans.next_states), dtype=np.float64)
-    u_rows = _safe_log(proba[np.arange(trans.n), trans.actions])
-    next_reward = np.sum(next_mu * (_safe_log(next_proba) - g_next[:, None]), axis=1)
-    return BellmanProblem(trans.states, trans.actions, trans.next_states, trans.continues, u_rows - g_rows, next_mu,
-                          gamma, next_reward=next_reward, log_policy=policy.log_proba, offset=offset,
-                          policy_models=list(policy.models))
-
-
-def _safe_log(proba):
-    with np.errstate(divide="ignore"):
-        return np.log(proba)
-
-
-# ============================================================================ diagnostics sums
-@dataclass
-class ChoiceSummary:
-    """Sums over observed choices behind GenPQR's diagnostics (``+`` adds partial sums).
-
-    Attributes
-    ----------
-    n, n_episodes, n_choice_only : int
-    action_counts, trans_action_counts : ndarray of shape (K,)
-        Choices per action; complete transitions per action.
-    mu_max, trans_mu_max : ndarray of shape (K,)
-        ``max_i mu(a|s_i)`` over the choices; over the complete transitions.
-    support, log_loss, clipped, floored : float
-        Rows with ``mu(a_i|s_i) > 0``; ``-sum log pi_hat(a_i|s_i)``; rows whose observed action
-        hits a clip bound; rows where some action is below the lower bound.
-    max_mu_over_pi : float
-    """
-
-    n: float
-    n_episodes: int
-    n_choice_only: int
-    action_counts: np.ndarray
-    trans_action_counts: np.ndarray
-    mu_max: np.ndarray
-    trans_mu_max: np.ndarray
-    support: float
-    log_loss: float
-    clipped: float
-    floored: float
-    max_mu_over_pi: float
-
-    def __add__(self, o: "ChoiceSummary") -> "ChoiceSummary":
-        return ChoiceSummary(self.n + o.n, self.n_episodes + o.n_episodes, self.n_choice_only + o.n_choice_only,
-                             self.action_counts + o.action_counts, self.trans_action_counts + o.trans_action_counts,
-                             np.maximum(self.mu_max, o.mu_max), np.maximum(self.trans_mu_max, o.trans_mu_max),
-                             self.support + o.support, self.log_loss + o.log_loss, self.clipped + o.clipped,
-                             self.floored + o.floored, max(self.max_mu_over_pi, o.max_mu_over_pi))
-
-
-def choice_summary(raw, actions, mu, clip, *, has_next, weights=None, n_episodes: int = 0) -> ChoiceSummary:
-    """The :class:`ChoiceSummary` of rows with unclipped stage-1 probabilities ``raw`` (m, K),
-    observed ``actions`` (m,), normalization weights ``mu`` (m, K), ``clip`` bounds,
-    ``has_next`` (m,) bool (a complete transition) and optional row ``weights`` (m,) (counts,
-    for the tabular path's one row per (s, a))."""
-    from .policy import clip_proba
-
-    raw = np.asarray(raw, dtype=np.float64)
-    m, K = raw.shape
-    w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64)
-    rows = np.arange(m)
-    proba, clipped = clip_proba(raw, clip)
-    low, high = clip
-    hit = ((raw < low) | (raw > high))[rows, actions]
-    floored = np.any(raw < low, axis=1)
-    counts = np.bincount(actions, weights=w, minlength=K)
-    trans_counts = np.bincount(actions[has_next], weights=w[has_next], minlength=K)
-    zero = np.zeros(K)
-    with np.errstate(divide="ignore"):
-        log_p = np.log(proba[rows, actions])
-    return ChoiceSummary(float(w.sum()), n_episodes, int(np.sum(w[~has_next])), counts, trans_counts,
-                         mu.max(axis=0) if m else zero, mu[has_next].max(axis=0) if has_next.any() else zero,
-                         float(np.sum(w[mu[rows, actions] > 0])), float(-np.sum(w * log_p)),
-                         float(np.sum(w[hit])), float(np.sum(w[floored])),
-                         float(np.max(mu / proba)) if m else 0.0)
-
-
-def concatenate_chunks(parts: Sequence[Transitions]) -> Transitions:
-    """One :class:`~genpqr.data.Transitions` from chunks of whole episodes sharing one encoder
-    (episode ids renumbered so that chunks never share one)."""
-    from dataclasses import replace
-
-    if not parts:
-        raise ValueError("no chunk to concatenate")
-    first = parts[0]
-    if any(p.encoder.labels.tolist() != first.encoder.labels.tolist() for p in parts):
-        raise ValueError("chunks must share one action encoder (pass the full action_labels)")
-    ids, offset = [], 0
-    for p in parts:
-        codes = np.unique(p.episode_ids, return_inverse=True)[1].reshape(-1)
-        ids.append(codes + offset)
-        offset += int(codes.max()) + 1 if codes.size else 0
-    values = {}
-    for name in Transitions._ROW_FIELDS:
-        arrays = [getattr(p, name) for p in parts]
-        values[name] = None if any(a is None for a in arrays) else np.concatenate(arrays)
-    values["episode_ids"] = np.concatenate(ids).astype(np.int64)
-    return replace(first, **values)

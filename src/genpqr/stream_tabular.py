@@ -1,7 +1,8 @@
 r"""The out-of-core tabular path of :func:`genpqr.stream_fit.fit_parquet` (``q_model="exact"``).
 
-One pass sums :func:`genpqr.stream.tabular_chunk_counts` over chunks; then, from the counts
-alone (memory O(S K + non-zero n(s, a, s')), not rows):
+One pass sums :func:`genpqr.stream_stats.tabular_chunk_counts` over chunks (or, in
+:func:`genpqr.distributed.fit_dask`, over the partitions of a Dask cluster); then
+:func:`fit_counts`, from the counts alone (memory O(S K + non-zero n(s, a, s')), not rows):
 
 * stage 1: the cell frequencies ``pi_hat(a|s) = n_choice(s, a) / n_choice(s)``
   (:class:`~genpqr.policy.FrequencyClassifier` fitted on one row per visited (s, a) weighted by
@@ -16,30 +17,37 @@ from __future__ import annotations
 import numpy as np
 
 from . import tabular
-from .stream import choice_summary, tabular_chunk_counts
+from .stream_stats import choice_summary, tabular_pass
+from .stream_steps import check_actions, make_diagnostics, prefitted_policy, resolve_clip
 
-__all__ = ["fit_tabular", "counts_of_source"]
+__all__ = ["fit_tabular", "fit_counts", "counts_of_source", "check_tabular"]
 
 
 def counts_of_source(source, labels, n_states=None, progress=None):
     """:class:`genpqr.stream.TabularCounts` of a whole :class:`~genpqr.stream.ParquetSource`."""
-    total = None
-    for chunk in source.chunks(labels, progress, "counting"):
-        part = tabular_chunk_counts(chunk, n_states)
-        total = part if total is None else total + part
+    total = tabular_pass(source, labels, n_states, progress=progress)
     if total is None:
         raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
     return total if n_states is None else total.resized(int(n_states))
 
 
-def fit_tabular(est, source, progress=None):
-    """Fill ``est`` (a cloned GenPQR with ``_start`` done) from the counts of ``source``."""
-    from .estimator import _ExactStage2
-    from .stream_fit import _check_actions, make_diagnostics
-
+def check_tabular(est) -> None:
     if est.state_dim_ != 1:
         raise ValueError(f"q_model='exact' needs tabular states (one index column), got {est.state_dim_} columns")
-    counts = counts_of_source(source, est.encoder_.labels, est.n_states, progress)
+
+
+def fit_tabular(est, source, progress=None):
+    """Fill ``est`` (a cloned GenPQR after :func:`genpqr.stream_steps.start`) from the counts of ``source``."""
+    check_tabular(est)
+    return fit_counts(est, counts_of_source(source, est.encoder_.labels, est.n_states, progress))
+
+
+def fit_counts(est, counts):
+    """Fill ``est`` (a cloned GenPQR after :func:`genpqr.stream_steps.start`) from the summed
+    :class:`~genpqr.stream_stats.TabularCounts` of all rows (on ``est.n_states`` states when given)."""
+    from .estimator import _ExactStage2
+
+    check_tabular(est)
     S, K = counts.n_states, est.n_actions_
     est.n_states_ = S
     choices = counts.choices.reshape(S, K)
@@ -56,7 +64,7 @@ def fit_tabular(est, source, progress=None):
     with np.errstate(divide="ignore"):
         u = np.log(policy.proba(grid))
     summary = _summary(est, choices, counts.visits.reshape(S, K), counts)
-    _check_actions(est, summary)
+    check_actions(est, summary)
     recovery = tabular.recover_reward(u, kernel, est.gamma_, est.normalization_, solver=est.solver)
     est.visited_states_ = choices.sum(axis=1) > 0
     est.stage2_ = _ExactStage2(recovery, kernel, choices)
@@ -71,7 +79,6 @@ def _policy(est, choices, counts):
     """Stage 1 from the choice counts (frequencies) or prefitted; the clip resolved from counts."""
     from ._checks import clone_learner as clone
     from .policy import FittedPolicy, FrequencyClassifier, check_classifier
-    from .stream_fit import prefitted_policy, resolve_clip
 
     S, K = choices.shape
     if est.policy_prefit:

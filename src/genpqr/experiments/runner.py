@@ -7,10 +7,12 @@
 2. lists the tasks (seed, setting, method), seed-major, and drops those whose
    ``(experiment, setting, seed, method)`` row is already in ``out/results.csv`` -- a killed
    or partly failed run resumes where it stopped;
-3. runs the rest with joblib (``Parallel(return_as="generator_unordered")``; loky processes by
-   default, or a Dask cluster: ``backend="dask", scheduler="tcp://..."``), appending and
-   flushing each row to ``out/results.csv`` as soon as its task finishes (only this process
-   writes the file), under a tqdm progress bar;
+3. runs the rest in parallel -- loky processes by default (joblib's
+   ``Parallel(return_as="generator_unordered")``), or a Dask cluster with
+   ``backend="dask", scheduler="tcp://..."`` (or a ``client``) through Dask's public API
+   (``client.map`` and ``distributed.as_completed``) -- appending and flushing each row to
+   ``out/results.csv`` as soon as its task finishes (only this process writes the file), under
+   a tqdm progress bar;
 4. returns a :class:`RunSummary`. A task that raises writes nothing; its error is collected
    and reported, and the sweep goes on.
 
@@ -214,41 +216,39 @@ def _execute(task: Task, method: Method, options: dict) -> dict:
         return {"task": task, "row": None, "error": traceback.format_exc()}
 
 
-def _dask_backend_class():
-    """joblib's Dask backend, reporting at least 2 workers: joblib runs a call whose effective
-    ``n_jobs`` is 1 sequentially in the *calling* process, which would silently bypass a
-    one-thread cluster."""
-    from joblib._dask import DaskDistributedBackend
-
-    class _AtLeastTwo(DaskDistributedBackend):
-        def effective_n_jobs(self, n_jobs):
-            return max(2, super().effective_n_jobs(n_jobs))
-
-    return _AtLeastTwo
-
-
-def _parallel_results(calls, n_jobs: int, backend: str, scheduler: str | None):
+def _parallel_results(calls, n_jobs: int, backend: str, scheduler: str | None, client=None):
     """Yield task results in completion order."""
-    from joblib import Parallel, delayed, parallel_config, register_parallel_backend
-
-    jobs = [delayed(_execute)(*args) for args in calls]
-    if backend == "loky":
-        with parallel_config(backend="loky"):
-            yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+    if backend == "dask":
+        yield from _dask_results(calls, scheduler, client)
         return
+    from joblib import Parallel, delayed, parallel_config
+
+    with parallel_config(backend="loky"):
+        yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(delayed(_execute)(*args) for args in calls)
+
+
+def _dask_results(calls, scheduler: str | None, client=None):
+    """One Dask task per call (``client.map``), results as they finish (``as_completed``); a
+    client is opened on ``scheduler`` and closed afterwards unless ``client`` is given."""
     try:
-        from distributed import Client
+        from distributed import Client, as_completed
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("backend='dask' needs the optional dependency `distributed`: "
                           "pip install 'genpqr[dask]'") from exc
-    register_parallel_backend("genpqr-dask", _dask_backend_class())
-    with Client(scheduler) as client:
-        with parallel_config(backend="genpqr-dask", client=client):
-            yield from Parallel(return_as="generator_unordered")(jobs)
+    own = client is None
+    client = Client(scheduler) if own else client
+    try:
+        futures = client.map(_execute, *zip(*calls), pure=False)
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        if own:
+            client.close()
 
 
 def run_experiment(config: ExperimentConfig, seeds, out, *, n_jobs: int = 1, backend: str = "loky",
-                   scheduler: str | None = None, methods: dict | None = None, progress: bool = True) -> RunSummary:
+                   scheduler: str | None = None, methods: dict | None = None, progress: bool = True,
+                   client=None) -> RunSummary:
     """Run (or resume) ``config`` on ``seeds``, writing ``out/results.csv``.
 
     Parameters
@@ -267,18 +267,14 @@ def run_experiment(config: ExperimentConfig, seeds, out, *, n_jobs: int = 1, bac
         Registry to resolve ``config.methods`` in (default :data:`METHODS`).
     progress : bool
         tqdm progress bar on stderr.
+    client : distributed.Client, optional
+        With ``backend="dask"``, a client to use in place of ``scheduler`` (left open).
 
     Returns
     -------
     RunSummary
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "dask" and not scheduler:
-        raise ValueError("backend='dask' needs scheduler, the address of a running Dask scheduler "
-                         "(e.g. 'tcp://127.0.0.1:8786')")
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-        raise ValueError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}")
+    _check_run(backend, scheduler, client, n_jobs)
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct integers, got {seeds}")
@@ -298,16 +294,33 @@ def run_experiment(config: ExperimentConfig, seeds, out, *, n_jobs: int = 1, bac
     todo = []
     for task in build_tasks(config, seeds):
         (summary.skipped if task.key in done else todo).append(task)
-    if not todo:
-        return summary
+    if todo:
+        calls = [(task, *resolved[task.method]) for task in todo]
+        _run_tasks(calls, results, summary, config.name, progress,
+                   lambda: _parallel_results(calls, n_jobs, backend, scheduler, client))
+    return summary
 
+
+def _check_run(backend, scheduler, client, n_jobs) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "dask" and not scheduler and client is None:
+        raise ValueError("backend='dask' needs scheduler, the address of a running Dask scheduler "
+                         "(e.g. 'tcp://127.0.0.1:8786'), or a distributed.Client as client")
+    if client is not None and backend != "dask":
+        raise ValueError(f"client is used by backend='dask' only, got backend={backend!r}")
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
+        raise ValueError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}")
+
+
+def _run_tasks(calls, results: ResultsFile, summary: RunSummary, name: str, progress: bool, stream) -> None:
+    """Append each finished task's row (``stream()`` yields results as they finish)."""
     from tqdm.auto import tqdm
 
-    calls = [(task, *resolved[task.method]) for task in todo]
-    pending = {task.key: task for task in todo}
-    bar = tqdm(total=len(todo), desc=config.name, unit="task", disable=not progress, file=sys.stderr)
+    pending = {task.key: task for task, *_ in calls}
+    bar = tqdm(total=len(calls), desc=name, unit="task", disable=not progress, file=sys.stderr)
     try:
-        for result in _parallel_results(calls, n_jobs, backend, scheduler):
+        for result in stream():
             task = result["task"]
             pending.pop(task.key, None)
             if result["error"] is None:
@@ -323,4 +336,3 @@ def run_experiment(config: ExperimentConfig, seeds, out, *, n_jobs: int = 1, bac
         summary.failures.extend(TaskFailure(task, error) for task in pending.values())
     finally:
         bar.close()
-    return summary
