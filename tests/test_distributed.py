@@ -247,3 +247,31 @@ def test_docs_page_python_example_runs(tmp_path, monkeypatch):
     ref = fit_parquet(GenPQR(q_model="exact", normalization=anchor_action("stay"), gamma=0.9), tmp_path / "dask-logs",
                       episode="episode", time="t", state="s", action="a", progress=False)
     np.testing.assert_allclose(scope["model"].reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10)
+
+
+# ------------------------------------------------------------------------------ the command line
+def test_cli_dask_scheduler_local_cluster_equals_single_machine(tmp_path, capsys):
+    """``genpqr fit FOLDER --dask-scheduler local:2`` starts two worker processes, fits on
+    them and writes the single-machine streamed rewards (to 1e-10)."""
+    from genpqr.app.cli import main
+
+    frame = panel(n_episodes=80, seed=21)
+    folder = write_folder(frame, tmp_path / "d")
+    args = ["fit", str(folder), "--episode", "ep", "--time", "t", "--state", "s", "--action", "a", "--terminated",
+            "done", "--gamma", "0.9", "--normalization", "anchor:stay", "--chunk-rows", "60", "--quiet"]
+    assert main(args + ["--out", str(tmp_path / "one")]) == 0, capsys.readouterr().err
+    assert main(args + ["--dask-scheduler", "local:2", "--out", str(tmp_path / "two")]) == 0, capsys.readouterr().err
+    one = pd.read_csv(tmp_path / "one" / "rewards.csv")
+    two = pd.read_csv(tmp_path / "two" / "rewards.csv")
+    np.testing.assert_allclose(two.filter(like="reward_").to_numpy(), one.filter(like="reward_").to_numpy(),
+                               atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("address", ["local", "local:0", "local:x", " "])
+def test_cli_bad_dask_scheduler_is_named(tmp_path, capsys, address):
+    from genpqr.app.cli import main
+
+    code = main(["fit", str(tmp_path), "--episode", "ep", "--time", "t", "--state", "s", "--action", "a",
+                 "--gamma", "0.9", "--normalization", "anchor:stay", "--dask-scheduler", address,
+                 "--out", str(tmp_path / "out")])
+    assert code == 2 and "--dask-scheduler" in capsys.readouterr().err

@@ -140,6 +140,10 @@ class FitConfig:
     chunk_rows : int, optional
         Out of core: read the Parquet file or folder in chunks of this many rows
         (:mod:`genpqr.app.stream`; also the mode for a folder of Parquet files).
+    dask_scheduler : str, optional
+        Out of core on a Dask cluster (:func:`genpqr.distributed.fit_dask`): a scheduler
+        address (``tcp://host:8786``), or ``local:N`` for a local cluster of N worker
+        processes started for the fit. Every worker must be able to read the data path.
     """
 
     data: str | None = None
@@ -176,6 +180,7 @@ class FitConfig:
     sep: str | None = None
     save_data: bool = False
     chunk_rows: int | None = None
+    dask_scheduler: str | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -299,7 +304,21 @@ def check_settings(config: "FitConfig") -> None:
         raise ValueError("--sep must be a non-empty delimiter, e.g. ';'")
     if config.chunk_rows is not None and not (isinstance(config.chunk_rows, int) and config.chunk_rows > 0):
         raise ValueError(f"--chunk-rows must be a positive number of rows, got {config.chunk_rows!r}")
+    check_dask_scheduler(config.dask_scheduler)
     check_output_folder(config.out, "--out")
+
+
+def check_dask_scheduler(address) -> None:
+    """``address`` is None, ``local:N`` (N >= 1 worker processes) or a scheduler address."""
+    if address is None:
+        return
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError(f"--dask-scheduler must be a scheduler address (tcp://host:8786) or local:N, got {address!r}")
+    if address.startswith("local"):
+        count = address.partition(":")[2]
+        if not (count.isdigit() and int(count) >= 1):
+            raise ValueError(f"--dask-scheduler local:N needs a positive number of worker processes N, got "
+                             f"{address!r} (e.g. local:2)")
 
 
 def check_output_folder(path, flag: str) -> None:

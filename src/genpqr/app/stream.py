@@ -1,6 +1,8 @@
 r"""``genpqr fit`` out of core: ``--chunk-rows N``, or a folder of Parquet files as DATA.
 
-The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized is held.
+The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized is held. With
+``--dask-scheduler ADDRESS|local:N`` the passes run on a Dask cluster
+(:func:`genpqr.distributed.fit_dask`), with the same result up to the order of sums.
 
 * Tabular mode (``--q-model exact``, or one integer state column): the state value is the
   state index (``0..S-1``; ``--n-states`` when top states never occur); stage 1 is the cell
@@ -17,6 +19,7 @@ than ``anchor:`` and ``mean-zero``; cross-fitting is off (in-sample diagnostics)
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from .data_file import match_labels
 from .model_choice import make_policy_model, q_model_settings
 from .outputs import warning_messages
 
-__all__ = ["run_stream_fit", "StreamFitOutputs"]
+__all__ = ["run_stream_fit", "StreamFitOutputs", "dask_client"]
 
 
 @dataclass
@@ -124,11 +127,36 @@ def run_stream_fit(config) -> StreamFitOutputs:
         est = GenPQR(normalization=_normalization(config, labels), gamma=config.gamma, clip=parse_clip(config.clip),
                      policy_model=policy, n_states=config.n_states, random_state=config.seed, progress=progress,
                      **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
-        model = fit_parquet(est, config.data, action_labels=labels, chunk_rows=chunk_rows,
-                            time_gaps=config.time_gaps, progress=progress, **columns)
+        fit_kwargs = dict(action_labels=labels, chunk_rows=chunk_rows, time_gaps=config.time_gaps,
+                          progress=progress, **columns)
+        if config.dask_scheduler:
+            with dask_client(config.dask_scheduler) as client:
+                from ..distributed import fit_dask
+
+                model = fit_dask(est, config.data, client=client, **fit_kwargs)
+        else:
+            model = fit_parquet(est, config.data, **fit_kwargs)
     outputs = StreamFitOutputs(config.with_absolute_paths(), model, tabular, warnings=warning_messages(caught))
     _write(outputs, labels)
     return outputs
+
+
+@contextmanager
+def dask_client(address: str):
+    """A ``distributed.Client`` for ``address``; ``local:N`` starts (and afterwards closes) a
+    local cluster of N single-threaded worker processes."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as err:  # pragma: no cover - the dev environment has it
+        raise ImportError("--dask-scheduler needs the dask extra: pip install -e '.[dask]'") from err
+    if address.startswith("local"):
+        n_workers = int(address.partition(":")[2])
+        with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            with Client(cluster) as client:
+                yield client
+    else:
+        with Client(address) as client:
+            yield client
 
 
 def _write(outputs: StreamFitOutputs, labels) -> None:

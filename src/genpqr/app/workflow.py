@@ -112,7 +112,7 @@ class _DiscreteFit:
 def run_fit(config: FitConfig) -> FitOutputs:
     """Read, check, fit, bootstrap and write (see the module docstring)."""
     config = config.check()
-    if config.chunk_rows is not None or Path(config.data).is_dir():
+    if config.chunk_rows is not None or config.dask_scheduler or Path(config.data).is_dir():
         from .stream import run_stream_fit
 
         return run_stream_fit(config)
@@ -367,6 +367,9 @@ def _add_run_flags(p) -> None:
     p.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=S, metavar="N",
                    help="out of core: stream the Parquet file/folder (sorted by episode) in chunks of N rows; tabular "
                         "counts or closed-form LSTD statistics (docs/out_of_core.md)")
+    p.add_argument("--dask-scheduler", dest="dask_scheduler", default=S, metavar="ADDRESS",
+                   help="out of core on a Dask cluster: a scheduler address (tcp://host:8786) or local:N (a local "
+                        "cluster of N worker processes); the workers read the Parquet data (docs/distributed.md)")
 
 
 def config_from_args(args) -> FitConfig:
