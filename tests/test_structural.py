@@ -117,6 +117,35 @@ def test_unidentified_features_warn(rust_panel):
                                        reward_table=model.normalized_reward())
 
 
+def test_few_choices_of_the_rare_action_warn(rust_panel):
+    """Fewer than 10 choices of the rarest action per parameter: a WeakSupportWarning naming the
+    count; at exactly 10 per parameter none."""
+    import warnings
+
+    model, kernel, counts = rust_panel
+    X = model.features("anchor")
+    assert structural.MIN_CHOICES_PER_PARAMETER == 10
+    few = counts.copy()
+    few[:, 1] = 0.0
+    few[50:69, 1] = 1.0  # 19 replacements for 2 parameters
+    with pytest.warns(genpqr.WeakSupportWarning, match=r"rest on 19 choice\(s\) of the rarest action \('replace'\) "
+                                                        r"for 2 parameter\(s\), fewer than 10 per parameter"):
+        structural.estimate_structural("pml", X, few, kernel, model.beta, names=["RC", "theta11"],
+                                       action_labels=["keep", "replace"])
+    few[69, 1] = 1.0  # 20: enough
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", genpqr.WeakSupportWarning)
+        structural.estimate_structural("pml", X, few, kernel, model.beta, names=["RC", "theta11"])
+
+
+def test_no_convergence_warns(rust_panel):
+    model, kernel, counts = rust_panel
+    with pytest.warns(genpqr.ConvergenceWarning, match="the nfxp estimator did not converge"):
+        fit = structural.estimate_structural("nfxp", model.features("anchor"), counts, kernel, model.beta,
+                                             max_iter=1)
+    assert not fit.converged
+
+
 def test_projection_and_bad_estimator(rust_panel):
     model, kernel, counts = rust_panel
     with pytest.raises(ValueError, match="estimator must be one of"):

@@ -60,8 +60,10 @@ def structural_from_model(model, data, features, names, estimator: str):
     rec = model.stage2_.recovery
     S = rec.reward.shape[0]
     counts = choice_counts(data, S)
+    labels = getattr(getattr(model, "encoder_", None), "labels", None)
     return estimate_structural(estimator, features, counts, model.stage2_.kernel, model.gamma_,
-                               start_policy=np.exp(rec.log_policy), reward_table=rec.reward, names=names)
+                               start_policy=np.exp(rec.log_policy), reward_table=rec.reward, names=names,
+                               action_labels=labels)
 
 
 class StructuralStatistic:
