@@ -138,6 +138,26 @@ def test_few_choices_of_the_rare_action_warn(rust_panel):
         structural.estimate_structural("pml", X, few, kernel, model.beta, names=["RC", "theta11"])
 
 
+@pytest.mark.parametrize("estimator", ["npl", "nfxp", "pml"])
+def test_perfectly_separated_choices_say_the_mle_does_not_exist(rust_panel, estimator):
+    """One replacement, at the top state: the model can predict every choice with probability 1,
+    the likelihood rises toward infinity. Each estimator warns (NFXP does not crash on the
+    singular OPG) and no standard error is reported as 0."""
+    import warnings
+
+    model, kernel, counts = rust_panel
+    sep = counts.copy()
+    sep[:, 1] = 0.0
+    sep[89] = [0.0, 1.0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = structural.estimate_structural(estimator, model.features("anchor"), sep, kernel, model.beta)
+    messages = [str(w.message) for w in caught]
+    assert any("maximum likelihood estimate does not exist" in m for m in messages), messages
+    assert any("rest on 1 choice(s)" in m for m in messages)
+    assert not np.any(fit.std_error == 0.0) and not np.any(fit.std_error_robust == 0.0)
+
+
 def test_no_convergence_warns(rust_panel):
     model, kernel, counts = rust_panel
     with pytest.warns(genpqr.ConvergenceWarning, match="the nfxp estimator did not converge"):

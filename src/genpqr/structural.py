@@ -200,6 +200,13 @@ def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=Non
     return LikelihoodDerivatives(loglik, grad, opg, 0.5 * (hessian + hessian.T), pi, scores)
 
 
+def _standard_errors(cov):
+    """Square roots of the covariance's diagonal; NaN where it is not finite or negative (an
+    inverse of a matrix that is not positive definite: no standard error, rather than 0)."""
+    diag = np.diag(cov) if np.all(np.isfinite(cov)) else np.full(cov.shape[0], np.nan)
+    return np.sqrt(np.where(diag >= 0, diag, np.nan))
+
+
 def _inverse(matrix):
     try:
         return np.linalg.inv(matrix)
@@ -321,6 +328,22 @@ def _check_rare_action(counts, names, action_labels=None):
                   WeakSupportWarning, stacklevel=3)
 
 
+def _check_separation(policy, counts):
+    """Warn (``GenPQRWarning``) when the fitted model gives every observed choice a probability
+    above ``1 - 1e-6``: the choices are (almost) perfectly predicted, the likelihood keeps rising
+    toward parameters at infinity and the MLE does not exist (e.g. one replacement in the data)."""
+    from .exceptions import GenPQRWarning
+
+    n = np.asarray(counts, dtype=np.float64)
+    worst = float(np.min(policy[n > 0])) if np.any(n > 0) else 1.0
+    if worst > 1.0 - 1e-6:
+        warnings.warn(f"the fitted model predicts every observed choice with probability above {worst:.6f}: the "
+                      "choices are perfectly separated by the features (e.g. the rare action occurs only where the "
+                      "model can give it probability 1), the likelihood rises toward parameters at infinity and the "
+                      "maximum likelihood estimate does not exist; the estimates and standard errors printed are "
+                      "where the optimizer stopped, not estimates", GenPQRWarning, stacklevel=3)
+
+
 def _safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
     """NPL iterated to convergence, checked to be the MLE.
 
@@ -369,7 +392,10 @@ def _maximize_full(theta, X, n, kernel, gamma, off, max_iter):
     converged, it = False, 0
     for it in range(1, max_iter + 1):
         newton = bool(np.all(np.linalg.eigvalsh(d.hessian) < 0))
-        direction = np.linalg.solve(-d.hessian if newton else d.opg, d.grad)
+        try:
+            direction = np.linalg.solve(-d.hessian if newton else d.opg, d.grad)
+        except np.linalg.LinAlgError:  # singular OPG: no direction (e.g. scores vanish on separated data)
+            break
         if newton and float(d.grad @ direction) / n.sum() <= 1e-14:
             # at rounding level the likelihood cannot rank steps any more: take the last full Newton step
             theta = theta + direction
@@ -426,7 +452,9 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     ConvergenceWarning
         When the estimator did not converge.
     GenPQRWarning
-        When the information matrix is (nearly) singular (parameters not identified).
+        When the information matrix is (nearly) singular (parameters not identified), or
+        when the fitted model predicts every observed choice with probability near 1 (the
+        MLE does not exist).
     """
     from .ddc import _check_features, _check_table, _check_weights, fit_npl, project_reward
 
@@ -440,7 +468,6 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     off = np.zeros(shape) if offset is None else _check_table(offset, shape, "offset")
     kernel = tabular.as_kernel(kernel, shape[1])
     names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
-    nan = np.full(X.shape[2], np.nan)
     policy0, n_iter, converged = None, 1, True
     if estimator == "npl":
         theta, policy0, n_iter, converged = _safeguarded_npl(_start_policy(start_policy, shape), X, n, kernel,
@@ -478,13 +505,14 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         cov = cov_robust = np.full((X.shape[2], X.shape[2]), np.nan)
     _check_identified(d.opg, names)
     _check_rare_action(n, names, action_labels)
+    if estimator != "projection":  # PML: its own (pseudo-likelihood) choice probabilities
+        _check_separation(policy0 if estimator == "pml" else d.policy, n)
     if not converged:
         warnings.warn(f"the {estimator} estimator did not converge in {n_iter} iterations (max |score| per choice "
                       f"{float(np.max(np.abs(d.grad)) / n.sum()):.2e}): the estimates and standard errors are not "
                       f"those of a maximum; try another --estimator or check the features", ConvergenceWarning,
                       stacklevel=2)
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None)) if np.all(np.isfinite(cov)) else nan
-    se_robust = np.sqrt(np.clip(np.diag(cov_robust), 0.0, None)) if np.all(np.isfinite(cov_robust)) else nan
+    se, se_robust = _standard_errors(cov), _standard_errors(cov_robust)
     return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), se, se_robust, SE_KINDS[estimator],
                          cov, cov_robust, d.loglik, int(round(n.sum())), int(n_iter), bool(converged),
                          float(np.max(np.abs(d.grad)) / n.sum()), d.policy, n, time.perf_counter() - start)
