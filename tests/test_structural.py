@@ -210,7 +210,7 @@ def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
     params = pd.read_csv(tmp_path / "npl" / "parameters.csv")
     assert list(params.columns) == COLUMNS
     assert list(params.parameter) == ["RC", "theta11"] and set(params.estimator) == {"npl"}
-    assert params.converged.all() and params.n_choices.iloc[0] >= 37 * 116
+    assert params.converged.all() and params.n_choices.iloc[0] == 37 * 117  # every month, each bus's last too
     assert params.std_error_kind.iloc[0].startswith("MLE") and params.ci_kind.iloc[0].startswith("Wald")
     np.testing.assert_allclose(params.ci_high - params.estimate, 1.959964 * params.std_error, rtol=1e-5)
     # within 3 SE of the truth on this panel
@@ -221,6 +221,7 @@ def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
     assert "Structural parameters: NPL iterated to convergence" in html
     assert "Observed choice frequency per state" in html and "log-likelihood" in html
     assert "inverse outer product of the scores" in html
+    assert int(re.search(r"choices in the likelihood</t[hd]>\s*<td>(\d+)", html).group(1)) == 37 * 117
     # NFXP through the CLI: the same estimates and standard errors
     assert cli.main(["fit", *rust_flags(tmp_path, tmp_path / "nfxp", model), "--estimator", "nfxp"]) == 0
     nfxp = pd.read_csv(tmp_path / "nfxp" / "parameters.csv")
@@ -234,6 +235,27 @@ def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
     again = structural.estimate_structural("npl", X, fitted.stage2_.counts,
                                            fitted.stage2_.kernel, fitted.gamma_)
     np.testing.assert_allclose(again.theta, params.estimate, atol=1e-6)
+
+
+def test_cli_mle_does_not_depend_on_clip_first_stage_or_normalization(tmp_path, capsys):
+    """Issue 9, item 1 ("the clip never decides the answer") for the structural parameters: the
+    old default clip (0.01, 0.99) on cell frequencies binds on most choices and moves the reward
+    table, but NPL's estimates and standard errors are the same MLE; the console says so."""
+    model = bus_engine(**RUST9999)
+    write_rust_panel(tmp_path, model, 37, 117, seed=5)
+    assert cli.main(["fit", *rust_flags(tmp_path, tmp_path / "a", model)]) == 0
+    out_a = capsys.readouterr().out
+    flags = rust_flags(tmp_path, tmp_path / "b", model)
+    flags[flags.index("anchor:1")] = "anchor:0"
+    assert cli.main(["fit", *flags, "--clip", "0.01,0.99", "--policy-model", "frequency"]) == 0
+    out_b = capsys.readouterr().out
+    assert "ClippingWarning" in out_b and "ClippingWarning" not in out_a
+    for out in (out_a, out_b):
+        assert "not on --normalization, --clip or the first stage" in out
+    a, b = (pd.read_csv(tmp_path / name / "parameters.csv") for name in "ab")
+    np.testing.assert_allclose(b.estimate, a.estimate, atol=1e-6)
+    np.testing.assert_allclose(b.std_error, a.std_error, rtol=1e-6)
+    assert "not on --normalization" in (tmp_path / "b" / "report.html").read_text()
 
 
 def test_cli_other_estimators_bootstrap_and_config(tmp_path, capsys):
