@@ -92,7 +92,7 @@ def run_panel(design, model, seed):
         params = pd.read_csv(out / "parameters.csv")
         fitted = genpqr.load(out / "model.joblib")
         X = pd.read_csv(features)[["RC", "theta11"]].to_numpy().reshape(model.n_states, 2, 2)
-        counts = ddc.choice_counts(fitted.training_data_, model.n_states)
+        counts = fitted.stage2_.counts  # every observed choice (a slim model keeps the counts, not the rows)
         nfxp = estimate_structural("nfxp", X, counts, fitted.stage2_.kernel, fitted.gamma_)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # BHHH alone may stop at the rounding floor near beta = 1

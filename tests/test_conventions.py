@@ -134,8 +134,13 @@ def test_pooled_groups_in_one_file(tmp_path, capsys):
     assert f"{pooled.n} choices" in out and "in 26 episodes" in out
     # the same bus ids in two groups are two buses only if the ids differ: a clash is an error
     clash = pd.concat([frames[0], frames[1].assign(bus=frames[1]["bus"] - 100)])
-    with pytest.raises(ValueError, match="must be unique"):
+    with pytest.raises(ValueError, match=r"must be unique.*Column 'group' tells the duplicates apart.*"
+                                         r"group \* 1000 \+ bus"):
         from_pandas(clash, episode="bus", time="month", state="mileage", action="action")
+    # the action (a per-step column) is never offered as the group, even where it tells duplicates apart
+    twin = pd.DataFrame({"bus": [1, 1], "month": [0, 0], "mileage": [3, 3], "action": ["keep", "replace"]})
+    with pytest.raises(ValueError, match=r"must be unique; \[1, 0\] appears more than once$"):
+        from_pandas(twin, episode="bus", time="month", state="mileage", action="action")
 
 
 def test_to_pandas_round_trip_keeps_choice_only_rows():

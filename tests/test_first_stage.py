@@ -103,7 +103,11 @@ def test_cli_says_which_first_stage_and_why(rust_panel, tmp_path, capsys):
     html = (tmp_path / "o" / "report.html").read_text()
     assert "first stage (policy model)" in html and "spline logit" in html
     code, out, err = fit_cli(flags[:-3] + ["--out", tmp_path / "f", "--policy-model", "frequency", "--quiet"], capsys)
-    assert code == 0 and "first stage:" not in out and "ClippingWarning" in out
+    assert code == 0 and "ClippingWarning" in out
+    # a requested first stage is named too, with the sparsity that would have chosen the spline
+    assert "first stage: frequency: requested (--policy-model frequency)" in out
+    assert "--policy-model auto would choose a spline logit" in out
+    assert "requested (--policy-model frequency)" in (tmp_path / "f" / "report.html").read_text()
 
 
 def test_degenerate_training_folds_and_bad_requests():

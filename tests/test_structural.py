@@ -118,6 +118,55 @@ def test_unidentified_features_warn(rust_panel):
                                        reward_table=model.normalized_reward())
 
 
+def test_few_choices_of_the_rare_action_warn(rust_panel):
+    """Fewer than 10 choices of the rarest action per parameter: a WeakSupportWarning naming the
+    count; at exactly 10 per parameter none."""
+    import warnings
+
+    model, kernel, counts = rust_panel
+    X = model.features("anchor")
+    assert structural.MIN_CHOICES_PER_PARAMETER == 10
+    few = counts.copy()
+    few[:, 1] = 0.0
+    few[50:69, 1] = 1.0  # 19 replacements for 2 parameters
+    with pytest.warns(genpqr.WeakSupportWarning, match=r"rest on 19 choice\(s\) of the rarest action \('replace'\) "
+                                                        r"for 2 parameter\(s\), fewer than 10 per parameter"):
+        structural.estimate_structural("pml", X, few, kernel, model.beta, names=["RC", "theta11"],
+                                       action_labels=["keep", "replace"])
+    few[69, 1] = 1.0  # 20: enough
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", genpqr.WeakSupportWarning)
+        structural.estimate_structural("pml", X, few, kernel, model.beta, names=["RC", "theta11"])
+
+
+@pytest.mark.parametrize("estimator", ["npl", "nfxp", "pml"])
+def test_perfectly_separated_choices_say_the_mle_does_not_exist(rust_panel, estimator):
+    """One replacement, at the top state: the model can predict every choice with probability 1,
+    the likelihood rises toward infinity. Each estimator warns (NFXP does not crash on the
+    singular OPG) and no standard error is reported as 0."""
+    import warnings
+
+    model, kernel, counts = rust_panel
+    sep = counts.copy()
+    sep[:, 1] = 0.0
+    sep[89] = [0.0, 1.0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = structural.estimate_structural(estimator, model.features("anchor"), sep, kernel, model.beta)
+    messages = [str(w.message) for w in caught]
+    assert any("maximum likelihood estimate does not exist" in m for m in messages), messages
+    assert any("rest on 1 choice(s)" in m for m in messages)
+    assert not np.any(fit.std_error == 0.0) and not np.any(fit.std_error_robust == 0.0)
+
+
+def test_no_convergence_warns(rust_panel):
+    model, kernel, counts = rust_panel
+    with pytest.warns(genpqr.ConvergenceWarning, match="the nfxp estimator did not converge"):
+        fit = structural.estimate_structural("nfxp", model.features("anchor"), counts, kernel, model.beta,
+                                             max_iter=1)
+    assert not fit.converged
+
+
 def test_projection_and_bad_estimator(rust_panel):
     model, kernel, counts = rust_panel
     with pytest.raises(ValueError, match="estimator must be one of"):
@@ -162,7 +211,7 @@ def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
     params = pd.read_csv(tmp_path / "npl" / "parameters.csv")
     assert list(params.columns) == COLUMNS
     assert list(params.parameter) == ["RC", "theta11"] and set(params.estimator) == {"npl"}
-    assert params.converged.all() and params.n_choices.iloc[0] >= 37 * 116
+    assert params.converged.all() and params.n_choices.iloc[0] == 37 * 117  # every month, each bus's last too
     assert params.std_error_kind.iloc[0].startswith("MLE") and params.ci_kind.iloc[0].startswith("Wald")
     np.testing.assert_allclose(params.ci_high - params.estimate, 1.959964 * params.std_error, rtol=1e-5)
     # within 3 SE of the truth on this panel
@@ -173,6 +222,7 @@ def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
     assert "Structural parameters: NPL iterated to convergence" in html
     assert "Observed choice frequency per state" in html and "log-likelihood" in html
     assert "inverse outer product of the scores" in html
+    assert int(re.search(r"choices in the likelihood</t[hd]>\s*<td>(\d+)", html).group(1)) == 37 * 117
     # NFXP through the CLI: the same estimates and standard errors
     assert cli.main(["fit", *rust_flags(tmp_path, tmp_path / "nfxp", model), "--estimator", "nfxp"]) == 0
     nfxp = pd.read_csv(tmp_path / "nfxp" / "parameters.csv")
@@ -186,6 +236,27 @@ def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
     again = structural.estimate_structural("npl", X, fitted.stage2_.counts,
                                            fitted.stage2_.kernel, fitted.gamma_)
     np.testing.assert_allclose(again.theta, params.estimate, atol=1e-6)
+
+
+def test_cli_mle_does_not_depend_on_clip_first_stage_or_normalization(tmp_path, capsys):
+    """Issue 9, item 1 ("the clip never decides the answer") for the structural parameters: the
+    old default clip (0.01, 0.99) on cell frequencies binds on most choices and moves the reward
+    table, but NPL's estimates and standard errors are the same MLE; the console says so."""
+    model = bus_engine(**RUST9999)
+    write_rust_panel(tmp_path, model, 37, 117, seed=5)
+    assert cli.main(["fit", *rust_flags(tmp_path, tmp_path / "a", model)]) == 0
+    out_a = capsys.readouterr().out
+    flags = rust_flags(tmp_path, tmp_path / "b", model)
+    flags[flags.index("anchor:1")] = "anchor:0"
+    assert cli.main(["fit", *flags, "--clip", "0.01,0.99", "--policy-model", "frequency"]) == 0
+    out_b = capsys.readouterr().out
+    assert "ClippingWarning" in out_b and "ClippingWarning" not in out_a
+    for out in (out_a, out_b):
+        assert "not on --normalization, --clip or the first stage" in out
+    a, b = (pd.read_csv(tmp_path / name / "parameters.csv") for name in "ab")
+    np.testing.assert_allclose(b.estimate, a.estimate, atol=1e-6)
+    np.testing.assert_allclose(b.std_error, a.std_error, rtol=1e-6)
+    assert "not on --normalization" in (tmp_path / "b" / "report.html").read_text()
 
 
 def test_cli_other_estimators_bootstrap_and_config(tmp_path, capsys):
@@ -256,3 +327,17 @@ def test_npl_coverage_over_panels():
     assert np.all(coverage >= 0.8), coverage
     est = np.array(estimates)
     assert np.all(np.abs(est.mean(axis=0) - model.theta) < 0.5 * est.std(axis=0)), est.mean(axis=0)
+
+
+def test_benchmark_script_runs_one_panel():
+    """benchmarks/structural_fit.py (the docs' results table) still runs against the current code:
+    one panel of issue 9's design, every bus-month a choice, NPL = NFXP."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "structural_fit.py"
+    spec = importlib.util.spec_from_file_location("structural_fit_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = bench.run_panel("rust9999", bus_engine(**bench.DESIGNS["rust9999"]["model"]), 0)
+    assert row["estimator"] == "npl" and row["converged"] and row["n_choices"] == 37 * 117
+    assert row["npl_nfxp_diff"] < 1e-6 and row["se_rel_diff"] < 1e-3

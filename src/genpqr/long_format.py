@@ -101,7 +101,7 @@ def from_pandas(
         refuse_continuous_labels(frame[action].to_numpy(), f"action column {action!r}")
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
                             truncated=truncated, next_state=next_cols, keep_last=keep_last,
-                            time_gaps=time_gaps)
+                            time_gaps=time_gaps, other=[c for c in (action, outcome, reward) if c])
     df, idx = rows.frame, rows.index
     check_some_rows(rows, episode)
 
@@ -156,16 +156,21 @@ class LongFormatRows:
 
 def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], terminated: str | None = None,
                      truncated: str | None = None, next_state: Sequence[str] | None = None,
-                     keep_last: bool = False, time_gaps: str = "error") -> LongFormatRows:
+                     keep_last: bool = False, time_gaps: str = "error",
+                     other: Sequence[str] = ()) -> LongFormatRows:
     """Pair each row of a long-format frame with its next state (the rules of :func:`from_pandas`,
     shared by discrete and continuous actions; the columns must exist and be numeric).
     ``keep_last``: keep an episode's last, non-terminated row as a choice-only row
-    (``next_observed`` False) instead of dropping it. ``time_gaps``: see :func:`episode_segments`."""
+    (``next_observed`` False) instead of dropping it. ``time_gaps``: see :func:`episode_segments`.
+    ``other``: further per-step columns (actions, outcomes), never offered as a group column by
+    the duplicate-(episode, time) error."""
     state_cols, next_cols = list(state), None if next_state is None else list(next_state)
     df = frame.sort_values([episode, time], kind="stable")
     if df.duplicated([episode, time]).any():
         dup = df.loc[df.duplicated([episode, time]), [episode, time]].iloc[0].tolist()
-        raise ValueError(f"({episode}, {time}) pairs must be unique; {dup} appears more than once")
+        per_step = [*state_cols, *(next_cols or []), *other, *(c for c in (terminated, truncated) if c)]
+        raise ValueError(f"({episode}, {time}) pairs must be unique; {dup} appears more than once"
+                         f"{_pooled_groups_hint(df, episode, time, per_step)}")
     ep = df[episode].to_numpy() if next_cols is not None else episode_segments(df, episode, time, time_gaps)
     states = df[state_cols].to_numpy(dtype=np.float64)
     same_next = np.zeros(len(df), dtype=bool)
@@ -215,6 +220,19 @@ def check_time_column(frame, time: str) -> None:
     bad = ~np.isfinite(col.to_numpy(dtype=np.float64))
     if bad.any():
         raise ValueError(f"time column {time!r} has {int(bad.sum())} missing or infinite value(s)")
+
+
+def _pooled_groups_hint(df, episode: str, time: str, skip: Sequence[str]) -> str:
+    """For the duplicate-(episode, time) error: a column that tells the duplicates apart (a group
+    of a pooled file whose episode ids repeat across groups), and how to make the ids distinct."""
+    for col in df.columns:
+        if col in (episode, time, *skip) or not isinstance(col, str) or df[col].nunique() > 100:
+            continue
+        if not df.duplicated([col, episode, time]).any():
+            return (f". Column {col!r} tells the duplicates apart: if the file pools several groups whose "
+                    f"{episode!r} ids repeat, give each episode its own id (e.g. {col} * 1000 + {episode}, or "
+                    f"the two joined as a string); an episode is identified by the {episode!r} column alone")
+    return ""
 
 
 def check_some_rows(rows: "LongFormatRows", episode: str) -> None:

@@ -335,7 +335,7 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
         if np.unique(y[train]).size < 2:
             raise ValueError(f"cross_fit={cross_fit}: the training episodes of fold {k} take only action "
                              f"{plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be fitted there; use "
-                             f"fewer folds or cross_fit=None")
+                             f"fewer folds or cross_fit=None (genpqr fit: --cross-fit 0)")
         models.append(clone(classifier).fit(X[train], y[train]))
         fold_of_row[test] = k
     return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)

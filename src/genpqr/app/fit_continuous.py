@@ -167,7 +167,8 @@ def read_continuous(frame, config: FitConfig, space):
 
     cols = action_columns(config)
     rows = long_format_rows(frame, episode=config.episode, time=config.time, state=config.state,
-                            terminated=config.terminated, truncated=config.truncated, time_gaps=config.time_gaps)
+                            terminated=config.terminated, truncated=config.truncated, time_gaps=config.time_gaps,
+                            other=cols)
     check_some_rows(rows, config.episode)
     df, idx = rows.frame, rows.index
     return from_arrays(rows.states, df[cols].to_numpy()[idx], rows.next_states, action_low=space.low,

@@ -114,17 +114,35 @@ def make_estimator(config: FitConfig, normalization, index, transition_model, po
 
 def choose_first_stage(config: FitConfig, data, index):
     """Tabular ``auto``/``spline`` policy models: ``(classifier, FirstStageChoice)`` from
-    :func:`genpqr.models.first_stage.choose_tabular_policy`; otherwise ``(None, None)``. The state
-    counts as *ordered* (mileage, age, stock) when its single integer column is its index and
-    the transitions say so (``--transition increment:``) or ``--n-states`` numbers it; a
-    plain integer column may be a category code, where a smooth model would be wrong."""
-    if index is None or config.policy_model not in ("auto", "spline"):
+    :func:`genpqr.models.first_stage.choose_tabular_policy`; other tabular policy models ``(None,
+    FirstStageChoice)`` saying it was requested (with the cells' sparsity); non-tabular
+    ``(None, None)``. The state counts as *ordered* (mileage, age, stock) when its single
+    integer column is its index and the transitions say so (``--transition increment:``) or
+    ``--n-states`` numbers it; a plain integer column may be a category code, where a smooth
+    model would be wrong."""
+    if index is None:
         return None, None
     from ..models.first_stage import choose_tabular_policy
 
     ordered = index.identity and (parse_transition(config.transition)[0] == "increment"
                                   or config.n_states is not None or config.policy_model == "spline")
+    if config.policy_model not in ("auto", "spline"):
+        return None, _requested_first_stage(config, data, index, ordered)
     return choose_tabular_policy(data, index.n_states, ordered=ordered,
                                  force="spline" if config.policy_model == "spline" else None,
                                  cross_fit=config.cross_fit if config.cross_fit >= 2 else None,
                                  random_state=config.seed)
+
+
+def _requested_first_stage(config: FitConfig, data, index, ordered: bool):
+    """A ``FirstStageChoice`` for a policy model the user named: say so, with the cells' sparsity."""
+    from ..models.first_stage import FirstStageChoice, cells_are_sparse
+
+    cross_fit = config.cross_fit if config.cross_fit >= 2 else None
+    sparse, median, zero_share = cells_are_sparse(data, index.n_states, cross_fit=cross_fit, random_state=config.seed)
+    facts = (f"median {median:g} choices per visited state, {zero_share:.1%} of the choices at states where "
+             f"some action is never chosen by the other {'folds' if cross_fit else 'episodes'}")
+    hint = ("; cells are sparse and the state is ordered: --policy-model auto would choose a spline logit"
+            if sparse and ordered and config.policy_model == "frequency" else "")
+    return FirstStageChoice(config.policy_model, f"requested (--policy-model {config.policy_model}) ({facts}){hint}",
+                            median, zero_share)

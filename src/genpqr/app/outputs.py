@@ -39,7 +39,8 @@ class FitOutputs:
     state_index : genpqr.app.states.StateIndex or None
     projection_r2 : float or None
     first_stage : genpqr.models.first_stage.FirstStageChoice or None
-        Which tabular first stage ``--policy-model auto``/``spline`` chose and why.
+        Tabular mode: which first stage ``--policy-model auto``/``spline`` chose and why, or
+        that another ``--policy-model`` was requested (with the cells' sparsity).
     structural : StructuralFit or None
         With features: the structural estimates (:mod:`genpqr.app.structural`).
     """

@@ -33,8 +33,8 @@ import numpy as np
 from ..structural.estimation import SE_KINDS, estimate_structural
 from .report_base import ReportFigure, new_figure
 
-__all__ = ["ESTIMATOR_LABELS", "structural_from_model", "StructuralStatistic", "parameters_table",
-           "choice_fit_table", "fig_choice_fit", "report_section", "console_lines"]
+__all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
+           "parameters_table", "choice_fit_table", "fig_choice_fit", "report_section", "console_lines"]
 
 ESTIMATOR_LABELS = {
     "npl": "NPL iterated to convergence (the maximum likelihood estimator)",
@@ -42,6 +42,14 @@ ESTIMATOR_LABELS = {
     "pml": "Hotz-Miller two-step pseudo-likelihood (PML)",
     "projection": "weighted least-squares projection of the reward table on the features",
 }
+
+
+#: The estimators whose answer is the MLE (the first stage is only their start).
+MLE_ESTIMATORS = ("npl", "nfxp")
+#: Printed and reported with them.
+MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and the discount, not on "
+            "--normalization, --clip or the first stage (NPL's start): warnings about those concern rewards.csv, not "
+            "these estimates")
 
 
 def structural_from_model(model, data, features, names, estimator: str):
@@ -62,8 +70,10 @@ def structural_from_model(model, data, features, names, estimator: str):
     rec = model.stage2_.recovery
     S = rec.reward.shape[0]
     counts = choice_counts(data, S)
+    labels = getattr(getattr(model, "encoder_", None), "labels", None)
     return estimate_structural(estimator, features, counts, model.stage2_.kernel, model.gamma_,
-                               start_policy=np.exp(rec.log_policy), reward_table=rec.reward, names=names)
+                               start_policy=np.exp(rec.log_policy), reward_table=rec.reward, names=names,
+                               action_labels=labels)
 
 
 class StructuralStatistic:
@@ -131,6 +141,8 @@ def console_lines(fit, parameters) -> list:
              f"    log-likelihood {fit.loglik:.4f} over {fit.n_choices} choices; {fit.n_iter} iteration(s), "
              f"{'converged' if fit.converged else 'NOT CONVERGED'}",
              f"    std_error: {parameters['std_error_kind'].iloc[0]}; interval: {parameters['ci_kind'].iloc[0]}"]
+    if fit.estimator in MLE_ESTIMATORS:
+        lines.append(f"    {MLE_NOTE}")
     for _, row in parameters.iterrows():
         se = "" if not np.isfinite(row["std_error"]) else f" (SE {row['std_error']:.4g})"
         ci = "" if not np.isfinite(row["ci_low"]) else f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]"
@@ -186,7 +198,7 @@ def fig_choice_fit(fit, labels, level: float = 0.95, state_name: str = "state_in
                   label=f"{level:.0%} binomial interval")
         ax.plot(x[seen], d.observed[seen], "o", ms=3, color="#4477aa", label="observed frequency")
         ax.plot(x, d.fitted, "-", color="#cc6677", lw=1.5, label="fitted probability")
-        ax.set_ylabel(f"P({labels[k]} | state)")
+        ax.set_ylabel(f"P({labels[k]} | {'state' if state_name == 'state_index' else state_name})")
         top = float(np.nanmax([d.fitted.max(), np.nanmax(d.observed[seen]) if seen.any() else 0.0]))
         ax.set_ylim(0, min(1.0, 1.25 * top + 1e-3))
     axes[-1].set_xlabel(state_name)
@@ -213,5 +225,10 @@ def report_section(ctx) -> dict:
                ("ci_low, ci_high", ctx.parameters["ci_kind"].iloc[0])]
     caption = ("Observed choice frequency per state (points; bars: binomial Wilson intervals) and the choice "
                "probability of the fitted structural model (line).")
+    state_name = "state_index"
+    if ctx.state_labels is not None and len(ctx.state_names) == 1 and \
+            all(label == str(i) for i, label in enumerate(ctx.state_labels)):
+        state_name = ctx.state_names[0]  # the state column is its own index (e.g. mileage_bin 0..89)
     return {"heading": ESTIMATOR_LABELS[fit.estimator], "table": table, "summary": summary,
-            "figure": ReportFigure("structural", caption, fig_choice_fit(fit, labels, ctx.level))}
+            "mle_note": MLE_NOTE if fit.estimator in MLE_ESTIMATORS else None,
+            "figure": ReportFigure("structural", caption, fig_choice_fit(fit, labels, ctx.level, state_name))}

@@ -136,7 +136,9 @@ class FirstStageChoice:
 
     Attributes
     ----------
-    name : {"spline", "frequency"}
+    name : str
+        ``"spline"`` or ``"frequency"`` (chosen by :func:`choose_tabular_policy`), or the
+        ``--policy-model`` the user named (``genpqr fit``).
     reason : str
     median_visits : float
         Median observed choices per visited state.
