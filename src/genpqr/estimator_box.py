@@ -27,7 +27,7 @@ from .exceptions import ConvergenceWarning
 from .integration import IntegrationRule, MonteCarlo
 from .measures import BehaviorKernel, DensityKernel, Lebesgue, ReferenceMeasure
 from .normalization import FixedOffset, Normalization, uniform
-from .policy import fit_density, prefit_density
+from .policy import fit_stage1
 from .qeval import FQE
 from .spaces import as_actions
 
@@ -65,15 +65,13 @@ class BoxPath:
 
     def _fit_density(self, data):
         model = self.policy_model
-        if self.policy_prefit:
-            if model is None or self.cross_fit:
-                raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")
-            return prefit_density(model, data)
-        if model is None:
+        if model is None and not self.policy_prefit:
             base = LinearGaussianDensity(degree=2, heteroscedastic=True)
             space = data.action_space
             model = SquashedDensity(base, space.low, space.high) if space.is_bounded else base
-        return fit_density(model, data, cross_fit=self.cross_fit, random_state=seed_from(self.random_state))
+        return fit_stage1(model, data, prefit=self.policy_prefit, cross_fit=self.cross_fit,
+                          random_state=seed_from(self.random_state), reference=self.reference_,
+                          min_log_density=self.min_log_density)
 
     def _check_policy_support(self, space):
         support = self.policy_.support_
@@ -140,16 +138,11 @@ class BoxPath:
                              f"({int((~inside).sum())} node(s)); mu must be dominated by the reference measure")
 
     def _u(self, states, actions, rows=None):
-        """``u = log dpi/dlambda``, clipped below at ``min_log_density``; (u, clipped mask)."""
+        """``u = log dpi/dlambda``, clipped below at ``min_log_density``; (u, clipped mask). With
+        ``rows``: out of fold at those training rows (:class:`genpqr.stage1.FittedStage1`)."""
         if rows is None:
-            logp = self.policy_.log_prob(states, actions)
-        else:
-            logp = self.policy_.training_log_prob(states, actions, rows)
-        u = np.asarray(logp, dtype=np.float64) - self.reference_.log_density(actions)
-        if self.min_log_density is None:
-            return u, np.zeros(u.shape, dtype=bool)
-        clipped = u < self.min_log_density
-        return np.maximum(u, float(self.min_log_density)), clipped
+            return self.policy_.log_policy(states, actions, return_clipped=True)
+        return self.policy_.training_log_policy(states, actions, rows, return_clipped=True)
 
     def _box_diagnostics(self, data, u_rows, clipped, u_next, nodes, next_states, kernel):
         w = data.weights

@@ -25,7 +25,7 @@ from .diagnostics import Diagnostics
 from .normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
 from .offsets import fit_offset, state_means
 from .persistence import require_data
-from .policy import FrequencyClassifier, check_classifier, clip_proba, fit_policy, prefit_policy
+from .policy import FrequencyClassifier, clip_proba, fit_stage1
 from .qeval import FQE
 from .stages import ExactStage2, ReferenceWeights, SampleStage2
 
@@ -52,21 +52,14 @@ class FinitePath:
         if self._exact:
             self.n_states_ = self._infer_n_states(data)
         policy_model = self.policy_model
-        if policy_model is None:
+        if policy_model is None and not self.policy_prefit:
             policy_model = (FrequencyClassifier(n_states=self.n_states_) if self._exact
                             else make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)))
-        if not self.policy_prefit:
-            check_classifier(policy_model)
         self.training_data_ = data
         self.state_dim_ = data.state_dim
-        if self.policy_prefit:
-            if self.policy_model is None or self.cross_fit:
-                raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")
-            self.policy_ = prefit_policy(policy_model, data, clip=self.clip)
-        else:
-            self.policy_ = fit_policy(policy_model, data, clip=self.clip, cross_fit=self.cross_fit,
-                                      random_state=seed_from(self.random_state),
-                                      progress=False if self._exact else self.progress)
+        self.policy_ = fit_stage1(policy_model, data, prefit=self.policy_prefit, clip=self.clip,
+                                  cross_fit=self.cross_fit, random_state=seed_from(self.random_state),
+                                  progress=False if self._exact else self.progress)
         self._fit_finite_stage2(self.normalization if self.normalization is not None else mean_zero())
         return self
 
@@ -178,7 +171,7 @@ class FinitePath:
         g_next = g_fn(data.next_states)
         next_reward = np.sum(next_mu * (safe_log(next_proba) - g_next[:, None]), axis=1)
         problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, reward, next_mu,
-                                 self.gamma_, next_reward=next_reward, log_policy=self.policy_.log_proba,
+                                 self.gamma_, next_reward=next_reward, log_policy=self.policy_.log_policy,
                                  offset=g_fn, policy_models=list(self.policy_.models))
         return model.fit_bellman(problem)
 

@@ -69,4 +69,4 @@ class SampleStage2:
         return self.g_fn(states)
 
     def u(self, states):
-        return self.policy.log_proba(states)
+        return self.policy.log_policy(states)
