@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import mean_ci, reward_correlation, reward_mse
-from ..continuous import normalization as CN
+from .. import normalization as CN
 from ..densities import LinearGaussianDensity
 from ..estimator import GenPQR
 from ..envs.lqg import make_lqg
@@ -44,7 +44,7 @@ from ..models.neural_densities import MixtureDensityNetwork
 __all__ = ["run_continuous_experiment", "run_discretization_check", "write_report", "METHODS", "NORMALIZATIONS"]
 
 METHODS = ("oracle-policy", "linear-gaussian", "mdn")
-NORMALIZATIONS = {"gaussian": lambda: CN.gaussian(0.0, 1.0), "anchor": lambda: CN.anchor(0.0)}
+NORMALIZATIONS = {"gaussian": lambda: CN.gaussian(0.0, 1.0), "anchor": lambda: CN.point_anchor(0.0)}
 
 
 def _q_model():
@@ -158,7 +158,7 @@ def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20
     problem = RingProblem()
     data = problem.exact_design(24)
     rows = []
-    for name, norm in (("uniform", CN.uniform()), ("anchor", CN.anchor(0.0))):
+    for name, norm in (("uniform", CN.uniform()), ("anchor", CN.point_anchor(0.0))):
         est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
                      policy_prefit=True,
                      q_model=make_pipeline(StateActionBasis(problem.n_states, degree),
