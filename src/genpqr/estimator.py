@@ -457,8 +457,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
 
 
 def load(path) -> GenPQR:
-    """Load a model saved with :meth:`GenPQR.save` or
-    :meth:`genpqr.continuous.ContinuousGenPQR.save` (e.g. ``genpqr fit``'s ``model.joblib``)."""
+    """Load a model saved with :meth:`GenPQR.save` (also the deprecated
+    ``genpqr.continuous.ContinuousGenPQR``; e.g. ``genpqr fit``'s ``model.joblib``)."""
     import joblib
 
     model = joblib.load(path)

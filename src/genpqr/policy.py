@@ -235,12 +235,9 @@ class FittedPolicy(FittedStage1):
     """Stage-1 result for finite actions: fitted classifier(s), clipping, and out-of-fold
     bookkeeping; ``u = log pi_hat`` of the clipped, renormalized probabilities.
 
-    Attributes
+    Attributes (with ``models``, the fitted classifiers, and ``fold_of_row`` of
+    :class:`~genpqr.stage1.FittedStage1`)
     ----------
-    models : list
-        One fitted classifier, or one per cross-fitting fold.
-    fold_of_row : ndarray of shape (n,) or None
-        The fold each training row was held out in (cross-fitting only).
     n_actions : int
     clip : (low, high)
     clip_rule : str
@@ -365,10 +362,8 @@ class FittedDensity(FittedStage1):
     """One fitted density, or one per cross-fitting fold (their equal-weight mixture away from
     the training rows; out-of-fold at the training rows).
 
-    Attributes
+    Attributes (with ``models`` and ``fold_of_row`` of :class:`~genpqr.stage1.FittedStage1`)
     ----------
-    models : list
-    fold_of_row : ndarray of shape (n,) or None
     support_ : BoxActions
     reference : ReferenceMeasure or None
         ``lambda`` of ``u = log dpi/dlambda = log p_hat - log dlambda/dLebesgue`` (None: Lebesgue).
