@@ -235,9 +235,10 @@ class FittedPolicy(FittedStage1):
     """Stage-1 result for finite actions: fitted classifier(s), clipping, and out-of-fold
     bookkeeping; ``u = log pi_hat`` of the clipped, renormalized probabilities.
 
-    Attributes (with ``models``, the fitted classifiers, and ``fold_of_row`` of
-    :class:`~genpqr.stage1.FittedStage1`)
+    Attributes
     ----------
+    models, fold_of_row
+        The fitted classifier(s) and folds (:class:`~genpqr.stage1.FittedStage1`).
     n_actions : int
     clip : (low, high)
     clip_rule : str
@@ -362,8 +363,10 @@ class FittedDensity(FittedStage1):
     """One fitted density, or one per cross-fitting fold (their equal-weight mixture away from
     the training rows; out-of-fold at the training rows).
 
-    Attributes (with ``models`` and ``fold_of_row`` of :class:`~genpqr.stage1.FittedStage1`)
+    Attributes
     ----------
+    models, fold_of_row
+        The fitted density (or densities) and folds (:class:`~genpqr.stage1.FittedStage1`).
     support_ : BoxActions
     reference : ReferenceMeasure or None
         ``lambda`` of ``u = log dpi/dlambda = log p_hat - log dlambda/dLebesgue`` (None: Lebesgue).
