@@ -200,3 +200,31 @@ def test_quadratic_push_is_the_gaussian_expectation(H, h, F, f0, var):
     w = w / w.sum()
     expected = sum(wj * quad(y @ Fm.T + np.array([f0 + np.sqrt(var) * xj, 0.0])) for xj, wj in zip(x, w))
     np.testing.assert_allclose(pushed(y), expected, atol=1e-9)
+
+
+def test_the_lqg_benchmark_through_genpqr_raises_no_deprecation_warning():
+    """The library itself uses the unified API: sampling the LQG benchmark, its exact design and
+    closed form, and fitting it with genpqr.GenPQR emit no DeprecationWarning (the deprecated
+    aliases warn only when a user calls them)."""
+    import genpqr
+    from genpqr import normalization as N
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        problem = make_lqg()
+        data = problem.sample(400, random_state=0)
+        design = problem.exact_design(n_states=10, n_noise_nodes=2, random_state=0)
+        norm = N.point_anchor(0.0)
+        truth = problem.normalized_reward(norm)
+        est = genpqr.GenPQR(normalization=norm, gamma=problem.gamma, policy_model=LinearGaussianDensity(),
+                            q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
+                            integration=GaussHermite(4), n_iterations=200, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WeakSupportWarning)
+            est.fit(data)
+        s, a = problem.evaluation_pairs(200, random_state=1)
+        r = est.reward(s, a)
+        summary = est.summary()
+    assert not data.is_finite and not design.is_finite and type(est) is genpqr.GenPQR
+    assert summary.startswith("GenPQR fit:")
+    assert np.corrcoef(r, problem.evaluate(truth, s, a))[0, 1] > 0.9

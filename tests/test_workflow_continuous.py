@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import genpqr
-from genpqr.continuous import ContinuousGenPQR, anchor
+from genpqr.normalization import point_anchor as anchor
 from genpqr.envs.lqg import make_lqg
 from genpqr.app.report import context_from_outputs, report_figures
 from genpqr.app.workflow import FitConfig, run_fit
@@ -68,7 +68,7 @@ def test_recovers_closed_form_normalized_reward(lqg_fit):
     # measured 0.0091 at this seed; seeds 0-5 of this design give 0.0018-0.0091 (true reward variance ~0.7)
     assert mse < 0.03, mse
     assert np.corrcoef(rewards["reward"], frame["true_reward"])[0, 1] > 0.99
-    assert isinstance(outputs.model, ContinuousGenPQR)
+    assert isinstance(outputs.model, genpqr.GenPQR) and not outputs.model.action_space_.is_finite
     assert outputs.data.n == 2700  # the last row of each of the 300 (non-terminated) episodes is dropped
     # the anchor: r(s, 0) = 0 exactly
     s = frame[["s"]].to_numpy()[:50]
@@ -85,7 +85,7 @@ def test_outputs_rewards_table_config_and_model(lqg_fit):
     assert (config["action_type"], config["policy_model"], config["q_model"], config["integration"]) == \
         ("continuous", "gaussian", "linear", "mc:32")
     model = genpqr.load(out / "model.joblib")
-    assert isinstance(model, ContinuousGenPQR)
+    assert isinstance(model, genpqr.GenPQR) and not model.action_space_.is_finite
     again = model.reward(frame[["s"]].to_numpy(), frame[["a"]].to_numpy())
     np.testing.assert_allclose(again, rewards["reward"].to_numpy(), rtol=1e-9, atol=1e-9)
 

@@ -194,56 +194,10 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, 
     """
     episodes = list(episodes)
     cols: dict[str, list] = {k: [] for k in ("s", "a", "s2", "term", "trunc", "ep", "t", "y", "r", "obs")}
-    has_y = has_r = None
+    present: dict[str, bool] = {}
     for e, episode in enumerate(episodes):
-        if not isinstance(episode, Mapping) or "states" not in episode or "actions" not in episode:
-            raise TypeError(f"episode {e} must be a mapping with 'states' and 'actions'")
-        s = as_float_array(episode["states"], f"episodes[{e}]['states']", ndim=2, allow_1d_as_column=True)
-        a = np.asarray(episode["actions"])
-        if a.ndim != 1 or a.shape[0] == 0:
-            raise ValueError(f"episodes[{e}]['actions'] must be a non-empty 1-D array, got shape {a.shape}")
-        if a.dtype == object and any(x is None for x in a):
-            raise ValueError(f"episodes[{e}]['actions'] must not contain missing values (None)")
-        T = a.shape[0]
-        done = bool(episode.get("terminated", False))
-        if s.shape[0] == T + 1:
-            s_now, s_next, m = s[:-1], s[1:], T
-        elif s.shape[0] == T:
-            m = T if (done or keep_last) else T - 1
-            s_now, s_next = s[:m], np.vstack([s[1:], s[-1:]])[:m]
-        else:
-            raise ValueError(f"episodes[{e}]['states'] must have T+1={T + 1} or T={T} rows, got {s.shape[0]}")
-        obs = np.ones(m, dtype=bool)
-        if s.shape[0] == T and not done and keep_last:
-            obs[-1] = False
-        cols["obs"].append(obs)
-        term = np.zeros(m, dtype=bool)
-        trunc = np.zeros(m, dtype=bool)
-        if m:
-            term[-1] = done
-            trunc[-1] = not done
-        for key, flag_name in (("outcomes", "y"), ("rewards", "r")):
-            present = key in episode
-            if flag_name == "y":
-                has_y = present if has_y is None else has_y
-                if present != has_y:
-                    raise ValueError("either every episode or none must have 'outcomes'")
-            else:
-                has_r = present if has_r is None else has_r
-                if present != has_r:
-                    raise ValueError("either every episode or none must have 'rewards'")
-            if present:
-                vals = as_float_array(episode[key], f"episodes[{e}]['{key}']", ndim=1)
-                if vals.shape[0] != T:
-                    raise ValueError(f"episodes[{e}]['{key}'] must have {T} entries, got {vals.shape[0]}")
-                cols[flag_name].append(vals[:m])
-        cols["s"].append(s_now)
-        cols["s2"].append(s_next)
-        cols["a"].append(a[:m])
-        cols["term"].append(term)
-        cols["trunc"].append(trunc)
-        cols["ep"].append(np.full(m, e, dtype=np.int64))
-        cols["t"].append(np.arange(m, dtype=np.float64))
+        for key, value in _episode_rows(e, episode, keep_last, present).items():
+            cols[key].append(value)
     if not cols["s"]:
         raise ValueError("episodes must contain at least one episode")
     cat = {k: (np.concatenate(v) if v else None) for k, v in cols.items()}
@@ -263,3 +217,45 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, 
         action_labels=action_labels if action_labels is not None else np.unique(all_actions),
         next_observed=cat["obs"],
     )
+
+
+def _episode_rows(e: int, episode, keep_last: bool, present: dict) -> dict:
+    """The columns of :func:`from_episodes` for episode ``e`` (``present``: whether the first
+    episode had outcomes / rewards; every episode must agree)."""
+    if not isinstance(episode, Mapping) or "states" not in episode or "actions" not in episode:
+        raise TypeError(f"episode {e} must be a mapping with 'states' and 'actions'")
+    s = as_float_array(episode["states"], f"episodes[{e}]['states']", ndim=2, allow_1d_as_column=True)
+    a = np.asarray(episode["actions"])
+    if a.ndim != 1 or a.shape[0] == 0:
+        raise ValueError(f"episodes[{e}]['actions'] must be a non-empty 1-D array, got shape {a.shape}")
+    if a.dtype == object and any(x is None for x in a):
+        raise ValueError(f"episodes[{e}]['actions'] must not contain missing values (None)")
+    T = a.shape[0]
+    done = bool(episode.get("terminated", False))
+    if s.shape[0] == T + 1:
+        s_now, s_next, m = s[:-1], s[1:], T
+    elif s.shape[0] == T:
+        m = T if (done or keep_last) else T - 1
+        s_now, s_next = s[:m], np.vstack([s[1:], s[-1:]])[:m]
+    else:
+        raise ValueError(f"episodes[{e}]['states'] must have T+1={T + 1} or T={T} rows, got {s.shape[0]}")
+    obs = np.ones(m, dtype=bool)
+    if s.shape[0] == T and not done and keep_last:
+        obs[-1] = False
+    term = np.zeros(m, dtype=bool)
+    trunc = np.zeros(m, dtype=bool)
+    if m:
+        term[-1] = done
+        trunc[-1] = not done
+    out = {"obs": obs, "s": s_now, "s2": s_next, "a": a[:m], "term": term, "trunc": trunc,
+           "ep": np.full(m, e, dtype=np.int64), "t": np.arange(m, dtype=np.float64)}
+    for key, name in (("outcomes", "y"), ("rewards", "r")):
+        has = key in episode
+        if present.setdefault(key, has) != has:
+            raise ValueError(f"either every episode or none must have '{key}'")
+        if has:
+            vals = as_float_array(episode[key], f"episodes[{e}]['{key}']", ndim=1)
+            if vals.shape[0] != T:
+                raise ValueError(f"episodes[{e}]['{key}'] must have {T} entries, got {vals.shape[0]}")
+            out[name] = vals[:m]
+    return out

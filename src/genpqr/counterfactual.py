@@ -48,15 +48,12 @@ import scipy.sparse as sp
 from . import tabular
 from ._checks import check_gamma
 from .exceptions import GenPQRWarning
+from .identification import IdentificationWarning, identification_rule, shaping_preserved
+from .stages import ExactStage2
 
 __all__ = ["CounterfactualResult", "ScenarioSolution", "IdentificationWarning", "counterfactual",
            "solve_scenario", "stationary_distribution", "state_occupancy", "identification_rule",
            "shaping_preserved", "load_counterfactual"]
-
-
-class IdentificationWarning(GenPQRWarning):
-    """A counterfactual depends on the normalization: identified only if the normalization is
-    true of the real reward."""
 
 
 # ============================================================================ distributions
@@ -166,66 +163,6 @@ def solve_scenario(reward, kernel, gamma, *, initial=None, horizon=None) -> Scen
         value0 = float(initial @ sol.value)
     return ScenarioSolution(sol.policy, sol.log_policy, sol.q, sol.value, float(gamma),
                             stationary_distribution(P_pi), occ, value0)
-
-
-# ============================================================================ the rules
-def shaping_preserved(kernel, gamma, new_kernel, new_gamma, *, n_probes: int = 3, rtol: float = 1e-7,
-                      random_state=0) -> tuple[bool, float]:
-    r"""Whether every shaping term of ``(kernel, gamma)`` is a shaping term of ``(new_kernel, new_gamma)``.
-
-    The rewards that explain the behaviour are ``r + (I - gamma P_a) c`` for every ``c`` (S,).
-    Under the new primitives they all have the same soft-optimal policy iff for every ``c`` some
-    ``c'`` gives ``(I - gamma P_a) c = (I - gamma' P'_a) c'`` for every action ``a``, i.e. iff
-    ``M_a = (I - gamma' P'_a)^{-1} (I - gamma P_a)`` is one matrix for all actions: then a
-    counterfactual with these primitives is identified under every normalization. It is checked
-    on ``n_probes`` Gaussian vectors ``c`` (equal products for random ``c`` imply equal matrices
-    with probability one).
-
-    Returns
-    -------
-    preserved : bool
-        ``discrepancy <= rtol``.
-    discrepancy : float
-        ``max_a max |M_a C - M_0 C| / max |M_0 C|`` over the probe matrix ``C``.
-    """
-    kernel, new_kernel = tabular.as_kernel(kernel), tabular.as_kernel(new_kernel)
-    S, K = kernel.n_states, kernel.n_actions
-    if (new_kernel.n_states, new_kernel.n_actions) != (S, K):
-        raise ValueError(f"new_kernel must have {S} states and {K} actions like kernel, got "
-                         f"{new_kernel.n_states} and {new_kernel.n_actions}")
-    gamma, new_gamma = check_gamma(gamma), check_gamma(new_gamma)
-    C = np.random.default_rng(random_state).standard_normal((S, n_probes))
-    images = []
-    for a in range(K):
-        P_a, new_P_a = kernel.matrix[a::K], new_kernel.matrix[a::K]
-        B = C - gamma * np.asarray(P_a @ C)
-        images.append(np.column_stack([tabular.solve_linear_bellman(new_P_a, B[:, j], new_gamma)[0]
-                                       for j in range(n_probes)]))
-    scale = max(float(np.max(np.abs(images[0]))), np.finfo(float).tiny)
-    discrepancy = max(float(np.max(np.abs(m - images[0]))) for m in images) / scale
-    return discrepancy <= rtol, discrepancy
-
-
-def identification_rule(changes: tuple, reward_depends_on_level: bool,
-                        shaping_preserved: bool | None = None) -> tuple[bool, str]:
-    """Whether a counterfactual is invariant to the normalization, and why (module docstring).
-
-    ``shaping_preserved``: the result of :func:`shaping_preserved` for a change of the
-    transitions or discount (None when the kernels are not known, e.g. on the sample path:
-    such a change is then taken to break the shaping term, as it generically does)."""
-    if reward_depends_on_level:
-        return False, ("the reward change depends on the level of the recovered reward, which the normalization "
-                       "sets: identified only if the normalization is true of the real reward")
-    if "transitions" in changes or "gamma" in changes:
-        what = " and ".join(c for c in ("transitions", "gamma") if c in changes)
-        if shaping_preserved:
-            return True, (f"changes the {what}, but every shaping term of the fitted (P, gamma) is one of the new "
-                          f"(P', gamma') ((I - gamma' P'_a)^-1 (I - gamma P_a) is the same for every action): "
-                          f"the counterfactual policy is the same under every normalization")
-        return False, (f"changes the {what}: identified only if the normalization is true of the real reward "
-                       "(Kalouptsidi, Scott & Souza-Rodrigues 2021)")
-    return True, ("a change of the flow reward by a known amount: the counterfactual policy is the same under "
-                  "every normalization (shaping invariance)")
 
 
 def _reward_delta(change, reward: np.ndarray, encoder) -> tuple[np.ndarray, bool]:
@@ -462,10 +399,8 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, i
                    state_values=None, check_normalization=None, n_boot=0, level=0.95, n_jobs=1,
                    random_state=None, progress=None, warn=True) -> CounterfactualResult:
     """See :meth:`genpqr.GenPQR.counterfactual`."""
-    from .estimator import _ExactStage2
-
     model._check_fitted()
-    if not isinstance(model.stage2_, _ExactStage2):
+    if not isinstance(model.stage2_, ExactStage2):
         raise ValueError("counterfactual() needs the exact tabular path (q_model='exact'); for continuous states "
                          "use genpqr.soft_fqi.SoftFQI on the recovered reward")
     if horizon is not None and (initial is None or int(horizon) < 1):

@@ -42,7 +42,7 @@ from .exceptions import NotFittedError
 from .spaces import BoxActions as ActionSpace, as_actions
 
 __all__ = ["ConditionalDensity", "LinearGaussianDensity", "FixedGaussianDensity", "KnownDensity", "SquashedDensity",
-           "check_density", "check_normalized", "gaussian_mixture_log_prob", "gaussian_mixture_sample"]
+           "check_density", "check_normalized", "check_n_samples", "gaussian_mixture_log_prob", "gaussian_mixture_sample"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -143,13 +143,17 @@ class ConditionalDensity(BaseEstimator):
     def sample(self, states, n_samples: int = 1, random_state=None) -> np.ndarray:
         """Draws ``a ~ p(.|s)``, shape (n, n_samples, m)."""
         X = self._validate_states(states)
-        return gaussian_mixture_sample(*self.gaussian_mixture(X), _check_n(n_samples), check_random_state(random_state))
+        return gaussian_mixture_sample(*self.gaussian_mixture(X), check_n_samples(n_samples), check_random_state(random_state))
 
 
-def _check_n(n_samples):
+def check_n_samples(n_samples) -> int:
+    """``n_samples`` as a positive int (refusing bools, floats and ``< 1`` by name)."""
     if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) or n_samples < 1:
         raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
     return int(n_samples)
+
+
+_check_n = check_n_samples  # former private name (imported by genpqr.models.neural_densities)
 
 
 # =============================================================================== linear Gaussian
@@ -351,7 +355,7 @@ class KnownDensity(ConditionalDensity):
 
     def sample(self, states, n_samples=1, random_state=None):
         X = self._validate_states(states)
-        out = np.asarray(self.sample_fn(X, _check_n(n_samples), check_random_state(random_state)), dtype=np.float64)
+        out = np.asarray(self.sample_fn(X, check_n_samples(n_samples), check_random_state(random_state)), dtype=np.float64)
         return out.reshape(X.shape[0], n_samples, -1)
 
     def gaussian_mixture(self, states):
@@ -408,7 +412,7 @@ class SquashedDensity(ConditionalDensity):
 
     def sample(self, states, n_samples=1, random_state=None):
         X = self._validate_states(states)
-        x = self.base_.sample(X, _check_n(n_samples), random_state=check_random_state(random_state))
+        x = self.base_.sample(X, check_n_samples(n_samples), random_state=check_random_state(random_state))
         lo, hi = self.support_.low, self.support_.high
         return lo + (hi - lo) * 0.5 * (np.tanh(x) + 1.0)
 

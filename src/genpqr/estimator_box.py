@@ -16,81 +16,22 @@ gives a different normalized reward. It is recorded in ``reference_measure_`` an
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ._checks import as_float_array, check_gamma, check_length, check_random_state, seed_from
 from .densities import LinearGaussianDensity, SquashedDensity, check_normalized
 from .diagnostic_checks import emit, failed_diagnostics
+from .diagnostics import ContinuousDiagnostics
 from .exceptions import ConvergenceWarning
 from .integration import IntegrationRule, MonteCarlo
 from .measures import BehaviorKernel, DensityKernel, Lebesgue, ReferenceMeasure
 from .normalization import FixedOffset, Normalization, uniform
-from .policy import fit_density, prefit_density
+from .policy import fit_stage1
 from .qeval import FQE
 from .spaces import as_actions
 
 __all__ = ["BoxPath", "ContinuousDiagnostics"]
-
-
-@dataclass
-class ContinuousDiagnostics:
-    """What a user needs to trust a continuous-action fit (on the training data).
-
-    Attributes
-    ----------
-    n_transitions, n_episodes, action_dim : int
-    action_space, reference_measure, normalization, integration : str
-    n_mu_nodes : int
-        Nodes per next state in the Bellman targets.
-    policy_log_loss : float
-        Weighted ``-mean u(s_i, a_i)`` (out-of-fold when cross-fitted).
-    density_integral_range : (float, float)
-        Min and max of ``int exp(log_prob) da`` at checked states (NaN if not checked).
-    fraction_clipped : float
-        Share of rows whose ``u`` hit ``min_log_density``.
-    min_log_density_on_mu : float
-        Smallest ``u`` at the ``mu``-nodes (very negative: ``mu`` reaches where ``pi_hat`` has no mass).
-    max_mu_over_pi : float
-        ``max mu(a|s') / pi_hat(a|s')`` over the ``mu``-nodes: the coverage constant (NaN for a point mass).
-    support_ess : float
-        Effective number of training rows supporting ``mu``: the effective sample size
-        ``(sum_i w_i)^2 / sum_i w_i^2`` of the importance weights ``w_i = mu(a_i|s_i) / pi_hat(a_i|s_i)``
-        (times the sample weights); the continuous analogue of the anchor count (NaN for a point mass).
-    bellman_residuals, target_changes : list of float
-    n_iterations : int
-    converged : bool
-    solver : str
-    warnings : list of str
-        ``"Category: message"`` of every failed check (:mod:`genpqr.diagnostic_checks`), also
-        raised as warnings by ``fit``.
-    """
-
-    n_transitions: int
-    n_episodes: int
-    action_dim: int
-    action_space: str
-    reference_measure: str
-    normalization: str
-    integration: str
-    n_mu_nodes: int
-    policy_log_loss: float
-    policy_log_loss_kind: str
-    density_integral_range: tuple
-    fraction_clipped: float
-    min_log_density_on_mu: float
-    max_mu_over_pi: float
-    support_ess: float
-    bellman_residuals: list = field(default_factory=list)
-    target_changes: list = field(default_factory=list)
-    n_iterations: int = 0
-    converged: bool = True
-    solver: str = ""
-    warnings: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class BoxPath:
@@ -124,15 +65,13 @@ class BoxPath:
 
     def _fit_density(self, data):
         model = self.policy_model
-        if self.policy_prefit:
-            if model is None or self.cross_fit:
-                raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")
-            return prefit_density(model, data)
-        if model is None:
+        if model is None and not self.policy_prefit:
             base = LinearGaussianDensity(degree=2, heteroscedastic=True)
             space = data.action_space
             model = SquashedDensity(base, space.low, space.high) if space.is_bounded else base
-        return fit_density(model, data, cross_fit=self.cross_fit, random_state=seed_from(self.random_state))
+        return fit_stage1(model, data, prefit=self.policy_prefit, cross_fit=self.cross_fit,
+                          random_state=seed_from(self.random_state), reference=self.reference_,
+                          min_log_density=self.min_log_density)
 
     def _check_policy_support(self, space):
         support = self.policy_.support_
@@ -199,16 +138,11 @@ class BoxPath:
                              f"({int((~inside).sum())} node(s)); mu must be dominated by the reference measure")
 
     def _u(self, states, actions, rows=None):
-        """``u = log dpi/dlambda``, clipped below at ``min_log_density``; (u, clipped mask)."""
+        """``u = log dpi/dlambda``, clipped below at ``min_log_density``; (u, clipped mask). With
+        ``rows``: out of fold at those training rows (:class:`genpqr.stage1.FittedStage1`)."""
         if rows is None:
-            logp = self.policy_.log_prob(states, actions)
-        else:
-            logp = self.policy_.training_log_prob(states, actions, rows)
-        u = np.asarray(logp, dtype=np.float64) - self.reference_.log_density(actions)
-        if self.min_log_density is None:
-            return u, np.zeros(u.shape, dtype=bool)
-        clipped = u < self.min_log_density
-        return np.maximum(u, float(self.min_log_density)), clipped
+            return self.policy_.log_policy(states, actions, return_clipped=True)
+        return self.policy_.training_log_policy(states, actions, rows, return_clipped=True)
 
     def _box_diagnostics(self, data, u_rows, clipped, u_next, nodes, next_states, kernel):
         w = data.weights

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .spaces import BoxActions as ActionSpace, Nodes
-from .measures import ReferenceKernel, _antithetic_uniform, _states
+from .measures import ReferenceKernel
+from .sampling import antithetic_uniform, as_states
 
 __all__ = ["Nodes", "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre"]
 
@@ -23,7 +24,7 @@ def _positive_int(value, name):
 
 
 def _point_mass_nodes(kernel, states) -> Nodes:
-    X = _states(states)
+    X = as_states(states)
     return Nodes(kernel.anchor(X)[:, None, :], np.ones((X.shape[0], 1)))
 
 
@@ -78,12 +79,12 @@ class MonteCarlo(IntegrationRule):
     def nodes(self, kernel, states, rng=None, support=None, readoff=False):
         if kernel.is_point_mass:
             return _point_mass_nodes(kernel, states)
-        X = _states(states)
+        X = as_states(states)
         J = self.readoff_samples if readoff and self.readoff_samples is not None else self.n_samples
         rng = np.random.default_rng() if rng is None else rng
         if hasattr(kernel, "from_uniform"):
             m = kernel.action_dim if hasattr(kernel, "action_dim") else np.size(kernel.low)
-            U = _antithetic_uniform(rng, X.shape[0], J, m, self.antithetic, self.stratified)
+            U = antithetic_uniform(rng, X.shape[0], J, m, self.antithetic, self.stratified)
             acts = kernel.from_uniform(X, U)
         else:
             acts = kernel.sample(X, J, rng, antithetic=self.antithetic)
@@ -115,7 +116,7 @@ class GaussHermite(IntegrationRule):
     def nodes(self, kernel, states, rng=None, support=None, readoff=False):
         if kernel.is_point_mass:
             return _point_mass_nodes(kernel, states)
-        X = _states(states)
+        X = as_states(states)
         try:
             log_w, means, chol = kernel.gaussian_mixture(X)
         except NotImplementedError as exc:
@@ -155,7 +156,7 @@ class GaussLegendre(IntegrationRule):
     def nodes(self, kernel, states, rng=None, support=None, readoff=False):
         if kernel.is_point_mass:
             return _point_mass_nodes(kernel, states)
-        X = _states(states)
+        X = as_states(states)
         box = kernel.support() or support
         if box is None or not box.is_bounded:
             raise ValueError(f"GaussLegendre needs a bounded support; {kernel.describe()} has none. Use GaussHermite "

@@ -17,22 +17,10 @@ __all__ = ["from_pandas", "long_format_rows", "LongFormatRows", "episode_segment
            "check_time_column", "check_some_rows"]
 
 
-def from_pandas(
-    frame,
-    *,
-    episode: str,
-    time: str,
-    state: str | Sequence[str],
-    action: str,
-    terminated: str | None = None,
-    truncated: str | None = None,
-    outcome: str | None = None,
-    reward: str | None = None,
-    action_labels=None,
-    next_state: str | Sequence[str] | None = None,
-    keep_last: bool = True,
-    time_gaps: str = "error",
-) -> Transitions:
+def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], action: str,
+                terminated: str | None = None, truncated: str | None = None, outcome: str | None = None,
+                reward: str | None = None, action_labels=None, next_state: str | Sequence[str] | None = None,
+                keep_last: bool = True, time_gaps: str = "error") -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
     The next state of a row is the state of the following time step of the same episode.
@@ -73,37 +61,20 @@ def from_pandas(
         naming the first episode and step; ``"split"`` starts a new episode after each gap
         (the step before the gap is then the last choice of its episode).
     """
-    import pandas as pd
-
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-    state_cols = [state] if isinstance(state, str) else list(state)
-    next_cols = None if next_state is None else ([next_state] if isinstance(next_state, str) else list(next_state))
-    if next_cols is not None and len(next_cols) != len(state_cols):
-        raise ValueError(
-            f"next_state must name one column per state column ({len(state_cols)}: {state_cols}), got {next_cols}"
-        )
-    wanted = [episode, time, action, *state_cols, *(next_cols or [])]
-    wanted += [c for c in (terminated, truncated, outcome, reward) if c]
-    missing = [c for c in wanted if c not in frame.columns]
-    if missing:
-        raise ValueError(f"frame is missing column(s) {missing}; it has {list(frame.columns)}")
-    for col in state_cols + (next_cols or []):
-        if not pd.api.types.is_numeric_dtype(frame[col]):
-            raise TypeError(f"state column {col!r} must be numeric, got dtype {frame[col].dtype}")
-    kinds = {type(v) for v in frame[action].dropna().tolist()}
-    if len(kinds) > 1 and not all(issubclass(k, (int, float, np.number)) for k in kinds):
-        raise ValueError(f"action column {action!r} mixes types {sorted(k.__name__ for k in kinds)}; use one label type")
-    if frame[action].isna().any():
-        raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
-    check_time_column(frame, time)
+    state_cols, next_cols = _check_long_frame(frame, episode, time, state, action, next_state,
+                                              (terminated, truncated, outcome, reward))
     if action_labels is None:
         refuse_continuous_labels(frame[action].to_numpy(), f"action column {action!r}")
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
                             truncated=truncated, next_state=next_cols, keep_last=keep_last,
                             time_gaps=time_gaps, other=[c for c in (action, outcome, reward) if c])
-    df, idx = rows.frame, rows.index
     check_some_rows(rows, episode)
+    return _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols)
+
+
+def _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols) -> Transitions:
+    """:func:`from_pandas`'s result from the selected rows (:class:`LongFormatRows`)."""
+    df, idx = rows.frame, rows.index
 
     def col(name):
         return None if not name else df[name].to_numpy()[idx]
@@ -122,6 +93,39 @@ def from_pandas(
         state_names=state_cols,
         next_observed=rows.next_observed,
     )
+
+
+def _check_long_frame(frame, episode, time, state, action, next_state, flag_columns):
+    """Check the columns :func:`from_pandas` reads; returns ``(state_cols, next_cols)``."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    state_cols = [state] if isinstance(state, str) else list(state)
+    next_cols = None if next_state is None else ([next_state] if isinstance(next_state, str) else list(next_state))
+    if next_cols is not None and len(next_cols) != len(state_cols):
+        raise ValueError(
+            f"next_state must name one column per state column ({len(state_cols)}: {state_cols}), got {next_cols}"
+        )
+    wanted = [episode, time, action, *state_cols, *(next_cols or [])]
+    wanted += [c for c in flag_columns if c]
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame is missing column(s) {missing}; it has {list(frame.columns)}")
+    for col in state_cols + (next_cols or []):
+        if not pd.api.types.is_numeric_dtype(frame[col]):
+            raise TypeError(f"state column {col!r} must be numeric, got dtype {frame[col].dtype}")
+    _check_action_column(frame, action)
+    check_time_column(frame, time)
+    return state_cols, next_cols
+
+
+def _check_action_column(frame, action):
+    kinds = {type(v) for v in frame[action].dropna().tolist()}
+    if len(kinds) > 1 and not all(issubclass(k, (int, float, np.number)) for k in kinds):
+        raise ValueError(f"action column {action!r} mixes types {sorted(k.__name__ for k in kinds)}; use one label type")
+    if frame[action].isna().any():
+        raise ValueError(f"action column {action!r} has {int(frame[action].isna().sum())} missing value(s)")
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,4 +1,4 @@
-r"""Reference kernels ``mu(da|s)``, reference measures ``lambda`` and integration rules.
+r"""Reference kernels ``mu(da|s)`` and reference measures ``lambda``.
 
 Continuous-action GenPQR (paper, App. "Continuous-Action Extension", Alg. "Continuous-Action
 GenPQR") needs two kinds of integral over actions:
@@ -23,8 +23,8 @@ Reference measures (``lambda``)
 ``-log dlambda'/dlambda (a)``, an action-dependent term, and so changes the normalized reward:
 the reference measure is part of the model, stated in every fitted object.
 
-Integration rules (:mod:`genpqr.integration`, re-exported here)
---------------------------------------------------------------------------
+Integration rules (:mod:`genpqr.integration`)
+---------------------------------------------
 A rule turns ``mu(.|s_i)`` into weighted nodes (:class:`Nodes`: actions ``(n, J, m)``, weights
 ``(n, J)`` summing to one per row):
 
@@ -46,13 +46,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import as_float_array
+from .sampling import antithetic_normal, antithetic_uniform, as_states
 from .spaces import BoxActions as ActionSpace
 
 __all__ = [
     "ReferenceKernel", "GaussianKernel", "UniformKernel", "PointMass", "BehaviorKernel", "DensityKernel",
     "ReferenceMeasure", "Lebesgue", "GaussianReference",
-    # re-exported from genpqr.integration
-    "Nodes", "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre",
 ]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -86,39 +85,6 @@ def _gain(gain, states: np.ndarray, m: int) -> np.ndarray:
     if G.shape != (m, states.shape[1]):
         raise ValueError(f"gain must have shape (action_dim, state_dim) = ({m}, {states.shape[1]}), got {G.shape}")
     return states @ G.T
-
-
-def _states(states) -> np.ndarray:
-    return as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-
-
-def _antithetic_normal(rng, n: int, J: int, m: int, antithetic: bool) -> np.ndarray:
-    if not antithetic or J < 2:
-        return rng.standard_normal((n, J, m))
-    half = rng.standard_normal((n, J // 2, m))
-    parts = [half, -half]
-    if J % 2:
-        parts.append(rng.standard_normal((n, 1, m)))
-    return np.concatenate(parts, axis=1)
-
-
-def _latin_hypercube(rng, n: int, J: int, m: int) -> np.ndarray:
-    """n independent Latin hypercubes of J points in [0, 1]^m: (n, J, m)."""
-    if J == 0:
-        return np.empty((n, 0, m))
-    strata = np.argsort(rng.random((n, J, m)), axis=1)  # a random permutation per row and dimension
-    return (strata + rng.random((n, J, m))) / J
-
-
-def _antithetic_uniform(rng, n: int, J: int, m: int, antithetic: bool, stratified: bool = False) -> np.ndarray:
-    draw = (lambda k: _latin_hypercube(rng, n, k, m)) if stratified else (lambda k: rng.random((n, k, m)))
-    if not antithetic or J < 2:
-        return draw(J)
-    half = draw(J // 2)
-    parts = [half, 1.0 - half]
-    if J % 2:
-        parts.append(rng.random((n, 1, m)))
-    return np.concatenate(parts, axis=1)
 
 
 # =============================================================================== kernels
@@ -180,33 +146,33 @@ class GaussianKernel(ReferenceKernel):
         return GaussianKernel(self.mean, self.scale, self.gain, action_space.dim)
 
     def mean_at(self, states) -> np.ndarray:
-        X = _states(states)
+        X = as_states(states)
         return _param(self.mean, X, self.action_dim, "mean") + _gain(self.gain, X, self.action_dim)
 
     def scale_at(self, states) -> np.ndarray:
-        return _param(self.scale, _states(states), self.action_dim, "scale", positive=True)
+        return _param(self.scale, as_states(states), self.action_dim, "scale", positive=True)
 
     def sample(self, states, n_samples, rng, antithetic=False):
-        X = _states(states)
-        z = _antithetic_normal(rng, X.shape[0], n_samples, self.action_dim, antithetic)
+        X = as_states(states)
+        z = antithetic_normal(rng, X.shape[0], n_samples, self.action_dim, antithetic)
         return self.mean_at(X)[:, None, :] + self.scale_at(X)[:, None, :] * z
 
     def from_uniform(self, states, U) -> np.ndarray:
         """Inverse-CDF transform of uniforms U (n, J, m) into draws from mu(.|s)."""
         from scipy.special import ndtri
 
-        X = _states(states)
+        X = as_states(states)
         return self.mean_at(X)[:, None, :] + self.scale_at(X)[:, None, :] * ndtri(np.clip(U, 1e-15, 1.0 - 1e-15))
 
     def log_prob(self, states, actions):
-        X = _states(states)
+        X = as_states(states)
         a = as_float_array(actions, "actions", ndim=2, allow_1d_as_column=True)
         mean, scale = self.mean_at(X), self.scale_at(X)
         z = (a - mean) / scale
         return np.sum(-0.5 * z * z - np.log(scale) - 0.5 * _LOG_2PI, axis=1)
 
     def gaussian_mixture(self, states):
-        X = _states(states)
+        X = as_states(states)
         mean, scale = self.mean_at(X), self.scale_at(X)
         chol = scale[:, None, :, None] * np.eye(self.action_dim)[None, None]
         return np.zeros((X.shape[0], 1)), mean[:, None, :], chol
@@ -241,8 +207,8 @@ class UniformKernel(ReferenceKernel):
         return UniformKernel(box.low, box.high)
 
     def sample(self, states, n_samples, rng, antithetic=False):
-        n, m = _states(states).shape[0], np.size(self.low)
-        u = _antithetic_uniform(rng, n, n_samples, m, antithetic)
+        n, m = as_states(states).shape[0], np.size(self.low)
+        u = antithetic_uniform(rng, n, n_samples, m, antithetic)
         return np.asarray(self.low) + (np.asarray(self.high) - np.asarray(self.low)) * u
 
     def from_uniform(self, states, U) -> np.ndarray:
@@ -275,7 +241,7 @@ class PointMass(ReferenceKernel):
 
     def anchor(self, states) -> np.ndarray:
         """``a0(s)``, shape (n, m)."""
-        X = _states(states)
+        X = as_states(states)
         return _param(self.action, X, self.action_dim, "anchor action") + _gain(self.gain, X, self.action_dim)
 
     def sample(self, states, n_samples, rng=None, antithetic=False):
@@ -348,7 +314,7 @@ class DensityKernel(ReferenceKernel):
                             "log_density(states, actions)")
 
     def sample(self, states, n_samples, rng, antithetic=False):
-        X = _states(states)
+        X = as_states(states)
         out = as_float_array(self.sampler(X, n_samples, rng), "sampler(states, n_samples, rng)")
         if out.ndim == 2:
             out = out[:, :, None]
@@ -357,7 +323,7 @@ class DensityKernel(ReferenceKernel):
         return out
 
     def log_prob(self, states, actions):
-        out = np.asarray(self.log_density(_states(states), as_float_array(actions, "actions", ndim=2,
+        out = np.asarray(self.log_density(as_states(states), as_float_array(actions, "actions", ndim=2,
                                                                            allow_1d_as_column=True)), float)
         return out.reshape(-1)
 
@@ -412,14 +378,3 @@ class GaussianReference(ReferenceMeasure):
 
     def describe(self, action_space):
         return f"Gaussian reference N({np.ravel(self.mean).tolist()}, {np.ravel(self.scale).tolist()}^2)"
-
-
-_RULES = ("Nodes", "IntegrationRule", "MonteCarlo", "GaussHermite", "GaussLegendre")
-
-
-def __getattr__(name):  # re-export the rules lazily (integration imports this module)
-    if name in _RULES:
-        from . import integration
-
-        return getattr(integration, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,10 @@ Continuous actions (a box, :class:`~genpqr.spaces.BoxActions`): the same stage w
 conditional density (:mod:`genpqr.densities`) in place of the classifier, behind
 :class:`FittedDensity` (:func:`fit_density`, :func:`prefit_density`): ``log_prob(s, a)``
 and, when cross-fitted, ``training_log_prob`` out of fold at the training rows.
+
+Both are a :class:`genpqr.stage1.FittedStage1` (one interface: ``log_policy(states, actions)
+-> u``, ``training_log_policy``, ``fraction_clipped``), cross-fitted by the same helper and
+fitted through :func:`fit_stage1`.
 """
 
 from __future__ import annotations
@@ -21,27 +25,33 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
-from tqdm.auto import tqdm
 
 from ._checks import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
 from .clipping import PAPER_CLIP, auto_clip, check_bounds
 from .data import Transitions
 from .densities import check_density
 from .spaces import BoxActions
+from .stage1 import FittedStage1, cross_fit_models
 
-__all__ = ["FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba", "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
-           "check_classifier"]
+__all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
+           "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
+           "fit_stage1", "check_classifier", "check_clip", "is_auto"]
 
 #: The paper's clip: the default of the paper's baselines (GenPQR's default is ``"auto"``).
 DEFAULT_CLIP = PAPER_CLIP
 
 
-def _check_clip(clip) -> tuple[float, float]:
+def check_clip(clip) -> tuple[float, float]:
+    """Probability clip bounds ``(low, high)`` (None: ``(0, 1)``), checked."""
     return check_bounds(clip)
 
 
-def _is_auto(clip) -> bool:
+def is_auto(clip) -> bool:
+    """Whether ``clip`` asks for the data-aware rule (``"auto"``)."""
     return isinstance(clip, str) and clip.strip().lower() == "auto"
+
+
+_check_clip, _is_auto = check_clip, is_auto  # former private names (imported by stream_fit, baselines)
 
 
 def clip_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> tuple[np.ndarray, np.ndarray]:
@@ -221,23 +231,20 @@ def _proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarr
 
 
 @dataclass
-class FittedPolicy:
-    """Stage-1 result: fitted classifier(s), clipping, and out-of-fold bookkeeping.
+class FittedPolicy(FittedStage1):
+    """Stage-1 result for finite actions: fitted classifier(s), clipping, and out-of-fold
+    bookkeeping; ``u = log pi_hat`` of the clipped, renormalized probabilities.
 
     Attributes
     ----------
-    models : list
-        One fitted classifier, or one per cross-fitting fold.
-    fold_of_row : ndarray of shape (n,) or None
-        The fold each training row was held out in (cross-fitting only).
+    models, fold_of_row
+        The fitted classifier(s) and folds (:class:`~genpqr.stage1.FittedStage1`).
     n_actions : int
     clip : (low, high)
     clip_rule : str
         How ``clip`` was chosen (``"auto: ..."`` for the data-aware rule, else "given").
     """
 
-    models: list
-    fold_of_row: np.ndarray | None
     n_actions: int
     clip: tuple[float, float]
     clip_rule: str = "given"
@@ -265,18 +272,24 @@ class FittedPolicy:
         if self.fold_of_row is None:
             return self.raw_proba(states)
         states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-        fold_of_row = self.fold_of_row if rows is None else self.fold_of_row[np.asarray(rows)]
-        if states.shape[0] != fold_of_row.shape[0]:
-            raise ValueError(
-                f"states has {states.shape[0]} rows but the policy was cross-fitted on {fold_of_row.shape[0]}; "
-                "training_raw_proba needs rows aligned with the training transitions"
-            )
-        out = np.empty((states.shape[0], self.n_actions))
-        for k in range(len(self.models)):
-            rows = fold_of_row == k
-            if rows.any():
-                out[rows] = self.raw_proba(states[rows], fold=k)
-        return out
+        folds = self._training_folds(states.shape[0], rows)
+        return self._by_fold(folds, lambda k, sel: self.raw_proba(states[sel], fold=k), (self.n_actions,))
+
+    def log_policy(self, states, actions=None, *, return_clipped: bool = False):
+        """``u = log pi_hat`` (clipped, renormalized): (n, K), or (n,) at action codes ``actions``."""
+        return self._u(self.raw_proba(states), actions, return_clipped)
+
+    def training_log_policy(self, states, actions=None, rows=None, *, return_clipped: bool = False):
+        """:meth:`log_policy` out of fold at training rows (see :meth:`training_raw_proba`)."""
+        return self._u(self.training_raw_proba(states, rows), actions, return_clipped)
+
+    def _u(self, raw, actions, return_clipped):
+        proba, clipped = clip_proba(raw, self.clip)
+        u = np.log(proba)
+        if actions is not None:
+            rows, codes = np.arange(u.shape[0]), np.asarray(actions, dtype=np.int64)
+            u, clipped = u[rows, codes], clipped[rows, codes]
+        return (u, clipped) if return_clipped else u
 
 
 def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) -> FittedPolicy:
@@ -328,16 +341,16 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
     X, y, K = transitions.states, transitions.actions, transitions.n_actions
     if cross_fit is None:
         return _resolve_clip(FittedPolicy([clone(classifier).fit(X, y)], None, K, (0.0, 1.0)), clip, transitions)
-    folds = transitions.episode_folds(int(cross_fit), random_state=random_state)
-    models, fold_of_row = [], np.empty(transitions.n, dtype=np.int64)
-    bar = tqdm(folds, desc="policy folds", disable=None if progress is None else not progress, leave=False)
-    for k, (train, test) in enumerate(bar):
+
+    def fit_fold(k, train):
         if np.unique(y[train]).size < 2:
             raise ValueError(f"cross_fit={cross_fit}: the training episodes of fold {k} take only action "
                              f"{plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be fitted there; use "
                              f"fewer folds or cross_fit=None (genpqr fit: --cross-fit 0)")
-        models.append(clone(classifier).fit(X[train], y[train]))
-        fold_of_row[test] = k
+        return clone(classifier).fit(X[train], y[train])
+
+    models, fold_of_row = cross_fit_models(transitions, cross_fit, fit_fold, random_state=random_state,
+                                           progress=progress)
     return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)
 
 
@@ -346,20 +359,43 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
 # after the reference measure), fitted or prefit, optionally cross-fitted by episode.
 
 @dataclass
-class FittedDensity:
+class FittedDensity(FittedStage1):
     """One fitted density, or one per cross-fitting fold (their equal-weight mixture away from
     the training rows; out-of-fold at the training rows).
 
     Attributes
     ----------
-    models : list
-    fold_of_row : ndarray of shape (n,) or None
+    models, fold_of_row
+        The fitted density (or densities) and folds (:class:`~genpqr.stage1.FittedStage1`).
     support_ : BoxActions
+    reference : ReferenceMeasure or None
+        ``lambda`` of ``u = log dpi/dlambda = log p_hat - log dlambda/dLebesgue`` (None: Lebesgue).
+    min_log_density : float or None
+        Lower clip of ``u`` (None: no clip).
     """
 
-    models: list
-    fold_of_row: np.ndarray | None
     support_: BoxActions
+    reference: object = None
+    min_log_density: float | None = None
+
+    def log_policy(self, states, actions, *, return_clipped: bool = False):
+        """``u(s, a) = log dpi_hat/dlambda``, clipped below at ``min_log_density``, shape (n,)."""
+        return self._u(self.log_prob(states, actions), actions, return_clipped)
+
+    def training_log_policy(self, states, actions, rows=None, *, return_clipped: bool = False):
+        """:meth:`log_policy` out of fold at training rows (see :meth:`training_log_prob`)."""
+        return self._u(self.training_log_prob(states, actions, rows), actions, return_clipped)
+
+    def _u(self, logp, actions, return_clipped):
+        u = np.asarray(logp, dtype=np.float64)
+        if self.reference is not None:
+            u = u - self.reference.log_density(actions)
+        if self.min_log_density is None:
+            clipped = np.zeros(u.shape, dtype=bool)
+        else:
+            clipped = u < self.min_log_density
+            u = np.maximum(u, float(self.min_log_density))
+        return (u, clipped) if return_clipped else u
 
     @property
     def reference_measure(self) -> str:
@@ -371,18 +407,14 @@ class FittedDensity:
         parts = np.stack([np.asarray(m.log_prob(states, actions), dtype=np.float64) for m in self.models])
         return logsumexp(parts, axis=0) - np.log(len(self.models))
 
-    def training_log_prob(self, states, actions, rows) -> np.ndarray:
-        """``log p(a|s)`` where row ``k`` of (states, actions) belongs to training row ``rows[k]``:
-        scored by the model that did not see that row's episode when cross-fitted."""
+    def training_log_prob(self, states, actions, rows=None) -> np.ndarray:
+        """``log p(a|s)`` where row ``k`` of (states, actions) belongs to training row ``rows[k]``
+        (None: every training row): scored by the model that did not see that row's episode when
+        cross-fitted."""
         if self.fold_of_row is None:
             return self.log_prob(states, actions)
-        folds = self.fold_of_row[np.asarray(rows)]
-        out = np.empty(folds.shape[0])
-        for k, model in enumerate(self.models):
-            sel = folds == k
-            if sel.any():
-                out[sel] = model.log_prob(states[sel], actions[sel])
-        return out
+        folds = self._training_folds(np.shape(states)[0], rows)
+        return self._by_fold(folds, lambda k, sel: self.models[k].log_prob(states[sel], actions[sel]))
 
     def sample(self, states, n_samples=1, random_state=None) -> np.ndarray:
         rng = check_random_state(random_state)
@@ -418,11 +450,12 @@ def fit_density(model, data: Transitions, *, cross_fit: int | None = None, rando
     if cross_fit is None:
         fitted = clone(model).fit(data.states, data.actions, sample_weight=w)
         return FittedDensity([fitted], None, _support(fitted, data))
-    models, fold_of_row = [], np.empty(data.n, dtype=np.int64)
-    for k, (train, test) in enumerate(data.episode_folds(int(cross_fit), random_state=random_state)):
-        models.append(clone(model).fit(data.states[train], data.actions[train],
-                                       sample_weight=None if w is None else w[train]))
-        fold_of_row[test] = k
+
+    def fit_fold(k, train):
+        return clone(model).fit(data.states[train], data.actions[train], sample_weight=None if w is None else w[train])
+
+    models, fold_of_row = cross_fit_models(data, cross_fit, fit_fold, random_state=random_state, progress=False,
+                                           desc="density folds")
     return FittedDensity(models, fold_of_row, _support(models[0], data))
 
 
@@ -431,3 +464,22 @@ def prefit_density(model, data: Transitions) -> FittedDensity:
     check_density(model)
     model.log_prob(data.states[:1], data.actions[:1])  # raises if the model is not fitted
     return FittedDensity([model], None, _support(model, data))
+
+
+def fit_stage1(model, data: Transitions, *, prefit: bool = False, clip="auto", cross_fit: int | None = None,
+               random_state=None, progress: bool | None = False, reference=None,
+               min_log_density=None) -> FittedStage1:
+    """Stage 1 of :class:`genpqr.GenPQR` on either action space: a classifier for finite actions
+    (:func:`fit_policy` / :func:`prefit_policy`, ``clip``), a conditional density for a box
+    (:func:`fit_density` / :func:`prefit_density`, ``reference`` and ``min_log_density``).
+    ``prefit``: ``model`` is already fitted and used as is (no ``cross_fit``)."""
+    if prefit and (model is None or cross_fit):
+        raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")
+    if data.is_finite:
+        if prefit:
+            return prefit_policy(model, data, clip=clip)
+        return fit_policy(model, data, clip=clip, cross_fit=cross_fit, random_state=random_state, progress=progress)
+    fitted = prefit_density(model, data) if prefit else fit_density(model, data, cross_fit=cross_fit,
+                                                                    random_state=random_state)
+    fitted.reference, fitted.min_log_density = reference, min_log_density
+    return fitted

@@ -154,30 +154,12 @@ class FQE(BaseEstimator):
             return self._fit_nodes(states, actions, next_states, continues, reward, next_mu, next_base, gamma,
                                    sample_weight, next_index)
         gamma = check_gamma(gamma)
-        states = as_float_array(states, "states", ndim=2)
-        next_states = as_float_array(next_states, "next_states", ndim=2)
-        actions = np.asarray(actions, dtype=np.int64)
-        reward = as_float_array(reward, "reward", ndim=1)
-        next_mu = as_float_array(next_mu, "next_mu", ndim=2)
-        continues = as_float_array(continues, "continues", ndim=1)
-        n, K = next_mu.shape
+        data = _finite_inputs(states, actions, next_states, continues, reward, next_mu)
         if self.n_iterations < 1:
             raise ValueError(f"n_iterations must be at least 1, got {self.n_iterations}")
-        data = (states, actions, next_states, continues, reward, next_mu)
-        self.n_actions_ = K
+        self.n_actions_ = data[-1].shape[1]
         self.history_ = FQEHistory()
-        n_iter = self.n_iterations
-        if self.validation_fraction:
-            train, val = self._split(n, groups)
-            model, _, best = self._loop([d[train] for d in data], gamma, n_iter, [d[val] for d in data])
-            self.best_iteration_ = best
-            if self.refit:
-                self.history_ = FQEHistory(validation_residual=self.history_.validation_residual)
-                model, converged, _ = self._loop(data, gamma, best)
-            else:
-                converged = True
-        else:
-            model, converged, _ = self._loop(data, gamma, n_iter)
+        model, converged = self._run(data, gamma, groups)
         self.model_ = model
         self.converged_ = converged
         self.nodes_ = False
@@ -189,6 +171,21 @@ class FQE(BaseEstimator):
                 ConvergenceWarning, stacklevel=2,
             )
         return self
+
+    def _run(self, data, gamma, groups):
+        """The FQE loop, with early stopping on a held-out split when ``validation_fraction``
+        (then refit on all rows for the best number of iterations when ``refit``)."""
+        if not self.validation_fraction:
+            model, converged, _ = self._loop(data, gamma, self.n_iterations)
+            return model, converged
+        train, val = self._split(data[0].shape[0], groups)
+        model, _, best = self._loop([d[train] for d in data], gamma, self.n_iterations, [d[val] for d in data])
+        self.best_iteration_ = best
+        if not self.refit:
+            return model, True
+        self.history_ = FQEHistory(validation_residual=self.history_.validation_residual)
+        model, converged, _ = self._loop(data, gamma, best)
+        return model, converged
 
     def _split(self, n, groups):
         rng = check_random_state(self.random_state)
@@ -359,3 +356,14 @@ class _NodesLoop:
             if fqe.tol is not None and change <= fqe.tol:
                 return True
         return False
+
+
+def _finite_inputs(states, actions, next_states, continues, reward, next_mu) -> tuple:
+    """FQE's finite-action inputs, checked: ``(states, actions, next_states, continues, reward, next_mu)``."""
+    states = as_float_array(states, "states", ndim=2)
+    next_states = as_float_array(next_states, "next_states", ndim=2)
+    actions = np.asarray(actions, dtype=np.int64)
+    reward = as_float_array(reward, "reward", ndim=1)
+    next_mu = as_float_array(next_mu, "next_mu", ndim=2)
+    continues = as_float_array(continues, "continues", ndim=1)
+    return states, actions, next_states, continues, reward, next_mu

@@ -4,7 +4,8 @@ The action column(s) hold real numbers (``--action a1,a2`` for several dimension
 optional box ``[--action-low, --action-high]`` (default ``R^m``). Next states are paired with
 rows exactly as for discrete actions (:func:`genpqr.data.long_format_rows`: the last row of an
 episode that did not terminate has no next state and is dropped). The model is
-:class:`genpqr.continuous.ContinuousGenPQR`:
+:class:`genpqr.GenPQR` on transitions with continuous actions (a
+:class:`~genpqr.spaces.BoxActions`):
 
 * policy (``--policy-model``): ``gaussian`` (:class:`LinearGaussianDensity`, degree 2,
   heteroscedastic; default), ``mlp-gaussian``, ``mdn``, ``flow`` (needs ``zuko``) or
@@ -44,7 +45,7 @@ DEFAULT_INTEGRATION = "mc:32"
 
 def action_space(config: FitConfig, dim: int):
     """The :class:`~genpqr.continuous.ActionSpace` of ``--action-low/--action-high``."""
-    from ..continuous import ActionSpace
+    from ..spaces import BoxActions as ActionSpace
 
     if config.action_low is None:
         return ActionSpace.create(dim)
@@ -64,17 +65,18 @@ def action_space(config: FitConfig, dim: int):
 # ============================================================================ models
 def make_density(name: str, space, seed: int):
     """The stage-1 conditional density named by ``--policy-model`` (squashed onto a bounded box)."""
-    from .. import continuous as C
+    from .. import densities as C
+    from ..models.neural_densities import FlowDensity, MixtureDensityNetwork, MLPGaussianDensity
 
     if name == "gaussian":
         base = C.LinearGaussianDensity(degree=2, heteroscedastic=True)
     elif name == "mlp-gaussian":
-        base = C.MLPGaussianDensity(random_state=seed)
+        base = MLPGaussianDensity(random_state=seed)
     elif name == "mdn":
-        base = C.MixtureDensityNetwork(n_components=3, random_state=seed)
+        base = MixtureDensityNetwork(n_components=3, random_state=seed)
     elif name == "flow":
-        C.FlowDensity._zuko()  # a clear ImportError now rather than at fit time
-        base = C.FlowDensity(random_state=seed)
+        FlowDensity._zuko()  # a clear ImportError now rather than at fit time
+        base = FlowDensity(random_state=seed)
     elif ":" in name:
         return import_object(name, "policy model")
     else:
@@ -86,7 +88,7 @@ def make_density(name: str, space, seed: int):
 
 
 def continuous_q_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
-    """ContinuousGenPQR keyword arguments for the stage-2 regressor named by ``--q-model``."""
+    """GenPQR keyword arguments for the stage-2 regressor named by ``--q-model``."""
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
@@ -122,16 +124,17 @@ def continuous_q_settings(name: str, *, seed: int, n_iterations: int | None) -> 
 
 def make_integration(spec: str):
     """The integration rule of ``--integration``."""
-    from ..continuous import GaussHermite, GaussLegendre, MonteCarlo
+    from ..integration import GaussHermite, GaussLegendre, MonteCarlo
 
     kind, n = parse_integration(spec)
     return {"mc": MonteCarlo, "gauss-hermite": GaussHermite, "gauss-legendre": GaussLegendre}[kind](n)
 
 
 def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
-    """The :class:`~genpqr.continuous.ContinuousNormalization` of a parsed continuous spec."""
-    from ..continuous import normalization as CN
+    """The :class:`~genpqr.normalization.Normalization` (a reference kernel ``mu``) of a parsed continuous spec."""
+    from .. import normalization as CN
     from ..exceptions import WeakSupportWarning
+    from ..measures import BehaviorKernel
 
     m = space.dim
     if kind == "anchor":
@@ -146,7 +149,7 @@ def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
             warnings.warn(f"the anchor action {a0.tolist()} lies outside the range of the logged actions "
                           f"({lo.tolist()} to {hi.tolist()}): the reward there rests on extrapolation of the policy "
                           "density", WeakSupportWarning)
-        return CN.anchor(a0 if m > 1 else float(a0[0]))
+        return CN.point_anchor(a0 if m > 1 else float(a0[0]))
     if kind == "gaussian":
         if not space.is_unbounded:
             raise ValueError(f"--normalization gaussian puts mass outside the bounded action support "
@@ -156,13 +159,13 @@ def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
         if not space.is_bounded:
             raise ValueError("--normalization uniform needs bounded actions: give --action-low and --action-high")
         return CN.uniform()
-    return CN.behavior()
+    return CN.Normalization(BehaviorKernel(), CN.FixedOffset(0.0), "behavior")
 
 
 # ============================================================================ data
 def read_continuous(frame, config: FitConfig, space):
-    """:class:`~genpqr.continuous.ContinuousTransitions` from the long-format frame."""
-    from ..continuous import from_arrays
+    """:class:`~genpqr.transitions.Transitions` with continuous actions from the long-format frame."""
+    from ..builders import from_arrays
     from ..data import check_some_rows, long_format_rows
 
     cols = action_columns(config)
@@ -171,7 +174,8 @@ def read_continuous(frame, config: FitConfig, space):
                             other=cols)
     check_some_rows(rows, config.episode)
     df, idx = rows.frame, rows.index
-    return from_arrays(rows.states, df[cols].to_numpy()[idx], rows.next_states, action_low=space.low,
+    return from_arrays(rows.states, df[cols].to_numpy()[idx], rows.next_states, action_space="box",
+                       action_low=space.low,
                        action_high=space.high, terminated=rows.terminated, truncated=rows.truncated,
                        episode_ids=rows.episode_ids, timesteps=rows.timesteps,
                        outcomes=None if not config.outcome else df[config.outcome].to_numpy(dtype=np.float64)[idx],
@@ -208,8 +212,9 @@ def check_actions(frame, config: FitConfig, space) -> np.ndarray:
 
 # ============================================================================ the fit
 def run_continuous_fit(config: FitConfig, frame):
-    """Fit :class:`ContinuousGenPQR` to a checked frame and write the outputs; returns FitOutputs."""
-    from ..continuous import ContinuousGenPQR
+    """Fit :class:`genpqr.GenPQR` to a checked frame of continuous actions and write the outputs;
+    returns FitOutputs."""
+    from ..estimator import GenPQR
 
     unsupported = [flag for flag, on in (("--bins", config.bins), ("--features", config.features),
                                          ("--transition", config.transition != "counts"),
@@ -233,7 +238,7 @@ def run_continuous_fit(config: FitConfig, frame):
             raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                              f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
         normalization = continuous_normalization(kind, arg, space, data.actions)
-        model = ContinuousGenPQR(
+        model = GenPQR(
             normalization=normalization, gamma=config.gamma,
             policy_model=make_density(config.policy_model, space, config.seed),
             integration=make_integration(config.integration),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 from ..estimator import GenPQR
-from ..estimator_box import ContinuousDiagnostics
+from ..diagnostics import ContinuousDiagnostics
 from ..transitions import Transitions
 
 __all__ = ["ContinuousGenPQR", "ContinuousDiagnostics"]

@@ -75,11 +75,11 @@ from functools import cached_property
 import numpy as np
 
 from .._checks import as_float_array, check_gamma, check_random_state
-from ..normalization import FixedOffset
-from ..continuous.data import ContinuousTransitions, from_arrays
+from ..normalization import FixedOffset, Normalization
+from ..builders import from_arrays
+from ..transitions import Transitions
 from ..densities import FixedGaussianDensity
 from ..measures import GaussianKernel, GaussianReference, Lebesgue, PointMass
-from ..continuous.normalization import ContinuousNormalization
 from .quadratic import Quadratic, solve_stein
 
 __all__ = ["LQGProblem", "LQGSolution", "make_lqg"]
@@ -185,7 +185,7 @@ class LQGProblem:
         return FixedGaussianDensity(gain=sol.gain, offset=sol.offset, cov=sol.cov)
 
     # ------------------------------------------------------------------ normalized reward
-    def _mu_parts(self, normalization: ContinuousNormalization):
+    def _mu_parts(self, normalization: Normalization):
         d, m = self.state_dim, self.action_dim
         kernel = normalization.mu
         if isinstance(kernel, GaussianKernel):
@@ -241,7 +241,7 @@ class LQGProblem:
         h0 = float(-0.5 * np.sum(prec * mean ** 2) - np.sum(np.log(scale)) - 0.5 * m * np.log(2 * np.pi))
         return Quadratic(H, h, h0)
 
-    def normalized_reward(self, normalization: ContinuousNormalization, reference=None) -> Quadratic:
+    def normalized_reward(self, normalization: Normalization, reference=None) -> Quadratic:
         """The true reward in the normalization ``mu r = g``, by the shaping potential (closed form),
         relative to ``reference`` (default Lebesgue)."""
         d, m = self.state_dim, self.action_dim
@@ -251,7 +251,7 @@ class LQGProblem:
         c = solve_stein(self._g(normalization) - mu_r, A_mu, b_mu, noise_mu, self.gamma)
         return reward + c.embed(np.arange(d), d + m) - self.gamma * c.push(self.F, self.drift, self.noise_cov)
 
-    def genpqr_exact(self, normalization: ContinuousNormalization, reference=None):
+    def genpqr_exact(self, normalization: Normalization, reference=None):
         """GenPQR's route in coefficient space from ``u = log dpi/dlambda`` alone: returns
         ``(reward, q, mu_q)`` as Quadratics (z, z, s)."""
         d, m = self.state_dim, self.action_dim
@@ -291,12 +291,12 @@ class LQGProblem:
                                         method="cholesky") if np.any(self.noise_cov) else 0.0
         return states @ self.A.T + actions @ self.B.T + self.drift + noise
 
-    def sample(self, n: int, random_state=None) -> ContinuousTransitions:
+    def sample(self, n: int, random_state=None) -> Transitions:
         """``n`` i.i.d. transitions: ``s ~ rho``, ``a ~ pi(.|s)``, ``s' ~ P(.|s, a)``; logged true rewards."""
         rng = check_random_state(random_state)
         s = self.sample_states(int(n), rng)
         a = self.sample_actions(s, rng)
-        return from_arrays(s, a, self.step(s, a, rng), rewards=self.true_reward(s, a))
+        return from_arrays(s, a, self.step(s, a, rng), action_space="box", rewards=self.true_reward(s, a))
 
     def evaluation_pairs(self, n: int, random_state=None):
         """(states, actions) with ``s ~ rho``, ``a ~ pi(.|s)``: where reward errors are measured."""
@@ -304,7 +304,7 @@ class LQGProblem:
         s = self.sample_states(int(n), rng)
         return s, self.sample_actions(s, rng)
 
-    def exact_design(self, n_states: int = 40, n_noise_nodes: int = 3, random_state=0) -> ContinuousTransitions:
+    def exact_design(self, n_states: int = 40, n_noise_nodes: int = 3, random_state=0) -> Transitions:
         """Transitions whose weighted regression equals the conditional expectation exactly.
 
         ``n_states`` pairs ``(s, a)`` (``s ~ rho``, ``a ~ pi``), each repeated once per
@@ -319,7 +319,7 @@ class LQGProblem:
         a = self.sample_actions(s, rng)
         mean_next = s @ self.A.T + a @ self.B.T + self.drift
         if not np.any(self.noise_cov):
-            return from_arrays(s, a, mean_next, sample_weight=np.ones(len(s)))
+            return from_arrays(s, a, mean_next, action_space="box", sample_weight=np.ones(len(s)))
         x, w = np.polynomial.hermite_e.hermegauss(int(n_noise_nodes))
         w = w / w.sum()
         grid = np.stack([g.ravel() for g in np.meshgrid(*([x] * d), indexing="ij")], axis=1)
@@ -328,7 +328,8 @@ class LQGProblem:
         J = grid.shape[0]
         next_states = (mean_next[:, None, :] + noise[None]).reshape(-1, d)
         return from_arrays(np.repeat(s, J, axis=0), np.repeat(a, J, axis=0), next_states,
-                           sample_weight=np.tile(gw, len(s)), episode_ids=np.repeat(np.arange(len(s)), J))
+                           action_space="box", sample_weight=np.tile(gw, len(s)),
+                           episode_ids=np.repeat(np.arange(len(s)), J))
 
 
 def make_lqg(A=0.8, B=0.5, noise_cov=0.09, drift=0.0, state_cost=0.5, action_cost=0.8, cross_cost=0.2,

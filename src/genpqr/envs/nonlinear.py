@@ -43,11 +43,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 
 from .._checks import as_float_array, check_gamma, check_random_state, check_state_indices
 from .. import normalization as N
-from ..continuous.data import ContinuousTransitions, from_arrays
+from ..builders import from_arrays
+from ..transitions import Transitions
 from ..densities import KnownDensity
 from ..integration import GaussLegendre
 from ..measures import PointMass
-from ..continuous.normalization import ContinuousNormalization
+from ..normalization import Normalization
+from ..spaces import BoxActions
 
 __all__ = ["RingProblem", "StateActionBasis"]
 
@@ -166,20 +168,18 @@ class RingProblem:
             action_dim=1, state_dim=1, low=self.low, high=self.high)
 
     # ------------------------------------------------------------------ truth
-    def _mu_nodes(self, normalization: ContinuousNormalization):
+    def _mu_nodes(self, normalization: Normalization):
         """``mu``-nodes per state: actions (S, J) and weights (S, J)."""
-        from ..continuous.data import ActionSpace
-
-        kernel = normalization.mu.bind(ActionSpace.create(1, self.low, self.high), self.policy_density())
+        kernel = normalization.mu.bind(BoxActions.create(1, self.low, self.high), self.policy_density())
         states = np.arange(self.n_states, dtype=np.float64)[:, None]
         if isinstance(kernel, PointMass):
             nodes = GaussLegendre(1).nodes(kernel, states)
         else:
-            nodes = GaussLegendre(self.n_quadrature).nodes(kernel, states, support=ActionSpace.create(1, self.low,
+            nodes = GaussLegendre(self.n_quadrature).nodes(kernel, states, support=BoxActions.create(1, self.low,
                                                                                                      self.high))
         return nodes.actions[:, :, 0], nodes.weights
 
-    def normalized_reward(self, normalization: ContinuousNormalization):
+    def normalized_reward(self, normalization: Normalization):
         """The true reward with ``mu r = g``, as a callable ``(states, actions) -> (n,)``."""
         S = self.n_states
         acts, w = self._mu_nodes(normalization)
@@ -197,7 +197,7 @@ class RingProblem:
         return r_mu
 
     # ------------------------------------------------------------------ data
-    def sample(self, n: int, random_state=None) -> ContinuousTransitions:
+    def sample(self, n: int, random_state=None) -> Transitions:
         """``n`` i.i.d. transitions: ``s`` uniform over states, ``a ~ pi``, ``s' ~ P``."""
         rng = check_random_state(random_state)
         s = rng.integers(0, self.n_states, size=int(n))
@@ -205,9 +205,9 @@ class RingProblem:
         P = self.transition(s, a)
         s2 = (rng.random(s.size)[:, None] > np.cumsum(P, axis=1)).sum(axis=1)
         return from_arrays(s.astype(np.float64), a, np.minimum(s2, self.n_states - 1).astype(np.float64),
-                           action_low=self.low, action_high=self.high, rewards=self.reward(s, a))
+                           action_space="box", action_low=self.low, action_high=self.high, rewards=self.reward(s, a))
 
-    def exact_design(self, n_action_nodes: int = 24) -> ContinuousTransitions:
+    def exact_design(self, n_action_nodes: int = 24) -> Transitions:
         """Every state x ``n_action_nodes`` Gauss-Legendre actions x every next state, with
         ``sample_weight = w_j P(s'|s, a_j)``: weighted regression on (s, a) then reproduces
         ``E[. | s, a]`` exactly at the design actions (its projection onto the regressor's class
@@ -221,7 +221,7 @@ class RingProblem:
         rows = np.repeat(np.arange(s.size), S)
         weight = (np.tile(w, S)[:, None] * P).ravel()
         return from_arrays(s[rows].astype(np.float64), a[rows], np.tile(np.arange(S), s.size).astype(np.float64),
-                           action_low=self.low, action_high=self.high, sample_weight=weight)
+                           action_space="box", action_low=self.low, action_high=self.high, sample_weight=weight)
 
     # ------------------------------------------------------------------ discretization
     def action_grid(self, n_actions: int) -> np.ndarray:
@@ -242,7 +242,7 @@ class RingProblem:
         logp -= logsumexp(logp, axis=1, keepdims=True)
         return logp, self.transition(s, a).reshape(S, grid.size, S), grid
 
-    def tabular_normalization(self, normalization: ContinuousNormalization, n_actions: int):
+    def tabular_normalization(self, normalization: Normalization, n_actions: int):
         """The discrete counterpart of a uniform or point-mass ``mu`` on the midpoint grid."""
         from ..measures import UniformKernel
 

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import mean_ci, reward_correlation, reward_mse
-from ..continuous import normalization as CN
+from .. import normalization as CN
 from ..densities import LinearGaussianDensity
 from ..estimator import GenPQR
 from ..envs.lqg import make_lqg
@@ -44,7 +44,7 @@ from ..models.neural_densities import MixtureDensityNetwork
 __all__ = ["run_continuous_experiment", "run_discretization_check", "write_report", "METHODS", "NORMALIZATIONS"]
 
 METHODS = ("oracle-policy", "linear-gaussian", "mdn")
-NORMALIZATIONS = {"gaussian": lambda: CN.gaussian(0.0, 1.0), "anchor": lambda: CN.anchor(0.0)}
+NORMALIZATIONS = {"gaussian": lambda: CN.gaussian(0.0, 1.0), "anchor": lambda: CN.point_anchor(0.0)}
 
 
 def _q_model():
@@ -102,40 +102,48 @@ def run_continuous_experiment(n_values=(1_000, 10_000, 100_000), seeds=range(5),
                 for method in methods:
                     if method == "mdn" and n > mdn_max_n:
                         continue
-                    policy, prefit = _policy(method, problem, int(seed))
-                    est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=policy,
-                                 policy_prefit=prefit, q_model=_q_model(),
-                                 integration=MonteCarlo(n_samples, readoff_samples=readoff_samples),
-                                 n_iterations=500, tol=1e-6, random_state=int(seed))
-                    start = time.perf_counter()
-                    with warnings.catch_warnings(record=True) as caught:
-                        warnings.simplefilter("always")
-                        est.fit(data)
-                        fit_time = time.perf_counter() - start
-                        estimate = est.reward(eval_s, eval_a)
-                    rows.append(dict(
-                        experiment="continuous", problem="lqg-1d", n=int(n), seed=int(seed), normalization=norm_name,
-                        method=method, reward_mse=reward_mse(estimate, truth), reward_corr=reward_correlation(estimate,
-                                                                                                               truth),
-                        true_reward_var=float(np.var(truth)),
-                        policy_nll=float(-np.mean(est.log_policy(eval_s, eval_a))),
-                        fqe_iterations=est.diagnostics_.n_iterations, converged=est.diagnostics_.converged,
-                        support_ess=est.diagnostics_.support_ess, fit_time=fit_time,
-                        warnings="; ".join(sorted({str(w.message)[:120] for w in caught}))))
+                    rows.append(_fit_one(problem, data, norm, norm_name, method, int(seed), int(n), eval_s,
+                                         eval_a, truth, n_samples, readoff_samples))
+                    fit_time = rows[-1]["fit_time"]
                     if progress:
                         print(f"seed={seed} n={n} {norm_name} {method}: mse={rows[-1]['reward_mse']:.3g} "
                               f"({fit_time:.1f}s)", flush=True)
     frame = pd.DataFrame(rows)
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out / "results.csv", index=False)
         config = dict(n_values=[int(n) for n in n_values], seeds=[int(s) for s in seeds], methods=list(methods),
                       normalizations=list(normalizations), n_eval=n_eval, mdn_max_n=mdn_max_n, n_samples=n_samples,
                       readoff_samples=readoff_samples, problem="make_lqg() defaults")
-        (out / "config.json").write_text(json.dumps(config, indent=2))
-        write_report(out)
+        _write_outputs(frame, config, Path(out_dir))
     return frame
+
+
+def _fit_one(problem, data, norm, norm_name, method, seed, n, eval_s, eval_a, truth, n_samples, readoff_samples):
+    """One run of :func:`run_continuous_experiment`: fit, evaluate, and the result row."""
+    policy, prefit = _policy(method, problem, seed)
+    est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=policy, policy_prefit=prefit,
+                 q_model=_q_model(), integration=MonteCarlo(n_samples, readoff_samples=readoff_samples),
+                 n_iterations=500, tol=1e-6, random_state=seed)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(data)
+        fit_time = time.perf_counter() - start
+        estimate = est.reward(eval_s, eval_a)
+    return dict(
+        experiment="continuous", problem="lqg-1d", n=n, seed=seed, normalization=norm_name, method=method,
+        reward_mse=reward_mse(estimate, truth), reward_corr=reward_correlation(estimate, truth),
+        true_reward_var=float(np.var(truth)), policy_nll=float(-np.mean(est.log_policy(eval_s, eval_a))),
+        fqe_iterations=est.diagnostics_.n_iterations, converged=est.diagnostics_.converged,
+        support_ess=est.diagnostics_.support_ess, fit_time=fit_time,
+        warnings="; ".join(sorted({str(w.message)[:120] for w in caught})))
+
+
+def _write_outputs(frame, config, out: Path) -> None:
+    """``results.csv``, ``config.json`` and the report (``results.md``, ``figure.png``) under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "results.csv", index=False)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    write_report(out)
 
 
 def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20) -> pd.DataFrame:
@@ -150,7 +158,7 @@ def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20
     problem = RingProblem()
     data = problem.exact_design(24)
     rows = []
-    for name, norm in (("uniform", CN.uniform()), ("anchor", CN.anchor(0.0))):
+    for name, norm in (("uniform", CN.uniform()), ("anchor", CN.point_anchor(0.0))):
         est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
                      policy_prefit=True,
                      q_model=make_pipeline(StateActionBasis(problem.n_states, degree),
