@@ -599,7 +599,10 @@ def test_api_classifier_without_get_params_is_copied(tabular):
 
 
 def test_api_unvisited_states_are_marked(tabular):
-    model = GenPQR(N.anchor_action("a"), q_model="exact", n_states=6).fit(tabular)
+    from genpqr.exceptions import WeakSupportWarning
+
+    with pytest.warns(WeakSupportWarning, match="2 of 6 states have no observed choice"):
+        model = GenPQR(N.anchor_action("a"), q_model="exact", n_states=6).fit(tabular)
     np.testing.assert_array_equal(model.visited_states_, [True] * 4 + [False] * 2)
 
 

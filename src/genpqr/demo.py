@@ -10,6 +10,7 @@ against the true normalized reward and writes a figure.
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -68,16 +69,21 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
     grid = np.arange(n_states, dtype=float)[:, None]
 
     rows = []
-    t0 = time.perf_counter()
-    oracle = T.recover_reward(sol.log_policy, mdp.kernel, gamma, norm)
-    rows.append(("exact solve, true policy and P", *_errors(truth, oracle.reward), time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    exact = GenPQR(norm, gamma=gamma, q_model="exact", n_states=n_states).fit(data)
-    rows.append(("from data: frequencies + exact solve", *_errors(truth, exact.reward(grid)), time.perf_counter() - t0))
-    t0 = time.perf_counter()
-    fqe = GenPQR(norm, gamma=gamma, q_model=TabularQModel(n_states), policy_model=exact.policy_.models[0],
-                 n_iterations=200, tol=1e-8, progress=False).fit(data)
-    rows.append(("from data: frequencies + FQE", *_errors(truth, fqe.reward(grid)), time.perf_counter() - t0))
+    # the fits' warnings (failed diagnostics) are printed after the summary, as `genpqr fit` does
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        oracle = T.recover_reward(sol.log_policy, mdp.kernel, gamma, norm)
+        rows.append(("exact solve, true policy and P", *_errors(truth, oracle.reward), time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        exact = GenPQR(norm, gamma=gamma, q_model="exact", n_states=n_states).fit(data)
+        rows.append(("from data: frequencies + exact solve", *_errors(truth, exact.reward(grid)),
+                     time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        fqe = GenPQR(norm, gamma=gamma, q_model=TabularQModel(n_states), policy_model=exact.policy_.models[0],
+                     n_iterations=200, tol=1e-8, progress=False).fit(data)
+        rows.append(("from data: frequencies + FQE", *_errors(truth, fqe.reward(grid)), time.perf_counter() - t0))
+    messages = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
 
     print(f"Random MDP: {n_states} states, {n_actions} actions, gamma={gamma}; "
           f"{data.n} logged transitions in {data.n_episodes} episodes")
@@ -92,6 +98,10 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
           f"states ({floor:.3g}), not an error")
     print()
     print(exact.summary())
+    if messages:
+        print(f"{len(messages)} warning(s) from the fits (failed diagnostics; the errors above show what they cost "
+              f"here, where the truth is known):")
+        print("\n".join(f"  {m}" for m in messages))
 
     fig, axes = plt.subplots(1, 4, figsize=(21, 5.2), layout="constrained")
     fig.get_layout_engine().set(wspace=0.06)
@@ -114,4 +124,4 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
     plt.close(fig)
     print(f"\nFigure written to {path}")
     return {"rows": rows, "figure": str(path), "residual_floor": floor,
-            "last_residual": fqe.diagnostics_.bellman_residuals[-1]}
+            "last_residual": fqe.diagnostics_.bellman_residuals[-1], "warnings": messages}

@@ -71,6 +71,11 @@ class Diagnostics:
     n_last_choices : int
         Rows that are choices without an observed next state (an episode's last row):
         counted in ``n_transitions``, stage 1 and the choice counts, not in stage 2.
+    n_states : int
+        Exact tabular path: the number of states (0 otherwise).
+    unvisited_states : list of int
+        Exact tabular path: the state indices with no observed choice (``~visited_states_``):
+        their rewards are not identified by the data (a failed check, so a warning).
     warnings : list of str
         ``"Category: message"`` of every failed check (:mod:`genpqr.diagnostic_checks`), also
         raised as warnings by ``fit``.
@@ -90,6 +95,8 @@ class Diagnostics:
     converged: bool = True
     solver: str = ""
     n_last_choices: int = 0
+    n_states: int = 0
+    unvisited_states: list = field(default_factory=list)
     fraction_floored: float = 0.0
     clip: tuple = (0.0, 1.0)
     clip_rule: str = ""
@@ -463,7 +470,8 @@ class GenPQR(BaseEstimator):
         else:
             info = stage2.recovery.solve
             extra = dict(bellman_residuals=[info.residual], n_iterations=info.iterations,
-                         converged=True, solver=info.solver)
+                         converged=True, solver=info.solver, n_states=int(self.n_states_),
+                         unvisited_states=np.flatnonzero(~self.visited_states_).tolist())
         diag = Diagnostics(
             n_transitions=data.n,
             n_episodes=data.n_episodes,
@@ -480,7 +488,8 @@ class GenPQR(BaseEstimator):
         )
         failures = failed_diagnostics(diag, normalization=self.normalization_.describe(), clip=self.policy_.clip,
                                       min_support=self.min_support, tol=self.tol,
-                                      early_stopping=bool(self.validation_fraction))
+                                      early_stopping=bool(self.validation_fraction),
+                                      max_iterations=self.n_iterations)
         diag.warnings = emit(failures, stacklevel=5)
         return diag
 

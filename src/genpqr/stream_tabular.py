@@ -63,7 +63,9 @@ def fit_tabular(est, source, progress=None):
     info = recovery.solve
     est.diagnostics_ = make_diagnostics(est, summary, dict(bellman_residuals=[info.residual],
                                                            n_iterations=info.iterations, converged=True,
-                                                           solver=info.solver))
+                                                           solver=info.solver, n_states=int(S),
+                                                           unvisited_states=np.flatnonzero(
+                                                               ~est.visited_states_).tolist()))
     return est
 
 

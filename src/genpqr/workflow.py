@@ -766,22 +766,13 @@ def _first_stage(config: FitConfig, data, index):
 
 
 def _check_before_fit(config: FitConfig, data, index) -> None:
-    """What can be refused before the (possibly long) fit: too few episodes for the bootstrap;
-    a warning for states that are never visited (their rewards rest on no choice)."""
+    """What can be refused before the (possibly long) fit: too few episodes for the bootstrap.
+    (States never visited are a failed diagnostic of the fit itself: a ``WeakSupportWarning``
+    from :mod:`genpqr.diagnostic_checks`, in the API as here.)"""
     from .inference import check_bootstrap_episodes
 
     if config.bootstrap:
         check_bootstrap_episodes(data.n_episodes, "--bootstrap")
-    if index is not None:
-        visited = np.bincount(data.states[:, 0].astype(np.int64), minlength=index.n_states) > 0
-        if not visited.all():
-            from .exceptions import WeakSupportWarning
-
-            warnings.warn(f"{int((~visited).sum())} of {index.n_states} states have no observed choice (e.g. "
-                          f"state_index {short_list(np.flatnonzero(~visited), 5)}): their rewards are not identified "
-                          f"by the data (the policy there is the model's extrapolation: the overall action "
-                          f"frequencies for --policy-model frequency); they are marked visited=False in rewards.csv",
-                          WeakSupportWarning)
 
 
 def _tabular_states(config: FitConfig, frame, labels):
