@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -604,6 +605,18 @@ def test_api_unvisited_states_are_marked(tabular):
     with pytest.warns(WeakSupportWarning, match="2 of 6 states have no observed choice"):
         model = GenPQR(N.anchor_action("a"), q_model="exact", n_states=6).fit(tabular)
     np.testing.assert_array_equal(model.visited_states_, [True] * 4 + [False] * 2)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_out_in_a_folder_nothing_can_be_written_to(tmp_path, capsys):
+    """/proc takes no new files, even for root (for whom the permission bits say yes): the
+    --out check writes a probe file before the fit instead of trusting os.access."""
+    data = _write_input(None, tmp_path)
+    code, _, stderr = _run(["fit", data, "--episode", "episode", "--time", "time", "--state", "state", "--action",
+                            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--quiet", "--out",
+                            "/proc/genpqr-out"], capsys)
+    assert code == 2 and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("genpqr fit: error: --out '/proc/genpqr-out' cannot be written")
 
 
 def test_api_policy_value_difference_takes_labels(tabular):
