@@ -214,6 +214,14 @@ CLI = {
     "data file missing": ("missing", [], Err("data file", "does not exist")),
     "data file of unknown format": ("xlsx", [], Err("unknown data format")),
     "data path is a folder": ("folder", [], Err("is a folder")),
+    "damaged Parquet file": ("parquet-bad", [], Err("cannot read data file", "data.parquet")),
+    "column names with spaces": (lambda f: f.rename(columns={"time": " time", "state": "state "}), [],
+                                 Err("missing column(s) 'time' (--time)", "[' time', 'state '] have surrounding "
+                                     "spaces")),
+    "episode and time the same column": (None, ["--time", "episode"],
+                                         Err("--episode and --time name the same column 'episode'")),
+    "action also a state column": (None, ["--state", "state,action"],
+                                   Err("--action and --state name the same column 'action'")),
     # --- numbers out of range ------------------------------------------------------------
     "gamma 1": (None, ["--gamma", "1"], Err("gamma must be in [0, 1)")),
     "gamma negative": (None, ["--gamma", "-0.1"], Err("gamma must be in [0, 1)")),
@@ -320,6 +328,9 @@ def _write_input(kind, tmp):
     elif kind == "xlsx":
         (tmp / "data.xlsx").write_text("x")
         return tmp / "data.xlsx"
+    elif kind == "parquet-bad":
+        (tmp / "data.parquet").write_text("not parquet")
+        return tmp / "data.parquet"
     elif kind == "folder":
         (tmp / "dir.csv").mkdir()
         return tmp / "dir.csv"
@@ -477,7 +488,7 @@ API_ERRORS = {
                                    ValueError, r"use genpqr\.continuous \(from_arrays, ContinuousGenPQR"),
     "continuous-looking actions, from_pandas": (lambda f, d: from_pandas(f.assign(action=np.linspace(0, 1, len(f))),
                                                                           **_kw()),
-                                                ValueError, "action column 'action' hold 180 distinct real numbers"),
+                                                ValueError, "action column 'action' holds 180 distinct real numbers"),
     "continuous-looking actions, from_episodes": (lambda f, d: from_episodes(
         [{"states": np.zeros(101), "actions": np.linspace(0, 1, 100)}]), ValueError, "look like continuous actions"),
     "bootstrap one episode": (lambda f, d: _boot(d.subset(d.episode_ids == 0)), ValueError, "at least 10"),

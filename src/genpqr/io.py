@@ -40,7 +40,8 @@ def read_table(path, *, format: str | None = None, sep: str | None = None, what:
         raise ValueError(f"{what} {str(path)!r} is empty (0 bytes)")
     try:
         frame = pd.read_csv(path, sep=sep or ",") if fmt in ("csv", "txt") else pd.read_parquet(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+    # pyarrow's read errors (ArrowInvalid) are ValueErrors
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as exc:
         raise ValueError(f"cannot read {what} {str(path)!r}: {' '.join(str(exc).split())}") from None
     _check_delimiter(frame, path, sep, what)
     return frame

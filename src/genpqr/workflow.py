@@ -102,10 +102,15 @@ def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
              ("--outcome", config.outcome)]
     if norm_kind in ("state-anchor", "value", "behavior"):
         roles.append((f"--normalization {norm_kind}", norm_arg))
+    _check_distinct_roles(config, action_cols)
     missing = [f"{col!r} ({role})" for role, col in roles if col and col not in frame.columns]
     if missing:
+        padded = [str(c) for c in frame.columns if str(c) != str(c).strip()
+                  and str(c).strip() in {col for _, col in roles if col}]
+        hint = (f" (the file's column names {short_list(padded, 5)} have surrounding spaces: strip them in the "
+                f"file, or give the names as written)" if padded else "")
         raise ValueError(f"{config.data}: missing column(s) {', '.join(missing)}; the file has columns "
-                         f"{short_list(list(map(str, frame.columns)), 30)}")
+                         f"{short_list(list(map(str, frame.columns)), 30)}{hint}")
     if len(frame) == 0:
         raise ValueError(f"{config.data} has no rows")
     for _, col in roles:
@@ -120,6 +125,18 @@ def _read_frame(config: FitConfig, norm_kind: str, norm_arg):
     if not continuous:
         _check_discrete_actions(frame, config)
     return frame
+
+
+def _check_distinct_roles(config: FitConfig, action_cols) -> None:
+    """--episode, --time and the action column(s) are three different columns, and no state
+    column is an action column (a state may be the time step or the episode, not the choice)."""
+    named = [("--episode", config.episode), ("--time", config.time), *[("--action", c) for c in action_cols]]
+    named += [("--state", c) for c in config.state if c in action_cols]
+    seen = {}
+    for flag, col in named:
+        if col and col in seen:
+            raise ValueError(f"{seen[col]} and {flag} name the same column {col!r}; each needs its own column")
+        seen.setdefault(col, flag)
 
 
 def _check_discrete_actions(frame, config: FitConfig) -> None:
