@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -213,6 +214,14 @@ CLI = {
     "data file missing": ("missing", [], Err("data file", "does not exist")),
     "data file of unknown format": ("xlsx", [], Err("unknown data format")),
     "data path is a folder": ("folder", [], Err("is a folder")),
+    "damaged Parquet file": ("parquet-bad", [], Err("cannot read data file", "data.parquet")),
+    "column names with spaces": (lambda f: f.rename(columns={"time": " time", "state": "state "}), [],
+                                 Err("missing column(s) 'time' (--time)", "[' time', 'state '] have surrounding "
+                                     "spaces")),
+    "episode and time the same column": (None, ["--time", "episode"],
+                                         Err("--episode and --time name the same column 'episode'")),
+    "action also a state column": (None, ["--state", "state,action"],
+                                   Err("--action and --state name the same column 'action'")),
     # --- numbers out of range ------------------------------------------------------------
     "gamma 1": (None, ["--gamma", "1"], Err("gamma must be in [0, 1)")),
     "gamma negative": (None, ["--gamma", "-0.1"], Err("gamma must be in [0, 1)")),
@@ -319,6 +328,9 @@ def _write_input(kind, tmp):
     elif kind == "xlsx":
         (tmp / "data.xlsx").write_text("x")
         return tmp / "data.xlsx"
+    elif kind == "parquet-bad":
+        (tmp / "data.parquet").write_text("not parquet")
+        return tmp / "data.parquet"
     elif kind == "folder":
         (tmp / "dir.csv").mkdir()
         return tmp / "dir.csv"
@@ -434,9 +446,10 @@ def test_version_and_help(capsys):
     assert code == 0 and out.startswith("genpqr ")
     code, out, _ = _run(["experiment", "--help"], capsys)
     assert code == 0 and "GenPQR (BC, NN)" in out and "MaxEnt-IRL" in out
-    for command in ("demo", "report"):
-        code, out, _ = _run([command, "--help"], capsys)
-        assert code == 0 and "default" in out.lower() or command == "report"
+    code, out, _ = _run(["demo", "--help"], capsys)
+    assert code == 0 and out.count("(default:") == 6  # --out, --states, --actions, --gamma, --episodes, --seed
+    code, out, _ = _run(["report", "--help"], capsys)  # one positional folder, no option with a default
+    assert code == 0 and "results.csv" in out and "results.md" in out
     code, _, err = _run(["demo", "--gamma", "1"], capsys)
     assert code == 2 and "--gamma" in err
 
@@ -476,7 +489,7 @@ API_ERRORS = {
                                    ValueError, r"use genpqr\.continuous \(from_arrays, ContinuousGenPQR"),
     "continuous-looking actions, from_pandas": (lambda f, d: from_pandas(f.assign(action=np.linspace(0, 1, len(f))),
                                                                           **_kw()),
-                                                ValueError, "action column 'action' hold 180 distinct real numbers"),
+                                                ValueError, "action column 'action' holds 180 distinct real numbers"),
     "continuous-looking actions, from_episodes": (lambda f, d: from_episodes(
         [{"states": np.zeros(101), "actions": np.linspace(0, 1, 100)}]), ValueError, "look like continuous actions"),
     "bootstrap one episode": (lambda f, d: _boot(d.subset(d.episode_ids == 0)), ValueError, "at least 10"),
@@ -599,8 +612,23 @@ def test_api_classifier_without_get_params_is_copied(tabular):
 
 
 def test_api_unvisited_states_are_marked(tabular):
-    model = GenPQR(N.anchor_action("a"), q_model="exact", n_states=6).fit(tabular)
+    from genpqr.exceptions import WeakSupportWarning
+
+    with pytest.warns(WeakSupportWarning, match="2 of 6 states have no observed choice"):
+        model = GenPQR(N.anchor_action("a"), q_model="exact", n_states=6).fit(tabular)
     np.testing.assert_array_equal(model.visited_states_, [True] * 4 + [False] * 2)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_out_in_a_folder_nothing_can_be_written_to(tmp_path, capsys):
+    """/proc takes no new files, even for root (for whom the permission bits say yes): the
+    --out check writes a probe file before the fit instead of trusting os.access."""
+    data = _write_input(None, tmp_path)
+    code, _, stderr = _run(["fit", data, "--episode", "episode", "--time", "time", "--state", "state", "--action",
+                            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--quiet", "--out",
+                            "/proc/genpqr-out"], capsys)
+    assert code == 2 and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("genpqr fit: error: --out '/proc/genpqr-out' cannot be written")
 
 
 def test_api_policy_value_difference_takes_labels(tabular):

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from genpqr import from_episodes, from_pandas
+from genpqr.exceptions import GenPQRWarning
 from genpqr.io import from_d3rlpy, from_imitation, from_minari, read_transitions
 
 
@@ -75,8 +76,29 @@ def test_minari_d3rlpy_imitation_adapters():
     same(from_minari(minari), reference)
     trajs = [types.SimpleNamespace(obs=e["states"], acts=e["actions"], terminal=e["terminated"], rews=e["rewards"])
              for e in eps]
-    same(from_imitation(trajs), reference)
+    # no infos: a terminal end cannot be told from a time limit; taken as terminated, with a warning
+    with pytest.warns(GenPQRWarning, match=r"2 of 4 imitation trajectories end with terminal=True but carry no infos"):
+        same(from_imitation(trajs), reference)
     d3 = types.SimpleNamespace(episodes=[types.SimpleNamespace(observations=e["states"][:-1], actions=e["actions"][:, None],
                                                                rewards=e["rewards"][:, None], terminated=e["terminated"])
                                          for e in eps])
     same(from_d3rlpy(d3), from_episodes([dict(e, states=e["states"][:-1]) for e in eps]))
+
+
+def test_imitation_time_limit_from_infos():
+    """imitation marks every complete episode terminal; infos[-1]["TimeLimit.truncated"] tells a
+    time limit (truncated) from an absorbing end (terminated); with infos, no warning."""
+    import warnings
+
+    eps = episodes()
+    trajs = [types.SimpleNamespace(obs=e["states"], acts=e["actions"], terminal=True, rews=e["rewards"],
+                                   infos=[{}] * (len(e["actions"]) - 1)
+                                   + [{"TimeLimit.truncated": not e["terminated"]}])
+             for e in eps]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = from_imitation(trajs)
+    same(data, from_episodes(eps))
+    ends = np.r_[data.episode_ids[1:] != data.episode_ids[:-1], True]
+    assert data.terminated[ends].tolist() == [e["terminated"] for e in eps]
+    assert data.truncated[ends].tolist() == [not e["terminated"] for e in eps]

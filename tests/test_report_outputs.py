@@ -217,3 +217,76 @@ def test_slim_sample_path_model_refuses_to_renormalize_clearly(tmp_path):
     slim = genpqr.load(tmp_path / "m.joblib")
     with pytest.raises(ValueError, match="renormalize needs the training data.*include_data=True"):
         slim.renormalize(N.mean_zero())
+
+
+# ---------------------------------------------------------------------------- issue 10 audit: honest edges
+def test_unvisited_states_and_the_iteration_limit_are_failed_checks():
+    kw = dict(normalization="anchor", clip=(0.01, 0.99), min_support=30, tol=1e-6)
+    (category, message), = failed_diagnostics(diag(solver="direct", n_states=7, unvisited_states=[5, 6]), **kw)
+    assert category is WeakSupportWarning
+    assert message.startswith("2 of 7 states have no observed choice (e.g. state_index [5, 6])")
+    assert "not identified" in message and "visited_states_" in message
+    # early stopping that ran into the iteration limit says so (the held-out residual was still improving),
+    # not that the held-out residual chose the count
+    at_limit = failed_diagnostics(diag(converged=False, n_iterations=40), **kw, early_stopping=True,
+                                  max_iterations=40)[0][1]
+    assert "iteration limit n_iterations=40" in at_limit and "raise n_iterations" in at_limit
+    assert "chosen by the held-out" not in at_limit
+    chosen = failed_diagnostics(diag(converged=False, n_iterations=12), **kw, early_stopping=True,
+                                max_iterations=40)[0][1]
+    assert "the count chosen by the held-out Bellman residual" in chosen
+
+
+def test_api_fit_warns_about_states_without_choices():
+    """GenPQR.fit (not only genpqr fit) flags states the data never visits: a warning, the
+    visited_states_ mask and diagnostics_.warnings; none when every state is visited."""
+    rng = np.random.default_rng(0)
+    states, actions = rng.integers(0, 4, 400), rng.integers(0, 2, 400)
+    data = genpqr.from_arrays(states[:, None], actions, rng.integers(0, 4, 400)[:, None])
+    with pytest.warns(WeakSupportWarning, match=r"2 of 6 states have no observed choice \(e\.g\. state_index \[4, 5\]"):
+        model = genpqr.GenPQR(N.anchor_action(0), q_model="exact", n_states=6).fit(data)
+    assert model.visited_states_.tolist() == [True] * 4 + [False] * 2
+    assert model.diagnostics_.unvisited_states == [4, 5]
+    assert any(w.startswith("WeakSupportWarning: 2 of 6 states") for w in model.diagnostics_.warnings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WeakSupportWarning)
+        genpqr.GenPQR(N.anchor_action(0), q_model="exact").fit(data)
+
+
+def test_report_figures_mark_states_without_choices(tmp_path, capsys):
+    """The heat map hatches, and the interval plot shades (hollow markers), the states with no
+    observed choice; the warning is printed once (not once before and once after the fit)."""
+    from genpqr.app.config import FitConfig
+    from genpqr.app.report import _fig_heatmap, _fig_intervals, context_from_outputs
+    from genpqr.app.workflow import run_fit
+
+    rng = np.random.default_rng(0)
+    n = 40 * 6
+    pd.DataFrame({"episode": np.repeat(np.arange(40), 6), "time": np.tile(np.arange(6), 40),
+                  "state": rng.integers(0, 4, n), "action": rng.choice(["a", "b"], n)}).to_csv(tmp_path / "d.csv",
+                                                                                              index=False)
+    config = FitConfig(data=str(tmp_path / "d.csv"), episode="episode", time="time", state=["state"], action="action",
+                       gamma=0.9, normalization="anchor:a", out=str(tmp_path / "o"), quiet=True, cross_fit=0,
+                       n_states=6, bootstrap=10)
+    outputs = run_fit(config)
+    assert [w for w in outputs.warnings if "no observed choice" in w] == [
+        w for w in outputs.warnings if w.startswith("WeakSupportWarning: 2 of 6 states")]
+    assert len([w for w in outputs.warnings if "no observed choice" in w]) == 1
+    ctx = context_from_outputs(outputs)
+    heat = _fig_heatmap(ctx).axes[0]
+    hatched = [p for p in heat.patches if p.get_hatch()]
+    assert sorted(round(p.get_y() + 0.5) for p in hatched) == [4, 5]
+    assert "no observed choice" in heat.get_legend().get_texts()[0].get_text()
+    intervals = _fig_intervals(ctx).axes[0]
+    assert any("no observed choice" in t.get_text() for t in intervals.get_legend().get_texts())
+    hollow = [line for line in intervals.lines if line.get_markerfacecolor() == "white"]
+    assert len(hollow) == 2 and all(line.get_xdata().round().tolist() == [4, 5] for line in hollow)
+
+
+def test_demo_prints_its_warnings_as_lines_not_source_code(tmp_path, capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing escapes as a raw Python warning
+        result = run_demo(tmp_path, n_states=12, n_episodes=300, seed=1)
+    out = capsys.readouterr().out
+    assert result["warnings"][0].startswith("CoverageWarning: large coverage constant")  # anchor 0 is rare here
+    assert "1 warning(s) from the fits" in out and f"  {result['warnings'][0]}" in out

@@ -26,7 +26,8 @@ def refuse_continuous_labels(actions, name: str = "actions") -> None:
     actions = np.asarray(actions)
     if looks_continuous(actions, actions.shape[0]):
         raise ValueError(
-            f"{name} hold {np.unique(actions).size:,} distinct real numbers: these look like continuous actions, and "
+            f"{name} {'holds' if name.startswith('action column') else 'hold'} {np.unique(actions).size:,} distinct "
+            f"real numbers: these look like continuous actions, and "
             "GenPQR would fit one discrete action per value. For continuous actions use genpqr.continuous "
             "(from_arrays, ContinuousGenPQR; genpqr fit: --action-type continuous), or from_arrays(..., "
             "action_space='box'); to treat them as labels anyway, "

@@ -24,6 +24,9 @@ Checks and thresholds
   paper's advice is not to anchor on a rarely observed action.
 - **support**: fewer than ``min_support`` rows take an action with weight under mu
   (continuous: the effective sample size of the importance weights ``mu/pi_hat``).
+- **unvisited states** (exact tabular path): some states have no observed choice, so their
+  rewards are the policy model's extrapolation, not identified by the data
+  (``visited_states_``; ``genpqr fit`` marks them ``visited=False``).
 """
 
 from __future__ import annotations
@@ -41,12 +44,17 @@ CLIP_SHARE = CLIP_WARN_FRACTION
 COVERAGE_LIMIT = 20.0
 
 
-def _convergence(diag, tol, early_stopping):
+def _convergence(diag, tol, early_stopping, max_iterations=None):
     if diag.converged or diag.solver in ("", None) or not str(diag.solver).startswith("fqe"):
         return None
     change = f"{diag.target_changes[-1]:.3g}" if diag.target_changes else "n/a"
     tol_text = "no tolerance set" if tol is None else f"tol={tol:g}"
-    if early_stopping:
+    at_cap = max_iterations is not None and diag.n_iterations >= max_iterations
+    if early_stopping and at_cap:  # the held-out residual was still falling at the last allowed iteration
+        why = (f"stopped at the iteration limit n_iterations={max_iterations} (the held-out Bellman residual "
+               f"still improving),")
+        advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
+    elif early_stopping:
         why = f"stopped after {diag.n_iterations} iterations, the count chosen by the held-out Bellman residual,"
         advice = ("the held-out residual stopped improving there: try a Q model suited to the states, or more data, "
                   "and inspect the convergence plot")
@@ -101,11 +109,26 @@ def _support(diag, normalization, min_support):
             f"{diag.n_transitions} rows take an action with positive weight under mu (min_support={min_support})")
 
 
+def _unvisited(diag):
+    from ._checks import short_list
+
+    missing = list(getattr(diag, "unvisited_states", None) or [])
+    if not missing:
+        return None
+    n_states = getattr(diag, "n_states", 0) or "the"
+    return (WeakSupportWarning,
+            f"{len(missing)} of {n_states} states have no observed choice (e.g. state_index "
+            f"{short_list(missing, 5)}): their rewards are not identified by the data, only extrapolated by the "
+            f"policy model (a frequency policy gives them the overall action frequencies); visited_states_ marks them "
+            f"(genpqr fit: visited=False in rewards.csv and hollow in the report's figures)")
+
+
 def failed_diagnostics(diag, *, normalization: str = "", clip=None, min_support=None, tol=None,
-                       early_stopping: bool = False) -> list:
-    """``[(warning category, message), ...]``: one per failed check (see the module docstring)."""
-    found = [_support(diag, normalization, min_support), _clipping(diag, clip), _coverage(diag),
-             _convergence(diag, tol, early_stopping)]
+                       early_stopping: bool = False, max_iterations=None) -> list:
+    """``[(warning category, message), ...]``: one per failed check (see the module docstring).
+    ``max_iterations``: the FQE iteration limit (tells a run that hit it from one stopped early)."""
+    found = [_unvisited(diag), _support(diag, normalization, min_support), _clipping(diag, clip), _coverage(diag),
+             _convergence(diag, tol, early_stopping, max_iterations)]
     return [f for f in found if f is not None]
 
 

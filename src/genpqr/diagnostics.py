@@ -73,11 +73,18 @@ class Diagnostics(FitDiagnostics):
     n_last_choices : int
         Rows that are choices without an observed next state (an episode's last row):
         counted in ``n_transitions``, stage 1 and the choice counts, not in stage 2.
+    n_states : int
+        Exact tabular path: the number of states (0 otherwise).
+    unvisited_states : list of int
+        Exact tabular path: the state indices with no observed choice (``~visited_states_``):
+        their rewards are not identified by the data (a failed check, so a warning).
     """
 
     action_counts: dict
     support_count: int
     n_last_choices: int = 0
+    n_states: int = 0
+    unvisited_states: list = field(default_factory=list)
     fraction_floored: float = 0.0
     clip: tuple = (0.0, 1.0)
     clip_rule: str = ""

@@ -186,7 +186,8 @@ class FinitePath:
         else:
             info = stage2.recovery.solve
             extra = dict(bellman_residuals=[info.residual], n_iterations=info.iterations,
-                         converged=True, solver=info.solver)
+                         converged=True, solver=info.solver, n_states=int(self.n_states_),
+                         unvisited_states=np.flatnonzero(~self.visited_states_).tolist())
         diag = Diagnostics(
             n_transitions=data.n,
             n_episodes=data.n_episodes,
@@ -203,7 +204,8 @@ class FinitePath:
         )
         failures = failed_diagnostics(diag, normalization=self.normalization_.describe(), clip=self.policy_.clip,
                                       min_support=self.min_support, tol=self.tol,
-                                      early_stopping=bool(self.validation_fraction))
+                                      early_stopping=bool(self.validation_fraction),
+                                      max_iterations=self.n_iterations)
         diag.warnings = emit(failures, stacklevel=6)
         return diag
 

@@ -40,7 +40,8 @@ def read_table(path, *, format: str | None = None, sep: str | None = None, what:
         raise ValueError(f"{what} {str(path)!r} is empty (0 bytes)")
     try:
         frame = pd.read_csv(path, sep=sep or ",") if fmt in ("csv", "txt") else pd.read_parquet(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+    # pyarrow's read errors (ArrowInvalid) are ValueErrors
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as exc:
         raise ValueError(f"cannot read {what} {str(path)!r}: {' '.join(str(exc).split())}") from None
     _check_delimiter(frame, path, sep, what)
     return frame
@@ -133,17 +134,18 @@ def from_d3rlpy(dataset, *, action_labels=None) -> Transitions:
 TIME_LIMIT_KEY = "TimeLimit.truncated"
 
 
-def _imitation_terminated(traj) -> bool:
+def _imitation_terminated(traj) -> bool | None:
     """An imitation trajectory ends in an absorbing state: ``terminal`` (the episode's end is in
     the trajectory) and not cut by a time limit (``infos[-1]["TimeLimit.truncated"]``, set by
-    stable-baselines3's vectorized environments)."""
+    stable-baselines3's vectorized environments). ``None``: ``terminal`` but no ``infos`` to
+    tell (taken as terminated, with a warning from :func:`from_imitation`)."""
     if not bool(traj.terminal):
         return False
     infos = getattr(traj, "infos", None)
     if infos is None or len(infos) == 0:
-        return True
+        return None
     last = infos[-1]
-    return not bool(last.get(TIME_LIMIT_KEY, False)) if isinstance(last, dict) else True
+    return not bool(last.get(TIME_LIMIT_KEY, False)) if isinstance(last, dict) else None
 
 
 def from_imitation(trajectories, *, action_labels=None) -> Transitions:
@@ -157,13 +159,26 @@ def from_imitation(trajectories, *, action_labels=None) -> Transitions:
     ``terminal`` is true and that flag is false or absent, and *truncated* (the next state,
     ``obs[-1]``, is bootstrapped) when the flag is true or the trajectory is a fragment
     (``terminal=False``). Trajectories without ``infos`` cannot tell a time limit from an
-    absorbing end: ``terminal`` is then taken as terminated.
+    absorbing end: ``terminal`` is then taken as terminated, and a ``GenPQRWarning`` says how
+    many ends were read that way.
     """
-    episodes = []
+    episodes, unknown = [], 0
     for traj in trajectories:
+        terminated = _imitation_terminated(traj)
+        unknown += terminated is None
         ep = {"states": _flat(traj.obs), "actions": np.asarray(traj.acts).reshape(-1),
-              "terminated": _imitation_terminated(traj)}
+              "terminated": terminated is not False}
         if getattr(traj, "rews", None) is not None:
             ep["rewards"] = np.asarray(traj.rews, dtype=np.float64)
         episodes.append(ep)
+    if unknown:
+        import warnings
+
+        from .exceptions import GenPQRWarning
+
+        warnings.warn(f"{unknown} of {len(episodes)} imitation trajectories end with terminal=True but carry no infos "
+                      f"(infos[-1]['{TIME_LIMIT_KEY}'] is how imitation records a time limit): their ends are taken "
+                      f"as terminated (absorbing, no continuation value); if a time limit cut them, build the data "
+                      f"with genpqr.data.from_episodes and 'terminated': False for those episodes", GenPQRWarning,
+                      stacklevel=2)
     return from_episodes(episodes, action_labels=action_labels)

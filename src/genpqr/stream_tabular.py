@@ -71,7 +71,9 @@ def fit_counts(est, counts):
     info = recovery.solve
     est.diagnostics_ = make_diagnostics(est, summary, dict(bellman_residuals=[info.residual],
                                                            n_iterations=info.iterations, converged=True,
-                                                           solver=info.solver))
+                                                           solver=info.solver, n_states=int(S),
+                                                           unvisited_states=np.flatnonzero(
+                                                               ~est.visited_states_).tolist()))
     return est
 
 

@@ -333,6 +333,13 @@ def check_output_folder(path, flag: str) -> None:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {str(path)!r} cannot be written ({str(existing)!r} is not a writable folder)")
+    import tempfile
+
+    try:  # os.access trusts permission bits (always true for root); a real file is the test
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{flag} {str(path)!r} cannot be written ({str(existing)!r}: {exc.strerror or exc})") from None
 
 
 def _coerce(key: str, value):

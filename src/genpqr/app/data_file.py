@@ -38,10 +38,8 @@ def read_frame(config: FitConfig, norm_kind: str, norm_arg):
 
     frame = read_table(config.data, sep=config.sep)
     roles = _roles(config, norm_kind, norm_arg)
-    missing = [f"{col!r} ({role})" for role, col in roles if col and col not in frame.columns]
-    if missing:
-        raise ValueError(f"{config.data}: missing column(s) {', '.join(missing)}; the file has columns "
-                         f"{short_list(list(map(str, frame.columns)), 30)}")
+    _check_distinct_roles(config)
+    _check_columns_present(config, frame, roles)
     if len(frame) == 0:
         raise ValueError(f"{config.data} has no rows")
     for _, col in roles:
@@ -56,6 +54,32 @@ def read_frame(config: FitConfig, norm_kind: str, norm_arg):
     if config.action_type != "continuous":
         check_discrete_actions(frame, config)
     return frame
+
+
+def _check_columns_present(config: FitConfig, frame, roles) -> None:
+    """Every named column is in the file; names with surrounding spaces in the file are pointed out."""
+    missing = [f"{col!r} ({role})" for role, col in roles if col and col not in frame.columns]
+    if missing:
+        padded = [str(c) for c in frame.columns if str(c) != str(c).strip()
+                  and str(c).strip() in {col for _, col in roles if col}]
+        hint = (f" (the file's column names {short_list(padded, 5)} have surrounding spaces: strip them in the "
+                f"file, or give the names as written)" if padded else "")
+        raise ValueError(f"{config.data}: missing column(s) {', '.join(missing)}; the file has columns "
+                         f"{short_list(list(map(str, frame.columns)), 30)}{hint}")
+
+
+def _check_distinct_roles(config: FitConfig) -> None:
+    """--episode, --time and the action column(s) are three different columns, and no state
+    column is an action column (a state may be the time step or the episode, not the choice)."""
+    continuous = config.action_type == "continuous"
+    action_cols = [c.strip() for c in config.action.split(",")] if continuous else [config.action]
+    named = [("--episode", config.episode), ("--time", config.time), *[("--action", c) for c in action_cols]]
+    named += [("--state", c) for c in config.state if c in action_cols]
+    seen = {}
+    for flag, col in named:
+        if col and col in seen:
+            raise ValueError(f"{seen[col]} and {flag} name the same column {col!r}; each needs its own column")
+        seen.setdefault(col, flag)
 
 
 def check_discrete_actions(frame, config: FitConfig) -> None:

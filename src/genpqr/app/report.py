@@ -160,7 +160,23 @@ def _fig_heatmap(ctx):
     if ctx.state_labels is not None and S <= 40:
         ax.set_yticks(range(S), ctx.state_labels, fontsize=7)
     ax.set_ylabel("state" if not ctx.state_names else ", ".join(ctx.state_names))
+    unvisited = _unvisited(model, S)
+    if unvisited.size:
+        from matplotlib.patches import Rectangle
+
+        for i, s in enumerate(unvisited):
+            ax.add_patch(Rectangle((-0.5, s - 0.5), table.shape[1], 1.0, fill=False, hatch="///", edgecolor="0.25",
+                                   lw=0.0, label=None if i else "state with no observed choice (not identified)"))
+        legend_outside(ax, ncols=1)
     return fig
+
+
+def _unvisited(model, n_states: int) -> np.ndarray:
+    """State indices with no observed choice (their rewards are not identified by the data)."""
+    visited = getattr(model, "visited_states_", None)
+    if visited is None or np.shape(visited) != (n_states,):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(~np.asarray(visited, dtype=bool))
 
 
 def _fig_intervals(ctx):
@@ -171,11 +187,19 @@ def _fig_intervals(ctx):
     fig = new_figure(max(5.0, 0.18 * S + 3.0), 3.8)
     ax = fig.add_subplot()
     x = np.arange(S)
+    unvisited = _unvisited(model, S)
+    seen = np.ones(S, dtype=bool)
+    seen[unvisited] = False
+    for i, s in enumerate(unvisited):  # their intervals only measure the extrapolation, not the data
+        ax.axvspan(s - 0.5, s + 0.5, color="0.9", lw=0, zorder=0,
+                   label=None if i else "no observed choice:\nnot identified (hollow)")
     for k, label in enumerate(model.encoder_.labels):
         shift = (k - (K - 1) / 2) * 0.8 / max(K, 1)
         color = f"C{k % 10}"
         ax.vlines(x + shift, lo[:, k], hi[:, k], lw=1.2, colors=color)  # percentile: need not contain the estimate
-        ax.plot(x + shift, table[:, k], "o", ms=3, color=color, label=str(label))
+        ax.plot(x[seen] + shift, table[seen, k], "o", ms=3, color=color, label=str(label))
+        if unvisited.size:
+            ax.plot(x[~seen] + shift, table[~seen, k], "o", ms=3, mfc="white", color=color)
     ax.axhline(0, color="grey", lw=0.6)
     ax.set_xlabel("state_index")
     ax.set_ylabel("reward")

@@ -227,21 +227,14 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
 
 def check_before_fit(config: FitConfig, data, index) -> None:
     """What can be refused before the (possibly long) fit: too few episodes for the bootstrap
-    or for cross-fitting; warnings for states that are never visited (their rewards rest on no
-    choice) and for more states than half the transitions."""
+    or for cross-fitting; a warning for more states than half the transitions. (States never
+    visited are a failed diagnostic of the fit itself: a ``WeakSupportWarning`` from
+    :mod:`genpqr.diagnostic_checks`, in the API as here.)"""
     from ..exceptions import WeakSupportWarning
     from ..inference import check_bootstrap_episodes
 
     if config.bootstrap:
         check_bootstrap_episodes(data.n_episodes, "--bootstrap")
-    if index is not None:
-        visited = np.bincount(data.states[:, 0].astype(np.int64), minlength=index.n_states) > 0
-        if not visited.all():
-            warnings.warn(f"{int((~visited).sum())} of {index.n_states} states have no observed choice (e.g. "
-                          f"state_index {short_list(np.flatnonzero(~visited), 5)}): their rewards are not identified "
-                          f"by the data (the policy there is the model's extrapolation: the overall action "
-                          f"frequencies for --policy-model frequency); they are marked visited=False in rewards.csv",
-                          WeakSupportWarning)
     if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
         raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                          f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
