@@ -69,10 +69,10 @@ def resolve_clip(policy, clip, summary_fn):
     """Set ``policy.clip`` / ``clip_rule``: the given bounds, or the auto rule from
     ``summary_fn() -> (smallest, smallest_observed, zero_rows)`` (called only for ``"auto"``)."""
     from .clipping import auto_clip_from_summary
-    from .policy import _check_clip, _is_auto
+    from .policy import check_clip, is_auto
 
-    if not _is_auto(clip):
-        policy.clip, policy.clip_rule = _check_clip(clip), ("given" if clip is not None else "none (no clip)")
+    if not is_auto(clip):
+        policy.clip, policy.clip_rule = check_clip(clip), ("given" if clip is not None else "none (no clip)")
     else:
         policy.clip, policy.clip_rule = auto_clip_from_summary(*summary_fn())
     return policy
@@ -120,14 +120,14 @@ def closed_form_model(est, sample, policy):
 
 def finish_closed_form(est, q_model, policy, summary):
     """Checks, the solve of the accumulated ``q_model`` and the fitted attributes of ``est``."""
-    from .estimator import _SampleStage2
+    from .stages import SampleStage2
 
     est.policy_ = policy
     check_actions(est, summary)
     if getattr(q_model, "statistics_", None) is None:
         raise ValueError("the data holds no complete transition (every episode is a single choice)")
     q_model.solve()
-    est.stage2_ = _SampleStage2(q_model, est.normalization_, policy, est.normalization_.g, est.n_actions_)
+    est.stage2_ = SampleStage2(q_model, est.normalization_, policy, est.normalization_.g, est.n_actions_)
     est.diagnostics_ = make_diagnostics(est, summary)
     return est
 

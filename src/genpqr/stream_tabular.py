@@ -45,7 +45,7 @@ def fit_tabular(est, source, progress=None):
 def fit_counts(est, counts):
     """Fill ``est`` (a cloned GenPQR after :func:`genpqr.stream_steps.start`) from the summed
     :class:`~genpqr.stream_stats.TabularCounts` of all rows (on ``est.n_states`` states when given)."""
-    from .estimator import _ExactStage2
+    from .stages import ExactStage2
 
     check_tabular(est)
     S, K = counts.n_states, est.n_actions_
@@ -67,7 +67,7 @@ def fit_counts(est, counts):
     check_actions(est, summary)
     recovery = tabular.recover_reward(u, kernel, est.gamma_, est.normalization_, solver=est.solver)
     est.visited_states_ = choices.sum(axis=1) > 0
-    est.stage2_ = _ExactStage2(recovery, kernel, choices)
+    est.stage2_ = ExactStage2(recovery, kernel, choices)
     info = recovery.solve
     est.diagnostics_ = make_diagnostics(est, summary, dict(bellman_residuals=[info.residual],
                                                            n_iterations=info.iterations, converged=True,

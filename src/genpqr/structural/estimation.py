@@ -269,17 +269,9 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     action_labels : sequence, optional
         The actions' labels (for messages).
 
-    Warns
-    -----
-    WeakSupportWarning
-        When the least chosen action has fewer than :data:`MIN_CHOICES_PER_PARAMETER` choices
-        per parameter (the estimates rest on a handful of events).
-    ConvergenceWarning
-        When the estimator did not converge.
-    GenPQRWarning
-        When the information matrix is (nearly) singular (parameters not identified), or
-        when the fitted model predicts every observed choice with probability near 1 (the
-        MLE does not exist).
+    Warns (:func:`_check_fit`): ``WeakSupportWarning`` (rarest action below
+    :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter), ``ConvergenceWarning``,
+    ``GenPQRWarning`` (parameters not identified, or separated choices: no MLE).
     """
     start = time.perf_counter()
     if estimator not in ESTIMATORS:
