@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator
 
 from .._checks import as_float_array, seed_from
 from ..exceptions import NotFittedError
-from .nn import _validate_q_inputs
+from .qnetwork import validate_q_inputs
 
 __all__ = ["BoostedQModel"]
 
@@ -196,7 +196,7 @@ class BoostedQModel(BaseEstimator):
         self : BoostedQModel
         """
         lgb = _import_lightgbm()
-        states, actions, targets, n_actions = _validate_q_inputs(states, actions, targets, n_actions)
+        states, actions, targets, n_actions = validate_q_inputs(states, actions, targets, n_actions)
         trees = self.trees_per_iteration
         if isinstance(trees, bool) or not isinstance(trees, numbers.Integral) or trees < 1:
             raise ValueError(f"trees_per_iteration must be an integer >= 1, got {trees!r}")
