@@ -8,7 +8,12 @@ reward MSE per method, and the ratios.
     python benchmarks/exp2_speed.py --seeds 5 [--with-airl]
     python benchmarks/exp2_speed.py --seeds 20 --methods "GenPQR (BC, NN)" "GenPQR (BC, LSTD)" ...
 
-Prints the load average before and after: on a shared machine compare the ratios only.
+Prints the load average before and after: on a shared machine compare the ratios only. The
+"cpu" column is the thread CPU time of the whole method call (fit and test evaluation), less
+sensitive than wall time to other processes on a shared machine.
+
+To compare two checkouts, run this script alternately with each one's ``src`` on PYTHONPATH
+(docs/benchmarks.md, "Autograd networks").
 """
 
 from __future__ import annotations
@@ -45,17 +50,21 @@ def main():
             data = make_synthetic_data(seed, 1000)
             for name in names:
                 method = get_method(name)
+                cpu0 = time.thread_time()
                 row = method(data, seed)
-                rows[name].append((row["fit_time"], row["reward_mse"], row["reward_corr"]))
+                cpu = time.thread_time() - cpu0
+                rows[name].append((row["fit_time"], row["reward_mse"], row["reward_corr"], cpu))
+                print(f"seed {seed} {name}: fit {row['fit_time']:.3f} s, cpu {cpu:.3f} s, MSE {row['reward_mse']:.4f}, "
+                      f"corr {row['reward_corr']:.4f}", flush=True)
     print(f"machine: {platform.machine()}, python {platform.python_version()}; exp2 size (1000 trajectories), "
           f"seeds 0..{args.seeds - 1}, one process, one thread, methods fitted in turn")
-    print("| method | fit time (s) mean | max | MSE mean ± 95% CI | corr mean |")
-    print("|---|---|---|---|---|")
+    print("| method | fit time (s) mean | max | cpu (s) mean | MSE mean ± 95% CI | corr mean |")
+    print("|---|---|---|---|---|---|")
     for name in names:
         a = np.array(rows[name])
         ci = 1.96 * a[:, 1].std(ddof=1) / np.sqrt(len(a)) if len(a) > 1 else float("nan")
-        print(f"| {name} | {a[:, 0].mean():.3f} | {a[:, 0].max():.3f} | {a[:, 1].mean():.3f} ± {ci:.3f} | "
-              f"{a[:, 2].mean():.3f} |")
+        print(f"| {name} | {a[:, 0].mean():.3f} | {a[:, 0].max():.3f} | {a[:, 3].mean():.3f} | "
+              f"{a[:, 1].mean():.3f} ± {ci:.3f} | {a[:, 2].mean():.3f} |")
     base = np.array(rows[names[0]])[:, 0]
     for name in names[1:]:
         other = np.array(rows[name])[:, 0]

@@ -10,7 +10,7 @@ from sklearn.linear_model import LinearRegression
 torch = pytest.importorskip("torch")
 
 from genpqr import GenPQR  # noqa: E402
-from genpqr.baselines.airl import AIRL, _discriminator_loss_grad, _policy_loss_grad  # noqa: E402
+from genpqr.baselines.airl import AIRL, _adversarial_update  # noqa: E402
 from genpqr.data import from_arrays  # noqa: E402
 from genpqr.envs.synthetic import make_synthetic_data  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
@@ -33,45 +33,80 @@ def check_proba(p, n, K):
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
 
 
-# ------------------------------------------------------------------ hand-written gradients
-def test_discriminator_gradient_matches_autograd():
+# ------------------------------------------------------------------ one adversarial update
+def _np_forward(net, x):
+    """float64 numpy forward of an MLP (independent of the training code)."""
+    W = [w.double().numpy() for w in net.weights]
+    b = [v.double().numpy() for v in net.biases]
+    for Wi, bi in zip(W[:-1], b[:-1]):
+        x = np.maximum(x @ Wi.T + bi, 0.0)
+    return x @ W[-1].T + b[-1]
+
+
+def test_adversarial_update_losses_and_gradients_follow_the_formulas():
+    """One update (module docstring, steps a-c) on fixed tensors: L_D and L_pi equal the formulas
+    evaluated independently (float64 numpy, same uniforms), the policy loss with the *updated*
+    discriminator; each network took one Adam step (its first step moves a parameter by lr)."""
+    import copy
+
+    from genpqr.models.torch_modules import MLP
+
     rng = np.random.default_rng(0)
-    B = 7
-    g = torch.tensor(rng.normal(size=B), dtype=torch.float64, requires_grad=True)
-    h = torch.tensor(rng.normal(size=3 * B), dtype=torch.float64, requires_grad=True)
-    lp_e = torch.tensor(np.log(rng.uniform(0.05, 0.9, B)))
-    lp_s = torch.tensor(np.log(rng.uniform(0.05, 0.9, B)))
-    gc = torch.tensor(0.9 * (rng.random(B) > 0.3))
-    l_e = g + gc * h[B:2 * B] - h[:B] - lp_e
-    l_s = g + gc * h[2 * B:] - h[:B] - lp_s
-    # BCE: expert transitions labelled 1, policy samples labelled 0
-    F = torch.nn.functional
-    ref = (F.binary_cross_entropy_with_logits(l_e, torch.ones(B, dtype=torch.float64), reduction="sum")
-           + F.binary_cross_entropy_with_logits(l_s, torch.zeros(B, dtype=torch.float64), reduction="sum")) / (2 * B)
-    ref.backward()
-    grad_g, grad_h = torch.empty(B, dtype=torch.float64), torch.empty(3 * B, dtype=torch.float64)
-    loss = _discriminator_loss_grad(g.detach(), h.detach(), lp_e, lp_s, gc, grad_g, grad_h)
-    assert loss == pytest.approx(ref.item(), abs=1e-12)
-    np.testing.assert_allclose(grad_g.numpy(), g.grad.numpy(), atol=1e-12)
-    np.testing.assert_allclose(grad_h.numpy(), h.grad.numpy(), atol=1e-12)
+    n, d, K, B = 12, 3, 4, 12
+    gen = torch.Generator().manual_seed(0)
+    nets = (MLP((d, 5, K), gen), MLP((d, 5, 1), gen), MLP((d, 5, 1), gen))
+    before = copy.deepcopy(nets)
+    opts = tuple(torch.optim.Adam(net.parameters(), lr=1e-3) for net in nets)
+    X, NS = rng.normal(size=(n, d)), rng.normal(size=(n, d))
+    TAB, A = rng.normal(size=(n, K, d)), rng.integers(0, K, n)
+    C = (rng.random(n) > 0.3).astype(float)
+    T = dict(X=torch.tensor(X, dtype=torch.float32), A=torch.tensor(A), NS=torch.tensor(NS, dtype=torch.float32),
+             TAB=torch.tensor(TAB, dtype=torch.float32), C=torch.tensor(C, dtype=torch.float32))
+    p = dict(gamma=0.9, bc_weight=0.5, entropy_weight=0.01)
+    idx = torch.arange(B)
+    u = torch.rand(B, generator=torch.Generator().manual_seed(7)).double().numpy()
+    d_loss, pi_loss = _adversarial_update(nets, opts, T, idx, p, torch.Generator().manual_seed(7))
+
+    logits = _np_forward(before[0], X)
+    logp = logits - logits.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    a_s = np.minimum((np.exp(logp).cumsum(1) < u[:, None]).sum(1), K - 1)
+    rows = np.arange(B)
+    lp_e, lp_s = logp[rows, A], logp[rows, a_s]
+    xn_s = TAB[rows, a_s]
+
+    def logits_d(gnet, hnet):
+        g, h = _np_forward(gnet, X)[:, 0], _np_forward(hnet, np.vstack([X, NS, xn_s]))[:, 0]
+        base = g - h[:B]
+        return base + 0.9 * C * h[B:2 * B] - lp_e, base + 0.9 * C * h[2 * B:] - lp_s
+
+    l_e, l_s = logits_d(before[1], before[2])
+    expected_d = (np.logaddexp(0, -l_e).sum() + np.logaddexp(0, l_s).sum()) / (2 * B)
+    assert float(d_loss) == pytest.approx(expected_d, rel=1e-5)
+    # the policy step's advantage uses the updated discriminator
+    _, adv = logits_d(nets[1], nets[2])
+    entropy = -(np.exp(logp) * logp).sum(1)
+    expected_pi = -(adv * lp_s).mean() - 0.5 * lp_e.mean() - 0.01 * entropy.mean()
+    assert float(pi_loss) == pytest.approx(expected_pi, rel=1e-4, abs=1e-6)
+    # each step moved its own networks (by lr per coordinate with a non-zero gradient), nothing else
+    for net, old in zip(nets, before):
+        moves = [np.abs(a.numpy() - b.numpy()).max() for a, b in zip(net.weights, old.weights)]
+        assert max(moves) == pytest.approx(1e-3, rel=1e-3)
 
 
-def test_policy_gradient_matches_autograd():
-    rng = np.random.default_rng(1)
-    K, B = 4, 9
-    z = torch.tensor(rng.normal(size=(K, B)), dtype=torch.float64, requires_grad=True)
-    a_s = torch.tensor(rng.integers(0, K, B))
-    a_e = torch.tensor(rng.integers(0, K, B))
-    adv = torch.tensor(rng.normal(size=B))
-    logp = torch.log_softmax(z, dim=0)
-    entropy = -(logp.exp() * logp).sum(0)
-    ref = (-(adv * logp[a_s, torch.arange(B)]).mean() + 0.5 * (-logp[a_e, torch.arange(B)]).mean()
-           - 0.01 * entropy.mean())
-    ref.backward()
-    grad = torch.empty(K, B, dtype=torch.float64)
-    loss = _policy_loss_grad(logp.detach(), a_s, a_e, adv, 0.5, 0.01, grad)
-    assert loss == pytest.approx(ref.item(), abs=1e-12)
-    np.testing.assert_allclose(grad.numpy(), z.grad.numpy(), atol=1e-12)
+# ------------------------------------------------------------------ device
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_says_so(bench):
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        AIRL(transition=bench.env.transition, device="cuda", random_state=0, **TINY).fit(bench.train)
+
+
+def test_device_round_trips_and_networks_end_on_cpu(bench):
+    model = AIRL(transition=bench.env.transition, device="auto", random_state=0, **TINY)
+    assert clone(model).get_params()["device"] == "auto"
+    model.fit(bench.train)
+    for net in (model.policy_network_, model.reward_network_, model.potential_network_):
+        assert next(net.parameters()).device.type == "cpu"
 
 
 # ------------------------------------------------------------------ end to end

@@ -17,8 +17,9 @@ from genpqr.policy import FittedPolicy, clip_proba
 
 torch = pytest.importorskip("torch")
 
-from genpqr.baselines.deeppqr import _FlatAdagrad, _train_mse  # noqa: E402
-from genpqr.models.nn import MLPClassifier, _FlatMLP  # noqa: E402
+from genpqr.baselines.deeppqr import _train_mse  # noqa: E402
+from genpqr.models.nn import MLPClassifier  # noqa: E402
+from genpqr.models.torch_modules import MLP  # noqa: E402
 
 TINY_NET = dict(anchor_hidden_layer_sizes=(16,), aux_hidden_layer_sizes=(16,), n_iterations=3,
                 epochs_per_iteration=1, aux_epochs=3, batch_size=64)
@@ -148,38 +149,47 @@ def test_deeppqr_general_g_and_label_anchor():
     assert est.reward(data.states[:4], ["a", "c", "e", "c"]).shape == (4,)
 
 
-# ------------------------------------------------------------------ Adagrad and the MSE loop
-def test_flat_adagrad_matches_torch_adagrad():
-    gen = torch.Generator().manual_seed(0)
-    p = torch.randn(50, generator=gen)
-    ref = torch.nn.Parameter(p.clone())
-    opt_ref = torch.optim.Adagrad([ref], lr=0.1)
-    flat, opt = p.clone(), _FlatAdagrad(50, lr=0.1)
-    for _ in range(5):
-        g = torch.randn(50, generator=gen)
-        ref.grad = g.clone()
-        opt_ref.step()
-        opt.step(flat, g.clone())
-    torch.testing.assert_close(flat, ref.detach(), rtol=1e-6, atol=1e-7)
-
-
-def test_train_mse_gradient_matches_autograd():
-    """One full-batch step of the hand-written MSE loop equals autograd + torch Adagrad."""
+# ------------------------------------------------------------------ the MSE loop (autograd + Adagrad)
+def test_train_mse_equals_torch_reference():
+    """Full-batch epochs of DeepPQR's regression loop are torch.optim.Adagrad steps on the mean
+    squared error of an nn.Linear network with the same initial weights."""
     gen = torch.Generator().manual_seed(1)
-    net = _FlatMLP((3, 8, 1), gen)
+    net = MLP((3, 8, 1), gen)
+    layers = []
+    for W, b in zip(net.weights, net.biases):
+        linear = torch.nn.Linear(W.shape[1], W.shape[0])
+        with torch.no_grad():
+            linear.weight.copy_(W)
+            linear.bias.copy_(b)
+        layers.append(linear)
     X, y = torch.randn(20, 3, generator=gen), torch.randn(20, generator=gen)
-    weights = [w.clone().requires_grad_(True) for w in net.linear_weights()]
-    biases = [b.clone().requires_grad_(True) for b in net.biases]
-    h = torch.relu(X @ weights[0].t() + biases[0])
-    loss = torch.mean((h @ weights[1].t() + biases[1])[:, 0].sub(y) ** 2)
-    loss.backward()
-    opt_ref = torch.optim.Adagrad(weights + biases, lr=0.01)
-    opt_ref.step()
-    with torch.no_grad():
-        losses = _train_mse(net, _FlatAdagrad(net.flat.numel(), 0.01), X, y, 1, 20, gen)
-    assert losses[0] == pytest.approx(float(loss.detach()), rel=1e-5)
-    for mine, ref in zip(net.linear_weights() + net.biases, weights + biases):
+    opt_ref = torch.optim.Adagrad([p for layer in layers for p in layer.parameters()], lr=0.05)
+    ref_losses = []
+    for _ in range(3):
+        loss = torch.mean((layers[1](torch.relu(layers[0](X)))[:, 0] - y) ** 2)
+        opt_ref.zero_grad()
+        loss.backward()
+        opt_ref.step()
+        ref_losses.append(loss.item())
+    opt = torch.optim.Adagrad(net.parameters(), lr=0.05)
+    losses = _train_mse(net, opt, X, y, 3, 20, gen)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    for mine, ref in zip(net.weights + net.biases, [l.weight for l in layers] + [l.bias for l in layers]):  # noqa: E741
         torch.testing.assert_close(mine, ref.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_deeppqr_cuda_without_cuda_says_so(tiny):
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        DeepPQR(policy_model=tiny_policy(), device="cuda", random_state=0, **TINY_NET).fit(tiny.train)
+
+
+def test_deeppqr_device_round_trips(tiny):
+    est = DeepPQR(policy_model=tiny_policy(), device="auto", random_state=0, **TINY_NET)
+    assert clone(est).get_params()["device"] == "auto"
+    est.fit(tiny.train)
+    assert next(est.anchor_network_.parameters()).device.type == "cpu"
+    assert np.all(np.isfinite(est.reward(tiny.test.states)))
 
 
 # ------------------------------------------------------------------ log-policy pseudo-reward

@@ -140,3 +140,19 @@ def test_errors(bench):
         model.reward(bench.test.states[:, :2])
     with pytest.raises(ValueError, match="never saw"):
         model.reward(bench.test.states[:2], [0, 9])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_says_so(bench):
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        MaxEntIRL(device="cuda", random_state=0, **TINY).fit(bench.train)
+
+
+def test_device_round_trips_and_network_ends_on_cpu(bench):
+    model = MaxEntIRL(device="auto", random_state=0, **TINY)
+    assert clone(model).get_params()["device"] == "auto"
+    model.fit(bench.train)
+    assert next(model.network_.parameters()).device.type == "cpu"
+    same = MaxEntIRL(random_state=0, **TINY).fit(bench.train)
+    if not torch.cuda.is_available():  # auto is cpu here: the very same fit
+        np.testing.assert_array_equal(model.reward(bench.test.states), same.reward(bench.test.states))

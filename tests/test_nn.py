@@ -1,5 +1,5 @@
-"""Tests of genpqr.models.nn: the flat MLP engine against autograd, MLPClassifier (behaviour cloning)
-and DuelingQNetwork (native Q-model for fitted Q evaluation)."""
+"""Tests of genpqr.models.nn: MLPClassifier (behaviour cloning) and DuelingQNetwork (native Q-model
+for fitted Q evaluation), trained by autograd and torch.optim; the ``device`` parameter."""
 
 from __future__ import annotations
 
@@ -18,14 +18,8 @@ from sklearn.base import clone
 torch = pytest.importorskip("torch")
 
 from genpqr.exceptions import NotFittedError  # noqa: E402
-from genpqr.models.nn import (  # noqa: E402
-    DuelingQNetwork,
-    MLPClassifier,
-    _cross_entropy_grad,
-    _dueling_mse_grad,
-    _FlatAdam,
-    _FlatMLP,
-)
+from genpqr.models.nn import DuelingQNetwork, MLPClassifier  # noqa: E402
+from genpqr.models.torch_modules import MLP  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -54,128 +48,77 @@ def q_target_data(n, seed, d=3, K=4):
 
 
 # --------------------------------------------------------------------------------------------
-# the engine: hand-written backward and Adam against PyTorch
+# training equals a plain torch reference (nn.Linear + autograd + torch.optim.Adam)
 # --------------------------------------------------------------------------------------------
-def _autograd_copy(net):
-    """(weights, biases) as leaf tensors with requires_grad, nn.Linear layout (out, in)."""
-    Ws = [W.detach().clone().requires_grad_(True) for W in net.linear_weights()]
-    bs = [b.detach().clone().requires_grad_(True) for b in net.biases]
-    return Ws, bs
+def _reference_layers(network):
+    """nn.Linear copies of a fitted network's layers (float64)."""
+    layers = []
+    for W, b in zip(network.weights, network.biases):
+        linear = torch.nn.Linear(W.shape[1], W.shape[0]).double()
+        with torch.no_grad():
+            linear.weight.copy_(W)
+            linear.bias.copy_(b)
+        layers.append(linear)
+    return layers
 
 
-def _autograd_forward(Ws, bs, x):
-    h = x
-    for i, (W, b) in enumerate(zip(Ws, bs)):
-        h = torch.nn.functional.linear(h, W, b)
-        if i < len(Ws) - 1:
-            h = torch.relu(h)
-    return h  # (B, n_out)
+def _reference_forward(layers, x):
+    for layer in layers[:-1]:
+        x = torch.relu(layer(x))
+    return layers[-1](x)
 
 
-@pytest.mark.parametrize("hidden", [(), (7,), (16, 8)])
-def test_flat_mlp_gradients_match_autograd(hidden):
-    gen = torch.Generator().manual_seed(0)
-    net = _FlatMLP((5, *hidden, 3), gen)
-    x = torch.randn(11, 5, generator=gen)
-    upstream = torch.randn(3, 11, generator=gen)  # d loss / d out_t
-    ws = net.workspace(11)
-    out_t = net.forward(x, ws)
-    ws["grad_out_t"].copy_(upstream)
-    net.backward(x, ws)
-
-    Ws, bs = _autograd_copy(net)
-    out = _autograd_forward(Ws, bs, x)
-    torch.testing.assert_close(out_t, out.t().detach(), rtol=1e-6, atol=1e-6)
-    (out.t() * upstream).sum().backward()
-    for mine, ref in zip([W.t() for W in net.grad_weights[:-1]] + [net.grad_weights[-1]], Ws):
-        torch.testing.assert_close(mine, ref.grad, rtol=1e-5, atol=1e-6)
-    for mine, ref in zip(net.grad_biases, bs):
-        torch.testing.assert_close(mine, ref.grad, rtol=1e-5, atol=1e-6)
+def _initial_network(sizes, seed):
+    """The network a model with ``random_state=seed`` starts from (its generator's first draws)."""
+    return MLP(sizes, torch.Generator().manual_seed(seed))
 
 
-@settings(max_examples=25, deadline=None)
-@given(
-    n_in=st.integers(1, 6),
-    hidden=st.lists(st.integers(1, 9), max_size=2),
-    n_out=st.integers(1, 5),
-    batch=st.integers(1, 7),
-    seed=st.integers(0, 2**31 - 1),
-)
-def test_flat_mlp_forward_backward_property(n_in, hidden, n_out, batch, seed):
-    """Any shape: forward equals nn.Linear/ReLU, and grads equal autograd's."""
-    gen = torch.Generator().manual_seed(seed)
-    net = _FlatMLP((n_in, *hidden, n_out), gen)
-    x = torch.randn(batch, n_in, generator=gen)
-    upstream = torch.randn(n_out, batch, generator=gen)
-    ws = net.workspace(batch)
-    out_t = net.forward(x, ws)
-    ws["grad_out_t"].copy_(upstream)
-    net.backward(x, ws)
-    Ws, bs = _autograd_copy(net)
-    out = _autograd_forward(Ws, bs, x)
-    torch.testing.assert_close(out_t, out.t().detach(), rtol=1e-5, atol=1e-5)
-    (out.t() * upstream).sum().backward()
-    mine = [W.t() for W in net.grad_weights[:-1]] + [net.grad_weights[-1]]
-    for g_mine, W in zip(mine, Ws):
-        torch.testing.assert_close(g_mine, W.grad, rtol=1e-4, atol=1e-5)
-    for g_mine, b in zip(net.grad_biases, bs):
-        torch.testing.assert_close(g_mine, b.grad, rtol=1e-4, atol=1e-5)
-
-
-def test_cross_entropy_grad_matches_autograd():
-    gen = torch.Generator().manual_seed(1)
-    logits = torch.randn(4, 9, generator=gen)
-    labels = torch.randint(0, 4, (9,), generator=gen)
-    onehot_t = torch.nn.functional.one_hot(labels, 4).t().float()
-    weights = torch.rand(9, generator=gen) * 2
-    for w in (None, weights):
-        grad = torch.empty(4, 9)
-        loss_sum = _cross_entropy_grad(logits, onehot_t, w, grad)
-        leaf = logits.clone().requires_grad_(True)
-        per_row = torch.nn.functional.cross_entropy(leaf.t(), labels, reduction="none")
-        w_ref = torch.ones(9) if w is None else w
-        (per_row * w_ref).mean().backward()
-        assert loss_sum == pytest.approx(float((per_row * w_ref).sum().detach()), rel=1e-5)
-        torch.testing.assert_close(grad, leaf.grad, rtol=1e-5, atol=1e-7)
-
-
-def test_dueling_mse_grad_matches_autograd():
-    gen = torch.Generator().manual_seed(2)
-    K, B = 5, 13
-    out_t = torch.randn(K + 1, B, generator=gen)
-    actions = torch.randint(0, K, (B,), generator=gen)
-    targets = torch.randn(B, generator=gen)
-    centred = torch.nn.functional.one_hot(actions, K).t().float() - 1.0 / K
-    grad = torch.empty(K + 1, B)
-    loss_sum = _dueling_mse_grad(out_t, centred, targets, grad)
-
-    leaf = out_t.clone().requires_grad_(True)
-    V, A = leaf[0], leaf[1:]
-    Q = V[None, :] + A - A.mean(dim=0, keepdim=True)  # (K, B)
-    q_sa = Q.gather(0, actions[None, :])[0]
-    ((q_sa - targets) ** 2).mean().backward()
-    assert loss_sum == pytest.approx(float(((q_sa - targets) ** 2).sum().detach()), rel=1e-5)
-    torch.testing.assert_close(grad, leaf.grad, rtol=1e-5, atol=1e-7)
-
-
-@pytest.mark.parametrize("fused", [True, False])
-@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_flat_adam_matches_torch_adam(weight_decay, fused):
-    if fused and not hasattr(torch, "_fused_adam_"):
-        pytest.skip("this torch has no fused Adam kernel")
-    gen = torch.Generator().manual_seed(3)
-    p0 = torch.randn(20, generator=gen)
-    grads = [torch.randn(20, generator=gen) for _ in range(6)]
-    mine = p0.clone()
-    adam = _FlatAdam(20, 0.01, weight_decay=weight_decay, fused=fused)
-    ref = p0.clone().requires_grad_(True)
-    opt = torch.optim.Adam([ref], lr=0.01, weight_decay=weight_decay, foreach=False)
-    for g in grads:
-        adam.step(mine, g.clone())
-        ref.grad = g.clone()
+@pytest.mark.parametrize("weighted", [False, True])
+def test_mlp_full_batch_epochs_equal_torch_reference(weighted):
+    """Full-batch epochs of MLPClassifier are Adam steps on the (weighted) mean cross-entropy."""
+    X, y, _ = softmax_policy_data(60, seed=10)
+    w = np.random.default_rng(1).uniform(0.2, 3.0, 60) if weighted else None
+    params = dict(hidden_layer_sizes=(6, 5), batch_size=60, weight_decay=0.01, random_state=3)
+    layers = _reference_layers(_initial_network((4, 6, 5, 3), 3))
+    clf = MLPClassifier(max_epochs=3, learning_rate=0.05, **params).fit(X, y, sample_weight=w)
+    Z = torch.as_tensor((X - clf.mean_) / clf.scale_)
+    weights = torch.ones(60, dtype=torch.float64) if w is None else torch.as_tensor(w / w.mean())
+    opt = torch.optim.Adam([p for layer in layers for p in layer.parameters()], lr=0.05, weight_decay=0.01)
+    losses = []
+    for _ in range(3):
+        loss = (torch.nn.functional.cross_entropy(_reference_forward(layers, Z), torch.as_tensor(y),
+                                                  reduction="none") * weights).mean()
+        opt.zero_grad()
+        loss.backward()
         opt.step()
-    torch.testing.assert_close(mine, ref.detach(), rtol=1e-6, atol=1e-7)
-    assert adam.fused == fused
+        losses.append(loss.item())
+    np.testing.assert_allclose(clf.loss_curve_, losses, rtol=1e-5)
+    for mine, ref in zip(clf.network_.weights + clf.network_.biases,
+                         [layer.weight for layer in layers] + [layer.bias for layer in layers]):
+        np.testing.assert_allclose(mine.numpy(), ref.detach().numpy(), atol=2e-5)
+
+
+def test_dueling_full_batch_epochs_equal_torch_reference():
+    """Full-batch epochs of DuelingQNetwork are Adam steps on mean (V + A - mean A - y)^2 at the taken actions."""
+    S, a, y, K = q_target_data(50, seed=11)
+    params = dict(hidden_layer_sizes=(7,), batch_size=50, random_state=4)
+    layers = _reference_layers(_initial_network((3, 7, K + 1), 4))
+    model = DuelingQNetwork(epochs_per_iteration=2, learning_rate=0.05, **params)
+    model.fit_q(S, a, y, K).fit_q(S, a, y + 1.0, K)
+    Z = torch.as_tensor((S - model.mean_) / model.scale_)
+    opt = torch.optim.Adam([p for layer in layers for p in layer.parameters()], lr=0.05)
+    losses = []
+    for target in (y, y, y + 1.0, y + 1.0):
+        out = _reference_forward(layers, Z)
+        q = out[:, :1] + out[:, 1:] - out[:, 1:].mean(dim=1, keepdim=True)
+        loss = ((q[torch.arange(50), torch.as_tensor(a)] - torch.as_tensor(target)) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    np.testing.assert_allclose(model.loss_curve_, losses, rtol=1e-5)
+    for mine, ref in zip(model.network_.weights, [layer.weight for layer in layers]):
+        np.testing.assert_allclose(mine.numpy(), ref.detach().numpy(), atol=2e-5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,7 +166,7 @@ def test_mlp_clone_and_get_params():
     assert params["hidden_layer_sizes"] == (8,) and params["random_state"] == 7
     assert set(params) == {
         "hidden_layer_sizes", "learning_rate", "batch_size", "max_epochs",
-        "weight_decay", "standardize", "random_state", "verbose",
+        "weight_decay", "standardize", "random_state", "verbose", "device",
     }  # fmt: skip
     X, y, _ = softmax_policy_data(200, seed=4)
     clf.fit(X, y)
@@ -367,11 +310,12 @@ def test_dueling_warm_start_continues():
     model = DuelingQNetwork(hidden_layer_sizes=(32, 32), epochs_per_iteration=1, random_state=0)
     model.fit_q(S, a, y, K)
     mse1 = _train_mse(model, S, a, y)
-    steps1 = model._adam.step_count
+    steps1 = model._optimizer.step_count
     model.fit_q(S, a, y, K)
     mse2 = _train_mse(model, S, a, y)
     assert mse2 < mse1
-    assert model._adam.step_count == 2 * steps1  # same optimizer, continued
+    assert steps1 == 4  # ceil(1000 / 256) updates per epoch
+    assert model._optimizer.step_count == 2 * steps1  # same optimizer, continued
     # a fresh clone run once reproduces the first state, not the second
     fresh = clone(model).fit_q(S, a, y, K)
     assert _train_mse(fresh, S, a, y) == pytest.approx(mse1, rel=1e-12)
@@ -440,9 +384,100 @@ def test_fqe_like_loop_with_dueling_network():
     assert Q_next.mean() < u.mean()  # values accumulate the (negative) rewards
 
 
+def test_dueling_fqe_reaches_the_exact_tabular_q():
+    """FQE with the dueling network on one-hot states of a small deterministic MDP whose every
+    (state, action) is logged reaches the exact Q^mu = (I - gamma P_mu)^-1 u (to 1e-4)."""
+    S, K, gamma = 4, 3, 0.5
+    rng = np.random.default_rng(0)
+    nxt = rng.integers(0, S, size=(S, K))
+    u = rng.normal(size=(S, K))
+    mu = rng.dirichlet(np.ones(K), size=S)
+    P = np.zeros((S * K, S))
+    P[np.arange(S * K), nxt.ravel()] = 1.0
+    M = np.zeros((S, S * K))
+    for s in range(S):
+        M[s, s * K:(s + 1) * K] = mu[s]
+    Q_exact = np.linalg.solve(np.eye(S * K) - gamma * P @ M, u.ravel()).reshape(S, K)
+    reps = 16
+    s_idx, a_idx = np.repeat(np.arange(S), K * reps), np.tile(np.repeat(np.arange(K), reps), S)
+    s_next = nxt[s_idx, a_idx]
+    model = DuelingQNetwork(hidden_layer_sizes=(32,), batch_size=64, epochs_per_iteration=10, learning_rate=1e-2,
+                            standardize=False, random_state=0)
+    Q_next = np.zeros((s_idx.size, K))
+    for _ in range(25):  # gamma^25 ~ 3e-8
+        model.fit_q(np.eye(S)[s_idx], a_idx, u[s_idx, a_idx] + gamma * (Q_next * mu[s_next]).sum(axis=1), K)
+        Q_next = model.predict_q(np.eye(S)[s_next])
+    np.testing.assert_allclose(model.predict_q(np.eye(S)), Q_exact, atol=1e-4)
+
+
+def test_mlp_without_hidden_layers_recovers_the_logistic_policy():
+    """hidden_layer_sizes=() is multinomial logistic regression: on data from a softmax-linear
+    policy its test log loss is within 0.02 nats of the true policy's."""
+    X, y, _ = softmax_policy_data(6000, seed=12)
+    X_test, y_test, log_pi_test = softmax_policy_data(4000, seed=13)
+    clf = MLPClassifier(hidden_layer_sizes=(), max_epochs=30, random_state=0).fit(X, y)
+    rows = np.arange(len(y_test))
+    model_nll = -clf.predict_log_proba(X_test)[rows, y_test].mean()
+    true_nll = -log_pi_test[rows, y_test].mean()
+    assert abs(model_nll - true_nll) < 0.02
+
+
+# --------------------------------------------------------------------------------------------
+# device
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [lambda **kw: MLPClassifier(max_epochs=1, **kw),
+                                  lambda **kw: DuelingQNetwork(epochs_per_iteration=1, **kw)])
+def test_device_round_trips_and_auto_resolves(make):
+    model = make(device="auto", random_state=0)
+    assert model.get_params()["device"] == "auto" and clone(model).get_params()["device"] == "auto"
+    assert make().get_params()["device"] == "cpu"
+    S, a, y, K = q_target_data(64, seed=5)
+    fitted = model.fit(S, a) if isinstance(model, MLPClassifier) else model.fit_q(S, a, y, K)
+    assert fitted.device_ == ("cuda" if torch.cuda.is_available() else "cpu")
+    again = pickle.loads(pickle.dumps(fitted))
+    assert next(again.network_.parameters()).device.type == "cpu"
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", "", 0, None])
+def test_invalid_device_is_named(device):
+    X, y, _ = softmax_policy_data(40, seed=14)
+    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda', 'cuda:N' or 'auto'"):
+        MLPClassifier(max_epochs=1, device=device).fit(X, y)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_says_so():
+    X, y, _ = softmax_policy_data(40, seed=15)
+    S, a, t, K = q_target_data(40, seed=15)
+    for device in ("cuda", "cuda:0"):
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            MLPClassifier(max_epochs=1, device=device).fit(X, y)
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            DuelingQNetwork(device=device).fit_q(S, a, t, K)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fit_matches_cpu_and_pickles_to_cpu():
+    S, a, y, K = q_target_data(300, seed=16)
+    cpu = DuelingQNetwork(hidden_layer_sizes=(16,), random_state=0).fit_q(S, a, y, K)
+    gpu = DuelingQNetwork(hidden_layer_sizes=(16,), random_state=0, device="cuda").fit_q(S, a, y, K)
+    np.testing.assert_allclose(gpu.predict_q(S), cpu.predict_q(S), atol=1e-3)  # same draws, other kernels
+    loaded = pickle.loads(pickle.dumps(gpu))
+    assert next(loaded.network_.parameters()).device.type == "cpu"
+    np.testing.assert_allclose(loaded.predict_q(S), gpu.predict_q(S), atol=1e-5)
+    loaded.fit_q(S, a, y, K)  # moves back to the GPU and continues
+    assert next(loaded.network_.parameters()).device.type == "cuda"
+    X, codes, _ = softmax_policy_data(300, seed=17)
+    clf = MLPClassifier(max_epochs=3, random_state=0, device="cuda").fit(X, codes)
+    assert clf.device_ == "cuda" and next(clf.network_.parameters()).device.type == "cpu"
+    ref = MLPClassifier(max_epochs=3, random_state=0).fit(X, codes)
+    np.testing.assert_allclose(clf.predict_proba(X), ref.predict_proba(X), atol=1e-3)
+
+
 def test_import_genpqr_does_not_import_torch():
     code = (
-        "import sys, genpqr, genpqr.models.nn, genpqr.models.boosting; "
+        "import sys, genpqr, genpqr.models.nn, genpqr.models.qnetwork, genpqr.models.torch_training, "
+        "genpqr.models.boosting; "
         "assert 'torch' not in sys.modules and 'lightgbm' not in sys.modules, "
         "[m for m in ('torch', 'lightgbm') if m in sys.modules]"
     )

@@ -9,17 +9,19 @@ from dataclasses import replace
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._checks import as_float_array, seed_from
-from ..data import Transitions
+from .._checks import as_float_array, check_length, seed_from
+from ..data import ActionEncoder, Transitions
 from ..exceptions import NotFittedError
+from ..models.torch_training import check_positive
 from ..normalization import FixedOffset, Normalization, anchor_action
-from ..policy import FittedPolicy, _check_clip, check_classifier, fit_policy
+from ..policy import FittedPolicy, check_clip, check_classifier, clip_proba, fit_policy
 
-__all__ = ["fit_stage1"]
+__all__ = ["fit_stage1", "check_transitions", "default_normalization", "check_fixed_offset", "RewardBaseline",
+           "PolicyBaseline", "SoftmaxPolicyMixin", "fit_inputs", "check_count", "check_batch_size"]
 
 
 # ============================================================================ shared helpers
-def _check_transitions(data) -> Transitions:
+def check_transitions(data) -> Transitions:
     if not isinstance(data, Transitions):
         raise TypeError(
             f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / from_episodes), "
@@ -28,12 +30,12 @@ def _check_transitions(data) -> Transitions:
     return data
 
 
-def _default_normalization(data: Transitions) -> Normalization:
+def default_normalization(data: Transitions) -> Normalization:
     """Anchor action = the first action label, ``g = 0``."""
     return anchor_action(data.encoder.labels[0])
 
 
-def _check_fixed_offset(norm, who: str) -> Normalization:
+def check_fixed_offset(norm, who: str) -> Normalization:
     if not isinstance(norm, Normalization):
         raise TypeError(f"normalization must be a genpqr Normalization (e.g. anchor_action(0)), got {type(norm).__name__}")
     if not isinstance(norm.g, FixedOffset):
@@ -44,7 +46,7 @@ def _check_fixed_offset(norm, who: str) -> Normalization:
     return norm
 
 
-def _check_prefit_classifier(model, n_actions: int):
+def check_prefit_classifier(model, n_actions: int):
     if isinstance(model, type):
         raise TypeError(f"policy_model must be a fitted classifier instance, got the class {model.__name__}")
     if not hasattr(model, "predict_proba"):
@@ -85,7 +87,7 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
     -------
     FittedPolicy
     """
-    clip = _check_clip(clip)
+    clip = check_clip(clip)
     K = data.n_actions
     if not isinstance(policy_prefit, (bool, np.bool_)):
         raise TypeError(f"policy_prefit must be True or False, got {policy_prefit!r}")
@@ -103,7 +105,7 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
                     f"data has {data.n}; pass it only with the transitions it was fitted on"
                 )
             return replace(policy_model, clip=clip)
-        return FittedPolicy([_check_prefit_classifier(policy_model, K)], None, K, clip)
+        return FittedPolicy([check_prefit_classifier(policy_model, K)], None, K, clip)
     if isinstance(policy_model, FittedPolicy):
         raise TypeError("policy_model is an already fitted FittedPolicy; pass policy_prefit=True to use it as is")
     if policy_model is None:
@@ -114,7 +116,7 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
     return fit_policy(policy_model, data, clip=clip, random_state=seed_from(random_state))
 
 
-class _RewardBaseline(BaseEstimator):
+class RewardBaseline(BaseEstimator):
     """Prediction plumbing shared by the baselines (states check, label selection, fitted check)."""
 
     name = "baseline"
@@ -148,7 +150,7 @@ class _RewardBaseline(BaseEstimator):
         raise NotImplementedError
 
 
-class _PolicyBaseline(_RewardBaseline):
+class PolicyBaseline(RewardBaseline):
     """A baseline built on a stage-1 policy estimate (``policy_`` attribute)."""
 
     def log_policy(self, states) -> np.ndarray:
@@ -157,4 +159,82 @@ class _PolicyBaseline(_RewardBaseline):
         return self.policy_.log_proba(X)
 
 
-# ============================================================================ log-policy pseudo-reward
+# ============================================================================ neural baselines' helpers
+def fit_inputs(data, y):
+    """Dispatch ``fit(Transitions)`` / ``fit(X, y)`` of the neural baselines (MaxEnt-IRL, AIRL).
+
+    Returns
+    -------
+    states : ndarray (n, d) float64
+    codes : ndarray (n,) int64 in ``0..K-1``
+    classes : ndarray (K,)
+        ``arange(K)`` (action codes) for Transitions, else the sorted labels of ``y``.
+    encoder : ActionEncoder
+        Maps the labels accepted by ``reward(states, actions)`` to codes.
+    transitions : Transitions or None
+    """
+    if isinstance(data, Transitions):
+        if y is not None:
+            raise ValueError("y must be None when data is a Transitions object (its actions are the labels)")
+        if data.n == 0:
+            raise ValueError("data must hold at least one transition, got 0")
+        return data.states, data.actions.astype(np.int64), np.arange(data.n_actions), data.encoder, data
+    if y is None:
+        raise TypeError(
+            f"fit needs genpqr.data.Transitions, or (X, y) arrays of states and action labels; got "
+            f"{type(data).__name__} and y=None"
+        )
+    X = as_float_array(data, "X", ndim=2)
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of action labels, got shape {y.shape}")
+    check_length(y, X.shape[0], "y", "X")
+    if X.shape[0] == 0:
+        raise ValueError("X must have at least one row, got 0")
+    classes, codes = np.unique(y, return_inverse=True)
+    if classes.size < 2:
+        raise ValueError(f"y must contain at least two action labels, got 1 ({classes[0]!r})")
+    return X, codes.astype(np.int64).ravel(), classes, ActionEncoder(classes), None
+
+
+def check_count(value, name: str, *, allow_zero: bool) -> int:
+    """An integer ``> 0`` (``>= 0`` with ``allow_zero``), else ValueError naming it."""
+    return check_positive(value, name, integer=True, allow_zero=allow_zero)
+
+
+def check_batch_size(batch_size, n: int) -> int:
+    """Rows per mini-batch, at most ``n``; ``None`` means full batch."""
+    if batch_size is None:
+        return n
+    return min(check_count(batch_size, "batch_size", allow_zero=False), n)
+
+
+def _softmax_rows(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    return p
+
+
+class SoftmaxPolicyMixin:
+    """``predict_proba`` / ``predict`` / ``log_policy`` from ``self._policy_logits(X)``."""
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Unclipped policy probabilities, shape (n, K); columns ordered as ``classes_``."""
+        return _softmax_rows(self._policy_logits(self._states(X)))
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """``log`` of :meth:`predict_proba` (unclipped, stable), shape (n, K)."""
+        z = self._policy_logits(self._states(X))
+        z = z - z.max(axis=1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable action (an element of ``classes_``), shape (n,)."""
+        best = np.argmax(self._policy_logits(self._states(X)), axis=1)  # checks fitted before classes_
+        return self.classes_[best]
+
+    def log_policy(self, states) -> np.ndarray:
+        """``log pi_hat(.|s)``, clipped to ``clip`` and renormalized (as the library's stage 1
+        does, :func:`genpqr.policy.clip_proba`), shape (n, K)."""
+        return np.log(clip_proba(self.predict_proba(states), self.clip_)[0])

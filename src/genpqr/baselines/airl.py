@@ -68,9 +68,15 @@ The policy (``predict_proba``, ``classes_``) is a stage-1 estimate for GenPQR / 
 (``policy_prefit=True``); ``reward`` is the **AIRL state reward** baseline: ``g(s)``, the same
 for every action (raw, not normalized).
 
+Implementation: the networks are :class:`genpqr.models.torch_modules.MLP`; gradients come from
+autograd (``log pi`` enters ``L_D`` detached, the advantage is computed without a graph) and
+updates from ``torch.optim``'s Adam (:class:`genpqr.models.torch_training.FusedOptimizer`), on
+``device``; every random draw comes from one CPU generator; the fitted networks are kept on CPU.
+
 Measured (``make_synthetic_data(seed, 1000)``, 10,000 rows, seeds 0-4, one torch thread, shared
-two-core machine): fit 6.3-8.9 s (4.5 s on a quiet machine) against the paper's ~24 s; test
-NLL 1.563; GenPQR on this policy (dueling FQE, 8 iterations) reward MSE 0.58, corr 0.66 (paper
+two-core machine, with the former hand-written gradients): fit 6.3-8.9 s (4.5 s on a quiet
+machine) against the paper's ~24 s (with autograd: 1.56x the former engine's time in one
+session, 4.9 s per seed, docs/benchmarks.md "Autograd networks"); test NLL 1.563; GenPQR on this policy (dueling FQE, 8 iterations) reward MSE 0.58, corr 0.66 (paper
 0.63, 0.72); the state reward ``g`` MSE 2.15, corr -0.02 (paper 2.17, -0.01).
 """
 
@@ -84,11 +90,11 @@ from sklearn.base import ClassifierMixin
 from sklearn.linear_model import Ridge
 
 from .._checks import as_float_array, check_gamma, clone_learner as clone
-from ..models.nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidden_layer_sizes, _check_positive,
-                  _fresh_seed, _import_torch, _predict, _standardization, _to_tensor, _torch_threads)
-from ..policy import DEFAULT_CLIP, _check_clip
-from .maxent import _check_batch_size, _check_int, _cross_entropy_epochs, _fit_inputs, _onehot_t, _SoftmaxPolicyMixin
-from ._base import _RewardBaseline
+from ..models.torch_training import (batches, check_hidden_layer_sizes, check_positive, cross_entropy_epochs, evaluate,
+                                     import_torch, make_optimizer, optimization_step, permutation, resolve_device,
+                                     seeded_generator, standardization, to_tensor, training_session)
+from ..policy import DEFAULT_CLIP, check_clip
+from ._base import RewardBaseline, SoftmaxPolicyMixin, check_batch_size, check_count, fit_inputs
 
 __all__ = ["AIRL"]
 
@@ -163,7 +169,7 @@ def _tabulate_dynamics(models, states: np.ndarray) -> np.ndarray:
 
 
 # ============================================================================ the estimator
-class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
+class AIRL(SoftmaxPolicyMixin, ClassifierMixin, RewardBaseline):
     r"""Offline AIRL: discriminator ``exp(f) / (exp(f) + pi)`` with a state-only reward.
 
     See the module docstring for the exact losses and schedule. A classifier (``classes_``,
@@ -204,6 +210,9 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         Clip bounds of :meth:`log_policy` (rows renormalized).
     random_state : int, Generator or None
         Seed of the weights, the shuffles and the action samples (one ``torch.Generator``).
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the three networks train (``"auto"``: CUDA when available); the fitted networks
+        are kept on CPU.
 
     Attributes
     ----------
@@ -213,7 +222,8 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
     encoder_ : ActionEncoder
     n_actions_, n_features_in_ : int
     mean_, scale_ : ndarray of shape (d,)
-    policy_network_, reward_network_, potential_network_ : genpqr.models.nn._FlatMLP
+    policy_network_, reward_network_, potential_network_ : genpqr.models.torch_modules.MLP
+        On CPU.
     dynamics_models_ : list of regressors or None
         The fitted per-action dynamics (None when ``transition`` is given).
     bc_loss_ : list of float
@@ -240,7 +250,7 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
     def __init__(self, policy_hidden_layer_sizes=(64, 64), reward_hidden_layer_sizes=(64, 64),
                  potential_hidden_layer_sizes=(64, 64), learning_rate=1e-3, bc_epochs=60, adversarial_epochs=80,
                  batch_size=256, gamma=0.9, bc_weight=0.5, entropy_weight=0.01, transition=None,
-                 dynamics_model=None, standardize=True, clip=DEFAULT_CLIP, random_state=None):
+                 dynamics_model=None, standardize=True, clip=DEFAULT_CLIP, random_state=None, device="cpu"):
         self.policy_hidden_layer_sizes = policy_hidden_layer_sizes
         self.reward_hidden_layer_sizes = reward_hidden_layer_sizes
         self.potential_hidden_layer_sizes = potential_hidden_layer_sizes
@@ -256,22 +266,24 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         self.standardize = standardize
         self.clip = clip
         self.random_state = random_state
+        self.device = device
 
     # ------------------------------------------------------------------ fitting
     def _check_params(self) -> dict:
         return dict(
-            policy_hidden=_check_hidden_layer_sizes(self.policy_hidden_layer_sizes),
-            reward_hidden=_check_hidden_layer_sizes(self.reward_hidden_layer_sizes),
-            potential_hidden=_check_hidden_layer_sizes(self.potential_hidden_layer_sizes),
-            lr=_check_positive(self.learning_rate, "learning_rate"),
-            bc_epochs=_check_int(self.bc_epochs, "bc_epochs", allow_zero=True),
-            adversarial_epochs=_check_int(self.adversarial_epochs, "adversarial_epochs", allow_zero=True),
+            policy_hidden=check_hidden_layer_sizes(self.policy_hidden_layer_sizes),
+            reward_hidden=check_hidden_layer_sizes(self.reward_hidden_layer_sizes),
+            potential_hidden=check_hidden_layer_sizes(self.potential_hidden_layer_sizes),
+            lr=check_positive(self.learning_rate, "learning_rate"),
+            bc_epochs=check_count(self.bc_epochs, "bc_epochs", allow_zero=True),
+            adversarial_epochs=check_count(self.adversarial_epochs, "adversarial_epochs", allow_zero=True),
             gamma=check_gamma(self.gamma),
-            bc_weight=_check_positive(self.bc_weight, "bc_weight", allow_zero=True),
-            entropy_weight=_check_positive(self.entropy_weight, "entropy_weight", allow_zero=True),
+            bc_weight=check_positive(self.bc_weight, "bc_weight", allow_zero=True),
+            entropy_weight=check_positive(self.entropy_weight, "entropy_weight", allow_zero=True),
             transition=_check_transition(self.transition),
             dynamics=None if self.transition is not None else _check_dynamics_model(self.dynamics_model),
-            clip=_check_clip(self.clip),
+            clip=check_clip(self.clip),
+            device=resolve_device(self.device),
         )
 
     def fit(self, data, y=None) -> "AIRL":
@@ -287,16 +299,15 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         y : None or array-like of shape (n,)
             Action labels for array input; None with Transitions.
         """
-        torch = _import_torch()
         start_time = time.perf_counter()
         p = self._check_params()
-        states, codes, classes, encoder, transitions = _fit_inputs(data, y)
+        states, codes, classes, encoder, transitions = fit_inputs(data, y)
         if transitions is not None:  # expert transitions: rows with an observed next state
             transitions = transitions.with_next()
             states, codes = transitions.states, transitions.actions.astype(np.int64)
         n, d = states.shape
         K = classes.size
-        batch_size = _check_batch_size(self.batch_size, n)
+        batch_size = check_batch_size(self.batch_size, n)
         if transitions is None and p["transition"] is None:
             raise ValueError(
                 "fit(X, y) has no next states: pass transition=callable (then next states are transition(X, codes)), "
@@ -314,27 +325,9 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         else:
             next_states, cont = table[np.arange(n), codes], np.ones(n)
 
-        mean, scale = _standardization(states, bool(self.standardize))
-        generator = torch.Generator().manual_seed(_fresh_seed(self.random_state))
-        with _torch_threads(_MAX_TRAIN_THREADS), torch.no_grad():
-            pol = _FlatMLP((d, *p["policy_hidden"], K), generator)
-            gnet = _FlatMLP((d, *p["reward_hidden"], 1), generator)
-            hnet = _FlatMLP((d, *p["potential_hidden"], 1), generator)
-            adam_pi = _FlatAdam(pol.flat.numel(), p["lr"])
-            adam_g = _FlatAdam(gnet.flat.numel(), p["lr"])
-            adam_h = _FlatAdam(hnet.flat.numel(), p["lr"])
-            X_t = _to_tensor(states, mean, scale)
-            bc_loss = _cross_entropy_epochs(pol, adam_pi, X_t, _onehot_t(codes, K), p["bc_epochs"], batch_size,
-                                            generator)
-            tensors = dict(
-                X=X_t,
-                A=torch.from_numpy(codes),
-                NS=_to_tensor(next_states, mean, scale),
-                TAB=_to_tensor(table.reshape(n * K, d), mean, scale).view(n, K, d),
-                C=torch.from_numpy(np.asarray(cont, dtype=np.float32)),
-            )
-            d_loss, pi_loss = _adversarial_phase(pol, gnet, hnet, (adam_pi, adam_g, adam_h), tensors, p,
-                                                 batch_size, generator)
+        mean, scale = standardization(states, bool(self.standardize))
+        nets, bc_loss, d_loss, pi_loss = _train(states, codes, next_states, cont, table, mean, scale, p, batch_size,
+                                                seeded_generator(self.random_state))
 
         self.classes_ = classes
         self.encoder_ = encoder
@@ -343,7 +336,7 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         self.mean_, self.scale_ = mean, scale
         self.clip_ = p["clip"]
         self.gamma_ = p["gamma"]
-        self.policy_network_, self.reward_network_, self.potential_network_ = pol, gnet, hnet
+        self.policy_network_, self.reward_network_, self.potential_network_ = nets
         self.bc_loss_ = bc_loss
         self.discriminator_loss_ = d_loss
         self.policy_loss_ = pi_loss
@@ -353,20 +346,20 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
 
     # ------------------------------------------------------------------ prediction
     def _policy_logits(self, X: np.ndarray) -> np.ndarray:
-        return _predict(self.policy_network_, X, self.mean_, self.scale_, exact=True)
+        return evaluate(self.policy_network_, X, self.mean_, self.scale_, exact=True)
 
     def reward(self, states, actions=None) -> np.ndarray:
         """The AIRL state reward ``g(s)`` (raw, not normalized), equal for every action:
         (n, K), or (n,) at the given action labels."""
         X = self._states(states)
-        g = _predict(self.reward_network_, X, self.mean_, self.scale_, exact=True)[:, 0]
+        g = evaluate(self.reward_network_, X, self.mean_, self.scale_, exact=True)[:, 0]
         table = np.repeat(g[:, None], self.n_actions_, axis=1)
         return self._select(table, actions)
 
     def potential(self, states) -> np.ndarray:
         """The shaping potential ``h(s)``, shape (n,)."""
         X = self._states(states)
-        return _predict(self.potential_network_, X, self.mean_, self.scale_, exact=True)[:, 0]
+        return evaluate(self.potential_network_, X, self.mean_, self.scale_, exact=True)[:, 0]
 
     def discriminator_logit(self, states, actions, next_states) -> np.ndarray:
         """``f(s, a, s') - log pi(a|s)`` (unclipped pi; ``log D - log(1 - D)``) at action labels,
@@ -378,8 +371,8 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         codes = self.encoder_.encode(actions)
         if codes.shape[0] != X.shape[0]:
             raise ValueError(f"actions has {codes.shape[0]} entries but states has {X.shape[0]} rows")
-        g = _predict(self.reward_network_, X, self.mean_, self.scale_, exact=True)[:, 0]
-        h = _predict(self.potential_network_, np.vstack([X, Xn]), self.mean_, self.scale_, exact=True)[:, 0]
+        g = evaluate(self.reward_network_, X, self.mean_, self.scale_, exact=True)[:, 0]
+        h = evaluate(self.potential_network_, np.vstack([X, Xn]), self.mean_, self.scale_, exact=True)[:, 0]
         log_pi = self.predict_log_proba(X)[np.arange(X.shape[0]), codes]
         return g + self.gamma_ * h[X.shape[0]:] - h[: X.shape[0]] - log_pi
 
@@ -389,123 +382,84 @@ class AIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         return tags
 
 
-# ============================================================================ adversarial phase
-def _discriminator_loss_grad(g, h, lp_e, lp_s, gc, grad_g, grad_h) -> float:
-    r"""Discriminator BCE and its gradient with respect to the networks' outputs.
+# ============================================================================ training
+def _train(states, codes, next_states, cont, table, mean, scale, p: dict, batch_size: int, generator):
+    """Behaviour-cloning warm start, then the adversarial phase (module docstring), on ``p["device"]``.
 
-    Parameters
-    ----------
-    g : Tensor (B,)
-        ``g(s_i)``.
-    h : Tensor (3B,)
-        ``h`` at ``[s_i; s'_i (logged); s~'_i (sampled)]``.
-    lp_e, lp_s : Tensor (B,)
-        ``log pi(a_i|s_i)`` and ``log pi(a~_i|s_i)``, constants.
-    gc : Tensor (B,)
-        ``gamma`` times the continuation flag of row i.
-    grad_g : Tensor (B,), grad_h : Tensor (3B,)
-        Receive ``d L_D / d g`` and ``d L_D / d h``.
-
-    Returns
-    -------
-    L_D : float
-        ``sum_i [softplus(-l_e,i) + softplus(l_s,i)] / (2B)`` with
-        ``l = g(s) + gc h(s') - h(s) - log pi``.
+    Returns the three networks (moved to CPU) and the BC, discriminator and policy losses.
     """
-    torch = _import_torch()
-    B = g.shape[0]
-    base = g - h[:B]
-    l_e = base + gc * h[B:2 * B] - lp_e
-    l_s = base + gc * h[2 * B:] - lp_s
-    F = torch.nn.functional
-    loss = float(F.softplus(-l_e).sum() + F.softplus(l_s).sum()) / (2 * B)
-    dl_e = torch.sigmoid(l_e).sub_(1.0).div_(2 * B)
-    dl_s = torch.sigmoid(l_s).div_(2 * B)
-    torch.add(dl_e, dl_s, out=grad_g)
-    torch.neg(grad_g, out=grad_h[:B])
-    torch.mul(gc, dl_e, out=grad_h[B:2 * B])
-    torch.mul(gc, dl_s, out=grad_h[2 * B:])
-    return loss
+    from ..models.torch_modules import MLP
+
+    torch = import_torch()
+    device = p["device"]
+    (n, d), K = states.shape, table.shape[1]
+    with training_session(device):
+        pol = MLP((d, *p["policy_hidden"], K), generator).to(device)
+        gnet = MLP((d, *p["reward_hidden"], 1), generator).to(device)
+        hnet = MLP((d, *p["potential_hidden"], 1), generator).to(device)
+        adam_pi, adam_g, adam_h = (make_optimizer("adam", net.parameters(), lr=p["lr"]) for net in (pol, gnet, hnet))
+        X_t = to_tensor(states, mean, scale, device)
+        A_t = torch.from_numpy(codes).to(device)
+        bc_loss = cross_entropy_epochs(pol, adam_pi, X_t, codes, p["bc_epochs"], batch_size, generator)
+        tensors = dict(
+            X=X_t, A=A_t,
+            NS=to_tensor(next_states, mean, scale, device),
+            TAB=to_tensor(table.reshape(n * K, d), mean, scale, device).view(n, K, d),
+            C=torch.from_numpy(np.asarray(cont, dtype=np.float32)).to(device),
+        )
+        d_loss, pi_loss = _adversarial_phase((pol, gnet, hnet), (adam_pi, adam_g, adam_h), tensors, p, batch_size,
+                                             generator)
+    return tuple(net.to("cpu") for net in (pol, gnet, hnet)), bc_loss, d_loss, pi_loss
 
 
-def _policy_loss_grad(logp, a_s, a_e, adv, bc_weight, entropy_weight, grad_t) -> float:
-    r"""Policy loss and its gradient with respect to the (transposed) logits.
-
-    ``L_pi = mean_i [-adv_i log pi(a~_i|s_i) + bc_weight (-log pi(a_i|s_i))
-    - entropy_weight H(pi(.|s_i))]``; per row ``d/dz_k = pi_k (adv + bc_weight
-    + entropy_weight (log pi_k + H)) - adv [k = a~] - bc_weight [k = a]``, divided by B.
-
-    Parameters
-    ----------
-    logp : Tensor (K, B)
-        ``log pi(.|s_i)`` (log-softmax of the logits over dim 0).
-    a_s, a_e : LongTensor (B,)
-        Sampled and logged action codes.
-    adv : Tensor (B,)
-        Fixed advantages.
-    grad_t : Tensor (K, B)
-        Receives ``d L_pi / d logits``.
-    """
-    torch = _import_torch()
-    B = logp.shape[1]
-    prob = logp.exp()
-    entropy = -(prob * logp).sum(0)
-    lp_s = logp.gather(0, a_s.unsqueeze(0))[0]
-    lp_e = logp.gather(0, a_e.unsqueeze(0))[0]
-    loss = float(-(adv * lp_s).mean() - bc_weight * lp_e.mean() - entropy_weight * entropy.mean())
-    torch.mul(prob, (logp + entropy).mul_(entropy_weight).add_(adv + bc_weight), out=grad_t)
-    grad_t.scatter_add_(0, a_s.unsqueeze(0), (-adv).unsqueeze(0))
-    grad_t.scatter_add_(0, a_e.unsqueeze(0), torch.full((1, B), -float(bc_weight), dtype=grad_t.dtype))
-    grad_t.div_(B)
-    return loss
-
-
-def _adversarial_phase(pol, gnet, hnet, adams, T: dict, p: dict, batch_size: int, generator):
-    """The adversarial epochs (module docstring, step 2). Runs under ``torch.no_grad``: the
-    gradients are written out by hand for the flat-MLP engine (checked against autograd in the
-    tests).
-
-    Returns the per-update discriminator and policy losses.
-    """
-    torch = _import_torch()
-    adam_pi, adam_g, adam_h = adams
-    gamma, bc_w, ent_w = p["gamma"], p["bc_weight"], p["entropy_weight"]
-    X, A, NS, TAB, C = T["X"], T["A"], T["NS"], T["TAB"], T["C"]
-    n, K = X.shape[0], TAB.shape[1]
+def _adversarial_phase(nets, optimizers, T: dict, p: dict, batch_size: int, generator):
+    """The adversarial epochs (module docstring, step 2): per mini-batch one discriminator and one
+    policy update, gradients by autograd. Returns the per-update discriminator and policy losses."""
+    n = T["X"].shape[0]
     d_losses, pi_losses = [], []
-    slices = _batches(n, batch_size)
     for _ in range(p["adversarial_epochs"]):
-        perm = torch.randperm(n, generator=generator)
-        for start, stop in slices:
-            B = stop - start
-            idx = perm[start:stop]
-            x = X.index_select(0, idx)
-            a_e = A.index_select(0, idx)
-            gc = C.index_select(0, idx).mul_(gamma)
-            # (a) policy forward; sample a~ ~ pi(.|s_i) at the same states (inverse CDF)
-            ws_p = pol.workspace(B)
-            logp = torch.log_softmax(pol.forward(x, ws_p), dim=0)  # (K, B)
-            u = torch.rand(B, generator=generator)
-            a_s = (logp.exp().cumsum(0) < u).sum(0).clamp_(max=K - 1)
-            lp_e = logp.gather(0, a_e.unsqueeze(0))[0]
-            lp_s = logp.gather(0, a_s.unsqueeze(0))[0]
-            xn_s = TAB[idx, a_s]
-            # (b) one discriminator step
-            ws_g, ws_h = gnet.workspace(B), hnet.workspace(3 * B)
-            h_in = torch.cat([x, NS.index_select(0, idx), xn_s])
-            g = gnet.forward(x, ws_g)[0]
-            h = hnet.forward(h_in, ws_h)[0]
-            d_losses.append(_discriminator_loss_grad(g, h, lp_e, lp_s, gc, ws_g["grad_out_t"][0],
-                                                     ws_h["grad_out_t"][0]))
-            gnet.backward(x, ws_g)
-            adam_g.step(gnet.flat, gnet.grad)
-            hnet.backward(h_in, ws_h)
-            adam_h.step(hnet.flat, hnet.grad)
-            # (c) one policy step; adv = l(s, a~, s~') under the updated discriminator, fixed
-            g2 = gnet.forward(x)[0]
-            h2 = hnet.forward(torch.cat([x, xn_s]))[0]
-            adv = g2 + gc * h2[B:] - h2[:B] - lp_s
-            pi_losses.append(_policy_loss_grad(logp, a_s, a_e, adv, bc_w, ent_w, ws_p["grad_out_t"]))
-            pol.backward(x, ws_p)
-            adam_pi.step(pol.flat, pol.grad)
-    return d_losses, pi_losses
+        perm = permutation(n, generator, T["X"].device)
+        for start, stop in batches(n, batch_size):
+            d_loss, pi_loss = _adversarial_update(nets, optimizers, T, perm[start:stop], p, generator)
+            d_losses.append(d_loss)
+            pi_losses.append(pi_loss)
+    return [float(v) for v in d_losses], [float(v) for v in pi_losses]
+
+
+def _adversarial_update(nets, optimizers, T: dict, idx, p: dict, generator):
+    """One discriminator step and one policy step on the logged rows ``idx`` (module docstring,
+    steps a-c). Returns the two losses (detached tensors)."""
+    torch = import_torch()
+    F = torch.nn.functional
+    pol, gnet, hnet = nets
+    adam_pi, adam_g, adam_h = optimizers
+    B, K = idx.shape[0], T["TAB"].shape[1]
+    x, a_e = T["X"].index_select(0, idx), T["A"].index_select(0, idx)
+    gc = T["C"].index_select(0, idx).mul_(p["gamma"])
+    # (a) sample a~ ~ pi(.|s_i) at the same states (inverse CDF of uniforms from the generator)
+    logp = torch.log_softmax(pol.forward_t(x), dim=0)  # (K, B)
+    u = torch.rand(B, generator=generator).to(x.device)
+    a_s = (logp.detach().exp().cumsum(0) < u).sum(0).clamp_(max=K - 1)
+    # log pi at the logged and the sampled actions (one-hot masks: deterministic on CUDA, unlike gather)
+    lp_e = logp.mul(F.one_hot(a_e, K).t()).sum(dim=0)
+    lp_s = logp.mul(F.one_hot(a_s, K).t()).sum(dim=0)
+    xn_s = T["TAB"][idx, a_s]
+    # (b) discriminator step on l = g(s) + gamma c h(s') - h(s) - log pi (log pi constant)
+    g = gnet.forward_t(x)[0]
+    h = hnet.forward_t(torch.cat([x, T["NS"].index_select(0, idx), xn_s]))[0]
+    l_e = g + gc * h[B:2 * B] - h[:B] - lp_e.detach()
+    l_s = g + gc * h[2 * B:] - h[:B] - lp_s.detach()
+    d_loss = (F.softplus(-l_e).sum() + F.softplus(l_s).sum()) / (2 * B)
+    adam_g.zero_grad()
+    adam_h.zero_grad()
+    d_loss.backward()
+    adam_g.step()
+    adam_h.step()
+    # (c) policy step; adv = l(s, a~, s~') under the updated discriminator, a fixed advantage
+    with torch.no_grad():
+        h2 = hnet.forward_t(torch.cat([x, xn_s]))[0]
+        adv = gnet.forward_t(x)[0] + gc * h2[B:] - h2[:B] - lp_s
+    entropy = -(logp.exp() * logp).sum(0)
+    pi_loss = -(adv * lp_s).mean() - p["bc_weight"] * lp_e.mean() - p["entropy_weight"] * entropy.mean()
+    optimization_step(pi_loss, adam_pi)
+    return d_loss.detach(), pi_loss.detach()

@@ -34,11 +34,10 @@ Estimation (the specification's settings are the defaults):
    ``c_i (-alpha log pi_hat(a+|s'_i) + W(s'_i))``, 200 epochs of Adagrad (lr 1e-3, batch 256).
 4. ``r_hat = Q_hat - gamma h``.
 
-Implementation: the networks are :mod:`genpqr.models.nn`'s flat MLP engine (``_FlatMLP``: one float32
-parameter buffer, hand-written backward) with :class:`_FlatAdagrad`, the update rule of
-``torch.optim.Adagrad`` with its defaults; whole data sets live in tensors and mini-batches are
-slices of a per-epoch permutation. Training runs on one torch thread (restored afterwards), like
-:mod:`genpqr.models.nn`.
+Implementation: the networks are :class:`genpqr.models.torch_modules.MLP` trained by autograd and
+``torch.optim.Adagrad`` with its defaults, on ``device``; whole data sets live in tensors and
+mini-batches are slices of a per-epoch permutation. Training runs on one torch thread (restored
+afterwards), like :mod:`genpqr.models.nn`; the fitted networks are kept on CPU.
 """
 
 from __future__ import annotations
@@ -52,66 +51,46 @@ import numpy as np
 from .._checks import check_gamma, plain, seed_from
 from ..data import Transitions
 from ..exceptions import WeakSupportWarning
-from ..models.nn import (
-    _MAX_TRAIN_THREADS,
-    _batches,
-    _check_hidden_layer_sizes,
-    _check_positive,
-    _FlatMLP,
-    _import_torch,
-    _predict,
-    _standardization,
-    _to_tensor,
-    _torch_threads,
+from ..models.torch_training import (
+    batch_mean,
+    batches,
+    check_hidden_layer_sizes,
+    check_positive,
+    evaluate,
+    import_torch,
+    make_optimizer,
+    optimization_step,
+    permutation,
+    resolve_device,
+    standardization,
+    to_tensor,
+    training_session,
 )
 from ..normalization import AnchorWeights, Normalization
 from ..policy import DEFAULT_CLIP, clip_log_proba
-from ._base import _check_fixed_offset, _check_transitions, _default_normalization, _PolicyBaseline, fit_stage1
+from ._base import PolicyBaseline, check_fixed_offset, check_transitions, default_normalization, fit_stage1
 
 __all__ = ["DeepPQR"]
 
 
-class _FlatAdagrad:
-    """Adagrad on one flat parameter buffer: ``torch.optim.Adagrad`` with its defaults
-    (``lr_decay = 0``, ``weight_decay = 0``, ``initial_accumulator_value = 0``, ``eps = 1e-10``):
-    ``G += g^2``, ``p -= lr g / (sqrt(G) + eps)``."""
+def _train_mse(net, opt, X, y, epochs: int, batch_size: int, generator) -> list[float]:
+    """``epochs`` shuffled mini-batch passes of ``opt`` on ``mean_i (net(x_i) - y_i)^2`` (autograd).
 
-    def __init__(self, n_params: int, lr: float, eps: float = 1e-10):
-        torch = _import_torch()
-        self.lr, self.eps = float(lr), float(eps)
-        self.state_sum = torch.zeros(n_params, dtype=torch.float32)
-        self.step_count = 0
-
-    def step(self, params, grad) -> None:
-        """One in-place update of the flat ``params`` given ``grad``."""
-        self.step_count += 1
-        self.state_sum.addcmul_(grad, grad, value=1.0)
-        params.addcdiv_(grad, self.state_sum.sqrt().add_(self.eps), value=-self.lr)
-
-
-def _train_mse(net: _FlatMLP, opt: _FlatAdagrad, X, y, epochs: int, batch_size: int, generator) -> list[float]:
-    """``epochs`` shuffled mini-batch passes of ``opt`` on ``mean_i (net(x_i) - y_i)^2``.
-
-    ``X`` (n, d) and ``y`` (n,) are float32 tensors; ``net`` has one output. Returns the mean
-    squared error of every epoch (accumulated over its batches).
+    ``X`` (n, d) and ``y`` (n,) are float32 tensors on the network's device; ``net`` has one
+    output. Returns the mean squared error of every epoch (accumulated over its batches).
     """
-    torch = _import_torch()
+    torch = import_torch()
     n = X.shape[0]
-    slices = _batches(n, batch_size)
     losses = []
     for _ in range(epochs):
-        perm = torch.randperm(n, generator=generator)
+        perm = permutation(n, generator, X.device)
         X_p, y_p = X.index_select(0, perm), y.index_select(0, perm)
-        total = 0.0
-        for start, stop in slices:
-            x_b = X_p[start:stop]
-            ws = net.workspace(stop - start)
-            resid = net.forward(x_b, ws)[0].sub(y_p[start:stop])
-            total += float(torch.dot(resid, resid))
-            torch.mul(resid, 2.0 / (stop - start), out=ws["grad_out_t"][0])
-            net.backward(x_b, ws)
-            opt.step(net.flat, net.grad)
-        losses.append(total / n)
+        batch_losses = []
+        for start, stop in batches(n, batch_size):
+            loss = torch.nn.functional.mse_loss(net.forward_t(X_p[start:stop])[0], y_p[start:stop])
+            optimization_step(loss, opt)
+            batch_losses.append(loss.detach())
+        losses.append(batch_mean(batch_losses, n, batch_size))
     return losses
 
 
@@ -121,7 +100,7 @@ def _check_int(value, name: str, low: int) -> int:
     return int(value)
 
 
-class DeepPQR(_PolicyBaseline):
+class DeepPQR(PolicyBaseline):
     r"""DeepPQR (Geng et al. 2020): policy, anchor-action soft Q, then reward (module docstring).
 
     Only the fixed anchor-action normalization ``r(s, a+) = g(s)`` is supported (that is the
@@ -163,6 +142,9 @@ class DeepPQR(_PolicyBaseline):
         Warn (:class:`~genpqr.exceptions.WeakSupportWarning`) with fewer anchor rows.
     random_state : int, Generator or None
         Seeds stage 1 (as given) and both networks' initial weights and shuffles.
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where ``W`` and ``h`` train (``"auto"``: CUDA when available); the fitted networks are
+        kept on CPU. Stage 1 uses ``policy_model``'s own device.
 
     Attributes
     ----------
@@ -181,7 +163,8 @@ class DeepPQR(_PolicyBaseline):
         Share of the last iteration's ``W`` targets at the clamp.
     aux_loss_curve_ : list of float
         ``h``'s training MSE per epoch.
-    anchor_network_, aux_network_ : genpqr.models.nn._FlatMLP
+    anchor_network_, aux_network_ : genpqr.models.torch_modules.MLP
+        On CPU.
     state_mean_, state_scale_ : ndarray of shape (d,)
         Standardization of the states (all training rows).
     encoder_ : ActionEncoder
@@ -195,7 +178,7 @@ class DeepPQR(_PolicyBaseline):
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, clip=DEFAULT_CLIP,
                  alpha=1.0, anchor_hidden_layer_sizes=(128, 128), n_iterations=80, epochs_per_iteration=3,
                  anchor_learning_rate=1e-3, target_clamp=50.0, aux_hidden_layer_sizes=(128, 128), aux_epochs=200,
-                 aux_learning_rate=1e-3, batch_size=256, min_support=30, random_state=None):
+                 aux_learning_rate=1e-3, batch_size=256, min_support=30, random_state=None, device="cpu"):
         self.normalization = normalization
         self.gamma = gamma
         self.policy_model = policy_model
@@ -213,29 +196,31 @@ class DeepPQR(_PolicyBaseline):
         self.batch_size = batch_size
         self.min_support = min_support
         self.random_state = random_state
+        self.device = device
 
     # ------------------------------------------------------------------ validation
     def _check_params(self) -> dict:
         clamp = self.target_clamp
         if clamp is not None:
-            clamp = _check_positive(clamp, "target_clamp")
+            clamp = check_positive(clamp, "target_clamp")
         return dict(
             gamma=check_gamma(self.gamma),
-            alpha=_check_positive(self.alpha, "alpha"),
-            anchor_hidden=_check_hidden_layer_sizes(self.anchor_hidden_layer_sizes),
-            aux_hidden=_check_hidden_layer_sizes(self.aux_hidden_layer_sizes),
+            alpha=check_positive(self.alpha, "alpha"),
+            anchor_hidden=check_hidden_layer_sizes(self.anchor_hidden_layer_sizes),
+            aux_hidden=check_hidden_layer_sizes(self.aux_hidden_layer_sizes),
             n_iterations=_check_int(self.n_iterations, "n_iterations", 1),
             epochs=_check_int(self.epochs_per_iteration, "epochs_per_iteration", 1),
-            anchor_lr=_check_positive(self.anchor_learning_rate, "anchor_learning_rate"),
+            anchor_lr=check_positive(self.anchor_learning_rate, "anchor_learning_rate"),
             aux_epochs=_check_int(self.aux_epochs, "aux_epochs", 1),
-            aux_lr=_check_positive(self.aux_learning_rate, "aux_learning_rate"),
+            aux_lr=check_positive(self.aux_learning_rate, "aux_learning_rate"),
             batch_size=_check_int(self.batch_size, "batch_size", 1),
             min_support=_check_int(self.min_support, "min_support", 0),
             clamp=clamp,
+            device=resolve_device(self.device),
         )
 
     def _anchor_normalization(self, data: Transitions) -> Normalization:
-        norm = self.normalization if self.normalization is not None else _default_normalization(data)
+        norm = self.normalization if self.normalization is not None else default_normalization(data)
         if not isinstance(norm, Normalization):
             raise TypeError(f"normalization must be a genpqr Normalization (anchor_action(a)), got {type(norm).__name__}")
         if not isinstance(norm.mu, AnchorWeights):
@@ -243,7 +228,7 @@ class DeepPQR(_PolicyBaseline):
                 f"DeepPQR supports only a fixed anchor action (normalization=anchor_action(a, g)); got "
                 f"normalization ({norm.describe()}). Use genpqr.GenPQR for other normalizations."
             )
-        _check_fixed_offset(norm, "DeepPQR")
+        check_fixed_offset(norm, "DeepPQR")
         try:
             data.encoder.encode_one(norm.mu.action, "anchor action")
         except (TypeError, ValueError):
@@ -257,7 +242,7 @@ class DeepPQR(_PolicyBaseline):
     def fit(self, data: Transitions, y=None) -> "DeepPQR":
         """Fit stage 1, the anchor network ``W`` and the auxiliary network ``h``; returns self."""
         start = time.perf_counter()
-        data = _check_transitions(data).with_next()  # every step reads a next state
+        data = check_transitions(data).with_next()  # every step reads a next state
         prm = self._check_params()
         norm = self._anchor_normalization(data)
         anchor = int(norm.mu.action)
@@ -281,20 +266,10 @@ class DeepPQR(_PolicyBaseline):
 
         seed = seed_from(self.random_state)
         w_seed, h_seed = (int(x) for x in np.random.default_rng(seed).integers(0, 2**62, size=2))
-        mean, scale = _standardization(data.states, True)
-        torch = _import_torch()
-        with _torch_threads(_MAX_TRAIN_THREADS), torch.no_grad():
+        mean, scale = standardization(data.states, True)
+        with training_session(prm["device"]):
             w_net, w_hist = self._fit_anchor_network(data, anchor_rows, g_rows, v_part, mean, scale, w_seed, prm)
-            next_all = _to_tensor(data.next_states, mean, scale)
-            w_next = w_net.forward(next_all)[0].double().numpy()
-            h_targets = data.continues * (v_part + w_next)
-            onehot = np.eye(data.n_actions)[data.actions]
-            h_in = torch.cat([_to_tensor(data.states, mean, scale), torch.from_numpy(onehot.astype(np.float32))], dim=1)
-            gen_h = torch.Generator().manual_seed(h_seed)
-            h_net = _FlatMLP((data.state_dim + data.n_actions, *prm["aux_hidden"], 1), gen_h)
-            h_opt = _FlatAdagrad(h_net.flat.numel(), prm["aux_lr"])
-            h_losses = _train_mse(h_net, h_opt, h_in.contiguous(), torch.from_numpy(h_targets.astype(np.float32)),
-                                  prm["aux_epochs"], prm["batch_size"], gen_h)
+            h_net, h_losses = self._fit_aux_network(data, w_net, v_part, mean, scale, h_seed, prm)
 
         self._record_data(data)
         self.gamma_ = prm["gamma"]
@@ -306,7 +281,7 @@ class DeepPQR(_PolicyBaseline):
         self.anchor_count_ = int(anchor_rows.size)
         self.anchor_loss_curve_, self.target_changes_, self.clamped_fraction_ = w_hist
         self.aux_loss_curve_ = h_losses
-        self.anchor_network_, self.aux_network_ = w_net, h_net
+        self.anchor_network_, self.aux_network_ = w_net.to("cpu"), h_net.to("cpu")
         self.state_mean_, self.state_scale_ = mean, scale
         self.fit_time_ = time.perf_counter() - start
         return self
@@ -314,12 +289,15 @@ class DeepPQR(_PolicyBaseline):
     @staticmethod
     def _fit_anchor_network(data, rows, g_rows, v_part, mean, scale, seed, prm):
         """Fitted-Q iterations for ``W`` on the anchor rows (spec: 80 x 3 epochs, Adagrad)."""
-        torch = _import_torch()
+        from ..models.torch_modules import MLP
+
+        torch = import_torch()
+        device = prm["device"]
         generator = torch.Generator().manual_seed(seed)
-        net = _FlatMLP((data.state_dim, *prm["anchor_hidden"], 1), generator)
-        opt = _FlatAdagrad(net.flat.numel(), prm["anchor_lr"])
-        X_t = _to_tensor(data.states[rows], mean, scale)
-        next_t = _to_tensor(data.next_states[rows], mean, scale)
+        net = MLP((data.state_dim, *prm["anchor_hidden"], 1), generator).to(device)
+        opt = make_optimizer("adagrad", net.parameters(), lr=prm["anchor_lr"])
+        X_t = to_tensor(data.states[rows], mean, scale, device)
+        next_t = to_tensor(data.next_states[rows], mean, scale, device)
         g_t, v_t = g_rows[rows], v_part[rows]
         discount_t = prm["gamma"] * data.continues[rows]
         clamp = prm["clamp"]
@@ -327,23 +305,44 @@ class DeepPQR(_PolicyBaseline):
         previous = np.zeros(rows.size)
         clamped = 0.0
         for _ in range(prm["n_iterations"]):
-            w_next = net.forward(next_t)[0].double().numpy()
+            with torch.no_grad():
+                w_next = net.forward_t(next_t)[0].double().cpu().numpy()
             y_t = g_t + discount_t * (v_t + w_next)
             if clamp is not None:
                 clamped = float(np.mean(np.abs(y_t) >= clamp))
                 y_t = np.clip(y_t, -clamp, clamp)
             changes.append(float(np.max(np.abs(y_t - previous))))
             previous = y_t
-            epoch_losses = _train_mse(net, opt, X_t, torch.from_numpy(y_t.astype(np.float32)), prm["epochs"],
-                                      prm["batch_size"], generator)
+            epoch_losses = _train_mse(net, opt, X_t, torch.from_numpy(y_t.astype(np.float32)).to(device),
+                                      prm["epochs"], prm["batch_size"], generator)
             losses.append(epoch_losses[-1])
         return net, (losses, changes, clamped)
+
+    @staticmethod
+    def _fit_aux_network(data, w_net, v_part, mean, scale, seed, prm):
+        """``h(s, a)`` on all rows: targets ``c_i (-alpha log pi(a+|s'_i) + W(s'_i))`` (spec: 200 epochs, Adagrad)."""
+        from ..models.torch_modules import MLP
+
+        torch = import_torch()
+        device = prm["device"]
+        with torch.no_grad():
+            w_next = w_net.forward_t(to_tensor(data.next_states, mean, scale, device))[0].double().cpu().numpy()
+        h_targets = data.continues * (v_part + w_next)
+        onehot = np.eye(data.n_actions)[data.actions]
+        h_in = torch.cat([to_tensor(data.states, mean, scale, device),
+                          torch.from_numpy(onehot.astype(np.float32)).to(device)], dim=1)
+        gen_h = torch.Generator().manual_seed(seed)
+        h_net = MLP((data.state_dim + data.n_actions, *prm["aux_hidden"], 1), gen_h).to(device)
+        h_opt = make_optimizer("adagrad", h_net.parameters(), lr=prm["aux_lr"])
+        y_t = torch.from_numpy(h_targets.astype(np.float32)).to(device)
+        h_losses = _train_mse(h_net, h_opt, h_in.contiguous(), y_t, prm["aux_epochs"], prm["batch_size"], gen_h)
+        return h_net, h_losses
 
     # ------------------------------------------------------------------ prediction
     def anchor_value(self, states) -> np.ndarray:
         """``W(s) = Q_hat(s, a+)``, the fitted anchor soft Q-value, shape (n,)."""
         X = self._states(states)
-        return _predict(self.anchor_network_, X, self.state_mean_, self.state_scale_, exact=True)[:, 0]
+        return evaluate(self.anchor_network_, X, self.state_mean_, self.state_scale_, exact=True)[:, 0]
 
     def _aux(self, X: np.ndarray) -> np.ndarray:
         """``h(s, a)`` for every action, shape (n, K)."""
@@ -351,10 +350,10 @@ class DeepPQR(_PolicyBaseline):
         X_aug = np.hstack([np.repeat(X, K, axis=0), np.tile(np.eye(K), (n, 1))])
         mean = np.concatenate([self.state_mean_, np.zeros(K)])
         scale = np.concatenate([self.state_scale_, np.ones(K)])
-        return _predict(self.aux_network_, X_aug, mean, scale, exact=True)[:, 0].reshape(n, K)
+        return evaluate(self.aux_network_, X_aug, mean, scale, exact=True)[:, 0].reshape(n, K)
 
     def _q(self, X: np.ndarray) -> np.ndarray:
-        w = _predict(self.anchor_network_, X, self.state_mean_, self.state_scale_, exact=True)[:, 0]
+        w = evaluate(self.anchor_network_, X, self.state_mean_, self.state_scale_, exact=True)[:, 0]
         u = self.policy_.log_proba(X)
         return w[:, None] + self.alpha_ * (u - u[:, [self.anchor_]])
 

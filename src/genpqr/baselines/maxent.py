@@ -14,12 +14,13 @@ no ``mu r = g``), and a soft ``Q`` is not a reward anyway (``r = Q - gamma E[V(s
 Sec. 3). It is kept as the literature's reference point, not as a recommended estimator.
 
 Measured (``make_synthetic_data(seed, 1000)``, 10,000 rows, seeds 0-4, one torch thread): fit
-4.7-5.4 s (paper 8.6 s), test NLL 1.641 (paper 1.624), reward MSE 1.07, corr 0.28 (paper 1.17,
+4.7-5.4 s with the former hand-written gradients (paper 8.6 s; with autograd 1.27x the former
+engine's time in one session, docs/benchmarks.md "Autograd networks"), test NLL 1.641 (paper 1.624), reward MSE 1.07, corr 0.28 (paper 1.17,
 0.35).
 
-The module also holds the small training helpers shared with :mod:`genpqr.baselines.airl`
-(fit-input dispatch ``fit(Transitions)`` / ``fit(X, y)`` and the cross-entropy epoch loop on
-:mod:`genpqr.models.nn`'s flat-MLP engine).
+Implementation: the network is :class:`genpqr.models.torch_modules.MLP`, trained by autograd and
+``torch.optim.Adam`` through :func:`genpqr.models.torch_training.cross_entropy_epochs` (the loop
+behaviour cloning uses), on ``device``; the fitted network is kept on CPU.
 """
 
 from __future__ import annotations
@@ -29,133 +30,17 @@ import time
 import numpy as np
 from sklearn.base import ClassifierMixin
 
-from .._checks import as_float_array, check_length
-from ..data import ActionEncoder, Transitions
-from ..models.nn import (_FlatAdam, _FlatMLP, _MAX_TRAIN_THREADS, _batches, _check_hidden_layer_sizes, _check_positive,
-                  _cross_entropy_grad, _fresh_seed, _import_torch, _predict, _standardization, _to_tensor,
-                  _torch_threads)
-from ..policy import DEFAULT_CLIP, _check_clip, clip_proba
-from ._base import _RewardBaseline
+from ..models.torch_training import (check_hidden_layer_sizes, check_positive, cross_entropy_epochs, evaluate,
+                                     make_optimizer, resolve_device, seeded_generator, standardization,
+                                     to_tensor, training_session)
+from ..policy import DEFAULT_CLIP, check_clip
+from ._base import RewardBaseline, SoftmaxPolicyMixin, check_batch_size, check_count, fit_inputs
 
 __all__ = ["MaxEntIRL"]
 
 
-# ============================================================================ shared helpers
-def _fit_inputs(data, y):
-    """Dispatch ``fit(Transitions)`` / ``fit(X, y)``.
-
-    Returns
-    -------
-    states : ndarray (n, d) float64
-    codes : ndarray (n,) int64 in ``0..K-1``
-    classes : ndarray (K,)
-        ``arange(K)`` (action codes) for Transitions, else the sorted labels of ``y``.
-    encoder : ActionEncoder
-        Maps the labels accepted by ``reward(states, actions)`` to codes.
-    transitions : Transitions or None
-    """
-    if isinstance(data, Transitions):
-        if y is not None:
-            raise ValueError("y must be None when data is a Transitions object (its actions are the labels)")
-        if data.n == 0:
-            raise ValueError("data must hold at least one transition, got 0")
-        return data.states, data.actions.astype(np.int64), np.arange(data.n_actions), data.encoder, data
-    if y is None:
-        raise TypeError(
-            f"fit needs genpqr.data.Transitions, or (X, y) arrays of states and action labels; got "
-            f"{type(data).__name__} and y=None"
-        )
-    X = as_float_array(data, "X", ndim=2)
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"y must be a 1-D array of action labels, got shape {y.shape}")
-    check_length(y, X.shape[0], "y", "X")
-    if X.shape[0] == 0:
-        raise ValueError("X must have at least one row, got 0")
-    classes, codes = np.unique(y, return_inverse=True)
-    if classes.size < 2:
-        raise ValueError(f"y must contain at least two action labels, got 1 ({classes[0]!r})")
-    return X, codes.astype(np.int64).ravel(), classes, ActionEncoder(classes), None
-
-
-def _check_int(value, name: str, *, allow_zero: bool) -> int:
-    return _check_positive(value, name, integer=True, allow_zero=allow_zero)
-
-
-def _check_batch_size(batch_size, n: int) -> int:
-    """``None`` means full batch."""
-    if batch_size is None:
-        return n
-    return min(_check_int(batch_size, "batch_size", allow_zero=False), n)
-
-
-def _onehot_t(codes: np.ndarray, K: int):
-    """Transposed one-hot (K, n) float32."""
-    torch = _import_torch()
-    n = codes.shape[0]
-    out = torch.zeros(K, n, dtype=torch.float32)
-    out[torch.from_numpy(codes), torch.arange(n)] = 1.0
-    return out
-
-
-def _cross_entropy_epochs(net, adam, X_t, onehot_t, epochs: int, batch_size: int, generator) -> list[float]:
-    """``epochs`` shuffled passes of mini-batch cross-entropy (softmax over ``net``'s outputs).
-
-    Returns the mean training cross-entropy of every epoch (measured during the epoch).
-    """
-    torch = _import_torch()
-    n = X_t.shape[0]
-    slices = _batches(n, batch_size)
-    curve = []
-    for _ in range(epochs):
-        perm = torch.randperm(n, generator=generator)
-        X_p = X_t.index_select(0, perm)
-        Y_p = onehot_t.index_select(1, perm)
-        loss_sum = 0.0
-        for start, stop in slices:
-            x_b = X_p[start:stop]
-            ws = net.workspace(stop - start)
-            logits_t = net.forward(x_b, ws)
-            loss_sum += _cross_entropy_grad(logits_t, Y_p[:, start:stop], None, ws["grad_out_t"])
-            net.backward(x_b, ws)
-            adam.step(net.flat, net.grad)
-        curve.append(loss_sum / n)
-    return curve
-
-
-def _softmax_rows(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(axis=1, keepdims=True)
-    return p
-
-
-class _SoftmaxPolicyMixin:
-    """``predict_proba`` / ``predict`` / ``log_policy`` from ``self._policy_logits(X)``."""
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Unclipped policy probabilities, shape (n, K); columns ordered as ``classes_``."""
-        return _softmax_rows(self._policy_logits(self._states(X)))
-
-    def predict_log_proba(self, X) -> np.ndarray:
-        """``log`` of :meth:`predict_proba` (unclipped, stable), shape (n, K)."""
-        z = self._policy_logits(self._states(X))
-        z = z - z.max(axis=1, keepdims=True)
-        return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-
-    def predict(self, X) -> np.ndarray:
-        """Most probable action (an element of ``classes_``), shape (n,)."""
-        best = np.argmax(self._policy_logits(self._states(X)), axis=1)  # checks fitted before classes_
-        return self.classes_[best]
-
-    def log_policy(self, states) -> np.ndarray:
-        """``log pi_hat(.|s)``, clipped to ``clip`` and renormalized (as the library's stage 1
-        does, :func:`genpqr.policy.clip_proba`), shape (n, K)."""
-        return np.log(clip_proba(self.predict_proba(states), self.clip_)[0])
-
-
 # ============================================================================ the estimator
-class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
+class MaxEntIRL(SoftmaxPolicyMixin, ClassifierMixin, RewardBaseline):
     r"""Neural MaxEnt-IRL: softmax-``Q`` MLP fitted by likelihood; its logits are the reward.
 
     ``pi(a|s) = exp Q(s, a) / sum_a' exp Q(s, a')`` with ``Q(s, .)`` a ReLU MLP on standardized
@@ -189,6 +74,9 @@ class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         Clip bounds of :meth:`log_policy` (rows renormalized).
     random_state : int, Generator or None
         Seed of the initial weights and the shuffles (one ``torch.Generator``).
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the network trains (``"auto"``: CUDA when available); the fitted network is kept
+        on CPU.
 
     Attributes
     ----------
@@ -200,8 +88,8 @@ class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
     n_actions_, n_features_in_ : int
     mean_, scale_ : ndarray of shape (d,)
         Standardization statistics.
-    network_ : genpqr.models.nn._FlatMLP
-        The Q-network (outputs ``Q(s, .)``).
+    network_ : genpqr.models.torch_modules.MLP
+        The Q-network (outputs ``Q(s, .)``), on CPU.
     nll_ : list of float
         Mean training negative log-likelihood (cross-entropy) of every epoch.
     fit_time_ : float
@@ -211,7 +99,7 @@ class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
     name = "MaxEnt-IRL"
 
     def __init__(self, hidden_layer_sizes=(128, 128), learning_rate=5e-3, weight_decay=1e-4, max_epochs=150,
-                 batch_size=256, standardize=True, clip=DEFAULT_CLIP, random_state=None):
+                 batch_size=256, standardize=True, clip=DEFAULT_CLIP, random_state=None, device="cpu"):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
@@ -220,6 +108,7 @@ class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         self.standardize = standardize
         self.clip = clip
         self.random_state = random_state
+        self.device = device
 
     def fit(self, data, y=None) -> "MaxEntIRL":
         """Fit on ``Transitions`` (actions as codes) or on arrays ``(X, y)``; returns self.
@@ -230,24 +119,27 @@ class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         y : None or array-like of shape (n,)
             Action labels when ``data`` is an array; must be None with Transitions.
         """
-        torch = _import_torch()
+        from ..models.torch_modules import MLP
+
         start_time = time.perf_counter()
-        hidden = _check_hidden_layer_sizes(self.hidden_layer_sizes)
-        lr = _check_positive(self.learning_rate, "learning_rate")
-        weight_decay = _check_positive(self.weight_decay, "weight_decay", allow_zero=True)
-        epochs = _check_int(self.max_epochs, "max_epochs", allow_zero=False)
-        clip = _check_clip(self.clip)
-        states, codes, classes, encoder, _ = _fit_inputs(data, y)
-        batch_size = _check_batch_size(self.batch_size, states.shape[0])
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        lr = check_positive(self.learning_rate, "learning_rate")
+        weight_decay = check_positive(self.weight_decay, "weight_decay", allow_zero=True)
+        epochs = check_count(self.max_epochs, "max_epochs", allow_zero=False)
+        clip = check_clip(self.clip)
+        device = resolve_device(self.device)
+        states, codes, classes, encoder, _ = fit_inputs(data, y)
+        batch_size = check_batch_size(self.batch_size, states.shape[0])
         K, d = classes.size, states.shape[1]
 
-        mean, scale = _standardization(states, bool(self.standardize))
-        generator = torch.Generator().manual_seed(_fresh_seed(self.random_state))
-        with _torch_threads(_MAX_TRAIN_THREADS), torch.no_grad():
-            X_t = _to_tensor(states, mean, scale)
-            net = _FlatMLP((d, *hidden, K), generator)
-            adam = _FlatAdam(net.flat.numel(), lr, weight_decay=weight_decay)
-            nll = _cross_entropy_epochs(net, adam, X_t, _onehot_t(codes, K), epochs, batch_size, generator)
+        mean, scale = standardization(states, bool(self.standardize))
+        generator = seeded_generator(self.random_state)
+        with training_session(device):
+            net = MLP((d, *hidden, K), generator).to(device)
+            adam = make_optimizer("adam", net.parameters(), lr=lr, weight_decay=weight_decay)
+            nll = cross_entropy_epochs(net, adam, to_tensor(states, mean, scale, device),
+                                       codes, epochs, batch_size, generator)
+        net.to("cpu")
 
         self.classes_ = classes
         self.encoder_ = encoder
@@ -261,7 +153,7 @@ class MaxEntIRL(_SoftmaxPolicyMixin, ClassifierMixin, _RewardBaseline):
         return self
 
     def _policy_logits(self, X: np.ndarray) -> np.ndarray:
-        return _predict(self.network_, X, self.mean_, self.scale_, exact=True)
+        return evaluate(self.network_, X, self.mean_, self.scale_, exact=True)
 
     def q(self, states, actions=None) -> np.ndarray:
         """The softmax-Q logits ``Q(s, a)``: (n, K), or (n,) at the given action labels."""

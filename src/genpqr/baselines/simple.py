@@ -27,14 +27,14 @@ from sklearn.linear_model import Ridge
 
 from ..data import Transitions
 from ..policy import DEFAULT_CLIP
-from ._base import (_check_fixed_offset, _check_transitions, _default_normalization, _PolicyBaseline,  # noqa: F401
-                    _RewardBaseline, fit_stage1)
+from ._base import (PolicyBaseline, RewardBaseline, check_fixed_offset, check_transitions, default_normalization,
+                    fit_stage1)
 
 __all__ = ["LogPolicyReward", "LinearRewardOracle"]
 
 
 # ============================================================================ shared helpers
-class LogPolicyReward(_PolicyBaseline):
+class LogPolicyReward(PolicyBaseline):
     r"""Log-policy pseudo-reward ``r(s, a) = log pi_hat(a|s) - g(s)`` (paper's baseline).
 
     ``(log pi, 0)`` is the trivial optimum of the *relaxed* IRL problem (paper, Lemma "Trivial
@@ -86,9 +86,9 @@ class LogPolicyReward(_PolicyBaseline):
     def fit(self, data: Transitions, y=None) -> "LogPolicyReward":
         """Fit stage 1 on ``data``; returns self."""
         start = time.perf_counter()
-        data = _check_transitions(data)
-        norm = self.normalization if self.normalization is not None else _default_normalization(data)
-        norm = _check_fixed_offset(norm, "LogPolicyReward").bind(data.encoder.encode)
+        data = check_transitions(data)
+        norm = self.normalization if self.normalization is not None else default_normalization(data)
+        norm = check_fixed_offset(norm, "LogPolicyReward").bind(data.encoder.encode)
         policy = fit_stage1(self.policy_model, self.policy_prefit, data, self.clip, self.random_state)
         self._record_data(data)
         self.normalization_ = norm
@@ -104,7 +104,7 @@ class LogPolicyReward(_PolicyBaseline):
 
 
 # ============================================================================ supervised oracle
-class LinearRewardOracle(_RewardBaseline):
+class LinearRewardOracle(RewardBaseline):
     r"""Linear reward oracle: ridge regression of the **logged rewards** (supervised reference).
 
     **Not an IRL method.** It sees ``data.rewards`` -- the rewards that IRL methods must
@@ -145,7 +145,7 @@ class LinearRewardOracle(_RewardBaseline):
     def fit(self, data: Transitions, y=None) -> "LinearRewardOracle":
         """Ridge-regress ``data.rewards`` on ``onehot(a) (x) (1, s)``; returns self."""
         start = time.perf_counter()
-        data = _check_transitions(data)
+        data = check_transitions(data)
         if data.rewards is None:
             raise ValueError(
                 "LinearRewardOracle regresses the logged rewards, but data.rewards is None; build the transitions "

@@ -1,8 +1,11 @@
 """Stage models with the scikit-learn interface, built on the core.
 
-:mod:`~genpqr.models.nn`
-    Torch networks: :class:`~genpqr.models.nn.MLPClassifier` (stage 1) and
-    :class:`~genpqr.models.nn.DuelingQNetwork` (native Q model for FQE).
+:mod:`~genpqr.models.nn`, :mod:`~genpqr.models.qnetwork`
+    Torch networks trained by autograd and ``torch.optim``'s Adam/Adagrad, on any ``device``:
+    :class:`~genpqr.models.nn.MLPClassifier` (stage 1) and
+    :class:`~genpqr.models.qnetwork.DuelingQNetwork` (native Q model for FQE); their shared
+    modules and training loop in :mod:`~genpqr.models.torch_modules` and
+    :mod:`~genpqr.models.torch_training`.
 :mod:`~genpqr.models.boosting`
     LightGBM: :class:`~genpqr.models.boosting.BoostedQModel`, one tree per Bellman update.
 :mod:`~genpqr.models.neural_densities`

@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator
 
 from .._checks import as_float_array, seed_from
 from ..exceptions import NotFittedError
-from .nn import _validate_q_inputs
+from .qnetwork import validate_q_inputs
 
 __all__ = ["BoostedQModel"]
 
@@ -195,27 +195,39 @@ class BoostedQModel(BaseEstimator):
         -------
         self : BoostedQModel
         """
-        lgb = _import_lightgbm()
-        states, actions, targets, n_actions = _validate_q_inputs(states, actions, targets, n_actions)
+        states, actions, targets, n_actions = validate_q_inputs(states, actions, targets, n_actions)
         trees = self.trees_per_iteration
         if isinstance(trees, bool) or not isinstance(trees, numbers.Integral) or trees < 1:
             raise ValueError(f"trees_per_iteration must be an integer >= 1, got {trees!r}")
-        params = self._lgb_params()
         fitted = hasattr(self, "booster_")
         if fitted:
-            if n_actions != self.n_actions_:
-                raise ValueError(
-                    f"n_actions is {n_actions} but the first fit_q call used {self.n_actions_}; "
-                    "clone the model to fit a different problem"
-                )
-            if states.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"states has {states.shape[1]} features (columns) but the first fit_q call "
-                    f"had {self.n_features_in_}"
-                )
-        features = _state_action_features(states, actions, n_actions)
-        booster = self.booster_ if fitted else None
-        if fitted and self._can_continue_in_place(features):
+            self._check_same_problem(states, n_actions)
+        self.booster_ = self._boost(_state_action_features(states, actions, n_actions), targets, int(trees))
+        if not fitted:
+            self.n_actions_ = n_actions
+            self.n_features_in_ = states.shape[1]
+            self.n_iter_ = 0
+        self.n_iter_ += 1
+        return self
+
+    def _check_same_problem(self, states, n_actions: int) -> None:
+        """A later ``fit_q`` call must have the first call's action count and state width."""
+        if n_actions != self.n_actions_:
+            raise ValueError(
+                f"n_actions is {n_actions} but the first fit_q call used {self.n_actions_}; "
+                "clone the model to fit a different problem"
+            )
+        if states.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"states has {states.shape[1]} features (columns) but the first fit_q call "
+                f"had {self.n_features_in_}"
+            )
+
+    def _boost(self, features, targets, trees: int):
+        """``trees`` more trees on ``features -> targets``; returns the booster."""
+        lgb = _import_lightgbm()
+        booster = getattr(self, "booster_", None)
+        if booster is not None and self._can_continue_in_place(features):
             # Same rows as the booster's training set: boost in place with the L2 gradient
             # Q - y (LightGBM's own "regression" gradient, labels rounded to float32 as it
             # stores them), from the training scores LightGBM keeps up to date.
@@ -225,27 +237,17 @@ class BoostedQModel(BaseEstimator):
             def l2_objective(preds, _train_data):
                 return preds - labels, hessian
 
-            for _ in range(int(trees)):
+            for _ in range(trees):
                 booster.update(fobj=l2_objective)
-        else:
-            # First call, or new rows: a new training set, boosting from the current ensemble
-            # (LightGBM starts it from the ensemble's predictions and merges the trees).
-            train_set = lgb.Dataset(features, label=targets, params=params)
-            booster = lgb.train(
-                params,
-                train_set,
-                num_boost_round=int(trees),
-                init_model=booster,
-                keep_training_booster=True,
-            )
-            self._train_features = features
-        if not fitted:
-            self.n_actions_ = n_actions
-            self.n_features_in_ = states.shape[1]
-            self.n_iter_ = 0
-        self.booster_ = booster
-        self.n_iter_ += 1
-        return self
+            return booster
+        # First call, or new rows: a new training set, boosting from the current ensemble
+        # (LightGBM starts it from the ensemble's predictions and merges the trees).
+        params = self._lgb_params()
+        train_set = lgb.Dataset(features, label=targets, params=params)
+        booster = lgb.train(params, train_set, num_boost_round=trees, init_model=booster,
+                            keep_training_booster=True)
+        self._train_features = features
+        return booster
 
     def _can_continue_in_place(self, features: np.ndarray) -> bool:
         """Whether ``booster_`` still holds a training set built from exactly ``features``."""

@@ -4,9 +4,13 @@ mixture density network, and an adapter for normalizing flows from ``zuko``.
 All three standardize states and actions internally (weighted means and standard deviations)
 and correct ``log_prob`` by the Jacobian of the action standardization,
 ``log p(a|s) = log p_z(z|s) - sum_k log sd_k``, so densities are w.r.t. Lebesgue measure on
-``R^m`` in the user's units. Training: Adam on the (weighted) negative log-likelihood,
-mini-batches, early stopping on a held-out share of rows (``validation_fraction``), best
-weights restored; one torch thread; ``random_state`` seeds initial weights and shuffles.
+``R^m`` in the user's units. Training: ``torch.optim.Adam`` on the (weighted) negative
+log-likelihood (gradients by autograd; the mixture's density is a
+``torch.distributions.MixtureSameFamily`` of diagonal normals), mini-batches, early stopping on a
+held-out share of rows (``validation_fraction``), best weights restored; one torch thread;
+``random_state`` seeds initial weights (the global torch RNG is left as it was) and shuffles.
+``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``) is where training runs; the fitted
+module is kept on CPU in float64.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import numbers
 import numpy as np
 
 from .._checks import check_random_state
-from .nn import _fresh_seed, _import_torch, _torch_threads
-from ..densities import ConditionalDensity, _check_n
+from .torch_training import fresh_seed, import_torch, make_optimizer, resolve_device, torch_threads, training_session
+from ..densities import ConditionalDensity, check_n_samples
 
 __all__ = ["MixtureDensityNetwork", "MLPGaussianDensity", "FlowDensity"]
 
@@ -44,36 +48,48 @@ class _TorchDensity(ConditionalDensity):
         self.action_scale_ = np.where(sd > 0, sd, 1.0)
         return (X - self.state_mean_) / self.state_scale_, (A - self.action_mean_) / self.action_scale_
 
-    def _train(self, Xs, As, w):
-        torch = _import_torch()
+    def _fit_module(self, build, Xs, As, w):
+        """Build (``build()``, seeded from ``random_state`` without touching the global torch RNG)
+        and train ``self.module_`` on ``device``; keep it on CPU in float64."""
+        torch = import_torch()
+        device = resolve_device(self.device)
+        cuda = [device.index or 0] if device.type == "cuda" else []
+        with training_session(device), torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(fresh_seed(self.random_state))
+            self.module_ = build().to(device)
+            self._train(Xs, As, w, device)
+        self.module_ = self.module_.to("cpu").double()
+
+    def _train(self, Xs, As, w, device):
+        torch = import_torch()
         n = Xs.shape[0]
-        seed = _fresh_seed(self.random_state)
+        seed = fresh_seed(self.random_state)
         rng = np.random.default_rng(seed)
         n_val = int(round(float(self.validation_fraction or 0.0) * n))
         perm = rng.permutation(n)
         val, train = (perm[:n_val], perm[n_val:]) if n_val >= 1 and n - n_val >= 2 else (perm[:0], perm)
-        Xt = torch.as_tensor(Xs, dtype=torch.float32)
-        At = torch.as_tensor(As, dtype=torch.float32)
-        Wt = torch.as_tensor(w, dtype=torch.float32)
-        optim = torch.optim.Adam(self.module_.parameters(), lr=float(self.learning_rate),
-                                 weight_decay=float(self.weight_decay))
+        Xt = torch.as_tensor(Xs, dtype=torch.float32, device=device)
+        At = torch.as_tensor(As, dtype=torch.float32, device=device)
+        Wt = torch.as_tensor(w, dtype=torch.float32, device=device)
+        optim = make_optimizer("adam", self.module_.parameters(), lr=float(self.learning_rate),
+                               weight_decay=float(self.weight_decay))
         batch = max(1, min(int(self.batch_size), train.size))
         best, best_state, stall = np.inf, None, 0
         self.loss_curve_, self.validation_curve_ = [], []
         for _ in range(int(self.max_epochs)):
-            order = train[rng.permutation(train.size)]
-            total = 0.0
-            for start in range(0, order.size, batch):
-                idx = torch.as_tensor(order[start:start + batch])
+            order = torch.as_tensor(train[rng.permutation(train.size)], device=device)
+            total = torch.zeros((), dtype=torch.float64, device=device)
+            for start in range(0, order.numel(), batch):
+                idx = order[start:start + batch]
                 loss = torch.sum(Wt[idx] * self._nll(Xt[idx], At[idx])) / torch.sum(Wt[idx])
                 optim.zero_grad()
                 loss.backward()
                 optim.step()
-                total += float(loss.detach()) * idx.numel()
-            self.loss_curve_.append(total / order.size)
+                total += loss.detach() * idx.numel()
+            self.loss_curve_.append(float(total) / order.numel())
             if val.size:
                 with torch.no_grad():
-                    vi = torch.as_tensor(val)
+                    vi = torch.as_tensor(val, device=device)
                     vloss = float(torch.sum(Wt[vi] * self._nll(Xt[vi], At[vi])) / torch.sum(Wt[vi]))
                 self.validation_curve_.append(vloss)
                 if vloss < best - 1e-6:
@@ -108,6 +124,8 @@ class MixtureDensityNetwork(_TorchDensity):
     min_scale : float
         Lower bound on the component scales, in standardized units.
     random_state : int or None
+    device : {"cpu", "cuda", "cuda:N", "auto"}, default="cpu"
+        Where the network trains (module docstring); the fitted module is kept on CPU.
 
     Attributes
     ----------
@@ -118,7 +136,7 @@ class MixtureDensityNetwork(_TorchDensity):
 
     def __init__(self, n_components=5, hidden_layer_sizes=(64, 64), activation="tanh", max_epochs=200,
                  batch_size=256, learning_rate=3e-3, weight_decay=0.0, validation_fraction=0.1,
-                 n_iter_no_change=15, min_scale=1e-3, random_state=None):
+                 n_iter_no_change=15, min_scale=1e-3, random_state=None, device="cpu"):
         self.n_components = n_components
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -130,6 +148,7 @@ class MixtureDensityNetwork(_TorchDensity):
         self.n_iter_no_change = n_iter_no_change
         self.min_scale = min_scale
         self.random_state = random_state
+        self.device = device
 
     _state_dependent_scale = True
 
@@ -140,7 +159,7 @@ class MixtureDensityNetwork(_TorchDensity):
         return int(C)
 
     def _build(self, d, m):
-        torch = _import_torch()
+        torch = import_torch()
         nn = torch.nn
         act = {"tanh": nn.Tanh, "relu": nn.ReLU}.get(self.activation)
         if act is None:
@@ -158,7 +177,7 @@ class MixtureDensityNetwork(_TorchDensity):
 
     def _params(self, Xt):
         """(log_w (n, C), means (n, C, m), log_sd (n, C, m)) in standardized units."""
-        torch = _import_torch()
+        torch = import_torch()
         C, m = self._components(), self.action_dim_
         out = self.module_(Xt)
         log_w = torch.log_softmax(out[:, :C], dim=1)
@@ -171,27 +190,23 @@ class MixtureDensityNetwork(_TorchDensity):
         return log_w, means, log_sd
 
     def _nll(self, Xt, At):
-        torch = _import_torch()
+        D = import_torch().distributions
         log_w, means, log_sd = self._params(Xt)
-        z = (At[:, None, :] - means) * torch.exp(-log_sd)
-        comp = torch.sum(-0.5 * z * z - log_sd, dim=2) - 0.5 * self.action_dim_ * float(np.log(2 * np.pi))
-        return -torch.logsumexp(log_w + comp, dim=1)
+        components = D.Independent(D.Normal(means, log_sd.exp(), validate_args=False), 1, validate_args=False)
+        mixture = D.MixtureSameFamily(D.Categorical(logits=log_w, validate_args=False), components,
+                                      validate_args=False)
+        return -mixture.log_prob(At)
 
     def fit(self, states, actions, sample_weight=None):
         X, A, w = self._validate_fit(states, actions, sample_weight)
         Xs, As = self._standardize(X, A, w)
-        with _torch_threads(1):
-            torch = _import_torch()
-            torch.manual_seed(_fresh_seed(self.random_state))
-            self.module_ = self._build(X.shape[1], A.shape[1])
-            self._train(Xs, As, w)
-            self.module_ = self.module_.double()
+        self._fit_module(lambda: self._build(X.shape[1], A.shape[1]), Xs, As, w)
         return self
 
     def gaussian_mixture(self, states):
         X = self._validate_states(states)
-        torch = _import_torch()
-        with _torch_threads(1), torch.no_grad():
+        torch = import_torch()
+        with torch_threads(1), torch.no_grad():
             Xt = torch.as_tensor((X - self.state_mean_) / self.state_scale_, dtype=torch.float64)
             log_w, means, log_sd = (t.numpy() for t in self._params(Xt))
         means = self.action_mean_ + self.action_scale_ * means
@@ -205,7 +220,7 @@ class MLPGaussianDensity(MixtureDensityNetwork):
 
     def __init__(self, hidden_layer_sizes=(64, 64), heteroscedastic=True, activation="tanh", max_epochs=200,
                  batch_size=256, learning_rate=3e-3, weight_decay=0.0, validation_fraction=0.1, n_iter_no_change=15,
-                 min_scale=1e-3, random_state=None):
+                 min_scale=1e-3, random_state=None, device="cpu"):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.heteroscedastic = heteroscedastic
         self.activation = activation
@@ -217,6 +232,7 @@ class MLPGaussianDensity(MixtureDensityNetwork):
         self.n_iter_no_change = n_iter_no_change
         self.min_scale = min_scale
         self.random_state = random_state
+        self.device = device
 
     n_components = 1
 
@@ -236,12 +252,12 @@ class FlowDensity(_TorchDensity):
     transforms : int
     hidden_features : tuple of int
     max_epochs, batch_size, learning_rate, weight_decay, validation_fraction, n_iter_no_change,
-    random_state : as :class:`MixtureDensityNetwork`.
+    random_state, device : as :class:`MixtureDensityNetwork`.
     """
 
     def __init__(self, flow="NSF", transforms=3, hidden_features=(64, 64), max_epochs=200, batch_size=256,
                  learning_rate=1e-3, weight_decay=0.0, validation_fraction=0.1, n_iter_no_change=15,
-                 random_state=None):
+                 random_state=None, device="cpu"):
         self.flow = flow
         self.transforms = transforms
         self.hidden_features = hidden_features
@@ -252,6 +268,7 @@ class FlowDensity(_TorchDensity):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.random_state = random_state
+        self.device = device
 
     @staticmethod
     def _zuko():
@@ -272,19 +289,14 @@ class FlowDensity(_TorchDensity):
         if builder is None:
             raise ValueError(f"flow must name a class of zuko.flows (e.g. 'NSF', 'MAF'), got {self.flow!r}")
         Xs, As = self._standardize(X, A, w)
-        with _torch_threads(1):
-            torch = _import_torch()
-            torch.manual_seed(_fresh_seed(self.random_state))
-            self.module_ = builder(features=A.shape[1], context=X.shape[1], transforms=int(self.transforms),
-                                   hidden_features=list(_hidden(self.hidden_features)))
-            self._train(Xs, As, w)
-            self.module_ = self.module_.double()
+        self._fit_module(lambda: builder(features=A.shape[1], context=X.shape[1], transforms=int(self.transforms),
+                                         hidden_features=list(_hidden(self.hidden_features))), Xs, As, w)
         return self
 
     def log_prob(self, states, actions):
         X, A = self._validate_query(states, actions)
-        torch = _import_torch()
-        with _torch_threads(1), torch.no_grad():
+        torch = import_torch()
+        with torch_threads(1), torch.no_grad():
             Xt = torch.as_tensor((X - self.state_mean_) / self.state_scale_, dtype=torch.float64)
             At = torch.as_tensor((A - self.action_mean_) / self.action_scale_, dtype=torch.float64)
             out = self.module_(Xt).log_prob(At).numpy()
@@ -292,10 +304,10 @@ class FlowDensity(_TorchDensity):
 
     def sample(self, states, n_samples=1, random_state=None):
         X = self._validate_states(states)
-        J = _check_n(n_samples)
-        torch = _import_torch()
+        J = check_n_samples(n_samples)
+        torch = import_torch()
         seed = int(check_random_state(random_state).integers(0, 2**31 - 1))
-        with _torch_threads(1), torch.no_grad(), torch.random.fork_rng():
+        with torch_threads(1), torch.no_grad(), torch.random.fork_rng():
             torch.manual_seed(seed)
             Xt = torch.as_tensor((X - self.state_mean_) / self.state_scale_, dtype=torch.float64)
             z = self.module_(Xt).sample((J,)).numpy()  # (J, n, m)
