@@ -34,6 +34,11 @@ Estimation (the specification's settings are the defaults):
    ``c_i (-alpha log pi_hat(a+|s'_i) + W(s'_i))``, 200 epochs of Adagrad (lr 1e-3, batch 256).
 4. ``r_hat = Q_hat - gamma h``.
 
+Fidelity: checked step by step against the specification (docs/benchmarks.md, "DeepPQR
+fidelity"); on a tabular population case the fit reaches the closed-form ``W`` and the true
+reward (``tests/test_baselines.py``). The specification leaves open whether the optimizer state
+persists across iterations (here: it does, with the network).
+
 Implementation: the networks are :class:`genpqr.models.torch_modules.MLP` trained by autograd and
 ``torch.optim.Adagrad`` with its defaults, on ``device``; whole data sets live in tensors and
 mini-batches are slices of a per-epoch permutation. Training runs on one torch thread (restored
