@@ -19,7 +19,7 @@ import argparse
 
 import numpy as np
 
-from genpqr.baselines._base import fit_stage1
+from genpqr.baselines import fit_stage1
 from genpqr.envs.synthetic import make_synthetic_data
 from genpqr.experiments.methods import METHODS, PAPER_CLIP, stage1_model
 
