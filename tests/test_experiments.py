@@ -7,6 +7,7 @@ with fake methods (an estimator that returns the true reward plus noise).
 import csv
 import json
 from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -299,3 +300,28 @@ def test_dask_runner_on_worker_processes_writes_the_joblib_results(tmp_path):
     assert str(os.getpid()) not in pids  # the tasks ran in the worker processes
     with pytest.raises(ValueError, match="backend='dask' only"):
         run_experiment(_fake_config(), [0], tmp_path / "x", methods=registry, client=client)
+
+
+def test_min_updates_per_iteration_scales_the_fqe_epochs_to_the_sample_size():
+    """Experiment 1's GenPQR rows run >= 32 updates per Bellman iteration: 8 epochs of 4 batches at
+    200 trajectories, 2 at 1000, the tuned 1 epoch at 2500; other experiments are untouched."""
+    sched = methods_mod.updates_schedule
+    q = {"batch_size": 512, "epochs_per_iteration": 1, "min_updates_per_iteration": 32}
+    assert [sched(q, n)["epochs_per_iteration"] for n in (2000, 10000, 25000, 100)] == [8, 2, 1, 32]
+    assert "min_updates_per_iteration" not in sched(q, 2000)
+    assert sched({"batch_size": 512, "epochs_per_iteration": 3}, 2000) == {"batch_size": 512, "epochs_per_iteration": 3}
+    assert sched({**q, "epochs_per_iteration": 10}, 2000)["epochs_per_iteration"] == 10  # a floor, not a cap
+    for bad in (0, -3, 2.5, True, "32"):
+        with pytest.raises(ValueError, match="min_updates_per_iteration"):
+            sched({**q, "min_updates_per_iteration": bad}, 2000)
+    exp1 = EXPERIMENTS["exp1"]
+    for name in ("GenPQR (AIRL, NN)", "GenPQR (BC, NN)"):
+        opts = methods_mod.get_method(name).resolve(exp1.method_options(name))
+        assert opts["q_model"]["min_updates_per_iteration"] == 32
+        for n_traj, epochs in ((200, 8), (1000, 2), (2500, 1)):
+            data = SimpleNamespace(train=SimpleNamespace(n=10 * n_traj))  # 10 steps per trajectory
+            if name == "GenPQR (BC, NN)":
+                est = methods_mod.build_genpqr_nn(data, 0, opts)
+                assert est.q_model.epochs_per_iteration == epochs and est.q_model.batch_size == 512
+    for other in ("exp2", "many-actions"):
+        assert EXPERIMENTS[other].options == {}

@@ -152,6 +152,15 @@ _NN_FQE = ("GenPQR: neural FQE with our default schedule (dueling MLP (128, 128)
 _ORACLE = ("'Linear reward (supervised oracle)' regresses the logged (noisy true) rewards: it sees rewards no IRL "
            "method may use, so it is a reference, not a competitor (absent from the paper's table)")
 
+#: Experiment 1 spans 200 to 2,500 trajectories: its GenPQR rows run at least this many Adam updates per
+#: Bellman iteration (``min_updates_per_iteration``; genpqr.experiments.methods.updates_schedule), so the
+#: 1-epoch default (49 updates at 2,500 trajectories, 4 at 200) does not leave the small-sample FQE
+#: unconverged (docs/benchmarks.md, "Stage-2 updates at 200 trajectories").
+EXP1_MIN_UPDATES = 32
+_EXP1_UPDATES = (f"GenPQR rows of this experiment: at least {EXP1_MIN_UPDATES} mini-batch updates per Bellman "
+                 "iteration (epochs = max(1, ceil(32 / batches per epoch)): 8 epochs at 200 trajectories, 2 at 1000, "
+                 "1 at 2500)")
+
 EXPERIMENTS: dict[str, ExperimentConfig] = {
     "exp1": ExperimentConfig(
         name="exp1",
@@ -159,8 +168,10 @@ EXPERIMENTS: dict[str, ExperimentConfig] = {
         methods=("DeepPQR (AIRL)", "GenPQR (AIRL, NN)", "DeepPQR", "GenPQR (BC, NN)"),
         layout="matched",
         description="Experiment 1: matched DeepPQR vs GenPQR comparison (anchor normalization, r(s, 0) = 0)",
-        notes=(_SHARED, _NN_FQE,
+        notes=(_SHARED, _NN_FQE, _EXP1_UPDATES,
                "anchor count: training rows with the anchor action, the sample of DeepPQR's anchor-Q step"),
+        options={m: {"q_model": {"min_updates_per_iteration": EXP1_MIN_UPDATES}}
+                 for m in ("GenPQR (AIRL, NN)", "GenPQR (BC, NN)")},
     ),
     "exp2": ExperimentConfig(
         name="exp2",

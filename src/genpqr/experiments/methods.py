@@ -55,7 +55,7 @@ import numpy as np
 from .. import metrics
 
 __all__ = ["Method", "METHODS", "register", "get_method", "merge_options", "build_genpqr_nn", "build_genpqr_gbt",
-           "build_genpqr_lstd", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
+           "build_genpqr_lstd", "updates_schedule", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
            "PAPER_CLIP", "GAMMA", "ANCHOR"]
 
 #: Probability clip bounds of every fitted policy in the paper.
@@ -209,11 +209,40 @@ def _genpqr(data, seed, options, q_model):
                   **options.get("fqe", {}))
 
 
+def updates_schedule(q_options: dict, n_rows: int) -> dict:
+    """``q_options`` with ``min_updates_per_iteration`` (if present) turned into epochs.
+
+    An epoch count means a different amount of optimization at each sample size: one epoch at
+    batch 512 is 49 Adam updates on 2,500 trajectories (25,000 rows) but 4 on 200 trajectories
+    (2,000 rows). ``min_updates_per_iteration = m`` makes every Bellman iteration run at least
+    ``m`` mini-batch updates: ``epochs_per_iteration = max(epochs_per_iteration,
+    ceil(m / ceil(n_rows / batch_size)))``. The option is removed from the returned dict (the
+    Q-network has no such parameter); without it, ``q_options`` is returned unchanged.
+    """
+    out = dict(q_options)
+    m = out.pop("min_updates_per_iteration", None)
+    if m is None:
+        return out
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"options['q_model']['min_updates_per_iteration'] must be a positive integer or None, "
+                         f"got {m!r}")
+    n_rows = int(n_rows)
+    if n_rows < 1:
+        raise ValueError(f"n_rows must be a positive integer, got {n_rows}")
+    per_epoch = -(-n_rows // min(int(out.get("batch_size", 256)), n_rows))
+    epochs = out.get("epochs_per_iteration", 4)
+    out["epochs_per_iteration"] = max(int(epochs), -(-int(m) // per_epoch))
+    return out
+
+
 def build_genpqr_nn(data, seed: int, options: dict):
-    """GenPQR with behaviour cloning and neural FQE (dueling Q-network, warm-started)."""
+    """GenPQR with behaviour cloning and neural FQE (dueling Q-network, warm-started); the
+    ``q_model`` option ``min_updates_per_iteration`` scales the epochs to the training rows
+    (:func:`updates_schedule`)."""
     from ..models.nn import DuelingQNetwork
 
-    return _genpqr(data, seed, options, DuelingQNetwork(random_state=seed, **_tuples(options.get("q_model", {}))))
+    q_options = updates_schedule(_tuples(options.get("q_model", {})), data.train.n)
+    return _genpqr(data, seed, options, DuelingQNetwork(random_state=seed, **q_options))
 
 
 def build_genpqr_gbt(data, seed: int, options: dict):
