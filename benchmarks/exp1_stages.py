@@ -57,8 +57,8 @@ def main(n_train, shift, seeds, kinds, airl_kw, q_kw):
                 pol = AIRL(transition=d.env.transition, random_state=seed, **airl_kw).fit(d.train)
             lp, lpn = clipped_log(pol.predict_proba(S)), clipped_log(pol.predict_proba(d.env.transition(S, A)))
             plug = lp[rows, A] - 10 * lp[:, 0] + 9 * lpn[:, 0]
-            est = GenPQR(normalization=M._anchor(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
-                         q_model=DuelingQNetwork(random_state=seed, **M._tuples(opts["q_model"])),
+            est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
+                         q_model=DuelingQNetwork(random_state=seed, **M.layer_tuples(opts["q_model"])),
                          clip=M.PAPER_CLIP, random_state=seed, progress=False, **opts["fqe"]).fit(d.train)
             r = est.reward(S, A)
             row = (np.mean((r - truth) ** 2), np.corrcoef(r, truth)[0, 1], np.mean((plug - truth) ** 2),

@@ -323,5 +323,28 @@ def test_min_updates_per_iteration_scales_the_fqe_epochs_to_the_sample_size():
             if name == "GenPQR (BC, NN)":
                 est = methods_mod.build_genpqr_nn(data, 0, opts)
                 assert est.q_model.epochs_per_iteration == epochs and est.q_model.batch_size == 512
-    for other in ("exp2", "many-actions"):
-        assert EXPERIMENTS[other].options == {}
+    assert EXPERIMENTS["exp2"].options == {}
+    assert all("min_updates_per_iteration" not in o.get("q_model", {})
+               for o in EXPERIMENTS["many-actions"].options.values())
+
+
+def test_many_actions_bc_rows_share_a_weight_decayed_policy_and_genpqr_runs_4_fqe_epochs():
+    """Many actions: both BC rows fit the identical (weight-decayed) behaviour cloning; GenPQR (BC, NN)
+    runs 16 Bellman iterations x 4 epochs; the AIRL rows and the other experiments keep the defaults."""
+    many = EXPERIMENTS["many-actions"]
+    data = SimpleNamespace(train=SimpleNamespace(n=25000))
+    opts = {m: methods_mod.get_method(m).resolve(many.method_options(m)) for m in many.methods}
+    assert opts["DeepPQR"]["bc"] == opts["GenPQR (BC, NN)"]["bc"] == {**methods_mod.BC_DEFAULTS, "weight_decay": 1e-3}
+    for name in ("DeepPQR", "GenPQR (BC, NN)"):
+        policy = methods_mod.behaviour_cloning(7, opts[name])
+        assert policy.weight_decay == 1e-3 and policy.max_epochs == 40 and policy.random_state == 7
+    est = methods_mod.build_genpqr_nn(data, 0, opts["GenPQR (BC, NN)"])
+    assert est.q_model.epochs_per_iteration == 4 and est.q_model.batch_size == 512 and est.n_iterations == 16
+    assert est.policy_model.weight_decay == 1e-3
+    for name in ("DeepPQR (AIRL)", "GenPQR (AIRL, NN)"):
+        assert many.method_options(name) == {} and "bc" not in opts[name]
+    exp1_bc = methods_mod.get_method("GenPQR (BC, NN)").resolve(EXPERIMENTS["exp1"].method_options("GenPQR (BC, NN)"))
+    assert exp1_bc["bc"] == methods_mod.BC_DEFAULTS and "weight_decay" not in methods_mod.BC_DEFAULTS
+    tiny = get_config("many-actions", tiny=True)
+    tiny_opts = methods_mod.get_method("GenPQR (BC, NN)").resolve(tiny.method_options("GenPQR (BC, NN)"), tiny=True)
+    assert tiny_opts["bc"]["weight_decay"] == 1e-3 and tiny_opts["bc"]["max_epochs"] == 2

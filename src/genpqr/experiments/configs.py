@@ -161,6 +161,18 @@ _EXP1_UPDATES = (f"GenPQR rows of this experiment: at least {EXP1_MIN_UPDATES} m
                  "iteration (epochs = max(1, ceil(32 / batches per epoch)): 8 epochs at 200 trajectories, 2 at 1000, "
                  "1 at 2500)")
 
+#: Many actions: with 40 actions each action's Q-head sees 1/40 of the rows and log pi_hat(0|s) enters the
+#: reward with weight 10 (``-10 e_0(s) + 9 e_0(s')``), so both stages need more care than at |A| = 5
+#: (docs/benchmarks.md, "Many actions: behaviour-cloning weight decay and FQE epochs"): behaviour cloning
+#: with L2 weight decay (a smoother log pi_hat(0|.); it also has the lowest held-out NLL of the variants
+#: tried) shared by both BC rows, and 4 epochs per Bellman iteration for GenPQR's FQE.
+MANY_ACTIONS_BC_WEIGHT_DECAY = 1e-3
+MANY_ACTIONS_FQE_EPOCHS = 4
+_MANY_BC = {"bc": {"weight_decay": MANY_ACTIONS_BC_WEIGHT_DECAY}}
+_MANY_NOTE = (f"BC rows of this experiment: behaviour cloning with weight decay {MANY_ACTIONS_BC_WEIGHT_DECAY:g} "
+              f"(shared by DeepPQR and GenPQR); GenPQR (BC, NN): {MANY_ACTIONS_FQE_EPOCHS} epochs per Bellman "
+              "iteration (16 x 4)")
+
 EXPERIMENTS: dict[str, ExperimentConfig] = {
     "exp1": ExperimentConfig(
         name="exp1",
@@ -194,7 +206,9 @@ EXPERIMENTS: dict[str, ExperimentConfig] = {
         description="Many actions: 2500 trajectories, shift 0, |A| = 5, 10, 20, 40",
         notes=(_SHARED, _NN_FQE,
                "the sample size is fixed, so DeepPQR's anchor sample shrinks with |A| while GenPQR's Q-evaluation "
-               "uses every row"),
+               "uses every row", _MANY_NOTE),
+        options={"DeepPQR": _MANY_BC,
+                 "GenPQR (BC, NN)": {**_MANY_BC, "q_model": {"epochs_per_iteration": MANY_ACTIONS_FQE_EPOCHS}}},
     ),
 }
 

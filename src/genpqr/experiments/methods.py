@@ -164,7 +164,8 @@ def _warning_text(caught) -> str:
 
 
 # ------------------------------------------------------------------------------ builders
-def _anchor():
+def anchor_normalization():
+    """The benchmark's normalization: anchor action ``ANCHOR`` with ``g = 0``."""
     from ..normalization import anchor_action
 
     return anchor_action(ANCHOR)
@@ -174,7 +175,7 @@ def behaviour_cloning(seed: int, options: dict):
     """The shared stage-1 model: ``MLPClassifier(random_state=seed, **options["bc"])``."""
     from ..models.nn import MLPClassifier
 
-    return MLPClassifier(random_state=seed, **_tuples(options.get("bc", {})))
+    return MLPClassifier(random_state=seed, **layer_tuples(options.get("bc", {})))
 
 
 def airl_policy(data, seed: int, options: dict):
@@ -182,7 +183,7 @@ def airl_policy(data, seed: int, options: dict):
     (``AIRL(transition=env.transition, random_state=seed, **options["airl"])``)."""
     from ..baselines.airl import AIRL
 
-    return AIRL(transition=data.env.transition, random_state=seed, **_tuples(options.get("airl", {})))
+    return AIRL(transition=data.env.transition, random_state=seed, **layer_tuples(options.get("airl", {})))
 
 
 def stage1_model(data, seed: int, options: dict):
@@ -196,7 +197,7 @@ def stage1_model(data, seed: int, options: dict):
     raise ValueError(f"options['policy']['kind'] must be 'bc' or 'airl', got {kind!r}")
 
 
-def _tuples(kwargs: dict) -> dict:
+def layer_tuples(kwargs: dict) -> dict:
     """JSON turns tuples into lists; layer sizes go back to tuples."""
     return {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
 
@@ -204,7 +205,7 @@ def _tuples(kwargs: dict) -> dict:
 def _genpqr(data, seed, options, q_model):
     from ..estimator import GenPQR
 
-    return GenPQR(normalization=_anchor(), gamma=GAMMA, policy_model=stage1_model(data, seed, options),
+    return GenPQR(normalization=anchor_normalization(), gamma=GAMMA, policy_model=stage1_model(data, seed, options),
                   q_model=q_model, clip=PAPER_CLIP, random_state=seed, progress=False,
                   **options.get("fqe", {}))
 
@@ -241,7 +242,7 @@ def build_genpqr_nn(data, seed: int, options: dict):
     (:func:`updates_schedule`)."""
     from ..models.nn import DuelingQNetwork
 
-    q_options = updates_schedule(_tuples(options.get("q_model", {})), data.train.n)
+    q_options = updates_schedule(layer_tuples(options.get("q_model", {})), data.train.n)
     return _genpqr(data, seed, options, DuelingQNetwork(random_state=seed, **q_options))
 
 
@@ -280,15 +281,15 @@ def build_deeppqr(data, seed: int, options: dict):
     """DeepPQR (Geng et al. 2020) on the shared behaviour-cloning estimate."""
     from ..baselines import DeepPQR
 
-    return DeepPQR(normalization=_anchor(), gamma=GAMMA, policy_model=stage1_model(data, seed, options),
-                   clip=PAPER_CLIP, random_state=seed, **_tuples(options.get("estimator", {})))
+    return DeepPQR(normalization=anchor_normalization(), gamma=GAMMA, policy_model=stage1_model(data, seed, options),
+                   clip=PAPER_CLIP, random_state=seed, **layer_tuples(options.get("estimator", {})))
 
 
 def build_log_policy(data, seed: int, options: dict):
     """Log-policy pseudo-reward ``log pi_hat(a|s) - g(s)`` on the shared behaviour-cloning estimate."""
     from ..baselines import LogPolicyReward
 
-    return LogPolicyReward(policy_model=stage1_model(data, seed, options), clip=PAPER_CLIP, normalization=_anchor(),
+    return LogPolicyReward(policy_model=stage1_model(data, seed, options), clip=PAPER_CLIP, normalization=anchor_normalization(),
                            random_state=seed, **options.get("estimator", {}))
 
 
@@ -301,7 +302,7 @@ def build_maxent(data, seed: int, options: dict):
     """Neural MaxEnt-IRL: softmax-Q MLP (128, 128); its logits are reported as the reward."""
     from ..baselines.maxent import MaxEntIRL
 
-    return MaxEntIRL(random_state=seed, **_tuples(options.get("estimator", {})))
+    return MaxEntIRL(random_state=seed, **layer_tuples(options.get("estimator", {})))
 
 
 def build_linear_oracle(data, seed: int, options: dict):
