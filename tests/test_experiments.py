@@ -348,3 +348,19 @@ def test_many_actions_bc_rows_share_a_weight_decayed_policy_and_genpqr_runs_4_fq
     tiny = get_config("many-actions", tiny=True)
     tiny_opts = methods_mod.get_method("GenPQR (BC, NN)").resolve(tiny.method_options("GenPQR (BC, NN)"), tiny=True)
     assert tiny_opts["bc"]["weight_decay"] == 1e-3 and tiny_opts["bc"]["max_epochs"] == 2
+
+
+def test_default_path_method_settings_and_tiny_run():
+    """'GenPQR (default path)': behaviour cloning with weight decay 1e-3 and 10 epochs (the
+    specification's otherwise), then the LSTD fixed point in splines + 100 random Fourier
+    features; a tiny run gives finite metrics."""
+    pytest.importorskip("torch")
+    from genpqr.envs import make_synthetic_data
+    from genpqr.experiments.methods import BC_DEFAULTS, get_method
+
+    method = get_method("GenPQR (default path)")
+    options = method.resolve()
+    assert options["bc"] == {**BC_DEFAULTS, "weight_decay": 1e-3, "max_epochs": 10}
+    assert options["q_model"] == {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}
+    row = method(make_synthetic_data(0, 40, n_test=20), 0, method.resolve(tiny=True))
+    assert np.isfinite(row["reward_mse"]) and np.isfinite(row["reward_corr"]) and row["fit_time"] > 0

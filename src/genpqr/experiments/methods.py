@@ -355,6 +355,14 @@ GENPQR_LSTD_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "q_model": {"features": "splin
 GENPQR_LSTD_RFF = {**_BC, "bc": BC_DEFAULTS,
                    "q_model": {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}}
 
+#: The fast default path of Experiment 2: behaviour cloning with weight decay 1e-3 for 10 epochs
+#: (weight decay lowers the held-out policy log loss, and with it 10 epochs are as good as 40: the
+#: choice needs no true reward; a smoother log pi_hat(anchor|.) also cancels in the reward's
+#: -10 log pi(0|s) + 9 log pi(0|s') terms), then the closed-form LSTD fixed point in splines and
+#: 100 random Fourier features (docs/benchmarks.md, "The default path of Experiment 2").
+GENPQR_DEFAULT_PATH = {**_BC, "bc": {**BC_DEFAULTS, "weight_decay": 1e-3, "max_epochs": 10},
+                       "q_model": {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}}
+
 
 def _with_airl(defaults: dict) -> dict:
     """The same method on the AIRL policy estimate (the ``bc`` group is dropped)."""
@@ -405,6 +413,8 @@ for _name, _build, _defaults, _tiny_opts, _preload in (
     register(Method(airl_name, _build, defaults=_with_airl(_defaults), tiny=merge_options(_TINY_AIRL, _tiny_opts),
                     preload=_preload))
 
+register(Method("GenPQR (default path)", build_genpqr_lstd, defaults=GENPQR_DEFAULT_PATH,
+                tiny=merge_options(_TINY_BC, {"q_model": {"n_components": 20}}), preload=_TORCH))
 register(Method("AIRL state reward", build_airl_reward, defaults=_AIRL, tiny=_TINY_AIRL, preload=_TORCH))
 register(Method("MaxEnt-IRL", build_maxent, defaults={"estimator": {}}, preload=_TORCH,
                 tiny={"estimator": {"hidden_layer_sizes": (16,), "max_epochs": 2}}))
