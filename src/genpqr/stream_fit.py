@@ -18,6 +18,15 @@ plus the sufficient statistics of stage 2.
   (``policy_prefit=True``) and a sample holding every row it equals the in-memory fit with
   the same policy (to rounding).
 
+* **Streamed FQE path** (``q_model`` a native Q-model with ``fit_q`` / ``predict_q``, e.g.
+  :class:`genpqr.models.qnetwork.DuelingQNetwork`): stage 1 as in the closed-form path; then
+  each of ``n_iterations`` Bellman iterations is one pass over the chunks, each chunk's targets
+  computed with a frozen copy of the previous iteration's model (``Q_0 = 0``) and ``fit_q``
+  called on that chunk alone (mini-batch SGD over the dataset for a model that keeps its
+  optimizer state), plus one last pass for the diagnostics (:mod:`genpqr.stream_fqe`).
+  Memory: one chunk plus three copies of the model. With one chunk it equals the in-memory
+  FQE fit with the same prefitted policy.
+
 The per-pass work is in :mod:`genpqr.stream_stats` and the steps on the summed statistics in
 :mod:`genpqr.stream_steps`; :func:`genpqr.distributed.fit_dask` runs the same passes per
 partition on a Dask cluster.
@@ -25,9 +34,10 @@ partition on a Dask cluster.
 The result is an ordinary fitted :class:`genpqr.GenPQR` without training data (like a model
 saved with ``include_data=False``): it predicts, gives ``reward_table`` (tabular path),
 ``summary``, and saves / loads; ``renormalize`` and bootstraps need the in-memory fit.
-Not supported out of core (clear errors): ``cross_fit``, FQE regressors (``q_model`` other
-than ``"exact"`` / ``"lstd"`` / ``LSTDQ``), normalizations whose ``g`` is estimated from
-data (``behavior``-type outcome or value offsets), callable ``transition_model``.
+Not supported out of core (clear errors): ``cross_fit``, FQE regressors without ``fit_q`` /
+``predict_q`` (sklearn regressors), ``validation_fraction`` with streamed FQE, normalizations
+whose ``g`` is estimated from data (``behavior``-type outcome or value offsets), callable
+``transition_model``.
 """
 
 from __future__ import annotations
@@ -56,7 +66,10 @@ def fit_parquet(estimator, path, *, episode: str, time: str, state, action: str,
     ----------
     estimator : GenPQR
         Its parameters configure the fit (a new estimator is returned; the argument is not modified).
-        ``q_model="exact"`` (tabular path) or ``"lstd"`` / :class:`~genpqr.lstd.LSTDQ`.
+        ``q_model="exact"`` (tabular path), ``"lstd"`` / :class:`~genpqr.lstd.LSTDQ` (closed form)
+        or a native Q-model with ``fit_q(states, actions, targets, n_actions)`` and
+        ``predict_q(states)`` (streamed FQE: ``n_iterations`` passes, ``fit_q`` on one chunk at a
+        time, ``tol`` stops early as in :class:`genpqr.qeval.FQE`).
     path : str or Path
         A Parquet file or a folder of Parquet files, sorted by ``episode``
         (:mod:`genpqr.stream` states the requirement; a violation raises ``ValueError``).
@@ -68,27 +81,28 @@ def fit_parquet(estimator, path, *, episode: str, time: str, state, action: str,
     chunk_rows : int
         Rows per chunk.
     sample_rows : int
-        Closed-form path: size of the stage-1 random sample.
+        Closed-form and FQE paths: size of the stage-1 random sample.
     keep_last, time_gaps : as in :func:`genpqr.data.from_pandas`.
     progress : bool or None
-        tqdm bars in rows/s (None: only on a terminal).
+        tqdm bars in rows/s, and one over the FQE iterations (None: only on a terminal).
 
     Returns
     -------
     GenPQR
         Fitted (without ``training_data_``).
     """
-    est = clone_estimator(estimator)
+    est = clone_estimator(estimator, fqe=True)
     check_sample_rows(sample_rows)
     source = ParquetSource(path, episode=episode, time=time, state=state, action=action, terminated=terminated,
                            truncated=truncated, chunk_rows=chunk_rows, keep_last=keep_last, time_gaps=time_gaps)
     labels = source.action_labels(progress) if action_labels is None else np.asarray(action_labels)
     start(est, ActionEncoder(labels), len(source.state))
-    if path_kind(est) == "exact":
+    kind = path_kind(est, fqe=True)
+    if kind == "exact":
         from .stream_tabular import fit_tabular
 
         return fit_tabular(est, source, progress)
-    return _fit_closed_form(est, source, int(sample_rows), progress)
+    return _fit_closed_form(est, source, int(sample_rows), progress, fqe=kind == "fqe")
 
 
 def check_sample_rows(sample_rows) -> None:
@@ -96,14 +110,33 @@ def check_sample_rows(sample_rows) -> None:
         raise ValueError(f"sample_rows must be a positive int, got {sample_rows!r}")
 
 
-def _fit_closed_form(est, source, sample_rows, progress):
+def _fit_closed_form(est, source, sample_rows, progress, fqe=False):
+    """Stage 1 on the random sample, then stage 2 by LSTD statistics or streamed FQE (``fqe``)."""
     labels = est.encoder_.labels
-    probability = min(1.0, sample_rows / max(source.count_rows(), 1))
-    sample = sample_pass(source, labels, probability, RowDraws(est.random_state), progress=progress)
-    if sample is None:
-        raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
+    sample = None
+    if not (fqe and est.policy_prefit):  # streamed FQE uses the sample only to fit stage 1
+        probability = min(1.0, sample_rows / max(source.count_rows(), 1))
+        sample = sample_pass(source, labels, probability, RowDraws(est.random_state), progress=progress)
+        if sample is None:
+            raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
     policy = sample_policy(est, sample)
     resolve_clip(policy, est.clip, lambda: clip_pass(source, labels, policy, progress=progress).rule_inputs())
+    if fqe:
+        return _finish_fqe(est, source, policy, progress)
     q_model = closed_form_model(est, sample, policy)
     part = lstd_pass(source, labels, q_model, policy, est.normalization_, est.gamma_, progress=progress)
     return finish_closed_form(est, q_model, policy, part.summary)
+
+
+def _finish_fqe(est, source, policy, progress):
+    from .stages import SampleStage2
+    from .stream_fqe import fit_streamed_fqe
+    from .stream_steps import make_diagnostics
+
+    fqe, summary = fit_streamed_fqe(est, source, policy, progress)
+    est.stage2_ = SampleStage2(fqe, est.normalization_, policy, est.normalization_.g, est.n_actions_)
+    extra = dict(bellman_residuals=list(fqe.history_.bellman_residual),
+                 target_changes=list(fqe.history_.target_change), n_iterations=fqe.n_iter_,
+                 converged=fqe.converged_, solver=fqe.solver_name_)
+    est.diagnostics_ = make_diagnostics(est, summary, extra)
+    return est

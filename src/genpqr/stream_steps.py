@@ -22,22 +22,24 @@ __all__ = ["start", "path_kind", "resolve_clip", "prefitted_policy", "sample_pol
            "finish_closed_form", "check_actions", "make_diagnostics", "clone_estimator"]
 
 
-def clone_estimator(estimator):
+def clone_estimator(estimator, fqe: bool = False):
     """A new, unfitted GenPQR with the same parameter objects (as ``fit`` uses them); TypeError
-    unless ``estimator`` is a GenPQR."""
+    unless ``estimator`` is a GenPQR. ``fqe``: a native Q-model is allowed (:func:`path_kind`)."""
     from .estimator import GenPQR
 
     if not isinstance(estimator, GenPQR):
         raise TypeError(f"estimator must be a genpqr.GenPQR, got {type(estimator).__name__}")
     est = type(estimator)(**estimator.get_params(deep=False))
-    path_kind(est)
+    path_kind(est, fqe)
     if est.cross_fit:
         raise ValueError("cross_fit is not supported out of core (it needs every row in memory); set cross_fit=None")
     return est
 
 
-def path_kind(est) -> str:
-    """``"exact"`` or ``"lstd"`` from ``est.q_model``; ValueError for an FQE regressor."""
+def path_kind(est, fqe: bool = False) -> str:
+    """``"exact"`` or ``"lstd"`` from ``est.q_model``; with ``fqe``, ``"fqe"`` for a native
+    Q-model (``fit_q`` and ``predict_q``: streamed FQE, :mod:`genpqr.stream_fqe`); ValueError
+    for any other regressor."""
     from .lstd import LSTDQ
 
     q = est.q_model
@@ -45,8 +47,18 @@ def path_kind(est) -> str:
         return q
     if isinstance(q, LSTDQ):
         return "lstd"
-    raise ValueError(f"an out-of-core fit needs q_model='exact' (tabular) or 'lstd' / an LSTDQ (closed form); got "
-                     f"{q!r}: FQE regressors need the data in memory")
+    native = hasattr(q, "fit_q") and hasattr(q, "predict_q")
+    if fqe and native:
+        if est.validation_fraction:
+            raise ValueError("validation_fraction (early stopping on held-out episodes) is not supported by the "
+                             "streamed FQE path; set validation_fraction=None")
+        return "fqe"
+    if native:
+        raise ValueError(f"q_model={q!r} (a native Q-model, streamed FQE) is supported by genpqr.stream_fit."
+                         "fit_parquet only; use q_model='exact' or 'lstd' / an LSTDQ here")
+    also = " or a native Q-model with fit_q/predict_q (streamed FQE)" if fqe else ""
+    raise ValueError(f"an out-of-core fit needs q_model='exact' (tabular) or 'lstd' / an LSTDQ (closed form){also}; "
+                     f"got q_model={q!r}, which has no fit_q/predict_q: FQE regressors need the data in memory")
 
 
 def start(est, encoder, state_dim):
