@@ -412,3 +412,27 @@ def test_streamed_fqe_refuses_a_q_model_without_fit_q(tmp_path):
         fit_parquet(GenPQR(q_model=Ridge()), folder, state="s", progress=False, **COLS)
     with pytest.raises(ValueError, match="validation_fraction"):
         fit_parquet(GenPQR(q_model=RunningCellMeans(), validation_fraction=0.2), folder, state="s", **COLS)
+
+
+def test_cli_neural_fqe_out_of_core(tmp_path, capsys):
+    """``--q-model mlp`` out of core: stage 1 on the sample, neural FQE one pass per iteration."""
+    pytest.importorskip("torch")
+    from genpqr import load
+    from genpqr.app.cli import main
+
+    frame = panel(n_episodes=60, seed=15, continuous=True)
+    path = tmp_path / "logs.parquet"
+    frame.to_parquet(path, row_group_size=100)
+    out = tmp_path / "out"
+    code = main(["fit", str(path), "--episode", "ep", "--time", "t", "--state", "x0,x1", "--action", "a",
+                 "--gamma", "0.9", "--normalization", "anchor:stay", "--q-model", "mlp", "--n-iterations", "3",
+                 "--chunk-rows", "150", "--out", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "neural FQE streamed by chunk" in printed and "fqe (out of core)" in printed
+    model = load(out / "model.joblib")
+    assert model.diagnostics_.n_iterations == 3 and np.isfinite(model.reward(np.zeros((4, 2)))).all()
+    bad = main(["fit", str(path), "--episode", "ep", "--time", "t", "--state", "x0,x1", "--action", "a",
+                "--gamma", "0.9", "--normalization", "anchor:stay", "--q-model", "hgb", "--chunk-rows", "150",
+                "--out", str(out), "--quiet"])
+    assert bad == 2 and "mlp (neural FQE streamed by chunk)" in capsys.readouterr().err

@@ -10,6 +10,8 @@ The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized 
   per state (``visits``, ``visited``, ``reward_<action>``).
 * Closed-form mode (``--q-model lstd``, the default for other states): stage 1 (``logistic``
   by default) on a random sample of ``DEFAULT_SAMPLE_ROWS`` choices, then LSTD.
+* Neural mode (``--q-model mlp``): the same stage 1, then neural FQE with one pass over the
+  chunks per Bellman iteration (:mod:`genpqr.stream_fqe`).
 
 Writes ``model.joblib``, ``rewards.csv`` (tabular mode) and ``config.json``; no HTML report
 (it reads the rows). Not available out of core (clear errors): ``--bins``, ``--features``,
@@ -47,6 +49,7 @@ class StreamFitOutputs:
     def describe(self) -> str:
         d = self.model.diagnostics_
         mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
+                else "continuous states, neural FQE streamed by chunk" if self.config.q_model == "mlp"
                 else "continuous states, closed-form LSTD Q")
         from ..stream import DEFAULT_CHUNK_ROWS
 
@@ -80,9 +83,10 @@ def _is_tabular(config, source) -> bool:
 
     if config.q_model == "exact":
         return True
-    if config.q_model not in (None, "lstd"):
-        raise ValueError(f"--q-model {config.q_model} cannot be fitted out of core: use exact (tabular) or lstd")
-    if config.q_model == "lstd" or len(source.state) != 1:
+    if config.q_model not in (None, "lstd", "mlp"):
+        raise ValueError(f"--q-model {config.q_model} cannot be fitted out of core: use exact (tabular), lstd "
+                         "(closed form) or mlp (neural FQE streamed by chunk)")
+    if config.q_model in ("lstd", "mlp") or len(source.state) != 1:
         return False
     return pa.types.is_integer(source._dataset.schema.field(source.state[0]).type)
 
@@ -119,7 +123,7 @@ def run_stream_fit(config) -> StreamFitOutputs:
     if tabular and policy_name not in ("auto", "frequency"):
         raise ValueError(f"--policy-model {policy_name}: the out-of-core tabular path uses cell frequencies "
                          "(frequency)")
-    config = replace(config, q_model="exact" if tabular else "lstd", policy_model=policy_name)
+    config = replace(config, q_model="exact" if tabular else (config.q_model or "lstd"), policy_model=policy_name)
     labels = source.action_labels(progress)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
