@@ -11,7 +11,17 @@ from pathlib import Path
 
 from .config import FitConfig
 
-__all__ = ["FitOutputs", "write_outputs", "warning_messages"]
+__all__ = ["FitOutputs", "write_outputs", "warning_messages", "closing_lines"]
+
+
+def closing_lines(files: dict, warnings_: list, where: str = "") -> list:
+    """The end of a fit's console summary: the files written, then the warnings (``where``
+    says where else they appear, e.g. " (also in the report)")."""
+    lines = ["wrote:", *(f"  {path}" for path in files.values())]
+    if warnings_:
+        lines.append(f"{len(warnings_)} warning(s){where}:")
+        lines += [f"  {w}" for w in warnings_]
+    return lines
 
 
 def warning_messages(caught) -> list:
@@ -84,12 +94,7 @@ class FitOutputs:
             for _, row in self.parameters.iterrows():
                 ci = (f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]" if "ci_low" in row else "")
                 lines.append(f"    {row['parameter']}: {row['estimate']:.4g}{ci}")
-        lines.append("wrote:")
-        lines += [f"  {path}" for path in self.files.values()]
-        if self.warnings:
-            lines.append(f"{len(self.warnings)} warning(s) (also in the report):")
-            lines += [f"  {w}" for w in self.warnings]
-        return "\n".join(lines)
+        return "\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)"))
 
 
 def write_outputs(outputs: FitOutputs, n_rows: int) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 from .config import parse_normalization
 from .data_file import match_labels
 from .model_choice import make_policy_model, q_model_settings
-from .outputs import warning_messages
+from .outputs import closing_lines, warning_messages
 
 __all__ = ["run_stream_fit", "StreamFitOutputs", "dask_client"]
 
@@ -59,12 +59,7 @@ class StreamFitOutputs:
             lines.append("  first stage: cell frequencies (out of core, the counts are all that is kept; the "
                          "smooth spline first stage that --policy-model auto picks for sparse ordered cells needs "
                          "the rows in memory: fit a CSV/Parquet file without --chunk-rows for it)")
-        lines.append("wrote:")
-        lines += [f"  {path}" for path in self.files.values()]
-        if self.warnings:
-            lines.append(f"{len(self.warnings)} warning(s):")
-            lines += [f"  {w}" for w in self.warnings]
-        return "\n".join(lines)
+        return "\n".join(lines + closing_lines(self.files, self.warnings))
 
 
 def _refuse_unsupported(config) -> None:
