@@ -337,14 +337,17 @@ def _assert_same_fqe(got, ref):
     assert d.n_transitions == r.n_transitions and d.policy_log_loss == pytest.approx(r.policy_log_loss, abs=1e-12)
 
 
-@pytest.mark.parametrize("tol", [None, 1e-3])
+@pytest.mark.parametrize("tol, structure", [(None, "continuation"), (1e-3, "continuation"), (1e-3, "direct")])
 @pytest.mark.filterwarnings("ignore::genpqr.exceptions.ConvergenceWarning")
-def test_streamed_fqe_one_chunk_equals_in_memory_fqe(tmp_path, tol):
+def test_streamed_fqe_one_chunk_equals_in_memory_fqe(tmp_path, tol, structure):
     """TabularQModel fits cell means exactly per call: with one chunk, streamed FQE is the
-    in-memory FQE (same prefitted policy), iterations, histories and early stop included."""
+    in-memory FQE (same prefitted policy), iterations, histories and early stop included, for
+    both structures (regress ``P mu Q`` or Q)."""
     from genpqr.qeval import TabularQModel
 
-    est, ref, folder, n = _fqe_setup(tmp_path, TabularQModel(7), tol=tol, n_iterations=6 if tol is None else 300)
+    est, ref, folder, n = _fqe_setup(tmp_path, TabularQModel(7), tol=tol, n_iterations=6 if tol is None else 300,
+                                     structure=structure)
+    assert ref.stage2_.fqe.continuation_ == (structure == "continuation")
     got = fit_parquet(est, folder, state="s", terminated="done", chunk_rows=10 * n, progress=False, **COLS)
     _assert_same_fqe(got, ref)
     assert got.diagnostics_.solver == "fqe (out of core)" and not hasattr(got, "training_data_")

@@ -29,7 +29,7 @@ from .policy import FrequencyClassifier, clip_proba, fit_stage1
 from .qeval import FQE
 from .stages import ExactStage2, ReferenceWeights, SampleStage2
 
-__all__ = ["FinitePath", "is_closed_form", "safe_log", "as_weights"]
+__all__ = ["FinitePath", "is_closed_form", "safe_log", "mu_expectation", "as_weights"]
 
 
 class FinitePath:
@@ -154,13 +154,16 @@ class FinitePath:
             evaluator = self._fit_closed_form(data, u_rows - g_rows, mu_fn(data.next_states, next_proba), next_proba,
                                               g_fn)
             return SampleStage2(evaluator, norm, policy, g_fn, K)
+        next_mu = mu_fn(data.next_states, next_proba)
         fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
                   warm_start=self.warm_start, validation_fraction=self.validation_fraction,
-                  n_iter_no_change=self.n_iter_no_change, progress=self.progress, random_state=self.random_state)
+                  n_iter_no_change=self.n_iter_no_change, progress=self.progress, random_state=self.random_state,
+                  structure=self.structure)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
-            fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows,
-                    mu_fn(data.next_states, next_proba), self.gamma_, groups=data.episode_ids)
+            fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows, next_mu,
+                    self.gamma_, groups=data.episode_ids,
+                    next_reward=mu_expectation(next_mu, next_proba, g_fn(data.next_states)))
         return SampleStage2(fqe, norm, policy, g_fn, K)
 
     def _fit_closed_form(self, data, reward, next_mu, next_proba, g_fn):
@@ -168,8 +171,7 @@ class FinitePath:
         from .lstd import LSTDQ, BellmanProblem
 
         model = LSTDQ(random_state=self.random_state) if isinstance(self.q_model, str) else clone(self.q_model)
-        g_next = g_fn(data.next_states)
-        next_reward = np.sum(next_mu * (safe_log(next_proba) - g_next[:, None]), axis=1)
+        next_reward = mu_expectation(next_mu, next_proba, g_fn(data.next_states))
         problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, reward, next_mu,
                                  self.gamma_, next_reward=next_reward, log_policy=self.policy_.log_policy,
                                  offset=g_fn, policy_models=list(self.policy_.models))
@@ -252,17 +254,20 @@ class FinitePath:
         proba_rows = clip_proba(self.policy_.training_raw_proba(data.states, rows=rows), self.policy_.clip)[0]
         u_rows = np.log(proba_rows[np.arange(data.n), data.actions])
         for w in pols:
-            next_p = w.probabilities(data.next_states, self.n_actions_, self.policy_.proba(data.next_states))
+            next_proba = self.policy_.proba(data.next_states)
+            next_p = w.probabilities(data.next_states, self.n_actions_, next_proba)
             if is_closed_form(self.q_model):
                 fqe = self._closed_form_value(data, u_rows, next_p)
+                q = fqe.predict_q(X)
             else:
                 fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations,
                           tol=self.tol, warm_start=self.warm_start, progress=self.progress,
-                          random_state=self.random_state)
+                          random_state=self.random_state, structure=self.structure)
                 fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows, next_p, self.gamma_,
-                        groups=data.episode_ids)
+                        groups=data.episode_ids, next_reward=mu_expectation(next_p, next_proba, 0.0))
+                q = fqe.predict_q(X, base=self.policy_.log_policy(X) if fqe.continuation_ else None)
             p_here = w.probabilities(X, self.n_actions_, self.policy_.proba(X))
-            values.append(np.sum(p_here * fqe.predict_q(X), axis=1))
+            values.append(np.sum(p_here * q, axis=1))
         return values[0] - values[1]
 
     def _closed_form_value(self, data, u_rows, next_p):
@@ -307,6 +312,16 @@ def safe_log(proba):
             "clip=(low, high) with low > 0, or a smooth policy model (genpqr.models.first_stage.SplineLogit)"
         )
     return np.log(proba)
+
+
+def mu_expectation(mu, proba, g) -> np.ndarray:
+    """``sum_a mu(a|s) (log pi(a|s) - g(s))`` per row, shape (n,): ``mu`` and ``proba`` (n, K), ``g``
+    (n,) or a scalar. Actions without weight do not enter (their probability may be 0); a zero
+    probability under weight is refused by :func:`safe_log`."""
+    weighed = mu != 0
+    logs = np.zeros_like(proba, dtype=np.float64)
+    logs[weighed] = safe_log(proba[weighed])
+    return np.sum(np.where(weighed, mu * (logs - np.reshape(g, (-1, 1))), 0.0), axis=1)
 
 
 def as_weights(policy):

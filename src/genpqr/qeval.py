@@ -33,17 +33,21 @@ sample Bellman residual ``RMS_i(Q_k(s_i, a_i) - y^{(k+1)}_i)`` per iteration. Wi
 picks the iteration count (patience ``n_iter_no_change``), and the loop is re-run on all
 rows for that many iterations.
 
-Continuous actions: a regressor sees the features ``[s, a]``. Because ``u - g`` is known at
-every (s, a) -- it is the stage-1 output, not an unknown -- by default only the continuation
-is regressed (``structure="continuation"``):
+Structure. Because ``u - g`` is known at every (s, a) -- it is the stage-1 output, not an
+unknown -- by default only the continuation is regressed (``structure="continuation"``):
 
     f = P mu Q,   Q = u - g + gamma f,
     y_i = (1 - terminated_i) sum_j w_ij [u(s'_i, a'_ij) - g(s'_i) + gamma f^{(k-1)}(s'_i, a'_ij)]
 
-``structure="direct"`` regresses Q itself as above. Both iterate the same Bellman operator
+over the ``mu``-nodes ``a'_ij`` of ``s'_i`` (finite actions: all K actions; the known part
+enters as ``next_reward_i = sum_a' mu(a'|s'_i) (u(s'_i, a') - g(s'_i))``, and
+:meth:`FQE.predict_q` adds ``base = u(s, .) - g(s)`` back). ``structure="direct"`` regresses
+Q itself as above (finite actions: also when ``next_reward`` is not given). Both iterate the same Bellman operator
 and have the same fixed point when the regression is exact; the continuation form only asks
-the regressor to learn ``P mu Q`` (smooth whenever the dynamics are), not the log-density
-(DeepPQR's idea of regressing only the unknown part). Sample weights are passed to the
+the regressor to learn ``P mu Q`` (smooth whenever the dynamics are), not the log-policy or
+log-density (DeepPQR's idea of regressing only the unknown part). With many actions this
+matters most: a per-action Q-head must otherwise learn ``log pi(a|s)`` from ``1/|A|`` of the
+rows (docs/benchmarks.md, "Many actions"). Sample weights are passed to the
 regressor (for a Pipeline, to its last step).
 """
 
@@ -96,8 +100,8 @@ class FQE(BaseEstimator):
         tqdm progress bar (None: only on a terminal).
     random_state : int, Generator or None
     structure : {"continuation", "direct"}
-        Continuous actions: regress ``P mu Q`` (Q = u - g + gamma f) or Q itself (see the
-        module docstring).
+        Regress ``f = P mu Q`` (Q = u - g + gamma f) or Q itself (see the module docstring).
+        Finite actions use the continuation when :meth:`fit` is given ``next_reward``.
     freeze_transformers : bool
         Continuous actions, a :class:`~sklearn.pipeline.Pipeline` regressor: fit its
         transformers once (the inputs ``[s, a]`` and the nodes are the same every iteration),
@@ -125,7 +129,7 @@ class FQE(BaseEstimator):
         self.freeze_transformers = freeze_transformers
 
     def fit(self, states, actions, next_states, continues, reward, next_mu, gamma, groups=None, sample_weight=None,
-            next_base=None, next_index=None):
+            next_base=None, next_index=None, next_reward=None):
         """Run FQE.
 
         Parameters
@@ -149,15 +153,22 @@ class FQE(BaseEstimator):
         next_index : ndarray of shape (n,), optional
             Continuous actions: row ``i``'s next state is ``next_states[next_index[i]]``
             (``next_states`` then holds the n' distinct next states). Default row-aligned.
+        next_reward : ndarray of shape (n,), optional
+            Finite actions, ``structure="continuation"``: ``sum_a' mu(a'|s'_i) (u(s'_i, a') -
+            g(s'_i))``. Then the regressor fits ``f = P mu Q`` and :meth:`predict_q` needs ``base``.
         """
         if isinstance(next_mu, Nodes):
             return self._fit_nodes(states, actions, next_states, continues, reward, next_mu, next_base, gamma,
                                    sample_weight, next_index)
         gamma = check_gamma(gamma)
-        data = _finite_inputs(states, actions, next_states, continues, reward, next_mu)
+        if self.structure not in STRUCTURES:
+            raise ValueError(f"structure must be one of {STRUCTURES}, got {self.structure!r}")
+        data = _finite_inputs(states, actions, next_states, continues, reward, next_mu, next_reward,
+                              self.structure == "continuation")
         if self.n_iterations < 1:
             raise ValueError(f"n_iterations must be at least 1, got {self.n_iterations}")
-        self.n_actions_ = data[-1].shape[1]
+        self.n_actions_ = data[5].shape[1]
+        self.continuation_, self.gamma_ = data[6] is not None, gamma
         self.history_ = FQEHistory()
         model, converged = self._run(data, gamma, groups)
         self.model_ = model
@@ -179,7 +190,7 @@ class FQE(BaseEstimator):
             model, converged, _ = self._loop(data, gamma, self.n_iterations)
             return model, converged
         train, val = self._split(data[0].shape[0], groups)
-        model, _, best = self._loop([d[train] for d in data], gamma, self.n_iterations, [d[val] for d in data])
+        model, _, best = self._loop(_rows(data, train), gamma, self.n_iterations, _rows(data, val))
         self.best_iteration_ = best
         if not self.refit:
             return model, True
@@ -198,21 +209,20 @@ class FQE(BaseEstimator):
         return ~val, val
 
     def _loop(self, data, gamma, n_iter, val_data=None):
-        states, actions, next_states, continues, reward, next_mu = data
+        states, actions, next_states, continues, reward, next_mu, next_reward = data
         K = next_mu.shape[1]
         model = make_q_model(self.regressor, self.encoding, K, self.warm_start)
-        bootstrap = gamma * continues
-        targets = reward.copy()  # Q_0 = 0
+        bellman = _BellmanTargets(reward, continues, next_mu, next_reward, gamma)
+        targets = bellman.first()  # Q_0 = 0 (direct) or f_0 = 0 (continuation)
         best, best_loss, stall, converged = 0, np.inf, 0, False
         bar = tqdm(range(n_iter), desc="FQE", disable=(None if self.progress is None else not self.progress),
                    leave=False)
-        support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
         for _ in bar:
             model.fit_q(states, actions, targets, K)
-            new_targets = reward + bootstrap * np.sum(next_mu * predict_columns(model, next_states, support), axis=1)
-            q_fit = predict_at(model, states, actions)
-            change = float(np.max(np.abs(new_targets - targets)))
-            self.history_.bellman_residual.append(float(np.sqrt(np.mean((q_fit - new_targets) ** 2))))
+            new_targets = bellman.targets(model, next_states)
+            resid = bellman.q_scale(predict_at(model, states, actions) - new_targets)
+            change = float(np.max(np.abs(bellman.q_scale(new_targets - targets))))
+            self.history_.bellman_residual.append(float(np.sqrt(np.mean(resid ** 2))))
             self.history_.target_change.append(change)
             targets = new_targets
             if val_data is not None:
@@ -232,22 +242,28 @@ class FQE(BaseEstimator):
 
     @staticmethod
     def _validation_residual(model, val_data, gamma):
-        states, actions, next_states, continues, reward, next_mu = val_data
-        support = np.flatnonzero(np.any(next_mu != 0, axis=0))
-        y = reward + gamma * continues * np.sum(next_mu * predict_columns(model, next_states, support), axis=1)
-        q = predict_at(model, states, actions)
-        return float(np.mean((q - y) ** 2))
+        states, actions, next_states, continues, reward, next_mu, next_reward = val_data
+        bellman = _BellmanTargets(reward, continues, next_mu, next_reward, gamma)
+        resid = bellman.q_scale(predict_at(model, states, actions) - bellman.targets(model, next_states))
+        return float(np.mean(resid ** 2))
 
     def _check_fitted(self):
         if not hasattr(self, "model_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def predict_q(self, states, actions=None, base=None) -> np.ndarray:
-        """``Q(s, a)``: finite actions, for every action, shape (n, K); continuous actions, at
-        ``actions`` (n, m), with ``base = u(s, a) - g(s)`` at the same rows, shape (n,)."""
+        """``Q(s, a)``: finite actions, for every action, shape (n, K) (continuation: with ``base
+        = u(s, .) - g(s)``, shape (n, K)); continuous actions, at ``actions`` (n, m), with ``base =
+        u(s, a) - g(s)`` at the same rows, shape (n,)."""
         self._check_fitted()
         if not getattr(self, "nodes_", False):
-            return self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
+            out = self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
+            if not getattr(self, "continuation_", False):
+                return out
+            if base is None or np.shape(base) != out.shape:
+                raise ValueError(f"this FQE regressed the continuation f = P mu Q: predict_q needs base = u(s, .) - "
+                                 f"g(s) of shape {out.shape}, got {None if base is None else np.shape(base)}")
+            return base + self.gamma_ * out
         out = self.predict_model(states, actions)
         return base + self.gamma_ * out if self.structure == "continuation" else out
 
@@ -358,12 +374,52 @@ class _NodesLoop:
         return False
 
 
-def _finite_inputs(states, actions, next_states, continues, reward, next_mu) -> tuple:
-    """FQE's finite-action inputs, checked: ``(states, actions, next_states, continues, reward, next_mu)``."""
+class _BellmanTargets:
+    """FQE's finite-action targets of the regressed quantity: ``Q`` (direct, ``next_reward``
+    None) or ``f = P mu Q`` (continuation, ``Q = reward + gamma f``)."""
+
+    def __init__(self, reward, continues, next_mu, next_reward, gamma):
+        self.reward, self.next_mu, self.next_reward, self.gamma = reward, next_mu, next_reward, gamma
+        self.bootstrap = gamma * continues if next_reward is None else continues
+        self.support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
+
+    def first(self) -> np.ndarray:
+        """The targets of the first fit (``Q_0 = 0`` / ``f_0 = 0``)."""
+        if self.next_reward is None:
+            return self.reward.copy()
+        return self.bootstrap * self.next_reward
+
+    def targets(self, model, next_states) -> np.ndarray:
+        """The next iteration's targets from the fitted ``model``."""
+        mu_next = np.sum(self.next_mu * predict_columns(model, next_states, self.support), axis=1)
+        if self.next_reward is None:
+            return self.reward + self.bootstrap * mu_next
+        return self.bootstrap * (self.next_reward + self.gamma * mu_next)
+
+    def q_scale(self, delta) -> np.ndarray:
+        """A difference of the regressed quantity as a difference of Q (times gamma for f)."""
+        return delta if self.next_reward is None else self.gamma * delta
+
+
+def _rows(data, rows) -> list:
+    return [None if d is None else d[rows] for d in data]
+
+
+def _finite_inputs(states, actions, next_states, continues, reward, next_mu, next_reward=None,
+                   continuation=False) -> tuple:
+    """FQE's finite-action inputs, checked: ``(states, actions, next_states, continues, reward,
+    next_mu, next_reward)`` (``next_reward`` None for the direct structure)."""
     states = as_float_array(states, "states", ndim=2)
     next_states = as_float_array(next_states, "next_states", ndim=2)
     actions = np.asarray(actions, dtype=np.int64)
     reward = as_float_array(reward, "reward", ndim=1)
     next_mu = as_float_array(next_mu, "next_mu", ndim=2)
     continues = as_float_array(continues, "continues", ndim=1)
-    return states, actions, next_states, continues, reward, next_mu
+    if continuation and next_reward is not None:
+        next_reward = as_float_array(next_reward, "next_reward", ndim=1)
+        if next_reward.shape != reward.shape:
+            raise ValueError(f"next_reward must have one entry per transition, shape {reward.shape}, got "
+                             f"{next_reward.shape}")
+    else:
+        next_reward = None
+    return states, actions, next_states, continues, reward, next_mu, next_reward

@@ -54,13 +54,16 @@ class ReferenceWeights:
 
 
 class SampleStage2:
-    """FQE's fitted Q with callables for mu, g and u."""
+    """FQE's fitted Q with callables for mu, g and u (an FQE that regressed the continuation
+    ``f = P mu Q`` is given ``base = u - g`` at the states asked)."""
 
     def __init__(self, fqe, normalization, policy, g_fn, n_actions: int):
         self.fqe, self.normalization, self.policy, self.g_fn, self.n_actions = fqe, normalization, policy, g_fn, n_actions
 
     def q(self, states):
-        return self.fqe.predict_q(states)
+        if not getattr(self.fqe, "continuation_", False):
+            return self.fqe.predict_q(states)
+        return self.fqe.predict_q(states, base=self.u(states) - self.g(states)[:, None])
 
     def mu(self, states, proba=None):
         return ReferenceWeights(self.normalization, self.policy, self.n_actions)(states, proba)

@@ -48,31 +48,45 @@ class StreamedFQE:
 
     solver_name_ = "fqe (out of core)"
 
-    def __init__(self, model, history, mean_square_changes, converged):
+    def __init__(self, model, history, mean_square_changes, converged, continuation=False, gamma=None):
         self.model_, self.history_, self.mean_square_changes_ = model, history, list(mean_square_changes)
         self.n_iter_, self.converged_ = len(history.bellman_residual), bool(converged)
+        self.continuation_, self.gamma_ = bool(continuation), gamma
 
-    def predict_q(self, states) -> np.ndarray:
-        """``Q(s, .)``, shape (n, K)."""
+    def predict_q(self, states, base=None) -> np.ndarray:
+        """``Q(s, .)``, shape (n, K) (continuation: ``base + gamma f`` with ``base = u(s, .) - g(s)``)."""
         from ._checks import as_float_array
 
-        return self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
+        out = self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
+        if not self.continuation_:
+            return out
+        if base is None or np.shape(base) != out.shape:
+            raise ValueError(f"this FQE regressed the continuation f = P mu Q: predict_q needs base = u(s, .) - g(s) "
+                             f"of shape {out.shape}")
+        return base + self.gamma_ * out
 
 
-def _targets(problem, model):
-    """``u - g + gamma * continues * sum_a' mu(a'|s') Q(s', a')`` (``model`` None: ``Q = 0``)."""
+def _targets(problem, model, continuation=False):
+    """The regressed targets: ``u - g + gamma * continues * sum_a' mu(a'|s') Q(s', a')``, or with
+    ``continuation`` those of ``f = P mu Q``: ``continues * (next_reward + gamma * sum_a' mu(a'|s')
+    f(s', a'))`` (``model`` None: ``Q = 0`` / ``f = 0``)."""
     if model is None:
-        return np.asarray(problem.reward, dtype=np.float64)
-    support = np.flatnonzero(np.any(problem.next_mu != 0, axis=0))
-    q_next = predict_columns(model, problem.next_states, support)
-    return problem.reward + problem.gamma * problem.continues * np.sum(problem.next_mu * q_next, axis=1)
+        mu_next = 0.0
+    else:
+        support = np.flatnonzero(np.any(problem.next_mu != 0, axis=0))
+        mu_next = np.sum(problem.next_mu * predict_columns(model, problem.next_states, support), axis=1)
+    if continuation:
+        return problem.continues * (problem.next_reward + problem.gamma * mu_next)
+    return problem.reward + problem.gamma * problem.continues * mu_next
 
 
 def fqe_pass(source, labels, policy, normalization, gamma, live, previous, before, n_actions, *, fit=True,
-             summarize=False, progress=None, desc="FQE"):
+             summarize=False, progress=None, desc="FQE", continuation=False):
     """One Bellman iteration over ``source``: per chunk, the targets from the frozen ``previous``
     model (None: ``Q = 0``), ``live.fit_q`` on them (when ``fit``), and the evaluation sums of
     ``previous`` (with ``before``, the model one iteration older, for the target change).
+    ``continuation``: the models regress ``f = P mu Q``; the sums are on the scale of Q
+    (``gamma`` times those of f).
 
     Returns ``(sums, summary)``: ``sums = [rows, sum (Q_prev(s,a) - y)^2, sum (y - y_old)^2,
     max |y - y_old|]`` and the :class:`~genpqr.stream_stats.ChoiceSummary` (when ``summarize``).
@@ -86,10 +100,11 @@ def fqe_pass(source, labels, policy, normalization, gamma, live, previous, befor
         problem = bellman_chunk(chunk, policy, normalization, normalization.g, gamma, raw=raw)
         if problem is None:
             continue
-        y = _targets(problem, previous)
+        y = _targets(problem, previous, continuation)
         if previous is not None:
-            diff = y - _targets(problem, before)
-            resid = predict_at(previous, problem.states, problem.actions) - y
+            scale = gamma if continuation else 1.0
+            diff = scale * (y - _targets(problem, before, continuation))
+            resid = scale * (predict_at(previous, problem.states, problem.actions) - y)
             sums = [sums[0] + problem.n, sums[1] + float(resid @ resid), sums[2] + float(diff @ diff),
                     max(sums[3], float(np.max(np.abs(diff))))]
         if fit:
@@ -105,6 +120,7 @@ def fit_streamed_fqe(est, source, policy, progress=None):
     from .stream_steps import check_actions
 
     n_iter, K, labels = _check_iterations(est.n_iterations), est.n_actions_, est.encoder_.labels
+    continuation = _check_structure(est.structure)
     live = make_q_model(est.q_model, "native", K)
     previous = before = summary = None
     history, mean_square, converged = FQEHistory(), [], False
@@ -112,7 +128,8 @@ def fit_streamed_fqe(est, source, policy, progress=None):
                disable=(None if progress is None else not progress))
     for k in bar:
         sums, part = fqe_pass(source, labels, policy, est.normalization_, est.gamma_, live, previous, before, K,
-                              fit=k <= n_iter, summarize=k == 1, progress=progress, desc=f"FQE iteration {k}")
+                              fit=k <= n_iter, summarize=k == 1, progress=progress, desc=f"FQE iteration {k}",
+                              continuation=continuation)
         if k == 1:
             summary = _first_summary(est, policy, part, check_actions)
         elif sums[0]:
@@ -124,7 +141,14 @@ def fit_streamed_fqe(est, source, policy, progress=None):
                 converged = True
                 break
         before, previous = previous, copy.deepcopy(live)
-    return StreamedFQE(previous, history, mean_square, converged), summary
+    return StreamedFQE(previous, history, mean_square, converged, continuation, est.gamma_), summary
+
+
+def _check_structure(structure) -> bool:
+    """``structure="continuation"`` (regress ``P mu Q``) or ``"direct"`` (regress Q)."""
+    if structure not in ("continuation", "direct"):
+        raise ValueError(f"structure must be 'continuation' or 'direct', got {structure!r}")
+    return structure == "continuation"
 
 
 def _first_summary(est, policy, summary, check_actions):
