@@ -64,6 +64,13 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     tol : float or None
         FQE stopping rule on the sup change of the Bellman targets.
     warm_start : "auto" or bool
+    structure : {"continuation", "direct"}
+        What FQE regresses (finite and continuous actions; :mod:`genpqr.qeval`):
+        ``"continuation"`` (default) only ``f = P mu Q`` and adds the known ``u - g`` back
+        (``Q = u - g + gamma f``), so the regressor never has to learn ``log pi_hat``;
+        ``"direct"``: Q itself (the paper's Algorithm 2 as written). Both have the same fixed
+        point when the regression is exact; with many actions or a misspecified regressor the
+        continuation is far more accurate (docs/benchmarks.md, "FQE structure").
     clip : "auto", (low, high) or None
         Probability clip bounds (rows renormalized after clipping). ``"auto"`` (default):
         chosen from the data so that no bound binds on an observed action -- no clip when the
@@ -93,11 +100,9 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     random_state : int or None
     progress : bool or None
         Progress bars (None: only on a terminal).
-    structure, integration, reference, min_log_density, check_density, density_tol, freeze_transformers
+    integration, reference, min_log_density, check_density, density_tol, freeze_transformers
         Continuous actions (``X.action_space`` a :class:`~genpqr.spaces.BoxActions`; paper, App.
-        "Continuous-Action Extension"). ``structure``: ``"continuation"`` (regress ``P mu Q`` and
-        add the known ``u - g``) or ``"direct"`` (regress Q; see :mod:`genpqr.qeval`).
-        ``integration``: the rule of the ``mu``-integrals, an
+        "Continuous-Action Extension"). ``integration``: the rule of the ``mu``-integrals, an
         :class:`~genpqr.integration.IntegrationRule` (default ``MonteCarlo()``, 32 antithetic draws,
         common random numbers across iterations; ``GaussHermite``, ``GaussLegendre``).
         ``reference``: the reference measure ``lambda`` of ``u = log dpi/dlambda`` (default

@@ -293,9 +293,15 @@ class FinitePath:
             f"  policy log loss ({d.policy_log_loss_kind}): {d.policy_log_loss:.4f}; clipped: {d.fraction_clipped:.2%}",
             f"  probability clip: ({d.clip[0]:.3g}, {d.clip[1]:.3g}) [{d.clip_rule}]; observed actions at a bound: "
             f"{d.fraction_clipped:.2%}; rows with an action at the floor: {d.fraction_floored:.2%}",
-            f"  stage 2: {d.solver}, {d.n_iterations} iteration(s), converged={d.converged}",
+            f"  stage 2: {d.solver}{self._structure_note()}, {d.n_iterations} iteration(s), converged={d.converged}",
         ]
         return "\n".join(lines)
+
+    def _structure_note(self) -> str:
+        fqe = getattr(self.stage2_, "fqe", None)
+        if not hasattr(fqe, "continuation_"):
+            return ""
+        return " (regressing the continuation P mu Q)" if fqe.continuation_ else " (regressing Q directly)"
 
 
 def is_closed_form(q_model) -> bool:
