@@ -92,7 +92,7 @@ def test_paper_configurations():
 def test_method_options_merge_and_reject_unknown_groups():
     m = methods_mod.get_method("GenPQR (BC, NN)")
     full = m.resolve()
-    assert full["fqe"] == {"n_iterations": 16, "tol": None}
+    assert full["fqe"] == {"n_iterations": 16, "tol": None, "structure": "direct"}
     assert full["q_model"]["epochs_per_iteration"] == 1 and full["q_model"]["batch_size"] == 512
     assert full["bc"]["max_epochs"] == 40
     paper = methods_mod.get_method("GenPQR (BC, NN, paper 8x4)").resolve()
