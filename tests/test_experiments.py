@@ -96,7 +96,7 @@ def test_method_options_merge_and_reject_unknown_groups():
     assert full["q_model"]["epochs_per_iteration"] == 1 and full["q_model"]["batch_size"] == 512
     assert full["bc"]["max_epochs"] == 40
     paper = methods_mod.get_method("GenPQR (BC, NN, paper 8x4)").resolve()
-    assert paper["fqe"] == {"n_iterations": 8, "tol": None} and paper["q_model"]["epochs_per_iteration"] == 4
+    assert paper["fqe"] == {"n_iterations": 8, "tol": None, "structure": "direct"} and paper["q_model"]["epochs_per_iteration"] == 4
     assert paper["bc"] == full["bc"]
     fast = m.resolve({"fqe": {"n_iterations": 4}, "q_model": {"batch_size": 1024}}, tiny=True)
     assert fast["fqe"]["n_iterations"] == 4 and fast["q_model"]["batch_size"] == 1024
