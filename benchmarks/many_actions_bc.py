@@ -9,7 +9,13 @@ then (unless ``--stage1-only``) GenPQR's reward MSE and correlation with neural 
 estimate (``q_model`` options of GENPQR_NN_DEFAULTS, overridable).
 
     PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/many_actions_bc.py --seeds 0,1,2,3 --actions 5,40 \
-        --variants "default={}" "ens4={'n_estimators': 4}"
+        --variants "default={}" "ens4={'ensemble': 4}" [--structure direct] [--normalization mean-zero]
+
+``plugin_true0`` is the plug-in reward with the *true* ``log pi(0|.)`` substituted for the estimate's
+(the other actions' conditional probabilities kept): the part of the stage-1 error that is not the
+anchor's. ``--structure`` sets GenPQR's FQE structure (default: the continuation); ``--normalization
+mean-zero`` fits GenPQR under ``mean_zero()`` and scores it against the exact mean-zero truth
+(``SyntheticEnv.true_reward(..., normalization=...)``).
 
 A variant is ``label=<dict of MLPClassifier keyword arguments>`` merged over BC_DEFAULTS, or
 ``ensemble: m`` averages the log-probabilities of m networks (seeds seed + 1000 i), or
@@ -28,6 +34,7 @@ from genpqr.envs import make_synthetic_data
 from genpqr.estimator import GenPQR
 from genpqr.experiments import methods as M
 from genpqr.models.nn import DuelingQNetwork, MLPClassifier
+from genpqr.normalization import mean_zero
 
 
 class TruePolicy:
@@ -57,7 +64,15 @@ def clipped_log(P):
     return np.log(P / P.sum(1, keepdims=True))
 
 
-def run_one(seed, K, bc_kw, q_kw, stage1_only):
+def with_anchor(log_p, log_p0):
+    """``log_p`` (n, K) with column 0 replaced by ``log_p0`` and the others rescaled to sum to one."""
+    out = log_p.copy()
+    out[:, 1:] += (np.log1p(-np.exp(log_p0)) - np.log1p(-np.exp(log_p[:, 0])))[:, None]
+    out[:, 0] = log_p0
+    return out
+
+
+def run_one(seed, K, bc_kw, q_kw, stage1_only, structure="continuation", normalization="anchor"):
     d = make_synthetic_data(seed, 2500, n_actions=K)
     truth, S, A = d.true_test_reward(), d.test.states, d.test.actions
     rows = np.arange(len(A))
@@ -73,13 +88,20 @@ def run_one(seed, K, bc_kw, q_kw, stage1_only):
     bc_time = time.perf_counter() - t
     lp, lpn = clipped_log(pol.predict_proba(S)), clipped_log(pol.predict_proba(d.env.transition(S, A)))
     plug = lp[rows, A] - 10 * lp[:, 0] + 9 * lpn[:, 0]
-    out = {"plugin": np.mean((plug - truth) ** 2), "nll": -np.mean(lp[rows, A]),
-           "lpi0": np.mean((lp[:, 0] - d.env.log_policy(S)[:, 0]) ** 2), "bc_s": bc_time}
+    true0, true0_next = d.env.log_policy(S)[:, 0], d.env.log_policy(d.env.transition(S, A))[:, 0]
+    lp_t, lpn_t = with_anchor(lp, true0), with_anchor(lpn, true0_next)
+    plug_true0 = lp_t[rows, A] - 10 * true0 + 9 * true0_next
+    out = {"plugin": np.mean((plug - truth) ** 2), "plugin_true0": np.mean((plug_true0 - truth) ** 2),
+           "nll": -np.mean(lp[rows, A]), "lpi0": np.mean((lp[:, 0] - true0) ** 2), "bc_s": bc_time}
     if not stage1_only:
         q = M.updates_schedule(M.layer_tuples({**M.GENPQR_NN_DEFAULTS["q_model"], **q_kw}), d.train.n)
-        est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
+        fqe = {**M.GENPQR_NN_DEFAULTS["fqe"], "structure": structure}
+        norm = M.anchor_normalization() if normalization == "anchor" else mean_zero()
+        est = GenPQR(normalization=norm, gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
                      q_model=DuelingQNetwork(random_state=seed, **q), clip=M.PAPER_CLIP, random_state=seed,
-                     progress=False, **M.GENPQR_NN_DEFAULTS["fqe"]).fit(d.train)
+                     progress=False, **fqe).fit(d.train)
+        if normalization != "anchor":
+            truth = d.env.true_reward(S, A, normalization=norm)
         r = est.reward(S, A)
         out["mse"], out["corr"] = np.mean((r - truth) ** 2), np.corrcoef(r, truth)[0, 1]
     return out
@@ -92,6 +114,8 @@ def main():
     p.add_argument("--variants", nargs="+", default=["default={}"])
     p.add_argument("--q-model", default="{}", help="q_model overrides (Python literal)")
     p.add_argument("--stage1-only", action="store_true")
+    p.add_argument("--structure", default="continuation", choices=["continuation", "direct"])
+    p.add_argument("--normalization", default="anchor", choices=["anchor", "mean-zero"])
     a = p.parse_args()
     seeds = [int(s) for s in a.seeds.split(",")]
     Ks = [int(k) for k in a.actions.split(",")]
@@ -103,7 +127,7 @@ def main():
         for seed in seeds:
             for K in Ks:
                 for label, kw in variants:
-                    row = run_one(seed, K, kw, q_kw, a.stage1_only)
+                    row = run_one(seed, K, kw, q_kw, a.stage1_only, a.structure, a.normalization)
                     res.setdefault((label, K), []).append(row)
                     print(f"seed {seed} K {K:2d} {label:12s} " + " ".join(f"{k} {v:.3f}" for k, v in row.items()),
                           flush=True)
