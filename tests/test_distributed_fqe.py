@@ -140,6 +140,29 @@ def test_boosted_dask_in_one_partition_equals_in_memory(tmp_path, client):
     np.testing.assert_array_equal(load(tmp_path / "model.joblib").reward(X), got.reward(X))
 
 
+@pytest.mark.slow
+def test_boosted_dask_with_lightgbm_stage1_on_the_cluster(tmp_path, client):
+    """policy='lightgbm': stage 1 by DaskLGBMClassifier on every choice, then boosted FQE; in
+    one partition stage 2 is the in-memory fit with that classifier as a prefitted policy."""
+    import lightgbm
+
+    frame = panel(n_episodes=120, seed=11, continuous=True)
+    folder = write_folder(frame, tmp_path / "d", n_files=2, row_group_size=500)
+    data = from_pandas(frame, **CONT)
+    est = GenPQR(q_model=BoostedQModel(num_leaves=8), gamma=0.9, n_iterations=3, tol=None, random_state=0,
+                 normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = fit_dask(est, folder, client=client, npartitions=1, policy="lightgbm",
+                       lightgbm_params=dict(n_estimators=10, num_leaves=7), chunk_rows=400, **CONT)
+        policy = got.policy_.models[0]
+        assert isinstance(policy, lightgbm.LGBMClassifier) and policy.n_estimators == 10
+        ref = GenPQR(**{**est.get_params(deep=False), "policy_model": policy, "policy_prefit": True}).fit(data)
+    X = np.random.default_rng(1).normal(size=(100, 2))
+    np.testing.assert_allclose(got.reward(X), ref.reward(X), atol=1e-10, rtol=0)
+    assert len(got.stage2_.fqe.model_.boosters_) == 3
+
+
 def test_a_block_advances_by_the_new_trees_only(tmp_path):
     """``advance_block`` adds the new booster's predictions to the running Q (no re-prediction
     of the ensemble) and computes the FQE targets and sums as the definition says."""
