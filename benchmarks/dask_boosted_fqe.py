@@ -10,7 +10,8 @@ all rows, passed as ``policy_prefit``, so both fits share it), then times
   each N of ``--workers`` (the cluster start is timed apart from the fit),
 
 and prints the wall times, the time per Bellman iteration and the RMS difference of the
-rewards from the in-memory fit's (over 2,000 of the data's states, per action).
+rewards from the in-memory fit's (over 2,000 of the data's states, per action; the in-memory
+rewards' standard deviation over those states is printed for scale).
 
     OMP_NUM_THREADS=1 python benchmarks/dask_boosted_fqe.py --rows 1e6 --iterations 30 --workers 1,2
 """
@@ -86,7 +87,7 @@ def main():
         ref = GenPQR(**est.get_params(deep=False)).fit(data)
         wall = time.perf_counter() - start
         print(f"in memory, one process        fit {wall:7.1f} s  {wall / args.iterations:6.2f} s/iteration  "
-              f"load {os.getloadavg()[0]:.2f}")
+              f"load {os.getloadavg()[0]:.2f}  reward SD {np.array2string(ref.reward(X).std(axis=0), precision=4)}")
         for n in [int(w) for w in args.workers.split(",") if w.strip()]:
             start = time.perf_counter()
             with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
