@@ -2,7 +2,9 @@ r"""Distributed GenPQR fits on a Dask cluster (:func:`fit_dask`): the out-of-cor
 :func:`genpqr.stream_fit.fit_parquet` with its passes run by the workers, partition by
 partition, and the partial statistics summed on the cluster; the client then takes the same
 steps on the sums (:mod:`genpqr.stream_steps`), so the result equals the single-machine
-streamed fit up to the order of floating-point sums.
+streamed fit up to the order of floating-point sums. Boosted FQE trains each Bellman
+iteration with LightGBM's Dask interface instead (:mod:`genpqr.distributed_fqe`): the
+in-memory algorithm, with LightGBM's data-parallel trees.
 
 Partitions are runs of Parquet row groups made *episode-whole* (:class:`genpqr.stream.Partition`):
 a scan of the episode and action columns (one task per run) gives the label set and the
@@ -20,13 +22,19 @@ Passes (one task per partition each; sums are reduced pairwise on the workers):
   count (the sample's row positions); the stage-1 sample (the same rows as the streamed fit:
   :class:`~genpqr.stream_stats.RowDraws` jumps each partition's random stream to its first
   row), fitted on the client; with ``clip="auto"`` the clip numbers; the LSTD statistics and
-  diagnostics sums; one solve on the client.
+  diagnostics sums; one solve on the client;
+* boosted FQE (``q_model`` a :class:`genpqr.models.boosting.BoostedQModel`): the scan; the
+  stage-1 sample (unless ``policy_prefit`` or ``policy="lightgbm"``); with ``clip="auto"`` the
+  clip numbers; one read of the complete transitions into blocks kept in the workers' memory;
+  then per Bellman iteration one ``lightgbm.DaskLGBMRegressor`` fit on the blocks (boosting
+  from the previous Q by ``init_score``) and one task per block adding the new trees and
+  computing the next targets (:mod:`genpqr.distributed_fqe`).
 
 ``policy="lightgbm"`` replaces the sampled stage 1 by a ``lightgbm.DaskLGBMClassifier``
 trained on every choice of the cluster (a Dask dataframe built from the partitions), which
-is then used as a local ``LGBMClassifier``; the feature map of stage 2 is still fitted on the
-sample. Boosted (FQE) stage 2 is not distributed: it needs one regression per Bellman
-iteration; use ``q_model="lstd"``.
+is then used as a local ``LGBMClassifier``; the feature map of the closed form is still
+fitted on the sample. Other FQE regressors are not distributed (neural FQE streams on one
+machine: :func:`genpqr.stream_fit.fit_parquet`).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .data import ActionEncoder
+from .distributed_fqe import check_boosted, fit_boosted_fqe, is_boosted_q_model
 from .stream import DEFAULT_CHUNK_ROWS, ParquetSource, scan_row_groups
 from .stream_fit import DEFAULT_SAMPLE_ROWS, check_sample_rows
 from .stream_stats import (RowDraws, add_parts, bellman_chunk, choice_frame, clip_pass, concatenate_chunks, lstd_pass,
@@ -58,8 +67,9 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
     Parameters
     ----------
     estimator : GenPQR
-        As in :func:`genpqr.stream_fit.fit_parquet` (``q_model="exact"``, ``"lstd"`` or an
-        ``LSTDQ``; not modified).
+        As in :func:`genpqr.stream_fit.fit_parquet` (``q_model="exact"``, ``"lstd"``, an
+        ``LSTDQ``, or a :class:`~genpqr.models.boosting.BoostedQModel` for boosted FQE with
+        ``n_iterations`` / ``tol`` as in-memory; not modified).
     path : str, Path or genpqr.stream.ParquetSource
         A Parquet file or folder sorted by episode, readable by every worker; or a source
         (then the column names, ``chunk_rows``, ``keep_last`` and ``time_gaps`` are its own).
@@ -72,12 +82,12 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
     chunk_rows : int
         Rows per chunk inside a task.
     sample_rows : int
-        Closed-form path: size of the stage-1 random sample (the streamed fit's sample).
+        Closed-form and boosted paths: size of the stage-1 random sample (the streamed fit's sample).
     npartitions : int, optional
         Partitions (tasks per pass); default one per ``chunk_rows`` rows, at most one per
         Parquet row group.
     policy : {"sample", "lightgbm"}
-        Closed-form stage 1: ``est.policy_model`` (default logistic regression) fitted on the
+        Stage 1 of the closed-form and boosted paths: ``est.policy_model`` (default logistic regression) fitted on the
         sample, as :func:`~genpqr.stream_fit.fit_parquet` does; or a
         ``lightgbm.DaskLGBMClassifier`` on every choice (parameters: those of
         ``est.policy_model`` when it is an ``LGBMClassifier``, updated by ``lightgbm_params``).
@@ -89,7 +99,9 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
     -------
     GenPQR
         Fitted (without ``training_data_``), equal to ``fit_parquet``'s result (tabular
-        counts exactly; the closed form up to the order of floating-point sums).
+        counts exactly; the closed form up to the order of floating-point sums). Boosted FQE:
+        the in-memory FQE algorithm with LightGBM's data-parallel trees (see
+        :mod:`genpqr.distributed_fqe`).
     """
     est, kind = _check_arguments(estimator, client, sample_rows, policy)
     source = path if isinstance(path, ParquetSource) else _source(
@@ -106,7 +118,7 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
         if counts is None:
             raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
         return fit_counts(est, counts if est.n_states is None else counts.resized(int(est.n_states)))
-    return _fit_closed_form(est, source, cluster, partitions, int(sample_rows), policy, lightgbm_params)
+    return _fit_sampled(est, source, cluster, partitions, int(sample_rows), policy, lightgbm_params, kind == "fqe")
 
 
 def plan_partitions(source: ParquetSource, client, npartitions: int | None = None, progress=None) -> tuple:
@@ -122,9 +134,35 @@ def plan_partitions(source: ParquetSource, client, npartitions: int | None = Non
     return source.plan(groups, [s for _, s in scans]), labels
 
 
-def _fit_closed_form(est, source, cluster, partitions, sample_rows, policy, lightgbm_params):
+def _fit_sampled(est, source, cluster, partitions, sample_rows, policy, lightgbm_params, fqe):
+    """Stage 1 (on the random sample, prefitted or by LightGBM), then the LSTD statistics or
+    boosted FQE (``fqe``)."""
     labels = est.encoder_.labels
     common = dict(source=source, labels=labels)
+    # boosted FQE needs the sample only to fit stage 1; the closed form also fits its features on it
+    sample = None
+    if not (fqe and (est.policy_prefit or policy == "lightgbm")):
+        sample = _sample(est, source, cluster, partitions, sample_rows)
+    if policy == "lightgbm":
+        fitted = _lightgbm_policy(est, cluster, source, partitions, lightgbm_params)
+    else:
+        fitted = sample_policy(est, sample)
+    resolve_clip(fitted, est.clip, lambda: cluster.map_reduce(
+        clip_pass, partitions, "policy clip", policy=cluster.scatter(fitted), **common).rule_inputs())
+    if fqe:
+        return fit_boosted_fqe(est, cluster, partitions, source, fitted)
+    q_model = closed_form_model(est, sample, fitted)
+    total = cluster.map_reduce(_lstd_task, partitions, "LSTD statistics", q_model=cluster.scatter(q_model),
+                               policy=cluster.scatter(fitted), normalization=est.normalization_, gamma=est.gamma_,
+                               **common)
+    if total.statistics is not None:
+        _adopt_statistics(q_model, total.statistics, est, sample, fitted)
+    return finish_closed_form(est, q_model, fitted, total.summary)
+
+
+def _sample(est, source, cluster, partitions, sample_rows):
+    """The streamed fit's stage-1 random sample, drawn partition by partition."""
+    common = dict(source=source, labels=est.encoder_.labels)
     if source.keep_last:
         offsets = [p.offset for p in partitions]
     else:  # a dropped last choice is no row of the sample's stream: count the rows kept
@@ -136,20 +174,7 @@ def _fit_closed_form(est, source, cluster, partitions, sample_rows, policy, ligh
     parts = [p for p in parts if p is not None]
     if not parts:
         raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
-    sample = concatenate_chunks(parts)
-    if policy == "lightgbm":
-        fitted = _lightgbm_policy(est, cluster, source, partitions, lightgbm_params)
-    else:
-        fitted = sample_policy(est, sample)
-    resolve_clip(fitted, est.clip, lambda: cluster.map_reduce(
-        clip_pass, partitions, "policy clip", policy=cluster.scatter(fitted), **common).rule_inputs())
-    q_model = closed_form_model(est, sample, fitted)
-    total = cluster.map_reduce(_lstd_task, partitions, "LSTD statistics", q_model=cluster.scatter(q_model),
-                               policy=cluster.scatter(fitted), normalization=est.normalization_, gamma=est.gamma_,
-                               **common)
-    if total.statistics is not None:
-        _adopt_statistics(q_model, total.statistics, est, sample, fitted)
-    return finish_closed_form(est, q_model, fitted, total.summary)
+    return concatenate_chunks(parts)
 
 
 def _adopt_statistics(q_model, statistics, est, sample, policy):
@@ -236,16 +261,26 @@ class _Cluster:
 
 
 def _check_arguments(estimator, client, sample_rows, policy) -> tuple:
-    """``(est, kind)``: the estimator to fit and its path (``"exact"`` or ``"lstd"``)."""
-    est = clone_estimator(estimator)
+    """``(est, kind)``: the estimator to fit and its path (``"exact"``, ``"lstd"`` or ``"fqe"``)."""
+    boosted = is_boosted_q_model(getattr(estimator, "q_model", None))
+    try:
+        est = clone_estimator(estimator, fqe=boosted)
+    except ValueError as exc:
+        if "q_model" not in str(exc):
+            raise
+        raise ValueError(f"{exc}. fit_dask also runs boosted FQE with q_model a genpqr.models.boosting."
+                         "BoostedQModel (LightGBM's Dask interface); other FQE regressors are not "
+                         "distributed") from None
     check_sample_rows(sample_rows)
     _check_client(client)
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    kind = path_kind(est)
+    kind = path_kind(est, fqe=boosted)
+    if kind == "fqe":
+        check_boosted(est)
     if policy == "lightgbm" and (kind == "exact" or est.policy_prefit):
-        raise ValueError("policy='lightgbm' fits stage 1 of the closed-form path; the tabular path uses cell "
-                         "frequencies and policy_prefit=True a given classifier")
+        raise ValueError("policy='lightgbm' fits stage 1 of the closed-form and boosted paths; the tabular path "
+                         "uses cell frequencies and policy_prefit=True a given classifier")
     return est, kind
 
 

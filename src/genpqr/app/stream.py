@@ -12,6 +12,10 @@ The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized 
   by default) on a random sample of ``DEFAULT_SAMPLE_ROWS`` choices, then LSTD.
 * Neural mode (``--q-model mlp``): the same stage 1, then neural FQE with one pass over the
   chunks per Bellman iteration (:mod:`genpqr.stream_fqe`).
+* Boosted mode (``--q-model lightgbm``, with ``--dask-scheduler`` only): the same stage 1, then
+  boosted FQE (:class:`genpqr.models.boosting.BoostedQModel`, ``--n-iterations`` Bellman
+  iterations, default 200, no held-out early stopping) trained by LightGBM's Dask interface
+  (:mod:`genpqr.distributed_fqe`).
 
 Writes ``model.joblib``, ``rewards.csv`` (tabular mode) and ``config.json``; no HTML report
 (it reads the rows). Not available out of core (clear errors): ``--bins``, ``--features``,
@@ -32,7 +36,7 @@ from .data_file import match_labels
 from .model_choice import make_policy_model, q_model_settings
 from .outputs import closing_lines, warning_messages
 
-__all__ = ["run_stream_fit", "StreamFitOutputs", "dask_client"]
+__all__ = ["run_stream_fit", "StreamFitOutputs", "dask_client", "route_lightgbm_logs"]
 
 
 @dataclass
@@ -50,6 +54,7 @@ class StreamFitOutputs:
         d = self.model.diagnostics_
         mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
                 else "continuous states, neural FQE streamed by chunk" if self.config.q_model == "mlp"
+                else "continuous states, boosted FQE on the Dask cluster" if self.config.q_model == "lightgbm"
                 else "continuous states, closed-form LSTD Q")
         from ..stream import DEFAULT_CHUNK_ROWS
 
@@ -78,10 +83,14 @@ def _is_tabular(config, source) -> bool:
 
     if config.q_model == "exact":
         return True
-    if config.q_model not in (None, "lstd", "mlp"):
+    if config.q_model == "lightgbm" and not config.dask_scheduler:
+        raise ValueError("--q-model lightgbm out of core needs --dask-scheduler (boosted FQE is trained by "
+                         "LightGBM's Dask interface); on one machine use lstd or mlp")
+    if config.q_model not in (None, "lstd", "mlp", "lightgbm"):
         raise ValueError(f"--q-model {config.q_model} cannot be fitted out of core: use exact (tabular), lstd "
-                         "(closed form) or mlp (neural FQE streamed by chunk)")
-    if config.q_model in ("lstd", "mlp") or len(source.state) != 1:
+                         "(closed form), mlp (neural FQE streamed by chunk) or lightgbm (boosted FQE, with "
+                         "--dask-scheduler)")
+    if config.q_model in ("lstd", "mlp", "lightgbm") or len(source.state) != 1:
         return False
     return pa.types.is_integer(source._dataset.schema.field(source.state[0]).type)
 
@@ -123,9 +132,11 @@ def run_stream_fit(config) -> StreamFitOutputs:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         policy = None if tabular else make_policy_model(policy_name, tabular=False, n_states=None, seed=config.seed)
+        settings = q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations)
+        settings.pop("validation_fraction", None)  # no held-out early stopping out of core
         est = GenPQR(normalization=_normalization(config, labels), gamma=config.gamma, clip=parse_clip(config.clip),
                      policy_model=policy, n_states=config.n_states, random_state=config.seed, progress=progress,
-                     **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
+                     **settings)
         fit_kwargs = dict(action_labels=labels, chunk_rows=chunk_rows, time_gaps=config.time_gaps,
                           progress=progress, **columns)
         if config.dask_scheduler:
@@ -152,10 +163,24 @@ def dask_client(address: str):
         n_workers = int(address.partition(":")[2])
         with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
             with Client(cluster) as client:
+                client.run(route_lightgbm_logs)
                 yield client
     else:
         with Client(address) as client:
             yield client
+
+
+def route_lightgbm_logs() -> None:
+    """Send LightGBM's messages to the ``lightgbm`` logger of Python's :mod:`logging` (run on the
+    workers of the local cluster the command starts: by default LightGBM prints the lines of
+    its network set-up, a few per Bellman iteration of boosted FQE; warnings still show)."""
+    import logging
+
+    try:
+        import lightgbm
+    except ImportError:  # pragma: no cover - the closed-form and tabular paths do not need it
+        return
+    lightgbm.register_logger(logging.getLogger("lightgbm"))
 
 
 def _write(outputs: StreamFitOutputs, labels) -> None:
