@@ -38,7 +38,8 @@ def _tabular_policy(data):
 
 
 @pytest.mark.slow
-def test_boosted_dask_on_tabular_states_equals_in_memory_and_the_exact_answer(tmp_path, client):
+@pytest.mark.parametrize("structure, stop", [("continuation", 19), ("direct", 20)])
+def test_boosted_dask_on_tabular_states_equals_in_memory_and_the_exact_answer(tmp_path, client, structure, stop):
     """States are one feature with 7 values, so the distributed bin boundaries are the
     one-machine ones and only the order of the histogram sums differs: the fit equals the
     in-memory BoostedQModel FQE to 1e-7 (LightGBM keeps labels in float32, 6e-8 relative,
@@ -47,13 +48,15 @@ def test_boosted_dask_on_tabular_states_equals_in_memory_and_the_exact_answer(tm
     iteration fits every (s, a) cell mean exactly: FQE is then value iteration on the
     empirical model, which converges at rate gamma to the exact tabular solution. ``tol`` lies
     between two successive target changes (1.8e-6 and 9.1e-7 in-memory, against differences
-    of 3e-8 between the fits), so both stop after the same iteration (the 20th)."""
+    of 3e-8 between the fits), so both stop after the same iteration (the 20th). Regressing the
+    continuation ``f = P mu Q``, the k-th target change is the direct iteration's (k + 1)-th
+    (``f_k = P mu Q_k``), so both stop one iteration earlier."""
     frame = panel(n_episodes=150, seed=5)
     folder = write_folder(frame, tmp_path / "d", n_files=3, row_group_size=53)
     data = from_pandas(frame, state="s", terminated="done", **COLS)
     est = GenPQR(q_model=BoostedQModel(learning_rate=1.0, num_leaves=32, min_child_samples=1),
                  policy_model=_tabular_policy(data), policy_prefit=True, gamma=0.5, n_iterations=40, tol=1.3e-6,
-                 normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False)
+                 normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False, structure=structure)
     ref = GenPQR(**est.get_params(deep=False)).fit(data)
     exact = GenPQR(**{**est.get_params(deep=False), "q_model": "exact"}).fit(data)
     got = fit_dask(est, folder, client=client, npartitions=5, state="s", terminated="done", chunk_rows=70, **COLS)
@@ -66,7 +69,7 @@ def test_boosted_dask_on_tabular_states_equals_in_memory_and_the_exact_answer(tm
     np.testing.assert_allclose(got.reward(grid), exact.reward(grid), atol=5e-6, rtol=0)
     np.testing.assert_allclose(got.continuation(grid), exact.continuation(grid), atol=5e-6, rtol=0)
     d, r = got.diagnostics_, ref.diagnostics_
-    assert d.converged and d.n_iterations == r.n_iterations == got.stage2_.fqe.model_.n_trees_ == 20
+    assert d.converged and d.n_iterations == r.n_iterations == got.stage2_.fqe.model_.n_trees_ == stop
     np.testing.assert_allclose(d.bellman_residuals, r.bellman_residuals, atol=1e-7, rtol=0)
     np.testing.assert_allclose(d.target_changes, r.target_changes, atol=1e-7, rtol=0)
     assert (d.n_transitions, d.n_episodes, d.n_last_choices, d.action_counts) == \

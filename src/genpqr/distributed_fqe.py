@@ -115,7 +115,9 @@ class BellmanBlock:
     states, next_states : ndarray of shape (n, d)
     actions : ndarray of shape (n,), action codes
     reward : ndarray of shape (n,)
-        ``u(s_i, a_i) - g(s_i)``.
+        The known part of the targets: ``u(s_i, a_i) - g(s_i)`` when Q is regressed, or
+        ``continues_i * sum_a' mu(a'|s'_i) (u(s'_i, a') - g(s'_i))`` when the continuation
+        ``f = P mu Q`` is (``structure="continuation"``; then q, q_next and the targets are f's).
     bootstrap : ndarray of shape (n,)
         ``gamma * continues``.
     next_mu : ndarray of shape (n, K)
@@ -125,7 +127,9 @@ class BellmanBlock:
         ``y_{k+1}``, the targets of the next iteration.
     sums : tuple
         ``(n, sum (Q_k(s,a) - y_{k+1})^2, sum (y_{k+1} - y_k)^2, max |y_{k+1} - y_k|)`` (zeros
-        before the first iteration).
+        before the first iteration), on the scale of Q (``scale`` times those of f).
+    scale : float
+        1 when Q is regressed, ``gamma`` for the continuation (``Q = u - g + gamma f``).
     summary : genpqr.stream_stats.ChoiceSummary or None
         The diagnostics sums of the partition's choices (None: no row).
     """
@@ -141,6 +145,7 @@ class BellmanBlock:
     targets: np.ndarray
     sums: tuple = (0, 0.0, 0.0, 0.0)
     summary: object = None
+    scale: float = 1.0
 
     @property
     def n(self) -> int:
@@ -148,9 +153,10 @@ class BellmanBlock:
 
 
 def bellman_block_pass(source, labels, policy, normalization, gamma: float, partition=None,
-                       progress=None) -> BellmanBlock | None:
+                       progress=None, continuation: bool = False) -> BellmanBlock | None:
     """Read ``source`` (or its ``partition``) into a :class:`BellmanBlock` at ``Q_0 = 0``
-    (targets ``y_1 = u - g``); None when it has no row."""
+    (targets ``y_1 = u - g``; with ``continuation`` at ``f_0 = 0``, targets ``continues *
+    next_reward``); None when it has no row."""
     problems, summary = [], None
     for chunk in source.chunks(labels, progress, "FQE data", partition=partition):
         raw = policy.raw_proba(chunk.states)
@@ -165,10 +171,12 @@ def bellman_block_pass(source, labels, policy, normalization, gamma: float, part
     def stack(name, shape):
         return np.concatenate([getattr(p, name) for p in problems]) if problems else np.empty(shape)
 
-    reward = stack("reward", (0,)).astype(np.float64)
+    continues = stack("continues", (0,)).astype(np.float64)
+    reward = continues * stack("next_reward", (0,)) if continuation else stack("reward", (0,)).astype(np.float64)
     return BellmanBlock(stack("states", (0, d)), stack("actions", (0,)).astype(np.int64), stack("next_states", (0, d)),
-                        reward, gamma * stack("continues", (0,)), stack("next_mu", (0, K)), np.zeros(reward.size),
-                        np.zeros((reward.size, K)), reward.copy(), summary=summary)
+                        reward, gamma * continues, stack("next_mu", (0, K)), np.zeros(reward.size),
+                        np.zeros((reward.size, K)), reward.copy(), summary=summary,
+                        scale=gamma if continuation else 1.0)
 
 
 def block_features(block: BellmanBlock) -> np.ndarray:
@@ -207,7 +215,7 @@ def advance_block(block: BellmanBlock, model_string: str, num_threads: int = 1) 
             pairs = _pair_features(rows, np.tile(support, n), K)
             q_next[:, support] += booster.predict(pairs, num_threads=num_threads).reshape(n, support.size)
     targets = block.reward + block.bootstrap * np.sum(block.next_mu * q_next, axis=1)
-    resid, diff = q - targets, targets - block.targets
+    resid, diff = block.scale * (q - targets), block.scale * (targets - block.targets)
     sums = (n, float(resid @ resid), float(diff @ diff), float(np.max(np.abs(diff))) if n else 0.0)
     return replace(block, q=q, q_next=q_next, targets=targets, sums=sums)
 
@@ -279,13 +287,14 @@ def fit_boosted_fqe(est, cluster, partitions, source, policy):
     """Stage 2 of ``est`` (q_model a BoostedQModel) by boosted FQE on the cluster; returns the
     fitted ``est``. ``cluster`` holds the ``client`` and ``progress`` and gathers futures with a
     progress bar (``gather(futures, desc)``); ``policy`` is the fitted stage 1 (clip resolved)."""
-    from .stream_fqe import StreamedFQE
+    from .stream_fqe import StreamedFQE, check_structure
     from .stream_steps import check_actions
 
     params, n_iter = check_boosted(est)
+    continuation = check_structure(est.structure)
     est.policy_ = policy
     blocks = _read_blocks(cluster.client, partitions, source=source, labels=est.encoder_.labels, policy=policy,
-                          normalization=est.normalization_, gamma=est.gamma_)
+                          normalization=est.normalization_, gamma=est.gamma_, continuation=continuation)
     info = cluster.gather(cluster.client.map(block_info, blocks, pure=False), "FQE data")
     summary = None
     for _, _, part in info:
@@ -302,7 +311,7 @@ def fit_boosted_fqe(est, cluster, partitions, source, policy):
     threads = _prediction_threads(est.q_model)
     boosters, history, mean_square, converged = loop.run(params, n_iter, est.tol, threads)
     fqe = StreamedFQE(ClusterBoostedQ(boosters, est.n_actions_, est.state_dim_, threads), history, mean_square,
-                      converged)
+                      converged, continuation, est.gamma_)
     fqe.solver_name_ = "boosted fqe (dask)"
     return _finish(est, fqe, summary)
 

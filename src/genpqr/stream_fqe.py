@@ -28,7 +28,7 @@ import numpy as np
 from .qmodels import FQEHistory, make_q_model, predict_at, predict_columns
 from .stream_stats import bellman_chunk, chunk_choice_summary
 
-__all__ = ["StreamedFQE", "fqe_pass", "fit_streamed_fqe"]
+__all__ = ["StreamedFQE", "fqe_pass", "fit_streamed_fqe", "check_structure"]
 
 
 class StreamedFQE:
@@ -120,7 +120,7 @@ def fit_streamed_fqe(est, source, policy, progress=None):
     from .stream_steps import check_actions
 
     n_iter, K, labels = _check_iterations(est.n_iterations), est.n_actions_, est.encoder_.labels
-    continuation = _check_structure(est.structure)
+    continuation = check_structure(est.structure)
     live = make_q_model(est.q_model, "native", K)
     previous = before = summary = None
     history, mean_square, converged = FQEHistory(), [], False
@@ -144,7 +144,7 @@ def fit_streamed_fqe(est, source, policy, progress=None):
     return StreamedFQE(previous, history, mean_square, converged, continuation, est.gamma_), summary
 
 
-def _check_structure(structure) -> bool:
+def check_structure(structure) -> bool:
     """``structure="continuation"`` (regress ``P mu Q``) or ``"direct"`` (regress Q)."""
     if structure not in ("continuation", "direct"):
         raise ValueError(f"structure must be 'continuation' or 'direct', got {structure!r}")
