@@ -38,3 +38,14 @@ def all_normalizations(S: int, K: int, rng: np.random.Generator):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A real local Dask cluster: two single-threaded worker processes (shared by the
+    distributed tests of one pytest process)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        yield c

@@ -27,11 +27,8 @@ CONT = dict(state=["x0", "x1"], terminated="done", **COLS)
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
+def client(dask_client):
+    return dask_client
 
 
 # ------------------------------------------------------------------------------ partitions (no cluster)
