@@ -149,6 +149,14 @@ def test_terminated_transitions_have_no_continuation():
         np.array([[1.0], [1.0]]), 0.5)
     q = fqe.predict_q(states)[:, 0]
     assert np.allclose(q, [1.0 + 0.5 * 2.0, 2.0])
+    # the continuation f = P mu Q: row 1 terminates, so f = 0 there; row 0 continues into
+    # state 1, whose mu-weighted u - g (next_reward) is 2 and whose own f is 0: f = 2
+    cont = FQE(TabularQModel(2), n_iterations=50, tol=None).fit(
+        states, np.array([0, 0]), np.array([[1.0], [1.0]]), np.array([1.0, 0.0]), np.array([1.0, 2.0]),
+        np.array([[1.0], [1.0]]), 0.5, next_reward=np.array([2.0, 2.0]))
+    base = np.array([[1.0], [2.0]])
+    assert np.allclose(cont.model_.predict_q(states)[:, 0], [2.0, 0.0])
+    assert np.allclose(cont.predict_q(states, base=base)[:, 0], [1.0 + 0.5 * 2.0, 2.0])
 
 
 def test_warm_start_only_where_it_means_continue():
