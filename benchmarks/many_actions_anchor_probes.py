@@ -25,20 +25,13 @@ from threadpoolctl import threadpool_limits
 from genpqr.envs import make_synthetic_data
 from genpqr.experiments import methods as M
 from genpqr.models.nn import MLPClassifier
+from many_actions_bc import with_anchor  # benchmarks/ is the script's folder, first on sys.path
 
 
 def clipped_log(P, low=M.PAPER_CLIP[0]):
     """``log`` of the rows of ``P`` clipped to (low, 0.99) (no clip for ``low=None``) and renormalized."""
     P = np.clip(P, low, M.PAPER_CLIP[1]) if low else P
     return np.log(P / P.sum(1, keepdims=True))
-
-
-def with_anchor(log_p, log_p0):
-    """``log_p`` (n, K) with column 0 replaced by ``log_p0`` and the others rescaled to sum to one."""
-    out = log_p.copy()
-    out[:, 1:] += (np.log1p(-np.exp(log_p0)) - np.log1p(-np.exp(log_p[:, 0])))[:, None]
-    out[:, 0] = log_p0
-    return out
 
 
 def probe(seed, K):
