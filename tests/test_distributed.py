@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from .test_stream import COLS, panel, write_folder
+from .test_stream import COLS, panel, prefit_closed_form_case, write_folder
 
 from genpqr import GenPQR
 from genpqr.data import from_pandas
@@ -165,15 +165,7 @@ def test_closed_form_dask_equals_streamed_with_the_same_sample(tmp_path, client,
 
 
 def test_closed_form_dask_with_a_prefitted_policy_equals_in_memory(tmp_path, client):
-    frame = panel(n_episodes=150, seed=7, continuous=True)
-    folder = write_folder(frame, tmp_path / "d", n_files=3, row_group_size=41)
-    data = from_pandas(frame, state=["x0", "x1"], terminated="done", **COLS)
-    from sklearn.linear_model import LogisticRegression
-
-    policy = LogisticRegression(max_iter=1000).fit(data.states, data.actions)
-    est = GenPQR(q_model=LSTDQ(alpha=1e-6, chunk_size=100), policy_model=policy, policy_prefit=True, gamma=0.9,
-                 normalization=anchor_action("stay"), progress=False)
-    ref = GenPQR(**est.get_params(deep=False)).fit(data)
+    est, ref, folder = prefit_closed_form_case(tmp_path)
     source = ParquetSource(folder, chunk_rows=90, **CONT)
     got = fit_dask(est, source, client=client, npartitions=4)
     X = np.random.default_rng(0).normal(size=(200, 2))

@@ -156,16 +156,22 @@ def test_tabular_auto_clip_from_counts_matches(tmp_path):
     np.testing.assert_allclose(got.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)
 
 
-def test_closed_form_out_of_core_equals_in_memory(tmp_path):
+def prefit_closed_form_case(tmp_path):
+    """A continuous panel as a Parquet folder, the closed-form estimator with a prefitted
+    logistic stage 1, and its in-memory fit: ``(est, ref, folder)``."""
+    from sklearn.linear_model import LogisticRegression
+
     frame = panel(n_episodes=150, seed=7, continuous=True)
     folder = write_folder(frame, tmp_path / "d", n_files=3, row_group_size=41)
     data = from_pandas(frame, state=["x0", "x1"], terminated="done", **COLS)
-    from sklearn.linear_model import LogisticRegression
-
     policy = LogisticRegression(max_iter=1000).fit(data.states, data.actions)
     est = GenPQR(q_model=LSTDQ(alpha=1e-6, chunk_size=100), policy_model=policy, policy_prefit=True, gamma=0.9,
                  normalization=anchor_action("stay"), progress=False)
-    ref = GenPQR(**est.get_params(deep=False)).fit(data)
+    return est, GenPQR(**est.get_params(deep=False)).fit(data), folder
+
+
+def test_closed_form_out_of_core_equals_in_memory(tmp_path):
+    est, ref, folder = prefit_closed_form_case(tmp_path)
     got = fit_parquet(est, folder, state=["x0", "x1"], terminated="done", chunk_rows=90, progress=False, **COLS)
     X = np.random.default_rng(0).normal(size=(200, 2))
     np.testing.assert_allclose(got.reward(X), ref.reward(X), atol=1e-8, rtol=0)

@@ -216,12 +216,7 @@ def nfxp_loglik(theta, features, counts, kernel, gamma, *, offset=None, V0=None,
     V : ndarray of shape (S,)
         The inner fixed point (to warm-start the next call).
     """
-    gamma = check_gamma(gamma)
-    X = check_features(features)
-    shape = X.shape[:2]
-    counts = check_weights(counts, shape, "counts")
-    off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
-    kernel = _fast_kernel(tabular.as_kernel(kernel, shape[1]))
+    gamma, X, counts, off, kernel = _nfxp_inputs(features, counts, offset, kernel, gamma)
     ev = _evaluate(as_float_array(theta, "theta", ndim=1), X, off, counts, kernel, gamma, V0, dict(tol=tol))
     return ev.loglik, ev.grad, ev.V
 
@@ -294,14 +289,7 @@ def fit_nfxp(counts, features, kernel, gamma, *, offset=None, theta0=None, metho
         Inner fixed-point residual target.
     """
     start = time.perf_counter()
-    gamma = check_gamma(gamma)
-    X = check_features(features)
-    shape = X.shape[:2]
-    counts = check_weights(counts, shape, "counts")
-    off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
-    kernel = _fast_kernel(tabular.as_kernel(kernel, shape[1]))
-    if kernel.n_states != shape[0]:
-        raise ValueError(f"kernel has {kernel.n_states} states but features have {shape[0]}")
+    gamma, X, counts, off, kernel = _nfxp_inputs(features, counts, offset, kernel, gamma)
     theta = np.zeros(X.shape[2]) if theta0 is None else as_float_array(theta0, "theta0", ndim=1).copy()
     evaluate = _Evaluator(X, off, counts, kernel, gamma, dict(tol=inner_tol))
     if method == "bhhh":
@@ -318,6 +306,20 @@ def fit_nfxp(counts, features, kernel, gamma, *, offset=None, theta0=None, metho
         cov = np.full(ev.opg.shape, np.nan)
     return NFXPResult(theta, cov, ev.loglik, ev.grad, n_iter, evaluate.evals, converged, ev.V, ev.policy, ev.info,
                       time.perf_counter() - start)
+
+
+def _nfxp_inputs(features, counts, offset, kernel, gamma) -> tuple:
+    """``(gamma, X, counts, offset, kernel)`` checked: features (S, K, p), counts and offset
+    (S, K), a kernel on the same S states."""
+    gamma = check_gamma(gamma)
+    X = check_features(features)
+    shape = X.shape[:2]
+    counts = check_weights(counts, shape, "counts")
+    off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
+    kernel = _fast_kernel(tabular.as_kernel(kernel, shape[1]))
+    if kernel.n_states != shape[0]:
+        raise ValueError(f"kernel has {kernel.n_states} states but features have {shape[0]}")
+    return gamma, X, counts, off, kernel
 
 
 class _Evaluator:
