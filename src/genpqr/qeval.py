@@ -64,8 +64,8 @@ from tqdm.auto import tqdm
 from ._checks import as_float_array, check_gamma, check_random_state, clone_learner as clone
 from .exceptions import ConvergenceWarning, NotFittedError
 from .integration import Nodes
-from .qmodels import (FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at, predict_columns,
-                      warm_start_ok)
+from .qmodels import (BellmanTargets, FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at,
+                      q_from_continuation, warm_start_ok)
 
 __all__ = ["FQE", "TabularQModel", "FQEHistory", "make_q_model", "STRUCTURES"]
 
@@ -212,7 +212,7 @@ class FQE(BaseEstimator):
         states, actions, next_states, continues, reward, next_mu, next_reward = data
         K = next_mu.shape[1]
         model = make_q_model(self.regressor, self.encoding, K, self.warm_start)
-        bellman = _BellmanTargets(reward, continues, next_mu, next_reward, gamma)
+        bellman = BellmanTargets(reward, continues, next_mu, next_reward, gamma)
         targets = bellman.first()  # Q_0 = 0 (direct) or f_0 = 0 (continuation)
         best, best_loss, stall, converged = 0, np.inf, 0, False
         bar = tqdm(range(n_iter), desc="FQE", disable=(None if self.progress is None else not self.progress),
@@ -243,7 +243,7 @@ class FQE(BaseEstimator):
     @staticmethod
     def _validation_residual(model, val_data, gamma):
         states, actions, next_states, continues, reward, next_mu, next_reward = val_data
-        bellman = _BellmanTargets(reward, continues, next_mu, next_reward, gamma)
+        bellman = BellmanTargets(reward, continues, next_mu, next_reward, gamma)
         resid = bellman.q_scale(predict_at(model, states, actions) - bellman.targets(model, next_states))
         return float(np.mean(resid ** 2))
 
@@ -258,12 +258,7 @@ class FQE(BaseEstimator):
         self._check_fitted()
         if not getattr(self, "nodes_", False):
             out = self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
-            if not getattr(self, "continuation_", False):
-                return out
-            if base is None or np.shape(base) != out.shape:
-                raise ValueError(f"this FQE regressed the continuation f = P mu Q: predict_q needs base = u(s, .) - "
-                                 f"g(s) of shape {out.shape}, got {None if base is None else np.shape(base)}")
-            return base + self.gamma_ * out
+            return q_from_continuation(out, base, self.gamma_) if getattr(self, "continuation_", False) else out
         out = self.predict_model(states, actions)
         return base + self.gamma_ * out if self.structure == "continuation" else out
 
@@ -372,33 +367,6 @@ class _NodesLoop:
             if fqe.tol is not None and change <= fqe.tol:
                 return True
         return False
-
-
-class _BellmanTargets:
-    """FQE's finite-action targets of the regressed quantity: ``Q`` (direct, ``next_reward``
-    None) or ``f = P mu Q`` (continuation, ``Q = reward + gamma f``)."""
-
-    def __init__(self, reward, continues, next_mu, next_reward, gamma):
-        self.reward, self.next_mu, self.next_reward, self.gamma = reward, next_mu, next_reward, gamma
-        self.bootstrap = gamma * continues if next_reward is None else continues
-        self.support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
-
-    def first(self) -> np.ndarray:
-        """The targets of the first fit (``Q_0 = 0`` / ``f_0 = 0``)."""
-        if self.next_reward is None:
-            return self.reward.copy()
-        return self.bootstrap * self.next_reward
-
-    def targets(self, model, next_states) -> np.ndarray:
-        """The next iteration's targets from the fitted ``model``."""
-        mu_next = np.sum(self.next_mu * predict_columns(model, next_states, self.support), axis=1)
-        if self.next_reward is None:
-            return self.reward + self.bootstrap * mu_next
-        return self.bootstrap * (self.next_reward + self.gamma * mu_next)
-
-    def q_scale(self, delta) -> np.ndarray:
-        """A difference of the regressed quantity as a difference of Q (times gamma for f)."""
-        return delta if self.next_reward is None else self.gamma * delta
 
 
 def _rows(data, rows) -> list:

@@ -17,8 +17,8 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 
 from ._checks import check_state_indices, clone_learner as clone
 
-__all__ = ["TabularQModel", "FQEHistory", "make_q_model", "warm_start_ok", "predict_columns", "predict_at",
-           "fit_regressor"]
+__all__ = ["TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model", "warm_start_ok",
+           "predict_columns", "predict_at", "fit_regressor"]
 
 
 def _is_native(model) -> bool:
@@ -207,3 +207,40 @@ def fit_regressor(model, X, y, sample_weight=None):
                     "sample weights")
 
 
+class BellmanTargets:
+    """FQE's finite-action targets of the regressed quantity: ``Q`` (direct, ``next_reward``
+    None) or ``f = P mu Q`` (continuation, ``Q = reward + gamma f``), shared by the in-memory
+    (:class:`genpqr.qeval.FQE`) and the streamed (:mod:`genpqr.stream_fqe`) iteration.
+
+    ``reward``, ``continues``, ``next_reward``: shape (n,); ``next_mu``: (n, K)."""
+
+    def __init__(self, reward, continues, next_mu, next_reward, gamma):
+        self.reward, self.next_mu, self.next_reward, self.gamma = reward, next_mu, next_reward, gamma
+        self.bootstrap = gamma * continues if next_reward is None else continues
+        self.support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
+
+    def first(self) -> np.ndarray:
+        """The targets of the first fit (``Q_0 = 0`` / ``f_0 = 0``)."""
+        if self.next_reward is None:
+            return self.reward.copy()
+        return self.bootstrap * self.next_reward
+
+    def targets(self, model, next_states) -> np.ndarray:
+        """The next iteration's targets from the fitted ``model``."""
+        mu_next = np.sum(self.next_mu * predict_columns(model, next_states, self.support), axis=1)
+        if self.next_reward is None:
+            return self.reward + self.bootstrap * mu_next
+        return self.bootstrap * (self.next_reward + self.gamma * mu_next)
+
+    def q_scale(self, delta) -> np.ndarray:
+        """A difference of the regressed quantity as a difference of Q (times gamma for f)."""
+        return delta if self.next_reward is None else self.gamma * delta
+
+
+def q_from_continuation(f, base, gamma) -> np.ndarray:
+    """``Q = base + gamma f`` for a model that regressed the continuation ``f = P mu Q``
+    (``f`` and ``base = u(s, .) - g(s)`` of shape (n, K)); refuses a missing or misshapen base."""
+    if base is None or np.shape(base) != np.shape(f):
+        raise ValueError(f"this FQE regressed the continuation f = P mu Q: predict_q needs base = u(s, .) - g(s) of "
+                         f"shape {np.shape(f)}, got {None if base is None else np.shape(base)}")
+    return base + gamma * f

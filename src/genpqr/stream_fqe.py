@@ -25,7 +25,7 @@ import copy
 
 import numpy as np
 
-from .qmodels import FQEHistory, make_q_model, predict_at, predict_columns
+from .qmodels import BellmanTargets, FQEHistory, make_q_model, predict_at, q_from_continuation
 from .stream_stats import bellman_chunk, chunk_choice_summary
 
 __all__ = ["StreamedFQE", "fqe_pass", "fit_streamed_fqe", "check_structure"]
@@ -58,26 +58,18 @@ class StreamedFQE:
         from ._checks import as_float_array
 
         out = self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
-        if not self.continuation_:
-            return out
-        if base is None or np.shape(base) != out.shape:
-            raise ValueError(f"this FQE regressed the continuation f = P mu Q: predict_q needs base = u(s, .) - g(s) "
-                             f"of shape {out.shape}")
-        return base + self.gamma_ * out
+        return q_from_continuation(out, base, self.gamma_) if self.continuation_ else out
 
 
-def _targets(problem, model, continuation=False):
-    """The regressed targets: ``u - g + gamma * continues * sum_a' mu(a'|s') Q(s', a')``, or with
-    ``continuation`` those of ``f = P mu Q``: ``continues * (next_reward + gamma * sum_a' mu(a'|s')
-    f(s', a'))`` (``model`` None: ``Q = 0`` / ``f = 0``)."""
-    if model is None:
-        mu_next = 0.0
-    else:
-        support = np.flatnonzero(np.any(problem.next_mu != 0, axis=0))
-        mu_next = np.sum(problem.next_mu * predict_columns(model, problem.next_states, support), axis=1)
-    if continuation:
-        return problem.continues * (problem.next_reward + problem.gamma * mu_next)
-    return problem.reward + problem.gamma * problem.continues * mu_next
+def _bellman(problem, continuation: bool) -> BellmanTargets:
+    """The chunk's targets of the regressed quantity (Q, or ``f = P mu Q`` with ``continuation``)."""
+    return BellmanTargets(problem.reward, problem.continues, problem.next_mu,
+                          problem.next_reward if continuation else None, problem.gamma)
+
+
+def _targets(bellman: BellmanTargets, next_states, model):
+    """The targets from ``model`` (None: ``Q = 0`` / ``f = 0``)."""
+    return bellman.first() if model is None else bellman.targets(model, next_states)
 
 
 def fqe_pass(source, labels, policy, normalization, gamma, live, previous, before, n_actions, *, fit=True,
@@ -100,11 +92,11 @@ def fqe_pass(source, labels, policy, normalization, gamma, live, previous, befor
         problem = bellman_chunk(chunk, policy, normalization, normalization.g, gamma, raw=raw)
         if problem is None:
             continue
-        y = _targets(problem, previous, continuation)
+        bellman = _bellman(problem, continuation)
+        y = _targets(bellman, problem.next_states, previous)
         if previous is not None:
-            scale = gamma if continuation else 1.0
-            diff = scale * (y - _targets(problem, before, continuation))
-            resid = scale * (predict_at(previous, problem.states, problem.actions) - y)
+            diff = bellman.q_scale(y - _targets(bellman, problem.next_states, before))
+            resid = bellman.q_scale(predict_at(previous, problem.states, problem.actions) - y)
             sums = [sums[0] + problem.n, sums[1] + float(resid @ resid), sums[2] + float(diff @ diff),
                     max(sums[3], float(np.max(np.abs(diff))))]
         if fit:
