@@ -29,6 +29,10 @@ honoured as given. The share of observed actions whose probability hits a bound,
 share of rows at whose state some action sits at the floor, are diagnostics; above
 :data:`CLIP_WARN_FRACTION` a :class:`~genpqr.exceptions.ClippingWarning` says what the clip
 does to the reward and how to change it.
+
+After the clip, :func:`safe_log` takes ``u = log pi_hat`` (refusing a zero probability with
+what to do about it), and :func:`mu_expectation` the known part ``sum_a mu(a|s) (u(s, a) -
+g(s))`` of the Bellman targets, for the in-memory and the out-of-core stage 2 alike.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import warnings
 import numpy as np
 
 __all__ = ["PAPER_CLIP", "CLIP_WARN_FRACTION", "AUTO_LOW_MAX", "AUTO_LOW_FRACTION", "parse_clip", "check_bounds", "auto_clip_from_summary",
-           "auto_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds"]
+           "auto_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds", "safe_log",
+           "mu_expectation"]
 
 #: The paper's clip (Ionides 2008); kept by the paper's experiments.
 PAPER_CLIP = (0.01, 0.99)
@@ -172,3 +177,24 @@ def warn_if_clip_binds(fraction_observed: float, fraction_floored: float, bounds
     message = clip_binds_message(fraction_observed, fraction_floored, bounds, rule)
     if message is not None:
         warnings.warn(message, category or ClippingWarning, stacklevel=stacklevel)
+
+
+def safe_log(proba):
+    """``log`` of estimated probabilities, refusing zeros with an actionable message."""
+    if np.any(proba <= 0):
+        raise ValueError(
+            "the estimated policy gives probability 0 to some action (e.g. an action never observed at a "
+            "state), so log pi is -inf; use clip='auto' (a floor below every observed action's probability), "
+            "clip=(low, high) with low > 0, or a smooth policy model (genpqr.models.first_stage.SplineLogit)"
+        )
+    return np.log(proba)
+
+
+def mu_expectation(mu, proba, g) -> np.ndarray:
+    """``sum_a mu(a|s) (log pi(a|s) - g(s))`` per row, shape (n,): ``mu`` and ``proba`` (n, K), ``g``
+    (n,) or a scalar. Actions without weight do not enter (their probability may be 0); a zero
+    probability under weight is refused by :func:`safe_log`."""
+    weighed = mu != 0
+    logs = np.zeros_like(proba, dtype=np.float64)
+    logs[weighed] = safe_log(proba[weighed])
+    return np.sum(np.where(weighed, mu * (logs - np.reshape(g, (-1, 1))), 0.0), axis=1)

@@ -19,7 +19,7 @@ from sklearn.preprocessing import StandardScaler
 
 from . import tabular
 from ._checks import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
-from .clipping import clip_fractions
+from .clipping import clip_fractions, mu_expectation, safe_log
 from .diagnostic_checks import emit, failed_diagnostics
 from .diagnostics import Diagnostics
 from .normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
@@ -307,27 +307,6 @@ class FinitePath:
 def is_closed_form(q_model) -> bool:
     """Stage 2 solved in closed form from sample statistics (``"lstd"`` or a model with ``fit_bellman``)."""
     return (isinstance(q_model, str) and q_model == "lstd") or hasattr(q_model, "fit_bellman")
-
-
-def safe_log(proba):
-    """``log`` of estimated probabilities, refusing zeros with an actionable message."""
-    if np.any(proba <= 0):
-        raise ValueError(
-            "the estimated policy gives probability 0 to some action (e.g. an action never observed at a "
-            "state), so log pi is -inf; use clip='auto' (a floor below every observed action's probability), "
-            "clip=(low, high) with low > 0, or a smooth policy model (genpqr.models.first_stage.SplineLogit)"
-        )
-    return np.log(proba)
-
-
-def mu_expectation(mu, proba, g) -> np.ndarray:
-    """``sum_a mu(a|s) (log pi(a|s) - g(s))`` per row, shape (n,): ``mu`` and ``proba`` (n, K), ``g``
-    (n,) or a scalar. Actions without weight do not enter (their probability may be 0); a zero
-    probability under weight is refused by :func:`safe_log`."""
-    weighed = mu != 0
-    logs = np.zeros_like(proba, dtype=np.float64)
-    logs[weighed] = safe_log(proba[weighed])
-    return np.sum(np.where(weighed, mu * (logs - np.reshape(g, (-1, 1))), 0.0), axis=1)
 
 
 def as_weights(policy):

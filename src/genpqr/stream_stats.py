@@ -128,6 +128,7 @@ def bellman_chunk(chunk: Transitions, policy, normalization, offset, gamma: floa
 
     Returns None when the chunk has no complete transition.
     """
+    from .clipping import mu_expectation, safe_log
     from .lstd import BellmanProblem
     from .policy import clip_proba
 
@@ -142,16 +143,11 @@ def bellman_chunk(chunk: Transitions, policy, normalization, offset, gamma: floa
     next_mu = normalization.weights(trans.next_states, K, next_proba)
     g_rows = np.asarray(offset(trans.states), dtype=np.float64)
     g_next = np.asarray(offset(trans.next_states), dtype=np.float64)
-    u_rows = _safe_log(proba[np.arange(trans.n), trans.actions])
-    next_reward = np.sum(next_mu * (_safe_log(next_proba) - g_next[:, None]), axis=1)
+    u_rows = safe_log(proba[np.arange(trans.n), trans.actions])
+    next_reward = mu_expectation(next_mu, next_proba, g_next)
     return BellmanProblem(trans.states, trans.actions, trans.next_states, trans.continues, u_rows - g_rows, next_mu,
                           gamma, next_reward=next_reward, log_policy=policy.log_proba, offset=offset,
                           policy_models=list(policy.models))
-
-
-def _safe_log(proba):
-    with np.errstate(divide="ignore"):
-        return np.log(proba)
 
 
 # ============================================================================ diagnostics sums
