@@ -94,3 +94,22 @@ def test_readme_shell_blocks_run(readme, tmp_path, monkeypatch, capsys):
     assert ran >= 1
     for out in outs.values():
         assert any(Path(out).iterdir())
+
+
+def test_examples_readme_prints_what_the_fit_estimates(tmp_path):
+    """The parameter lines printed in examples/README.md (``NAME: EST (SE SE)``) are what its
+    command estimates today (to the printed digits), so the page cannot go stale silently."""
+    text = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    printed = re.findall(r"^\s+(\w+): (-?[\d.]+) \(SE ([\d.]+)\)", text, re.M)
+    assert {name for name, _, _ in printed} == {"bonus", "level"}
+    command = next(c for c in _shell_commands(ROOT / "examples" / "README.md", tagged_only=False)
+                   if c.startswith("genpqr fit"))
+    argv = shlex.split(command)[1:]
+    argv = [a for i, a in enumerate(argv) if a != "--bootstrap" and (i == 0 or argv[i - 1] != "--bootstrap")]
+    assert main(_adapt(argv, tmp_path, {}) + ["--quiet"]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(next(tmp_path.glob("*/parameters.csv"))).set_index("parameter")
+    for name, est, se in printed:
+        assert table.loc[name, "estimate"] == pytest.approx(float(est), abs=0.6 * 10 ** -(len(est.split(".")[1])))
+        assert table.loc[name, "std_error"] == pytest.approx(float(se), abs=0.6 * 10 ** -(len(se.split(".")[1])))
