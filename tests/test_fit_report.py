@@ -86,6 +86,7 @@ def test_continuous_report_shows_convergence_and_partial_dependence(tmp_path, ca
     for img in images:
         assert_not_blank(img)
     assert "fitted Q evaluation" in html and "partial dependence" in html.lower()
+    assert "the continuation P mu Q" in html  # what FQE regressed (the default structure)
     assert_self_contained(html)
 
 

@@ -301,7 +301,7 @@ def render_html(ctx: ReportContext) -> str:
         policy_rows=[("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
                      ("log loss of the action frequencies alone", f"{_baseline_log_loss(model):.4f}"),
                      ("clip bounds", str(model.policy_.clip))],
-        out_of_fold=d.policy_log_loss_kind == "out-of-fold", fqe=d.solver == "fqe", q_rows=_q_rows(d),
+        out_of_fold=d.policy_log_loss_kind == "out-of-fold", fqe=d.solver == "fqe", q_rows=_q_rows(d, model),
         structural=report_section(ctx) if ctx.structural is not None else None, parameters=ctx.parameters,
         projection_r2=None if ctx.projection_r2 is None else f"{ctx.projection_r2:.4f}",
         rewards=ctx.rewards if ctx.tabular else None,
@@ -310,12 +310,14 @@ def render_html(ctx: ReportContext) -> str:
                        ("support of the normalization", support)])
 
 
-def _q_rows(d) -> list:
-    """Section 3's table: fitted Q evaluation, or the exact solve."""
+def _q_rows(d, model) -> list:
+    """Section 3's table: fitted Q evaluation (and what it regressed), or the exact solve."""
     if d.solver == "fqe":
         last = f"{d.bellman_residuals[-1]:.4g}" if d.bellman_residuals else "n/a"
-        return [("solver", "fitted Q evaluation"), ("iterations", d.n_iterations), ("converged", d.converged),
-                ("last sample Bellman residual (RMS)", last)]
+        continuation = getattr(getattr(model.stage2_, "fqe", None), "continuation_", False)
+        regressed = "the continuation P mu Q (Q = u - g + gamma P mu Q)" if continuation else "Q itself"
+        return [("solver", "fitted Q evaluation"), ("regressed", regressed), ("iterations", d.n_iterations),
+                ("converged", d.converged), ("last sample Bellman residual (RMS)", last)]
     res = f"{d.bellman_residuals[0]:.3g}" if d.bellman_residuals else "n/a"
     return [("solver", f"exact linear solve ({d.solver})"), ("iterations", d.n_iterations),
             ("residual of the linear system", res)]
