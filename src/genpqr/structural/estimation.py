@@ -111,6 +111,14 @@ class StructuralFit:
         Fitted choice probabilities ``pi_theta``.
     counts : ndarray (S, K)
     seconds : float
+    features : ndarray (S, K, p)
+        The features ``x`` of ``u_theta = x @ theta + offset`` (what a counterfactual re-solves).
+    offset : ndarray (S, K)
+    kernel : TransitionKernel
+        The transition kernel the likelihood held fixed.
+    gamma : float
+        The discount.
+    action_labels : ndarray (K,) or None
     """
 
     estimator: str
@@ -129,6 +137,18 @@ class StructuralFit:
     policy: np.ndarray = field(default=None, repr=False)
     counts: np.ndarray = field(default=None, repr=False)
     seconds: float = 0.0
+    features: np.ndarray = field(default=None, repr=False)
+    offset: np.ndarray = field(default=None, repr=False)
+    kernel: object = field(default=None, repr=False)
+    gamma: float = np.nan
+    action_labels: object = field(default=None, repr=False)
+
+    def flow_utility(self, theta=None) -> np.ndarray:
+        """``u_theta = features @ theta + offset``, shape (S, K) (default: the estimate)."""
+        theta = self.theta if theta is None else np.asarray(theta, dtype=np.float64)
+        if theta.shape != self.theta.shape:
+            raise ValueError(f"theta must have shape {self.theta.shape}, got {theta.shape}")
+        return self.features @ theta + self.offset
 
     def wald_interval(self, level: float = 0.95):
         """``theta -+ z std_error`` (NaN where there is no standard error)."""
@@ -303,7 +323,8 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), _std_errors(cov),
                          _std_errors(cov_robust), SE_KINDS[estimator], cov, cov_robust, d.loglik,
                          int(round(n.sum())), int(n_iter), bool(converged), float(np.max(np.abs(d.grad)) / n.sum()),
-                         d.policy, n, time.perf_counter() - start)
+                         d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
+                         None if action_labels is None else np.asarray(action_labels))
 
 
 def _check_fit(estimator, d, n, names, policy0, converged, n_iter, action_labels):
