@@ -131,6 +131,12 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         identified by the data (see :meth:`reward_table`).
     state_dim_ : int
         Number of state columns.
+    data_fingerprint_ : str
+        :meth:`~genpqr.data.Transitions.fingerprint` of the training data (kept when the data is
+        left out of a save): whether data read again is the data of the fit, by content.
+    structural_ : StructuralFit
+        Only when set by ``genpqr fit --features``: the structural fit that
+        :meth:`counterfactual` uses by default (see :func:`genpqr.structural.fit_structural`).
 
     Model selection: ``fit(X)`` takes a ``Transitions`` as ``X``, :meth:`score` is the
     held-out policy log likelihood minus the held-out squared Bellman residual, and a
@@ -191,7 +197,9 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
                 f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
                 f"from_episodes), got {type(data).__name__}"
             )
-        return self._fit_finite(data) if data.is_finite else self._fit_box(data)
+        fitted = self._fit_finite(data) if data.is_finite else self._fit_box(data)
+        self.data_fingerprint_ = data.fingerprint()  # kept in a slim save: is a file read again the same data?
+        return fitted
 
     @property
     def _is_box(self) -> bool:
@@ -397,15 +405,24 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         return self._sample_value_difference(pols, states)
 
     # ------------------------------------------------------------------ counterfactuals
-    def counterfactual(self, reward_change=None, transitions=None, gamma=None, *, initial=None, horizon=None,
-                       state_values=None, check_normalization=None, n_boot=0, level=0.95, n_jobs=1,
-                       random_state=None, progress=None, warn=True):
+    def counterfactual(self, reward_change=None, transitions=None, gamma=None, *, parameter_change=None,
+                       route="auto", structural=None, initial=None, horizon=None, state_values=None,
+                       check_normalization=None, n_boot=0, level=0.95, n_jobs=1, random_state=None, progress=None,
+                       warn=True, min_visits=10, support_threshold=0.05):
         r"""Soft-optimal behaviour under changed primitives (exact tabular path; :mod:`genpqr.counterfactual`).
 
-        Solves the soft-optimal policy of ``(r_hat + delta, P', gamma')`` and of the baseline
-        ``(r_hat, P_hat, gamma)``, their stationary (and given-initial-state) distributions of
-        states and actions, and states whether the answer is invariant to the normalization
-        (re-solved under ``check_normalization``; :class:`IdentificationWarning` if not).
+        Two routes. *Nonparametric*: the soft-optimal policy of ``(r_hat + delta, P', gamma')``
+        against the baseline ``(r_hat, P_hat, gamma)``, with whether the answer is invariant to the
+        normalization (re-solved under ``check_normalization``; :class:`IdentificationWarning` if
+        not). *Structural* (with a structural fit: ``structural=`` or ``self.structural_``, set by
+        ``genpqr fit --features``; :func:`genpqr.structural.fit_structural`): the same on the
+        estimated flow utility ``x @ theta`` (``parameter_change`` moves ``theta``), with
+        delta-method intervals from the parameters' covariance. ``route="auto"`` (default) answers
+        by the structural route when there is a structural fit, and then also reports the
+        nonparametric answer and the gap between them (``route_gap``). Every answer says how much
+        of its occupancy lies on states and cells the data saw fewer than ``min_visits`` times
+        (``result.support``; :class:`~genpqr.exceptions.ExtrapolationWarning` above
+        ``support_threshold``), and the bootstrap counts replicates that left the data's support.
 
         Parameters
         ----------
@@ -418,6 +435,12 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
             ``TransitionKernel -> kernel`` of the fitted kernel (re-applied per bootstrap replicate).
         gamma : float, optional
             ``gamma'``.
+        parameter_change : dict, optional
+            ``{parameter name: spec}``: a number (the new value) or ``"*F"``, ``"+D"``, ``"-D"``,
+            ``"=V"`` (structural route; :func:`genpqr.parametric_counterfactual.parse_parameter_change`).
+        route : {"auto", "structural", "nonparametric"}
+        structural : StructuralFit, optional
+            Default ``self.structural_`` when set.
         initial : int or ndarray of shape (S,), optional
             Initial state (index) or distribution: adds the distribution from it (average over
             ``horizon`` steps, else the discounted occupancy) and the value ``d_0 V``.
@@ -435,9 +458,11 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         """
         from .counterfactual import counterfactual
 
-        return counterfactual(self, reward_change, transitions, gamma, initial=initial, horizon=horizon,
-                              state_values=state_values, check_normalization=check_normalization, n_boot=n_boot,
-                              level=level, n_jobs=n_jobs, random_state=random_state, progress=progress, warn=warn)
+        return counterfactual(self, reward_change, transitions, gamma, parameter_change=parameter_change, route=route,
+                              structural=structural, initial=initial, horizon=horizon, state_values=state_values,
+                              check_normalization=check_normalization, n_boot=n_boot, level=level, n_jobs=n_jobs,
+                              random_state=random_state, progress=progress, warn=warn, min_visits=min_visits,
+                              support_threshold=support_threshold)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path, include_data: bool = False) -> None:

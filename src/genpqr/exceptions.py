@@ -27,3 +27,8 @@ class ConvergenceWarning(GenPQRWarning):
 class NotFittedError(_SklearnNotFittedError):
     """An estimator was used before ``fit`` (a scikit-learn ``NotFittedError``, hence also
     a ``ValueError`` and an ``AttributeError``)."""
+
+
+class ExtrapolationWarning(WeakSupportWarning):
+    """A counterfactual's answer rests materially on states (or state-action cells) the data
+    saw rarely or never: identified is not the same as supported (see :mod:`genpqr.support`)."""

@@ -95,6 +95,26 @@ class EpisodeRows:
     def state_dim(self) -> int:
         return int(self.states.shape[1])
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the rows' content (every per-row array: values, dtype and shape, in row
+        order), hex: equal for the same data read again, different after any change of a value
+        or of the order of the rows (e.g. the time order inside an episode). The action labels
+        count too."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for name in self._ROW_FIELDS:
+            value = getattr(self, name)
+            digest.update(name.encode())
+            if value is not None:
+                value = np.ascontiguousarray(value)
+                digest.update(f"{value.dtype.str}{value.shape}".encode())
+                digest.update(value.tobytes() if value.dtype != object else repr(value.tolist()).encode())
+        space = getattr(self, "action_space", None)
+        digest.update(repr(getattr(space, "labels", None) if space is None or not space.is_finite
+                           else np.asarray(space.labels).tolist()).encode())
+        return digest.hexdigest()
+
     @property
     def n_episodes(self) -> int:
         return int(np.unique(self.episode_ids).size)

@@ -11,8 +11,14 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
 ``states.csv``
     :meth:`CounterfactualResult.policy_frame`: per state, both policies, values and
     distributions.
+``support.csv``
+    :meth:`SupportReport.to_frame`: per scenario and distribution, the share of the occupancy on
+    states (and of the choices in state-action cells) the data saw fewer than ``--min-visits``
+    times, and on states never seen.
 ``identification.json``
-    Whether the counterfactual is invariant to the normalization, why, and the measured gap.
+    The route that answered, why it is identified (the structural model's functional form, or
+    invariance to the normalization with the measured gap), the other route's gap, the support
+    share and the bootstrap replicates that left the data's support.
 ``counterfactual.joblib``
     The result object (:func:`genpqr.counterfactual.load_counterfactual`).
 
@@ -23,10 +29,17 @@ in ``model.joblib`` by ``genpqr fit --save-data``, else read again from the data
 ``config.json`` (accepted when its choice counts are the fit's). ``--bootstrap 0`` switches it
 off.
 
+Routes: a fit with ``--features`` holds its structural fit (``model.structural_``), and the
+counterfactual then answers on the estimated structural model (``x @ theta``, changes of the
+parameters with ``--parameter-change``, delta-method intervals from the MLE's covariance, or
+bootstrap ones) and also reports the nonparametric answer and the gap (``--route`` picks one
+explicitly). A fit without ``--features`` answers on the nonparametric reward table.
+
 Spec keys (all optional; flags override): ``reward_change`` ({label: amount or list of S
-amounts}), ``transitions`` (a ``.npy`` kernel, (S, K, S) or (S*K, S)), ``gamma``, ``initial``
-(state index), ``horizon``, ``bootstrap``, ``level``, ``check_normalization``
-(``mean-zero`` or ``anchor:LABEL``).
+amounts}), ``parameter_change`` ({name: number or "*F", "+D", "-D", "=V"}), ``route``
+(``auto``, ``structural``, ``nonparametric``), ``transitions`` (a ``.npy`` kernel, (S, K, S) or
+(S*K, S)), ``gamma``, ``initial`` (state index), ``horizon``, ``bootstrap``, ``level``,
+``check_normalization`` (``mean-zero`` or ``anchor:LABEL``), ``min_visits``.
 """
 
 from __future__ import annotations
@@ -40,10 +53,14 @@ import numpy as np
 
 __all__ = ["add_counterfactual_parser", "run_counterfactual"]
 
-_KEYS = ("reward_change", "transitions", "gamma", "initial", "horizon", "bootstrap", "level", "check_normalization")
+_KEYS = ("reward_change", "parameter_change", "route", "transitions", "gamma", "initial", "horizon", "bootstrap",
+         "level", "check_normalization", "min_visits")
+_SCALAR_KEYS = ("route", "transitions", "gamma", "initial", "horizon", "bootstrap", "level", "check_normalization",
+                "min_visits")
 
-EXAMPLE = """example:
+EXAMPLE = """examples:
   genpqr counterfactual fit-output --reward-change b=-0.5 --initial 0 --horizon 20 --out cf-output
+  genpqr counterfactual fit --parameter-change RC=*2 --out cf-rc2     (a fit with --features)
 """
 
 
@@ -67,28 +84,64 @@ def _check_normalization(text, labels):
     raise ValueError(f"check_normalization must be 'mean-zero' or 'anchor:LABEL', got {text!r}")
 
 
+def _pairs(items, flag: str, form: str) -> dict:
+    """``NAME=VALUE`` flags as a dict (values kept as text)."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{flag} must be {form}, got {item!r}")
+        out[name] = value
+    return out
+
+
+def _check_spec_types(spec: dict) -> None:
+    """Each spec entry of the type it must have, or a ValueError naming the key, what it got and what is expected."""
+    for key, expected in (("reward_change", "an object {action label: amount or list of S amounts}"),
+                          ("parameter_change", 'an object {parameter name: number or "*F", "+D", "-D", "=V"}')):
+        if key in spec and spec[key] is not None and not isinstance(spec[key], dict):
+            raise ValueError(f"{key} must be {expected}, got {type(spec[key]).__name__} {spec[key]!r:.80}")
+    for label, amount in (spec.get("reward_change") or {}).items():
+        ok = isinstance(amount, (int, float)) and not isinstance(amount, bool) or \
+            isinstance(amount, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in amount)
+        if not ok:
+            raise ValueError(f"reward_change[{label!r}] must be a number or a list of numbers (one per state), got "
+                             f"{type(amount).__name__} {amount!r:.80}")
+    level = spec.get("level")
+    if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1):
+        raise ValueError(f"level must be a confidence level strictly between 0 and 1, got {level!r}")
+
+
 def _read_spec(args) -> dict:
     spec = {}
     if args.spec:
         path = Path(args.spec)
         if not path.exists():
             raise FileNotFoundError(f"--spec file {args.spec!r} does not exist")
-        spec = json.loads(path.read_text())
+        try:
+            spec = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--spec file {args.spec} is not valid JSON ({exc})") from None
         if not isinstance(spec, dict) or set(spec) - set(_KEYS):
             raise ValueError(f"--spec must be a JSON object with keys among {list(_KEYS)}, got "
                              f"{sorted(spec) if isinstance(spec, dict) else type(spec).__name__}")
+    _check_spec_types(spec)
     if args.reward_change:
         changes = dict(spec.get("reward_change") or {})
-        for item in args.reward_change:
-            label, sep, amount = item.partition("=")
-            if not sep:
-                raise ValueError(f"--reward-change must be LABEL=AMOUNT, got {item!r}")
-            changes[label] = float(amount)
+        for label, amount in _pairs(args.reward_change, "--reward-change", "LABEL=AMOUNT").items():
+            try:
+                changes[label] = float(amount)
+            except ValueError:
+                raise ValueError(f"--reward-change {label}={amount}: the amount must be a number") from None
         spec["reward_change"] = changes
-    for key in ("transitions", "gamma", "initial", "horizon", "bootstrap", "level", "check_normalization"):
+    if args.parameter_change:
+        spec["parameter_change"] = {**(spec.get("parameter_change") or {}),
+                                    **_pairs(args.parameter_change, "--parameter-change", "NAME=SPEC")}
+    for key in _SCALAR_KEYS:
         value = getattr(args, key)
         if value is not None:
             spec[key] = value
+    _check_spec_types(spec)
     return spec
 
 
@@ -107,8 +160,10 @@ def _state_values(fit_dir: Path, config, n_states: int) -> np.ndarray:
 def _attach_training_data(model, config) -> str | None:
     """Give a fit saved without its data (the default of ``genpqr fit``) its training data back
     for the bootstrap: the data file named in ``config.json`` read again and numbered as the fit
-    did (:func:`genpqr.app.workflow.tabular_training_data`), accepted only when its choice counts
-    per state and action are the fit's. Returns None when done, else why not."""
+    did (:func:`genpqr.app.workflow.tabular_training_data`), accepted only when its content is the
+    fit's (:meth:`genpqr.data.Transitions.fingerprint`: every row in order, so a reordered
+    episode is refused; fits saved before fingerprints: the choice counts). Returns None when
+    done, else why not."""
     from .workflow import tabular_training_data
 
     if hasattr(model, "training_data_"):
@@ -119,7 +174,13 @@ def _attach_training_data(model, config) -> str | None:
         data = tabular_training_data(config)
     except (ValueError, OSError) as exc:
         return f"the fit's data could not be read again ({' '.join(str(exc).split())})"
-    S, K = model.stage2_.counts.shape
+    fingerprint = getattr(model, "data_fingerprint_", None)
+    if fingerprint is not None:  # by content: every row, its order, the labels
+        if data.fingerprint() != fingerprint:
+            return f"the fit's data file {config.data} has changed since the fit (its content differs)"
+        model.training_data_ = data
+        return None
+    S, K = model.stage2_.counts.shape  # a fit saved before fingerprints: the choice counts at least
     states = data.states[:, 0].astype(np.int64)
     ok = data.n_actions == K and states.size and 0 <= states.min() and states.max() < S
     counts = np.bincount(states * K + data.actions, minlength=S * K).reshape(S, K) if ok else None
@@ -180,45 +241,75 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
         if not Path(transitions).exists():
             raise FileNotFoundError(f"transitions file {transitions!r} does not exist")
         transitions = np.load(transitions, allow_pickle=False)
+    if spec.get("parameter_change") and getattr(model, "structural_", None) is None:
+        raise ValueError(f"--parameter-change needs a structural fit, but {fit_dir} was fitted without --features; "
+                         f"refit with --features FILE.csv, or state the change as --reward-change")
     result = model.counterfactual(
-        change, transitions, spec.get("gamma"), initial=spec.get("initial"), horizon=spec.get("horizon"),
+        change, transitions, spec.get("gamma"), parameter_change=spec.get("parameter_change"),
+        route=spec.get("route", "auto"), initial=spec.get("initial"), horizon=spec.get("horizon"),
         state_values=_state_values(fit_dir, config, model.n_states_),
         check_normalization=_check_normalization(spec.get("check_normalization"), labels),
         n_boot=_n_boot(spec, config, model), level=float(spec.get("level", config.level)),
-        n_jobs=config.n_jobs, random_state=config.seed, progress=progress)
+        n_jobs=config.n_jobs, random_state=config.seed, progress=progress, min_visits=int(spec.get("min_visits", 10)))
     out = Path(out) if out is not None else fit_dir / "counterfactual"
     out.mkdir(parents=True, exist_ok=True)
     result.to_frame().to_csv(out / "summary.csv", index=False)
     result.policy_frame().to_csv(out / "states.csv", index=False)
-    (out / "identification.json").write_text(json.dumps(
-        dict(changes=list(result.changes), invariant=result.invariant, rule=result.rule,
-             normalization=result.normalization, check_normalization=result.check_normalization,
-             normalization_gap=result.normalization_gap, summary_gap=result.summary_gap), indent=2))
+    result.support.to_frame().to_csv(out / "support.csv", index=False)
+    (out / "identification.json").write_text(json.dumps(_identification(result), indent=2))
     result.save(out / "counterfactual.joblib")
     return result, out
 
 
+def _identification(result) -> dict:
+    """``identification.json``: the route, why it is identified, the other route's gap, support."""
+    off = None if result.off_support is None else {"baseline": int(result.off_support[:, 0].sum()),
+                                                   "counterfactual": int(result.off_support[:, 1].sum()),
+                                                   "replicates": int(result.off_support.shape[0])}
+    gap = result.route_gap()
+    return dict(route=result.route, changes=list(result.changes), parameter_change=result.parameter_change,
+                invariant=result.invariant, rule=result.rule, normalization=result.normalization,
+                check_normalization=result.check_normalization,
+                normalization_gap=None if np.isnan(result.normalization_gap) else result.normalization_gap,
+                summary_gap=None if np.isnan(result.summary_gap) else result.summary_gap,
+                other_route=None if result.alternative is None else result.alternative["route"],
+                route_gap=None if np.isnan(gap) else gap, interval_kind=result.interval_kind,
+                support_min_visits=result.support.min_visits, support_share=result.support.share,
+                support_material=bool(result.support.material), bootstrap_off_support=off)
+
+
 def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "counterfactual", help="soft-optimal behaviour under changed reward, transitions or discount (tabular fit)",
-        description="Solve the soft-optimal policy of a tabular `genpqr fit` folder under changed primitives; "
-                    "report rates, distributions, bootstrap intervals and whether the answer is identified "
-                    "under the fit's normalization. Writes summary.csv, states.csv, identification.json and "
-                    "counterfactual.joblib.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "counterfactual", help="soft-optimal behaviour under changed parameters, rewards, transitions or discount "
+                               "(tabular fit)",
+        description="Solve the soft-optimal policy of a tabular `genpqr fit` folder under changed primitives: on the "
+                    "estimated structural model when the fit has --features (and the nonparametric answer beside it, "
+                    "with the gap), else on the nonparametric reward table with the check of whether the "
+                    "normalization identifies the answer. Reports rates, distributions, intervals of a named kind and "
+                    "how much of the answer lies on states the data saw rarely. Writes summary.csv, states.csv, "
+                    "support.csv, identification.json and counterfactual.joblib.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("fit_dir", help="output folder of `genpqr fit` (tabular mode)")
     p.add_argument("--spec", default=None, metavar="SPEC.json", help=f"JSON with keys among {', '.join(_KEYS)}")
+    p.add_argument("--parameter-change", dest="parameter_change", action="append", default=None,
+                   metavar="NAME=SPEC", help="change a structural parameter (a fit with --features): NAME=*F "
+                   "(multiply), NAME=+D / NAME=-D (add / subtract) or NAME=V (set); repeatable")
     p.add_argument("--reward-change", dest="reward_change", action="append", default=None, metavar="LABEL=AMOUNT",
-                   help="add AMOUNT to the reward of action LABEL in every state (repeatable)")
+                   help="add AMOUNT to the flow reward of action LABEL in every state (repeatable)")
+    p.add_argument("--route", default=None, choices=("auto", "structural", "nonparametric"),
+                   help="auto (default): the structural model when the fit has --features, else the nonparametric "
+                        "reward table")
     p.add_argument("--transitions", default=None, metavar="FILE.npy", help="new kernel, (S, K, S) or (S*K, S)")
     p.add_argument("--gamma", type=float, default=None, help="new discount factor")
     p.add_argument("--initial", type=int, default=None, metavar="STATE", help="initial state index")
     p.add_argument("--horizon", type=int, default=None, help="steps from --initial (default: discounted occupancy)")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
-                   help="bootstrap replicates (default: the fit's --bootstrap, same resamples)")
-    p.add_argument("--level", type=float, default=None, help="confidence level (default: the fit's)")
+                   help="bootstrap replicates (default: the fit's --bootstrap, same resamples; 0: none)")
+    p.add_argument("--level", type=float, default=None, help="confidence level in (0, 1) (default: the fit's)")
     p.add_argument("--check-normalization", dest="check_normalization", default=None, metavar="SPEC",
                    help="second normalization for the identification check: mean-zero or anchor:LABEL")
+    p.add_argument("--min-visits", dest="min_visits", type=int, default=None, metavar="N",
+                   help="support: states and cells seen fewer than N times count as thin (default 10)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default FIT_DIR/counterfactual)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=counterfactual_command)
@@ -228,11 +319,11 @@ def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
 def counterfactual_command(args) -> int:
     import warnings
 
-    from ..counterfactual import IdentificationWarning
+    from ..exceptions import GenPQRWarning
 
     try:
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", IdentificationWarning)
+            warnings.simplefilter("always", GenPQRWarning)
             result, out = run_counterfactual(args.fit_dir, _read_spec(args), args.out,
                                              progress=False if args.quiet else None)
     except (ValueError, TypeError, OSError) as exc:
@@ -241,11 +332,16 @@ def counterfactual_command(args) -> int:
     import pandas as pd
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(result.to_frame().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(result.to_frame().drop(columns=["interval_kind"], errors="ignore")
+              .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(result.describe())
+    seen = set()
     for w in caught:
-        if issubclass(w.category, IdentificationWarning):
-            print("WARNING: not invariant to the normalization: identified only if the fit's normalization is true "
-                  "of the real reward", file=sys.stderr)
-    print(f"wrote {out}/summary.csv, states.csv, identification.json, counterfactual.joblib")
+        text = f"WARNING ({w.category.__name__}): {' '.join(str(w.message).split())}"
+        if issubclass(w.category, GenPQRWarning) and text not in seen:
+            seen.add(text)
+            print(text, file=sys.stderr)
+        elif not issubclass(w.category, GenPQRWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    print(f"wrote {out}/summary.csv, states.csv, support.csv, identification.json, counterfactual.joblib")
     return 0

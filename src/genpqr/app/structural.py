@@ -53,27 +53,22 @@ MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and t
 
 
 def structural_from_model(model, data, features, names, estimator: str):
-    """:func:`genpqr.structural.estimation.estimate_structural` on a fitted exact-path GenPQR.
+    """:func:`genpqr.structural.estimation.fit_structural` on a fitted exact-path GenPQR (the
+    choices of the likelihood are the model's choice counts, those of ``data``).
 
     Parameters
     ----------
     model : GenPQR
         Fitted with ``q_model="exact"``.
     data : Transitions
-        The data it was fitted on (tabular states); the choices of the likelihood.
+        The data it was fitted on (kept for the signature; the model's counts are its choices).
     features : ndarray (S, K, p)
     names : list of str
     estimator : {"npl", "nfxp", "pml", "projection"}
     """
-    from ..structural.ddc import choice_counts
+    from ..structural.estimation import fit_structural
 
-    rec = model.stage2_.recovery
-    S = rec.reward.shape[0]
-    counts = choice_counts(data, S)
-    labels = getattr(getattr(model, "encoder_", None), "labels", None)
-    return estimate_structural(estimator, features, counts, model.stage2_.kernel, model.gamma_,
-                               start_policy=np.exp(rec.log_policy), reward_table=rec.reward, names=names,
-                               action_labels=labels)
+    return fit_structural(model, features, names=names, estimator=estimator)
 
 
 class StructuralStatistic:

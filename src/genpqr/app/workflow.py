@@ -204,6 +204,7 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
         from .structural import structural_from_model
 
         fit.structural = structural_from_model(model, data, fit.features, fit.names, config.estimator)
+        model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
     return fit
 
 

@@ -61,7 +61,7 @@ from .nfxp import fit_nfxp
 from .projection import project_reward
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
-           "estimate_structural", "MIN_CHOICES_PER_PARAMETER"]
+           "estimate_structural", "fit_structural", "MIN_CHOICES_PER_PARAMETER"]
 
 #: Warn when the least chosen action has fewer choices than this per parameter (the logit rule of
 #: thumb of 10 events per variable, Peduzzi et al. 1996).
@@ -149,6 +149,29 @@ class StructuralFit:
         if theta.shape != self.theta.shape:
             raise ValueError(f"theta must have shape {self.theta.shape}, got {theta.shape}")
         return self.features @ theta + self.offset
+
+    def refit(self, model) -> "StructuralFit":
+        """The same specification (estimator, features, offset, names) re-estimated on another
+        fitted exact-path GenPQR (e.g. a bootstrap replicate): its choices, kernel, discount and
+        first stage. The replicate's warnings are not repeated."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GenPQRWarning)
+            return fit_structural(model, self.features, names=self.names, estimator=self.estimator,
+                                  offset=self.offset)
+
+    def counterfactual(self, parameter_change=None, reward_change=None, transitions=None, gamma=None, *, model=None,
+                       **kwargs):
+        """The structural route's counterfactual on this fit (:func:`genpqr.counterfactual.counterfactual`):
+        the soft-optimal policy of ``x @ theta' + delta`` under ``(P', gamma')`` against the fitted
+        model, with delta-method intervals. ``parameter_change``: ``{name: number or "*F", "+D",
+        "-D", "=V"}`` (e.g. ``{"RC": "*2"}``). With ``model`` (the fitted GenPQR) the nonparametric
+        answer and the gap are reported too, and ``n_boot`` bootstraps over episodes.
+        Other keyword arguments as in :meth:`genpqr.GenPQR.counterfactual`."""
+        from ..counterfactual import counterfactual
+
+        kwargs.setdefault("route", "structural")
+        return counterfactual(model, reward_change, transitions, gamma, parameter_change=parameter_change,
+                              structural=self, **kwargs)
 
     def wald_interval(self, level: float = 0.95):
         """``theta -+ z std_error`` (NaN where there is no standard error)."""
@@ -325,6 +348,39 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
                          int(round(n.sum())), int(n_iter), bool(converged), float(np.max(np.abs(d.grad)) / n.sum()),
                          d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
                          None if action_labels is None else np.asarray(action_labels))
+
+
+def fit_structural(model, features, *, names=None, estimator: str = "npl", offset=None, **kwargs) -> StructuralFit:
+    """:func:`estimate_structural` on a fitted exact-path :class:`~genpqr.GenPQR`: its choice
+    counts (every observed choice; kept in a model saved without its data), kernel, discount and
+    action labels; its first-stage choice probabilities start NPL and plug into PML; its reward
+    table is what ``projection`` projects.
+
+    Parameters
+    ----------
+    model : GenPQR
+        Fitted with ``q_model="exact"``.
+    features : ndarray (S, K, p)
+    names : list of str, optional
+    estimator : {"npl", "nfxp", "pml", "projection"}
+    offset : ndarray (S, K), optional
+    **kwargs
+        ``tol``, ``max_iter`` of :func:`estimate_structural`.
+
+    Returns
+    -------
+    StructuralFit
+        Ready for :meth:`StructuralFit.counterfactual` and ``model.counterfactual(structural=...)``.
+    """
+    stage2 = getattr(model, "stage2_", None)
+    if stage2 is None or not hasattr(stage2, "recovery") or not hasattr(stage2, "counts"):
+        raise ValueError("fit_structural needs a GenPQR fitted on the exact tabular path (q_model='exact'), got "
+                         f"{type(model).__name__}{'' if stage2 is None else ' fitted on another path'}")
+    rec = stage2.recovery
+    labels = getattr(getattr(model, "encoder_", None), "labels", None)
+    return estimate_structural(estimator, features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
+                               offset=offset, start_policy=np.exp(rec.log_policy), reward_table=rec.reward,
+                               names=names, action_labels=labels, **kwargs)
 
 
 def _check_fit(estimator, d, n, names, policy0, converged, n_iter, action_labels):

@@ -1,0 +1,229 @@
+r"""The result of a counterfactual (:func:`genpqr.counterfactual.counterfactual`): baseline vs
+counterfactual solutions, their summaries with intervals of a named kind, the route that
+answered (structural or nonparametric) and the other route's answer, identification and
+support.
+
+Intervals carry their source (``interval_kind``):
+
+* ``"bootstrap"``: percentile intervals over episode-bootstrap replicates (each refitted and
+  re-solved; on the structural route the parameters are re-estimated per replicate). Replicates
+  whose solution left the data's support (:func:`genpqr.support.off_support`) are counted
+  (``off_support``) and kept in the interval; the count is printed beside it.
+* ``"delta"`` (structural route): the delta method from the fit's covariance of the parameters
+  (rates on the logit scale), conditional on the estimated kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["CounterfactualResult", "load_counterfactual"]
+
+_COLUMNS = ("baseline", "counterfactual", "difference")
+
+
+@dataclass
+class CounterfactualResult:
+    """Baseline vs counterfactual: policies, values, distributions, summaries, identification,
+    support and uncertainty.
+
+    Attributes
+    ----------
+    baseline, counterfactual : ScenarioSolution
+        The route's solutions (structural route: the fitted structural model and its change).
+    action_labels : ndarray of shape (K,)
+    state_values : ndarray of shape (S,)
+        ``x(s)`` used for the mean state (default: the state index).
+    changes : tuple of str
+        Which primitives changed (``"parameters"``, ``"reward"``, ``"transitions"``, ``"gamma"``).
+    invariant : bool
+        Nonparametric route: True when the counterfactual policy is the same under every
+        normalization. Structural route: True (the features fix the level; see ``rule``).
+    rule : str
+        Why.
+    normalization, check_normalization : str
+        The fitted normalization and the second one used to demonstrate the rule (nonparametric
+        solution).
+    normalization_gap : float
+        ``max |pi'(a|s) - pi'_check(a|s)|`` of the nonparametric solution under the two
+        normalizations (NaN when not checked).
+    summary_gap : float
+        Largest difference of its summary statistics between the two normalizations.
+    bootstrap : ndarray of shape (B, 2, n_statistics) or None
+        Replicates of the baseline (index 0) and counterfactual (index 1) summaries.
+    level : float
+    route : {"nonparametric", "structural"}
+    parameter_change : str
+        The parameter change, described ("none" without one).
+    support : SupportReport or None
+        Occupancy on thinly observed states and cells (:mod:`genpqr.support`).
+    delta : DeltaResult or None
+        Structural route: delta-method intervals of ``[baseline, counterfactual, difference]``
+        summaries (in :meth:`summary_keys` order, stacked).
+    alternative : dict or None
+        The other route's answer: ``{"route", "counterfactual" (summary dict), "baseline"
+        (summary dict), "support" (SupportReport)}``.
+    off_support : ndarray of shape (B, 2) bool or None
+        Bootstrap replicates whose baseline (column 0) / counterfactual (column 1) left the support.
+    se_kind : str
+        The kind of the parameters' covariance behind ``delta`` (structural route).
+    """
+
+    baseline: object
+    counterfactual: object
+    action_labels: np.ndarray
+    state_values: np.ndarray
+    changes: tuple
+    invariant: bool
+    rule: str
+    normalization: str
+    check_normalization: str
+    normalization_gap: float
+    summary_gap: float
+    bootstrap: np.ndarray | None = field(default=None, repr=False)
+    level: float = 0.95
+    route: str = "nonparametric"
+    parameter_change: str = "none"
+    support: object = field(default=None, repr=False)
+    delta: object = field(default=None, repr=False)
+    alternative: dict | None = field(default=None, repr=False)
+    off_support: np.ndarray | None = field(default=None, repr=False)
+    se_kind: str = ""
+
+    def summary_keys(self) -> list:
+        return list(self.baseline.summary(self.action_labels, self.state_values))
+
+    @property
+    def interval_kind(self) -> str:
+        """The source of the intervals :meth:`to_frame` shows: bootstrap when replicates were
+        drawn, else the delta method (structural route), else none."""
+        if self.bootstrap is not None:
+            return "bootstrap"
+        return "delta" if self.delta is not None else "none"
+
+    def _interval_label(self, kind: str) -> str:
+        if kind == "bootstrap":
+            B = self.bootstrap.shape[0]
+            off = int(self.off_support[:, 1].sum()) if self.off_support is not None else 0
+            return (f"bootstrap percentile over episodes ({self.level:.0%}, {B} replicates"
+                    f"{', re-estimated each' if self.route == 'structural' else ''}; {off} left the data's support)")
+        if kind == "delta":
+            return (f"delta method ({self.level:.0%}; rates on the logit scale) from the parameters' covariance "
+                    f"({self.se_kind or 'the fit'}), conditional on the kernel")
+        return "none"
+
+    def intervals(self, kind: str | None = None):
+        """Standard errors and intervals per statistic from one source: ``"bootstrap"`` or
+        ``"delta"`` (default: :attr:`interval_kind`). Columns ``distribution, statistic`` and
+        ``{baseline,counterfactual,difference}_{se,lo,hi}``, ``interval_kind``."""
+        import pandas as pd
+
+        kind = self.interval_kind if kind is None else kind
+        keys = self.summary_keys()
+        frame = pd.DataFrame({"distribution": [k[0] for k in keys], "statistic": [k[1] for k in keys]})
+        if kind == "bootstrap" and self.bootstrap is not None:
+            reps = {"baseline": self.bootstrap[:, 0], "counterfactual": self.bootstrap[:, 1],
+                    "difference": self.bootstrap[:, 1] - self.bootstrap[:, 0]}
+            alpha = (1 - self.level) / 2
+            for name, r in reps.items():
+                frame[f"{name}_se"] = np.nanstd(r, axis=0, ddof=1)
+                frame[f"{name}_lo"], frame[f"{name}_hi"] = np.nanquantile(r, [alpha, 1 - alpha], axis=0)
+        elif kind == "delta" and self.delta is not None:
+            m = len(keys)
+            for i, name in enumerate(_COLUMNS):
+                part = slice(i * m, (i + 1) * m)
+                frame[f"{name}_se"] = self.delta.std_error[part]
+                frame[f"{name}_lo"], frame[f"{name}_hi"] = self.delta.low[part], self.delta.high[part]
+        elif kind not in ("bootstrap", "delta", "none"):
+            raise ValueError(f"kind must be 'bootstrap' or 'delta', got {kind!r}")
+        else:
+            raise ValueError(f"this result has no {kind} intervals (interval_kind is {self.interval_kind!r})")
+        frame["interval_kind"] = self._interval_label(kind)
+        return frame
+
+    def to_frame(self):
+        """Tidy summaries: one row per (distribution, statistic) with baseline, counterfactual,
+        difference, the route; with intervals (:meth:`intervals` of :attr:`interval_kind`)
+        ``*_se``, ``*_lo``, ``*_hi`` and ``interval_kind``; with the other route's answer
+        ``{route}_counterfactual`` and ``route_gap`` (this route minus the other)."""
+        keys = self.summary_keys()
+        b = self.baseline.summary(self.action_labels, self.state_values)
+        c = self.counterfactual.summary(self.action_labels, self.state_values)
+        import pandas as pd
+
+        frame = pd.DataFrame({"distribution": [k[0] for k in keys], "statistic": [k[1] for k in keys],
+                              "route": self.route, "baseline": [b[k] for k in keys],
+                              "counterfactual": [c[k] for k in keys]})
+        frame["difference"] = frame["counterfactual"] - frame["baseline"]
+        if self.interval_kind != "none":
+            extra = self.intervals()
+            frame = pd.concat([frame, extra.drop(columns=["distribution", "statistic"])], axis=1)
+        if self.alternative is not None:
+            other = self.alternative["counterfactual"]
+            frame[f"{self.alternative['route']}_counterfactual"] = [other.get(k, np.nan) for k in keys]
+            frame["route_gap"] = frame["counterfactual"] - frame[f"{self.alternative['route']}_counterfactual"]
+        return frame
+
+    def policy_frame(self):
+        """Per state: ``x(s)``, baseline and counterfactual policies, values and distributions."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"state_index": np.arange(self.state_values.size), "state_value": self.state_values})
+        for tag, sol in (("baseline", self.baseline), ("counterfactual", self.counterfactual)):
+            for k, label in enumerate(self.action_labels):
+                frame[f"{tag}_policy[{label}]"] = sol.policy[:, k]
+            frame[f"{tag}_value"] = sol.value
+            if sol.stationary is not None:
+                frame[f"{tag}_stationary"] = sol.stationary
+            if sol.occupancy is not None:
+                frame[f"{tag}_initial"] = sol.occupancy
+        return frame
+
+    def route_gap(self) -> float:
+        """Largest relative difference between the two routes' counterfactual rates and mean
+        states, ``|this - other| / max(|other|, 1e-12)`` (NaN without the other route)."""
+        if self.alternative is None:
+            return float("nan")
+        c = self.counterfactual.summary(self.action_labels, self.state_values)
+        o = self.alternative["counterfactual"]
+        gaps = [abs(c[k] - o[k]) / max(abs(o[k]), 1e-12) for k in c if k in o and k[1] != "value"]
+        return max(gaps, default=float("nan"))
+
+    def describe(self) -> str:
+        """A few sentences: the route, identification, the other route's gap, support, intervals."""
+        lines = [f"counterfactual ({', '.join(self.changes) or 'no change'}) by the {self.route} route"
+                 + (f" (parameters: {self.parameter_change})" if self.parameter_change != "none" else "") + "."]
+        if self.route == "structural":
+            lines.append(f"Identification: {self.rule}.")
+        else:
+            state = "invariant to the normalization" if self.invariant else "NOT invariant to the normalization"
+            lines.append(f"Identification: {state}; {self.rule}.")
+        if np.isfinite(self.normalization_gap):
+            lines.append(f"Nonparametric solution re-solved under {self.check_normalization}: max policy difference "
+                         f"{self.normalization_gap:.3g}, max summary difference {self.summary_gap:.3g}.")
+        if self.alternative is not None:
+            lines.append(f"The {self.alternative['route']} route answers differently by up to {self.route_gap():.1%} "
+                         f"(relative, rates and mean state; column route_gap).")
+        if self.support is not None:
+            lines.append(self.support.describe() + ".")
+        if self.interval_kind != "none":
+            lines.append(f"Intervals: {self._interval_label(self.interval_kind)}.")
+        return "\n".join(lines)
+
+    def save(self, path) -> None:
+        """joblib file; read back with :func:`load_counterfactual`."""
+        import joblib
+
+        joblib.dump(self, path)
+
+
+def load_counterfactual(path) -> CounterfactualResult:
+    """A :class:`CounterfactualResult` saved with :meth:`CounterfactualResult.save`."""
+    import joblib
+
+    result = joblib.load(path)
+    if not isinstance(result, CounterfactualResult):
+        raise TypeError(f"{path} does not hold a CounterfactualResult (got {type(result).__name__})")
+    return result
