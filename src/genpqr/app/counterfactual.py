@@ -60,7 +60,7 @@ _SCALAR_KEYS = ("route", "transitions", "gamma", "initial", "horizon", "bootstra
 
 EXAMPLE = """examples:
   genpqr counterfactual fit-output --reward-change b=-0.5 --initial 0 --horizon 20 --out cf-output
-  genpqr counterfactual fit --parameter-change RC=*2 --out cf-rc2     (a fit with --features)
+  genpqr counterfactual fit --parameter-change 'RC=*2' --out cf-rc2     (a fit with --features)
 """
 
 
