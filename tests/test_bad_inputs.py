@@ -441,6 +441,75 @@ def test_other_commands_bad_input(case, tmp_path, capsys):
     assert not (tmp_path / "e").exists() and not (tmp_path / "d").exists()
 
 
+# ----------------------------------------------------------------------------- genpqr counterfactual
+@pytest.fixture(scope="module")
+def cf_fit(tmp_path_factory):
+    """A small tabular fit folder (4 bootstrap replicates, saved without its data)."""
+    tmp = tmp_path_factory.mktemp("cf")
+    data = tmp / "data.csv"
+    base_frame().to_csv(data, index=False)
+    code = main(["fit", str(data), "--episode", "episode", "--time", "time", "--state", "state", "--action", "action",
+                 "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--bootstrap", "4", "--quiet",
+                 "--out", str(tmp / "fit")])
+    assert code == 0
+    return tmp / "fit", data
+
+
+def _reverse_time(data):
+    f = pd.read_csv(data)
+    f.assign(time=f.groupby("episode")["time"].transform(lambda t: t.max() + t.min() - t)).to_csv(data, index=False)
+
+
+COUNTERFACTUAL = {  # (spec JSON or None, flags, phrase of the one-line error)
+    "level 0": (None, ["--level", "0"], "strictly between 0 and 1"),
+    "level 1": (None, ["--level", "1"], "strictly between 0 and 1"),
+    "level 1.5": (None, ["--level", "1.5"], "strictly between 0 and 1"),
+    "level in the spec": ({"level": 0}, [], "strictly between 0 and 1"),
+    "reward change as a list": ({"reward_change": [1.0, 2.0]}, [], "reward_change must be an object"),
+    "reward change amount as text": ({"reward_change": {"b": "x"}}, [], "reward_change['b'] must be a number"),
+    "reward change flag amount": (None, ["--reward-change", "b=abc"], "the amount must be a number"),
+    "parameter change as text": ({"parameter_change": "RC=*2"}, [], "parameter_change must be an object"),
+    "parameter change without features": (None, ["--parameter-change", "RC=*2"], "without --features"),
+    "structural route without features": (None, ["--route", "structural"], "needs a structural fit"),
+    "min visits 0": (None, ["--min-visits", "0"], "min_visits must be a positive"),
+    "spec not JSON": ("{", [], "is not valid JSON"),
+    "unknown spec key": ({"rewards": {}}, [], "keys among"),
+}
+
+
+@pytest.mark.parametrize("case", list(COUNTERFACTUAL))
+def test_counterfactual_bad_input(case, cf_fit, tmp_path, capsys):
+    spec, flags, phrase = COUNTERFACTUAL[case]
+    fit, _ = cf_fit
+    argv = ["counterfactual", str(fit), *flags, "--bootstrap", "0", "--quiet", "--out", str(tmp_path / "cf")]
+    if spec is not None:
+        (tmp_path / "spec.json").write_text(spec if isinstance(spec, str) else json.dumps(spec))
+        argv += ["--spec", str(tmp_path / "spec.json")]
+    code, _, stderr = _run(argv, capsys)
+    assert code == 2 and "Traceback" not in stderr, (case, stderr)
+    message = stderr.strip().splitlines()[-1]
+    assert message.startswith("genpqr counterfactual: error: ") and phrase in message, (case, message)
+    assert not (tmp_path / "cf").exists()
+
+
+def test_counterfactual_rereads_data_by_content(cf_fit, tmp_path, capsys):
+    """The fit's data file with the time order reversed inside every episode (same choice counts):
+    the bootstrap refuses to refit on it and says why; the point estimates are unchanged."""
+    fit, data = cf_fit
+    argv = ["counterfactual", str(fit), "--reward-change", "b=-0.5", "--quiet"]
+    code, _, stderr = _run([*argv, "--out", str(tmp_path / "same")], capsys)
+    assert code == 0 and "read again from" in stderr
+    original = data.read_text()
+    try:
+        _reverse_time(data)
+        code, _, stderr = _run([*argv, "--out", str(tmp_path / "reversed")], capsys)
+    finally:
+        data.write_text(original)
+    assert code == 0 and "its content differs" in stderr and "no bootstrap intervals" in stderr
+    same, reversed_ = (pd.read_csv(tmp_path / d / "summary.csv") for d in ("same", "reversed"))
+    np.testing.assert_allclose(reversed_["counterfactual"], same["counterfactual"], atol=0)
+
+
 def test_version_and_help(capsys):
     code, out, _ = _run(["--version"], capsys)
     assert code == 0 and out.startswith("genpqr ")
