@@ -12,8 +12,10 @@ ray ``theta + t d`` every term ``log pi(a|s)`` is non-decreasing in ``t`` exactl
 there is a direction ``d`` with ``(x(s,a) - x(s,a')) d >= 0`` on every observed row and ``> 0`` on
 at least one (*quasi-complete separation*; *complete* when strict on every row): the
 likelihood then rises along ``d`` for ever (Albert and Anderson 1984; Santner and Duffy 1986 for
-the multinomial logit). The check is a linear programme (``scipy.optimize.linprog``, HiGHS):
-``max sum_i y_i`` subject to ``D_i d >= y_i``, ``0 <= y_i <= 1``, ``-1 <= d_j <= 1``.
+the multinomial logit). The check is two linear programmes in ``d`` alone
+(``scipy.optimize.linprog``, HiGHS), ``-1 <= d_j <= 1``: ``max sum_i D_i d`` subject to
+``D d >= 0`` (positive iff some row can be strict: quasi-complete), then ``max t`` subject to
+``D d >= t`` (positive: complete).
 
 **Dynamic logit** (``gamma > 0``). The continuation values move with ``theta``: along
 ``theta = t d``, ``V_{t d} = t V*_d + O(1)`` (the soft and the hard maximum differ by at most
@@ -41,7 +43,8 @@ What is checked, and its limits:
   choice); the check tries ``sigma`` optimal along the static direction (when there is one) and
   each constant action, ``K + 1`` programmes at most. A separation found is a proof; none found
   is not a proof that the MLE exists (``exact=False``).
-* Above :data:`MAX_ROWS` observed rows the dynamic programmes are skipped (the static one runs).
+* Above :data:`MAX_ROWS` rows, or :data:`MAX_DYNAMIC_STATES` states for ``gamma > 0``, no
+  programme runs (``"none"``, ``exact=False``; the estimators then fall back on their end point).
 
 Every decision is made on margins ``D d`` recomputed in floating point from the programme's
 ``d``, against :data:`MARGIN_TOL` times the scale of ``D``: separated data have margins of the
@@ -54,18 +57,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from .. import tabular
 from .checks import check_features, check_weights
 from .likelihood import relative_solve
 
-__all__ = ["Separation", "find_separation", "MARGIN_TOL", "MAX_ROWS"]
+__all__ = ["Separation", "find_separation", "MARGIN_TOL", "MAX_ROWS", "MAX_DYNAMIC_STATES"]
 
 #: A margin counts as strict above this fraction of the largest entry of ``D`` (times ``max |d|``).
 MARGIN_TOL = 1e-9
-#: Largest number of rows of a dynamic programme (observed rows plus rows of states without choices).
+#: Largest number of rows of a programme (observed rows plus rows of states without choices).
 MAX_ROWS = 200_000
+#: Largest number of states for the dynamic programmes (one dense relative-value solve per candidate policy).
+MAX_DYNAMIC_STATES = 2000
 
 
 @dataclass(frozen=True)
@@ -114,43 +120,43 @@ def _row_differences(G, counts, states=None, sigma=None):
     """Rows ``G(s, a) - G(s, a')``: for every observed ``(s, a)`` (``counts``) and ``a' != a`` when
     ``sigma`` is None; else for each state in ``states``, ``G(s, sigma(s)) - G(s, a')``."""
     K = G.shape[1]
-    rows = []
     if sigma is None:
-        for s, a in zip(*np.nonzero(counts > 0)):
-            rows += [G[s, a] - G[s, b] for b in range(K) if b != a]
+        s, a = np.nonzero(counts > 0)
     else:
-        for s in states:
-            rows += [G[s, sigma[s]] - G[s, b] for b in range(K) if b != sigma[s]]
-    return np.array(rows).reshape(-1, G.shape[2])
+        s = np.asarray(states, dtype=np.int64)
+        a = np.asarray(sigma)[s]
+    diffs = G[s, a][:, None, :] - G[s]  # (rows, K, p)
+    keep = np.arange(K)[None, :] != a[:, None]
+    return diffs[keep].reshape(-1, G.shape[2])
 
 
 def _solve_lp(R, Z):
-    """``(kind, d, n_strict)`` of the separation programme on the slack rows ``R`` and the rows
-    ``Z >= 0`` (see the module notes), decided on recomputed margins."""
-    p = R.shape[1]
+    """``(kind, d, n_strict)`` of the separation programmes on the rows ``R`` (observed) and ``Z``
+    (``>= 0`` only; see the module notes), decided on recomputed margins."""
+    p, m, z = R.shape[1], R.shape[0], Z.shape[0]
     scale = MARGIN_TOL * max(1.0, float(np.max(np.abs(R), initial=0.0)), float(np.max(np.abs(Z), initial=0.0)))
-    m, z = R.shape[0], Z.shape[0]
-    # variables (d, y): max sum y  s.t.  -R d + y <= 0,  -Z d <= 0
-    A = np.block([[-R, np.eye(m)], [-Z, np.zeros((z, m))]])
-    res = linprog(np.concatenate([np.zeros(p), -np.ones(m)]), A_ub=A, b_ub=np.zeros(m + z),
-                  bounds=[(-1.0, 1.0)] * p + [(0.0, 1.0)] * m, method="highs")
+    A = sp.csr_matrix(np.vstack([-R, -Z]))
+    bounds = [(-1.0, 1.0)] * p
+    # quasi-complete: max sum_i R_i d  s.t.  R d >= 0, Z d >= 0 (positive iff some row can be strict)
+    res = linprog(-R.sum(axis=0), A_ub=A, b_ub=np.zeros(m + z), bounds=bounds, method="highs")
     if res.status != 0:
         return "none", None, 0
-    d = res.x[:p] / max(float(np.max(np.abs(res.x[:p]))), 1e-300)
-    margins, others = R @ d, Z @ d
+    d = res.x / max(float(np.max(np.abs(res.x))), 1e-300)
+    margins = R @ d
     n_strict = int(np.sum(margins > scale))
-    if n_strict == 0 or margins.min() < -scale or (z and others.min() < -scale):
+    if n_strict == 0 or margins.min() < -scale or (z and (Z @ d).min() < -scale):
         return "none", None, 0
-    if n_strict < m:  # quasi: is there a direction strict on every row? max t s.t. R d >= t
-        A2 = np.block([[-R, np.ones((m, 1))], [-Z, np.zeros((z, 1))]])
-        res2 = linprog(np.concatenate([np.zeros(p), [-1.0]]), A_ub=A2, b_ub=np.zeros(m + z),
-                       bounds=[(-1.0, 1.0)] * p + [(0.0, 1.0)], method="highs")
-        if res2.status == 0:
-            d2 = res2.x[:p] / max(float(np.max(np.abs(res2.x[:p]))), 1e-300)
-            if (R @ d2).min() > scale and (not z or (Z @ d2).min() >= -scale):
-                return "complete", d2, m
-        return "quasi-complete", d, n_strict
-    return "complete", d, n_strict
+    if n_strict == m:
+        return "complete", d, m
+    # complete: max t  s.t.  R d >= t, Z d >= 0, t <= 1
+    A2 = sp.hstack([A, sp.csr_matrix(np.concatenate([np.ones(m), np.zeros(z)])[:, None])], format="csr")
+    res2 = linprog(np.concatenate([np.zeros(p), [-1.0]]), A_ub=A2, b_ub=np.zeros(m + z),
+                   bounds=bounds + [(0.0, 1.0)], method="highs")
+    if res2.status == 0:
+        d2 = res2.x[:p] / max(float(np.max(np.abs(res2.x[:p]))), 1e-300)
+        if (R @ d2).min() > scale and (not z or (Z @ d2).min() >= -scale):
+            return "complete", d2, m
+    return "quasi-complete", d, n_strict
 
 
 def _policy_values(X, kernel, gamma, sigma):
@@ -194,6 +200,9 @@ def find_separation(features, counts, kernel=None, gamma: float = 0.0) -> Separa
     """
     X = check_features(features)
     n = check_weights(counts, X.shape[:2], "counts")
+    n_rows = int(np.count_nonzero(n)) * (X.shape[1] - 1)
+    if n_rows > MAX_ROWS:
+        return Separation("none", None, 0, n_rows, gamma != 0 and kernel is not None, False)
     R = _row_differences(X, n)
     kind, d, strict = _solve_lp(R, np.zeros((0, X.shape[2])))
     static = Separation(kind, d, strict, R.shape[0], False, True)
@@ -204,7 +213,7 @@ def find_separation(features, counts, kernel=None, gamma: float = 0.0) -> Separa
     free = np.flatnonzero(~visited)
     if not _can_be_strict(n):
         return Separation("none", None, 0, R.shape[0], True, True)
-    if R.shape[0] + free.size * (X.shape[1] - 1) > MAX_ROWS:
+    if R.shape[0] + free.size * (X.shape[1] - 1) > MAX_ROWS or X.shape[0] > MAX_DYNAMIC_STATES:
         return Separation("none", None, 0, R.shape[0], True, False)
     forced = np.argmax(n, axis=1)
     candidates = []
