@@ -25,6 +25,8 @@
     programming (:func:`~genpqr.structural.separation.find_separation`).
 :mod:`~genpqr.structural.fit_checks`
     The warnings of a structural fit (:class:`~genpqr.structural.fit_checks.ProjectionWarning`).
+:mod:`~genpqr.structural.maximize`
+    The maximizers of the full likelihood (NPL with its safeguard, NFXP finished by Newton).
 :mod:`~genpqr.structural.nfxp`
     Rust's nested fixed point (:class:`~genpqr.structural.nfxp.NFXP`), also offered as a
     baseline in :mod:`genpqr.baselines`.
@@ -32,7 +34,8 @@
     Argument checks shared by the estimators.
 
 Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood``,
-``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``estimation``, ``ddc``. Counterfactuals on a fitted model live in the
+``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``estimation``,
+``ddc``. Counterfactuals on a fitted model live in the
 core (:mod:`genpqr.counterfactual`), since they serve every tabular fit, structural or not.
 """
 

@@ -181,6 +181,14 @@ class StructuralSummary:
                 f"{self.coefficients.to_html(float_format=lambda x: f'{x:.4g}')}{notes}</div>")
 
 
+def _se_header(fit) -> str:
+    if fit.se_label != "none" or fit.estimator == "projection":
+        return fit.se_kind
+    if fit.separation is not None and fit.separation.mle_exists is False:
+        return "none: the maximum likelihood estimate does not exist"
+    return f"none ({fit.se_kind}; the matrix to invert is singular or not definite)"
+
+
 def summary_of(fit, level: float = 0.95) -> StructuralSummary:
     """:class:`StructuralSummary` of a ``StructuralFit``."""
     level = check_level(level)
@@ -188,7 +196,7 @@ def summary_of(fit, level: float = 0.95) -> StructuralSummary:
               ("Log-likelihood", f"{fit.loglik:.4f}" + (f" (MLE: {fit.mle_loglik:.4f})"
                                                         if np.isfinite(fit.mle_loglik) else "")),
               ("Choices", f"{fit.n_choices}"), ("Parameters", f"{fit.theta.size}"), ("Discount", f"{fit.gamma:g}"),
-              ("Iterations", fit.convergence), ("Std. errors", fit.se_kind)]
+              ("Iterations", fit.convergence), ("Std. errors", _se_header(fit))]
     notes = []
     if fit.estimator not in MLE_ESTIMATORS:
         notes.append(f"{fit.estimator} is not the maximum likelihood estimator; the log-likelihood is the full "
