@@ -163,6 +163,7 @@ def test_npl_equals_its_fixed_point_and_pml_is_first_iterate(model, panel):
         fit.fit(panel)
     X = model.features("anchor")
     npl = ddc.StructuralStep(X, method="npl").fit(fit)
+    assert set(npl.summary().se_kind) == {"OPG"}  # at convergence the MLE's
     pml = ddc.StructuralStep(X, method="pml").fit(fit)
     np.testing.assert_allclose(pml.theta_, npl.result_.history[0], atol=1e-10)
     assert npl.converged_ and npl.n_iter_ < 20
@@ -179,7 +180,8 @@ def test_npl_equals_its_fixed_point_and_pml_is_first_iterate(model, panel):
     fixed_v = ddc.StructuralStep(X, method="fixed-v", feature_names=["RC", "theta11"]).fit(fit)
     assert fixed_v.fit_time_ > 0 and np.all(np.isfinite(fixed_v.se_))
     table = fixed_v.summary()
-    assert list(table.index) == ["RC", "theta11"] and list(table.columns) == ["estimate", "se"]
+    assert list(table.index) == ["RC", "theta11"] and list(table.columns) == ["estimate", "se", "se_kind"]
+    assert set(table.se_kind) == {"inverse Hessian (conditional on the first stage)"}
     assert ddc.StructuralStep(X).method == "pml"
 
 

@@ -70,7 +70,7 @@ def test_nfxp_estimator_on_a_panel_matches_npl(model):
     assert est.reward(states).shape == (5, 2)
     np.testing.assert_allclose(est.reward(states, ["replace"] * 5), -est.theta_[0])
     np.testing.assert_allclose(np.exp(est.log_policy(states)).sum(axis=1), 1.0)
-    assert list(est.summary().index) == ["RC", "theta11"]
+    assert list(est.summary().index) == ["RC", "theta11"] and set(est.summary().se_kind) == {"OPG"}
     # NPL on GenPQR's exact solve converges to the same maximum likelihood estimate
     fit = GenPQR(normalization=N.anchor_action("replace"), gamma=model.beta, q_model="exact", n_states=175,
                  clip=(1e-3, 1 - 1e-3), transition_model=kernel)

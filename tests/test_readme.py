@@ -97,10 +97,12 @@ def test_readme_shell_blocks_run(readme, tmp_path, monkeypatch, capsys):
 
 
 def test_examples_readme_prints_what_the_fit_estimates(tmp_path):
-    """The parameter lines printed in examples/README.md (``NAME: EST (SE SE)``) are what its
-    command estimates today (to the printed digits), so the page cannot go stale silently."""
+    """The parameter lines printed in examples/README.md (``NAME: EST (SE BOOT, bootstrap)  [LO, HI]
+    (OPG SE SE)``) are what its command estimates today (estimate and OPG SE to the printed digits),
+    so the page cannot go stale silently."""
     text = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
-    printed = re.findall(r"^\s+(\w+): (-?[\d.]+) \(SE ([\d.]+)\)", text, re.M)
+    printed = re.findall(r"^\s+(\w+): (-?[\d.]+) \(SE [\d.]+, bootstrap\)  \[[-\d., ]+\]  \(OPG SE ([\d.]+)\)",
+                         text, re.M)
     assert {name for name, _, _ in printed} == {"bonus", "level"}
     command = next(c for c in _shell_commands(ROOT / "examples" / "README.md", tagged_only=False)
                    if c.startswith("genpqr fit"))

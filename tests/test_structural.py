@@ -199,7 +199,7 @@ def rust_flags(folder, out, model):
 
 
 COLUMNS = ["parameter", "estimate", "std_error", "ci_low", "ci_high", "std_error_robust", "std_error_kind",
-           "ci_kind", "estimator", "loglik", "n_choices", "iterations", "converged"]
+           "ci_kind", "z", "p_value", "estimator", "loglik", "n_choices", "iterations", "convergence", "converged"]
 
 
 def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
@@ -212,8 +212,11 @@ def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):
     assert list(params.columns) == COLUMNS
     assert list(params.parameter) == ["RC", "theta11"] and set(params.estimator) == {"npl"}
     assert params.converged.all() and params.n_choices.iloc[0] == 37 * 117  # every month, each bus's last too
-    assert params.std_error_kind.iloc[0].startswith("MLE") and params.ci_kind.iloc[0].startswith("Wald")
+    assert params.std_error_kind.iloc[0].startswith("OPG: MLE") and params.ci_kind.iloc[0].startswith("Wald")
     np.testing.assert_allclose(params.ci_high - params.estimate, 1.959964 * params.std_error, rtol=1e-5)
+    np.testing.assert_allclose(params.z, params.estimate / params.std_error, rtol=1e-12)
+    assert "(SE " in out and ", OPG)" in out and re.search(r"iterations: NPL \d+, converged", out)
+    assert params.convergence.iloc[0] == f"NPL {params.iterations.iloc[0]}, converged"
     # within 3 SE of the truth on this panel
     assert np.all(np.abs(params.estimate - model.theta) < 3 * params.std_error)
     config = json.loads((tmp_path / "npl" / "config.json").read_text())
@@ -270,18 +273,33 @@ def test_cli_other_estimators_bootstrap_and_config(tmp_path, capsys):
         assert list(params.columns) == COLUMNS and set(params.estimator) == {name}
         estimates[name] = params
     assert estimates["projection"].std_error.isna().all()
-    assert "pseudo-likelihood" in estimates["pml"].std_error_kind.iloc[0]
-    assert "estimator projection" in capsys.readouterr().out
-    # --bootstrap re-estimates the structural parameters per replicate
-    assert cli.main(["fit", *flags[:-3], "--out", str(tmp_path / "b"), "--bootstrap", "3", "--quiet"]) == 0
+    assert estimates["pml"].std_error_kind.iloc[0].startswith("inverse Hessian of the pseudo-likelihood, "
+                                                                "conditional on the first stage")
+    assert estimates["projection"].std_error_kind.iloc[0].startswith("none: the projection is not an MLE")
+    out = capsys.readouterr().out
+    assert "estimator projection" in out and "not the maximum likelihood estimator" in out
+    assert "(SE " in out and ", inverse Hessian)" in out  # PML's SE with its kind
+    # --bootstrap re-estimates the structural parameters per replicate; the SE printed beside the bootstrap
+    # interval is the bootstrap's, the OPG SE keeps its own labelled column
+    capsys.readouterr()
+    assert cli.main(["fit", *flags[:-3], "--out", str(tmp_path / "b"), "--bootstrap", "3"]) == 0
+    out = capsys.readouterr().out
     boot = pd.read_csv(tmp_path / "b" / "parameters.csv")
-    assert "bootstrap_std_error" in boot.columns and boot.ci_kind.iloc[0].startswith("bootstrap percentile")
-    assert np.all(boot.bootstrap_std_error > 0) and np.all(boot.ci_low < boot.ci_high)
+    assert list(boot.columns) == COLUMNS[:10] + ["std_error_analytic", "std_error_analytic_kind"] + COLUMNS[10:]
+    assert boot.ci_kind.iloc[0].startswith("bootstrap percentile") and boot.std_error_kind.iloc[0].startswith(
+        "bootstrap: standard deviation over 3 replicates")
+    assert boot.std_error_analytic_kind.iloc[0].startswith("OPG")
+    assert np.all(boot.std_error > 0) and np.all(boot.ci_low < boot.ci_high)
+    for _, row in boot.iterrows():
+        assert (f"{row.parameter}: {row.estimate:.4g} (SE {row.std_error:.4g}, bootstrap)  [{row.ci_low:.4g}, "
+                f"{row.ci_high:.4g}]  (OPG SE {row.std_error_analytic:.4g})") in out
     # the config key, and a clear error for an unknown estimator
     (tmp_path / "c.json").write_text(json.dumps({"estimator": "NFXP"}))
     assert cli.main(["fit", *flags[:-3], "--out", str(tmp_path / "c"), "--config", str(tmp_path / "c.json"),
                      "--quiet"]) == 0
-    assert set(pd.read_csv(tmp_path / "c" / "parameters.csv").estimator) == {"nfxp"}
+    nfxp = pd.read_csv(tmp_path / "c" / "parameters.csv")
+    assert set(nfxp.estimator) == {"nfxp"}
+    np.testing.assert_allclose(boot.std_error_analytic, nfxp.std_error, rtol=1e-3)  # the MLE's OPG SE
     assert cli.main(["fit", *flags, "--estimator", "mle"]) == 2
     assert "--estimator must be one of" in capsys.readouterr().err
 

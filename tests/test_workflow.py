@@ -290,9 +290,10 @@ def test_features_give_parameters_with_bootstrap_intervals(tmp_path, capsys):
     params = pd.read_csv(tmp_path / "o" / "parameters.csv")
     assert list(params.columns[:5]) == ["parameter", "estimate", "std_error", "ci_low", "ci_high"]
     assert set(params.estimator) == {"npl"} and params.converged.all()  # the default: the MLE
-    assert params.ci_kind.iloc[0].startswith("bootstrap percentile") and "bootstrap_std_error" in params.columns
+    assert params.ci_kind.iloc[0].startswith("bootstrap percentile") and params.std_error_kind.iloc[0].startswith(
+        "bootstrap") and params.std_error_analytic_kind.iloc[0].startswith("OPG")
     np.testing.assert_allclose(params["estimate"], theta, atol=0.15)  # 14,000 transitions
-    assert np.all(np.abs(params["estimate"] - theta) < 4 * params["std_error"])
+    assert np.all(np.abs(params["estimate"] - theta) < 4 * params["std_error_analytic"])
     assert np.all(params["ci_low"] <= params["ci_high"])
     r = pd.read_csv(tmp_path / "o" / "rewards.csv")
     for col in ("reward_b_se", "reward_b_lo", "reward_b_hi"):

@@ -10,20 +10,28 @@ probabilities as the start. :func:`parameters_table` is ``parameters.csv``;
 (``templates/structural.html``).
 
 ``parameters.csv`` (one row per parameter; the run's metadata repeated on every row so
-that the file stays one tidy table):
+that the file stays one tidy table). The standard error and the interval of a row always
+come from the same source, named in ``std_error_kind`` and ``ci_kind``:
 
 ``parameter, estimate, std_error, ci_low, ci_high``
-    estimate, its standard error and the ``--level`` interval;
+    estimate, its standard error and the ``--level`` interval. Without ``--bootstrap``: the
+    estimator's own standard error (NPL/NFXP: the MLE's OPG; PML: the pseudo-likelihood's
+    inverse Hessian, conditional on the first stage; projection: none) and the Wald interval
+    ``estimate -+ z std_error``. With ``--bootstrap B``: the standard deviation of the
+    re-estimated parameter over the B replicates and their percentile interval;
 ``std_error_robust``
-    sandwich (``H^-1 J H^-1``) standard error (NPL/NFXP; empty otherwise);
+    sandwich (``H^-1 J H^-1``) standard error of the full likelihood (NPL/NFXP; empty otherwise);
 ``std_error_kind, ci_kind``
-    what ``std_error`` and ``ci_low``/``ci_high`` are (e.g. the MLE's OPG; Wald
-    ``estimate -+ z std_error``, or the bootstrap percentile interval with ``--bootstrap``);
-``bootstrap_std_error``
-    with ``--bootstrap``: the standard deviation of the re-estimated parameter;
-``estimator, loglik, n_choices, iterations, converged``
+    what ``std_error`` and ``ci_low``/``ci_high`` are;
+``z, p_value``
+    ``estimate / std_error`` and its two-sided normal p-value;
+``std_error_analytic, std_error_analytic_kind``
+    with ``--bootstrap`` only: the estimator's own standard error (OPG, inverse Hessian, or
+    none) and its kind, kept beside the bootstrap one;
+``estimator, loglik, n_choices, iterations, convergence, converged``
     the estimator, the full log-likelihood at the estimate, the number of observed choices,
-    the estimator's iterations and whether it converged.
+    the estimator's iterations (all algorithms together), which algorithm converged (e.g.
+    ``"BHHH 200 (hit the cap) + Newton 2, converged by Newton"``) and whether it converged.
 """
 
 from __future__ import annotations
@@ -31,21 +39,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..structural.estimation import SE_KINDS, estimate_structural
+from ..structural.results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
 from .report_base import ReportFigure, new_figure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
            "parameters_table", "choice_fit_table", "fig_choice_fit", "report_section", "console_lines"]
 
-ESTIMATOR_LABELS = {
-    "npl": "NPL iterated to convergence (the maximum likelihood estimator)",
-    "nfxp": "NFXP, nested fixed point (the maximum likelihood estimator)",
-    "pml": "Hotz-Miller two-step pseudo-likelihood (PML)",
-    "projection": "weighted least-squares projection of the reward table on the features",
-}
-
-
-#: The estimators whose answer is the MLE (the first stage is only their start).
-MLE_ESTIMATORS = ("npl", "nfxp")
 #: Printed and reported with them.
 MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and the discount, not on "
             "--normalization, --clip or the first stage (NPL's start): warnings about those concern rewards.csv, not "
@@ -53,7 +52,7 @@ MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and t
 
 
 def structural_from_model(model, data, features, names, estimator: str):
-    """:func:`genpqr.structural.estimation.fit_structural` on a fitted exact-path GenPQR (the
+    """:func:`genpqr.structural.fit_structural` on a fitted exact-path GenPQR (the
     choices of the likelihood are the model's choice counts, those of ``data``).
 
     Parameters
@@ -99,49 +98,61 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
         The projection's own table (``estimator="projection"``): its estimates are used.
     """
     import pandas as pd
+    from scipy.stats import norm
 
     p = fit.theta.size
-    table = pd.DataFrame({"parameter": list(fit.names),
-                          "estimate": fit.theta if projection is None else projection["estimate"].to_numpy()})
-    table["std_error"] = fit.std_error
-    lo, hi = fit.wald_interval(level)
-    ci_kind = f"Wald, estimate -+ z std_error ({level:.0%})"
-    se_kind = SE_KINDS[fit.estimator]
-    table["ci_low"], table["ci_high"] = lo, hi
+    estimate = fit.theta if projection is None else projection["estimate"].to_numpy()
+    table = pd.DataFrame({"parameter": list(fit.names), "estimate": estimate, "std_error": fit.std_error})
+    table["ci_low"], table["ci_high"] = fit.wald_interval(level)
     table["std_error_robust"] = fit.std_error_robust
+    se_kind = SE_KINDS[fit.estimator]
+    ci_kind = (f"Wald, estimate -+ z std_error ({level:.0%})" if np.any(np.isfinite(fit.std_error))
+               else "none (use --bootstrap)")
     if boot is not None:
-        b_lo, b_hi = boot.interval(level)
-        table["ci_low"], table["ci_high"] = np.ravel(b_lo)[-p:], np.ravel(b_hi)[-p:]
-        table["bootstrap_std_error"] = boot.std_error[-p:]
         n_boot = boot.replicates.shape[0]
+        b_lo, b_hi = boot.interval(level)
+        table["std_error"] = boot.std_error[-p:]
+        table["ci_low"], table["ci_high"] = np.ravel(b_lo)[-p:], np.ravel(b_hi)[-p:]
+        se_kind = f"bootstrap: standard deviation over {n_boot} replicates (episodes resampled, re-estimated each)"
         ci_kind = f"bootstrap percentile over episodes ({level:.0%}, {n_boot} replicates, re-estimated each)"
-        if fit.estimator == "projection":
-            table["std_error"] = boot.std_error[-p:]
-            se_kind = f"bootstrap over episodes ({n_boot} replicates)"
-    elif fit.estimator == "projection":
-        ci_kind = "none (use --bootstrap)"
     table["std_error_kind"] = se_kind
     table["ci_kind"] = ci_kind
+    z = table["estimate"].to_numpy() / table["std_error"].to_numpy()
+    table["z"], table["p_value"] = z, 2.0 * norm.sf(np.abs(z))
+    if boot is not None:
+        table["std_error_analytic"] = fit.std_error
+        table["std_error_analytic_kind"] = SE_KINDS[fit.estimator]
     table["estimator"] = fit.estimator
     table["loglik"] = fit.loglik
     table["n_choices"] = fit.n_choices
     table["iterations"] = fit.n_iter
+    table["convergence"] = fit.convergence
     table["converged"] = fit.converged
     return table
 
 
 def console_lines(fit, parameters) -> list:
-    """What ``genpqr fit`` prints about the structural step."""
+    """What ``genpqr fit`` prints about the structural step: every standard error with its kind,
+    beside the interval computed from it."""
+    boot = "std_error_analytic" in parameters.columns
+    kind = "bootstrap" if boot else fit.se_label
+    mle = ("" if fit.estimator in MLE_ESTIMATORS else
+           "; not the MLE: the log-likelihood is the full likelihood at its estimate" +
+           (f" (at the MLE: {fit.mle_loglik:.4f})" if np.isfinite(fit.mle_loglik) else ""))
     lines = [f"  structural parameters, estimator {fit.estimator}: {ESTIMATOR_LABELS[fit.estimator]}",
-             f"    log-likelihood {fit.loglik:.4f} over {fit.n_choices} choices; {fit.n_iter} iteration(s), "
-             f"{'converged' if fit.converged else 'NOT CONVERGED'}",
+             f"    log-likelihood {fit.loglik:.4f} over {fit.n_choices} choices{mle}",
+             f"    iterations: {fit.convergence}",
              f"    std_error: {parameters['std_error_kind'].iloc[0]}; interval: {parameters['ci_kind'].iloc[0]}"]
+    if boot and np.any(np.isfinite(fit.std_error)):
+        lines.append(f"    also shown: the {SE_LABELS[fit.estimator]} SE ({SE_KINDS[fit.estimator]})")
     if fit.estimator in MLE_ESTIMATORS:
         lines.append(f"    {MLE_NOTE}")
     for _, row in parameters.iterrows():
-        se = "" if not np.isfinite(row["std_error"]) else f" (SE {row['std_error']:.4g})"
+        se = "" if not np.isfinite(row["std_error"]) else f" (SE {row['std_error']:.4g}, {kind})"
         ci = "" if not np.isfinite(row["ci_low"]) else f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]"
-        lines.append(f"    {row['parameter']}: {row['estimate']:.4g}{se}{ci}")
+        other = ("" if not boot or not np.isfinite(row["std_error_analytic"]) else
+                 f"  ({SE_LABELS[fit.estimator]} SE {row['std_error_analytic']:.4g})")
+        lines.append(f"    {row['parameter']}: {row['estimate']:.4g}{se}{ci}{other}")
     return lines
 
 
@@ -208,16 +219,22 @@ def report_section(ctx) -> dict:
     choice probabilities)."""
     fit = ctx.structural
     labels = [str(a) for a in ctx.model.encoder_.labels]
-    columns = ["parameter", "estimate", "std_error", "ci_low", "ci_high", "std_error_robust"]
-    table = ctx.parameters[[c for c in columns + ["bootstrap_std_error"] if c in ctx.parameters.columns]]
-    summary = [("estimator", fit.estimator), ("log-likelihood", f"{fit.loglik:.4f}"),
-               ("choices in the likelihood", fit.n_choices), ("iterations", fit.n_iter),
+    columns = ["parameter", "estimate", "std_error", "ci_low", "ci_high", "z", "p_value", "std_error_robust",
+               "std_error_analytic"]
+    table = ctx.parameters[[c for c in columns if c in ctx.parameters.columns]]
+    loglik = f"{fit.loglik:.4f}" + ("" if fit.estimator in MLE_ESTIMATORS else
+                                    " (not the MLE: the full likelihood at its estimate" +
+                                    (f"; at the MLE {fit.mle_loglik:.4f})" if np.isfinite(fit.mle_loglik) else ")"))
+    summary = [("estimator", fit.estimator), ("log-likelihood", loglik),
+               ("choices in the likelihood", fit.n_choices), ("iterations", fit.convergence),
                ("converged", fit.converged),
                ("max |score| per choice at the estimate", f"{fit.gradient_norm:.2e}"),
                ("std_error", ctx.parameters["std_error_kind"].iloc[0]),
                ("std_error_robust", "sandwich H^-1 J H^-1 of the full likelihood"
                 if fit.estimator in ("npl", "nfxp") else "n/a"),
                ("ci_low, ci_high", ctx.parameters["ci_kind"].iloc[0])]
+    if "std_error_analytic" in ctx.parameters.columns:
+        summary.append(("std_error_analytic", ctx.parameters["std_error_analytic_kind"].iloc[0]))
     caption = ("Observed choice frequency per state (points; bars: binomial Wilson intervals) and the choice "
                "probability of the fitted structural model (line).")
     state_name = "state_index"

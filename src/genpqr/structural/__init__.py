@@ -16,13 +16,33 @@
 :mod:`~genpqr.structural.estimation`
     Structural estimation of flow-utility parameters (``estimate_structural``: NPL to
     convergence, NFXP, PML, projection) with the MLE's OPG and sandwich standard errors.
+:mod:`~genpqr.structural.results`
+    Results as objects: coefficient tables, Wald intervals, a statsmodels-style summary
+    (:class:`~genpqr.structural.results.StructuralSummary`), the likelihood-ratio test
+    (:func:`~genpqr.structural.results.lr_test`).
+:mod:`~genpqr.structural.separation`
+    Whether the MLE exists: choices separated by the features, decided on the data by linear
+    programming (:func:`~genpqr.structural.separation.find_separation`).
+:mod:`~genpqr.structural.fit_checks`
+    The warnings of a structural fit (:class:`~genpqr.structural.fit_checks.ProjectionWarning`).
+:mod:`~genpqr.structural.maximize`
+    The maximizers of the full likelihood (NPL with its safeguard, NFXP finished by Newton).
 :mod:`~genpqr.structural.nfxp`
     Rust's nested fixed point (:class:`~genpqr.structural.nfxp.NFXP`), also offered as a
     baseline in :mod:`genpqr.baselines`.
 :mod:`~genpqr.structural.checks`
     Argument checks shared by the estimators.
 
-Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood`` <
-``ccp``, ``nfxp`` < ``estimation``, ``ddc``. Counterfactuals on a fitted model live in the
+Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood``,
+``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``estimation``,
+``ddc``. Counterfactuals on a fitted model live in the
 core (:mod:`genpqr.counterfactual`), since they serve every tabular fit, structural or not.
 """
+
+from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_structural
+from .fit_checks import ProjectionWarning
+from .results import LRTestResult, StructuralSummary, lr_test
+from .separation import Separation, find_separation
+
+__all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
+           "Separation", "find_separation", "ProjectionWarning"]

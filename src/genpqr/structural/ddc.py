@@ -211,9 +211,13 @@ class StructuralStep(BaseEstimator):
         return self.features_ @ self.theta_ + self.offset_
 
     def summary(self):
-        """Estimates and standard errors as a DataFrame."""
+        """Estimates, standard errors and their kind (``se_kind``: ``"OPG"`` for NPL at convergence,
+        the MLE's; else ``"inverse Hessian"`` of the pseudo- or conditional likelihood, conditional
+        on GenPQR's first stage) as a DataFrame."""
         import pandas as pd
 
         self._check_fitted()
         names = self.feature_names or [f"theta[{j}]" for j in range(self.theta_.size)]
-        return pd.DataFrame({"estimate": self.theta_, "se": self.se_}, index=list(names))
+        mle = self.method == "npl" and self.converged_
+        kind = "OPG" if mle else "inverse Hessian (conditional on the first stage)"
+        return pd.DataFrame({"estimate": self.theta_, "se": self.se_, "se_kind": kind}, index=list(names))

@@ -19,9 +19,23 @@ Estimators (:func:`estimate_structural`):
   maximum at beta = 0.9999, where NFXP's absolute values of order ``1 / (1 - beta)`` leave
   the likelihood too little precision to rank its steps).
 * ``"pml"``: Hotz-Miller's two-step pseudo-likelihood (one NPL step from the first stage):
-  consistent but sensitive to the first stage when actions are rare.
+  consistent but sensitive to the first stage when actions are rare; not the MLE (at
+  ``gamma = 0`` it is, with the inverse Hessian instead of the OPG as standard error).
 * ``"projection"``: weighted least squares of GenPQR's reward table on the features
-  (:func:`genpqr.structural.ddc.project_reward`): a minimum-distance reading, no likelihood.
+  (:func:`genpqr.structural.ddc.project_reward`): a minimum-distance reading, no likelihood and
+  not the MLE. The MLE is computed alongside, and a :class:`~genpqr.structural.fit_checks.ProjectionWarning`
+  says when the choices reject the projection (``2 (L_MLE - L_projection)`` above the
+  chi-square(p) 0.99 quantile) or a parameter's sign differs from the MLE's.
+
+Before estimating, :func:`~genpqr.structural.separation.find_separation` asks the data whether
+the MLE exists (choices separated by the features: the likelihood rises toward parameters at
+infinity). When it does not, the estimator still runs, its convergence warnings are replaced by
+one that says so, and no standard error is given.
+
+``StructuralFit.iterations`` records each algorithm's iterations (``{"BHHH": 200, "Newton":
+2}``) and ``convergence`` says which one converged (``"BHHH 200 (hit the cap) + Newton 2,
+converged by Newton"``). Results as objects: ``params_``, ``bse_``, ``conf_int``, ``to_frame``,
+``summary`` and ``compare_lr`` (:mod:`genpqr.structural.results`).
 
 Standard errors (:func:`likelihood_derivatives`) are those of the *full* likelihood, the
 derivative taken through the fixed point, identical for NPL and NFXP. With
@@ -32,8 +46,8 @@ derivative taken through the fixed point, identical for NPL and NFXP. With
 * ``c(s) = Cov_{pi(.|s)}(dQ)`` (p x p), ``d2V = A^{-1} c``, ``d2Q = gamma P d2V`` and
   ``d2 log pi(a|s) = d2Q(s,a) - sum_a' pi d2Q(s,a') - c(s)``;
 * OPG (BHHH) ``J = sum n(s,a) score score'``, Hessian ``H = sum n(s,a) d2 log pi``;
-  covariances ``J^{-1}`` (``"opg"``, the ``std_error`` column, as Rust's NFXP) and the
-  sandwich ``H^{-1} J H^{-1}`` (``"sandwich"``, robust to misspecification of the choice
+  covariances ``J^{-1}`` (OPG, the ``std_error`` column, as Rust's NFXP) and the
+  sandwich ``H^{-1} J H^{-1}`` (robust to misspecification of the choice
   model; ``std_error_robust``). Both are conditional on the kernel.
 
 Solves with ``A`` use the *relative-value* form (:func:`relative_solve`): ``A`` has the
@@ -47,33 +61,29 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from .. import tabular
-from .._checks import check_gamma, plain
-from ..exceptions import ConvergenceWarning, GenPQRWarning, WeakSupportWarning
+from .._checks import check_gamma
+from ..exceptions import ConvergenceWarning, GenPQRWarning
 from .ccp import fit_npl
 from .checks import check_features, check_table, check_weights
+from .fit_checks import (MIN_CHOICES_PER_PARAMETER, ProjectionWarning, check_convergence, check_identified,
+                         check_projection, check_rare_action, check_separation)
 from .likelihood import LikelihoodDerivatives, likelihood_derivatives, relative_solve
-from .nfxp import fit_nfxp
+from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from .projection import project_reward
+from .results import (SE_KINDS, SE_LABELS, coefficient_frame, conf_int, describe_iterations, lr_test,
+                      summary_of)
+from .separation import Separation, find_separation
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
-           "estimate_structural", "fit_structural", "MIN_CHOICES_PER_PARAMETER"]
+           "estimate_structural", "fit_structural", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS", "ProjectionWarning"]
 
-#: Warn when the least chosen action has fewer choices than this per parameter (the logit rule of
-#: thumb of 10 events per variable, Peduzzi et al. 1996).
-MIN_CHOICES_PER_PARAMETER = 10
 ESTIMATORS = ("npl", "nfxp", "pml", "projection")
-#: What each estimator's ``std_error`` is (written to parameters.csv and the report).
-SE_KINDS = {
-    "npl": "MLE, inverse outer product of the scores (OPG/BHHH), conditional on the kernel",
-    "nfxp": "MLE, inverse outer product of the scores (OPG/BHHH), conditional on the kernel",
-    "pml": "pseudo-likelihood inverse Hessian, conditional on the first stage (ignores its estimation error)",
-    "projection": "none (use --bootstrap)",
-}
 
 
 # ============================================================================ estimation
@@ -95,15 +105,16 @@ class StructuralFit:
     names : list of str
     theta, std_error, std_error_robust : ndarray (p,)
         Estimates, the standard errors of ``se_kind`` and the sandwich (robust) ones (NaN
-        where not defined: ``pml`` and ``projection``).
+        where not defined: ``pml``, ``projection``, and separated choices).
     se_kind : str
+        What ``std_error`` is, in full (``se_label``: in short, e.g. ``"OPG"``).
     cov, cov_robust : ndarray (p, p)
     loglik : float
         Full log-likelihood ``sum n log pi_theta`` at ``theta`` (every estimator).
     n_choices : int
         Observed choices in the likelihood (``counts.sum()``).
     n_iter : int
-        NPL iterations, NFXP outer iterations, 1 for ``pml`` and ``projection``.
+        All iterations (the sum of ``iterations``).
     converged : bool
     gradient_norm : float
         ``max |d L / d theta|`` of the full likelihood per choice at ``theta`` (0 at the MLE).
@@ -119,6 +130,16 @@ class StructuralFit:
     gamma : float
         The discount.
     action_labels : ndarray (K,) or None
+    iterations : dict
+        Iterations per algorithm, in the order they ran (e.g. ``{"BHHH": 200, "Newton": 2}``).
+    convergence : str
+        Which algorithm converged (``"BHHH 200 (hit the cap) + Newton 2, converged by Newton"``).
+    separation : Separation or None
+        What the data check found (:func:`~genpqr.structural.separation.find_separation`).
+    mle_theta : ndarray (p,) or None
+        ``projection`` only: the MLE computed alongside (None when it does not exist).
+    mle_loglik : float
+        ``projection`` only: its log-likelihood (NaN otherwise).
     """
 
     estimator: str
@@ -142,6 +163,11 @@ class StructuralFit:
     kernel: object = field(default=None, repr=False)
     gamma: float = np.nan
     action_labels: object = field(default=None, repr=False)
+    iterations: dict = field(default_factory=dict)
+    convergence: str = ""
+    separation: Separation | None = field(default=None, repr=False)
+    mle_theta: np.ndarray | None = field(default=None, repr=False)
+    mle_loglik: float = np.nan
 
     def flow_utility(self, theta=None) -> np.ndarray:
         """``u_theta = features @ theta + offset``, shape (S, K) (default: the estimate)."""
@@ -180,108 +206,66 @@ class StructuralFit:
         z = norm.ppf(0.5 + level / 2)
         return self.theta - z * self.std_error, self.theta + z * self.std_error
 
+    @property
+    def se_label(self) -> str:
+        """The kind of ``std_error`` in short: ``"OPG"``, ``"inverse Hessian"`` or ``"none"``."""
+        return "none" if not np.any(np.isfinite(self.std_error)) else SE_LABELS[self.estimator]
 
-def _start_policy(start_policy, shape):
-    """A strictly positive start for NPL: the first stage mixed with 1e-6 of the uniform
-    (a clipped or unclipped first stage, even one with exact zeros, works)."""
-    if start_policy is None:
-        return np.full(shape, 1.0 / shape[1])
-    pi = np.clip(np.asarray(start_policy, dtype=np.float64), 0.0, None)
-    total = pi.sum(axis=1, keepdims=True)
-    pi = np.where(total > 0, pi / np.where(total > 0, total, 1.0), 1.0 / shape[1])
-    return (1.0 - 1e-6) * pi + 1e-6 / shape[1]
+    @property
+    def params_(self) -> pd.Series:
+        """The estimates, indexed by parameter name."""
+        return pd.Series(self.theta, index=pd.Index(list(self.names), name="parameter"), name="estimate")
 
+    @property
+    def bse_(self) -> pd.Series:
+        """The standard errors (of kind ``se_label``), indexed by parameter name."""
+        return pd.Series(self.std_error, index=pd.Index(list(self.names), name="parameter"),
+                         name=f"std_error ({self.se_label})")
 
-def _at_maximum(d: LikelihoodDerivatives, n_choices: float) -> bool:
-    """A local maximum of the full likelihood to rounding: the Newton decrement per choice
-    ``g' (-H)^{-1} g / n`` is below 1e-14 and the Hessian is negative definite."""
-    if not np.all(np.linalg.eigvalsh(d.hessian) < 0):
-        return False
-    return float(d.grad @ np.linalg.solve(-d.hessian, d.grad)) / n_choices <= 1e-14
+    def conf_int(self, level: float = 0.95) -> pd.DataFrame:
+        """Wald intervals of ``std_error`` (columns ``lower``, ``upper``): :func:`~genpqr.structural.results.conf_int`."""
+        return conf_int(self, level)
 
+    def to_frame(self, level: float = 0.95) -> pd.DataFrame:
+        """Estimates, SE and kind, z, p-value, interval, robust SE: :func:`~genpqr.structural.results.coefficient_frame`."""
+        return coefficient_frame(self, level)
 
-def _check_identified(opg, names):
-    """Warn (``GenPQRWarning``) when the information matrix is (nearly) singular: some
-    combination of the features does not move any choice probability (e.g. a feature equal on
-    every action, or two collinear features), so the parameters are not identified."""
-    eigvals, eigvecs = np.linalg.eigh(opg)
-    if eigvals.size and eigvals[0] > 1e-10 * max(eigvals[-1], 1e-300):
-        return
-    direction = eigvecs[:, 0]
-    involved = [names[j] for j in np.flatnonzero(np.abs(direction) > 0.1)]
-    warnings.warn(f"the structural parameters are not identified by the choices: the combination of {involved} "
-                  "does not change any choice probability (a feature equal on every action at each state, or "
-                  "collinear features); their standard errors are meaningless", GenPQRWarning, stacklevel=3)
+    def summary(self, level: float = 0.95):
+        """A statsmodels-style summary (:class:`~genpqr.structural.results.StructuralSummary`)."""
+        return summary_of(self, level)
 
-
-def _safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
-    """NPL iterated to convergence, checked to be the MLE.
-
-    Every NPL fixed point is a stationary point of the full likelihood, but from a poor start
-    NPL can settle on a spurious one (it did from uniform probabilities at gamma = 0.9999 before
-    the policy evaluation used :func:`relative_solve`), or stop early. The result is accepted when
-    NPL converged, the full Hessian there is negative definite and the likelihood is at least that
-    of the first (PML) iterate -- a consistent estimate the MLE cannot be worse than. Otherwise
-    damped Newton on the full likelihood with the analytic Hessian (:func:`_maximize_full`,
-    monotone in the likelihood) continues from the better of the two, with a
-    ``ConvergenceWarning``.
-    Returns ``(theta, policy, iterations, converged)``."""
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always", ConvergenceWarning)
-        try:
-            res = fit_npl(policy0, X, n, kernel, gamma, offset=off, max_iter=max_iter, tol=tol)
-        except ValueError:  # an iterate's policy underflowed to 0/1: a spurious, degenerate fixed point
-            res = fit_npl(policy0, X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
-            res = replace(res, theta=np.full_like(res.theta, np.nan), converged=False)
-    first = likelihood_derivatives(res.history[0], X, n, kernel, gamma, offset=off)
-    final_ll, negative_definite = -np.inf, False
-    if np.all(np.isfinite(res.theta)):
-        final = likelihood_derivatives(res.theta, X, n, kernel, gamma, offset=off, policy0=res.policy)
-        final_ll = final.loglik
-        negative_definite = bool(np.all(np.linalg.eigvalsh(final.hessian) < 0))
-    scale = 1e-9 * max(1.0, abs(first.loglik))
-    if res.converged and negative_definite and final_ll >= first.loglik - scale:
-        return res.theta, res.policy, res.n_iter, True
-    better = res.theta if final_ll >= first.loglik else res.history[0]  # NaN compares False
-    why = (f"NPL {'converged' if res.converged else 'did not converge'} in {res.n_iter} iterations to a point "
-           f"with log-likelihood {final_ll:.6g} (first step: {first.loglik:.6g}"
-           f"{'' if negative_definite else '; not a local maximum'})")
-    warnings.warn(f"{why}; continued with Newton's method on the full likelihood from the better point",
-                  ConvergenceWarning, stacklevel=3)
-    theta, policy, n_newton, converged = _maximize_full(better, X, n, kernel, gamma, off, max_iter)
-    return theta, policy, res.n_iter + n_newton, converged
+    def compare_lr(self, restricted):
+        """Likelihood-ratio test of ``restricted`` (nested, fewer parameters) against this fit:
+        :func:`~genpqr.structural.results.lr_test`."""
+        return lr_test(restricted, self)
 
 
-def _maximize_full(theta, X, n, kernel, gamma, off, max_iter):
-    """Damped Newton on the full likelihood with the analytic Hessian (BHHH's OPG direction
-    where the Hessian is not negative definite), step halving until the likelihood does not
-    fall. Returns ``(theta, policy, iterations, converged)``."""
-    d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off)
-    converged, it = False, 0
-    for it in range(1, max_iter + 1):
-        newton = bool(np.all(np.linalg.eigvalsh(d.hessian) < 0))
-        try:
-            direction = np.linalg.solve(-d.hessian if newton else d.opg, d.grad)
-        except np.linalg.LinAlgError:  # singular OPG: no direction (e.g. scores vanish on separated data)
-            break
-        if newton and float(d.grad @ direction) / n.sum() <= 1e-14:
-            # at rounding level the likelihood cannot rank steps any more: take the last full Newton step
-            theta = theta + direction
-            d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off, policy0=d.policy)
-            converged = True
-            break
-        step = 1.0
-        for _ in range(40):
-            trial = likelihood_derivatives(theta + step * direction, X, n, kernel, gamma, offset=off,
-                                           policy0=d.policy)
-            if trial.loglik >= d.loglik - 1e-12 * abs(d.loglik):
-                break
-            step *= 0.5
-        else:
-            converged = _at_maximum(d, n.sum())
-            break
-        theta, d = theta + step * direction, trial
-    return theta, d.policy, it, converged
+@dataclass
+class _Run:
+    """What an estimator returned: the estimate, its policy (or None), its iterations and whether
+    it converged (None: a one-step estimator), PML's covariance."""
+
+    theta: np.ndarray
+    policy: np.ndarray | None
+    parts: list
+    converged: bool | None
+    pml_cov: np.ndarray | None = None
+
+
+def _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter) -> _Run:
+    shape = X.shape[:2]
+    if estimator == "npl":
+        return _Run(*safeguarded_npl(start_policy_of(start_policy, shape), X, n, kernel, gamma, off, tol, max_iter))
+    if estimator == "nfxp":
+        return _Run(*finished_nfxp(X, n, kernel, gamma, off, tol, max_iter))
+    if estimator == "pml":
+        res = fit_npl(start_policy_of(start_policy, shape), X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
+        return _Run(res.theta, res.policy, [("PML", 1, "one pseudo-likelihood step; not iterated to the MLE")],
+                    None, res.cov)
+    if reward_table is None:
+        raise ValueError("estimator 'projection' needs the reward table")
+    return _Run(project_reward(reward_table, X, n, offset=off).theta, None,
+                [("weighted least squares, closed form; not the MLE", None, "")], None)
 
 
 def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offset=None, start_policy=None,
@@ -312,11 +296,43 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     action_labels : sequence, optional
         The actions' labels (for messages).
 
-    Warns (:func:`_check_fit`): ``WeakSupportWarning`` (rarest action below
+    Warns (:mod:`genpqr.structural.fit_checks`): ``WeakSupportWarning`` (rarest action below
     :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter), ``ConvergenceWarning``,
-    ``GenPQRWarning`` (parameters not identified, or separated choices: no MLE).
+    ``GenPQRWarning`` (parameters not identified, or separated choices: no MLE),
+    ``ProjectionWarning`` (the projection far from the MLE).
     """
     start = time.perf_counter()
+    X, n, off, kernel, gamma, names = _inputs(estimator, features, counts, offset, kernel, gamma, names)
+    separation = find_separation(X, n, kernel, gamma)
+    no_mle = separation.mle_exists is False
+    with warnings.catch_warnings():
+        if no_mle:  # the optimizer runs toward infinity: the separation warning says why, once
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        run = _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter)
+    d = likelihood_derivatives(run.theta, X, n, kernel, gamma, offset=off,
+                               policy0=None if run.policy is None or np.min(run.policy) <= 0 else run.policy)
+    cov, cov_robust = _covariances(estimator, d, run.pml_cov, X.shape[2], no_mle)
+    convergence = describe_iterations(run.parts, run.converged)
+    if no_mle:
+        convergence += "; stopped: the MLE does not exist (separated choices)"
+    mle_theta, mle_loglik, mle_identified = (None, np.nan, False) if estimator != "projection" or no_mle else \
+        _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter)
+    gradient_norm = float(np.max(np.abs(d.grad)) / n.sum())
+    _check_fit(estimator, d, n, names, separation, run, action_labels, convergence, gradient_norm)
+    if mle_theta is not None:
+        check_projection(run.theta, d.loglik, mle_theta, mle_loglik, names, compare_signs=mle_identified)
+    return StructuralFit(
+        estimator, names, np.asarray(run.theta, dtype=np.float64), _std_errors(cov), _std_errors(cov_robust),
+        SE_KINDS[estimator], cov, cov_robust, d.loglik, int(round(n.sum())),
+        int(sum(count or 0 for _, count, _ in run.parts)), run.converged is not False and not no_mle, gradient_norm,
+        d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
+        None if action_labels is None else np.asarray(action_labels),
+        iterations={name: count or 0 for name, count, _ in run.parts}, convergence=convergence, separation=separation,
+        mle_theta=mle_theta, mle_loglik=mle_loglik)
+
+
+def _inputs(estimator, features, counts, offset, kernel, gamma, names):
+    """``(X, counts, offset, kernel, gamma, names)`` checked (each error names its argument)."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {list(ESTIMATORS)}, got {estimator!r}")
     gamma = check_gamma(gamma)
@@ -326,28 +342,9 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
     kernel = tabular.as_kernel(kernel, shape[1])
     names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
-    policy0, n_iter, converged, pml_cov = None, 1, True, None
-    if estimator == "npl":
-        theta, policy0, n_iter, converged = _safeguarded_npl(_start_policy(start_policy, shape), X, n, kernel,
-                                                             gamma, off, tol, max_iter)
-    elif estimator == "pml":
-        res = fit_npl(_start_policy(start_policy, shape), X, n, kernel, gamma, offset=off, max_iter=1, tol=tol)
-        theta, policy0, pml_cov = res.theta, res.policy, res.cov
-    elif estimator == "nfxp":
-        theta, policy0, n_iter, converged = _finished_nfxp(X, n, kernel, gamma, off, tol, max_iter)
-    else:
-        if reward_table is None:
-            raise ValueError("estimator 'projection' needs the reward table")
-        theta = project_reward(reward_table, X, n, offset=off).theta
-    d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off,
-                               policy0=None if policy0 is None or np.min(policy0) <= 0 else policy0)
-    cov, cov_robust = _covariances(estimator, d, pml_cov, X.shape[2])
-    _check_fit(estimator, d, n, names, policy0, converged, n_iter, action_labels)
-    return StructuralFit(estimator, names, np.asarray(theta, dtype=np.float64), _std_errors(cov),
-                         _std_errors(cov_robust), SE_KINDS[estimator], cov, cov_robust, d.loglik,
-                         int(round(n.sum())), int(n_iter), bool(converged), float(np.max(np.abs(d.grad)) / n.sum()),
-                         d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
-                         None if action_labels is None else np.asarray(action_labels))
+    if len(names) != X.shape[2]:
+        raise ValueError(f"names must name the {X.shape[2]} features, got {len(names)} names")
+    return X, n, off, kernel, gamma, names
 
 
 def fit_structural(model, features, *, names=None, estimator: str = "npl", offset=None, **kwargs) -> StructuralFit:
@@ -383,80 +380,47 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
                                names=names, action_labels=labels, **kwargs)
 
 
-def _check_fit(estimator, d, n, names, policy0, converged, n_iter, action_labels):
-    """The warnings of a structural fit: parameters not identified, a rare action, separated
-    choices (no MLE), no convergence."""
-    _check_identified(d.opg, names)
-    _check_rare_action(n, names, action_labels)
-    if estimator != "projection":  # PML: its own (pseudo-likelihood) choice probabilities
-        _check_separation(policy0 if estimator == "pml" else d.policy, n)
-    if not converged:
-        warnings.warn(f"the {estimator} estimator did not converge in {n_iter} iterations (max |score| per choice "
-                      f"{float(np.max(np.abs(d.grad)) / n.sum()):.2e}): the estimates and standard errors are not "
-                      f"those of a maximum; try another --estimator or check the features", ConvergenceWarning,
-                      stacklevel=3)
+
+def _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter):
+    """The MLE (NPL with its safeguard, quietly) beside a projection: ``(theta, loglik, identified)``
+    (``identified``: its information matrix is not singular, so its signs mean something), or
+    ``(None, nan, False)`` when it did not converge."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        theta, policy, _, converged = safeguarded_npl(start_policy_of(start_policy, X.shape[:2]), X, n, kernel,
+                                                       gamma, off, tol, max_iter)
+        if not converged:
+            return None, np.nan, False
+        d = likelihood_derivatives(theta, X, n, kernel, gamma, offset=off, policy0=policy)
+    eigvals = np.linalg.eigvalsh(d.opg)
+    identified = bool(eigvals.size and eigvals[0] > 1e-10 * max(eigvals[-1], 1e-300))
+    return np.asarray(theta, dtype=np.float64), d.loglik, identified
 
 
-def _check_rare_action(counts, names, action_labels=None):
-    """Warn (``WeakSupportWarning``) when the least chosen action has fewer than
-    :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter: the likelihood then rests on a handful of
-    events, its small-sample bias is noticeable and it can be unstable (on 100 simulated panels of
-    issue 9's bus design cut to 16 months, 2-12 replacements each, three estimates of RC were 3.5,
-    24 and 124 times the truth, with standard errors to match)."""
-    per_action = np.asarray(counts, dtype=np.float64).sum(axis=0)
-    k = int(np.argmin(per_action))
-    rare, p = float(per_action[k]), len(names)
-    if rare >= MIN_CHOICES_PER_PARAMETER * p:
-        return
-    action = f"code {k}" if action_labels is None else repr(plain(action_labels[k]))
-    warnings.warn(f"the structural estimates rest on {rare:.0f} choice(s) of the rarest action ({action}) for {p} "
-                  f"parameter(s), fewer than {MIN_CHOICES_PER_PARAMETER} per parameter: with so few events the MLE "
-                  "has a noticeable small-sample bias and can be unstable (it runs off to very large values, with "
-                  "standard errors to match, when the rare choices sit at a few states), and its standard errors and "
-                  "Wald intervals rest on asymptotics; read them as rough, check them with --bootstrap, or use fewer "
-                  "parameters or more data", WeakSupportWarning, stacklevel=4)
+def _check_fit(estimator, d, n, names, separation, run, action_labels, convergence, gradient_norm):
+    """The warnings of a structural fit (:mod:`genpqr.structural.fit_checks`): parameters not
+    identified, a rare action, separated choices (no MLE), no convergence."""
+    no_mle = separation.mle_exists is False
+    if not no_mle:  # at infinity the scores vanish: no identification question to ask
+        check_identified(d.opg, names)
+    check_rare_action(n, names, action_labels)
+    policy = run.policy if estimator == "pml" else d.policy  # PML: its own (pseudo-likelihood) probabilities
+    check_separation(separation, names, estimator, None if estimator == "projection" else policy, n)
+    if not no_mle:
+        check_convergence(estimator, run.converged is not False, convergence, gradient_norm)
 
 
-def _check_separation(policy, counts):
-    """Warn (``GenPQRWarning``) when the fitted model gives every observed choice a probability
-    above ``1 - 1e-6``: the choices are (almost) perfectly predicted, the likelihood keeps rising
-    toward parameters at infinity and the MLE does not exist (e.g. one replacement in the data)."""
-    n = np.asarray(counts, dtype=np.float64)
-    worst = float(np.min(policy[n > 0])) if np.any(n > 0) else 1.0
-    if worst > 1.0 - 1e-6:
-        warnings.warn(f"the fitted model predicts every observed choice with probability above {worst:.6f}: the "
-                      "choices are perfectly separated by the features (e.g. the rare action occurs only where the "
-                      "model can give it probability 1), the likelihood rises toward parameters at infinity and the "
-                      "maximum likelihood estimate does not exist; the estimates and standard errors printed are "
-                      "where the optimizer stopped, not estimates", GenPQRWarning, stacklevel=4)
-
-
-def _finished_nfxp(X, n, kernel, gamma, off, tol, max_iter):
-    """NFXP (BHHH) finished by Newton's method on the full likelihood: BHHH stalls at the rounding
-    floor of NFXP's absolute values near beta = 1 (a few 1e-6 off the MLE at beta = 0.9999), and
-    Newton steps with the analytic Hessian in relative values finish it. NFXP's convergence
-    warnings are passed on only when the finish does not converge.
-    Returns ``(theta, policy, iterations, converged)``."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        res = fit_nfxp(n, X, kernel, gamma, offset=off, tol=tol, max_iter=max_iter)
-    theta, policy, n_newton, converged = _maximize_full(res.theta, X, n, kernel, gamma, off, max_iter)
-    if converged:
-        caught.clear()
-    for w in caught:
-        warnings.warn(w.message, w.category, stacklevel=3)
-    return theta, policy, res.n_iter + n_newton, converged
-
-
-def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p):
+def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p, no_mle=False):
     """``(cov, cov_robust)`` of ``estimator``: the MLE's inverse OPG and sandwich (NPL, NFXP), the
-    pseudo-likelihood's inverse Hessian (PML; no sandwich), none (projection)."""
+    pseudo-likelihood's inverse Hessian (PML; no sandwich), none (projection, or no MLE)."""
+    nan = np.full((p, p), np.nan)
+    if no_mle:
+        return nan, nan
     if estimator in ("npl", "nfxp"):
         h_inv = _inverse(-d.hessian)
         return _inverse(d.opg), h_inv @ d.opg @ h_inv
     if estimator == "pml":
-        return pml_cov, np.full_like(pml_cov, np.nan)
-    nan = np.full((p, p), np.nan)
+        return pml_cov, nan
     return nan, nan
 
 

@@ -493,8 +493,10 @@ class NFXP(BaseEstimator):
         return np.log(self.result_.policy[self._rows(states)])
 
     def summary(self):
+        """Estimates, standard errors and their kind (``"OPG"``: the inverse BHHH outer product of
+        the scores, conditional on the kernel) as a DataFrame."""
         import pandas as pd
 
         self._check_fitted()
         names = self.feature_names or [f"theta[{j}]" for j in range(self.theta_.size)]
-        return pd.DataFrame({"estimate": self.theta_, "se": self.se_}, index=list(names))
+        return pd.DataFrame({"estimate": self.theta_, "se": self.se_, "se_kind": "OPG"}, index=list(names))
