@@ -127,10 +127,12 @@ def _estimator(kind):
     from genpqr import GenPQR
     from genpqr import normalization as N
     from genpqr.lstd import LSTDQ
+    from genpqr.policy import FrequencyClassifier
 
     if kind == "continuous":
         return GenPQR(q_model=LSTDQ(), normalization=N.anchor_action(0), gamma=GAMMA, random_state=0)
-    return GenPQR(q_model="exact", normalization=N.anchor_action(0), gamma=GAMMA, n_states=S_TAB)
+    return GenPQR(q_model="exact", normalization=N.anchor_action(0), gamma=GAMMA, n_states=S_TAB,
+                  policy_model=FrequencyClassifier(n_states=S_TAB))  # categorical states: frequencies, as measured
 
 
 def _columns(kind):

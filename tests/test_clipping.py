@@ -85,7 +85,8 @@ def _rare_action_data(seed=0, n=3000):
 
 def test_genpqr_paper_clip_warns_and_auto_clip_does_not_bind_on_observed_actions():
     data = _rare_action_data()
-    kw = dict(normalization=N.anchor_action(1), gamma=0.9, q_model="exact", n_states=30, cross_fit=None)
+    kw = dict(normalization=N.anchor_action(1), gamma=0.9, q_model="exact", n_states=30, cross_fit=None,
+              policy_model=FrequencyClassifier(n_states=30))
     with pytest.warns(ClippingWarning, match="hit the clip bounds"):
         paper = GenPQR(clip=PAPER_CLIP, **kw).fit(data)
     assert paper.diagnostics_.fraction_clipped > CLIP_WARN_FRACTION and paper.diagnostics_.clip == PAPER_CLIP
@@ -116,7 +117,7 @@ def test_smooth_first_stage_gets_no_clip_and_explicit_clips_are_honoured():
     assert GenPQR(clip=(0.02, 0.98), **kw).fit(data).diagnostics_.clip == (0.02, 0.98)
     assert GenPQR(clip=None, **kw).fit(data).diagnostics_.clip == (0.0, 1.0)
     with pytest.raises(ValueError, match="probability 0"):  # frequencies with no clip: log 0
-        GenPQR(normalization=N.anchor_action(1), gamma=0.9, q_model="exact", n_states=30, clip=None).fit(data)
+        GenPQR(normalization=N.anchor_action(1), gamma=0.9, q_model="exact", clip=None).fit(data)
 
 
 def test_cli_clip_flag_config_key_printed_and_reported(tmp_path, capsys):

@@ -47,7 +47,7 @@ def test_default_on_a_bounded_space_is_uniform_mu_and_a_squashed_policy(rng):
     assert est.normalization_.name == "uniform"
     assert isinstance(est.policy_.models[0], SquashedDensity)
     assert est.reference_measure_ == "Lebesgue measure on [-1, 1]"
-    assert "Lebesgue measure on [-1, 1]" in est.summary()
+    assert "Lebesgue measure on [-1, 1]" in str(est.summary())
     r = est.reward(np.zeros((3, 1)), [[-0.5], [0.0], [0.9]])
     assert r.shape == (3,) and np.all(np.isfinite(r))
     with pytest.raises(ValueError, match="outside the stated support"):

@@ -224,7 +224,7 @@ def test_the_lqg_benchmark_through_genpqr_raises_no_deprecation_warning():
             est.fit(data)
         s, a = problem.evaluation_pairs(200, random_state=1)
         r = est.reward(s, a)
-        summary = est.summary()
+        summary = str(est.summary())
     assert not data.is_finite and not design.is_finite and type(est) is genpqr.GenPQR
     assert summary.startswith("GenPQR fit:")
     assert np.corrcoef(r, problem.evaluate(truth, s, a))[0, 1] > 0.9

@@ -15,6 +15,7 @@ from genpqr.data import from_pandas
 from genpqr.structural.ddc import IncrementKernel, choice_counts, increment_kernel, increment_probabilities, kernel_from_increments
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.inference import resample_episodes
+from genpqr.policy import FrequencyClassifier
 
 from .test_workflow import fit_cli
 
@@ -58,7 +59,8 @@ def test_last_row_of_each_episode_is_a_choice_without_a_next_state():
 @pytest.mark.filterwarnings("ignore::genpqr.exceptions.GenPQRWarning")
 def test_stage_one_uses_every_choice_and_the_kernel_every_transition():
     t = _panel()
-    est = GenPQR(N.anchor_action("r"), gamma=0.9, q_model="exact", n_states=6, clip=(1e-3, 1.0)).fit(t)
+    est = GenPQR(N.anchor_action("r"), gamma=0.9, q_model="exact", n_states=6, clip=(1e-3, 1.0),
+                 policy_model=FrequencyClassifier(n_states=6)).fit(t)
     hand_counts = choice_counts(t, 6)
     np.testing.assert_array_equal(est.stage2_.counts, hand_counts)
     np.testing.assert_array_equal(est.policy_.models[0].counts_, hand_counts)  # stage 1 saw all 9 choices

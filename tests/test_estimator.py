@@ -1,5 +1,7 @@
 """GenPQR end to end: exact and FQE paths, renormalize, value differences, errors."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -181,13 +183,28 @@ def test_continuous_states_with_default_models():
     assert len(model.diagnostics_.bellman_residuals) == 20
 
 
-def test_cross_fitting_uses_out_of_fold_probabilities(logged):
+def test_cross_fitting_on_the_exact_path_serves_the_diagnostics_only(logged):
+    """Exact path: the reward, the clip and log pi_hat come from one full-sample stage 1 whatever
+    cross_fit is; the fold models give the out-of-fold log loss, by hand here. FQE keeps using
+    the out-of-fold probabilities."""
     _, _, data = logged
-    model = exact_model(N.mean_zero(), cross_fit=3, random_state=0).fit(data)
-    assert len(model.policy_.models) == 3
-    assert model.diagnostics_.policy_log_loss_kind == "out-of-fold"
+    crossed = exact_model(N.mean_zero(), cross_fit=3, random_state=0).fit(data)
+    plain = exact_model(N.mean_zero()).fit(data)
+    assert len(crossed.policy_.models) == 1 and len(crossed.policy_folds_.models) == 3 and plain.policy_folds_ is None
+    np.testing.assert_array_equal(crossed.reward(GRID), plain.reward(GRID))
+    np.testing.assert_array_equal(crossed.log_policy(GRID), plain.log_policy(GRID))
+    assert crossed.diagnostics_.clip == plain.diagnostics_.clip
+    assert crossed.diagnostics_.policy_log_loss_kind == "out-of-fold" and plain.diagnostics_.policy_log_loss_kind \
+        == "in-sample"
+    loss = 0.0
+    for train, test in data.episode_folds(3, random_state=0):  # each fold scored by the other folds' frequencies
+        p = FrequencyClassifier(S).fit(data.states[train], data.actions[train]).predict_proba(data.states[test])
+        loss -= np.sum(np.log(p[np.arange(test.size), data.actions[test]]))
+    assert abs(crossed.diagnostics_.policy_log_loss - loss / data.n) < 1e-12
+    assert crossed.diagnostics_.policy_log_loss > plain.diagnostics_.policy_log_loss
     fqe = fqe_model(N.mean_zero(), cross_fit=3, random_state=0).fit(data)
-    assert np.all(np.isfinite(fqe.reward(GRID)))
+    assert len(fqe.policy_.models) == 3 and fqe.policy_folds_ is None and np.all(np.isfinite(fqe.reward(GRID)))
+    assert fqe.diagnostics_.policy_log_loss_kind == "out-of-fold"
 
 
 def test_diagnostics(logged):
@@ -200,8 +217,45 @@ def test_diagnostics(logged):
     u = model.log_policy(data.states)
     assert np.isclose(d.policy_log_loss, -np.mean(u[np.arange(data.n), data.actions]))
     assert np.isclose(model.policy_log_loss(data), d.policy_log_loss)
-    assert "GenPQR fit" in model.summary()
+    assert "GenPQR fit" in str(model.summary())
     assert set(d.to_dict()) >= {"policy_log_loss", "fraction_clipped", "max_mu_over_pi", "bellman_residuals"}
+
+
+def test_summary_is_an_object_and_diagnostics_print_short(logged):
+    _, _, data = logged
+    model = exact_model(N.anchor_action(1), cross_fit=3, random_state=0).fit(data)
+    s, d = model.summary(), model.diagnostics_
+    text = str(s)
+    assert text == s.as_text() == repr(s) and text.splitlines()[0].startswith("GenPQR fit:")
+    assert [line.split(":")[0].strip() for line in text.splitlines()[1:]] == [label for label, _ in s.lines]
+    assert "  first stage: frequency: cell frequencies" in text  # no n_states, no increment kernel: not ordered
+    figures = s.to_frame().set_index("quantity")["value"]
+    assert figures["policy_log_loss"] == d.policy_log_loss and figures["first_stage"] == "frequency"
+    assert figures["policy_log_loss_kind"] == "out-of-fold" and figures["n_choices"] == data.n
+    html = s._repr_html_()
+    assert html.startswith("<table>") and html.count("<tr>") == len(s.lines) and "first stage" in html
+    short = repr(d)
+    assert short == str(d) and short.startswith("Diagnostics(") and len(short.splitlines()) <= 10
+    assert max(len(line) for line in short.splitlines()) <= 100
+    assert f"policy_log_loss={d.policy_log_loss:.4g}" in short and f"support_count={d.support_count}" in short
+    long = dataclasses.replace(d, bellman_residuals=list(np.linspace(1.0, 0.0, 500)), unvisited_states=list(range(300)),
+                               action_counts={f"a{k}": k for k in range(40)})
+    text = repr(long)
+    assert "bellman_residuals=[500 values: 1, ..., 0]" in text and "unvisited_states=[300 values: 0, ..., 299]" in text
+    assert "action_counts={40 entries}" in text and len(text) < 1000
+    table = d.to_frame().set_index("field")["value"]
+    assert table["support_count"] == d.support_count and table["clip"] == d.clip and "bellman_residuals" not in table
+
+
+def test_first_stage_is_recorded_and_a_given_policy_model_used_as_is(logged):
+    _, _, data = logged
+    given = exact_model(N.mean_zero(), policy_model=FrequencyClassifier(S)).fit(data)
+    assert given.first_stage_.name == "given" and "FrequencyClassifier" in given.first_stage_.reason
+    auto = exact_model(N.mean_zero()).fit(data)
+    assert auto.first_stage_.name == "frequency" and "cells are well filled" in auto.first_stage_.reason
+    np.testing.assert_array_equal(auto.reward(GRID), given.reward(GRID))
+    fqe = fqe_model(N.mean_zero(), n_iterations=3).fit(data)
+    assert fqe.first_stage_.name == "given"
 
 
 def test_weak_support_and_clipping_warnings(logged):

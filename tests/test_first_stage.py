@@ -1,20 +1,23 @@
-"""The smooth first stage for sparse ordered cells (genpqr.models.first_stage): the sparse rule by
+"""The smooth first stage for sparse ordered cells (genpqr.first_stage): the sparse rule by
 hand, the classifier contract, CV selection, and on a simulated engine-replacement panel a
-log-policy close to the truth with no clip and a CCP answer away from log(99)."""
+log-policy close to the truth with no clip and a CCP answer away from log(99); the same rule
+and the same reward through GenPQR's defaults and genpqr fit's (issue 19)."""
 
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.base import clone
 
+import genpqr
 from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.data import from_arrays, from_pandas
 from genpqr.structural.ddc import IncrementKernel, project_reward
 from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.exceptions import ClippingWarning
-from genpqr.models.first_stage import (SPARSE_MEDIAN_VISITS, SplineLogit, cells_are_sparse, choose_tabular_policy,
+from genpqr.exceptions import ClippingWarning, CoverageWarning
+from genpqr.first_stage import (SPARSE_MEDIAN_VISITS, SplineLogit, cells_are_sparse, choose_tabular_policy,
                                 select_spline_logit)
 from genpqr.policy import FrequencyClassifier
 
@@ -130,3 +133,65 @@ def test_zero_share_leaves_the_choice_s_episode_out():
     assert zero_share == pytest.approx(10 / 40) and sparse  # episode 0's 10 rows sit at a held-out hole
     a[10] = 1  # a second episode takes a1 too: every episode sees a1 among the others
     assert cells_are_sparse(from_arrays(s, a, s, episode_ids=ep), 1) == (False, 40.0, 0.0)
+
+
+def _docs_bus_csv(path):
+    """The panel of docs/structural_estimation.md, written as its first block writes it."""
+    truth = bus_engine(**RUST)
+    sim = simulate_buses(truth, n_buses=37, n_periods=117, random_state=0).frame
+    pd.DataFrame({"bus": sim.bus, "month": sim.month, "mileage_bin": sim.mileage,
+                  "replace": (sim.action == "replace").astype(int)}).to_csv(path, index=False)
+    return from_pandas(pd.read_csv(path), episode="bus", time="month", state="mileage_bin", action="replace")
+
+
+def test_api_and_cli_defaults_give_the_same_reward_on_the_bus_panel(tmp_path, capsys):
+    """Issue 19: GenPQR with its defaults (no policy_model, cross_fit or random_state) and genpqr fit
+    with its defaults (--policy-model auto, --cross-fit 5, --seed 0) choose the same first stage by
+    the same rule and give the same reward table."""
+    path = tmp_path / "panel.csv"
+    data = _docs_bus_csv(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageWarning)  # the anchor (replace) is rare: expected here
+        warnings.simplefilter("error", ClippingWarning)
+        model = GenPQR(N.anchor_action(1), gamma=0.9999, q_model="exact", n_states=90,
+                       transition_model=IncrementKernel(2, 1)).fit(data)
+    code, out, err = fit_cli([path, "--episode", "bus", "--time", "month", "--state", "mileage_bin", "--action",
+                              "replace", "--gamma", 0.9999, "--normalization", "anchor:1", "--transition",
+                              "increment:2:1", "--n-states", 90, "--out", tmp_path / "fit", "--quiet"], capsys)
+    assert code == 0, err
+    table = model.reward_table()
+    rewards = pd.read_csv(tmp_path / "fit" / "rewards.csv")
+    np.testing.assert_allclose(rewards[[f"reward_{a}" for a in table.columns]].to_numpy(), table.to_numpy(),
+                               rtol=0, atol=1e-8)
+    assert model.first_stage_.name == "spline" and model.diagnostics_.clip == (0.0, 1.0)
+    line = f"first stage: {model.first_stage_.describe()}"
+    assert line in str(model.summary()) and line in out  # the same choice, said the same way
+    assert genpqr.load(tmp_path / "fit" / "model.joblib").first_stage_.describe() == model.first_stage_.describe()
+    assert "ClippingWarning" not in out and table[0].between(7.0, 8.0).all()  # r(s, keep); no clip at 5.02
+    # cross-fitting changes the out-of-fold diagnostics only; another seed draws other folds through both doors
+    crossed = GenPQR(**{**model.get_params(), "cross_fit": 5, "random_state": 0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageWarning)
+        crossed.fit(data)
+    np.testing.assert_array_equal(crossed.reward_table().to_numpy(), table.to_numpy())
+    assert crossed.diagnostics_.policy_log_loss_kind == "out-of-fold" != model.diagnostics_.policy_log_loss_kind
+
+
+def test_the_rule_is_the_same_function_with_the_same_seed(rust_panel):
+    """The ordered state: an increment kernel or n_states (GenPQR), the seed of the rule's folds:
+    random_state, None meaning genpqr fit's default --seed 0."""
+    from genpqr.app.config import FitConfig
+    from genpqr.first_stage import DEFAULT_SEED, state_is_ordered
+
+    _, panel = rust_panel
+    data = from_pandas(panel.frame.drop(columns="next_mileage"), episode="bus", time="month", state="mileage",
+                       action="action")
+    assert state_is_ordered(IncrementKernel(2, "replace")) and state_is_ordered(None, 90)
+    assert not state_is_ordered(None, None) and not state_is_ordered(IncrementKernel(2), 90, identity=False)
+    assert DEFAULT_SEED == 0 == FitConfig().seed
+    default = choose_tabular_policy(data, 90, ordered=True)[1]
+    assert default == choose_tabular_policy(data, 90, ordered=True, random_state=0)[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unordered = GenPQR(N.anchor_action("replace"), gamma=0.9, q_model="exact").fit(data)
+    assert unordered.first_stage_.name == "frequency" and "not ordered" in unordered.first_stage_.reason

@@ -112,7 +112,8 @@ def test_report_figures_from_a_context(tmp_path):
     """The report module on its own: a context built by hand from a fitted model."""
     frame, _ = write_tabular_csv(tmp_path / "d.csv", n_episodes=40, horizon=6)
     data = genpqr.from_pandas(frame, episode="episode", time="time", state="state", action="action")
-    model = genpqr.GenPQR(genpqr.normalization.mean_zero(), gamma=0.9, q_model="exact", n_states=15).fit(data)
+    model = genpqr.GenPQR(genpqr.normalization.mean_zero(), gamma=0.9, q_model="exact", n_states=15,
+                          policy_model=genpqr.policy.FrequencyClassifier(n_states=15)).fit(data)
     ctx = ReportContext(model=model, config={"gamma": 0.9}, data_summary={"episodes": 40},
                         rewards=model.reward_table(), tabular=True, state_names=["state"])
     figures = report_figures(ctx)

@@ -297,7 +297,7 @@ def _rare_action_data():
 
 
 def test_one_class_training_folds_are_named_not_crashed():
-    from genpqr.models.first_stage import _held_out_log_loss
+    from genpqr.first_stage import _held_out_log_loss
     from genpqr.policy import fit_policy
 
     data = _rare_action_data()

@@ -11,6 +11,7 @@ import genpqr
 from genpqr import GenPQR, from_pandas, tabular
 from genpqr import normalization as N
 from genpqr.envs import random_mdp, simulate_tabular
+from genpqr.policy import FrequencyClassifier
 from genpqr.app.workflow import (FitConfig, StateIndex, add_fit_parser, config_from_args, parse_normalization,
                              parse_transition, run_fit)
 
@@ -166,8 +167,8 @@ def test_state_anchor_and_value_columns(small_csv, tmp_path, capsys):
     # same as GenPQR with the (S,) table
     data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
     table = np.where(np.arange(15) % 2 == 0, "left", "right").astype(object)
-    direct = GenPQR(N.state_anchor(table), gamma=GAMMA, q_model="exact", cross_fit=5, n_states=15,
-                    random_state=0).fit(data).reward_table()
+    direct = GenPQR(N.state_anchor(table), gamma=GAMMA, q_model="exact", cross_fit=5,
+                    random_state=0).fit(data).reward_table()  # no n_states: a category code, as in the CLI
     np.testing.assert_allclose(r[[f"reward_{a}" for a in direct.columns]].to_numpy(), direct.to_numpy(), atol=1e-8)
     code, _, err = fit_cli(base_flags(path, tmp_path / "v", "value:h"), capsys)
     assert code == 0, err
@@ -238,7 +239,7 @@ def test_given_kernel_file_matches_genpqr(small_csv, tmp_path, capsys):
     r = pd.read_csv(tmp_path / "k" / "rewards.csv")
     data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
     direct = GenPQR(N.anchor_action("left"), gamma=GAMMA, q_model="exact", cross_fit=5, transition_model=dense,
-                    n_states=15, random_state=0).fit(data).reward_table()
+                    random_state=0).fit(data).reward_table()  # no n_states: a category code, as in the CLI
     np.testing.assert_allclose(r[[f"reward_{a}" for a in direct.columns]].to_numpy(), direct.to_numpy(), atol=1e-8)
 
 
@@ -258,9 +259,10 @@ def test_increment_transitions_on_bus_engine_panel(tmp_path, capsys):
     assert len(r) == 40 and np.array_equal(r["state_index"], r["mileage"])
     data = from_pandas(panel.frame.drop(columns="next_mileage"), episode="bus", time="month", state="mileage",
                        action="action")
-    with pytest.warns(genpqr.ClippingWarning):  # replacement is rare at low mileage
+    with pytest.warns(genpqr.WeakSupportWarning):  # mileage 24.. never visited
         direct = GenPQR(N.anchor_action("replace"), gamma=0.975, q_model="exact", cross_fit=5, n_states=40,
-                        transition_model=IncrementKernel(4, "replace"), random_state=0).fit(data).reward_table()
+                        policy_model=FrequencyClassifier(n_states=40), transition_model=IncrementKernel(4, "replace"),
+                        random_state=0).fit(data).reward_table()
     np.testing.assert_allclose(r["reward_keep"], direct["keep"], atol=1e-8)
 
 

@@ -3,17 +3,57 @@ r"""What a user needs to trust a :class:`genpqr.GenPQR` fit (computed on the tra
 :class:`FitDiagnostics` holds what both action spaces share (sizes, the stage-1 fit, coverage,
 the stage-2 solve, the failed checks); :class:`Diagnostics` adds the finite-action fields and
 :class:`ContinuousDiagnostics` the continuous-action ones. Fields are keyword-only.
-:mod:`genpqr.diagnostic_checks` turns them into warnings.
+:mod:`genpqr.diagnostic_checks` turns them into warnings. Their ``repr`` is short (the scalars,
+and the lists, dicts and long texts summarized in a few lines: ``print(model.diagnostics_)``);
+the full values are the attributes, ``to_dict()`` all of them, ``to_frame()`` the scalars.
+
+:class:`FitSummary` is what ``GenPQR.summary()`` returns: the printed account of a fit
+(``print(model.summary())``, ``str``, :meth:`FitSummary.as_text`), its figures as a table
+(:meth:`FitSummary.to_frame`) and an HTML table in a notebook.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import numbers
+from dataclasses import asdict, dataclass, field, fields
 
-__all__ = ["FitDiagnostics", "Diagnostics", "ContinuousDiagnostics"]
+import numpy as np
+
+__all__ = ["FitDiagnostics", "Diagnostics", "ContinuousDiagnostics", "FitSummary"]
+
+#: Width of the short ``repr`` of diagnostics.
+REPR_WIDTH = 100
 
 
-@dataclass(kw_only=True)
+def _short(value) -> str:
+    """A few characters for one diagnostics field (lists and dicts summarized)."""
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return repr(bool(value)) if value is not None else "None"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return f"{float(value):.4g}"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:37] + "...")
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_short(v) for v in value) + ")"
+    if isinstance(value, dict):
+        if len(value) <= 6:
+            return "{" + ", ".join(f"{k!r}: {_short(v)}" for k, v in value.items()) + "}"
+        return f"{{{len(value)} entries}}"
+    if isinstance(value, (list, np.ndarray)):
+        items = list(value)
+        if not items:
+            return "[]"
+        if all(isinstance(v, str) for v in items):  # warnings: their categories
+            return "[" + ", ".join(v.split(":", 1)[0] for v in items) + "]"
+        if len(items) <= 4:
+            return "[" + ", ".join(_short(v) for v in items) + "]"
+        return f"[{len(items)} values: {_short(items[0])}, ..., {_short(items[-1])}]"
+    return repr(value)
+
+
+@dataclass(kw_only=True, repr=False)
 class FitDiagnostics:
     """The fields of every fit's diagnostics.
 
@@ -54,8 +94,31 @@ class FitDiagnostics:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def __repr__(self) -> str:
+        """A few lines: every field, lists and dicts summarized (the values are the attributes)."""
+        lines, line = [], ""
+        for f in fields(self):  # items kept whole, lines filled up to REPR_WIDTH
+            item = f"{f.name}={_short(getattr(self, f.name))}"
+            if line and len(line) + 2 + len(item) > REPR_WIDTH - 4:
+                lines.append(line + ",")
+                line = item
+            else:
+                line = f"{line}, {item}" if line else item
+        lines.append(line)
+        return f"{type(self).__name__}(\n" + "\n".join("    " + text for text in lines) + ")"
 
-@dataclass(kw_only=True)
+    def to_frame(self):
+        """The scalar fields as a DataFrame (columns ``field``, ``value``; object values); the
+        list- and dict-valued fields (residuals, action counts, warnings) are the attributes."""
+        import pandas as pd
+
+        scalars = [(f.name, getattr(self, f.name)) for f in fields(self)
+                   if isinstance(getattr(self, f.name), (numbers.Number, str, np.bool_, tuple))]
+        return pd.DataFrame({"field": [k for k, _ in scalars],
+                             "value": pd.Series([v for _, v in scalars], dtype=object)})
+
+
+@dataclass(kw_only=True, repr=False)
 class Diagnostics(FitDiagnostics):
     """A finite-action fit's diagnostics (the fields of :class:`FitDiagnostics` and these).
 
@@ -90,7 +153,7 @@ class Diagnostics(FitDiagnostics):
     clip_rule: str = ""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, repr=False)
 class ContinuousDiagnostics(FitDiagnostics):
     """A continuous-action fit's diagnostics (the fields of :class:`FitDiagnostics` and these).
 
@@ -120,3 +183,50 @@ class ContinuousDiagnostics(FitDiagnostics):
     density_integral_range: tuple
     min_log_density_on_mu: float
     support_ess: float
+
+
+@dataclass(frozen=True, repr=False)
+class FitSummary:
+    """The account of a fit that ``GenPQR.summary()`` returns.
+
+    ``print(summary)``, ``str(summary)`` and :meth:`as_text` give the text (a title line,
+    then one ``label: text`` line per item); :meth:`to_frame` the figures behind it, one row
+    per quantity; in a notebook it shows as an HTML table.
+
+    Attributes
+    ----------
+    title : str
+    lines : tuple of (str, str)
+        ``(label, text)`` of each printed line after the title.
+    figures : dict
+        Quantity name -> value (numbers, flags and short texts; :meth:`to_frame`).
+    """
+
+    title: str
+    lines: tuple = ()
+    figures: dict = field(default_factory=dict)
+
+    def as_text(self) -> str:
+        """The printed summary (the title, then ``  label: text`` lines)."""
+        return "\n".join([self.title, *(f"  {label}: {text}" for label, text in self.lines)])
+
+    def __str__(self) -> str:
+        return self.as_text()
+
+    def __repr__(self) -> str:
+        return self.as_text()
+
+    def to_frame(self):
+        """The figures as a DataFrame: columns ``quantity`` and ``value`` (object values)."""
+        import pandas as pd
+
+        return pd.DataFrame({"quantity": list(self.figures), "value": pd.Series(list(self.figures.values()),
+                                                                                dtype=object)})
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = "".join(f"<tr><th style=\"text-align:left\">{escape(label)}</th><td style=\"text-align:left\">"
+                       f"{escape(text)}</td></tr>" for label, text in self.lines)
+        return (f"<table><caption style=\"text-align:left\"><b>{escape(self.title)}</b></caption>"
+                f"<tbody>{rows}</tbody></table>")

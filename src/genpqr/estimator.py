@@ -21,7 +21,7 @@ from sklearn.base import BaseEstimator
 
 from ._checks import as_float_array
 from .data import Transitions
-from .diagnostics import Diagnostics
+from .diagnostics import Diagnostics, FitSummary
 from .estimator_box import BoxPath
 from .estimator_finite import FinitePath, as_weights
 from .exceptions import NotFittedError
@@ -46,8 +46,18 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         ``mu r = g`` (see :mod:`genpqr.normalization`). Default: ``mean_zero()``.
     gamma : float in [0, 1)
     policy_model : classifier with ``predict_proba``, optional
-        Stage 1. Default: :class:`~genpqr.policy.FrequencyClassifier` for the exact
-        tabular path, else standardized multinomial logistic regression.
+        Stage 1, used as given. Default (None): on the exact tabular path the rule of ``genpqr
+        fit --policy-model auto`` (:func:`genpqr.first_stage.choose_tabular_policy`, the same
+        function): a spline logit chosen by episode-grouped cross-validation when the state is
+        ordered and its cells are sparse, else cell frequencies
+        (:class:`~genpqr.policy.FrequencyClassifier`). The state counts as ordered when
+        ``transition_model`` is an increment kernel (:class:`genpqr.structural.ddc.IncrementKernel`)
+        or ``n_states`` is given (:func:`~genpqr.first_stage.state_is_ordered`; for a categorical
+        state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
+        are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the
+        same data give the same first stage, and the same reward, through both doors.
+        ``first_stage_`` says which was used and why. Other paths: standardized multinomial
+        logistic regression.
     policy_prefit : bool
         If True, ``policy_model`` is already fitted (on action codes or labels matching the
         data's) and is used as is: not cloned, not refitted. Lets several estimators share
@@ -80,7 +90,14 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         when more than :data:`genpqr.clipping.CLIP_WARN_FRACTION` of the observed choices are
         decided by a bound.
     cross_fit : int or None
-        Number of episode folds for cross-fitting stage 1.
+        Number of episode folds for cross-fitting stage 1. Fitted Q evaluation and LSTD use the
+        out-of-fold probabilities at the training rows. On the exact tabular path the reward
+        table, the clip (``clip="auto"``) and the structural estimators' start use one
+        full-sample fit of stage 1 whatever ``cross_fit`` is: the exact solve on a state grid
+        has no training rows to keep apart, and averaging fold models would make the reward
+        depend on the folds. There the fold models (``policy_folds_``) give the out-of-fold
+        diagnostics only (``diagnostics_.policy_log_loss``, the report's calibration), so
+        ``cross_fit=None`` and ``genpqr fit``'s default ``--cross-fit 5`` give the same reward.
     n_states : int, optional
         Number of tabular states (exact path; default max index + 1).
     transition_model : None, kernel, or callable, optional
@@ -121,6 +138,14 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     Attributes
     ----------
     policy_ : FittedPolicy
+        Stage 1 (exact tabular path: one full-sample fit, also when ``cross_fit`` is set).
+    policy_folds_ : FittedPolicy or None
+        Finite actions: the exact path's cross-fitted fold models (``cross_fit`` set), for the
+        out-of-fold diagnostics only; None otherwise (and in a model saved without its data).
+    first_stage_ : FirstStageChoice
+        Finite actions: which stage-1 model was used and why (:class:`genpqr.first_stage.FirstStageChoice`:
+        ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"logistic"``);
+        printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here.
     normalization_ : Normalization (labels bound to codes)
     encoder_ : ActionEncoder
     diagnostics_ : Diagnostics
@@ -480,8 +505,11 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         self._check_fitted()
         dump(self, path, include_data=include_data)
 
-    def summary(self) -> str:
-        """A short human-readable account of the fit."""
+    def summary(self) -> FitSummary:
+        """A short account of the fit (:class:`genpqr.diagnostics.FitSummary`): ``print(model.summary())``
+        or ``str(...)`` gives the text (sizes, normalization, support and coverage, the policy log loss,
+        the clip, the stage-2 solve and the first stage), ``.to_frame()`` its figures, and a notebook
+        shows it as a table."""
         self._check_fitted()
         return self._box_summary() if self._is_box else self._finite_summary()
 

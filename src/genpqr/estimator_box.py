@@ -22,7 +22,7 @@ import numpy as np
 from ._checks import as_float_array, check_gamma, check_length, check_random_state, seed_from
 from .densities import LinearGaussianDensity, SquashedDensity, check_normalized
 from .diagnostic_checks import emit, failed_diagnostics
-from .diagnostics import ContinuousDiagnostics
+from .diagnostics import ContinuousDiagnostics, FitSummary
 from .exceptions import ConvergenceWarning
 from .integration import IntegrationRule, MonteCarlo
 from .measures import BehaviorKernel, DensityKernel, Lebesgue, ReferenceMeasure
@@ -205,19 +205,28 @@ class BoxPath:
         base = self._u(X, A)[0] - self.normalization_.g(X)
         return -self.fqe_.predict_continuation(X, A, base)
 
-    def _box_summary(self) -> str:
+    def _box_summary(self) -> FitSummary:
         d = self.diagnostics_
-        return "\n".join([
-            f"{type(self).__name__} fit: {d.n_transitions} transitions in {d.n_episodes} episodes, action space "
-            f"{d.action_space}, gamma={self.gamma_}",
-            f"  reference measure: {d.reference_measure}",
-            f"  normalization: {d.normalization}",
-            f"  integration: {d.integration}; {d.n_mu_nodes} node(s) per next state; max mu/pi_hat: "
-            f"{d.max_mu_over_pi:.3g}; support ESS: {d.support_ess:.1f}",
-            f"  policy log loss ({d.policy_log_loss_kind}): {d.policy_log_loss:.4f}; density integrals in "
-            f"[{d.density_integral_range[0]:.4f}, {d.density_integral_range[1]:.4f}]; clipped: {d.fraction_clipped:.2%}",
-            f"  stage 2: {d.solver}, {d.n_iterations} iteration(s), converged={d.converged}",
-        ])
+        title = (f"{type(self).__name__} fit: {d.n_transitions} transitions in {d.n_episodes} episodes, action space "
+                 f"{d.action_space}, gamma={self.gamma_}")
+        lo, hi = d.density_integral_range
+        lines = (
+            ("reference measure", d.reference_measure),
+            ("normalization", d.normalization),
+            ("integration", f"{d.integration}; {d.n_mu_nodes} node(s) per next state; max mu/pi_hat: "
+                            f"{d.max_mu_over_pi:.3g}; support ESS: {d.support_ess:.1f}"),
+            (f"policy log loss ({d.policy_log_loss_kind})", f"{d.policy_log_loss:.4f}; density integrals in "
+                                                            f"[{lo:.4f}, {hi:.4f}]; clipped: {d.fraction_clipped:.2%}"),
+            ("stage 2", f"{d.solver}, {d.n_iterations} iteration(s), converged={d.converged}"),
+        )
+        figures = dict(n_transitions=d.n_transitions, n_episodes=d.n_episodes, action_space=d.action_space,
+                       gamma=self.gamma_, reference_measure=d.reference_measure, normalization=d.normalization,
+                       integration=d.integration, n_mu_nodes=d.n_mu_nodes, max_mu_over_pi=d.max_mu_over_pi,
+                       support_ess=d.support_ess, policy_log_loss=d.policy_log_loss,
+                       policy_log_loss_kind=d.policy_log_loss_kind, density_integral_low=lo, density_integral_high=hi,
+                       fraction_clipped=d.fraction_clipped, solver=d.solver, n_iterations=d.n_iterations,
+                       converged=d.converged)
+        return FitSummary(title, lines, figures)
 
 
 class _KernelAsDensity:

@@ -21,11 +21,12 @@ from . import tabular
 from ._checks import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
 from .clipping import clip_fractions, mu_expectation, safe_log
 from .diagnostic_checks import emit, failed_diagnostics
-from .diagnostics import Diagnostics
+from .diagnostics import Diagnostics, FitSummary
+from .first_stage import FirstStageChoice, choose_tabular_policy, given_first_stage, state_is_ordered
 from .normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
 from .offsets import fit_offset, state_means
 from .persistence import require_data
-from .policy import FrequencyClassifier, clip_proba, fit_stage1
+from .policy import clip_proba, fit_policy, fit_stage1
 from .qeval import FQE
 from .stages import ExactStage2, ReferenceWeights, SampleStage2
 
@@ -51,17 +52,37 @@ class FinitePath:
         self.n_actions_ = data.n_actions
         if self._exact:
             self.n_states_ = self._infer_n_states(data)
-        policy_model = self.policy_model
-        if policy_model is None and not self.policy_prefit:
-            policy_model = (FrequencyClassifier(n_states=self.n_states_) if self._exact
-                            else make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)))
+        policy_model, self.first_stage_ = self._first_stage(data)
         self.training_data_ = data
         self.state_dim_ = data.state_dim
+        seed = seed_from(self.random_state)
+        # exact path: one full-sample stage 1 (the reward, the clip, the structural start); cross-fitted fold
+        # models give the out-of-fold diagnostics only (policy_folds_)
+        full = self._exact and not self.policy_prefit
         self.policy_ = fit_stage1(policy_model, data, prefit=self.policy_prefit, clip=self.clip,
-                                  cross_fit=self.cross_fit, random_state=seed_from(self.random_state),
+                                  cross_fit=None if full else self.cross_fit, random_state=seed,
                                   progress=False if self._exact else self.progress)
+        self.policy_folds_ = None
+        if full and self.cross_fit:
+            self.policy_folds_ = fit_policy(policy_model, data, clip=self.policy_.clip, cross_fit=self.cross_fit,
+                                            random_state=seed)
+            self.policy_folds_.clip_rule = self.policy_.clip_rule
         self._fit_finite_stage2(self.normalization if self.normalization is not None else mean_zero())
         return self
+
+    def _first_stage(self, data):
+        """``(classifier, FirstStageChoice)``: ``policy_model`` as given, else on the exact path
+        the rule of ``genpqr fit --policy-model auto`` (:func:`genpqr.first_stage.choose_tabular_policy`,
+        the state ordered by :func:`~genpqr.first_stage.state_is_ordered`), else a standardized
+        multinomial logit."""
+        if self.policy_model is not None or self.policy_prefit:
+            return self.policy_model, given_first_stage(self.policy_model, prefit=self.policy_prefit)
+        if self._exact:
+            ordered = state_is_ordered(self.transition_model, self.n_states)
+            return choose_tabular_policy(data, self.n_states_, ordered=ordered, random_state=self.random_state)
+        return (make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
+                FirstStageChoice("logistic", "the default for non-tabular states: StandardScaler -> "
+                                             "LogisticRegression (multinomial logit)"))
 
     def _infer_n_states(self, data):
         if data.state_dim != 1:
@@ -195,8 +216,7 @@ class FinitePath:
             n_episodes=data.n_episodes,
             action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
             support_count=int(np.sum(mu_rows[rows, data.actions] > 0)),
-            policy_log_loss=float(-np.mean(np.log(proba[rows, data.actions]))),
-            policy_log_loss_kind="out-of-fold" if self.cross_fit else "in-sample",
+            **self._policy_log_loss(data, proba),
             fraction_clipped=float(np.mean(clipped[rows, data.actions])),
             fraction_floored=clip_fractions(raw, data.actions, self.policy_.clip)[1],
             clip=tuple(float(c) for c in self.policy_.clip), clip_rule=self.policy_.clip_rule,
@@ -210,6 +230,19 @@ class FinitePath:
                                       max_iterations=self.n_iterations)
         diag.warnings = emit(failures, stacklevel=6)
         return diag
+
+    def _policy_log_loss(self, data, proba) -> dict:
+        """``policy_log_loss`` and its kind: out of fold when cross-fitted (on the exact path from
+        ``policy_folds_``, clipped at the full-sample bounds; infinite when a held-out choice gets
+        probability 0), else in-sample from ``proba``."""
+        rows = np.arange(data.n)
+        folds = getattr(self, "policy_folds_", None)
+        if folds is not None:
+            proba = clip_proba(folds.training_raw_proba(data.states), self.policy_.clip)[0]
+        with np.errstate(divide="ignore"):
+            loss = float(-np.mean(np.log(proba[rows, data.actions])))
+        held_out = folds is not None or self.policy_.cross_fitted
+        return dict(policy_log_loss=loss, policy_log_loss_kind="out-of-fold" if held_out else "in-sample")
 
     # ------------------------------------------------------------------ re-use of stage 1
     def _renormalize_exact(self, normalization):
@@ -280,22 +313,34 @@ class FinitePath:
                                  self.gamma_, policy_models=list(self.policy_.models))
         return model.fit_bellman(problem)
 
-    def _finite_summary(self) -> str:
+    def _finite_summary(self) -> FitSummary:
         d = self.diagnostics_
+        n_next = d.n_transitions - d.n_last_choices
+        title = (f"GenPQR fit: {d.n_transitions} transitions in {d.n_episodes} episodes, K={self.n_actions_}, "
+                 f"gamma={self.gamma_}" if not d.n_last_choices else
+                 f"GenPQR fit: {d.n_transitions} choices ({n_next} with an observed next state, {d.n_last_choices} "
+                 f"last choices without one) in {d.n_episodes} episodes, K={self.n_actions_}, gamma={self.gamma_}")
         lines = [
-            f"GenPQR fit: {d.n_transitions} transitions in {d.n_episodes} episodes, K={self.n_actions_}, gamma={self.gamma_}"
-            if not d.n_last_choices else
-            f"GenPQR fit: {d.n_transitions} choices ({d.n_transitions - d.n_last_choices} with an observed next state, "
-            f"{d.n_last_choices} last choices without one) in {d.n_episodes} episodes, K={self.n_actions_}, "
-            f"gamma={self.gamma_}",
-            f"  normalization: {self.normalization_.describe()}",
-            f"  support rows: {d.support_count}; max mu/pi_hat: {d.max_mu_over_pi:.3g}",
-            f"  policy log loss ({d.policy_log_loss_kind}): {d.policy_log_loss:.4f}; clipped: {d.fraction_clipped:.2%}",
-            f"  probability clip: ({d.clip[0]:.3g}, {d.clip[1]:.3g}) [{d.clip_rule}]; observed actions at a bound: "
-            f"{d.fraction_clipped:.2%}; rows with an action at the floor: {d.fraction_floored:.2%}",
-            f"  stage 2: {d.solver}{self._structure_note()}, {d.n_iterations} iteration(s), converged={d.converged}",
+            ("normalization", self.normalization_.describe()),
+            ("support rows", f"{d.support_count}; max mu/pi_hat: {d.max_mu_over_pi:.3g}"),
+            (f"policy log loss ({d.policy_log_loss_kind})", f"{d.policy_log_loss:.4f}; clipped: {d.fraction_clipped:.2%}"),
+            ("probability clip", f"({d.clip[0]:.3g}, {d.clip[1]:.3g}) [{d.clip_rule}]; observed actions at a bound: "
+                                 f"{d.fraction_clipped:.2%}; rows with an action at the floor: {d.fraction_floored:.2%}"),
+            ("stage 2", f"{d.solver}{self._structure_note()}, {d.n_iterations} iteration(s), converged={d.converged}"),
         ]
-        return "\n".join(lines)
+        first = getattr(self, "first_stage_", None)  # absent from models fitted before it existed
+        if first is not None:
+            lines.append(("first stage", first.describe()))
+        figures = dict(n_choices=d.n_transitions, n_with_next_state=n_next, n_last_choices=d.n_last_choices,
+                       n_episodes=d.n_episodes, n_actions=self.n_actions_, gamma=self.gamma_,
+                       normalization=self.normalization_.describe(), support_count=d.support_count,
+                       max_mu_over_pi=d.max_mu_over_pi, policy_log_loss=d.policy_log_loss,
+                       policy_log_loss_kind=d.policy_log_loss_kind, fraction_clipped=d.fraction_clipped,
+                       fraction_floored=d.fraction_floored, clip_low=d.clip[0], clip_high=d.clip[1],
+                       clip_rule=d.clip_rule, solver=d.solver, n_iterations=d.n_iterations, converged=d.converged,
+                       first_stage=None if first is None else first.name,
+                       first_stage_reason=None if first is None else first.reason)
+        return FitSummary(title, tuple(lines), figures)
 
     def _structure_note(self) -> str:
         fqe = getattr(self.stage2_, "fqe", None)

@@ -2,7 +2,8 @@
 
 A fitted :class:`genpqr.GenPQR` (finite or continuous actions) keeps the
 transitions it was fitted on (``training_data_``) and, when cross-fitted, the fold of every
-training row (``policy_.fold_of_row``): together O(n) memory, tens of MB for a million rows,
+training row (``policy_.fold_of_row``; on the exact path the fold models of ``policy_folds_``, which
+serve the out-of-fold diagnostics only): together O(n) memory, tens of MB for a million rows,
 while everything else is O(states x actions) or the size of the fitted models.
 
 ``save(path)`` (``include_data=False``, the default) writes the model without them. The
@@ -30,6 +31,8 @@ def without_data(model):
     if getattr(policy, "fold_of_row", None) is not None:
         slim.policy_ = copy.copy(policy)
         slim.policy_.fold_of_row = None
+    if getattr(slim, "policy_folds_", None) is not None:  # the exact path's out-of-fold diagnostics, computed
+        slim.policy_folds_ = None
     slim.saved_without_data_ = True
     return slim
 

@@ -60,8 +60,8 @@ class FitConfig:
         ``auto`` (the tabular default: ``spline`` when the state is ordered -- one integer
         column numbered by its value, with ``--transition increment:`` or ``--n-states`` --
         and the cells are sparse, else ``frequency``; see
-        :func:`genpqr.models.first_stage.choose_tabular_policy`; the choice and its reason are printed
-        and reported), ``frequency`` (cell frequencies; tabular only), ``spline`` (a
+        :func:`genpqr.first_stage.choose_tabular_policy`, the rule ``GenPQR`` applies by default; the
+        choice and its reason are printed and reported), ``frequency`` (cell frequencies; tabular only), ``spline`` (a
         multinomial logit on a cubic spline basis of the ordered state, knots and penalty by
         episode-grouped cross-validated log loss; tabular only), ``logistic`` (standardized
         multinomial logistic regression; one-hot states in tabular mode; the continuous

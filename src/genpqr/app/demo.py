@@ -19,6 +19,7 @@ from .. import normalization as N
 from .. import tabular as T
 from ..envs import random_mdp, simulate_tabular
 from ..estimator import GenPQR
+from ..policy import FrequencyClassifier
 from ..qeval import TabularQModel
 
 
@@ -85,7 +86,8 @@ def _fit_all(mdp, sol, data, norm, truth, gamma):
         oracle = T.recover_reward(sol.log_policy, mdp.kernel, gamma, norm)
         rows.append(("exact solve, true policy and P", *_errors(truth, oracle.reward), time.perf_counter() - t0))
         t0 = time.perf_counter()
-        exact = GenPQR(norm, gamma=gamma, q_model="exact", n_states=n_states).fit(data)
+        exact = GenPQR(norm, gamma=gamma, q_model="exact", n_states=n_states,  # a random MDP: categorical states
+                       policy_model=FrequencyClassifier(n_states=n_states)).fit(data)
         rows.append(("from data: frequencies + exact solve", *_errors(truth, exact.reward(grid)),
                      time.perf_counter() - t0))
         t0 = time.perf_counter()

@@ -5,7 +5,7 @@ or an import path ``package.module:Class``), the tabular first stage chosen from
 
 from __future__ import annotations
 
-from .config import POLICY_MODELS, Q_MODELS, FitConfig, parse_transition
+from .config import POLICY_MODELS, Q_MODELS, FitConfig
 
 __all__ = ["import_object", "make_policy_model", "q_model_settings", "make_estimator", "choose_first_stage"]
 
@@ -33,7 +33,7 @@ def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: i
         if not tabular:
             raise ValueError(f"--policy-model {name} needs tabular states (use logistic, mlp or lightgbm)")
         raise ValueError(f"--policy-model {name} is chosen from the data by "
-                         "genpqr.models.first_stage.choose_tabular_policy")
+                         "genpqr.first_stage.choose_tabular_policy")
     if name == "frequency":
         if not tabular:
             raise ValueError("--policy-model frequency needs tabular states (use logistic, mlp or lightgbm)")
@@ -112,36 +112,35 @@ def make_estimator(config: FitConfig, normalization, index, transition_model, po
         **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
 
 
-def choose_first_stage(config: FitConfig, data, index):
+def choose_first_stage(config: FitConfig, data, index, transition_model=None):
     """Tabular ``auto``/``spline`` policy models: ``(classifier, FirstStageChoice)`` from
-    :func:`genpqr.models.first_stage.choose_tabular_policy`; other tabular policy models ``(None,
-    FirstStageChoice)`` saying it was requested (with the cells' sparsity); non-tabular
-    ``(None, None)``. The state counts as *ordered* (mileage, age, stock) when its single
-    integer column is its index and the transitions say so (``--transition increment:``) or
-    ``--n-states`` numbers it; a plain integer column may be a category code, where a smooth
-    model would be wrong."""
+    :func:`genpqr.first_stage.choose_tabular_policy`, the rule ``GenPQR`` applies with
+    ``policy_model=None`` (the same function, folds seeded by ``--seed``); other tabular policy
+    models ``(None, FirstStageChoice)`` saying it was requested (with the cells' sparsity);
+    non-tabular ``(None, None)``. The state counts as *ordered*
+    (:func:`genpqr.first_stage.state_is_ordered`: mileage, age, stock) when its single integer
+    column is its index and the transitions say so (``--transition increment:``, an
+    ``IncrementKernel``) or ``--n-states`` numbers it; a plain integer column may be a category
+    code, where a smooth model would be wrong. ``--policy-model spline`` asks for an ordered
+    state (its index must be the column)."""
     if index is None:
         return None, None
-    from ..models.first_stage import choose_tabular_policy
+    from ..first_stage import choose_tabular_policy, state_is_ordered
 
-    ordered = index.identity and (parse_transition(config.transition)[0] == "increment"
-                                  or config.n_states is not None or config.policy_model == "spline")
+    ordered = (state_is_ordered(transition_model, config.n_states, identity=index.identity)
+               or (index.identity and config.policy_model == "spline"))
     if config.policy_model not in ("auto", "spline"):
         return None, _requested_first_stage(config, data, index, ordered)
     return choose_tabular_policy(data, index.n_states, ordered=ordered,
-                                 force="spline" if config.policy_model == "spline" else None,
-                                 cross_fit=config.cross_fit if config.cross_fit >= 2 else None,
-                                 random_state=config.seed)
+                                 force="spline" if config.policy_model == "spline" else None, random_state=config.seed)
 
 
 def _requested_first_stage(config: FitConfig, data, index, ordered: bool):
-    """A ``FirstStageChoice`` for a policy model the user named: say so, with the cells' sparsity."""
-    from ..models.first_stage import FirstStageChoice, cells_are_sparse
+    """A ``FirstStageChoice`` for a policy model the user named: say so, with the cells' sparsity
+    (by the folds of the ``auto`` rule)."""
+    from ..first_stage import FirstStageChoice, sparsity
 
-    cross_fit = config.cross_fit if config.cross_fit >= 2 else None
-    sparse, median, zero_share = cells_are_sparse(data, index.n_states, cross_fit=cross_fit, random_state=config.seed)
-    facts = (f"median {median:g} choices per visited state, {zero_share:.1%} of the choices at states where "
-             f"some action is never chosen by the other {'folds' if cross_fit else 'episodes'}")
+    sparse, median, zero_share, facts = sparsity(data, index.n_states, random_state=config.seed)
     hint = ("; cells are sparse and the state is ordered: --policy-model auto would choose a spline logit"
             if sparse and ordered and config.policy_model == "frequency" else "")
     return FirstStageChoice(config.policy_model, f"requested (--policy-model {config.policy_model}) ({facts}){hint}",

@@ -48,9 +48,10 @@ class FitOutputs:
     tabular : bool
     state_index : genpqr.app.states.StateIndex or None
     projection_r2 : float or None
-    first_stage : genpqr.models.first_stage.FirstStageChoice or None
+    first_stage : genpqr.first_stage.FirstStageChoice or None
         Tabular mode: which first stage ``--policy-model auto``/``spline`` chose and why, or
-        that another ``--policy-model`` was requested (with the cells' sparsity).
+        that another ``--policy-model`` was requested (with the cells' sparsity); also the
+        model's ``first_stage_``, printed by its ``summary()``.
     structural : StructuralFit or None
         With features: the structural estimates (:mod:`genpqr.app.structural`).
     """
@@ -82,9 +83,7 @@ class FitOutputs:
         what = (f"{d.n_transitions} choices ({d.n_transitions - last} transitions + {last} last choices)" if last
                 else f"{d.n_transitions} transitions")
         lines = [f"genpqr fit: {what} in {d.n_episodes} episodes ({mode})",
-                 self.model.summary()]
-        if self.first_stage is not None:
-            lines.append(f"  first stage: {self.first_stage.describe()}")
+                 str(self.model.summary())]  # its last line: the first stage (the model's first_stage_)
         if self.structural is not None:
             from .structural import console_lines
 

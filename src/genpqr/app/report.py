@@ -71,12 +71,14 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
 
 
 # ============================================================================ pieces computed from the model
-def _policy_rows(model):
-    """(states, action codes, clipped training probabilities (out-of-fold when cross-fitted))."""
+def _policy_rows(model, held_out: bool = False):
+    """(states, action codes, clipped training probabilities of the fit (out-of-fold when
+    cross-fitted); ``held_out``: out of fold also on the exact path, from ``policy_folds_``)."""
     from ..policy import clip_proba
 
     data = model.training_data_
-    proba = clip_proba(model.policy_.training_raw_proba(data.states), model.policy_.clip)[0]
+    policy = (getattr(model, "policy_folds_", None) if held_out else None) or model.policy_
+    proba = clip_proba(policy.training_raw_proba(data.states), model.policy_.clip)[0]
     return data.states, data.actions, proba
 
 
@@ -130,7 +132,7 @@ def _fig_calibration(ctx):
     from sklearn.calibration import calibration_curve
 
     model = ctx.model
-    _, actions, proba = _policy_rows(model)
+    _, actions, proba = _policy_rows(model, held_out=True)
     onehot = np.zeros_like(proba)
     onehot[np.arange(actions.size), actions] = 1.0
     frac, mean_pred = calibration_curve(onehot.ravel(), proba.ravel(), n_bins=10, strategy="quantile")

@@ -59,7 +59,7 @@ class StreamFitOutputs:
         from ..stream import DEFAULT_CHUNK_ROWS
 
         lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or DEFAULT_CHUNK_ROWS:,} rows): "
-                 f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", self.model.summary()]
+                 f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", str(self.model.summary())]
         if self.tabular:
             lines.append("  first stage: cell frequencies (out of core, the counts are all that is kept; the "
                          "smooth spline first stage that --policy-model auto picks for sparse ordered cells needs "

@@ -190,8 +190,10 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
     check_before_fit(config, data, index)
     normalization = make_normalization(kind, arg, frame=frame, config=config, labels=labels, index_rows=index_rows,
                                        n_states=index.n_states if tabular else None)
-    policy_model, first_stage = choose_first_stage(config, data, index)
+    policy_model, first_stage = choose_first_stage(config, data, index, transition_model)
     model = make_estimator(config, normalization, index, transition_model, policy_model).fit(data)
+    if first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
+        model.first_stage_ = first_stage
     fit = _DiscreteFit(data, index, model, first_stage)
     if config.features:
         fit.features, fit.names = read_features(config.features, config, index, labels, model.stage2_.counts)

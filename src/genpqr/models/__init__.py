@@ -13,7 +13,8 @@
     Gaussian, normalizing flows via zuko) for continuous actions.
 :mod:`~genpqr.models.first_stage`
     :class:`~genpqr.models.first_stage.SplineLogit`, a smooth logit first stage for sparse
-    cells of an ordered tabular state, and the rule that chooses it.
+    cells of an ordered tabular state, and the rule that chooses it (re-exported from
+    :mod:`genpqr.first_stage`: ``GenPQR``'s tabular default uses them).
 
 The closed-form densities (linear Gaussian, known, squashed) that serve as the core's
 defaults live in :mod:`genpqr.densities`, as scikit-learn's ``LogisticRegression`` is the

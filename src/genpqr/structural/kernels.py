@@ -9,6 +9,7 @@ increment whose distribution does not depend on the state (Rust's mileage), pool
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -159,8 +160,11 @@ def increment_kernel(transitions: Transitions, n_states: int, n_actions: int, ma
 @dataclass(frozen=True)
 class IncrementKernel:
     """Callable ``(transitions, n_states, n_actions) -> kernel`` for ``GenPQR(transition_model=...)``,
-    see :func:`increment_kernel`."""
+    see :func:`increment_kernel`. ``orders_states``: the kernel presumes states numbered by their
+    value, so the first-stage rule treats the state as ordered
+    (:func:`genpqr.first_stage.state_is_ordered`)."""
 
+    orders_states: ClassVar[bool] = True
     max_increment: int
     reset_action: object = None
 
