@@ -9,20 +9,17 @@ import numpy as np
 import pytest
 
 import genpqr
-from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.structural import Separation, ddc, find_separation
+from genpqr.structural import Separation, find_separation
 from genpqr.structural import estimation as structural
 from genpqr.structural.likelihood import likelihood_derivatives
 
-RUST9999 = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
+from .test_structural import rust9999_case
+
 
 
 @pytest.fixture(scope="module")
 def bus():
-    model = bus_engine(**RUST9999)
-    panel = simulate_buses(model, n_buses=37, n_periods=117, random_state=3).transitions
-    kernel = ddc.increment_kernel(panel, model.n_states, 2, 2, "replace")
-    counts = ddc.choice_counts(panel, model.n_states)
+    model, kernel, counts = rust9999_case()
     separated = counts.copy()
     separated[:, 1] = 0.0
     separated[89] = [0.0, 1.0]  # one replacement, at the top state

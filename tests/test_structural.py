@@ -19,13 +19,19 @@ from genpqr.envs.rust import bus_engine, simulate_buses
 RUST9999 = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
 
 
-@pytest.fixture(scope="module")
-def rust_panel():
+def rust9999_case(seed=3):
+    """The beta = 0.9999 bus design, one simulated panel (37 buses x 117 months): ``(model, kernel,
+    counts)`` with the pooled increment kernel and the choice counts (shared by the structural tests)."""
     model = bus_engine(**RUST9999)
-    panel = simulate_buses(model, n_buses=37, n_periods=117, random_state=3).transitions
+    panel = simulate_buses(model, n_buses=37, n_periods=117, random_state=seed).transitions
     kernel = ddc.increment_kernel(panel, model.n_states, 2, 2, "replace")
     counts = ddc.choice_counts(panel, model.n_states)
     return model, kernel, counts
+
+
+@pytest.fixture(scope="module")
+def rust_panel():
+    return rust9999_case()
 
 
 def test_relative_solve_is_exact_up_to_a_constant(rng):

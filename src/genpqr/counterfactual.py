@@ -291,8 +291,52 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, p
                    structural=None, initial=None, horizon=None, state_values=None, check_normalization=None, n_boot=0,
                    level=0.95, n_jobs=1, random_state=None, progress=None, warn=True, min_visits=MIN_VISITS,
                    support_threshold=MATERIAL_SHARE) -> CounterfactualResult:
-    """See :meth:`genpqr.GenPQR.counterfactual` (``model`` may be None with a ``structural`` fit:
-    the structural route alone, :meth:`genpqr.structural.StructuralFit.counterfactual`)."""
+    """A counterfactual on a fitted exact-path GenPQR (:meth:`genpqr.GenPQR.counterfactual`) and/or a
+    structural fit (``model`` may be None: the structural route alone,
+    :meth:`genpqr.structural.StructuralFit.counterfactual`).
+
+    Parameters
+    ----------
+    reward_change : dict, ndarray or callable, optional
+        ``delta``: ``{label: amount or (S,) array}``, a (K,) or (S, K) array, or a callable
+        ``reward (S, K) -> (S, K)`` of the fitted reward (a change that depends on the reward
+        level, e.g. a percentage change of a cost; not invariant).
+    transitions : kernel or callable, optional
+        ``P'``: dense (S, K, S), sparse (S*K, S), ``TransitionKernel``, or a callable
+        ``TransitionKernel -> kernel`` of the fitted kernel (re-applied per bootstrap replicate).
+    gamma : float, optional
+        ``gamma'``.
+    parameter_change : dict, optional
+        ``{parameter name: spec}``: a number (the new value) or ``"*F"``, ``"+D"``, ``"-D"``,
+        ``"=V"`` (structural route; :func:`genpqr.parametric_counterfactual.parse_parameter_change`).
+    route : {"auto", "structural", "nonparametric"}
+    structural : StructuralFit, optional
+        Default ``model.structural_`` when set.
+    initial : int or ndarray of shape (S,), optional
+        Initial state (index) or distribution: adds the distribution from it (average over
+        ``horizon`` steps, else the discounted occupancy) and the value ``d_0 V``.
+    state_values : ndarray of shape (S,), optional
+        ``x(s)`` for the mean state (default: the index).
+    check_normalization : Normalization or False, optional
+        Second normalization (default: mean-zero, or an anchor on the most frequent action
+        when the model is mean-zero); False skips the check (gaps are NaN).
+    n_boot : int
+        Bootstrap replicates over episodes (refit and re-solve per replicate; 0: none).
+    model : GenPQR or None
+    level : float in (0, 1)
+    n_jobs, random_state, progress
+        The bootstrap's workers, seed and progress bar.
+    warn : bool
+        Raise the result's warnings (not invariant to the normalization, thin support,
+        replicates off the support, a large gap between the routes).
+    min_visits, support_threshold
+        :mod:`genpqr.support`: states and cells seen fewer than ``min_visits`` times are thin; an
+        :class:`~genpqr.exceptions.ExtrapolationWarning` fires above ``support_threshold``.
+
+    Returns
+    -------
+    CounterfactualResult
+    """
     if structural is None and model is not None:
         structural = getattr(model, "structural_", None)
     route = _check_arguments(model, structural, route, parameter_change, level, n_boot, initial, horizon)

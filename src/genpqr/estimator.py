@@ -449,33 +449,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         (``result.support``; :class:`~genpqr.exceptions.ExtrapolationWarning` above
         ``support_threshold``), and the bootstrap counts replicates that left the data's support.
 
-        Parameters
-        ----------
-        reward_change : dict, ndarray or callable, optional
-            ``delta``: ``{label: amount or (S,) array}``, a (K,) or (S, K) array, or a callable
-            ``reward (S, K) -> (S, K)`` of the fitted reward (a change that depends on the reward
-            level, e.g. a percentage change of a cost; not invariant).
-        transitions : kernel or callable, optional
-            ``P'``: dense (S, K, S), sparse (S*K, S), ``TransitionKernel``, or a callable
-            ``TransitionKernel -> kernel`` of the fitted kernel (re-applied per bootstrap replicate).
-        gamma : float, optional
-            ``gamma'``.
-        parameter_change : dict, optional
-            ``{parameter name: spec}``: a number (the new value) or ``"*F"``, ``"+D"``, ``"-D"``,
-            ``"=V"`` (structural route; :func:`genpqr.parametric_counterfactual.parse_parameter_change`).
-        route : {"auto", "structural", "nonparametric"}
-        structural : StructuralFit, optional
-            Default ``self.structural_`` when set.
-        initial : int or ndarray of shape (S,), optional
-            Initial state (index) or distribution: adds the distribution from it (average over
-            ``horizon`` steps, else the discounted occupancy) and the value ``d_0 V``.
-        state_values : ndarray of shape (S,), optional
-            ``x(s)`` for the mean state (default: the index).
-        check_normalization : Normalization or False, optional
-            Second normalization (default: mean-zero, or an anchor on the most frequent action
-            when the model is mean-zero); False skips the check (gaps are NaN).
-        n_boot : int
-            Bootstrap replicates over episodes (refit and re-solve per replicate; 0: none).
+        Parameters: see :func:`genpqr.counterfactual.counterfactual`.
 
         Returns
         -------
