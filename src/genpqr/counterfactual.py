@@ -287,83 +287,86 @@ def _answers(model, structural, spec, encoder, labels, x, check_normalization):
     return answers, np_check, identification
 
 
-def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, parameter_change=None, route="auto",
-                   structural=None, initial=None, horizon=None, state_values=None, check_normalization=None, n_boot=0,
-                   level=0.95, n_jobs=1, random_state=None, progress=None, warn=True, min_visits=MIN_VISITS,
-                   support_threshold=MATERIAL_SHARE) -> CounterfactualResult:
-    """A counterfactual on a fitted exact-path GenPQR (:meth:`genpqr.GenPQR.counterfactual`) and/or a
-    structural fit (``model`` may be None: the structural route alone,
-    :meth:`genpqr.structural.StructuralFit.counterfactual`).
-
-    Parameters
-    ----------
-    reward_change : dict, ndarray or callable, optional
-        ``delta``: ``{label: amount or (S,) array}``, a (K,) or (S, K) array, or a callable
-        ``reward (S, K) -> (S, K)`` of the fitted reward (a change that depends on the reward
-        level, e.g. a percentage change of a cost; not invariant).
-    transitions : kernel or callable, optional
-        ``P'``: dense (S, K, S), sparse (S*K, S), ``TransitionKernel``, or a callable
-        ``TransitionKernel -> kernel`` of the fitted kernel (re-applied per bootstrap replicate).
-    gamma : float, optional
-        ``gamma'``.
-    parameter_change : dict, optional
-        ``{parameter name: spec}``: a number (the new value) or ``"*F"``, ``"+D"``, ``"-D"``,
-        ``"=V"`` (structural route; :func:`genpqr.parametric_counterfactual.parse_parameter_change`).
-    route : {"auto", "structural", "nonparametric"}
-    structural : StructuralFit, optional
-        Default ``model.structural_`` when set.
-    initial : int or ndarray of shape (S,), optional
-        Initial state (index) or distribution: adds the distribution from it (average over
-        ``horizon`` steps, else the discounted occupancy) and the value ``d_0 V``.
-    state_values : ndarray of shape (S,), optional
-        ``x(s)`` for the mean state (default: the index).
-    check_normalization : Normalization or False, optional
-        Second normalization (default: mean-zero, or an anchor on the most frequent action
-        when the model is mean-zero); False skips the check (gaps are NaN).
-    n_boot : int
-        Bootstrap replicates over episodes (refit and re-solve per replicate; 0: none).
-    model : GenPQR or None
-    level : float in (0, 1)
-    n_jobs, random_state, progress
-        The bootstrap's workers, seed and progress bar.
-    warn : bool
-        Raise the result's warnings (not invariant to the normalization, thin support,
-        replicates off the support, a large gap between the routes).
-    min_visits, support_threshold
-        :mod:`genpqr.support`: states and cells seen fewer than ``min_visits`` times are thin; an
-        :class:`~genpqr.exceptions.ExtrapolationWarning` fires above ``support_threshold``.
-
-    Returns
-    -------
-    CounterfactualResult
-    """
-    if structural is None and model is not None:
-        structural = getattr(model, "structural_", None)
-    route = _check_arguments(model, structural, route, parameter_change, level, n_boot, initial, horizon)
+def _spec(model, structural, parameter_change, primitives: dict):
+    """``(_Spec, action labels, encoder)``: the primitives, the parameter change and its reading as
+    a change of flow payoffs ``x @ (theta' - theta_hat)``."""
     change = None if structural is None else parse_parameter_change(parameter_change, structural.names)
     labels = np.asarray(model.encoder_.labels if model is not None else
                         (structural.action_labels if structural.action_labels is not None
                          else np.arange(structural.kernel.n_actions)))
     encoder = model.encoder_ if model is not None else FiniteActions(labels)
     p_delta = None if change is None else structural.flow_utility(change(structural.theta)) - structural.flow_utility()
-    spec = _Spec(reward_change, transitions, gamma, initial, horizon, state_values, change, p_delta)
-    n_states = model.n_states_ if model is not None else structural.kernel.n_states
-    x = spec.values(n_states)
+    return _Spec(**primitives, parameter_change=change, parameter_delta=p_delta), labels, encoder
+
+
+def _alternative(answers, route, labels, x, counts, min_visits, threshold):
+    """The other route's summaries and support (None when only one route could answer)."""
+    other = next((r for r in answers if r != route), None)
+    if other is None:
+        return None
+    base, cf = answers[other]
+    return dict(route=other, baseline=base.summary(labels, x), counterfactual=cf.summary(labels, x),
+                support=support_report(base, cf, counts, min_visits=min_visits, threshold=threshold))
+
+
+def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, parameter_change=None, route="auto",
+                   structural=None, initial=None, horizon=None, state_values=None, check_normalization=None, n_boot=0,
+                   level=0.95, n_jobs=1, random_state=None, progress=None, warn=True, min_visits=MIN_VISITS,
+                   support_threshold=MATERIAL_SHARE) -> CounterfactualResult:
+    """A counterfactual on a fitted exact-path GenPQR ``model`` (:meth:`genpqr.GenPQR.counterfactual`)
+    and/or a ``structural`` fit (default ``model.structural_``; ``model`` may be None: the structural
+    route alone, :meth:`genpqr.structural.StructuralFit.counterfactual`); returns a
+    :class:`CounterfactualResult`.
+
+    Parameters
+    ----------
+    reward_change : dict, ndarray or callable, optional
+        ``delta``: ``{label: amount or (S,) array}``, a (K,) or (S, K) array, or a callable of the
+        fitted reward ``(S, K) -> (S, K)`` (a level-dependent change; not invariant).
+    transitions : kernel or callable, optional
+        ``P'``: dense (S, K, S), sparse (S*K, S), ``TransitionKernel``, or a callable of the fitted
+        kernel (re-applied per bootstrap replicate).
+    gamma : float, optional
+        ``gamma'``.
+    parameter_change : dict, optional
+        ``{parameter name: number (the new value) or "*F", "+D", "-D", "=V"}`` (structural fit;
+        :func:`genpqr.parametric_counterfactual.parse_parameter_change`).
+    route : {"auto", "structural", "nonparametric"}
+        ``"auto"``: structural when there is a structural fit.
+    initial, horizon : state index or (S,) distribution, int, optional
+        Adds the distribution from ``initial`` (average over ``horizon`` steps, else the
+        discounted occupancy) and the value ``d_0 V``.
+    state_values : ndarray (S,), optional
+        ``x(s)`` for the mean state (default: the index).
+    check_normalization : Normalization or False, optional
+        Second normalization for the nonparametric check (default: mean-zero, or an anchor on
+        the most frequent action when the model is mean-zero); False skips it.
+    n_boot, level, n_jobs, random_state, progress
+        Bootstrap replicates over episodes (each refitted and re-solved; 0: none), the
+        confidence level in (0, 1), the bootstrap's workers, seed and progress bar.
+    warn : bool
+        Raise the result's warnings (not invariant, thin support, replicates off the support,
+        a large gap between the routes).
+    min_visits, support_threshold
+        Thin states and cells (:mod:`genpqr.support`); an ExtrapolationWarning above the threshold.
+    """
+    if structural is None and model is not None:
+        structural = getattr(model, "structural_", None)
+    route = _check_arguments(model, structural, route, parameter_change, level, n_boot, initial, horizon)
+    spec, labels, encoder = _spec(model, structural, parameter_change,
+                                  dict(reward_change=reward_change, transitions=transitions, gamma=gamma,
+                                       initial=initial, horizon=horizon, state_values=state_values))
+    x = spec.values(model.n_states_ if model is not None else structural.kernel.n_states)
+    change = spec.parameter_change
     answers, np_check, (invariant, rule) = _answers(model, structural, spec, encoder, labels, x, check_normalization)
-    if route == "structural":
-        invariant, rule = True, STRUCTURAL_RULE
+    invariant, rule = (True, STRUCTURAL_RULE) if route == "structural" else (invariant, rule)
     base, cf = answers[route]
     counts = np.asarray(model.stage2_.counts if model is not None else structural.counts)
     support = support_report(base, cf, counts, min_visits=min_visits, threshold=support_threshold)
-    other = next((r for r in answers if r != route), None)
-    alternative = None if other is None else dict(
-        route=other, baseline=answers[other][0].summary(labels, x), counterfactual=answers[other][1].summary(labels, x),
-        support=support_report(*answers[other], counts, min_visits=min_visits, threshold=support_threshold))
+    alternative = _alternative(answers, route, labels, x, counts, min_visits, support_threshold)
     delta = _delta(spec, structural, encoder, labels, x, level) if route == "structural" else None
-    reps = flags = None
-    if n_boot:
-        reps, flags = _bootstrap(model, spec, list(base.summary(labels, x)), labels, route, structural, n_boot, n_jobs,
-                                 random_state, progress)
+    reps, flags = (None, None) if not n_boot else _bootstrap(
+        model, spec, list(base.summary(labels, x)), labels, route, structural, n_boot, n_jobs, random_state, progress)
     result = CounterfactualResult(
         base, cf, labels, x, spec.changes, invariant, rule,
         model.normalization_.describe() if model is not None else "none (structural fit)", np_check[2], np_check[0],
