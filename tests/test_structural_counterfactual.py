@@ -409,3 +409,15 @@ def test_cli_reread_data_is_compared_by_content(tmp_path, capsys):
                  "--quiet"]) == 0
     err = capsys.readouterr().err
     assert "has changed since the fit (its content differs)" in err and "no bootstrap intervals" in err
+
+
+def test_delta_method_keeps_a_bounded_statistic_inside_its_range():
+    """A statistic in (2, 12): its interval is the logit one of (h - 2) / 10, mapped back."""
+    cov = np.array([[9.0]])
+    res = delta_method(lambda t: np.array([2.0 + 10.0 * expit(t[0]), t[0]]), np.array([3.0]), cov,
+                       bounds=[[2.0, 12.0], [np.nan, np.nan]])
+    z = norm.ppf(0.975)
+    assert res.low[0] == pytest.approx(2.0 + 10.0 * expit(3.0 - z * 3.0), rel=1e-3)
+    assert res.high[0] == pytest.approx(2.0 + 10.0 * expit(3.0 + z * 3.0), rel=1e-3)
+    assert 2.0 < res.low[0] < res.high[0] < 12.0
+    np.testing.assert_allclose([res.low[1], res.high[1]], [3.0 - z * 3.0, 3.0 + z * 3.0], rtol=1e-9)

@@ -224,8 +224,10 @@ def _delta(spec, structural, encoder, labels, x, level):
         return np.concatenate([vb, vc, vc - vb])
 
     fun(structural.theta)
-    rate = np.array([k[1].startswith("rate[") for k in keys])
-    return delta_method(fun, structural.theta, structural.cov, logit=np.concatenate([rate, rate, 0 * rate]),
+    bounds = np.full((len(keys), 2), np.nan)
+    bounds[[k[1].startswith("rate[") for k in keys]] = [0.0, 1.0]
+    bounds[[k[1] == "mean_state" for k in keys]] = [float(np.min(x)), float(np.max(x))]
+    return delta_method(fun, structural.theta, structural.cov, bounds=np.vstack([bounds, bounds, np.nan * bounds]),
                         level=level)
 
 

@@ -10,7 +10,7 @@ Intervals carry their source (``interval_kind``):
   whose solution left the data's support (:func:`genpqr.support.off_support`) are counted
   (``off_support``) and kept in the interval; the count is printed beside it.
 * ``"delta"`` (structural route): the delta method from the fit's covariance of the parameters
-  (rates on the logit scale), conditional on the estimated kernel.
+  (rates and the mean state on the logit scale of their range), conditional on the estimated kernel.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ class CounterfactualResult:
             return (f"bootstrap percentile over episodes ({self.level:.0%}, {B} replicates"
                     f"{', re-estimated each' if self.route == 'structural' else ''}; {off} left the data's support)")
         if kind == "delta":
-            return (f"delta method ({self.level:.0%}; rates on the logit scale) from the parameters' covariance "
+            return (f"delta method ({self.level:.0%}; rates and the mean state on the logit scale of their range) from "
+                    f"the parameters' covariance "
                     f"({self.se_kind or 'the fit'}), conditional on the kernel")
         return "none"
 

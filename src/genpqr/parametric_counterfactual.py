@@ -22,7 +22,8 @@ solutions (action rates, mean state, value) have the delta-method covariance
 ``J cov J'`` with ``J = dh/dtheta`` by central differences (steps of a hundredth of a standard
 error). Rates are bounded by 0 and 1 and
 their sampling distribution is skewed when small, so their interval is computed on the logit
-scale and mapped back (it stays inside (0, 1)); other statistics on their own scale. The
+scale and mapped back (it stays inside (0, 1)); the mean state likewise inside the range of the
+state values; differences on their own scale. The
 covariance is the fit's (the MLE's inverse OPG by default): conditional on the kernel.
 """
 
@@ -30,7 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["parse_parameter_change", "ParameterChange", "delta_method", "DeltaResult", "REQUIRED_ATTRIBUTES"]
+__all__ = ["parse_parameter_change", "ParameterChange", "delta_method", "delta_method_unit", "DeltaResult",
+           "REQUIRED_ATTRIBUTES"]
 
 #: What the structural route reads from a structural fit.
 REQUIRED_ATTRIBUTES = ("theta", "names", "cov", "kernel", "gamma", "flow_utility")
@@ -136,18 +138,34 @@ def _jacobian(fun, theta, base, cov):
     return J
 
 
-def delta_method(fun, theta, cov, *, logit=None, level: float = 0.95, kind: str = "delta method") -> DeltaResult:
+def delta_method(fun, theta, cov, *, logit=None, bounds=None, level: float = 0.95,
+                 kind: str = "delta method") -> DeltaResult:
     """Delta-method intervals of ``fun(theta)`` (m,) given ``cov`` (p, p).
 
     ``logit`` (m,) bool: statistics in (0, 1) whose interval is computed for ``log(h / (1 - h))``
-    and mapped back. NaN standard errors where ``cov`` is not finite."""
+    and mapped back; ``bounds`` (m, 2): the same for statistics in ``(low, high)`` (rescaled to
+    (0, 1) first; rows of NaN: unbounded). NaN standard errors where ``cov`` is not finite."""
+    theta = np.asarray(theta, dtype=np.float64)
+    h = np.asarray(fun(theta), dtype=np.float64)
+    lo_hi = np.tile([0.0, 1.0], (h.size, 1)) if bounds is None else np.array(bounds, dtype=np.float64)
+    flags = np.zeros(h.size, dtype=bool) if logit is None else np.asarray(logit, dtype=bool)
+    if bounds is not None:
+        flags = flags | np.all(np.isfinite(lo_hi), axis=1)
+        lo_hi[~np.all(np.isfinite(lo_hi), axis=1)] = [0.0, 1.0]
+    width = np.where(lo_hi[:, 1] > lo_hi[:, 0], lo_hi[:, 1] - lo_hi[:, 0], 1.0)
+    scaled = delta_method_unit(lambda t: (np.asarray(fun(t), dtype=np.float64) - lo_hi[:, 0]) / width, theta, cov,
+                               flags, level, kind)
+    return DeltaResult(h, scaled.std_error * width, lo_hi[:, 0] + scaled.low * width,
+                       lo_hi[:, 0] + scaled.high * width, scaled.logit, kind)
+
+
+def delta_method_unit(fun, theta, cov, logit, level: float, kind: str) -> DeltaResult:
+    """:func:`delta_method` for statistics whose logit flags refer to the unit interval."""
     from scipy.stats import norm
 
-    theta = np.asarray(theta, dtype=np.float64)
     cov = np.asarray(cov, dtype=np.float64)
     h = np.asarray(fun(theta), dtype=np.float64)
-    logit = np.zeros(h.size, dtype=bool) if logit is None else np.asarray(logit, dtype=bool)
-    logit = logit & (h > 0) & (h < 1)
+    logit = np.asarray(logit, dtype=bool) & (h > 0) & (h < 1)
     z = norm.ppf(0.5 + level / 2)
     if not np.all(np.isfinite(cov)):
         nan = np.full(h.size, np.nan)
