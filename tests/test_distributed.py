@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from .doc_warnings import check_warnings, recording
 from .test_stream import COLS, panel, prefit_closed_form_case, write_folder
 
 from genpqr import GenPQR
@@ -232,7 +233,9 @@ def test_docs_page_python_example_runs(tmp_path, monkeypatch):
     assert len(blocks) == 1
     monkeypatch.chdir(tmp_path)
     scope = {"__name__": "__main__"}
-    exec(compile(blocks[0], "distributed.md", "exec"), scope)
+    with recording() as found:
+        exec(compile(blocks[0], "distributed.md", "exec"), scope)
+    check_warnings("docs/distributed.md", "python", found)
     ref = fit_parquet(GenPQR(q_model="exact", normalization=anchor_action("stay"), gamma=0.9), tmp_path / "dask-logs",
                       episode="episode", time="t", state="s", action="a", progress=False)
     np.testing.assert_allclose(scope["model"].reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10)

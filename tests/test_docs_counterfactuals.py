@@ -2,18 +2,21 @@
 
 Python blocks run as they are; `genpqr` / `echo` shell blocks run in a scratch folder; the
 `python examples/...` and `python benchmarks/...` commands run through their ``main`` with a
-small budget (their full runs take minutes; the figures on the pages come from full runs).
+small budget (their full runs take minutes; the figures on the pages come from full runs, and
+raise the same warnings). Every warning raised or printed is checked against the page's list
+in tests/doc_warnings.py.
 """
 
 import importlib.util
 import os
-import warnings
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from .doc_warnings import check_warnings, printed, recording
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("counterfactuals.md", "train_on_recovered_reward.md")
@@ -53,8 +56,10 @@ def load_script(rel):
 def test_python_blocks_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code = [body for lang, body in blocks(page) if lang == "python"]
-    for body in code:
-        exec(compile(body, f"docs/{page}", "exec"), {"__name__": "__doc_block__"})
+    with recording() as found:
+        for body in code:
+            exec(compile(body, f"docs/{page}", "exec"), {"__name__": "__doc_block__"})
+    check_warnings(f"docs/{page}", "python", found)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -64,15 +69,19 @@ def test_shell_commands_run(page, tmp_path, capsys):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     (tmp_path / "examples").symlink_to(ROOT / "examples")
+    shell: list = []
     for cmd in commands:
         script = next((s for s in SMALL if s in cmd), None)
         if script is not None:
             out = ["--out", str(tmp_path / "docs")] if "engine_replacement" in script else []
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # tiny budgets do not converge
+            with recording() as found:
                 load_script(script).main(SMALL[script] + out)
+            check_warnings(f"docs/{page}", script, found)
             continue
         assert cmd.startswith(("genpqr ", "echo ")), cmd
         genpqr_cmd = cmd.replace("genpqr ", f"{sys.executable} -m genpqr ", 1) if cmd.startswith("genpqr") else cmd
         proc = subprocess.run(["bash", "-c", genpqr_cmd], cwd=tmp_path, env=env, capture_output=True, text=True)
         assert proc.returncode == 0, f"{cmd}\n{proc.stderr}"
+        shell.append(printed(proc.stdout + proc.stderr))
+    if shell:  # the page's genpqr commands
+        check_warnings(f"docs/{page}", "shell", [w for found in shell for w in found])

@@ -122,9 +122,10 @@ def test_report_figures_from_a_context(tmp_path):
     assert "In-sample" in html
     # nothing was caught (ctx.warnings is empty), yet the failed coverage check is listed:
     # 40 short episodes leave some state-action frequencies at the clip bound, so mean-zero's
-    # mu/pi_hat exceeds the limit
+    # mu/pi_hat exceeds the limit at the states of more than 5% of the rows
     assert model.diagnostics_.max_mu_over_pi > genpqr.diagnostic_checks.COVERAGE_LIMIT
+    assert model.diagnostics_.coverage_share > genpqr.diagnostic_checks.COVERAGE_SHARE
     section = html.split("6. Warnings")[1].split("7. Configuration")[0]
-    assert "CoverageWarning: large coverage constant" in section and "No warnings" not in section
+    assert "CoverageWarning: the recovered reward" in section and "No warnings" not in section
     for img in embedded_images(html):
         assert_not_blank(img)

@@ -29,6 +29,8 @@ from genpqr.models.first_stage import SplineLogit
 from genpqr.policy import FREQUENCY_CHECK_EXCLUSIONS, FrequencyClassifier
 from genpqr.qeval import TabularQModel
 
+from .doc_warnings import check_warnings, recording
+
 ROOT = Path(__file__).resolve().parents[1]
 S, K, GAMMA = 10, 3, 0.9
 GRID = np.arange(S, dtype=float)[:, None]
@@ -275,10 +277,10 @@ def test_model_selection_page_runs():
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) >= 2
     ns: dict = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with recording() as found:
         for block in blocks:
             exec(compile(block, "docs/model_selection.md", "exec"), ns)
+    check_warnings("docs/model_selection.md", "python", found)  # every candidate converges
     search = ns["search"]
     assert search.best_params_.get("q_model__ridge__alpha") == 1.0
     scores = search.cv_results_["mean_test_score"]

@@ -10,6 +10,8 @@
   in; ``genpqr demo`` itself is tested in test_cli.py) and ``make test`` (the whole suite,
   this file included).
 Other fenced blocks (data excerpts, printed output) are not code.
+The warnings each run raises or prints are checked against the page's list in
+tests/doc_warnings.py (none for these pages).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from genpqr.app.cli import main
+
+from .doc_warnings import check_warnings, printed, recording
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {"make demo", "make test"}
@@ -71,9 +75,11 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     blocks = [body for lang, body in _blocks(ROOT / "README.md") if lang == "python"]
     assert len(blocks) >= 2
     monkeypatch.chdir(tmp_path)
-    for i, body in enumerate(blocks):
-        exec(compile(body, f"README.md python block {i}", "exec"), {"__name__": f"readme_{i}"})
+    with recording() as found:
+        for i, body in enumerate(blocks):
+            exec(compile(body, f"README.md python block {i}", "exec"), {"__name__": f"readme_{i}"})
     assert (tmp_path / "model.joblib").exists()
+    check_warnings("README.md", "python", found)
 
 
 @pytest.mark.parametrize("readme", ["README.md", "examples/README.md"])
@@ -83,17 +89,21 @@ def test_readme_shell_blocks_run(readme, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     outs: dict = {}
     ran = 0
-    for command in commands:
-        if command in SKIP:
-            continue
-        argv = shlex.split(command)
-        assert argv[0] == "genpqr", f"{readme}: unexpected command {command!r} (run it here or list it in SKIP)"
-        code = main(_adapt(argv[1:], tmp_path, outs))
-        assert code == 0, f"{readme}: {command!r} failed: {capsys.readouterr().err}"
-        ran += 1
+    with recording() as found:
+        for command in commands:
+            if command in SKIP:
+                continue
+            argv = shlex.split(command)
+            assert argv[0] == "genpqr", f"{readme}: unexpected command {command!r} (run it here or list it in SKIP)"
+            code = main(_adapt(argv[1:], tmp_path, outs))
+            console = capsys.readouterr()
+            assert code == 0, f"{readme}: {command!r} failed: {console.err}"
+            found += printed(console.out + console.err)
+            ran += 1
     assert ran >= 1
     for out in outs.values():
         assert any(Path(out).iterdir())
+    check_warnings(readme, "shell", found)
 
 
 def test_examples_readme_prints_what_the_fit_estimates(tmp_path):

@@ -16,7 +16,7 @@ import genpqr
 from genpqr import normalization as N
 from genpqr import tabular
 from genpqr.app.demo import run_demo
-from genpqr.diagnostic_checks import COVERAGE_LIMIT, failed_diagnostics
+from genpqr.diagnostic_checks import COVERAGE_LIMIT, COVERAGE_SHARE, failed_diagnostics, poorly_covered
 from genpqr.envs import random_mdp
 from genpqr.estimator import Diagnostics
 from genpqr.exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
@@ -49,6 +49,21 @@ def test_each_failed_check_gives_one_warning_and_passing_checks_none():
     assert failed_diagnostics(diag(converged=False, solver="direct"), **kw) == []
     message = failed_diagnostics(diag(converged=False), **kw, early_stopping=True)[0][1]
     assert "held-out Bellman residual" in message and "1e-09" in message
+
+
+def test_coverage_check_fires_on_the_share_of_rows_not_on_one_state():
+    """A huge mu/pi_hat at states holding a few rows hardly moves the behaviour-weighted reward
+    error (diagnostic_checks): silent up to COVERAGE_SHARE of the rows, a warning naming the
+    output above it; without the share (older models) the maximum alone decides."""
+    kw = dict(normalization="anchor", clip=(0.01, 0.99), min_support=30, tol=1e-6)
+    assert failed_diagnostics(diag(max_mu_over_pi=1e4, coverage_share=COVERAGE_SHARE), **kw) == []
+    [(category, message)] = failed_diagnostics(diag(max_mu_over_pi=25.0, coverage_share=0.06), **kw)
+    assert category is CoverageWarning and "at the states of 6.0% of the rows" in message
+    assert "rewards.csv" in message and "parameters.csv) does not use the normalization" in message
+    assert failed_diagnostics(diag(max_mu_over_pi=25.0), **kw)[0][0] is CoverageWarning  # share unknown (NaN)
+    mu = np.array([[1.0, 0.0], [1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+    proba = np.array([[0.04, 0.96], [0.06, 0.94], [0.02, 0.98], [0.0, 1.0]])
+    np.testing.assert_array_equal(poorly_covered(mu, proba), [True, False, True, False])
 
 
 def test_a_fit_that_did_not_converge_says_so_in_the_report(tmp_path, capsys):
@@ -289,5 +304,8 @@ def test_demo_prints_its_warnings_as_lines_not_source_code(tmp_path, capsys):
         warnings.simplefilter("error")  # nothing escapes as a raw Python warning
         result = run_demo(tmp_path, n_states=12, n_episodes=300, seed=1)
     out = capsys.readouterr().out
-    assert result["warnings"][0].startswith("CoverageWarning: large coverage constant")  # anchor 0 is rare here
+    assert result["warnings"][0].startswith("CoverageWarning: the recovered reward")  # anchor 0 is rare here
     assert "1 warning(s) from the fits" in out and f"  {result['warnings'][0]}" in out
+    # explained by its cost, measured against the truth
+    split = result["coverage"]
+    assert f"RMSE is {split['rmse_flagged']:.3g} at the {split['n_flagged']} state(s) it means" in out

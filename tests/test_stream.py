@@ -14,6 +14,10 @@ from genpqr.normalization import anchor_action, mean_zero
 from genpqr.stream import ParquetSource, TabularCounts, concatenate_chunks, tabular_chunk_counts
 from genpqr.stream_fit import fit_parquet
 
+from genpqr.exceptions import CoverageWarning
+
+from .doc_warnings import check_warnings, printed, recording
+
 COLS = dict(episode="ep", time="t", action="a")
 
 
@@ -137,7 +141,26 @@ def test_tabular_out_of_core_equals_in_memory(tmp_path, normalization):
         (r.n_transitions, r.n_episodes, r.n_last_choices, r.support_count, r.action_counts)
     assert d.policy_log_loss == pytest.approx(r.policy_log_loss, abs=1e-12)
     assert d.clip == r.clip and d.clip_rule == r.clip_rule
+    assert d.max_mu_over_pi == pytest.approx(r.max_mu_over_pi, rel=1e-10)
+    assert d.coverage_share == pytest.approx(r.coverage_share, abs=1e-12)  # summed over chunks
     assert list(got.reward_table().columns) == ["go", "stay", "wait"]
+
+
+def test_streamed_coverage_share_equals_in_memory(tmp_path):
+    """The share of rows behind the coverage check adds up over chunks: an anchor ("go") made
+    rare at states 0-2 flags their rows in both fits alike."""
+    frame = panel(n_episodes=150, seed=5)
+    rare = (frame.s < 3) & (frame.a == "go") & (np.random.default_rng(0).random(len(frame)) < 0.95)
+    frame.loc[rare, "a"] = "stay"
+    folder = write_folder(frame, tmp_path / "d", n_files=4, row_group_size=53)
+    est = GenPQR(q_model="exact", gamma=0.9, normalization=anchor_action("go"), progress=False)
+    with pytest.warns(CoverageWarning, match="rests on rarely taken actions"):
+        ref = GenPQR(**est.get_params(deep=False)).fit(from_pandas(frame, state="s", terminated="done", **COLS))
+    with pytest.warns(CoverageWarning, match="rests on rarely taken actions"):
+        got = fit_parquet(est, folder, state="s", terminated="done", chunk_rows=70, progress=False, **COLS)
+    share = np.mean(frame.s < 3)  # frequencies: "go" below 1/20 at exactly these states
+    assert ref.diagnostics_.coverage_share == pytest.approx(share, abs=1e-12)
+    assert got.diagnostics_.coverage_share == pytest.approx(share, abs=1e-12)
 
 
 def test_tabular_auto_clip_from_counts_matches(tmp_path):
@@ -245,17 +268,30 @@ def test_cli_fits_a_parquet_folder_out_of_core(tmp_path, capsys):
     assert bad == 2 and "cannot be used out of core" in capsys.readouterr().err
 
 
-def test_docs_page_python_example_runs(tmp_path, monkeypatch):
+def test_docs_page_python_example_runs(tmp_path, monkeypatch, capsys):
+    """docs/out_of_core.md: its python blocks and its genpqr command run, with the warnings the page explains."""
     import re
+    import shlex
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "out_of_core.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks
     monkeypatch.chdir(tmp_path)
-    for block in blocks:
-        exec(compile(block, "out_of_core.md", "exec"), {})
+    with recording() as found:
+        for block in blocks:
+            exec(compile(block, "out_of_core.md", "exec"), {})
     assert (tmp_path / "model.joblib").exists()
+    check_warnings("docs/out_of_core.md", "python", found)
+    # the page's command, on the folder the first block wrote
+    from genpqr.app.cli import main
+
+    command = re.search(r"```\n(genpqr fit logs/.*?)```", text, flags=re.S).group(1).replace("\\\n", " ")
+    with recording() as found:
+        assert main(shlex.split(command)[1:] + ["--quiet"]) == 0
+    console = capsys.readouterr()
+    assert (tmp_path / "fit-out" / "rewards.csv").exists()
+    check_warnings("docs/out_of_core.md", "shell", found + printed(console.out + console.err))
 
 
 def test_tabular_with_a_given_kernel_equals_in_memory(tmp_path):

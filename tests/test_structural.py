@@ -16,6 +16,8 @@ from genpqr.app import cli
 from genpqr.structural import ddc, estimation as structural
 from genpqr.envs.rust import bus_engine, simulate_buses
 
+from .doc_warnings import check_warnings, printed, recording
+
 RUST9999 = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
 
 
@@ -319,16 +321,26 @@ def test_docs_page_main_command_runs(tmp_path, capsys, monkeypatch):
     assert any(kind == "bash" for kind, _ in runnable) and any(kind == "python" for kind, _ in runnable)
     monkeypatch.chdir(tmp_path)
     namespace = {}
+    found = {"python": [], "shell": []}
     for kind, code in runnable:
         if kind == "python":
-            exec(compile(code, "structural_estimation.md", "exec"), namespace)
+            with recording() as caught:
+                exec(compile(code, "structural_estimation.md", "exec"), namespace)
+            found["python"] += caught
             continue
         for command in code.replace("\\\n", " ").splitlines():
             command = command.split("#")[0].strip()
             if command.startswith("genpqr "):
-                assert cli.main(shlex.split(command)[1:] + ["--quiet"]) == 0, command
+                with recording() as caught:
+                    assert cli.main(shlex.split(command)[1:] + ["--quiet"]) == 0, command
+                console = capsys.readouterr()
+                found["shell"] += caught + printed(console.out + console.err)
+                # the fit's own warnings are printed apart from the structural step's, under a heading
+                # naming rewards.csv (and saying that parameters.csv is not concerned)
+                assert "warning(s) about rewards.csv, the nonparametric reward (not parameters.csv" in console.out
     assert (tmp_path / "fit" / "parameters.csv").exists()
-    capsys.readouterr()
+    for part, caught in found.items():
+        check_warnings("docs/structural_estimation.md", part, caught)
 
 
 @pytest.mark.slow

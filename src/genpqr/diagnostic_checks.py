@@ -17,11 +17,24 @@ Checks and thresholds
   where some action is floored (:func:`genpqr.clipping.clip_binds_message`); continuous: the
   observed actions' log-densities hit ``min_log_density``. ``log pi`` there is the bound, not an
   estimate.
-- **coverage**: the coverage constant ``max mu/pi_hat`` exceeds ``COVERAGE_LIMIT`` (20): at
-  some logged state the normalization leans on an action the behaviour takes less than once
-  in 20 times (for an anchor). The paper's reward-recovery bound (Theorem "Reward recovery
-  bound") multiplies the Q and policy errors by ``1 + sqrt(C_mu/pi)``, above 5.5 here; the
-  paper's advice is not to anchor on a rarely observed action.
+- **coverage**: at the states of more than ``COVERAGE_SHARE`` (5%) of the logged rows the
+  normalization weights an action with ``mu/pi_hat`` above ``COVERAGE_LIMIT`` (20): the
+  reward there is read off ``log pi_hat`` of an action the behaviour takes less than once in 20
+  times (for an anchor). The paper's reward-recovery bound (Theorem "Reward recovery bound")
+  multiplies the Q and policy errors by ``1 + sqrt(C_mu/pi)``, ``C_mu/pi = max mu/pi_hat``,
+  and that maximum enters only through ``E_beh[(mu/pi) f^2] <= C_mu/pi ||f||^2`` (its proof,
+  with ``f`` the Q error): splitting the rows at the limit ``L`` gives
+  ``E_beh[(mu/pi) f^2] <= L ||f||^2 + rho(B) max_B sum_a mu f^2``, where ``B`` are the poorly
+  covered states and ``rho(B)`` their share of the rows (:attr:`Diagnostics.coverage_share`).
+  A single rarely visited state with a tiny anchor probability (a maximum of 1e4 on 0.1% of
+  the rows) thus hardly moves the behaviour-weighted reward error the theorem bounds, while a
+  normalization on an action rare at many visited states (Rust's bus with ``anchor:1``, the
+  replacement, taken about once in 100 bus-months) does; the warning fires for the latter
+  only. It concerns the recovered reward (``model.reward``, ``rewards.csv``) and what is
+  computed from it (counterfactuals on it, the projection estimator); a structural MLE
+  (``genpqr fit --features``, NPL/NFXP) does not use the normalization. ``max mu/pi_hat`` is
+  printed by ``summary()`` and the report either way. Without the share (continuous actions, a
+  model saved before it existed) the check is on the maximum alone.
 - **support**: fewer than ``min_support`` rows take an action with weight under mu
   (continuous: the effective sample size of the importance weights ``mu/pi_hat``).
 - **unvisited states** (exact tabular path): some states have no observed choice, so their
@@ -38,10 +51,26 @@ import numpy as np
 from .clipping import CLIP_WARN_FRACTION, clip_binds_message
 from .exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
 
-__all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "failed_diagnostics", "emit"]
+__all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "REWARD_OUTPUT", "MLE_UNAFFECTED", "poorly_covered",
+           "failed_diagnostics", "emit"]
 
 CLIP_SHARE = CLIP_WARN_FRACTION
 COVERAGE_LIMIT = 20.0
+COVERAGE_SHARE = 0.05
+#: What the recovered reward is, in the API and in ``genpqr fit``'s files (warnings name it).
+REWARD_OUTPUT = "the recovered reward (model.reward / reward_table(); genpqr fit: rewards.csv)"
+#: What the normalization and the first stage do not touch (warnings about them say so).
+MLE_UNAFFECTED = ("a structural MLE (genpqr fit --features, npl/nfxp: parameters.csv) does not use the normalization, "
+                  "the clip or the first stage and is not affected")
+
+
+def poorly_covered(mu, proba) -> np.ndarray:
+    """Per row, shape (n,): whether the normalization weights an action with ``mu/pi_hat`` above
+    :data:`COVERAGE_LIMIT` at the row's state (``mu``, ``proba`` of shape (n, K))."""
+    mu = np.asarray(mu, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(mu > 0, mu / np.asarray(proba, dtype=np.float64), 0.0)
+    return np.max(ratio, axis=1, initial=0.0) > COVERAGE_LIMIT
 
 
 def _convergence(diag, tol, early_stopping, max_iterations=None):
@@ -63,7 +92,8 @@ def _convergence(diag, tol, early_stopping, max_iterations=None):
         advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
     return (ConvergenceWarning,
             f"FQE did not converge: it {why} with the Bellman targets still moving (last max change {change}, "
-            f"{tol_text}); the Q estimate is not a fixed point and the reward depends on where it stopped ({advice})")
+            f"{tol_text}); the Q estimate is not a fixed point and {REWARD_OUTPUT} depends on where it stopped "
+            f"({advice})")
 
 
 def _clipping(diag, clip):
@@ -72,8 +102,8 @@ def _clipping(diag, clip):
             return None
         return (ClippingWarning,
                 f"{diag.fraction_clipped:.1%} of the observed actions' log densities hit the floor {clip}: there "
-                f"u = log pi_hat is replaced by the floor, so the rewards and Q-values of those actions are pulled "
-                f"toward it and decided by the floor, not the data; lower it or set min_log_density=None (the "
+                f"u = log pi_hat is replaced by the floor, so {REWARD_OUTPUT} and the Q-values of those actions are "
+                f"pulled toward it and decided by the floor, not the data; lower it or set min_log_density=None (the "
                 f"default, no floor)")
     bounds = getattr(diag, "clip", None) or clip
     message = clip_binds_message(diag.fraction_clipped, getattr(diag, "fraction_floored", 0.0), bounds,
@@ -81,14 +111,26 @@ def _clipping(diag, clip):
     return None if message is None else (ClippingWarning, message)
 
 
-def _coverage(diag):
+def _coverage(diag, normalization):
     c = diag.max_mu_over_pi
+    share = getattr(diag, "coverage_share", float("nan"))
     if not (np.isfinite(c) and c > COVERAGE_LIMIT):
         return None
+    if np.isfinite(share):
+        if share <= COVERAGE_SHARE:
+            return None
+        where = (f"at the states of {share:.1%} of the rows (the check allows {COVERAGE_SHARE:.0%}) the normalization "
+                 f"({normalization}) weights an action taken there less than once in {COVERAGE_LIMIT:g} times "
+                 f"(mu/pi_hat up to {c:.3g})")
+    else:
+        where = (f"the coverage constant max mu/pi_hat is {c:.3g} (> {COVERAGE_LIMIT:g}): at some logged state the "
+                 f"normalization ({normalization}) weights an action the behaviour rarely takes there")
     return (CoverageWarning,
-            f"large coverage constant max mu/pi_hat = {c:.3g} (> {COVERAGE_LIMIT:g}): at some logged state the "
-            f"normalization weights an action the behaviour rarely takes there, and the reward error bound grows "
-            f"with this constant; consider another normalization (e.g. an action taken everywhere)")
+            f"{REWARD_OUTPUT} rests on rarely taken actions: {where}, so the reward there is read off the log "
+            f"probability of a rare action and its error bound grows with sqrt(mu/pi_hat); a normalization weighting "
+            f"only actions common at those states (e.g. an anchor on the action taken there most) would firm it up, "
+            f"if it suits what you know about the reward. Counterfactuals and the projection estimator computed from this reward inherit it; "
+            f"{MLE_UNAFFECTED}")
 
 
 def _support(diag, normalization, min_support):
@@ -100,13 +142,14 @@ def _support(diag, normalization, min_support):
             return None
         return (WeakSupportWarning,
                 f"weak support for mu ({normalization}): the importance weights mu/pi_hat at the training rows have "
-                f"an effective sample size of {ess:.1f} (min_support={min_support}); the reward where pi_hat has "
-                "little mass rests on extrapolation")
+                f"an effective sample size of {ess:.1f} (min_support={min_support}); {REWARD_OUTPUT} where pi_hat "
+                "has little mass rests on extrapolation")
     if diag.support_count >= min_support:
         return None
     return (WeakSupportWarning,
             f"weak support for the normalization ({normalization}): only {diag.support_count} of "
-            f"{diag.n_transitions} rows take an action with positive weight under mu (min_support={min_support})")
+            f"{diag.n_transitions} rows take an action with positive weight under mu (min_support={min_support}): "
+            f"{REWARD_OUTPUT} rests on these few choices; {MLE_UNAFFECTED}")
 
 
 def _unvisited(diag):
@@ -118,16 +161,18 @@ def _unvisited(diag):
     n_states = getattr(diag, "n_states", 0) or "the"
     return (WeakSupportWarning,
             f"{len(missing)} of {n_states} states have no observed choice (e.g. state_index "
-            f"{short_list(missing, 5)}): their rewards are not identified by the data, only extrapolated by the "
-            f"policy model (a frequency policy gives them the overall action frequencies); visited_states_ marks them "
-            f"(genpqr fit: visited=False in rewards.csv and hollow in the report's figures)")
+            f"{short_list(missing, 5)}): {REWARD_OUTPUT} at those states is not identified by the data, only "
+            f"extrapolated by the policy model (a frequency policy gives them the overall action frequencies); "
+            f"visited_states_ marks them (genpqr fit: visited=False in rewards.csv and hollow in the report's figures). "
+            f"The reward at the visited states is not affected, nor is a structural MLE (its likelihood has only the "
+            f"observed choices)")
 
 
 def failed_diagnostics(diag, *, normalization: str = "", clip=None, min_support=None, tol=None,
                        early_stopping: bool = False, max_iterations=None) -> list:
     """``[(warning category, message), ...]``: one per failed check (see the module docstring).
     ``max_iterations``: the FQE iteration limit (tells a run that hit it from one stopped early)."""
-    found = [_unvisited(diag), _support(diag, normalization, min_support), _clipping(diag, clip), _coverage(diag),
+    found = [_unvisited(diag), _support(diag, normalization, min_support), _clipping(diag, clip), _coverage(diag, normalization),
              _convergence(diag, tol, early_stopping, max_iterations)]
     return [f for f in found if f is not None]
 

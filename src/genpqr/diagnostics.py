@@ -141,6 +141,10 @@ class Diagnostics(FitDiagnostics):
     unvisited_states : list of int
         Exact tabular path: the state indices with no observed choice (``~visited_states_``):
         their rewards are not identified by the data (a failed check, so a warning).
+    coverage_share : float
+        Share of rows at whose state the normalization weights an action with ``mu/pi_hat``
+        above :data:`genpqr.diagnostic_checks.COVERAGE_LIMIT` (the rows behind a large
+        ``max_mu_over_pi``; the coverage check fires on this share). NaN when unknown.
     """
 
     action_counts: dict
@@ -151,6 +155,7 @@ class Diagnostics(FitDiagnostics):
     fraction_floored: float = 0.0
     clip: tuple = (0.0, 1.0)
     clip_rule: str = ""
+    coverage_share: float = float("nan")
 
 
 @dataclass(kw_only=True, repr=False)

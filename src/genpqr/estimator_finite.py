@@ -20,7 +20,7 @@ from sklearn.preprocessing import StandardScaler
 from . import tabular
 from ._checks import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
 from .clipping import clip_fractions, mu_expectation, safe_log
-from .diagnostic_checks import emit, failed_diagnostics
+from .diagnostic_checks import emit, failed_diagnostics, poorly_covered
 from .diagnostics import Diagnostics, FitSummary
 from .first_stage import FirstStageChoice, choose_tabular_policy, given_first_stage, state_is_ordered
 from .normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
@@ -221,6 +221,7 @@ class FinitePath:
             fraction_floored=clip_fractions(raw, data.actions, self.policy_.clip)[1],
             clip=tuple(float(c) for c in self.policy_.clip), clip_rule=self.policy_.clip_rule,
             max_mu_over_pi=float(np.max(mu_rows / proba)),
+            coverage_share=float(np.mean(poorly_covered(mu_rows, proba))),
             n_last_choices=data.n_choice_only,
             **extra,
         )
@@ -268,7 +269,10 @@ class FinitePath:
         new.stage2_ = ExactStage2(recovery, old.kernel, old.counts)
         visited = counts.sum(axis=1) > 0
         ratio = float(np.max((mu / np.exp(u))[visited])) if visited.any() else float("nan")
-        new.diagnostics_ = dataclasses.replace(self.diagnostics_, max_mu_over_pi=ratio, warnings=[])
+        visits = counts.sum(axis=1)
+        share = float(visits @ poorly_covered(mu, np.exp(u)) / visits.sum()) if visited.any() else float("nan")
+        new.diagnostics_ = dataclasses.replace(self.diagnostics_, max_mu_over_pi=ratio, coverage_share=share,
+                                               warnings=[])
         return new
 
     def _exact_value_difference(self, pols, states):

@@ -178,7 +178,8 @@ class FQE(BaseEstimator):
         if self.tol is not None and not converged and not self.validation_fraction:
             warnings.warn(
                 f"FQE did not reach tol={self.tol:g} in {self.n_iterations} iterations (last target change "
-                f"{self.history_.target_change[-1]:.3g}); raise n_iterations or tol",
+                f"{self.history_.target_change[-1]:.3g}): its Q (predict_q) is not a fixed point; raise n_iterations "
+                f"or tol",
                 ConvergenceWarning, stacklevel=2,
             )
         return self
@@ -296,7 +297,8 @@ class FQE(BaseEstimator):
         self.state_dim_, self.action_dim_ = states.shape[1], actions.shape[1]
         if self.tol is not None and not converged:
             warnings.warn(f"continuous FQE did not reach tol={self.tol:g} in {self.n_iterations} iterations (last "
-                          f"target change {self.history_.target_change[-1]:.3g}); raise n_iterations or tol",
+                          f"target change {self.history_.target_change[-1]:.3g}): its Q (predict_q) is not a fixed "
+                          f"point; raise n_iterations or tol",
                           ConvergenceWarning, stacklevel=3)
         return self
 

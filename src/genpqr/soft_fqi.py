@@ -110,7 +110,9 @@ class SoftFQI(BaseEstimator):
         self.n_iter_ = len(self.history_.target_change)
         if self.tol is not None and not self.converged_:
             warnings.warn(f"soft FQI did not reach tol={self.tol:g} in {self.n_iterations} iterations (last target "
-                          f"change {self.history_.target_change[-1]:.3g})", ConvergenceWarning, stacklevel=2)
+                          f"change {self.history_.target_change[-1]:.3g}): its soft Q (q, policy; the counterfactual "
+                          f"policy of soft_counterfactual) is not a fixed point and depends on where it stopped; raise "
+                          f"n_iterations", ConvergenceWarning, stacklevel=2)
         return self
 
     def _loop(self, X, a, r, X2, discount, K):

@@ -166,6 +166,9 @@ class ChoiceSummary:
         Rows with ``mu(a_i|s_i) > 0``; ``-sum log pi_hat(a_i|s_i)``; rows whose observed action
         hits a clip bound; rows where some action is below the lower bound.
     max_mu_over_pi : float
+    poorly_covered : float
+        Rows at whose state ``mu/pi_hat`` exceeds the coverage limit for some action
+        (:func:`genpqr.diagnostic_checks.poorly_covered`).
     """
 
     n: float
@@ -180,13 +183,15 @@ class ChoiceSummary:
     clipped: float
     floored: float
     max_mu_over_pi: float
+    poorly_covered: float = 0.0
 
     def __add__(self, o: "ChoiceSummary") -> "ChoiceSummary":
         return ChoiceSummary(self.n + o.n, self.n_episodes + o.n_episodes, self.n_choice_only + o.n_choice_only,
                              self.action_counts + o.action_counts, self.trans_action_counts + o.trans_action_counts,
                              np.maximum(self.mu_max, o.mu_max), np.maximum(self.trans_mu_max, o.trans_mu_max),
                              self.support + o.support, self.log_loss + o.log_loss, self.clipped + o.clipped,
-                             self.floored + o.floored, max(self.max_mu_over_pi, o.max_mu_over_pi))
+                             self.floored + o.floored, max(self.max_mu_over_pi, o.max_mu_over_pi),
+                             self.poorly_covered + o.poorly_covered)
 
 
 def choice_summary(raw, actions, mu, clip, *, has_next, weights=None, n_episodes: int = 0) -> ChoiceSummary:
@@ -194,6 +199,7 @@ def choice_summary(raw, actions, mu, clip, *, has_next, weights=None, n_episodes
     observed ``actions`` (m,), normalization weights ``mu`` (m, K), ``clip`` bounds,
     ``has_next`` (m,) bool (a complete transition) and optional row ``weights`` (m,) (counts,
     for the tabular path's one row per (s, a))."""
+    from .diagnostic_checks import poorly_covered
     from .policy import clip_proba
 
     raw = np.asarray(raw, dtype=np.float64)
@@ -213,7 +219,7 @@ def choice_summary(raw, actions, mu, clip, *, has_next, weights=None, n_episodes
                          mu.max(axis=0) if m else zero, mu[has_next].max(axis=0) if has_next.any() else zero,
                          float(np.sum(w[mu[rows, actions] > 0])), float(-np.sum(w * log_p)),
                          float(np.sum(w[hit])), float(np.sum(w[floored])),
-                         float(np.max(mu / proba)) if m else 0.0)
+                         float(np.max(mu / proba)) if m else 0.0, float(np.sum(w[poorly_covered(mu, proba)])))
 
 
 def concatenate_chunks(parts: Sequence[Transitions]) -> Transitions:

@@ -180,7 +180,8 @@ def make_diagnostics(est, summary, extra=None):
         support_count=int(summary.support), policy_log_loss=summary.log_loss / n, policy_log_loss_kind="in-sample",
         fraction_clipped=summary.clipped / n, fraction_floored=summary.floored / n,
         clip=tuple(float(c) for c in est.policy_.clip), clip_rule=est.policy_.clip_rule,
-        max_mu_over_pi=summary.max_mu_over_pi, n_last_choices=int(summary.n_choice_only), **extra)
+        max_mu_over_pi=summary.max_mu_over_pi, coverage_share=summary.poorly_covered / n,
+        n_last_choices=int(summary.n_choice_only), **extra)
     failures = failed_diagnostics(diag, normalization=est.normalization_.describe(), clip=est.policy_.clip,
                                   min_support=est.min_support, tol=est.tol, early_stopping=False)
     diag.warnings = emit(failures, stacklevel=4)

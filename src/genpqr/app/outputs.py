@@ -6,21 +6,22 @@ discrete (:mod:`genpqr.app.workflow`) and continuous (:mod:`genpqr.app.fit_conti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import FitConfig
+from .report_base import warning_sections
 
 __all__ = ["FitOutputs", "write_outputs", "warning_messages", "closing_lines"]
 
-
-def closing_lines(files: dict, warnings_: list, where: str = "") -> list:
+def closing_lines(files: dict, warnings_: list, where: str = "", structural_warnings=(), estimator=None) -> list:
     """The end of a fit's console summary: the files written, then the warnings (``where``
-    says where else they appear, e.g. " (also in the report)")."""
+    says where else they appear, e.g. " (also in the report)"), grouped by the output they
+    concern when the fit has structural estimates (:func:`warning_sections`)."""
     lines = ["wrote:", *(f"  {path}" for path in files.values())]
-    if warnings_:
-        lines.append(f"{len(warnings_)} warning(s){where}:")
-        lines += [f"  {w}" for w in warnings_]
+    for heading, group in warning_sections(warnings_, structural_warnings, estimator):
+        lines.append(f"{len(group)} warning(s){' ' + heading if heading else ''}{where}:")
+        lines += [f"  {w}" for w in group]
     return lines
 
 
@@ -54,6 +55,9 @@ class FitOutputs:
         model's ``first_stage_``, printed by its ``summary()``.
     structural : StructuralFit or None
         With features: the structural estimates (:mod:`genpqr.app.structural`).
+    structural_warnings : list of str
+        The warnings of the structural step (also in ``warnings``): they concern
+        ``parameters.csv``; the others concern ``rewards.csv`` (:func:`warning_sections`).
     """
 
     config: FitConfig
@@ -69,6 +73,7 @@ class FitOutputs:
     projection_r2: float | None = None
     first_stage: object = None
     structural: object = None
+    structural_warnings: list = field(default_factory=list)
 
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
@@ -93,7 +98,9 @@ class FitOutputs:
             for _, row in self.parameters.iterrows():
                 ci = (f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]" if "ci_low" in row else "")
                 lines.append(f"    {row['parameter']}: {row['estimate']:.4g}{ci}")
-        return "\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)"))
+        estimator = None if self.structural is None else self.config.estimator
+        return "\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)",
+                                               self.structural_warnings, estimator))
 
 
 def write_outputs(outputs: FitOutputs, n_rows: int) -> None:

@@ -67,7 +67,8 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
                          parameters=outputs.parameters, projection_r2=outputs.projection_r2,
                          bootstrap=outputs.bootstrap, warnings=list(outputs.warnings), tabular=outputs.tabular,
                          state_names=list(config.state), state_labels=state_labels, level=config.level,
-                         structural=getattr(outputs, "structural", None))
+                         structural=getattr(outputs, "structural", None),
+                         structural_warnings=list(getattr(outputs, "structural_warnings", None) or []))
 
 
 # ============================================================================ pieces computed from the model

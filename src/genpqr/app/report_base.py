@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["ReportContext", "ReportFigure", "MAX_TABLE_ROWS", "MAX_PD_COLUMNS", "data_summary", "report_warnings",
+           "report_warning_groups", "warning_sections", "REWARD_SIDE",
            "new_figure", "fig_convergence", "figure_png", "png_data_uri", "format_value", "table_view", "render_page"]
 
 MAX_TABLE_ROWS = 60
@@ -61,6 +62,9 @@ class ReportContext:
         Continuous actions: the action column(s).
     structural : StructuralFit or None
         With features: the structural estimates (:func:`genpqr.app.structural.report_section`).
+    structural_warnings : list of str
+        The structural step's warnings (also in ``warnings``): listed apart, as concerning
+        ``parameters.csv`` (:func:`warning_sections`).
     """
 
     model: object
@@ -79,6 +83,7 @@ class ReportContext:
     continuous: bool = False
     action_names: list = field(default_factory=list)
     structural: object = None
+    structural_warnings: list = field(default_factory=list)
 
 
 @dataclass
@@ -106,6 +111,34 @@ def data_summary(data, config, n_rows: int | None = None) -> dict:
     return summary
 
 
+#: What the fit's own warnings concern when the structural estimates are printed beside them, per
+#: ``--estimator`` (the MLE does not use the normalization, the clip or the first stage; PML starts
+#: from the first stage; the projection is fitted to the reward table).
+REWARD_SIDE = {
+    "npl": "rewards.csv, the nonparametric reward (not parameters.csv: the npl MLE does not use the normalization, "
+           "the clip or the first stage)",
+    "nfxp": "rewards.csv, the nonparametric reward (not parameters.csv: the nfxp MLE does not use the normalization, "
+            "the clip or the first stage)",
+    "pml": "rewards.csv, the nonparametric reward, and the first stage that pml's estimates in parameters.csv start "
+           "from (warnings about the normalization alone do not concern them)",
+    "projection": "rewards.csv, the nonparametric reward, and so the projection estimates in parameters.csv, "
+                  "which are fitted to it",
+}
+
+
+def warning_sections(warnings_: list, structural_warnings=(), estimator: str | None = None) -> list:
+    """``[(heading, lines), ...]``: a fit's warnings grouped by the output they concern. Without
+    a structural step one group with an empty heading; with one (``estimator`` given), the
+    fit's own warnings (about ``rewards.csv``; :data:`REWARD_SIDE`) apart from the structural
+    step's (about ``parameters.csv``). Empty groups are left out."""
+    if estimator is None:
+        return [("", list(warnings_))] if warnings_ else []
+    own = [w for w in warnings_ if w not in set(structural_warnings)]
+    sections = [(f"about {REWARD_SIDE.get(estimator, 'rewards.csv, the nonparametric reward')}", own),
+                (f"about parameters.csv, the structural estimates ({estimator})", list(structural_warnings))]
+    return [(heading, lines) for heading, lines in sections if lines]
+
+
 def report_warnings(ctx) -> list:
     """The warnings the report lists: those raised during the fit (``ctx.warnings``) and every
     failed diagnostic check of the model (``diagnostics_.warnings``, from
@@ -113,6 +146,13 @@ def report_warnings(ctx) -> list:
     were caught), without repeats."""
     derived = getattr(getattr(ctx.model, "diagnostics_", None), "warnings", None) or []
     return list(dict.fromkeys([*ctx.warnings, *derived]))
+
+
+def report_warning_groups(ctx) -> list:
+    """:func:`report_warnings` grouped by the output they concern: ``[(heading, lines), ...]``
+    (one group with an empty heading unless the fit has structural estimates)."""
+    estimator = getattr(ctx.structural, "estimator", None) if ctx.structural is not None else None
+    return warning_sections(report_warnings(ctx), ctx.structural_warnings, estimator)
 
 
 # ============================================================================ figures
@@ -194,5 +234,6 @@ def render_page(template: str, ctx: ReportContext, figures: list, **values) -> s
     config_path = shlex.quote(str(Path(folder) / "config.json")) if folder else "config.json"
     return _environment().get_template(template).render(
         title=ctx.title, version=__version__, generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
-        figures=by_section, warnings=report_warnings(ctx), config_path=config_path,
+        figures=by_section, warnings=report_warnings(ctx), warning_groups=report_warning_groups(ctx),
+        config_path=config_path,
         config_is_absolute=bool(folder), config_json=json.dumps(ctx.config, indent=2, default=str), **values)

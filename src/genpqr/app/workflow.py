@@ -62,7 +62,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +107,7 @@ class _DiscreteFit:
     names: list | None = None
     boot: object = None
     structural: object = None
+    structural_warnings: list = field(default_factory=list)
 
 
 def run_fit(config: FitConfig) -> FitOutputs:
@@ -205,7 +206,10 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
     if fit.features is not None:
         from .structural import structural_from_model
 
-        fit.structural = structural_from_model(model, data, fit.features, fit.names, config.estimator)
+        with warnings.catch_warnings(record=True) as caught:  # printed apart: they concern parameters.csv
+            warnings.simplefilter("always")
+            fit.structural = structural_from_model(model, data, fit.features, fit.names, config.estimator)
+        fit.structural_warnings = warning_messages(caught)
         model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
     return fit
 
@@ -224,8 +228,9 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
         projection, r2 = projected_parameters(fit.model, fit.features, fit.names, fit.boot, config.level)
         parameters = parameters_table(fit.structural, config.level, fit.boot,
                                       projection if config.estimator == "projection" else None)
-    return FitOutputs(config, fit.model, fit.data, rewards, parameters, fit.boot, messages, {}, tabular, fit.index,
-                      r2, fit.first_stage, fit.structural)
+    return FitOutputs(config, fit.model, fit.data, rewards, parameters, fit.boot,
+                      list(dict.fromkeys(messages + fit.structural_warnings)), {}, tabular, fit.index, r2,
+                      fit.first_stage, fit.structural, structural_warnings=fit.structural_warnings)
 
 
 def check_before_fit(config: FitConfig, data, index) -> None:
@@ -243,8 +248,8 @@ def check_before_fit(config: FitConfig, data, index) -> None:
                          f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
     if index is not None and index.n_states > data.n / 2:
         warnings.warn(f"{index.n_states} states for {data.n} transitions: most states are visited about once, so "
-                      f"the tabular estimates are noisy (consider --bins or a continuous --q-model)",
-                      WeakSupportWarning)
+                      f"the recovered reward (rewards.csv) is noisy at most states (consider --bins or a continuous "
+                      f"--q-model)", WeakSupportWarning)
 
 
 # ============================================================================ command line
