@@ -163,8 +163,8 @@ def clip_binds_message(fraction_observed: float, fraction_floored: float, bounds
     auto = "" if rule.startswith("auto") else ("--clip auto / clip='auto' (bounds that bind on no observed "
                                                   "action), ")
     return (f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the recovered reward "
-            f"(model.reward; genpqr fit: rewards.csv) and the Q-values of those actions are pulled toward log(bound) and "
-            f"decided by the clip, not the data{spread} (a structural MLE, npl/nfxp, does not use the clip). "
+            f"(model.reward; genpqr fit: rewards.csv) and the Q-values of those actions are pulled toward log(bound) "
+            f"and decided by the clip, not the data{spread} (a structural MLE, npl/nfxp, does not use the clip). "
             f"Change it with {auto}a smoother policy model (--policy-model spline for an ordered state, or "
             f"logistic; genpqr.models.first_stage.SplineLogit), or --clip none / clip=None (no clip; needs positive "
             f"probabilities).")

@@ -129,8 +129,8 @@ def _coverage(diag, normalization):
             f"{REWARD_OUTPUT} rests on rarely taken actions: {where}, so the reward there is read off the log "
             f"probability of a rare action and its error bound grows with sqrt(mu/pi_hat); a normalization weighting "
             f"only actions common at those states (e.g. an anchor on the action taken there most) would firm it up, "
-            f"if it suits what you know about the reward. Counterfactuals and the projection estimator computed from this reward inherit it; "
-            f"{MLE_UNAFFECTED}")
+            f"if it suits what you know about the reward. Counterfactuals and the projection estimator computed from "
+            f"this reward inherit it; {MLE_UNAFFECTED}")
 
 
 def _support(diag, normalization, min_support):
@@ -163,17 +163,17 @@ def _unvisited(diag):
             f"{len(missing)} of {n_states} states have no observed choice (e.g. state_index "
             f"{short_list(missing, 5)}): {REWARD_OUTPUT} at those states is not identified by the data, only "
             f"extrapolated by the policy model (a frequency policy gives them the overall action frequencies); "
-            f"visited_states_ marks them (genpqr fit: visited=False in rewards.csv and hollow in the report's figures). "
-            f"The reward at the visited states is not affected, nor is a structural MLE (its likelihood has only the "
-            f"observed choices)")
+            f"visited_states_ marks them (genpqr fit: visited=False in rewards.csv and hollow in the report's "
+            f"figures). A structural MLE is not affected: its flow utility there is the features' and its likelihood has only "
+            f"the observed choices")
 
 
 def failed_diagnostics(diag, *, normalization: str = "", clip=None, min_support=None, tol=None,
                        early_stopping: bool = False, max_iterations=None) -> list:
     """``[(warning category, message), ...]``: one per failed check (see the module docstring).
     ``max_iterations``: the FQE iteration limit (tells a run that hit it from one stopped early)."""
-    found = [_unvisited(diag), _support(diag, normalization, min_support), _clipping(diag, clip), _coverage(diag, normalization),
-             _convergence(diag, tol, early_stopping, max_iterations)]
+    found = [_unvisited(diag), _support(diag, normalization, min_support), _clipping(diag, clip),
+             _coverage(diag, normalization), _convergence(diag, tol, early_stopping, max_iterations)]
     return [f for f in found if f is not None]
 
 

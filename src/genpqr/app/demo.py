@@ -69,8 +69,8 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
     grid = np.arange(n_states, dtype=float)[:, None]
     split = coverage_split(exact, truth)
     if any(m.startswith("CoverageWarning") for m in messages):
-        print(f"  the CoverageWarning, checked against the truth: the reward's RMSE is {split['rmse_flagged']:.3g} at the "
-              f"{split['n_flagged']} state(s) it means ({split['share_flagged']:.1%} of the rows) and "
+        print(f"  the CoverageWarning, checked against the truth: the reward's RMSE is {split['rmse_flagged']:.3g} "
+              f"at the {split['n_flagged']} state(s) it means ({split['share_flagged']:.1%} of the rows) and "
               f"{split['rmse_other']:.3g} at the other {n_states - split['n_flagged']}")
     path = _plot(out / "demo.png", truth, exact.reward(grid), data, fqe, floor, show=show)
     print(f"\nFigure written to {path}")
