@@ -56,7 +56,7 @@ NOT_RUN = {
     "docs/data_conventions.md": "no code blocks",
 }
 
-_PRINTED = re.compile(r"\b([A-Z]\w*Warning): (.+)")
+_PRINTED = re.compile(r"\b([A-Z]\w*Warning)\)?: (.+)")
 
 
 @contextlib.contextmanager
@@ -76,7 +76,7 @@ def printed(text: str) -> list:
 
 
 def _matches(entry, warning) -> bool:
-    return warning[0] == entry[0] and entry[1] in warning[1]
+    return warning[0] == entry[0] and entry[1].lower() in warning[1].lower()
 
 
 def check_warnings(page: str, part: str, found) -> None:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("counterfactuals.md", "train_on_recovered_reward.md")
 SMALL = {
     "examples/engine_replacement_counterfactual.py": ["--bootstrap", "2", "--factors", "0.9,1.1"],
-    "examples/train_on_recovered_reward.py": ["--timesteps", "512", "--episodes", "60"],
+    "examples/train_on_recovered_reward.py": ["--timesteps", "512"],  # the full run's data: its warnings
     "benchmarks/soft_fqi_synthetic.py": ["--seeds", "1", "--n-train", "60", "--n-test", "20", "--n-states", "100",
                                          "--n-iterations", "5", "--n-value-starts", "10", "--n-rollouts", "2",
                                          "--horizon", "5"],
