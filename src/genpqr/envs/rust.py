@@ -31,6 +31,11 @@ representative is
 :func:`genpqr.tabular.normalized_reward` in the tests). Both parametrizations are linear
 in ``theta = (RC, theta11)``; :meth:`BusEngine.features` returns either.
 
+True counterfactuals: :meth:`BusEngine.with_parameters` solves the same engine with other
+parameters (e.g. twice the replacement cost) and :meth:`BusEngine.replacement_rate` gives its
+long-run replacement rate, the truth an estimated counterfactual is checked against
+(benchmarks/rust_counterfactual_coverage.py).
+
 Panels
 ------
 :func:`simulate_buses` draws ``n_buses`` independent buses for ``n_periods`` months (Su and
@@ -171,6 +176,20 @@ class BusEngine:
     def state_action_frequencies(self) -> np.ndarray:
         """Population weights ``stationary(x) * P(d | x)``, shape (S, 2), summing to 1."""
         return self.stationary_distribution()[:, None] * self.policy
+
+    def replacement_rate(self) -> float:
+        """Long-run share of bus-months with a replacement, ``sum_x stationary(x) P(replace | x)``
+        (the ``rate[replace]`` of a stationary counterfactual)."""
+        return float(self.state_action_frequencies()[:, REPLACE].sum())
+
+    def with_parameters(self, *, rc: float | None = None, theta11: float | None = None,
+                        beta: float | None = None) -> "BusEngine":
+        """The same engine (states, increments, cost scale) with other true parameters, solved
+        exactly: the true counterfactual against which an estimated one is checked, e.g.
+        ``truth.with_parameters(rc=2 * truth.rc).replacement_rate()``."""
+        return bus_engine(n_states=self.n_states, beta=self.beta if beta is None else beta,
+                          rc=self.rc if rc is None else rc, theta11=self.theta11 if theta11 is None else theta11,
+                          theta3=self.theta3, cost_scale=self.cost_scale)
 
 
 def bus_engine(*, n_states: int = 175, beta: float = 0.975, rc: float = 11.7257, theta11: float = 2.4569,
