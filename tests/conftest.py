@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -7,6 +8,9 @@ from threadpoolctl import threadpool_limits
 from genpqr import normalization as N
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# genpqr signs the files it writes with a per-user key (genpqr.manifest); tests use their own key,
+# never the user's ~/.config/genpqr (subprocesses of a test inherit it)
+os.environ.setdefault("GENPQR_CONFIG_DIR", tempfile.mkdtemp(prefix="genpqr-test-config-"))
 # tests run two xdist workers on two cores: one BLAS thread each (set by `make test` too)
 threadpool_limits(1)
 

@@ -32,3 +32,13 @@ class NotFittedError(_SklearnNotFittedError):
 class ExtrapolationWarning(WeakSupportWarning):
     """A counterfactual's answer rests materially on states (or state-action cells) the data
     saw rarely or never: identified is not the same as supported (see :mod:`genpqr.support`)."""
+
+
+class IntegrityError(ValueError):
+    """A file or output folder is not what genpqr wrote: missing, truncated, edited, or left
+    incomplete by an interrupted run (see :mod:`genpqr.manifest`)."""
+
+
+class UntrustedFileError(ValueError):
+    """A pickled file was not written by genpqr under this user's signing key; loading it would
+    run any code it holds. Pass ``trusted=True`` (``--trust``) to load it anyway."""

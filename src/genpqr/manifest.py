@@ -1,0 +1,403 @@
+r"""What genpqr writes is a transaction, and says that genpqr wrote it.
+
+Files (:func:`write_signed`, :func:`read_signed`)
+    A saved model or result is one file: a first line ``GENPQR-SIGNED 1``, a second line of
+    JSON (the payload's size and SHA-256, the genpqr version, what it holds, and an
+    HMAC-SHA256 *signature* of that header with this user's signing key), then the payload
+    (a joblib pickle). It is written to a temporary name beside the target and renamed over it
+    (a reader sees the old file or the new one, never half of one). :func:`read_signed` checks
+    size, hash and signature *before* the payload is unpickled: unpickling runs code, so a
+    file genpqr did not write under this key (handed over, downloaded, edited, truncated) is
+    refused unless the caller says ``trusted=True``.
+
+Folders (:func:`output_folder`, :func:`verify_folder`)
+    A command that writes a folder builds it in a hidden temporary folder beside the target,
+    writes ``manifest.json`` last (every file's relative path, size and SHA-256; the genpqr
+    version; the kind of folder; the command line; the signature) and renames it into place.
+    An earlier genpqr folder at the target is replaced as a whole; a target holding anything
+    genpqr did not write (the user's data, a config, a symlink) is refused before any work
+    starts. Readers call :func:`verify_folder`, which names the first file that is missing,
+    changed or unlisted in the manifest.
+
+The signing key
+    32 random bytes in ``$GENPQR_CONFIG_DIR/signing.key`` (default
+    ``$XDG_CONFIG_HOME/genpqr`` or ``~/.config/genpqr``), created on first use, readable by its
+    owner only. A signature proves that genpqr wrote the file under this key (this account, or
+    whoever shares the key file); it says nothing about files from other machines, which need
+    ``trusted=True`` (``--trust``). Where no key can be created (a read-only home), files are
+    written unsigned and reading them needs ``trusted=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import io
+import json
+import os
+import secrets
+import shutil
+import struct
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .exceptions import IntegrityError, UntrustedFileError
+
+__all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "output_folder", "verify_folder",
+           "read_manifest", "sha256_file", "atomic_write_bytes", "is_genpqr_folder"]
+
+MANIFEST = "manifest.json"
+MAGIC = b"GENPQR-SIGNED 1\n"
+_KEY_BYTES = 32
+_CHUNK = 1 << 20
+
+
+# ================================================================================== the key
+def config_dir() -> Path:
+    """``$GENPQR_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/genpqr``, else ``~/.config/genpqr``."""
+    if os.environ.get("GENPQR_CONFIG_DIR"):
+        return Path(os.environ["GENPQR_CONFIG_DIR"])
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "genpqr"
+
+
+def signing_key(create: bool = True) -> bytes | None:
+    """This user's signing key (created on first use when ``create``); None when there is none
+    and it cannot be created."""
+    path = config_dir() / "signing.key"
+    with contextlib.suppress(OSError):
+        key = path.read_bytes()
+        if len(key) == _KEY_BYTES:
+            return key
+    if not create:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process created it meanwhile
+        return signing_key(create=False)
+    except OSError:
+        return None
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(secrets.token_bytes(_KEY_BYTES))
+    return signing_key(create=False)
+
+
+def _canonical(obj: dict) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _sign(body: dict) -> str | None:
+    key = signing_key()
+    return None if key is None else hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
+
+
+def _signature_ok(body: dict, signature) -> bool:
+    key = signing_key(create=False)
+    if key is None or not isinstance(signature, str):
+        return False
+    return hmac.compare_digest(hmac.new(key, _canonical(body), hashlib.sha256).hexdigest(), signature)
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# ============================================================================ atomic writes
+def sha256_file(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def atomic_write_bytes(path, chunks) -> None:
+    """Write ``chunks`` (bytes or an iterable of bytes) to a temporary file beside ``path``,
+    flush it to disk and rename it over ``path``. On any error the temporary file is removed
+    and ``path`` is untouched. A symlink at ``path`` is replaced, its target never written."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in [chunks] if isinstance(chunks, (bytes, bytearray, memoryview)) else chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# ============================================================================ signed files
+def write_signed(obj, path, *, holds: str) -> None:
+    """Pickle ``obj`` (joblib; cloudpickle for user closures) into a signed file at ``path``
+    (atomic). ``holds`` names what it is (e.g. ``"GenPQR"``), checked again on reading."""
+    payload = _pickle_bytes(obj)
+    body = {"format": 1, "genpqr": _version(), "holds": holds, "size": len(payload),
+            "sha256": hashlib.sha256(payload).hexdigest()}
+    header = dict(body, signature=_sign(body))
+    atomic_write_bytes(path, [MAGIC, _canonical(header), b"\n", payload])
+
+
+def _pickle_bytes(obj) -> bytes:
+    import pickle
+
+    import joblib
+
+    buffer = io.BytesIO()
+    try:
+        joblib.dump(obj, buffer)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        import cloudpickle
+
+        buffer = io.BytesIO()
+        cloudpickle.dump(obj, buffer)
+    return buffer.getvalue()
+
+
+def read_header(path) -> dict | None:
+    """The signed file's header, or None when ``path`` is not a genpqr signed file."""
+    with open(path, "rb") as fh:
+        if fh.read(len(MAGIC)) != MAGIC:
+            return None
+        line = fh.readline(1 << 16)
+    try:
+        header = json.loads(line)
+    except ValueError:
+        raise IntegrityError(f"{path}: the genpqr header is damaged (not JSON); the file was cut or edited") from None
+    if not isinstance(header, dict) or not {"size", "sha256", "holds"} <= header.keys():
+        raise IntegrityError(f"{path}: the genpqr header is incomplete; the file was cut or edited")
+    return header
+
+
+def read_signed(path, *, holds: str, trusted: bool = False):
+    """Unpickle a file written by :func:`write_signed`, after checking it.
+
+    Raises
+    ------
+    FileNotFoundError
+    IntegrityError
+        The payload's size or hash does not match its header (a truncated or edited file).
+    UntrustedFileError
+        Not written by genpqr under this user's key (no header, another key, no signature),
+        and ``trusted`` is False. Nothing in the file has run.
+    TypeError
+        It holds something other than ``holds``.
+    """
+    import joblib
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    header = read_header(path)
+    if header is None:
+        if not trusted:
+            raise UntrustedFileError(
+                f"{path} was not written by genpqr's save (no genpqr header), so genpqr cannot tell who wrote it; "
+                "loading a pickle runs any code it holds. Load it only if you trust its source: trusted=True "
+                "(--trust on the command line)")
+        return _unpickle(path, 0, joblib)
+    offset = len(MAGIC) + len(_canonical_line(path))
+    size = path.stat().st_size - offset
+    if size != header["size"]:
+        raise IntegrityError(f"{path} is damaged: its payload has {size} bytes, its header says {header['size']} "
+                             "(a cut or interrupted copy?)")
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != header["sha256"]:
+        raise IntegrityError(f"{path} is damaged: its SHA-256 does not match its header (edited or corrupted)")
+    body = {k: v for k, v in header.items() if k != "signature"}
+    if not trusted and not _signature_ok(body, header.get("signature")):
+        raise UntrustedFileError(
+            f"{path} was written by genpqr but not under this account's signing key ({config_dir() / 'signing.key'}): "
+            "another machine or user wrote it, or it was edited. Loading runs any code it holds; load it only if you "
+            "trust its source: trusted=True (--trust on the command line)")
+    if header["holds"] != holds:
+        raise TypeError(f"{path} holds a {header['holds']}, not a {holds}")
+    return _unpickle(path, offset, joblib)
+
+
+def _canonical_line(path) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(len(MAGIC))
+        return fh.readline(1 << 16)
+
+
+def _unpickle(path, offset: int, joblib):
+    import pickle
+
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        try:
+            return joblib.load(fh)
+        except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, struct.error) as exc:
+            raise IntegrityError(f"{path} could not be read as a saved genpqr object ({type(exc).__name__}: {exc}); "
+                                 "it is damaged or is not a genpqr file") from None
+
+
+# ================================================================================== folders
+def read_manifest(folder) -> dict | None:
+    """``manifest.json`` of ``folder`` as a dict, or None when there is none (or it is not JSON)."""
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("files"), dict) else None
+
+
+def _listing(folder: Path) -> list[str]:
+    """Every entry under ``folder`` (relative POSIX paths; symlinks and other non-files included)."""
+    out = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        out.append(path.relative_to(folder).as_posix())
+    return out
+
+
+def verify_folder(folder, *, kind: str | None = None, require=()) -> dict:
+    """Check that ``folder`` is a complete genpqr output: ``manifest.json`` present, every file
+    it lists present with its size and SHA-256, the files in ``require`` listed, and (with
+    ``kind``) the folder of that kind. Returns the manifest.
+
+    Raises
+    ------
+    IntegrityError
+        Naming the folder and the first file that is missing, changed or absent from the
+        manifest: the folder is incomplete (a run was interrupted) or was edited.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise IntegrityError(f"{folder}: no such folder")
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise IntegrityError(f"{folder} has no valid {MANIFEST}: it was not written by genpqr, or the run that wrote "
+                             "it did not finish; run the command again")
+    if kind is not None and manifest.get("kind") != kind:
+        raise IntegrityError(f"{folder} holds a genpqr {manifest.get('kind')!r} output, not a {kind!r} output")
+    files = manifest["files"]
+    for name in require:
+        if name not in files:
+            raise IntegrityError(f"{folder}: {name} is not in its {MANIFEST}: the folder is incomplete")
+    for name, entry in files.items():
+        path = folder / name
+        if not path.is_file() or path.is_symlink():
+            raise IntegrityError(f"{folder}: {name} is missing (listed in {MANIFEST}); the folder is incomplete")
+        if path.stat().st_size != entry.get("size") or sha256_file(path) != entry.get("sha256"):
+            raise IntegrityError(f"{folder}: {name} does not match {MANIFEST} (changed after genpqr wrote it, or "
+                                 "from another run)")
+    return manifest
+
+
+def manifest_trusted(manifest: dict) -> bool:
+    """True when ``manifest`` carries a valid signature under this user's key."""
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    return _signature_ok(body, manifest.get("signature"))
+
+
+def is_genpqr_folder(folder) -> bool:
+    """True when ``folder`` holds exactly the files of a genpqr manifest (nothing else)."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return False
+    return set(_listing(folder)) == set(manifest["files"]) | {MANIFEST}
+
+
+def check_target(target, *, inputs=(), flag: str = "--out") -> None:
+    """Refuse ``target`` unless it is absent, an empty folder or an earlier genpqr output of
+    nothing but its manifest's files; refuse inputs that lie inside it."""
+    target = Path(target)
+    resolved = target.resolve()
+    for item in inputs:
+        if item is None:
+            continue
+        p = Path(item).resolve()
+        if p == resolved or resolved in p.parents:
+            raise ValueError(f"{flag} {target} holds an input of this run ({item}); write the outputs elsewhere")
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise ValueError(f"{flag} {target} is {'a symlink' if target.is_symlink() else 'a file'}; "
+                         "expected a new or empty folder, or an earlier genpqr output folder")
+    if not target.exists() or not any(target.iterdir()):
+        return
+    if not is_genpqr_folder(target):
+        manifest = read_manifest(target)
+        listed = set(manifest["files"]) | {MANIFEST} if manifest else set()
+        foreign = [name for name in _listing(target) if name not in listed][:5]
+        raise ValueError(f"{flag} {target} holds files genpqr did not write ({', '.join(foreign)}); genpqr replaces "
+                         "only its own earlier outputs. Choose a new or empty folder")
+
+
+@contextlib.contextmanager
+def output_folder(target, *, kind: str, inputs=(), command=None, flag: str = "--out"):
+    """Build an output folder as a transaction.
+
+    Yields a temporary folder beside ``target``; write every file into it. On success,
+    ``manifest.json`` is written last and the folder is renamed to ``target`` (an earlier genpqr
+    output there is replaced as a whole). On any error the temporary folder is removed and
+    ``target`` is untouched. ``target`` is checked first (:func:`check_target`).
+
+    Parameters
+    ----------
+    target : path
+    kind : str
+        ``"fit"``, ``"counterfactual"``, ``"experiment"``, ``"report"``, ``"demo"``...
+    inputs : paths
+        The run's input files, refused inside ``target``.
+    command : list of str, optional
+        The command line recorded (default ``sys.argv``).
+    """
+    target = Path(target)
+    check_target(target, inputs=inputs, flag=flag)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    try:
+        yield staging
+        write_manifest(staging, kind=kind, command=command)
+        _swap_into_place(staging, target, inputs, flag)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def write_manifest(folder, *, kind: str, command=None) -> dict:
+    """Write ``folder/manifest.json`` over every file in ``folder`` (atomic); returns it."""
+    folder = Path(folder)
+    files = {}
+    for name in _listing(folder):
+        path = folder / name
+        if name == MANIFEST:
+            continue
+        if path.is_symlink() or not path.is_file():
+            raise IntegrityError(f"{path}: outputs must be plain files (found a link or a special file)")
+        files[name] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
+    body = {"format": 1, "genpqr": _version(), "kind": kind,
+            "command": list(sys.argv if command is None else command),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "files": files}
+    manifest = dict(body, signature=_sign(body))
+    atomic_write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
+    return manifest
+
+
+def _swap_into_place(staging: Path, target: Path, inputs, flag: str) -> None:
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    check_target(target, inputs=inputs, flag=flag)  # still ours (or empty) at the moment of the swap
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+    os.rmdir(old)
+    os.rename(target, old)        # from here until the next rename the earlier output sits, intact, at `old`
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
