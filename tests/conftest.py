@@ -3,6 +3,7 @@ import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 from threadpoolctl import threadpool_limits
 
 from genpqr import normalization as N
@@ -11,6 +12,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # genpqr signs the files it writes with a per-user key (genpqr.manifest); tests use their own key,
 # never the user's ~/.config/genpqr (subprocesses of a test inherit it)
 os.environ.setdefault("GENPQR_CONFIG_DIR", tempfile.mkdtemp(prefix="genpqr-test-config-"))
+# property tests: the same examples on every machine and run (derandomize), no time limits (CI
+# machines differ in speed), no example database written into the checkout
+settings.register_profile("genpqr", deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "genpqr"))
 # tests run two xdist workers on two cores: one BLAS thread each (set by `make test` too)
 threadpool_limits(1)
 

@@ -209,14 +209,18 @@ def soft_optimal_solution(reward, P, gamma, *, method: str = "policy_iteration",
     if method not in ("policy_iteration", "value_iteration"):
         raise ValueError(f"method must be 'policy_iteration' or 'value_iteration', got {method!r}")
     V = logsumexp(reward, axis=1)
-    residual, best, stalled = np.inf, np.inf, 0
+    residual, best, stalled, polished = np.inf, np.inf, 0, False
     for it in range(1, max_iter + 1):
         Q = reward + gamma * kernel.expect(V)
         V_next = logsumexp(Q, axis=1)
         residual = float(np.max(np.abs(V_next - V)))
         scale = max(1.0, float(np.max(np.abs(V_next))))
         if residual <= tol * scale:
-            break
+            # the tolerance is relative to |V| ~ max|r| / (1 - gamma); one more (quadratic)
+            # Newton step takes the policy to the rounding floor unless it is there already
+            if method == "value_iteration" or polished or residual <= 16 * np.finfo(float).eps * scale:
+                break
+            polished = True
         # Newton (policy iteration) converges quadratically; once the residual stops
         # shrinking it sits at the floating-point floor of a problem of this scale
         stalled = stalled + 1 if residual >= 0.5 * best else 0
@@ -226,10 +230,13 @@ def soft_optimal_solution(reward, P, gamma, *, method: str = "policy_iteration",
         if method == "value_iteration":
             V = V_next
         else:
-            log_pi = Q - V_next[:, None]
-            pi = np.exp(log_pi)
-            b = np.sum(pi * (reward - log_pi), axis=1)
-            V, _ = solve_linear_bellman(kernel.under(pi), b, gamma, solver=solver, tol=tol * 0.1)
+            # Newton step in correction form: V + (I - gamma P_pi)^{-1} (T V - V) equals the
+            # policy evaluation (I - gamma P_pi)^{-1} pi (r - log pi), but solving for the small
+            # correction keeps V's precision near one rounding of |V| (values of order
+            # 1 / (1 - gamma)); solving for V itself stalls orders of magnitude above it
+            pi = np.exp(Q - V_next[:, None])
+            step, _ = solve_linear_bellman(kernel.under(pi), V_next - V, gamma, solver=solver, tol=tol * 0.1)
+            V = V + step
     else:
         warnings.warn(f"soft Bellman solve stopped after {max_iter} iterations at residual {residual:.3g}",
                       ConvergenceWarning, stacklevel=2)
