@@ -42,6 +42,7 @@ EXPECTED = {
     "docs/engine_replacement.md": {"python": [COVERAGE]},
     "docs/model_selection.md": {"python": []},
     "docs/out_of_core.md": {"python": [FQE_NOT_CONVERGED], "shell": []},
+    "docs/saving_and_loading.md": {"python": [COVERAGE]},
     "docs/structural_estimation.md": {"python": [], "shell": [COVERAGE]},
     "docs/train_on_recovered_reward.md": {
         "python": [COVERAGE],

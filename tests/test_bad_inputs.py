@@ -264,6 +264,19 @@ CLI = {
     "bad increment": (None, ["--transition", "increment:x"], Err("non-negative integer MAX")),
     "unknown policy model": (None, ["--policy-model", "svm"], Err("--policy-model must be one of")),
     "bad policy import path": (None, ["--policy-model", "no_such_module:Clf"], Err("cannot import policy model")),
+    # import paths name learner classes only: checked before anything is made or called (issue 20)
+    "policy model a function": (None, ["--policy-model", "os:getcwd"],
+                                Err("--policy-model", "'os:getcwd' is a function, not a class",
+                                    "fit() and predict_proba()")),
+    "policy model a function, config": ('config:{"policy_model": "os:getcwd"}', ["--config", "{tmp}/c.json"],
+                                        Err("config key policy_model", "is a function, not a class")),
+    "Q model a function": (None, ["--q-model", "os:getcwd"], Err("--q-model (config key q_model)", "not a class",
+                                                                 "fit() and predict()")),
+    "Q model without predict": (None, ["--q-model", "tests.test_bad_inputs:NoParamsClassifier"],
+                                Err("--q-model", "lacks predict()")),
+    "density a function": (lambda f: f.assign(action=np.linspace(0, 1, len(f))),
+                           ["--action-type", "continuous", "--normalization", "anchor:0", "--policy-model",
+                            "os:getcwd"], Err("--policy-model", "not a class", "log_prob() and sample()")),
     "density as policy model": (None, ["--policy-model", "gaussian"], Err("is a density for continuous actions")),
     "unknown Q model": (None, ["--q-model", "forest"], Err("--q-model must be one of")),
     "features with continuous states": (None, ["--q-model", "linear", "--features", "{tmp}/f.csv"],
@@ -508,6 +521,135 @@ def test_counterfactual_rereads_data_by_content(cf_fit, tmp_path, capsys):
     assert code == 0 and "its content differs" in stderr and "no bootstrap intervals" in stderr
     same, reversed_ = (pd.read_csv(tmp_path / d / "summary.csv") for d in ("same", "reversed"))
     np.testing.assert_allclose(reversed_["counterfactual"], same["counterfactual"], atol=0)
+
+
+# ----------------------------------------------------------------------------- model files (issue 20)
+class Payload:
+    """A malicious pickle: unpickling it writes ``marker`` (any code could run there)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.write_text, (Path(self.marker), "the payload ran")
+
+
+def _other_key_file(good: Path, tmp: Path) -> bytes:
+    """The fit's model, signed under another account's key."""
+    import os
+
+    import genpqr
+
+    model, before = genpqr.load(good), os.environ["GENPQR_CONFIG_DIR"]
+    os.environ["GENPQR_CONFIG_DIR"] = str(tmp / "other-key")
+    try:
+        model.save(tmp / "other.joblib")
+    finally:
+        os.environ["GENPQR_CONFIG_DIR"] = before
+    return (tmp / "other.joblib").read_bytes()
+
+
+def _forged(tmp: Path) -> bytes:
+    """A malicious pickle behind a genpqr header whose size and hash fit but whose signature is made up."""
+    import hashlib
+    import pickle
+
+    from genpqr.manifest import MAGIC
+
+    payload = pickle.dumps(Payload(str(tmp / "marker")))
+    header = {"format": 1, "genpqr": "0", "holds": "GenPQR", "size": len(payload),
+              "sha256": hashlib.sha256(payload).hexdigest(), "signature": "f" * 64}
+    return MAGIC + json.dumps(header).encode() + b"\n" + payload
+
+
+# name: (bytes of model.joblib from (good file, tmp folder), error class name, phrases of the one-line error)
+MODEL_FILES = {
+    "malicious pickle": (lambda good, tmp: __import__("pickle").dumps(Payload(str(tmp / "marker"))),
+                         "UntrustedFileError", ("no genpqr header", "runs any code", "--trust")),
+    "malicious joblib file": (lambda good, tmp: _joblib_bytes(Payload(str(tmp / "marker")), tmp),
+                              "UntrustedFileError", ("no genpqr header", "--trust")),
+    "forged header over a malicious pickle": (lambda good, tmp: _forged(tmp), "UntrustedFileError",
+                                              ("not under this account's signing key", "--trust")),
+    "signed under another key": (_other_key_file, "UntrustedFileError", ("another machine or user", "--trust")),
+    "plain joblib of an older genpqr": (lambda good, tmp: _joblib_bytes(__import__("genpqr").load(good), tmp),
+                                        "UntrustedFileError", ("no genpqr header", "--trust")),
+    "empty": (lambda good, tmp: b"", "IntegrityError", ("model.joblib is empty (0 bytes)",)),
+    "text": (lambda good, tmp: b"episode,time,state,action\n0,0,1,a\n", "IntegrityError",
+             ("no genpqr header and is not a pickle", "'episode,time,state,act")),
+    "truncated": (lambda good, tmp: good.read_bytes()[:2000], "IntegrityError", ("is damaged", "payload has")),
+    "one byte changed": (lambda good, tmp: _flip(good.read_bytes()), "IntegrityError", ("SHA-256 does not match",)),
+}
+
+
+def _joblib_bytes(obj, tmp: Path) -> bytes:
+    import joblib
+
+    joblib.dump(obj, tmp / "plain.joblib")
+    return (tmp / "plain.joblib").read_bytes()
+
+
+def _flip(data: bytes) -> bytes:
+    return data[:-100] + bytes([data[-100] ^ 0xFF]) + data[-99:]
+
+
+def _fit_copy(cf_fit, tmp: Path, case: str) -> Path:
+    import shutil
+
+    fit, _ = cf_fit
+    copy = tmp / "fit"
+    shutil.copytree(fit, copy)
+    make = MODEL_FILES[case][0]
+    (copy / "model.joblib").write_bytes(make(fit / "model.joblib", tmp))
+    return copy
+
+
+@pytest.mark.parametrize("case", list(MODEL_FILES))
+def test_model_file_refused_by_load(case, cf_fit, tmp_path):
+    """genpqr.load refuses the file with the named error; a payload never runs."""
+    import genpqr
+    from genpqr import exceptions
+
+    _, error, phrases = MODEL_FILES[case]
+    copy = _fit_copy(cf_fit, tmp_path, case)
+    with pytest.raises(getattr(exceptions, error)) as info:
+        genpqr.load(copy / "model.joblib")
+    message = str(info.value)
+    assert "\n" not in message and all(p.replace("--trust", "trusted=True") in message for p in phrases), message
+    assert not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize("case", list(MODEL_FILES))
+def test_model_file_refused_by_counterfactual(case, cf_fit, tmp_path, capsys):
+    """genpqr counterfactual: exit 2, one line naming the problem and --trust, no traceback, no
+    output folder, and a payload never runs."""
+    _, _, phrases = MODEL_FILES[case]
+    copy = _fit_copy(cf_fit, tmp_path, case)
+    code, _, stderr = _run(["counterfactual", str(copy), "--bootstrap", "0", "--quiet", "--out", str(tmp_path / "cf")],
+                           capsys)
+    assert code == 2 and "Traceback" not in stderr, (case, stderr)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("genpqr counterfactual: error: "), stderr
+    assert all(p in lines[0] for p in phrases), (case, lines[0])
+    assert not (tmp_path / "cf").exists() and not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize("case", ["plain joblib of an older genpqr", "signed under another key"])
+def test_trust_loads_a_model_file_genpqr_did_not_sign(case, cf_fit, tmp_path, capsys):
+    """--trust (trusted=True): the fit's model as a plain joblib file (older genpqr, joblib.dump) or
+    signed elsewhere loads, and answers as the signed original does."""
+    import genpqr
+
+    copy = _fit_copy(cf_fit, tmp_path, case)
+    fit, _ = cf_fit
+    grid = np.arange(4.0)[:, None]
+    np.testing.assert_array_equal(genpqr.load(copy / "model.joblib", trusted=True).reward(grid),
+                                  genpqr.load(fit / "model.joblib").reward(grid))
+    argv = ["counterfactual", "--reward-change", "b=-0.5", "--bootstrap", "0", "--quiet"]
+    assert _run([*argv, str(fit), "--out", str(tmp_path / "a")], capsys)[0] == 0
+    code, _, stderr = _run([*argv, str(copy), "--trust", "--out", str(tmp_path / "b")], capsys)
+    assert code == 0, stderr
+    a, b = (pd.read_csv(tmp_path / d / "summary.csv") for d in ("a", "b"))
+    pd.testing.assert_frame_equal(a, b)
 
 
 def test_version_and_help(capsys):

@@ -2,7 +2,6 @@
 
 import warnings
 
-import joblib
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -10,6 +9,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
+import genpqr
 from genpqr.continuous import (ActionSpace, ContinuousGenPQR, GaussHermite, GaussLegendre, KnownDensity,
                                LinearGaussianDensity, MixtureDensityNetwork, MonteCarlo, SquashedDensity, from_arrays)
 from genpqr.continuous import normalization as CN
@@ -172,7 +172,7 @@ def test_default_q_model_and_persistence(tmp_path):
     path = tmp_path / "model.joblib"
     est.save(path)
     S, A = P.evaluation_pairs(10, random_state=0)
-    np.testing.assert_array_equal(joblib.load(path).reward(S, A), est.reward(S, A))
+    np.testing.assert_array_equal(genpqr.load(path).reward(S, A), est.reward(S, A))
     assert ActionSpace.create(1).same_as(est.action_space_)
 
 

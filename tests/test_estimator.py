@@ -355,13 +355,17 @@ def test_save_and_load(tmp_path, logged):
     assert np.array_equal(loaded.reward(GRID), model.reward(GRID))
     import joblib
 
+    from genpqr.exceptions import UntrustedFileError
+
     # user closures (a lambda g) and data-driven offsets are saved too
     lam = GenPQR(N.mean_zero(g=lambda s: 0.1 * s[:, 0]), gamma=GAMMA, q_model="exact", clip=None).fit(data)
     lam.save(tmp_path / "lambda.joblib")
     assert np.allclose(genpqr.load(tmp_path / "lambda.joblib").reward(GRID), lam.reward(GRID))
     joblib.dump({"not": "a model"}, tmp_path / "other.joblib")
+    with pytest.raises(UntrustedFileError, match="no genpqr header"):
+        genpqr.load(tmp_path / "other.joblib")  # not signed: refused before it is unpickled
     with pytest.raises(TypeError, match="does not hold a GenPQR model"):
-        genpqr.load(tmp_path / "other.joblib")
+        genpqr.load(tmp_path / "other.joblib", trusted=True)
 
 
 def test_policy_prefit_shares_one_estimate(logged):

@@ -15,6 +15,7 @@ Intervals carry their source (``interval_kind``):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -220,17 +221,132 @@ class CounterfactualResult:
         return "\n".join(lines)
 
     def save(self, path) -> None:
-        """joblib file; read back with :func:`load_counterfactual`."""
-        import joblib
+        """Write the result to ``path`` in a format that runs no code when read: a zip of numpy
+        arrays (``.npz``) and one JSON document for everything else (written atomically). Read it
+        back with :func:`load_counterfactual`, which needs no ``trusted=True``."""
+        import io
 
-        joblib.dump(self, path)
+        from .manifest import atomic_write_bytes
+
+        arrays: dict = {}
+        document = {"format": _FORMAT, "version": 1, "genpqr": _version(), "result": _encode(self, arrays)}
+        meta = np.frombuffer(json.dumps(document, allow_nan=True).encode(), dtype=np.uint8)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **{_META: meta}, **arrays)
+        atomic_write_bytes(path, buffer.getvalue())
 
 
-def load_counterfactual(path) -> CounterfactualResult:
-    """A :class:`CounterfactualResult` saved with :meth:`CounterfactualResult.save`."""
-    import joblib
+def load_counterfactual(path, trusted: bool = False) -> CounterfactualResult:
+    """A :class:`CounterfactualResult` saved with :meth:`CounterfactualResult.save`.
 
-    result = joblib.load(path)
+    The file holds arrays and JSON only (no pickle), so reading it runs no code. A result saved
+    by a genpqr before this format is a joblib pickle, and a pickle runs any code it holds: it is
+    loaded only with ``trusted=True`` (``IntegrityError`` for an empty, cut or text file,
+    ``UntrustedFileError`` for a pickle without ``trusted``)."""
+    import io
+    import zipfile
+    from pathlib import Path
+
+    from .exceptions import IntegrityError
+    from .manifest import read_signed
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"counterfactual result {str(path)!r} does not exist")
+    data = path.read_bytes()
+    if not data.startswith(b"PK\x03\x04"):  # not a zip: an older pickle (or not a result at all)
+        result = read_signed(path, holds="CounterfactualResult", trusted=trusted)
+    else:
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+                document = json.loads(archive[_META].tobytes())
+                if not isinstance(document, dict) or document.get("format") != _FORMAT:
+                    raise ValueError("not a genpqr counterfactual result")
+                arrays = {name: archive[name] for name in archive.files if name != _META}
+            result = _decode(document["result"], arrays)
+        except (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            text = " ".join(str(exc).split())[:200]
+            raise IntegrityError(f"{path} could not be read as a saved counterfactual result "
+                                 f"({type(exc).__name__}: {text}); it is damaged or is not one") from None
     if not isinstance(result, CounterfactualResult):
         raise TypeError(f"{path} does not hold a CounterfactualResult (got {type(result).__name__})")
     return result
+
+
+# ================================================================ the file format (no pickle)
+_FORMAT = "genpqr-counterfactual-result"
+_META = "__genpqr__"
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _classes() -> dict:
+    """The only classes a saved result may rebuild."""
+    from .parametric_counterfactual import DeltaResult
+    from .scenarios import ScenarioSolution
+    from .support import SupportReport
+
+    return {cls.__name__: cls for cls in (CounterfactualResult, ScenarioSolution, SupportReport, DeltaResult)}
+
+
+def _encode(value, arrays: dict):
+    """JSON for ``value``; numeric and text arrays go to ``arrays`` (by key). Every JSON object
+    is a tagged node (``{"$": kind, ...}``), so nothing is ambiguous."""
+    if isinstance(value, np.generic):  # before float and str: np.float64 and np.str_ are subclasses
+        return {"$": "scalar", "dtype": value.dtype.str, "value": value.item()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biufcU":
+            key = f"a{len(arrays)}"
+            arrays[key] = value
+            return {"$": "array", "key": key}
+        if value.dtype.kind == "O":
+            return {"$": "objects", "shape": list(value.shape), "items": [_encode(v, arrays) for v in value.ravel()]}
+    if isinstance(value, (tuple, list)):
+        items = [_encode(v, arrays) for v in value]
+        return {"$": "tuple", "items": items} if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {"$": "dict", "items": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
+    cls = _classes().get(type(value).__name__)
+    if cls is type(value):
+        return {"$": "object", "class": cls.__name__,
+                "fields": {name: _encode(v, arrays) for name, v in vars(value).items()}}
+    raise TypeError(f"a CounterfactualResult cannot save a {type(value).__name__} ({value!r:.80})")
+
+
+def _decode(node, arrays: dict):
+    """Inverse of :func:`_encode`; refuses any class outside :func:`_classes`."""
+    if isinstance(node, list):
+        return [_decode(v, arrays) for v in node]
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("$")
+    if kind == "scalar":
+        return np.dtype(node["dtype"]).type(node["value"])
+    if kind == "array":
+        return arrays[node["key"]]
+    if kind == "objects":
+        out = np.empty(len(node["items"]), dtype=object)
+        out[:] = [_decode(v, arrays) for v in node["items"]]
+        return out.reshape(node["shape"])
+    if kind == "tuple":
+        return tuple(_decode(v, arrays) for v in node["items"])
+    if kind == "dict":
+        return {_hashable(_decode(k, arrays)): _decode(v, arrays) for k, v in node["items"]}
+    if kind == "object":
+        cls = _classes().get(node["class"])
+        if cls is None:
+            raise ValueError(f"unknown class {node['class']!r}")
+        return cls(**{name: _decode(v, arrays) for name, v in node["fields"].items()})
+    raise ValueError(f"unknown node {kind!r}")
+
+
+def _hashable(key):
+    if isinstance(key, list):
+        raise ValueError("a list as a dict key")
+    return key

@@ -465,8 +465,11 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path, include_data: bool = False) -> None:
-        """Save the fitted model (joblib; cloudpickle for user-supplied closures such as a lambda
-        ``g``); reload with :func:`genpqr.load`.
+        """Save the fitted model to a signed file; reload with :func:`genpqr.load`.
+
+        A pickle (joblib; cloudpickle for user closures such as a lambda ``g``) behind a header
+        with its size, SHA-256 and an HMAC under this user's key (:mod:`genpqr.manifest`), written
+        atomically. A model file is code: :func:`genpqr.load` loads only what genpqr signed.
 
         ``include_data=False`` (default) leaves out the training transitions and the per-row
         cross-fitting folds (O(n) bytes): the saved model still predicts (``reward``,
@@ -488,12 +491,20 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         return self._box_summary() if self._is_box else self._finite_summary()
 
 
-def load(path) -> GenPQR:
-    """Load a model saved with :meth:`GenPQR.save` (also the deprecated
-    ``genpqr.continuous.ContinuousGenPQR``; e.g. ``genpqr fit``'s ``model.joblib``)."""
-    import joblib
+def load(path, trusted: bool = False) -> GenPQR:
+    """Load a model saved with :meth:`GenPQR.save` (also the deprecated ``ContinuousGenPQR``), from
+    its file or from a ``genpqr fit`` output folder (checked against its ``manifest.json``).
 
-    model = joblib.load(path)
+    A model file is code: unpickling runs whatever it holds. Without ``trusted``, only a file
+    that ``save`` signed under this user's key (or that a signed ``manifest.json`` lists) loads,
+    checked before anything in it runs. ``trusted=True`` also loads a plain joblib file (an older
+    genpqr, ``joblib.dump``) or one signed elsewhere: only for a file whose source you trust.
+    Raises ``UntrustedFileError``, ``IntegrityError`` (empty, cut, edited, text) or ``TypeError``
+    (not a GenPQR); see :func:`genpqr.persistence.read_model`.
+    """
+    from .persistence import read_model
+
+    model = read_model(path, trusted=trusted)
     if not isinstance(model, GenPQR):
         raise TypeError(f"{path} does not hold a GenPQR model (nor a ContinuousGenPQR; got {type(model).__name__})")
     return model

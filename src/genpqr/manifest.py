@@ -5,10 +5,11 @@ Files (:func:`write_signed`, :func:`read_signed`)
     JSON (the payload's size and SHA-256, the genpqr version, what it holds, and an
     HMAC-SHA256 *signature* of that header with this user's signing key), then the payload
     (a joblib pickle). It is written to a temporary name beside the target and renamed over it
-    (a reader sees the old file or the new one, never half of one). :func:`read_signed` checks
-    size, hash and signature *before* the payload is unpickled: unpickling runs code, so a
-    file genpqr did not write under this key (handed over, downloaded, edited, truncated) is
-    refused unless the caller says ``trusted=True``.
+    (a reader sees the old file or the new one, never half of one). :func:`read_signed` reads
+    the file once and checks size, hash and signature on those bytes *before* the payload is
+    unpickled: unpickling runs code, so a file genpqr did not write under this key (handed over,
+    downloaded, edited) is refused unless the caller says ``trusted=True``, and an empty,
+    truncated or text file is an :class:`~genpqr.exceptions.IntegrityError` either way.
 
 Folders (:func:`output_folder`, :func:`verify_folder`)
     A command that writes a folder builds it in a hidden temporary folder beside the target,
@@ -38,7 +39,6 @@ import json
 import os
 import secrets
 import shutil
-import struct
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -46,8 +46,9 @@ from pathlib import Path
 
 from .exceptions import IntegrityError, UntrustedFileError
 
-__all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "output_folder", "verify_folder",
-           "read_manifest", "sha256_file", "atomic_write_bytes", "is_genpqr_folder"]
+__all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "read_header", "output_folder",
+           "verify_folder", "read_manifest", "manifest_trusted", "sha256_file", "atomic_write_bytes",
+           "is_genpqr_folder"]
 
 MANIFEST = "manifest.json"
 MAGIC = b"GENPQR-SIGNED 1\n"
@@ -166,84 +167,101 @@ def _pickle_bytes(obj) -> bytes:
 def read_header(path) -> dict | None:
     """The signed file's header, or None when ``path`` is not a genpqr signed file."""
     with open(path, "rb") as fh:
-        if fh.read(len(MAGIC)) != MAGIC:
-            return None
-        line = fh.readline(1 << 16)
+        return _parse_header(fh.read(len(MAGIC) + (1 << 16)), path)[0]
+
+
+def _parse_header(data: bytes, path) -> tuple[dict | None, int]:
+    """``(header, payload offset)`` of a signed file's bytes (``data`` may be only its start);
+    ``(None, 0)`` without the genpqr first line."""
+    if not data.startswith(MAGIC):
+        return None, 0
+    end = data.find(b"\n", len(MAGIC))
+    if end < 0:
+        raise IntegrityError(f"{path}: the genpqr header is cut short; the file was truncated or edited")
     try:
-        header = json.loads(line)
+        header = json.loads(data[len(MAGIC):end])
     except ValueError:
         raise IntegrityError(f"{path}: the genpqr header is damaged (not JSON); the file was cut or edited") from None
     if not isinstance(header, dict) or not {"size", "sha256", "holds"} <= header.keys():
         raise IntegrityError(f"{path}: the genpqr header is incomplete; the file was cut or edited")
-    return header
+    return header, end + 1
 
 
-def read_signed(path, *, holds: str, trusted: bool = False):
-    """Unpickle a file written by :func:`write_signed`, after checking it.
+#: How a pickle (protocol 2 and later) or a joblib-compressed pickle begins (zlib, gzip, bz2,
+#: xz, lzma, lz4): a file starting otherwise is not a model file at all (text, an empty file).
+_PICKLE_STARTS = (b"\x80", b"\x78", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x5d\x00\x00", b"\x04\x22\x4d\x18")
+
+
+def read_signed(path, *, holds: str, trusted: bool = False, sha256: str | None = None):
+    """Unpickle a file written by :func:`write_signed`, after checking it. The file is read once;
+    size, hash and signature are checked on those bytes, and only they are unpickled.
+
+    ``trusted=True`` loads a file genpqr did not sign under this user's key (a plain joblib or
+    pickle file, a file signed elsewhere): unpickling runs any code it holds. ``sha256`` is the
+    whole file's hash as listed by an output folder's ``manifest.json`` whose signature verified
+    (:func:`manifest_trusted`): a file with exactly that content counts as trusted.
 
     Raises
     ------
     FileNotFoundError
     IntegrityError
-        The payload's size or hash does not match its header (a truncated or edited file).
+        Empty, truncated or edited (size or hash differ from the header), text rather than a
+        pickle, or a trusted file that fails to unpickle. Nothing in it has run.
     UntrustedFileError
-        Not written by genpqr under this user's key (no header, another key, no signature),
-        and ``trusted`` is False. Nothing in the file has run.
+        Not signed under this user's key and not ``trusted``. Nothing in it has run.
     TypeError
         It holds something other than ``holds``.
     """
-    import joblib
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    header = read_header(path)
+    data = memoryview(path.read_bytes())
+    if not data:
+        raise IntegrityError(f"{path} is empty (0 bytes); it is not a {holds} file saved by genpqr "
+                             "(an interrupted copy?)")
+    if sha256 is not None and hashlib.sha256(data).hexdigest() == sha256:
+        trusted = True
+    header, offset = _parse_header(bytes(data[:len(MAGIC) + (1 << 16)]), path)
     if header is None:
+        if not bytes(data[:8]).startswith(_PICKLE_STARTS) and not trusted:
+            start = bytes(data[:24]).decode("ascii", "replace").split("\n")[0]
+            raise IntegrityError(f"{path} is not a {holds} file saved by genpqr: it has no genpqr header and is not "
+                                 f"a pickle (it starts with {start!r})")
         if not trusted:
             raise UntrustedFileError(
                 f"{path} was not written by genpqr's save (no genpqr header), so genpqr cannot tell who wrote it; "
                 "loading a pickle runs any code it holds. Load it only if you trust its source: trusted=True "
                 "(--trust on the command line)")
-        return _unpickle(path, 0, joblib)
-    offset = len(MAGIC) + len(_canonical_line(path))
-    size = path.stat().st_size - offset
-    if size != header["size"]:
-        raise IntegrityError(f"{path} is damaged: its payload has {size} bytes, its header says {header['size']} "
-                             "(a cut or interrupted copy?)")
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    if digest.hexdigest() != header["sha256"]:
+        return _unpickle(path, data)
+    payload = data[offset:]
+    if len(payload) != header["size"]:
+        raise IntegrityError(f"{path} is damaged: its payload has {len(payload)} bytes, its header says "
+                             f"{header['size']} (a cut or interrupted copy?)")
+    if hashlib.sha256(payload).hexdigest() != header["sha256"]:
         raise IntegrityError(f"{path} is damaged: its SHA-256 does not match its header (edited or corrupted)")
     body = {k: v for k, v in header.items() if k != "signature"}
     if not trusted and not _signature_ok(body, header.get("signature")):
+        why = ("it was written where no signing key could be created" if header.get("signature") is None else
+               "another machine or user wrote it, or it was edited")
         raise UntrustedFileError(
             f"{path} was written by genpqr but not under this account's signing key ({config_dir() / 'signing.key'}): "
-            "another machine or user wrote it, or it was edited. Loading runs any code it holds; load it only if you "
-            "trust its source: trusted=True (--trust on the command line)")
+            f"{why}. Loading runs any code it holds; load it only if you trust its source: trusted=True (--trust on "
+            "the command line)")
     if header["holds"] != holds:
         raise TypeError(f"{path} holds a {header['holds']}, not a {holds}")
-    return _unpickle(path, offset, joblib)
+    return _unpickle(path, payload)
 
 
-def _canonical_line(path) -> bytes:
-    with open(path, "rb") as fh:
-        fh.seek(len(MAGIC))
-        return fh.readline(1 << 16)
+def _unpickle(path, payload):
+    """joblib.load of trusted bytes; any failure is an IntegrityError naming the file."""
+    import joblib
 
-
-def _unpickle(path, offset: int, joblib):
-    import pickle
-
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        try:
-            return joblib.load(fh)
-        except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, struct.error) as exc:
-            raise IntegrityError(f"{path} could not be read as a saved genpqr object ({type(exc).__name__}: {exc}); "
-                                 "it is damaged or is not a genpqr file") from None
+    try:
+        return joblib.load(io.BytesIO(payload))
+    except Exception as exc:  # noqa: BLE001  (a damaged pickle fails in any way)
+        text = " ".join(str(exc).split())[:200]
+        raise IntegrityError(f"{path} could not be read as a saved genpqr object ({type(exc).__name__}: {text}); "
+                             "it is damaged, is not a genpqr file, or needs modules this environment lacks") from None
 
 
 # ================================================================================== folders

@@ -20,7 +20,13 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
     invariance to the normalization with the measured gap), the other route's gap, the support
     share and the bootstrap replicates that left the data's support.
 ``counterfactual.joblib``
-    The result object (:func:`genpqr.counterfactual.load_counterfactual`).
+    The result object (:func:`genpqr.counterfactual.load_counterfactual`), as arrays and JSON
+    (no pickle: reading it runs no code).
+
+Loading: ``model.joblib`` is a pickle, and a pickle runs code when loaded; it is loaded only
+when genpqr signed it under this user's key (:mod:`genpqr.manifest`), else the command stops
+with one line saying why (``--trust`` loads it anyway: a fit from an older genpqr, or from
+another account or machine, whose source you trust).
 
 Bootstrap: the fit saves no replicate models; they are drawn again with the fit's seed
 (``config.json``), which reproduces the fit's resampled panels exactly (same episodes), and each
@@ -217,9 +223,10 @@ def _n_boot(spec: dict, config, model) -> int:
     return 0
 
 
-def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
+def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted: bool = False):
     """Run a counterfactual on a fit folder; returns the :class:`CounterfactualResult` and writes
-    the files of the module docstring."""
+    the files of the module docstring. ``model.joblib`` is loaded by :func:`genpqr.load`: only a
+    file genpqr signed under this user's key, unless ``trusted`` (``--trust``)."""
     from ..estimator import load
     from .config import FitConfig
 
@@ -227,7 +234,7 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
     for name in ("model.joblib", "config.json", "rewards.csv"):
         if not (fit_dir / name).exists():
             raise FileNotFoundError(f"{fit_dir} is not a genpqr fit folder: it has no {name}")
-    model, config = load(fit_dir / "model.joblib"), FitConfig.from_json(fit_dir / "config.json")
+    model, config = load(fit_dir / "model.joblib", trusted=trusted), FitConfig.from_json(fit_dir / "config.json")
     if not hasattr(model, "n_states_"):
         raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
                          "tabular fit (--q-model exact); use genpqr.soft_fqi.soft_counterfactual in Python instead")
@@ -311,6 +318,10 @@ def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--min-visits", dest="min_visits", type=int, default=None, metavar="N",
                    help="support: states and cells seen fewer than N times count as thin (default 10)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default FIT_DIR/counterfactual)")
+    p.add_argument("--trust", action="store_true",
+                   help="load FIT_DIR/model.joblib even if genpqr did not sign it under your key (a fit from an "
+                        "older genpqr, another account or machine). A model file is code: loading it runs what it "
+                        "holds, so use --trust only for a file whose source you trust")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=counterfactual_command)
     return p
@@ -325,7 +336,7 @@ def counterfactual_command(args) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", GenPQRWarning)
             result, out = run_counterfactual(args.fit_dir, _read_spec(args), args.out,
-                                             progress=False if args.quiet else None)
+                                             progress=False if args.quiet else None, trusted=args.trust)
     except (ValueError, TypeError, OSError) as exc:
         print(f"genpqr counterfactual: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -78,7 +78,7 @@ def make_density(name: str, space, seed: int):
         FlowDensity._zuko()  # a clear ImportError now rather than at fit time
         base = FlowDensity(random_state=seed)
     elif ":" in name:
-        return import_object(name, "policy model")
+        return import_object(name, "density")
     else:
         hint = (" (a classifier for discrete actions; continuous actions need a conditional density)"
                 if name in ("frequency", "logistic", "mlp", "lightgbm") else "")

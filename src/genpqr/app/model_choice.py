@@ -7,24 +7,61 @@ from __future__ import annotations
 
 from .config import POLICY_MODELS, Q_MODELS, FitConfig
 
-__all__ = ["import_object", "make_policy_model", "q_model_settings", "make_estimator", "choose_first_stage"]
+__all__ = ["LEARNER_METHODS", "import_object", "make_policy_model", "q_model_settings", "make_estimator",
+           "choose_first_stage"]
+
+
+#: The methods a class named by an import path must have, by what it is (what genpqr calls on it).
+LEARNER_METHODS = {"policy model": ("fit", "predict_proba"), "Q model": ("fit", "predict"),
+                   "density": ("fit", "log_prob", "sample")}
+_FLAGS = {"policy model": "--policy-model", "Q model": "--q-model", "density": "--policy-model"}
 
 
 def import_object(path: str, what: str):
-    """The object at ``package.module:Name`` (instantiated with no arguments when callable);
-    ``ValueError`` naming ``what`` when the path is malformed or cannot be imported."""
-    import importlib
+    """An instance of the learner class at ``package.module:Class``, made with no arguments.
 
+    Only a class with the methods genpqr calls on a ``what`` (:data:`LEARNER_METHODS`: a policy
+    model ``fit`` and ``predict_proba``; a Q model ``fit`` and ``predict``; a density ``fit``,
+    ``log_prob`` and ``sample``) is accepted, checked before anything is instantiated or called:
+    a function, a module or any other object is refused (``os:getcwd`` is never called). Importing
+    the module runs its top-level code, as any import does: name modules you trust.
+
+    Raises
+    ------
+    ValueError
+        Naming the flag and config key (``--policy-model`` / ``policy_model``), when the path is
+        malformed, cannot be imported, or names something other than such a class.
+    """
+    import importlib
+    import inspect
+
+    flag = _FLAGS[what]
+    where = f"{flag} (config key {flag[2:].replace('-', '_')})"
     module, sep, name = path.partition(":")
     if not sep or not module or not name:
-        raise ValueError(f"{what} import path must look like package.module:Class, got {path!r}")
+        raise ValueError(f"{where}: a {what} import path must look like package.module:Class, got {path!r}")
     try:
         obj = importlib.import_module(module)
         for part in name.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import {what} {path!r}: {exc}") from None
-    return obj() if callable(obj) else obj
+        raise ValueError(f"{where}: cannot import {what} {path!r}: {exc}") from None
+    methods = LEARNER_METHODS[what]
+    needs = " and ".join(f"{m}()" for m in methods)
+    if not inspect.isclass(obj):
+        kind = ("a function" if inspect.isroutine(obj) else "a module" if inspect.ismodule(obj)
+                else f"an object of type {type(obj).__name__}")
+        raise ValueError(f"{where}: {path!r} is {kind}, not a class; a {what} import path must name a class with "
+                         f"{needs} (made with no arguments)")
+    missing = [m for m in methods if not callable(getattr(obj, m, None))]
+    if missing:
+        raise ValueError(f"{where}: class {path!r} lacks {', '.join(f'{m}()' for m in missing)}; a {what} must have "
+                         f"{needs}")
+    try:
+        return obj()
+    except TypeError as exc:
+        raise ValueError(f"{where}: class {path!r} cannot be made with no arguments ({exc}); write a subclass "
+                         "whose defaults are the settings you want") from None
 
 
 def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: int):
