@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-adapters bench clean
+.PHONY: demo test test-fast test-portable test-adapters bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,15 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(THREADS) $(PY) -m pytest -n 2 -m "not slow"
+
+# the suite on another instruction set: numpy and OpenBLAS restricted to SSE kernels, torch to its
+# default (no AVX) kernels -- results must hold to the tolerances the math guarantees, not to the
+# rounding of one CPU (CI machines differ from yours; run it before tightening a tolerance)
+PORTABLE := NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR" OPENBLAS_CORETYPE=Prescott \
+	ATEN_CPU_CAPABILITY=default
+
+test-portable: $(STAMP)
+	$(THREADS) $(PORTABLE) $(PY) -m pytest -n 2 -q
 
 # dataset adapters on datasets built by Minari, d3rlpy and imitation: their gymnasium pins
 # cannot share the main environment, so they get their own (requirements-adapters.txt)
