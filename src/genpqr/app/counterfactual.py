@@ -21,6 +21,14 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
     share and the bootstrap replicates that left the data's support.
 ``counterfactual.joblib``
     The result object (:func:`genpqr.counterfactual.load_counterfactual`).
+``manifest.json``
+    Written last (:func:`genpqr.manifest.output_folder`): the folder is written aside and
+    replaces ``--out`` as a whole (an earlier counterfactual there is replaced; an ``--out``
+    holding anything else, or the fit, is refused before the work starts).
+
+The fit folder is checked against its ``manifest.json`` before anything in it is read
+(:func:`genpqr.manifest.verify_folder`): a folder left incomplete by an interrupted fit, mixing
+two fits, or edited since is refused with a one-line error naming the file.
 
 Bootstrap: the fit saves no replicate models; they are drawn again with the fit's seed
 (``config.json``), which reproduces the fit's resampled panels exactly (same episodes), and each
@@ -221,12 +229,18 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
     """Run a counterfactual on a fit folder; returns the :class:`CounterfactualResult` and writes
     the files of the module docstring."""
     from ..estimator import load
+    from ..folder_ops import write_each
+    from ..manifest import check_target, output_folder, verify_folder
     from .config import FitConfig
 
     fit_dir = Path(fit_dir)
     for name in ("model.joblib", "config.json", "rewards.csv"):
         if not (fit_dir / name).exists():
             raise FileNotFoundError(f"{fit_dir} is not a genpqr fit folder: it has no {name}")
+    verify_folder(fit_dir, kind="fit", require=["model.joblib", "config.json", "rewards.csv"])
+    out = Path(out) if out is not None else fit_dir / "counterfactual"
+    inputs = [fit_dir / "model.joblib", fit_dir / "config.json", fit_dir / "rewards.csv", spec.get("transitions")]
+    check_target(out, inputs=inputs, kind="counterfactual")  # before the work (bootstrap refits)
     model, config = load(fit_dir / "model.joblib"), FitConfig.from_json(fit_dir / "config.json")
     if not hasattr(model, "n_states_"):
         raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
@@ -251,13 +265,13 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None):
         check_normalization=_check_normalization(spec.get("check_normalization"), labels),
         n_boot=_n_boot(spec, config, model), level=float(spec.get("level", config.level)),
         n_jobs=config.n_jobs, random_state=config.seed, progress=progress, min_visits=int(spec.get("min_visits", 10)))
-    out = Path(out) if out is not None else fit_dir / "counterfactual"
-    out.mkdir(parents=True, exist_ok=True)
-    result.to_frame().to_csv(out / "summary.csv", index=False)
-    result.policy_frame().to_csv(out / "states.csv", index=False)
-    result.support.to_frame().to_csv(out / "support.csv", index=False)
-    (out / "identification.json").write_text(json.dumps(_identification(result), indent=2))
-    result.save(out / "counterfactual.joblib")
+    writers = {"summary.csv": lambda p: result.to_frame().to_csv(p, index=False),
+               "states.csv": lambda p: result.policy_frame().to_csv(p, index=False),
+               "support.csv": lambda p: result.support.to_frame().to_csv(p, index=False),
+               "identification.json": lambda p: p.write_text(json.dumps(_identification(result), indent=2)),
+               "counterfactual.joblib": result.save}
+    with output_folder(out, kind="counterfactual", inputs=inputs) as staging:
+        write_each(staging, out, writers)
     return result, out
 
 
