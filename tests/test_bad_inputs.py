@@ -316,7 +316,81 @@ CLI = {
                                           ["--action-type", "continuous", "--normalization", "anchor:0",
                                            "--action-low", "0", "--action-high", "1"],
                                           Err("lie outside", "data row 1")),
+    # --- the --out folder (issue 20): replaced as a whole, never what genpqr did not write -------
+    "data file inside --out": (None, ["--out", "{tmp}"], Err("--out", "holds an input of this run", "data.csv")),
+    "data file inside an earlier fit's --out": ("out:data-in-fit", [],
+                                                Err("--out", "holds an input of this run", "rewards.csv")),
+    "the user's config inside --out": ("out:user-config", ["--config", "{tmp}/out/config.json"],
+                                       Err("--out", "holds files genpqr did not write (config.json)")),
+    "symlinked file in --out": ("out:symlink", [], Err("--out", "holds files genpqr did not write (rewards.csv)")),
+    "--out a symlink to a folder": ("out:symlinked-folder", ["--out", "{tmp}/link"], Err("--out", "is a symlink")),
+    "a file added to an earlier fit": ("out:fit+notes", [],
+                                       Err("--out", "holds files genpqr did not write (notes.txt)")),
+    "--out an experiment folder": ("out:experiment", [], Err("--out", "holds a genpqr 'experiment' output")),
+    "stale parameters.csv of an earlier --features fit": ("out:fit+features", [],
+                                                          Ok(lambda out, so: _fit_folder(out, "anchor:a", False))),
+    "config.json of the earlier fit, rerun into it": ("out:fit", ["--config", "{tmp}/out/config.json",
+                                                                  "--normalization", "anchor:b"],
+                                                      Ok(lambda out, so: _fit_folder(out, "anchor:b", False))),
 }
+
+
+def _fit_folder(out, normalization, parameters: bool) -> bool:
+    """``out`` is one complete fit (its manifest matches, nothing else there) with ``normalization``."""
+    from genpqr.manifest import verify_folder
+
+    names = set(verify_folder(out, kind="fit")["files"])
+    expected = {"model.joblib", "rewards.csv", "config.json", "report.html"} | ({"parameters.csv"} if parameters
+                                                                                else set())
+    return names == expected and json.loads((out / "config.json").read_text())["normalization"] == normalization
+
+
+def _earlier_fit(tmp, data, *extra):
+    """An earlier ``genpqr fit`` into ``tmp/out``."""
+    code = main(["fit", str(data), "--episode", "episode", "--time", "time", "--state", "state", "--action", "action",
+                 "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--quiet",
+                 "--out", str(tmp / "out"), *map(str, extra)])
+    assert code == 0 and _fit_folder(tmp / "out", "anchor:a", bool(extra))
+
+
+def _out_folder(kind, tmp, data):
+    """The ``out:`` kinds of :func:`_write_input`: what ``tmp/out`` holds before the fit; returns the data path."""
+    out = tmp / "out"
+    if kind.startswith("out:fit") or kind == "out:data-in-fit":
+        features = ["--features", tmp / "f.csv"] if kind == "out:fit+features" else []
+        if features:
+            pd.DataFrame({"state_index": np.repeat(np.arange(4), 2), "action": ["a", "b"] * 4,
+                          "x": np.arange(8.0)}).to_csv(tmp / "f.csv", index=False)
+        _earlier_fit(tmp, data, *features)
+        if kind == "out:fit+notes":
+            (out / "notes.txt").write_text("the user's notes")
+        return out / "rewards.csv" if kind == "out:data-in-fit" else data
+    out.mkdir()
+    if kind == "out:user-config":
+        (out / "config.json").write_text('{"seed": 1}')
+    elif kind == "out:symlink":
+        (tmp / "precious.csv").write_text("the user's table")
+        (out / "rewards.csv").symlink_to(tmp / "precious.csv")
+    elif kind == "out:symlinked-folder":
+        (tmp / "link").symlink_to(out, target_is_directory=True)
+    elif kind == "out:experiment":
+        from genpqr.manifest import write_manifest
+
+        (out / "results.csv").write_text("experiment,setting,seed,method\n")
+        write_manifest(out, kind="experiment")
+    return data
+
+
+def _tree(folder) -> dict:
+    """``{relative path: bytes, or a link's target}`` of every file under ``folder``."""
+    import os
+
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            path = Path(root) / name
+            found[str(path.relative_to(folder))] = os.readlink(path) if path.is_symlink() else path.read_bytes()
+    return found
 
 
 def _write_input(kind, tmp):
@@ -330,6 +404,8 @@ def _write_input(kind, tmp):
     frame.to_csv(data, index=False)
     if kind is None:
         return data
+    if kind.startswith("out:"):
+        return _out_folder(kind, tmp, data)
     if kind == "empty":
         data.write_text("")
     elif kind == "header":
@@ -385,29 +461,41 @@ def test_fit_bad_input(case, tmp_path, capsys):
     argv = ["fit", data, "--episode", "episode", "--time", "time", "--state", "state", "--action", "action",
             "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--quiet", "--out", out]
     argv += [str(a).replace("{tmp}", str(tmp_path)) for a in extra]
+    capsys.readouterr()
+    before = _tree(tmp_path)
     code, stdout, stderr = _run(argv, capsys)
     assert "Traceback" not in stderr
     if isinstance(expected, Err):
         assert code == 2, (case, stdout, stderr)
+        assert _tree(tmp_path) == before, case  # a refused run changes nothing: inputs, config, a link's target
         message = stderr.strip().splitlines()[-1]
         assert message.startswith(("genpqr fit: error: ", "genpqr: error: ")), stderr
         for phrase in expected.phrases:
             assert phrase in message, (case, message)
         assert "np.int" not in message and "np.str" not in message and "np.float" not in message
         assert len(message) < 900, f"{case}: {len(message)} characters"
-        assert not (out / "report.html").exists()
+        assert not (out / "report.html").exists() or "out/report.html" in before  # (an earlier fit's, unchanged)
     else:
         assert code == 0, (case, stderr)
         assert expected.check(out, stdout), (case, stdout)
 
 
 # ----------------------------------------------------------------------------- genpqr report
-def _results(folder, text):
+def _results(folder, text, manifest=True, then=None):
+    """A results folder holding ``text`` as results.csv, listed in a genpqr manifest (unless
+    ``manifest`` is False), then changed by ``then(folder)``."""
+    from genpqr.manifest import write_manifest
+
     folder.mkdir()
     (folder / "results.csv").write_text(text)
+    if manifest:
+        write_manifest(folder, kind="experiment")
+    if then is not None:
+        then(folder)
     return folder
 
 
+ROWS = "experiment,setting,seed,method\nexp2,a,0,m\n"
 REPORT = {
     "missing folder": (lambda tmp: tmp / "nope", ("does not exist",)),
     "a file, not a folder": (lambda tmp: (tmp / "f").write_text("x") and tmp / "f", ("is a file",)),
@@ -415,18 +503,41 @@ REPORT = {
     "empty results.csv": (lambda tmp: _results(tmp / "d", ""), ("cannot read", "results.csv")),
     "header only": (lambda tmp: _results(tmp / "d", "experiment,setting,seed,method\n"), ("has no rows",)),
     "foreign columns": (lambda tmp: _results(tmp / "d", "a,b\n1,2\n"), ("lacks the column(s)", "'method'")),
+    # issue 20: the folder must match its manifest
+    "no manifest.json": (lambda tmp: _results(tmp / "d", ROWS, manifest=False), ("has no valid manifest.json",)),
+    "results.csv changed since": (lambda tmp: _results(tmp / "d", ROWS, then=lambda d: (d / "results.csv").write_text(
+        ROWS + "exp2,a,1,m\n")), ("results.csv does not match manifest.json",)),
+    "results.csv cut short": (lambda tmp: _results(tmp / "d", ROWS, then=lambda d: (d / "results.csv").write_text(
+        ROWS[:-9])), ("results.csv does not match manifest.json",)),
+    "a file not in the manifest": (lambda tmp: _results(tmp / "d", ROWS, then=lambda d: (d / "old.png").write_text(
+        "x")), ("old.png is not in its manifest.json",)),
+    "results.csv not in the manifest": (lambda tmp: _results(tmp / "d", ROWS, then=lambda d: _relist(d)),
+                                        ("results.csv is not in its manifest.json",)),
+    "the manifest of a fit": (lambda tmp: _results(tmp / "d", ROWS, then=lambda d: _relist(d, "fit", keep=True)),
+                              ("holds a genpqr 'fit' output, not a 'experiment' output",)),
 }
+
+
+def _relist(folder, kind="experiment", keep=False):
+    """Rewrite the manifest of ``folder``: of ``kind``, without results.csv unless ``keep``."""
+    from genpqr.manifest import read_manifest, store_manifest
+
+    files = read_manifest(folder)["files"]
+    store_manifest(folder, {k: v for k, v in files.items() if keep or k != "results.csv"}, kind=kind)
 
 
 @pytest.mark.parametrize("case", list(REPORT))
 def test_report_bad_input(case, tmp_path, capsys):
     make, phrases = REPORT[case]
-    code, _, stderr = _run(["report", make(tmp_path)], capsys)
-    assert code == 2 and "Traceback" not in stderr
+    folder = make(tmp_path)
+    before = _tree(tmp_path)
+    code, _, stderr = _run(["report", folder], capsys)
+    assert code == 2 and "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
     message = stderr.strip().splitlines()[-1]
     assert message.startswith("genpqr report: error: ")
     for phrase in phrases:
-        assert phrase in message
+        assert phrase in message, (case, message)
+    assert _tree(tmp_path) == before
 
 
 OTHER = {
@@ -441,6 +552,13 @@ OTHER = {
     "demo --out is a file": (["demo", "--out", "{tmp}/afile"], "--out"),
     "demo gamma 1": (["demo", "--gamma", "1", "--out", "{tmp}/d"], "--gamma must be in [0, 1)"),
     "demo one state": (["demo", "--states", "1", "--out", "{tmp}/d"], "--states"),
+    # issue 20: a folder holding files genpqr did not write is refused before any work
+    "experiment --out holds other files": (["experiment", "exp2", "--tiny", "--out", "{tmp}"],
+                                           "--out {tmp} holds files genpqr did not write (afile)"),
+    "continuous experiment --out holds other files": (["experiment", "continuous", "--tiny", "--out", "{tmp}"],
+                                                      "--out {tmp} holds files genpqr did not write (afile)"),
+    "demo --out holds other files": (["demo", "--out", "{tmp}"],
+                                     "--out {tmp} holds files genpqr did not write (afile)"),
 }
 
 
@@ -450,7 +568,8 @@ def test_other_commands_bad_input(case, tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     code, _, stderr = _run([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
     assert code == 2 and "Traceback" not in stderr
-    assert phrase in stderr.strip().splitlines()[-1]
+    assert phrase.replace("{tmp}", str(tmp_path)) in stderr.strip().splitlines()[-1]
+    assert (tmp_path / "afile").read_text() == "x" and len(list(tmp_path.iterdir())) == 1
     assert not (tmp_path / "e").exists() and not (tmp_path / "d").exists()
 
 
@@ -502,6 +621,61 @@ def test_counterfactual_bad_input(case, cf_fit, tmp_path, capsys):
     assert code == 2 and "Traceback" not in stderr, (case, stderr)
     message = stderr.strip().splitlines()[-1]
     assert message.startswith("genpqr counterfactual: error: ") and phrase in message, (case, message)
+    assert not (tmp_path / "cf").exists()
+
+
+def _other_model(folder):
+    """model.joblib of another fit (the earlier one at ``folder``'s place, say) beside this config."""
+    import shutil
+
+    other = folder.parent / "other"
+    assert main(["fit", str(folder.parent / "data.csv"), "--episode", "episode", "--time", "time", "--state", "state",
+                 "--action", "action", "--gamma", "0.8", "--normalization", "anchor:b", "--cross-fit", "0", "--quiet",
+                 "--out", str(other)]) == 0
+    shutil.copyfile(other / "model.joblib", folder / "model.joblib")
+
+
+# issue 20: a fit folder that an interrupted, mixed or edited run left is refused, naming the file
+BROKEN_FIT = {
+    "model.joblib emptied (killed while rewritten)": (lambda f: (f / "model.joblib").write_bytes(b""),
+                                                      "model.joblib does not match manifest.json"),
+    "model.joblib cut short": (lambda f: (f / "model.joblib").write_bytes((f / "model.joblib").read_bytes()[:100]),
+                               "model.joblib does not match manifest.json"),
+    "model.joblib of another fit": (_other_model, "model.joblib does not match manifest.json"),
+    "config.json edited": (lambda f: (f / "config.json").write_text((f / "config.json").read_text().replace(
+        '"seed": 0', '"seed": 1')), "config.json does not match manifest.json"),
+    "rewards.csv gone": (lambda f: (f / "rewards.csv").unlink(), "is not a genpqr fit folder: it has no rewards.csv"),
+    "report.html gone": (lambda f: (f / "report.html").unlink(), "report.html is missing (listed in manifest.json)"),
+    "a stale parameters.csv beside it": (lambda f: (f / "parameters.csv").write_text("parameter,estimate\n"),
+                                         "parameters.csv is not in its manifest.json"),
+    "no manifest.json": (lambda f: (f / "manifest.json").unlink(), "has no valid manifest.json"),
+    "manifest.json cut short": (lambda f: (f / "manifest.json").write_text((f / "manifest.json").read_text()[:50]),
+                                "has no valid manifest.json"),
+    "a counterfactual folder": (lambda f: _relabel(f, "counterfactual"),
+                                "holds a genpqr 'counterfactual' output, not a 'fit' output"),
+}
+
+
+def _relabel(folder, kind):
+    from genpqr.manifest import read_manifest, store_manifest
+
+    store_manifest(folder, read_manifest(folder)["files"], kind=kind)
+
+
+@pytest.mark.parametrize("case", list(BROKEN_FIT))
+def test_counterfactual_refuses_a_broken_fit_folder(case, cf_fit, tmp_path, capsys):
+    import shutil
+
+    fit, data = cf_fit
+    shutil.copyfile(data, tmp_path / "data.csv")
+    broken = tmp_path / "fit"
+    shutil.copytree(fit, broken)
+    BROKEN_FIT[case][0](broken)
+    code, _, stderr = _run(["counterfactual", broken, "--reward-change", "b=-0.5", "--bootstrap", "0", "--quiet",
+                            "--out", tmp_path / "cf"], capsys)
+    assert code == 2 and "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, (case, stderr)
+    message = stderr.strip()
+    assert message.startswith("genpqr counterfactual: error: ") and BROKEN_FIT[case][1] in message, (case, message)
     assert not (tmp_path / "cf").exists()
 
 

@@ -39,7 +39,7 @@ def test_flags_match_the_python_api(fit_dir, tmp_path, capsys):
     np.testing.assert_allclose(summary["difference_lo"], expected["difference_lo"], atol=1e-12)
     ident = json.loads((out / "identification.json").read_text())
     assert ident["invariant"] and ident["normalization_gap"] < 1e-9
-    assert load_counterfactual(out / "counterfactual.joblib").bootstrap.shape[0] == 4
+    assert load_counterfactual(out / "counterfactual.npz").bootstrap.shape[0] == 4
     states = pd.read_csv(out / "states.csv")
     assert np.allclose(states.filter(like="counterfactual_policy").sum(axis=1), 1.0)
 

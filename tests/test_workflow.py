@@ -97,7 +97,7 @@ def test_outputs_and_effective_config_rerun(small_csv, tmp_path, capsys):
     code, _, err = fit_cli(base_flags(path, tmp_path / "a", "mean-zero") + ["--seed", 3], capsys)
     assert code == 0, err
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert files == ["config.json", "model.joblib", "report.html", "rewards.csv"]
+    assert files == ["config.json", "manifest.json", "model.joblib", "report.html", "rewards.csv"]
     saved = json.loads((tmp_path / "a" / "config.json").read_text())
     assert saved["q_model"] == "exact" and saved["policy_model"] == "auto" and saved["seed"] == 3
     assert saved["clip"] == "auto"

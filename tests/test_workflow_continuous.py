@@ -77,7 +77,8 @@ def test_recovers_closed_form_normalized_reward(lqg_fit):
 
 def test_outputs_rewards_table_config_and_model(lqg_fit):
     frame, out, outputs = lqg_fit
-    assert {p.name for p in out.iterdir()} == {"model.joblib", "rewards.csv", "config.json", "report.html"}
+    assert {p.name for p in out.iterdir()} == {"model.joblib", "rewards.csv", "config.json", "report.html",
+                                               "manifest.json"}
     rewards = pd.read_csv(out / "rewards.csv")
     assert list(rewards.columns) == ["episode", "time", "s", "a", "reward", "continuation"]
     assert len(rewards) == len(frame) and np.all(np.isfinite(rewards[["reward", "continuation"]].to_numpy()))

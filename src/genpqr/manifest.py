@@ -45,6 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .exceptions import IntegrityError, UntrustedFileError
+from .folder_ops import check_place, exchange, fsync_dir, is_leftover, umask, writing
 
 __all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "read_header", "output_folder",
            "verify_folder", "read_manifest", "manifest_trusted", "sha256_file", "atomic_write_bytes",
@@ -125,6 +126,8 @@ def atomic_write_bytes(path, chunks) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):  # the mode a plain open() gives, not mkstemp's owner-only
+            os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as fh:
             for chunk in [chunks] if isinstance(chunks, (bytes, bytearray, memoryview)) else chunks:
                 fh.write(chunk)
@@ -276,25 +279,61 @@ def read_manifest(folder) -> dict | None:
 
 
 def _listing(folder: Path) -> list[str]:
-    """Every entry under ``folder`` (relative POSIX paths; symlinks and other non-files included)."""
+    """Every entry under ``folder`` (relative POSIX paths; symlinks, special files and empty
+    folders -- as ``name/`` -- included), leaving out genpqr's leftovers (:func:`is_leftover`)
+    and nested genpqr outputs (a subfolder with its own manifest, e.g. a fit's ``counterfactual/``)."""
     out = []
-    for path in sorted(folder.rglob("*")):
-        if path.is_dir() and not path.is_symlink():
+    for path in sorted(folder.iterdir()):
+        if is_leftover(path.name):
             continue
-        out.append(path.relative_to(folder).as_posix())
+        if path.is_dir() and not path.is_symlink():
+            if read_manifest(path) is None:
+                inner = [f"{path.name}/{name}" for name in _listing(path)]
+                out += inner if inner or any(path.iterdir()) else [f"{path.name}/"]
+        else:
+            out.append(path.name)
     return out
+
+
+def file_entry(path) -> dict:
+    """``{"size", "sha256"}`` of the file at ``path``, flushed to disk on the way."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+        with contextlib.suppress(OSError):
+            os.fsync(fh.fileno())
+    return {"size": Path(path).stat().st_size, "sha256": digest.hexdigest()}
+
+
+def file_matches(path, entry: dict) -> bool:
+    """True when ``path`` is the file a manifest entry describes. While an update is under way
+    (:func:`genpqr.experiments.folder.update_folder`) the entry also names the ``next``
+    version; either is accepted, and a version of size None (a file being added) accepts an
+    absent file."""
+    path, digest = Path(path), None
+    for version in [entry] + ([entry["next"]] if isinstance(entry.get("next"), dict) else []):
+        if version.get("size") is None:
+            if not os.path.lexists(path):
+                return True
+        elif path.is_file() and not path.is_symlink() and path.stat().st_size == version["size"]:
+            digest = digest or sha256_file(path)
+            if digest == version.get("sha256"):
+                return True
+    return False
 
 
 def verify_folder(folder, *, kind: str | None = None, require=()) -> dict:
     """Check that ``folder`` is a complete genpqr output: ``manifest.json`` present, every file
-    it lists present with its size and SHA-256, the files in ``require`` listed, and (with
+    it lists present with its size and SHA-256, nothing else in the folder (but genpqr's
+    leftovers and nested genpqr outputs), the files in ``require`` listed and present, and (with
     ``kind``) the folder of that kind. Returns the manifest.
 
     Raises
     ------
     IntegrityError
         Naming the folder and the first file that is missing, changed or absent from the
-        manifest: the folder is incomplete (a run was interrupted) or was edited.
+        manifest: the folder is incomplete (a run was interrupted), mixed or was edited.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -309,13 +348,18 @@ def verify_folder(folder, *, kind: str | None = None, require=()) -> dict:
     for name in require:
         if name not in files:
             raise IntegrityError(f"{folder}: {name} is not in its {MANIFEST}: the folder is incomplete")
-    for name, entry in files.items():
-        path = folder / name
-        if not path.is_file() or path.is_symlink():
+        if not (folder / name).is_file():
             raise IntegrityError(f"{folder}: {name} is missing (listed in {MANIFEST}); the folder is incomplete")
-        if path.stat().st_size != entry.get("size") or sha256_file(path) != entry.get("sha256"):
+    for name, entry in files.items():
+        if not file_matches(folder / name, entry):
+            if not os.path.lexists(folder / name):
+                raise IntegrityError(f"{folder}: {name} is missing (listed in {MANIFEST}); the folder is incomplete")
             raise IntegrityError(f"{folder}: {name} does not match {MANIFEST} (changed after genpqr wrote it, or "
                                  "from another run)")
+    extra = [name for name in _listing(folder) if name != MANIFEST and name not in files]
+    if extra:
+        raise IntegrityError(f"{folder}: {extra[0]} is not in its {MANIFEST} (left by another run, or added after "
+                             "genpqr wrote the folder); remove it or run the command again")
     return manifest
 
 
@@ -326,72 +370,76 @@ def manifest_trusted(manifest: dict) -> bool:
 
 
 def is_genpqr_folder(folder) -> bool:
-    """True when ``folder`` holds exactly the files of a genpqr manifest (nothing else)."""
+    """True when ``folder`` holds a genpqr manifest and nothing but files it lists (some of them
+    may be gone), genpqr's leftovers and nested genpqr outputs."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     if manifest is None:
         return False
-    return set(_listing(folder)) == set(manifest["files"]) | {MANIFEST}
+    return set(_listing(folder)) <= set(manifest["files"]) | {MANIFEST}
 
 
-def check_target(target, *, inputs=(), flag: str = "--out") -> None:
-    """Refuse ``target`` unless it is absent, an empty folder or an earlier genpqr output of
-    nothing but its manifest's files; refuse inputs that lie inside it."""
+def check_target(target, *, inputs=(), flag: str = "--out", kind: str | None = None) -> None:
+    """Refuse ``target`` unless it is absent, empty (but for genpqr's leftovers) or an earlier
+    genpqr output (of ``kind``, when given) holding nothing but its manifest's files; refuse
+    inputs that lie inside it and a target inside an input folder."""
     target = Path(target)
-    resolved = target.resolve()
-    for item in inputs:
-        if item is None:
-            continue
-        p = Path(item).resolve()
-        if p == resolved or resolved in p.parents:
-            raise ValueError(f"{flag} {target} holds an input of this run ({item}); write the outputs elsewhere")
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise ValueError(f"{flag} {target} is {'a symlink' if target.is_symlink() else 'a file'}; "
-                         "expected a new or empty folder, or an earlier genpqr output folder")
-    if not target.exists() or not any(target.iterdir()):
+    check_place(target, inputs, flag)
+    if not target.exists():
         return
-    if not is_genpqr_folder(target):
-        manifest = read_manifest(target)
-        listed = set(manifest["files"]) | {MANIFEST} if manifest else set()
-        foreign = [name for name in _listing(target) if name not in listed][:5]
-        raise ValueError(f"{flag} {target} holds files genpqr did not write ({', '.join(foreign)}); genpqr replaces "
-                         "only its own earlier outputs. Choose a new or empty folder")
+    manifest = read_manifest(target)
+    if manifest is None:
+        foreign = [p.name for p in sorted(target.iterdir()) if not is_leftover(p.name)]
+    else:
+        if kind is not None and manifest.get("kind") != kind:
+            raise ValueError(f"{flag} {target} holds a genpqr {manifest.get('kind')!r} output; this command writes "
+                             f"{kind!r} outputs and replaces only those. Choose a new or empty folder")
+        foreign = [name for name in _listing(target) if name != MANIFEST and name not in manifest["files"]]
+    if foreign:
+        raise ValueError(f"{flag} {target} holds files genpqr did not write ({', '.join(foreign[:5])}); genpqr "
+                         "replaces only its own earlier outputs. Choose a new or empty folder")
 
 
 @contextlib.contextmanager
 def output_folder(target, *, kind: str, inputs=(), command=None, flag: str = "--out"):
     """Build an output folder as a transaction.
 
-    Yields a temporary folder beside ``target``; write every file into it. On success,
-    ``manifest.json`` is written last and the folder is renamed to ``target`` (an earlier genpqr
-    output there is replaced as a whole). On any error the temporary folder is removed and
-    ``target`` is untouched. ``target`` is checked first (:func:`check_target`).
+    Yields a temporary folder beside ``target``; write every file into it (see
+    :func:`write_each`). On success, ``manifest.json`` is written last and the folder takes the
+    place of ``target`` in one step (an earlier genpqr output there is replaced as a whole). On
+    any error the temporary folder is removed and ``target`` is untouched; an ``OSError`` (a
+    full disk) is raised again naming the file and saying so. ``target`` is checked first
+    (:func:`check_target`) and again at the swap.
 
     Parameters
     ----------
     target : path
     kind : str
-        ``"fit"``, ``"counterfactual"``, ``"experiment"``, ``"report"``, ``"demo"``...
+        ``"fit"``, ``"counterfactual"``, ``"continuous-experiment"``, ``"demo"``...; only an
+        earlier output of the same kind is replaced.
     inputs : paths
-        The run's input files, refused inside ``target``.
+        The run's input files and folders, refused inside ``target``.
     command : list of str, optional
         The command line recorded (default ``sys.argv``).
     """
     target = Path(target)
-    check_target(target, inputs=inputs, flag=flag)
+    check_target(target, inputs=inputs, flag=flag, kind=kind)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    os.chmod(staging, 0o777 & ~umask())  # the mode a plain mkdir gives, not mkdtemp's owner-only
     try:
-        yield staging
-        write_manifest(staging, kind=kind, command=command)
-        _swap_into_place(staging, target, inputs, flag)
+        with writing(target, target, staging):
+            yield staging
+        with writing(target / MANIFEST, target, staging):
+            write_manifest(staging, kind=kind, command=command)
+            _swap_into_place(staging, target, inputs, flag, kind)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
 
 
 def write_manifest(folder, *, kind: str, command=None) -> dict:
-    """Write ``folder/manifest.json`` over every file in ``folder`` (atomic); returns it."""
+    """Write ``folder/manifest.json`` over every file in ``folder`` (each flushed to disk; atomic); returns it."""
     folder = Path(folder)
     files = {}
     for name in _listing(folder):
@@ -399,23 +447,35 @@ def write_manifest(folder, *, kind: str, command=None) -> dict:
         if name == MANIFEST:
             continue
         if path.is_symlink() or not path.is_file():
-            raise IntegrityError(f"{path}: outputs must be plain files (found a link or a special file)")
-        files[name] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
+            raise IntegrityError(f"{path}: outputs must be plain files (found a link, a folder or a special file)")
+        files[name] = file_entry(path)
+    return store_manifest(folder, files, kind=kind, command=command)
+
+
+def store_manifest(folder, files: dict, *, kind: str, command=None) -> dict:
+    """Sign and write (atomically) the manifest of ``folder`` listing ``files`` ({name: entry}); returns it."""
     body = {"format": 1, "genpqr": _version(), "kind": kind,
             "command": list(sys.argv if command is None else command),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "files": files}
     manifest = dict(body, signature=_sign(body))
-    atomic_write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
+    atomic_write_bytes(Path(folder) / MANIFEST, json.dumps(manifest, indent=1).encode())
     return manifest
 
 
-def _swap_into_place(staging: Path, target: Path, inputs, flag: str) -> None:
-    if not target.exists():
+def _swap_into_place(staging: Path, target: Path, inputs, flag: str, kind: str) -> None:
+    """Put ``staging`` at ``target``: a rename, or over an earlier output an atomic exchange
+    (Linux ``renameat2``; elsewhere two renames, the earlier output intact at ``.NAME.XXXX.old``
+    in between)."""
+    if not os.path.lexists(target):
         os.rename(staging, target)
-        return
-    check_target(target, inputs=inputs, flag=flag)  # still ours (or empty) at the moment of the swap
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
-    os.rmdir(old)
-    os.rename(target, old)        # from here until the next rename the earlier output sits, intact, at `old`
-    os.rename(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
+    else:
+        check_target(target, inputs=inputs, flag=flag, kind=kind)  # still ours (or empty) at the moment of the swap
+        if exchange(staging, target):
+            shutil.rmtree(staging, ignore_errors=True)  # it holds the earlier output now
+        else:
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.rmdir(old)
+            os.rename(target, old)
+            os.rename(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+    fsync_dir(target.parent)  # the renames themselves to disk

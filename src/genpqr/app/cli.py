@@ -33,12 +33,16 @@ def split_methods(text: str) -> list[str]:
 def _continuous_experiment(args) -> int:
     """``genpqr experiment continuous``: the LQG sweep of :mod:`genpqr.experiments.continuous`
     (n = 1e3, 1e4, 1e5; tiny: n = 200, 500) with its own table and figure."""
-    from ..experiments.continuous import run_continuous_experiment
+    from ..experiments.continuous import KIND, run_continuous_experiment, write_outputs
+    from ..manifest import check_target, output_folder
 
+    check_target(args.out, kind=KIND)  # before the sweep; the folder is then written as a whole
     n_values = (200, 500) if args.tiny else (1_000, 10_000, 100_000)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    frame = run_continuous_experiment(n_values=n_values, seeds=seeds, out_dir=args.out, progress=not args.quiet,
+    frame = run_continuous_experiment(n_values=n_values, seeds=seeds, progress=not args.quiet,
                                       **({"methods": ("linear-gaussian",)} if args.tiny else {}))
+    with output_folder(args.out, kind=KIND) as staging:
+        write_outputs(frame, staging)
     print(f"continuous: {len(frame)} row(s) written to {args.out}/results.csv (table: {args.out}/results.md)")
     return 0
 
@@ -65,12 +69,15 @@ def _experiment(args) -> int:
     except (ValueError, OSError) as exc:
         print(f"genpqr experiment: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    print(f"{config.name}: {len(summary.executed)} task(s) run, {len(summary.skipped)} already in "
-          f"{summary.out}/results.csv, {len(summary.failures)} failed")
+    unsaved = f", {len(summary.unsaved)} finished but not saved" if summary.unsaved else ""
+    print(f"{config.name}: {summary.n_tasks} task(s): {len(summary.executed)} run, {len(summary.skipped)} already in "
+          f"{summary.out}/results.csv, {len(summary.failures)} failed{unsaved}")
     for failure in summary.failures:
         print(f"  FAILED {failure.short()}", file=sys.stderr)
-    if summary.failures:
-        print("  rerun the same command to retry the failed tasks (finished rows are kept)", file=sys.stderr)
+    for failure in summary.unsaved:
+        print(f"  NOT SAVED {failure.short()}", file=sys.stderr)
+    if not summary.ok:
+        print("  rerun the same command to retry the failed and unsaved tasks (saved rows are kept)", file=sys.stderr)
     return 0 if summary.ok else 1
 
 
@@ -78,12 +85,17 @@ def _report(args) -> int:
     from pathlib import Path
 
     from ..experiments import write_report
+    from ..manifest import read_manifest, verify_folder
 
     folder = Path(args.dir)
     try:
         if not folder.is_dir():
             raise ValueError(f"results folder {args.dir!r} " + ("is a file" if folder.exists() else "does not exist")
                              + "; give the --out folder of `genpqr experiment`")
+        if (folder / "results.csv").exists():  # (none: write_report says so)
+            kind = (read_manifest(folder) or {}).get("kind")  # a continuous sweep's folder: load_results says why not
+            verify_folder(folder, kind=kind if kind == "continuous-experiment" else "experiment",
+                          require=["results.csv"])
         paths = write_report(folder)
     except (ValueError, OSError) as exc:
         print(f"genpqr report: error: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -132,7 +144,9 @@ def _add_experiment_parsers(sub) -> None:
     rep = sub.add_parser("report", help="write the Markdown table and figures of a results folder",
                          description="Read DIR/results.csv (written by `genpqr experiment ... --out DIR`) and write "
                                      "DIR/results.md (mean and spread over seeds per setting and method) and one "
-                                     "figure per experiment (DIR/<experiment>_*.png). Nothing else is changed.",
+                                     "figure per experiment (DIR/<experiment>_*.png), each written to a temporary "
+                                     "name and renamed, and lists them in DIR/manifest.json. Nothing else is "
+                                     "changed; a DIR whose files do not match its manifest.json is refused.",
                          allow_abbrev=False)
     rep.add_argument("dir", help="results folder holding results.csv (the --out of genpqr experiment)")
     rep.set_defaults(func=_report)
@@ -180,8 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_demo(args) -> str | None:
+    from ..manifest import check_target
+
     try:
         check_output_folder(args.out, "--out")
+        check_target(args.out, kind="demo")
     except ValueError as exc:
         return str(exc)
     if args.states < 2 or args.actions < 2 or args.episodes < 1:

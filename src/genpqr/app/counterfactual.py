@@ -19,9 +19,17 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
     The route that answered, why it is identified (the structural model's functional form, or
     invariance to the normalization with the measured gap), the other route's gap, the support
     share and the bootstrap replicates that left the data's support.
-``counterfactual.joblib``
+``counterfactual.npz``
     The result object (:func:`genpqr.counterfactual.load_counterfactual`), as arrays and JSON
     (no pickle: reading it runs no code).
+``manifest.json``
+    Written last (:func:`genpqr.manifest.output_folder`): the folder is written aside and
+    replaces ``--out`` as a whole (an earlier counterfactual there is replaced; an ``--out``
+    holding anything else, or the fit, is refused before the work starts).
+
+The fit folder is checked against its ``manifest.json`` before anything in it is read
+(:func:`genpqr.manifest.verify_folder`): a folder left incomplete by an interrupted fit, mixing
+two fits, or edited since is refused with a one-line error naming the file.
 
 Loading: ``model.joblib`` is a pickle, and a pickle runs code when loaded; it is loaded only
 when genpqr signed it under this user's key (:mod:`genpqr.manifest`), else the command stops
@@ -228,12 +236,18 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     the files of the module docstring. ``model.joblib`` is loaded by :func:`genpqr.load`: only a
     file genpqr signed under this user's key, unless ``trusted`` (``--trust``)."""
     from ..estimator import load
+    from ..folder_ops import write_each
+    from ..manifest import check_target, output_folder, verify_folder
     from .config import FitConfig
 
     fit_dir = Path(fit_dir)
     for name in ("model.joblib", "config.json", "rewards.csv"):
         if not (fit_dir / name).exists():
             raise FileNotFoundError(f"{fit_dir} is not a genpqr fit folder: it has no {name}")
+    verify_folder(fit_dir, kind="fit", require=["model.joblib", "config.json", "rewards.csv"])
+    out = Path(out) if out is not None else fit_dir / "counterfactual"
+    inputs = [fit_dir / "model.joblib", fit_dir / "config.json", fit_dir / "rewards.csv", spec.get("transitions")]
+    check_target(out, inputs=inputs, kind="counterfactual")  # before the work (bootstrap refits)
     model, config = load(fit_dir / "model.joblib", trusted=trusted), FitConfig.from_json(fit_dir / "config.json")
     if not hasattr(model, "n_states_"):
         raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
@@ -258,13 +272,13 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
         check_normalization=_check_normalization(spec.get("check_normalization"), labels),
         n_boot=_n_boot(spec, config, model), level=float(spec.get("level", config.level)),
         n_jobs=config.n_jobs, random_state=config.seed, progress=progress, min_visits=int(spec.get("min_visits", 10)))
-    out = Path(out) if out is not None else fit_dir / "counterfactual"
-    out.mkdir(parents=True, exist_ok=True)
-    result.to_frame().to_csv(out / "summary.csv", index=False)
-    result.policy_frame().to_csv(out / "states.csv", index=False)
-    result.support.to_frame().to_csv(out / "support.csv", index=False)
-    (out / "identification.json").write_text(json.dumps(_identification(result), indent=2))
-    result.save(out / "counterfactual.joblib")
+    writers = {"summary.csv": lambda p: result.to_frame().to_csv(p, index=False),
+               "states.csv": lambda p: result.policy_frame().to_csv(p, index=False),
+               "support.csv": lambda p: result.support.to_frame().to_csv(p, index=False),
+               "identification.json": lambda p: p.write_text(json.dumps(_identification(result), indent=2)),
+               "counterfactual.npz": result.save}
+    with output_folder(out, kind="counterfactual", inputs=inputs) as staging:
+        write_each(staging, out, writers)
     return result, out
 
 
@@ -294,7 +308,7 @@ def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
                     "with the gap), else on the nonparametric reward table with the check of whether the "
                     "normalization identifies the answer. Reports rates, distributions, intervals of a named kind and "
                     "how much of the answer lies on states the data saw rarely. Writes summary.csv, states.csv, "
-                    "support.csv, identification.json and counterfactual.joblib.",
+                    "support.csv, identification.json and counterfactual.npz.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("fit_dir", help="output folder of `genpqr fit` (tabular mode)")
     p.add_argument("--spec", default=None, metavar="SPEC.json", help=f"JSON with keys among {', '.join(_KEYS)}")
@@ -354,5 +368,5 @@ def counterfactual_command(args) -> int:
             print(text, file=sys.stderr)
         elif not issubclass(w.category, GenPQRWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    print(f"wrote {out}/summary.csv, states.csv, support.csv, identification.json, counterfactual.joblib")
+    print(f"wrote {out}/summary.csv, states.csv, support.csv, identification.json, counterfactual.npz")
     return 0

@@ -51,13 +51,19 @@ def sampling_floor(model, data) -> float:
 
 def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: int = 4, gamma: float = 0.9,
              n_episodes: int = 2000, horizon: int = 25, seed: int = 0, show: bool = False) -> dict:
-    """Run the demo; returns the printed figures as a dict and writes ``out/demo.png``."""
+    """Run the demo; returns the printed figures as a dict and writes ``out/demo.png`` (and
+    ``out/manifest.json``: the folder is written aside and replaces an earlier demo folder as a
+    whole, :func:`genpqr.manifest.output_folder`; a folder holding anything else is refused
+    before the demo runs)."""
     import matplotlib
+
+    from ..folder_ops import write_each
+    from ..manifest import check_target, output_folder
 
     if not show:
         matplotlib.use("Agg")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_target(out, kind="demo")
     mdp = random_mdp(n_states, n_actions, n_next=5, gamma=gamma, random_state=seed)
     norm = N.anchor_action(0)
     truth = T.normalized_reward(mdp.reward, mdp.kernel, gamma, norm)
@@ -72,7 +78,9 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
         print(f"  the CoverageWarning, checked against the truth: the reward's RMSE is {split['rmse_flagged']:.3g} "
               f"at the {split['n_flagged']} state(s) it means ({split['share_flagged']:.1%} of the rows) and "
               f"{split['rmse_other']:.3g} at the other {n_states - split['n_flagged']}")
-    path = _plot(out / "demo.png", truth, exact.reward(grid), data, fqe, floor, show=show)
+    with output_folder(out, kind="demo") as staging:
+        path = write_each(staging, out, {"demo.png": lambda p: _plot(p, truth, exact.reward(grid), data, fqe, floor,
+                                                                    show=show)})["demo.png"]
     print(f"\nFigure written to {path}")
     return {"rows": rows, "figure": str(path), "residual_floor": floor,
             "last_residual": fqe.diagnostics_.bellman_residuals[-1], "warnings": messages, "coverage": split}
@@ -163,7 +171,7 @@ def _plot(path: Path, truth, recovered, data, fqe, floor, show: bool) -> Path:
     axes[2].set_title("recovered vs true")
     plot_bellman_residuals(fqe.diagnostics_, ax=axes[3], floor=floor)
     axes[3].set_title("FQE convergence (frequencies + FQE)")
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     if show:
         plt.show()
     plt.close(fig)

@@ -1,18 +1,30 @@
 """What ``genpqr fit`` produced (:class:`FitOutputs`, printed by :meth:`FitOutputs.describe`)
 and writing it to the ``--out`` folder (:func:`write_outputs`): ``model.joblib``,
-``rewards.csv``, ``parameters.csv``, ``config.json`` and ``report.html``. Shared by the
-discrete (:mod:`genpqr.app.workflow`) and continuous (:mod:`genpqr.app.fit_continuous`) fits.
+``rewards.csv``, ``parameters.csv``, ``config.json``, ``report.html`` and, written last,
+``manifest.json``. Shared by the discrete (:mod:`genpqr.app.workflow`) and continuous
+(:mod:`genpqr.app.fit_continuous`) fits; the out-of-core fit (:mod:`genpqr.app.stream`) writes
+through :func:`write_fit_folder` too.
+
+The folder is a transaction (:func:`genpqr.manifest.output_folder`): the files are written into
+a temporary folder beside ``--out`` which then replaces ``--out`` as a whole -- a reader sees
+the earlier fit or the new one, never a mix, and a file of an earlier fit that the new one does
+not write (``parameters.csv``) does not stay behind. :func:`check_fit_target` refuses, before
+the fit, an ``--out`` that holds anything but an earlier fit (the user's files, a symlink, a
+counterfactual or experiment folder) or that holds one of the fit's inputs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .config import FitConfig
 from .report_base import warning_sections
 
-__all__ = ["FitOutputs", "write_outputs", "warning_messages", "closing_lines"]
+__all__ = ["FitOutputs", "write_outputs", "write_fit_folder", "check_fit_target", "fit_inputs", "warning_messages",
+           "closing_lines"]
+
+KIND = "fit"  # the manifest's kind of a fit folder
+
 
 def closing_lines(files: dict, warnings_: list, where: str = "", structural_warnings=(), estimator=None) -> list:
     """The end of a fit's console summary: the files written, then the warnings (``where``
@@ -103,21 +115,47 @@ class FitOutputs:
                                                self.structural_warnings, estimator))
 
 
+def fit_inputs(config) -> list:
+    """The files a fit reads and ``config.json`` names again later (the data file or folder, the
+    features, a kernel file): refused inside ``--out``. (A ``--config`` file there is read
+    before anything is written; it may be the ``config.json`` of the earlier fit.)"""
+    from .config import parse_transition
+
+    kernel = config.transition if parse_transition(config.transition)[0] == "file" else None
+    return [p for p in (config.data, config.features, kernel) if p]
+
+
+def check_fit_target(config) -> None:
+    """Refuse, before fitting, an ``--out`` that genpqr may not replace
+    (:func:`genpqr.manifest.check_target`): a ``ValueError`` naming ``--out`` and why."""
+    from ..manifest import check_target
+
+    check_target(config.out, inputs=fit_inputs(config), kind=KIND)
+
+
+def write_fit_folder(config, writers: dict) -> dict:
+    """Write a fit folder at ``config.out`` as a transaction: ``writers[name](path)`` writes each
+    file into the temporary folder, ``manifest.json`` last; returns ``{name: final path}``."""
+    from ..folder_ops import write_each
+    from ..manifest import output_folder
+
+    with output_folder(config.out, kind=KIND, inputs=fit_inputs(config)) as staging:
+        return write_each(staging, config.out, writers)
+
+
 def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
-    """model.joblib, rewards.csv, parameters.csv, config.json and report.html into ``config.out``."""
+    """model.joblib, rewards.csv, parameters.csv, config.json and report.html into ``config.out``
+    (:func:`write_fit_folder`); ``outputs.files`` gets their final paths."""
     from .report import context_from_outputs, write_report
 
-    outputs.config = outputs.config.with_absolute_paths()  # config.json reruns from any folder
-    out = Path(outputs.config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = outputs.files
-    files.update(model=out / "model.joblib", rewards=out / "rewards.csv")
-    outputs.model.save(files["model"], include_data=outputs.config.save_data)
-    outputs.rewards.to_csv(files["rewards"], index=False)
+    outputs.config = config = outputs.config.with_absolute_paths()  # config.json reruns from any folder
+    writers = {"model.joblib": lambda p: outputs.model.save(p, include_data=config.save_data),
+               "rewards.csv": lambda p: outputs.rewards.to_csv(p, index=False)}
     if outputs.parameters is not None:
-        files["parameters"] = out / "parameters.csv"
-        outputs.parameters.to_csv(files["parameters"], index=False)
-    files["config"] = out / "config.json"
-    outputs.config.to_json(files["config"])
-    files["report"] = out / "report.html"
-    write_report(files["report"], context_from_outputs(outputs, n_rows=n_rows))
+        writers["parameters.csv"] = lambda p: outputs.parameters.to_csv(p, index=False)
+    writers["config.json"] = config.to_json
+    writers["report.html"] = lambda p: write_report(p, context_from_outputs(outputs, n_rows=n_rows))
+    paths = write_fit_folder(config, writers)
+    keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
+            "config.json": "config", "report.html": "report"}
+    outputs.files.update({keys[name]: path for name, path in paths.items()})

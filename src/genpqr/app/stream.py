@@ -17,7 +17,8 @@ The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized 
   iterations, default 200, no held-out early stopping) trained by LightGBM's Dask interface
   (:mod:`genpqr.distributed_fqe`).
 
-Writes ``model.joblib``, ``rewards.csv`` (tabular mode) and ``config.json``; no HTML report
+Writes ``model.joblib``, ``rewards.csv`` (tabular mode), ``config.json`` and ``manifest.json``
+(the folder as a transaction, as :mod:`genpqr.app.outputs` says); no HTML report
 (it reads the rows). Not available out of core (clear errors): ``--bins``, ``--features``,
 ``--transition`` other than counts, ``--bootstrap``, continuous actions, normalizations other
 than ``anchor:`` and ``mean-zero``; cross-fitting is off (in-sample diagnostics).
@@ -27,14 +28,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
 from .config import parse_normalization
 from .data_file import match_labels
 from .model_choice import make_policy_model, q_model_settings
-from .outputs import closing_lines, warning_messages
+from .outputs import closing_lines, warning_messages, write_fit_folder
 
 __all__ = ["run_stream_fit", "StreamFitOutputs", "dask_client", "route_lightgbm_logs"]
 
@@ -184,13 +184,11 @@ def route_lightgbm_logs() -> None:
 
 
 def _write(outputs: StreamFitOutputs, labels) -> None:
+    """model.joblib, rewards.csv (tabular mode) and config.json, as a transaction
+    (:func:`genpqr.app.outputs.write_fit_folder`, manifest.json last)."""
     import pandas as pd
 
-    out = Path(outputs.config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = outputs.files
-    files["model"] = out / "model.joblib"
-    outputs.model.save(files["model"])
+    writers = {"model.joblib": outputs.model.save}
     if outputs.tabular:
         model = outputs.model
         table = np.asarray(model.stage2_.recovery.reward)
@@ -199,8 +197,8 @@ def _write(outputs: StreamFitOutputs, labels) -> None:
                                 "visited": model.visited_states_})
         for k, label in enumerate(labels):
             rewards[f"reward_{label}"] = table[:, k]
-        files["rewards"] = out / "rewards.csv"
-        rewards.to_csv(files["rewards"], index=False)
+        writers["rewards.csv"] = lambda p: rewards.to_csv(p, index=False)
         outputs.rewards = rewards
-    files["config"] = out / "config.json"
-    outputs.config.to_json(files["config"])
+    writers["config.json"] = outputs.config.to_json
+    paths = write_fit_folder(outputs.config, writers)
+    outputs.files.update({name.split(".")[0]: path for name, path in paths.items()})

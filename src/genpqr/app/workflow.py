@@ -25,7 +25,13 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
 ``config.json``
     the effective config (defaults resolved): ``genpqr fit --config out/config.json`` reruns it;
 ``report.html``
-    see :mod:`genpqr.app.report`.
+    see :mod:`genpqr.app.report`;
+``manifest.json``
+    written last: every file's size and SHA-256, the genpqr version and the command line.
+    The folder is written aside and replaces ``out`` as a whole (:mod:`genpqr.app.outputs`): an
+    earlier fit there is replaced, never mixed with the new one; an ``out`` holding anything
+    else, or the data, is refused before fitting. ``genpqr counterfactual`` refuses a folder
+    whose files do not match its manifest.
 
 Continuous actions (``action_type="continuous"``, ``--action-type continuous``): the action
 column(s) are real numbers and the model is :class:`~genpqr.continuous.ContinuousGenPQR`; see
@@ -73,7 +79,7 @@ from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_PO
                      parse_normalization, parse_transition)
 from .data_file import read_features, read_frame
 from .model_choice import choose_first_stage, make_estimator
-from .outputs import FitOutputs, warning_messages, write_outputs
+from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
                       tabular_rewards)
 from .states import NearestStateLookup, StateIndex, decide_tabular, make_normalization, tabular_states
@@ -113,6 +119,7 @@ class _DiscreteFit:
 def run_fit(config: FitConfig) -> FitOutputs:
     """Read, check, fit, bootstrap and write (see the module docstring)."""
     config = config.check()
+    check_fit_target(config)  # before the (possibly long) fit: --out is new, empty or an earlier fit
     if config.chunk_rows is not None or config.dask_scheduler or Path(config.data).is_dir():
         from .stream import run_stream_fit
 

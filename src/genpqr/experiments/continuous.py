@@ -41,7 +41,10 @@ from ..envs.lqg import make_lqg
 from ..integration import GaussLegendre, MonteCarlo
 from ..models.neural_densities import MixtureDensityNetwork
 
-__all__ = ["run_continuous_experiment", "run_discretization_check", "write_report", "METHODS", "NORMALIZATIONS"]
+__all__ = ["run_continuous_experiment", "run_discretization_check", "write_report", "write_outputs", "METHODS",
+           "NORMALIZATIONS", "KIND"]
+
+KIND = "continuous-experiment"  # the manifest's kind of a `genpqr experiment continuous` folder
 
 METHODS = ("oracle-policy", "linear-gaussian", "mdn")
 NORMALIZATIONS = {"gaussian": lambda: CN.gaussian(0.0, 1.0), "anchor": lambda: CN.point_anchor(0.0)}
@@ -78,6 +81,9 @@ def run_continuous_experiment(n_values=(1_000, 10_000, 100_000), seeds=range(5),
         Training sizes.
     seeds : iterable of int
     out_dir : path or None
+        Written in place, file by file (the benchmark script adds ``discretization.csv`` beside
+        them); ``genpqr experiment continuous`` writes a whole folder instead (:func:`write_outputs`).
+        The settings are also in ``frame.attrs["config"]``.
     methods : subset of :data:`METHODS`
     normalizations : subset of :data:`NORMALIZATIONS` keys
     n_eval : int
@@ -109,11 +115,12 @@ def run_continuous_experiment(n_values=(1_000, 10_000, 100_000), seeds=range(5),
                         print(f"seed={seed} n={n} {norm_name} {method}: mse={rows[-1]['reward_mse']:.3g} "
                               f"({fit_time:.1f}s)", flush=True)
     frame = pd.DataFrame(rows)
+    frame.attrs["config"] = dict(n_values=[int(n) for n in n_values], seeds=[int(s) for s in seeds],
+                                 methods=list(methods), normalizations=list(normalizations), n_eval=n_eval,
+                                 mdn_max_n=mdn_max_n, n_samples=n_samples, readoff_samples=readoff_samples,
+                                 problem="make_lqg() defaults")
     if out_dir is not None:
-        config = dict(n_values=[int(n) for n in n_values], seeds=[int(s) for s in seeds], methods=list(methods),
-                      normalizations=list(normalizations), n_eval=n_eval, mdn_max_n=mdn_max_n, n_samples=n_samples,
-                      readoff_samples=readoff_samples, problem="make_lqg() defaults")
-        _write_outputs(frame, config, Path(out_dir))
+        write_outputs(frame, Path(out_dir))
     return frame
 
 
@@ -138,11 +145,15 @@ def _fit_one(problem, data, norm, norm_name, method, seed, n, eval_s, eval_a, tr
         warnings="; ".join(sorted({str(w.message)[:120] for w in caught})))
 
 
-def _write_outputs(frame, config, out: Path) -> None:
-    """``results.csv``, ``config.json`` and the report (``results.md``, ``figure.png``) under ``out``."""
+def write_outputs(frame, out) -> None:
+    """``results.csv``, ``config.json`` (the sweep's settings, ``frame.attrs["config"]``) and the
+    report (``results.md``, ``figure.png``) under ``out``. ``genpqr experiment continuous``
+    writes them into the temporary folder of :func:`genpqr.manifest.output_folder` (kind
+    :data:`KIND`), which replaces ``--out`` as a whole."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "results.csv", index=False)
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / "config.json").write_text(json.dumps(frame.attrs.get("config", {}), indent=2))
     write_report(out)
 
 

@@ -18,6 +18,7 @@ registry by experiment name, else the ``"methods"`` layout in order of appearanc
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..manifest import atomic_write_bytes, read_manifest, verify_folder
 from ..metrics import SeedSummary, summarize
 from .configs import EXPERIMENTS, ExperimentConfig
+from .folder import update_folder
 from .runner import CONFIG_FILE, RESULTS_FILE
 
 __all__ = ["write_report", "load_results", "summary_table", "REPORT_FILE"]
@@ -192,7 +195,7 @@ def _plot_matched(layout, summary, df, path):
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{layout.name}: mean ± 95% CI over seeds")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
 
 
 def _plot_methods(layout, summary, df, path):
@@ -219,7 +222,7 @@ def _plot_methods(layout, summary, df, path):
     fig.suptitle(f"{layout.name} ({_setting_label(summary[summary['setting'] == setting].iloc[0])}): "
                  "mean ± 95% CI over seeds")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
 
 
 def _plot_actions(layout, summary, df, path):
@@ -252,7 +255,7 @@ def _plot_actions(layout, summary, df, path):
     ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], fontsize=8)
     ax.set_title(f"{layout.name}: reward MSE vs |A| (fixed sample size)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
 
 
 def _cell(summary, setting, method, metric) -> SeedSummary:
@@ -266,19 +269,32 @@ _FIGURES = {"matched": ("reward", _plot_matched), "methods": ("methods", _plot_m
 
 # ------------------------------------------------------------------------------ entry point
 def write_report(out) -> list[Path]:
-    """Write ``out/results.md`` and the figures from ``out/results.csv``; returns the paths."""
+    """Write ``out/results.md`` and the figures from ``out/results.csv``; returns the paths.
+
+    Each file is written to a temporary name and renamed. In a genpqr experiment folder (one
+    with ``manifest.json``) the folder is checked first -- an
+    :class:`~genpqr.exceptions.IntegrityError` names a file that does not match the manifest --
+    and the files written are added to its manifest (:func:`genpqr.experiments.folder.update_folder`).
+    """
     out = Path(out)
+    manifest = read_manifest(out)
+    if manifest is not None and (out / RESULTS_FILE).exists():
+        verify_folder(out)
     df = load_results(out)
-    sections, written = [], []
+    sections, figures = [], {}
     for experiment, part in df.groupby("experiment", sort=False):
         layout = _layout(out, str(experiment), part)
         summary = summary_table(part)
         sections.append(_markdown(layout, summary, part))
         suffix, plot = _FIGURES[layout.layout]
-        fig_path = out / f"{experiment}_{suffix}.png"
-        plot(layout, summary, part, fig_path)
-        sections[-1] += f"\n![{experiment}]({fig_path.name})\n"
-        written.append(fig_path)
-    md = out / REPORT_FILE
-    md.write_text("# Results\n\n" + "\n".join(sections), encoding="utf-8")
-    return [md, *written]
+        name, buffer = f"{experiment}_{suffix}.png", io.BytesIO()
+        plot(layout, summary, part, buffer)
+        figures[name] = buffer.getvalue()
+        sections[-1] += f"\n![{experiment}]({name})\n"
+    contents = {REPORT_FILE: ("# Results\n\n" + "\n".join(sections)).encode("utf-8"), **figures}
+    if manifest is not None:
+        update_folder(out, contents, kind=manifest.get("kind"))
+    else:
+        for name, data in contents.items():
+            atomic_write_bytes(out / name, data)
+    return [out / name for name in contents]

@@ -10,11 +10,17 @@
 3. runs the rest in parallel -- loky processes by default (joblib's
    ``Parallel(return_as="generator_unordered")``), or a Dask cluster with
    ``backend="dask", scheduler="tcp://..."`` (or a ``client``) through Dask's public API
-   (``client.map`` and ``distributed.as_completed``) -- appending and flushing each row to
-   ``out/results.csv`` as soon as its task finishes (only this process writes the file), under
-   a tqdm progress bar;
-4. returns a :class:`RunSummary`. A task that raises writes nothing; its error is collected
-   and reported, and the sweep goes on.
+   (``client.map`` and ``distributed.as_completed``) -- adding each row to ``out/results.csv``
+   as soon as its task finishes (only this process writes the file), under a tqdm progress bar;
+4. returns a :class:`RunSummary` accounting for every task. A task that raises writes
+   nothing; its error is collected and reported, and the sweep goes on. A row that cannot be
+   saved (a full disk) is reported as such.
+
+The folder is updated in place with its ``manifest.json`` true at every instant
+(:mod:`genpqr.experiments.folder`): each write goes to a temporary name and is renamed, so a
+kill leaves ``results.csv`` with or without a row, never half of one, and a folder that is
+not a genpqr experiment folder (files genpqr did not write, a file changed since) is refused
+before any task runs.
 
 Each task simulates its seed's data (not timed), then calls the method, with BLAS/OpenMP
 libraries limited to one thread (``threadpoolctl``) so parallel tasks do not oversubscribe
@@ -24,6 +30,7 @@ the cores (the torch and LightGBM models train on one thread by themselves).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import socket
@@ -35,7 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..manifest import atomic_write_bytes
 from .configs import ExperimentConfig, Setting
+from .folder import open_results_folder, update_folder
 from .methods import METHODS, Method
 
 __all__ = ["Task", "TaskFailure", "RunSummary", "ResultsFile", "run_experiment", "build_tasks", "RESULT_COLUMNS",
@@ -78,7 +87,8 @@ class TaskFailure:
 
 @dataclass
 class RunSummary:
-    """What a run did.
+    """What a run did: every task is in exactly one of ``executed``, ``skipped``,
+    ``failures`` and ``unsaved``.
 
     Attributes
     ----------
@@ -88,24 +98,36 @@ class RunSummary:
     skipped : list of Task
         Tasks whose rows were already in the results file.
     failures : list of TaskFailure
+        Tasks that raised (or whose worker died).
+    unsaved : list of TaskFailure
+        Tasks that finished but whose row could not be written (a full disk): rerun them.
+    n_tasks : int
+        Every task of the run.
     """
 
     out: Path
     executed: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     failures: list = field(default_factory=list)
+    unsaved: list = field(default_factory=list)
+    n_tasks: int = 0
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        """No task failed and every finished task's row was saved."""
+        return not self.failures and not self.unsaved
 
 
 # ------------------------------------------------------------------------------ the file
 class ResultsFile:
-    """``results.csv``: the header :data:`RESULT_COLUMNS`, one row per finished task."""
+    """``results.csv``: the header :data:`RESULT_COLUMNS`, one row per finished task.
 
-    def __init__(self, path):
+    ``write(data)`` stores the file's new content (default: to a temporary name, renamed over
+    the file); the runner's writes also keep the folder's manifest true."""
+
+    def __init__(self, path, write=None):
         self.path = Path(path)
+        self.write = write if write is not None else (lambda data: atomic_write_bytes(self.path, data))
 
     def _repair(self) -> None:
         """Cut a trailing partial line left by a run killed while writing."""
@@ -113,9 +135,7 @@ class ResultsFile:
             return
         data = self.path.read_bytes()
         if not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            with open(self.path, "r+b") as fh:
-                fh.truncate(cut)
+            self.write(data[: data.rfind(b"\n") + 1])
 
     def read_rows(self) -> list[dict]:
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -132,14 +152,15 @@ class ResultsFile:
         return {(r["experiment"], r["setting"], int(r["seed"]), r["method"]) for r in self.read_rows()}
 
     def append(self, row: dict) -> None:
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        with open(self.path, "a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=RESULT_COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow({k: _cell(row.get(k)) for k in RESULT_COLUMNS})
-            fh.flush()
-            os.fsync(fh.fileno())
+        """Add one row: the file is written whole with the row at its end (:attr:`write`), so a
+        kill leaves it with or without the row, never half of one."""
+        current = self.path.read_bytes() if self.path.exists() else b""
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=RESULT_COLUMNS)
+        if not current:
+            writer.writeheader()
+        writer.writerow({k: _cell(row.get(k)) for k in RESULT_COLUMNS})
+        self.write(current + buffer.getvalue().encode("utf-8"))
 
 
 def _cell(value):
@@ -178,9 +199,7 @@ def save_config(config: ExperimentConfig, seeds, out: Path, resolved: dict | Non
 
     payload = {"config": current, "seeds": all_seeds, "method_options": resolved or {}, "genpqr_version": __version__,
                "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
+    update_folder(out, {CONFIG_FILE: (json.dumps(payload, indent=2) + "\n").encode()})
 
 
 # ------------------------------------------------------------------------------ tasks
@@ -256,7 +275,8 @@ def run_experiment(config: ExperimentConfig, seeds, out, *, n_jobs: int = 1, bac
     config : ExperimentConfig
     seeds : iterable of int
     out : path
-        Results folder (created).
+        Results folder: new, empty, or an earlier genpqr experiment folder that matches its
+        manifest (created; anything else is refused before any task runs).
     n_jobs : int
         Parallel tasks with loky (joblib's ``n_jobs``; -1: one per core; 1: in this process).
         Ignored by the Dask backend, which keeps every worker thread of the cluster busy.
@@ -286,13 +306,15 @@ def run_experiment(config: ExperimentConfig, seeds, out, *, n_jobs: int = 1, bac
                 for m in config.methods}
 
     out = Path(out)
+    open_results_folder(out, RESULTS_FILE)
     out.mkdir(parents=True, exist_ok=True)
     save_config(config, seeds, out, {m: options for m, (_, options) in resolved.items()})
-    results = ResultsFile(out / RESULTS_FILE)
+    results = ResultsFile(out / RESULTS_FILE, write=lambda data: update_folder(out, {RESULTS_FILE: data}))
     done = results.completed_keys()
-    summary = RunSummary(out=out)
+    tasks = build_tasks(config, seeds)
+    summary = RunSummary(out=out, n_tasks=len(tasks))
     todo = []
-    for task in build_tasks(config, seeds):
+    for task in tasks:
         (summary.skipped if task.key in done else todo).append(task)
     if todo:
         calls = [(task, *resolved[task.method]) for task in todo]
@@ -322,17 +344,26 @@ def _run_tasks(calls, results: ResultsFile, summary: RunSummary, name: str, prog
     try:
         for result in stream():
             task = result["task"]
-            pending.pop(task.key, None)
             if result["error"] is None:
-                results.append(result["row"])
-                summary.executed.append(task)
-                bar.set_postfix_str(f"{task.method} seed {task.seed}: {float(result['row']['fit_time']):.1f}s",
-                                    refresh=False)
+                _save_row(result, results, summary, bar)
             else:
                 summary.failures.append(TaskFailure(task, result["error"]))
+            pending.pop(task.key, None)  # accounted for (an error above leaves it pending: reported below)
             bar.update(1)
     except Exception:  # a worker died: the finished rows are saved, the rest are reported
         error = traceback.format_exc()
         summary.failures.extend(TaskFailure(task, error) for task in pending.values())
     finally:
         bar.close()
+
+
+def _save_row(result, results: ResultsFile, summary: RunSummary, bar) -> None:
+    """Write a finished task's row; one that cannot be written (a full disk) goes to ``summary.unsaved``."""
+    task = result["task"]
+    try:
+        results.append(result["row"])
+    except OSError as exc:
+        summary.unsaved.append(TaskFailure(task, f"finished, but its row could not be saved: {exc}"))
+        return
+    summary.executed.append(task)
+    bar.set_postfix_str(f"{task.method} seed {task.seed}: {float(result['row']['fit_time']):.1f}s", refresh=False)
