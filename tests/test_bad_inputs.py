@@ -766,14 +766,25 @@ def _flip(data: bytes) -> bytes:
     return data[:-100] + bytes([data[-100] ^ 0xFF]) + data[-99:]
 
 
-def _fit_copy(cf_fit, tmp: Path, case: str) -> Path:
+def _fit_copy(cf_fit, tmp: Path, case: str, *, consistent: bool = True) -> Path:
+    """A copy of the fit folder with ``model.joblib`` replaced. ``consistent``: as a folder handed
+    over whole -- its manifest lists the new file's size and hash, unsigned (written elsewhere) --
+    so that the model file's own check is what refuses it; else the manifest is the fit's."""
+    import hashlib
+    import json
     import shutil
 
     fit, _ = cf_fit
     copy = tmp / "fit"
     shutil.copytree(fit, copy)
     make = MODEL_FILES[case][0]
-    (copy / "model.joblib").write_bytes(make(fit / "model.joblib", tmp))
+    data = make(fit / "model.joblib", tmp)
+    (copy / "model.joblib").write_bytes(data)
+    if consistent:
+        manifest = json.loads((copy / "manifest.json").read_text())
+        manifest["files"]["model.joblib"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        manifest["signature"] = None
+        (copy / "manifest.json").write_text(json.dumps(manifest))
     return copy
 
 
@@ -804,6 +815,18 @@ def test_model_file_refused_by_counterfactual(case, cf_fit, tmp_path, capsys):
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("genpqr counterfactual: error: "), stderr
     assert all(p in lines[0] for p in phrases), (case, lines[0])
+    assert not (tmp_path / "cf").exists() and not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize("case", ["malicious pickle", "empty", "one byte changed"])
+def test_model_file_swapped_in_a_fit_folder_is_refused_by_its_manifest(case, cf_fit, tmp_path, capsys):
+    """A model file swapped into a fit folder without updating its manifest: refused before
+    anything is loaded, naming the file and the manifest; a payload never runs."""
+    copy = _fit_copy(cf_fit, tmp_path, case, consistent=False)
+    code, _, stderr = _run(["counterfactual", str(copy), "--bootstrap", "0", "--quiet", "--out", str(tmp_path / "cf")],
+                           capsys)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "model.joblib does not match manifest.json" in lines[0], stderr
     assert not (tmp_path / "cf").exists() and not (tmp_path / "marker").exists()
 
 
