@@ -120,6 +120,63 @@ def _value_missing_state(f):
     return f.assign(h=f.h.where(f.state != 3))
 
 
+def _half_clock_by_two(f):
+    """Episodes 15.. tick by 2: as many steps of 2 as of 1, so the modal step (smallest on ties)
+    is 1 and each of them has gaps; a chunk holding only them has modal step 2 (no gap)."""
+    return f.assign(time=np.where(f.episode >= N_EP // 2, 2 * f.time, f.time))
+
+
+def _mixed_clocks(f):
+    """Episodes 15.. tick by 0.5 (the times are not all integers: each episode's own modal step
+    decides), and episode 3 ticks by 2 (no gap by its own step; a gap by the modal step 1 of a
+    chunk whose times are all integers)."""
+    t = np.where(f.episode >= N_EP // 2, 0.5 * f.time, f.time)
+    return f.assign(time=np.where(f.episode == 3, 2 * f.time, t))
+
+
+def _sparse_ids(f):
+    return f.assign(state=f.state * 10**7)
+
+
+def _shuffled_within_episodes(f):
+    key = np.random.default_rng(5).random(len(f))
+    return f.assign(_k=key).sort_values(["episode", "_k"]).drop(columns="_k")
+
+
+def _mathtext_labels(f):
+    return f.assign(action=f.action.map({"a": r"$\frac$", "b": "b $"}))
+
+
+def _mathtext_names(f):
+    """Continuous states under a column named like mathtext, labels too."""
+    f = _mathtext_labels(f).assign(state=f.state + np.random.default_rng(2).normal(0, 0.1, len(f)))
+    return f.rename(columns={"state": "$s_t$"})
+
+
+@dataclass
+class Pq:
+    """A folder of Parquet files (read out of core): ``make`` changes the base frame, ``parts``
+    splits it into the files' contents (frames, pyarrow tables or bytes), written in order as
+    part-0.parquet, part-1.parquet, ..."""
+
+    make: Callable = None
+    parts: Callable = None
+
+
+def _null_part_first(f):
+    import pyarrow as pa
+
+    return [pa.table({c: pa.array([], type=pa.null()) for c in f.columns}), f]
+
+
+def _int_actions_in_second_part(f):
+    return [f.iloc[:90], f.iloc[90:].assign(action=(f.iloc[90:].action == "b").astype(int))]
+
+
+def _damaged_second_part(f):
+    return [f.iloc[:90], b"not parquet"]
+
+
 @dataclass
 class Err:
     phrases: tuple
@@ -292,6 +349,7 @@ CLI = {
     "config missing": (None, ["--config", "{tmp}/nope.json"], Err("config file", "does not exist")),
     "config not JSON": ("config:{", ["--config", "{tmp}/c.json"], Err("is not valid JSON")),
     "config a list": ("config:[1]", ["--config", "{tmp}/c.json"], Err("must hold a JSON object")),
+    "config not text": ("config-bytes", ["--config", "{tmp}/c.json"], Err("config file", "c.json", "is not valid JSON")),
     "config unknown key": ('config:{"gama": 0.9}', ["--config", "{tmp}/c.json"],
                            Err("unknown config key(s) ['gama']")),
     "config wrong type": ('config:{"bootstrap": "many"}', ["--config", "{tmp}/c.json"], Err("config key 'bootstrap'")),
@@ -332,6 +390,50 @@ CLI = {
     "config.json of the earlier fit, rerun into it": ("out:fit", ["--config", "{tmp}/out/config.json",
                                                                   "--normalization", "anchor:b"],
                                                       Ok(lambda out, so: _fit_folder(out, "anchor:b", False))),
+    # --- every input named (issue 20) ------------------------------------------------------
+    "estimator without features": (None, ["--estimator", "nfxp"], Err("--estimator nfxp needs --features")),
+    "estimator npl given without features": (None, ["--estimator", "npl"], Err("--estimator npl needs --features")),
+    "estimator in a config without features": ('config:{"estimator": "pml"}', ["--config", "{tmp}/c.json"],
+                                               Err("--estimator pml needs --features")),
+    "state value 1e308": (_set("state", 1e308), [], Err("state column 'state'", "beyond +-1e+150", "data row 5")),
+    "mathtext action labels": (_mathtext_labels, ["--normalization", "anchor:b $", "--bootstrap", "10"],
+                               Ok(lambda out, so: (out / "report.html").exists()
+                                  and "reward_$\\frac$" in _rewards(out).columns)),
+    "mathtext column name, continuous states": (_mathtext_names, ["--state", "$s_t$", "--q-model", "hgb",
+                                                                  "--normalization", "anchor:b $", "--n-iterations",
+                                                                  "5"],
+                                                Ok(lambda out, so: (out / "report.html").exists())),
+    # out of core: the checks and the result of the in-memory reader, whatever the chunk size
+    "out of core: a gap only the whole data shows": (Pq(_half_clock_by_two), ["--chunk-rows", "90"],
+                                                     Err("time gap inside an episode", "episode 15",
+                                                         "from time 0 to 2", "where 1 is expected")),
+    "out of core: mixed clocks, no gap": (Pq(_mixed_clocks), ["--chunk-rows", "90"],
+                                          Ok(lambda out, so: _rewards(out)["visited"].all())),
+    "out of core: a CSV file": (None, ["--chunk-rows", "50"], Err("--chunk-rows", "streams Parquet data", "data.csv",
+                                                                 "drop --chunk-rows")),
+    "out of core: large sparse state ids": (Pq(_sparse_ids), ["--chunk-rows", "50"],
+                                            Ok(lambda out, so: _rewards(out)["state"].tolist()
+                                               == [0, 10**7, 2 * 10**7, 3 * 10**7])),
+    "out of core: an empty null-typed part first": (Pq(None, _null_part_first), ["--chunk-rows", "50"],
+                                                    Ok(lambda out, so: len(_rewards(out)) == 4)),
+    "out of core: text and integer actions": (Pq(None, _int_actions_in_second_part), [],
+                                              Err("column 'action' mixes numbers and text across the Parquet files",
+                                                  "part-0.parquet", "part-1.parquet")),
+    "out of core: a damaged part": (Pq(None, _damaged_second_part), [],
+                                    Err("cannot read the Parquet file", "part-1.parquet")),
+    "out of core: state value 1e308": (Pq(_set("state", 1e308)), [],
+                                       Err("state column 'state'", "beyond +-1e+150", "data row 5")),
+    "out of core: missing column": (Pq(lambda f: f.drop(columns=["time"])), [],
+                                    Err("missing column", "'time' (--time)")),
+    "out of core: episodes not sorted": (Pq(lambda f: f.sort_values("episode", ascending=False, kind="stable")), [],
+                                         Err("must be sorted by the episode column 'episode'")),
+    "out of core: one action": (Pq(lambda f: f.assign(action="a")), [], Err("holds only one action ('a')")),
+    "out of core: text states": (Pq(lambda f: f.assign(state=f.state.map("s{}".format))), [],
+                                 Err("state column 'state' must be numeric")),
+    "out of core: exact with two state columns": (Pq(), ["--state", "state,h", "--q-model", "exact"],
+                                                  Err("--q-model exact out of core needs one state column")),
+    "out of core: missing time value": (Pq(_set("time", np.nan)), [],
+                                        Err("time column 'time' has 1 missing", "data row 5")),
 }
 
 
@@ -398,6 +500,8 @@ def _write_input(kind, tmp):
     data = tmp / "data.csv"
     frame = base_frame()
     (tmp / "afile").write_text("x")
+    if isinstance(kind, Pq):
+        return _write_parquet_folder(kind, frame, tmp / "pq")
     if callable(kind):
         kind(frame).to_csv(data, index=False)
         return data
@@ -441,7 +545,25 @@ def _write_input(kind, tmp):
         f.to_csv(tmp / "f.csv", index=False)
     elif kind.startswith("config:"):
         (tmp / "c.json").write_text(kind[len("config:"):])
+    elif kind == "config-bytes":
+        (tmp / "c.json").write_bytes(b"\x93\x00\xff")
     return data
+
+
+def _write_parquet_folder(kind: Pq, frame, folder):
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    frame = kind.make(frame) if kind.make else frame
+    for i, part in enumerate(kind.parts(frame) if kind.parts else [frame]):
+        path = folder / f"part-{i}.parquet"
+        if isinstance(part, bytes):
+            path.write_bytes(part)
+        elif isinstance(part, pd.DataFrame):
+            part.to_parquet(path, index=False)
+        else:
+            pq.write_table(part, path)
+    return folder
 
 
 def _run(argv, capsys):
@@ -478,6 +600,76 @@ def test_fit_bad_input(case, tmp_path, capsys):
     else:
         assert code == 0, (case, stderr)
         assert expected.check(out, stdout), (case, stdout)
+
+
+# ----------------------------------------------------------------------------- out of core == in memory
+# name: (frame maker, extra argv, None: both fit and agree; else a phrase of the error both give)
+SAME = {
+    "clean": (lambda f: f, [], None),
+    "a gap": (_drop_row, [], "episode 0 jumps from time 2 to 4"),
+    "a gap in the last episode": (lambda f: _drop_row(f, N_EP - 1, T - 2), [],
+                                  f"episode {N_EP - 1} jumps from time {T - 3} to {T - 1}"),
+    "gaps split": (_drop_row, ["--time-gaps", "split"], None),
+    "half the episodes tick by 2": (_half_clock_by_two, [], "episode 15 jumps from time 0 to 2"),
+    "half the episodes tick by 2, split": (_half_clock_by_two, ["--time-gaps", "split"], None),
+    "mixed clocks": (_mixed_clocks, [], None),
+    "time order shuffled within episodes": (_shuffled_within_episodes, [], None),
+    "large sparse state ids": (_sparse_ids, [], None),
+    "negative state ids": (lambda f: f.assign(state=f.state - 2), [], None),
+    "state ids with unused values": (lambda f: f.assign(state=2 * f.state), [], None),
+    "real-valued states, exact": (lambda f: f.assign(state=f.state * 0.5), ["--q-model", "exact"], None),
+    "duplicated step": (lambda f: f.assign(time=f.time.where(f.time != 1, 0)), [], "pairs must be unique"),
+    "terminal flag mid-episode": (lambda f: f.assign(done=f.time == 2), ["--terminated", "done"],
+                                  "marks a step as terminal although its episode continues"),
+    "one row per episode": (lambda f: f.assign(episode=np.arange(len(f))), [], "no transitions"),
+    "a state value 1e308": (_set("state", 1e308), [], "beyond +-1e+150 in magnitude (first 1e+308 at data row 5"),
+    "a missing time": (_set("time", np.nan), [], "time column 'time' has 1 missing or infinite value(s) (first at "
+                                                 "data row 5"),
+    "one action": (lambda f: f.assign(action="b"), [], "holds only one action ('b')"),
+    "text states": (lambda f: f.assign(state=f.state.map("s{}".format)), [], "state column 'state' must be numeric"),
+}
+CHUNK_ROWS = (1, 7, 50, 90, 1000)  # one episode per chunk .. the whole data in one chunk
+
+
+def _fit_argv(data, out, *extra):
+    return ["fit", data, "--episode", "episode", "--time", "time", "--state", "state", "--action", "action",
+            "--gamma", "0.9", "--normalization", "anchor:a", "--policy-model", "frequency", "--cross-fit", "0",
+            "--quiet", "--out", out, *extra]
+
+
+@pytest.mark.parametrize("case", list(SAME))
+def test_out_of_core_accepts_and_refuses_as_in_memory(case, tmp_path, capsys):
+    """The same Parquet file read in memory and streamed with several chunk sizes: the same
+    outcome (exit code; the error's phrase) and, where both fit, the same rewards.csv."""
+    make, extra, phrase = SAME[case]
+    data = tmp_path / "data.parquet"
+    make(base_frame()).to_parquet(data, index=False)
+    code, _, err = _run(_fit_argv(data, tmp_path / "mem", *extra), capsys)
+    assert code == (0 if phrase is None else 2), (case, err)
+    for chunk_rows in CHUNK_ROWS:
+        out = tmp_path / f"chunks-{chunk_rows}"
+        streamed, _, err_streamed = _run(_fit_argv(data, out, *extra, "--chunk-rows", chunk_rows), capsys)
+        assert streamed == code and "Traceback" not in err_streamed, (case, chunk_rows, err_streamed)
+        if phrase is not None:
+            assert phrase in err.strip().splitlines()[-1], (case, err)
+            assert phrase in err_streamed.strip().splitlines()[-1], (case, chunk_rows, err_streamed)
+        else:
+            pd.testing.assert_frame_equal(_rewards(out), _rewards(tmp_path / "mem"), check_exact=False, atol=1e-10,
+                                          rtol=0)
+
+
+def test_out_of_core_needs_episodes_sorted(tmp_path, capsys):
+    """The one input the readers treat differently: rows not sorted by episode. In memory they are
+    sorted; out of core (which holds one chunk) they are refused, naming the column, the first
+    row out of order and the fix, whatever the chunk size."""
+    data = tmp_path / "data.parquet"
+    base_frame().sort_values("episode", ascending=False, kind="stable").to_parquet(data, index=False)
+    assert _run(_fit_argv(data, tmp_path / "mem"), capsys)[0] == 0
+    for chunk_rows in CHUNK_ROWS:
+        code, _, err = _run(_fit_argv(data, tmp_path / "c", "--chunk-rows", chunk_rows), capsys)
+        message = err.strip().splitlines()[-1]
+        assert code == 2 and "must be sorted by the episode column 'episode'" in message, message
+        assert f"episode id 28 at data row {T + 1} comes after 29" in message and "sort_values" in message
 
 
 # ----------------------------------------------------------------------------- genpqr report
@@ -606,6 +798,26 @@ COUNTERFACTUAL = {  # (spec JSON or None, flags, phrase of the one-line error)
     "min visits 0": (None, ["--min-visits", "0"], "min_visits must be a positive"),
     "spec not JSON": ("{", [], "is not valid JSON"),
     "unknown spec key": ({"rewards": {}}, [], "keys among"),
+    "check normalization anchor never taken": (None, ["--check-normalization", "anchor:zzz"],
+                                               "check_normalization (--check-normalization) 'anchor:zzz' names action "
+                                               "'zzz', but the fitted actions are ['a', 'b']"),
+    "transitions a text file": (None, ["--transitions", "{tmp}/t.txt"],
+                                "cannot read the --transitions kernel"),
+    "transitions not a .npy array": (None, ["--transitions", "{tmp}/t.txt"], "t.txt': it is not a NumPy .npy file"),
+    "transitions of the wrong shape": (None, ["--transitions", "{tmp}/k33.npy"],
+                                       "must have shape (S, K, S) = (3, 2, 3) or (S*K, S) = (3*2, 3)"),
+    "transitions with other states": (None, ["--transitions", "{tmp}/k5.npy"],
+                                      "has 5 states (shape (5, 2, 5)), but the fit has 4"),
+    "transitions file missing": (None, ["--transitions", "{tmp}/nope.npy"], "--transitions kernel file"),
+    "initial as text": ({"initial": "x"}, [], "initial (--initial) must be a state index"),
+    "initial a list with text": ({"initial": [0.5, 0.5, "x", 0]}, [], "initial (--initial) must be a state index"),
+    "horizon as text": ({"horizon": "x", "initial": 0}, [], "horizon (--horizon) must be a positive integer"),
+    "min visits as text": ({"min_visits": "x"}, [], "min_visits (--min-visits) must be a positive integer"),
+    "check normalization a number": ({"check_normalization": 1}, [],
+                                     "check_normalization (--check-normalization) must be 'mean-zero'"),
+    "gamma as text": ({"gamma": "x"}, [], "gamma (--gamma) must be a discount factor"),
+    "transitions a number": ({"transitions": 3}, [], "transitions (--transitions) must be the path"),
+    "bootstrap as text": ({"bootstrap": "many"}, [], "bootstrap (--bootstrap) must be a number of replicates"),
 }
 
 
@@ -613,6 +825,10 @@ COUNTERFACTUAL = {  # (spec JSON or None, flags, phrase of the one-line error)
 def test_counterfactual_bad_input(case, cf_fit, tmp_path, capsys):
     spec, flags, phrase = COUNTERFACTUAL[case]
     fit, _ = cf_fit
+    (tmp_path / "t.txt").write_text("0.5 0.5\n0.5 0.5\n")
+    np.save(tmp_path / "k33.npy", np.full((3, 3), 1 / 3))
+    np.save(tmp_path / "k5.npy", np.full((5, 2, 5), 0.2))
+    flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
     argv = ["counterfactual", str(fit), *flags, "--bootstrap", "0", "--quiet", "--out", str(tmp_path / "cf")]
     if spec is not None:
         (tmp_path / "spec.json").write_text(spec if isinstance(spec, str) else json.dumps(spec))

@@ -481,3 +481,43 @@ def test_cli_neural_fqe_out_of_core(tmp_path, capsys):
                 "--gamma", "0.9", "--normalization", "anchor:stay", "--q-model", "hgb", "--chunk-rows", "150",
                 "--out", str(out), "--quiet"])
     assert bad == 2 and "mlp (neural FQE streamed by chunk)" in capsys.readouterr().err
+
+
+# ============================================================================ the validation pass
+def _two_clocks(n_episodes=40):
+    """A quarter of the episodes tick by 2 (each of those has gaps under the modal step 1)."""
+    frame = panel(n_episodes=n_episodes, seed=31)
+    slow = frame.ep >= frame.ep.quantile(0.75)
+    return frame.assign(t=np.where(slow, 2 * frame.t, frame.t))
+
+
+def test_scan_sees_the_whole_data(tmp_path):
+    """The validation pass gives the whole frame's labels and time steps at any chunk size, so a
+    chunk is judged by the whole data's gap rule (a chunk of slow episodes alone has modal step 2)."""
+    from genpqr.data import time_steps
+
+    frame = _two_clocks()
+    folder = write_folder(frame, tmp_path / "d")
+    whole = time_steps(frame.sort_values(["ep", "t"]), "ep", "t")
+    for chunk_rows in (1, 17, 100, 10_000):
+        source = ParquetSource(folder, state="s", chunk_rows=chunk_rows, **COLS)
+        scan = source.scan(progress=False, states=True)
+        assert scan.n_rows == len(frame) and scan.n_episodes == frame.ep.nunique()
+        np.testing.assert_array_equal(scan.labels, np.unique(frame.a))
+        np.testing.assert_array_equal(scan.state_values, np.unique(frame.s))
+        np.testing.assert_array_equal(scan.steps.values, whole.values)
+        np.testing.assert_array_equal(scan.steps.counts, whole.counts)
+        assert scan.steps.expected == whole.expected == 1.0
+        with pytest.raises(ValueError, match="time gap inside an episode"):
+            fit_parquet(GenPQR(q_model="exact"), source, progress=False)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 17, 100])
+def test_split_at_gaps_equals_in_memory_at_any_chunk_size(tmp_path, chunk_rows):
+    frame = _two_clocks()
+    folder = write_folder(frame, tmp_path / "d")
+    est = GenPQR(q_model="exact", gamma=0.9, normalization=anchor_action("stay"), progress=False)
+    ref = GenPQR(**est.get_params(deep=False)).fit(from_pandas(frame, state="s", time_gaps="split", **COLS))
+    got = fit_parquet(est, folder, state="s", time_gaps="split", chunk_rows=chunk_rows, progress=False, **COLS)
+    np.testing.assert_allclose(got.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)
+    assert got.diagnostics_.n_transitions == ref.diagnostics_.n_transitions

@@ -9,8 +9,8 @@ fields) over an action space of :mod:`genpqr.spaces`; build it with :func:`from_
 from __future__ import annotations
 
 from .builders import from_arrays, from_episodes, refuse_continuous_labels
-from .long_format import (TIME_GAPS, LongFormatRows, check_some_rows, check_time_column, episode_segments,
-                          from_pandas, long_format_rows, time_gap_rows)
+from .long_format import (TIME_GAPS, LongFormatRows, TimeSteps, check_long_frame, check_some_rows, check_time_column,
+                          episode_segments, from_pandas, long_format_rows, time_gap_rows, time_steps)
 from .spaces import BoxActions, FiniteActions
 from .transitions import EpisodeRows, Transitions, as_flags, optional_vector
 
@@ -23,4 +23,5 @@ _optional_vector = optional_vector
 
 __all__ = ["Transitions", "EpisodeRows", "ActionEncoder", "FiniteActions", "BoxActions", "from_arrays", "from_pandas",
            "from_episodes", "long_format_rows", "LongFormatRows", "episode_segments", "time_gap_rows", "TIME_GAPS",
-           "check_time_column", "check_some_rows", "refuse_continuous_labels"]
+           "TimeSteps", "time_steps",
+           "check_time_column", "check_some_rows", "check_long_frame", "refuse_continuous_labels"]

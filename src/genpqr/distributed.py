@@ -14,7 +14,10 @@ to open the dataset's path (a shared or network file system, or object storage t
 reads). Each task streams its partition in chunks of ``chunk_rows`` rows, so a worker's
 memory is one chunk plus the statistics, as on one machine.
 
-Passes (one task per partition each; sums are reduced pairwise on the workers):
+Passes (one task per partition each; sums are reduced pairwise on the workers). After the scan
+every fit runs the validation pass of :meth:`genpqr.stream.ParquetSource.scan` per partition
+(the in-memory reader's checks, and the whole data's time-gap rule, summed over partitions),
+unless the source has adopted one already (``genpqr fit`` runs it on the client):
 
 * tabular (``q_model="exact"``): the scan, the counts (:func:`~genpqr.stream_stats.tabular_pass`);
   the client solves (:func:`genpqr.stream_tabular.fit_counts`);
@@ -43,7 +46,7 @@ import numpy as np
 
 from .data import ActionEncoder
 from .distributed_fqe import check_boosted, fit_boosted_fqe, is_boosted_q_model
-from .stream import DEFAULT_CHUNK_ROWS, ParquetSource, scan_row_groups
+from .stream import DEFAULT_CHUNK_ROWS, ParquetSource, as_source, scan_row_groups
 from .stream_fit import DEFAULT_SAMPLE_ROWS, check_sample_rows
 from .stream_stats import (RowDraws, add_parts, bellman_chunk, choice_frame, clip_pass, concatenate_chunks, lstd_pass,
                            row_count_pass, sample_pass, tabular_pass)
@@ -104,12 +107,13 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
         :mod:`genpqr.distributed_fqe`).
     """
     est, kind = _check_arguments(estimator, client, sample_rows, policy)
-    source = path if isinstance(path, ParquetSource) else _source(
-        path, episode=episode, time=time, state=state, action=action, terminated=terminated, truncated=truncated,
-        chunk_rows=chunk_rows, keep_last=keep_last, time_gaps=time_gaps)
+    source = as_source(path, episode=episode, time=time, state=state, action=action, terminated=terminated,
+                       truncated=truncated, chunk_rows=chunk_rows, keep_last=keep_last, time_gaps=time_gaps)
     cluster = _Cluster(client, progress)
     partitions, labels = plan_partitions(source, client, npartitions, progress=progress)
     labels = labels if action_labels is None else np.asarray(action_labels)
+    if source.expected_step is None:  # the validation pass, per partition (see genpqr.stream.ParquetSource.scan)
+        source.adopt(cluster.map_reduce(_scan_task, partitions, "checking", source=source))
     start(est, ActionEncoder(labels), len(source.state))
     if kind == "exact":
         check_tabular(est)
@@ -207,6 +211,11 @@ def _lightgbm_policy(est, cluster, source, partitions, params):
 
 
 # ============================================================================ the cluster
+def _scan_task(source, partition=None, progress=None):
+    """:meth:`genpqr.stream.ParquetSource.scan` of one partition (a task)."""
+    return source.scan(progress, partition=partition)
+
+
 def _lstd_task(q_model, **kwargs):
     """:func:`~genpqr.stream_stats.lstd_pass` into the task's own copy of ``q_model`` (a
     scattered object is one object shared by the tasks of a worker)."""
@@ -292,9 +301,3 @@ def _check_client(client) -> None:
     if not isinstance(client, Client):
         raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
 
-
-def _source(path, **kwargs) -> ParquetSource:
-    missing = [k for k in ("episode", "time", "state", "action") if kwargs.get(k) is None]
-    if missing:
-        raise ValueError(f"{', '.join(missing)} must be given (column names) unless path is a ParquetSource")
-    return ParquetSource(path, **kwargs)

@@ -4,7 +4,7 @@ and the pairing rules it shares with the continuous-action reader of ``genpqr fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -14,13 +14,13 @@ from .builders import from_arrays, refuse_continuous_labels
 from .transitions import Transitions, as_flags
 
 __all__ = ["from_pandas", "long_format_rows", "LongFormatRows", "episode_segments", "time_gap_rows", "TIME_GAPS",
-           "check_time_column", "check_some_rows"]
+           "TimeSteps", "time_steps", "check_time_column", "check_some_rows", "check_long_frame"]
 
 
 def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], action: str,
                 terminated: str | None = None, truncated: str | None = None, outcome: str | None = None,
                 reward: str | None = None, action_labels=None, next_state: str | Sequence[str] | None = None,
-                keep_last: bool = True, time_gaps: str = "error") -> Transitions:
+                keep_last: bool = True, time_gaps: str = "error", expected_step=None) -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
     The next state of a row is the state of the following time step of the same episode.
@@ -60,14 +60,19 @@ def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], a
         the rule is in :func:`time_gap_rows`): ``"error"`` (default) raises ``ValueError``
         naming the first episode and step; ``"split"`` starts a new episode after each gap
         (the step before the gap is then the last choice of its episode).
+    expected_step : float, "episode" or None
+        The gap rule's expected step when ``frame`` holds only some episodes of a larger data
+        set (:attr:`TimeSteps.expected` of the whole data; the out-of-core reader passes it so
+        that every chunk is judged as the whole data would be); None: ``frame``'s own.
     """
-    state_cols, next_cols = _check_long_frame(frame, episode, time, state, action, next_state,
-                                              (terminated, truncated, outcome, reward))
+    state_cols, next_cols = check_long_frame(frame, episode, time, state, action, next_state,
+                                             (terminated, truncated, outcome, reward))
     if action_labels is None:
         refuse_continuous_labels(frame[action].to_numpy(), f"action column {action!r}")
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
                             truncated=truncated, next_state=next_cols, keep_last=keep_last,
-                            time_gaps=time_gaps, other=[c for c in (action, outcome, reward) if c])
+                            time_gaps=time_gaps, other=[c for c in (action, outcome, reward) if c],
+                            expected_step=expected_step)
     check_some_rows(rows, episode)
     return _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols)
 
@@ -95,8 +100,9 @@ def _transitions_from_rows(rows, action, outcome, reward, action_labels, state_c
     )
 
 
-def _check_long_frame(frame, episode, time, state, action, next_state, flag_columns):
-    """Check the columns :func:`from_pandas` reads; returns ``(state_cols, next_cols)``."""
+def check_long_frame(frame, episode: str, time: str, state, action: str, next_state=None, flag_columns=()):
+    """Check the columns :func:`from_pandas` reads (present; numeric states; one action label
+    type, none missing; finite numeric times); returns ``(state_cols, next_cols)``, lists of names."""
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
@@ -161,13 +167,13 @@ class LongFormatRows:
 def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], terminated: str | None = None,
                      truncated: str | None = None, next_state: Sequence[str] | None = None,
                      keep_last: bool = False, time_gaps: str = "error",
-                     other: Sequence[str] = ()) -> LongFormatRows:
+                     other: Sequence[str] = (), expected_step=None) -> LongFormatRows:
     """Pair each row of a long-format frame with its next state (the rules of :func:`from_pandas`,
     shared by discrete and continuous actions; the columns must exist and be numeric).
     ``keep_last``: keep an episode's last, non-terminated row as a choice-only row
     (``next_observed`` False) instead of dropping it. ``time_gaps``: see :func:`episode_segments`.
     ``other``: further per-step columns (actions, outcomes), never offered as a group column by
-    the duplicate-(episode, time) error."""
+    the duplicate-(episode, time) error. ``expected_step``: see :func:`time_gap_rows`."""
     state_cols, next_cols = list(state), None if next_state is None else list(next_state)
     df = frame.sort_values([episode, time], kind="stable")
     if df.duplicated([episode, time]).any():
@@ -175,7 +181,8 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
         per_step = [*state_cols, *(next_cols or []), *other, *(c for c in (terminated, truncated) if c)]
         raise ValueError(f"({episode}, {time}) pairs must be unique; {dup} appears more than once"
                          f"{_pooled_groups_hint(df, episode, time, per_step)}")
-    ep = df[episode].to_numpy() if next_cols is not None else episode_segments(df, episode, time, time_gaps)
+    ep = (df[episode].to_numpy() if next_cols is not None
+          else episode_segments(df, episode, time, time_gaps, expected_step))
     states = df[state_cols].to_numpy(dtype=np.float64)
     same_next = np.zeros(len(df), dtype=bool)
     same_next[:-1] = ep[:-1] == ep[1:]
@@ -257,7 +264,49 @@ def check_some_rows(rows: "LongFormatRows", episode: str) -> None:
         f"identifies episodes (sequences of steps), not rows")
 
 
-def time_gap_rows(df, episode: str, time: str) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class TimeSteps:
+    """The within-episode time steps of some whole episodes: what the gap rule of
+    :func:`time_gap_rows` needs to know of the whole data. Summable (``+``) over disjoint sets of
+    whole episodes (the chunks of an out-of-core reader), the sum being the steps of their union.
+
+    Attributes
+    ----------
+    integer : bool
+        Every time value is an integer (a step counter).
+    values, counts : ndarray of shape (m,)
+        The distinct steps between consecutive rows of one episode (sorted) and how often each occurs.
+    """
+
+    integer: bool = True
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __add__(self, other: "TimeSteps") -> "TimeSteps":
+        values = np.concatenate([self.values, other.values])
+        counts = np.concatenate([self.counts, other.counts])
+        merged, inverse = np.unique(values, return_inverse=True)
+        return TimeSteps(self.integer and other.integer, merged, np.bincount(inverse, weights=counts,
+                                                                             minlength=merged.size).astype(np.int64))
+
+    @property
+    def expected(self):
+        """The expected step of the gap rule: the modal step (smallest on ties; 1 when no episode
+        has two rows) for integer times, else ``"episode"`` (each episode's own modal step)."""
+        if not self.integer:
+            return "episode"
+        return float(self.values[np.argmax(self.counts)]) if self.counts.size else 1.0
+
+
+def time_steps(df, episode: str, time: str) -> TimeSteps:
+    """:class:`TimeSteps` of a frame sorted by (episode, time)."""
+    ep, t = df[episode].to_numpy(), df[time].to_numpy(dtype=np.float64)
+    same = ep[:-1] == ep[1:]
+    values, counts = np.unique(np.diff(t)[same], return_counts=True)
+    return TimeSteps(bool(np.all(t == np.round(t))), values, counts.astype(np.int64))
+
+
+def time_gap_rows(df, episode: str, time: str, expected_step=None) -> tuple[np.ndarray, np.ndarray]:
     """Where a time step is missing inside an episode, in a frame sorted by (episode, time).
 
     The rule: a step (the time difference between consecutive rows of one episode) is a gap
@@ -267,30 +316,39 @@ def time_gap_rows(df, episode: str, time: str) -> tuple[np.ndarray, np.ndarray]:
     (clock readings, possibly sampled at different rates in different episodes) it is the
     episode's own modal step.
 
+    ``expected_step``: the rule of the whole data when ``df`` holds only some of its episodes
+    (``TimeSteps.expected`` of all of them: a number, or ``"episode"``); None: ``df``'s own.
+
     Returns ``(rows, expected)``: the positions ``i`` (int array, shape (n_gaps,)) whose next
     row is in the same episode after a gap, and the expected step at each of them."""
-    import pandas as pd
-
     ep, t = df[episode].to_numpy(), df[time].to_numpy(dtype=np.float64)
     same = ep[:-1] == ep[1:]
     if not same.any():
         return np.zeros(0, dtype=np.int64), np.zeros(0)
+    if expected_step is None:
+        expected_step = time_steps(df, episode, time).expected
     step = np.diff(t)
     expected = np.full(step.size, np.inf)
-    if np.all(t == np.round(t)):
-        values, counts = np.unique(step[same], return_counts=True)
-        expected[same] = values[np.argmax(counts)]
+    if expected_step == "episode":
+        expected[same] = _episode_modal_steps(step, same)
     else:
-        pairs = pd.DataFrame({"g": np.cumsum(np.r_[True, ~same])[:-1], "d": np.round(step, 9)})[same]
-        counts = pairs.value_counts().rename("n").reset_index().sort_values(["g", "n", "d"],
-                                                                           ascending=[True, False, True])
-        modal = counts.drop_duplicates("g").set_index("g")["d"]
-        expected[same] = modal.reindex(pairs["g"]).to_numpy()
+        expected[same] = float(expected_step)
     rows = np.flatnonzero(same & (step > expected * (1 + 1e-9) + 1e-12))
     return rows, expected[rows]
 
 
-def episode_segments(df, episode: str, time: str, time_gaps: str = "error") -> np.ndarray:
+def _episode_modal_steps(step: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """For each step inside an episode (``step[same]``), its episode's modal step (smallest on ties)."""
+    import pandas as pd
+
+    pairs = pd.DataFrame({"g": np.cumsum(np.r_[True, ~same])[:-1], "d": np.round(step, 9)})[same]
+    counts = pairs.value_counts().rename("n").reset_index().sort_values(["g", "n", "d"],
+                                                                       ascending=[True, False, True])
+    modal = counts.drop_duplicates("g").set_index("g")["d"]
+    return modal.reindex(pairs["g"]).to_numpy()
+
+
+def episode_segments(df, episode: str, time: str, time_gaps: str = "error", expected_step=None) -> np.ndarray:
     """The episode key of every row of a frame sorted by (episode, time), after the time-gap
     rule of :func:`time_gap_rows`.
 
@@ -299,11 +357,11 @@ def episode_segments(df, episode: str, time: str, time_gaps: str = "error") -> n
     transition that was never observed). ``"split"`` starts a new episode after each gap: the
     step before the gap is then the end of an episode, handled like any episode end (no observed
     next state). Without gaps the episode column's values are returned; with a split, integer
-    segment numbers ``0..``."""
+    segment numbers ``0..``. ``expected_step``: as in :func:`time_gap_rows`."""
     if time_gaps not in TIME_GAPS:
         raise ValueError(f"time_gaps must be one of {list(TIME_GAPS)}, got {time_gaps!r}")
     ep = df[episode].to_numpy()
-    gaps, expected = time_gap_rows(df, episode, time)
+    gaps, expected = time_gap_rows(df, episode, time, expected_step)
     if gaps.size == 0:
         return ep
     if time_gaps == "error":

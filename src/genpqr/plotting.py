@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_reward_recovery", "plot_reward_table", "plot_bellman_residuals", "legend_outside",
+__all__ = ["plot_reward_recovery", "plot_reward_table", "plot_bellman_residuals", "legend_outside", "plain_text",
            "RESIDUAL_FLOOR_NOTE"]
 
 RESIDUAL_FLOOR_NOTE = ("the sample residual compares Q(s, a) with one sampled next state, so it levels off above "
                        "zero, at the noise of that sample (plus the Q model's approximation error), even when FQE "
                        "has converged")
+
+
+def plain_text(value) -> str:
+    """``str(value)`` shown by matplotlib as written: every ``$`` escaped, so a data label or a
+    column name such as ``$\\frac$`` or ``cost ($)`` is never parsed as mathtext (which fails
+    on it, or typesets it). Use it wherever a name or label from the data enters a figure
+    (tick labels, legends, axis labels, titles)."""
+    return str(value).replace("$", r"\$")
 
 
 def _axes(ax):
@@ -68,7 +76,7 @@ def plot_reward_table(reward, action_labels=None, ax=None, title=None, vmin=None
     ax.set_xlabel("action")
     ax.set_ylabel("state")
     labels = list(action_labels) if action_labels is not None else list(range(reward.shape[1]))
-    ax.set_xticks(range(len(labels)), [str(a) for a in labels])
+    ax.set_xticks(range(len(labels)), [plain_text(a) for a in labels])
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
     if title:
         ax.set_title(title)

@@ -27,6 +27,16 @@ episode goes on, and the next partition skips those leading rows. The plan also 
 order across row groups. ``source.chunks(labels, partition=p)`` then streams the chunks of
 ``p`` alone, so the chunks of all partitions are the chunks of the dataset.
 
+**Checks** (:mod:`genpqr.stream_scan`). The files are read with one schema (an empty part's
+null-typed columns ignored; a column typed as numbers in one file and text in another refused,
+naming both). :meth:`ParquetSource.scan` is one validation pass over the chunks that runs the
+in-memory reader's frame checks and learns what the later passes need of the *whole* data: the
+action labels, the expected time step of the gap rule (``expected_step``: every chunk is then
+judged by the whole data's modal step, so a gap is found whatever the chunk size) and, for a
+tabular fit, the distinct state values (``state_values``: each chunk's states are replaced by
+their positions among them, the in-memory numbering of sparse ids).
+:func:`genpqr.stream_fit.fit_parquet` and :func:`genpqr.distributed.fit_dask` run it first.
+
 The per-chunk statistics and the passes over a source or a partition are in
 :mod:`genpqr.stream_stats` (re-exported here).
 """
@@ -39,13 +49,15 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .data import Transitions, from_arrays, from_pandas, long_format_rows
+from .data import Transitions, episode_segments, from_arrays, from_pandas, long_format_rows
+from .stream_scan import (SourceScan, check_sorted, checked_batches, dataset_columns, open_dataset, scan_frames,
+                          unified_schema)
 from .stream_stats import (ChoiceSummary, TabularCounts, bellman_chunk, choice_summary, concatenate_chunks,
                            tabular_chunk_counts)
 
-__all__ = ["ParquetSource", "Partition", "RowGroup", "RowGroupScan", "scan_row_groups", "TabularCounts",
-           "ChoiceSummary", "tabular_chunk_counts", "bellman_chunk", "choice_summary", "concatenate_chunks",
-           "DEFAULT_CHUNK_ROWS"]
+__all__ = ["ParquetSource", "Partition", "RowGroup", "RowGroupScan", "SourceScan", "scan_row_groups", "as_source",
+           "open_dataset", "dataset_columns", "TabularCounts", "ChoiceSummary", "tabular_chunk_counts", "bellman_chunk",
+           "choice_summary", "concatenate_chunks", "DEFAULT_CHUNK_ROWS"]
 
 #: Rows per chunk by default: on the 1e7-row closed-form benchmark (docs/benchmarks.md) 250,000
 #: rows took 43 s and 0.9 GB peak against 57 s and 1.9 GB for 1,000,000.
@@ -115,6 +127,12 @@ class ParquetSource:
     chunk_rows : int
         Rows per chunk (at least; a chunk grows to hold an episode longer than this).
     keep_last, time_gaps : as in :func:`genpqr.data.from_pandas`.
+    expected_step : float, "episode" or None
+        The gap rule's expected step over the whole dataset (``SourceScan.steps.expected``);
+        None until :meth:`scan` sets it (chunks are then judged by their own rows).
+    state_values : ndarray of shape (S,), optional
+        Sorted distinct values of the single state column: each chunk's state is replaced by its
+        position among them (tabular state indices ``0..S-1``). None: the values are used as they are.
 
     A source pickles without its open dataset (a Dask worker reopens it).
     """
@@ -130,6 +148,8 @@ class ParquetSource:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     keep_last: bool = True
     time_gaps: str = "error"
+    expected_step: object = None
+    state_values: object = field(default=None, repr=False, compare=False)
     _dataset: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -139,10 +159,7 @@ class ParquetSource:
         if not (isinstance(self.chunk_rows, (int, np.integer)) and self.chunk_rows > 0):
             raise ValueError(f"chunk_rows must be a positive int, got {self.chunk_rows!r}")
         self.state = [self.state] if isinstance(self.state, str) else list(self.state)
-        if not self.dataset.files:
-            raise ValueError(f"data path {str(path)!r} is a folder with no Parquet file; expected a .csv or .parquet "
-                             "file, or a folder of .parquet files")
-        names = set(self.dataset.schema.names)
+        names = set(self.column_names())
         missing = [c for c in self.columns if c not in names]
         if missing:
             raise ValueError(f"the Parquet dataset {str(path)!r} is missing column(s) {missing}; it has "
@@ -153,20 +170,28 @@ class ParquetSource:
 
     @property
     def dataset(self):
-        """The ``pyarrow.dataset.Dataset`` (opened on first use)."""
+        """The ``pyarrow.dataset.Dataset`` of the columns read, with one schema for every file
+        (:func:`genpqr.stream_scan.unified_schema`; opened on first use)."""
         if self._dataset is None:
             import pyarrow.dataset as ds
 
-            try:
-                self._dataset = ds.dataset(str(self.path), format="parquet")
-            except Exception as exc:  # pyarrow raises several types for unreadable files
-                raise ValueError(f"cannot read {str(self.path)!r} as a Parquet dataset: {exc}") from None
+            raw = self._open()
+            names = set(self.column_names(raw))
+            schema = unified_schema(raw.get_fragments(), [c for c in self.columns if c in names], str(self.path))
+            self._dataset = ds.dataset(raw.files, schema=schema, format="parquet", filesystem=raw.filesystem)
         return self._dataset
+
+    def _open(self):
+        return open_dataset(self.path)
+
+    def column_names(self, raw=None) -> list[str]:
+        """Every column name of any file of the dataset (from the file footers)."""
+        return dataset_columns(self.path, self._open() if raw is None else raw)
 
     @property
     def columns(self) -> list[str]:
-        cols = [self.episode, self.time, self.action, *self.state]
-        return cols + [c for c in (self.terminated, self.truncated, self.outcome) if c]
+        cols = [self.episode, self.time, self.action, *self.state, self.terminated, self.truncated, self.outcome]
+        return list(dict.fromkeys(c for c in cols if c))  # a state column may be the time or the episode
 
     def count_rows(self) -> int:
         """Rows in the dataset (from the file metadata; no data read)."""
@@ -179,9 +204,11 @@ class ParquetSource:
         return min(int(self.chunk_rows), 1 << 20)
 
     def _batches(self, columns):
-        """Record batches in dataset order: files sorted by path, rows in file order."""
+        """Record batches in dataset order: files sorted by path, rows in file order (each file's
+        columns cast to the dataset's schema)."""
         for fragment in self._fragments():
-            yield from fragment.to_batches(columns=columns, batch_size=self._batch_size())
+            batches = fragment.to_batches(schema=self.dataset.schema, columns=columns, batch_size=self._batch_size())
+            yield from checked_batches(batches, fragment.path)
 
     def action_labels(self, progress=None) -> np.ndarray:
         """Sorted unique action labels (one pass over the action column only)."""
@@ -234,7 +261,7 @@ class ParquetSource:
                 if s.n_rows == 0:
                     continue
                 if open_id is not None:
-                    _check_sorted(np.asarray([s.first], dtype=object), open_id, rg.first_row, self.episode)
+                    check_sorted(np.asarray([s.first], dtype=object), open_id, rg.first_row, self.episode)
                 continues = open_id is not None and s.first == open_id
                 owned[p] += s.n_rows
                 if continues and owner != p:  # its leading rows end an episode begun before p
@@ -259,12 +286,16 @@ class ParquetSource:
         return self.plan(groups, [scan_row_groups(self, g)[1] for g in groups])
 
     def _read_row_groups(self, row_groups, columns):
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
+        target = pa.schema([self.dataset.schema.field(c) for c in columns])
         for rg in row_groups:
             with self.dataset.filesystem.open_input_file(rg.path) as fh:
-                yield from pq.ParquetFile(fh).iter_batches(batch_size=self._batch_size(), row_groups=[rg.index],
-                                                           columns=columns)
+                batches = pq.ParquetFile(fh).iter_batches(batch_size=self._batch_size(), row_groups=[rg.index],
+                                                          columns=columns)
+                for batch in checked_batches(batches, rg.path):
+                    yield batch.cast(target)
 
     def _partition_batches(self, part: Partition, columns):
         """The batches of the rows ``part`` owns: its row groups less the leading rows of
@@ -290,22 +321,25 @@ class ParquetSource:
                 return
 
     # ------------------------------------------------------------------ chunks
-    def frames(self, progress=None, desc: str = "reading", partition: Partition | None = None) -> Iterator:
+    def frames(self, progress=None, desc: str = "reading", partition: Partition | None = None,
+               columns: Sequence[str] | None = None) -> Iterator:
         """pandas frames of whole episodes, ``chunk_rows`` rows or more each (the last may be
-        smaller), in dataset order (of ``partition`` only, if given); a tqdm bar in rows/s."""
+        smaller), in dataset order (of ``partition`` only, if given), of ``columns`` (default:
+        every column read); a tqdm bar in rows/s."""
         import pandas as pd
         import pyarrow as pa
 
+        columns = self.columns if columns is None else list(columns)
         if partition is None:
-            batches, total, position = self._batches(self.columns), self.count_rows(), 0
+            batches, total, position = self._batches(columns), self.count_rows(), 0
         else:
-            batches, total = self._partition_batches(partition, self.columns), partition.n_rows
+            batches, total = self._partition_batches(partition, columns), partition.n_rows
             position = partition.row_groups[0].first_row if partition.row_groups else 0
         pending, n_pending, carry, last = [], 0, None, None
         with _bar(total, desc, progress) as bar:
             for batch in batches:
-                last = _check_sorted(batch.column(self.episode).to_numpy(zero_copy_only=False), last, position,
-                                     self.episode)
+                last = check_sorted(batch.column(self.episode).to_numpy(zero_copy_only=False), last, position,
+                                    self.episode)
                 position += batch.num_rows
                 pending.append(batch)
                 n_pending += batch.num_rows
@@ -326,9 +360,47 @@ class ParquetSource:
                 yield frame
                 bar.update(len(frame))
 
+    def scan(self, progress=None, check=None, states: bool = False, partition: Partition | None = None) -> SourceScan:
+        """The validation pass (:func:`genpqr.stream_scan.scan_frames`) over the episode, time,
+        action and state columns (of ``partition`` only, if given): ``check(frame, first_row)``
+        on each chunk, the in-memory reader's frame checks, and the :class:`SourceScan` of the
+        whole data (``states``: with the distinct values of the single state column). Sets
+        nothing: :meth:`adopt` does."""
+        columns = list(dict.fromkeys([self.episode, self.time, self.action, *self.state]))
+        frames = self.frames(progress, "checking", partition, columns=columns)
+        return scan_frames(frames, episode=self.episode, time=self.time, state=self.state, action=self.action,
+                           check=check, states=states, first_row=0 if partition is None else partition.offset)
+
+    def adopt(self, scan: SourceScan, number_states: bool = False) -> "ParquetSource":
+        """Take the whole data's gap rule from ``scan`` (and, with ``number_states``, its state
+        values as the state numbering); returns self. ``ValueError`` when ``scan`` saw no row."""
+        if scan.n_rows == 0:
+            raise ValueError(f"the Parquet dataset {str(self.path)!r} has no rows")
+        self.expected_step = scan.steps.expected
+        if number_states:
+            self.state_values = scan.state_values
+        return self
+
+    def _numbered(self, frame):
+        """``frame`` with its state replaced by the position among ``state_values``."""
+        if self.state_values is None:
+            return frame
+        col = self.state[0]
+        values = frame[col].to_numpy()
+        codes = np.clip(np.searchsorted(self.state_values, values), 0, len(self.state_values) - 1)
+        unknown = self.state_values[codes] != values
+        if unknown.any():
+            raise ValueError(f"state {values[unknown][0]!r} (column {col!r}) is not among the state values found by "
+                             f"the validation pass; did the dataset change during the fit?")
+        return frame.assign(**{col: codes})
+
     def _has_transition(self, frame) -> bool:
-        """Some episode of ``frame`` has two rows, or a row is terminated (else from_pandas refuses it)."""
+        """Some episode of ``frame`` has two rows (after a time-gap split), or a row is terminated
+        (else from_pandas refuses it)."""
         ids = frame[self.episode].to_numpy()
+        if self.time_gaps == "split":
+            ordered = frame.sort_values([self.episode, self.time], kind="stable")
+            ids = episode_segments(ordered, self.episode, self.time, "split", self.expected_step)
         return bool(np.any(ids[1:] == ids[:-1]) or (self.terminated and frame[self.terminated].to_numpy().any()))
 
     def _with_transitions(self, frames) -> Iterator:
@@ -357,8 +429,10 @@ class ParquetSource:
         With ``partition``: the chunks of its episodes only (a partition with no transition at
         all gives its choices alone, where the whole dataset would be refused)."""
         kw = dict(episode=self.episode, time=self.time, state=self.state, terminated=self.terminated,
-                  truncated=self.truncated, keep_last=self.keep_last, time_gaps=self.time_gaps)
+                  truncated=self.truncated, keep_last=self.keep_last, time_gaps=self.time_gaps,
+                  expected_step=self.expected_step)
         for frame in self._with_transitions(self.frames(progress, desc, partition)):
+            frame = self._numbered(frame)
             if partition is not None and not self._has_transition(frame):
                 chunk = self._choices_only(frame, action_labels, kw)
                 if chunk is not None:
@@ -378,6 +452,17 @@ class ParquetSource:
                            action_labels=action_labels, state_names=self.state, next_observed=rows.next_observed)
 
 
+def as_source(path, **kwargs) -> ParquetSource:
+    """``path`` if it is a :class:`ParquetSource`, else ``ParquetSource(path, **kwargs)`` (the
+    episode, time, state and action columns required)."""
+    if isinstance(path, ParquetSource):
+        return path
+    missing = [k for k in ("episode", "time", "state", "action") if kwargs.get(k) is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} must be given (column names) unless path is a ParquetSource")
+    return ParquetSource(path, **kwargs)
+
+
 def scan_row_groups(source: ParquetSource, row_groups) -> tuple:
     """``(labels, scans)``: the sorted action labels of ``row_groups`` (None if no row) and one
     :class:`RowGroupScan` per row group (the episode and action columns only are read). Checks
@@ -389,7 +474,7 @@ def scan_row_groups(source: ParquetSource, row_groups) -> tuple:
             ids = batch.column(source.episode).to_numpy(zero_copy_only=False)
             if ids.size == 0:
                 continue
-            last = _check_sorted(ids, last, rg.first_row + n, source.episode)
+            last = check_sorted(ids, last, rg.first_row + n, source.episode)
             first = ids[0] if first is None else first
             if run_open:
                 k = _leading_run(ids, first)
@@ -416,25 +501,6 @@ def _bar(total, desc, progress):
 
     return tqdm(total=total, desc=desc, unit="rows", unit_scale=True, leave=False,
                 disable=None if progress is None else not progress)
-
-
-def _check_sorted(ids, previous, position: int, name: str):
-    """Raise unless ``ids`` continue a non-decreasing sequence after ``previous``; return the last id."""
-    if ids.size == 0:
-        return previous
-    whole = ids if previous is None else np.concatenate([np.asarray([previous], dtype=ids.dtype), ids])
-    try:
-        down = np.flatnonzero(whole[1:] < whole[:-1])
-    except TypeError as exc:
-        raise ValueError(f"episode column {name!r} mixes types that cannot be ordered: {exc}") from None
-    if down.size:
-        i = int(down[0])
-        row = position + i - (0 if previous is None else 1) + 1
-        raise ValueError(
-            f"the Parquet dataset must be sorted by the episode column {name!r} (files in path order, rows in file "
-            f"order) so that each episode's rows are contiguous; episode id {whole[i + 1]!r} at row {row} comes "
-            f"after {whole[i]!r}. Sort it, e.g. frame.sort_values([{name!r}, time]).to_parquet(...)")
-    return ids[-1]
 
 
 def _split_last_episode(frame, episode: str):

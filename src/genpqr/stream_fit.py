@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from .data import ActionEncoder
-from .stream import DEFAULT_CHUNK_ROWS, ParquetSource
+from .stream import DEFAULT_CHUNK_ROWS, as_source
 from .stream_stats import RowDraws, clip_pass, lstd_pass, sample_pass
 from .stream_steps import clone_estimator, closed_form_model, finish_closed_form, path_kind, resolve_clip, \
     sample_policy, start
@@ -56,7 +56,8 @@ __all__ = ["fit_parquet", "DEFAULT_SAMPLE_ROWS", "check_sample_rows"]
 DEFAULT_SAMPLE_ROWS = 200_000
 
 
-def fit_parquet(estimator, path, *, episode: str, time: str, state, action: str, terminated: str | None = None,
+def fit_parquet(estimator, path, *, episode: str | None = None, time: str | None = None, state=None,
+                action: str | None = None, terminated: str | None = None,
                 truncated: str | None = None, action_labels=None, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                 sample_rows: int = DEFAULT_SAMPLE_ROWS, keep_last: bool = True, time_gaps: str = "error",
                 progress=None):
@@ -70,14 +71,18 @@ def fit_parquet(estimator, path, *, episode: str, time: str, state, action: str,
         or a native Q-model with ``fit_q(states, actions, targets, n_actions)`` and
         ``predict_q(states)`` (streamed FQE: ``n_iterations`` passes, ``fit_q`` on one chunk at a
         time, ``tol`` stops early as in :class:`genpqr.qeval.FQE`).
-    path : str or Path
+    path : str, Path or genpqr.stream.ParquetSource
         A Parquet file or a folder of Parquet files, sorted by ``episode``
-        (:mod:`genpqr.stream` states the requirement; a violation raises ``ValueError``).
+        (:mod:`genpqr.stream` states the requirement; a violation raises ``ValueError``); or a
+        source (then the column names, ``chunk_rows``, ``keep_last`` and ``time_gaps`` are its
+        own).
     episode, time, state, action, terminated, truncated : column names
-        As in :func:`genpqr.data.from_pandas`.
+        As in :func:`genpqr.data.from_pandas` (required unless ``path`` is a source).
     action_labels : sequence, optional
-        The full label set in code order (default: sorted unique labels, one pass over the
-        action column).
+        The full label set in code order (default: the sorted labels found by the validation
+        pass, :meth:`genpqr.stream.ParquetSource.scan`, which runs first unless the source has
+        already adopted one: it checks every chunk as :func:`genpqr.data.from_pandas` would
+        and sets the whole data's time-gap rule).
     chunk_rows : int
         Rows per chunk.
     sample_rows : int
@@ -93,9 +98,13 @@ def fit_parquet(estimator, path, *, episode: str, time: str, state, action: str,
     """
     est = clone_estimator(estimator, fqe=True)
     check_sample_rows(sample_rows)
-    source = ParquetSource(path, episode=episode, time=time, state=state, action=action, terminated=terminated,
-                           truncated=truncated, chunk_rows=chunk_rows, keep_last=keep_last, time_gaps=time_gaps)
-    labels = source.action_labels(progress) if action_labels is None else np.asarray(action_labels)
+    source = as_source(path, episode=episode, time=time, state=state, action=action, terminated=terminated,
+                       truncated=truncated, chunk_rows=chunk_rows, keep_last=keep_last, time_gaps=time_gaps)
+    labels = None if action_labels is None else np.asarray(action_labels)
+    if source.expected_step is None or labels is None:
+        scan = source.scan(progress)
+        source.adopt(scan)
+        labels = scan.labels if labels is None else labels
     start(est, ActionEncoder(labels), len(source.state))
     kind = path_kind(est, fqe=True)
     if kind == "exact":

@@ -197,7 +197,7 @@ class FitConfig:
             raise FileNotFoundError(f"config file {str(path)!r} does not exist")
         try:
             values = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
         if not isinstance(values, dict):
             raise ValueError(f"config file {str(path)!r} must hold a JSON object, got {type(values).__name__}")
@@ -270,6 +270,8 @@ class FitConfig:
                              "floor the log density instead (genpqr.continuous.ContinuousGenPQR(min_log_density=...))")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"--estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
+        if self.estimator != "npl" and not self.features:
+            check_estimator_needs_features(self.estimator)
         if self.bootstrap == 1 or self.bootstrap < 0:
             raise ValueError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {self.bootstrap}")
         if not 0 < self.level < 1:
@@ -283,6 +285,12 @@ class FitConfig:
         if unknown_bins:
             raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")
         return self
+
+
+def check_estimator_needs_features(estimator: str) -> None:
+    """``--estimator`` without ``--features``: refused, since it would be ignored."""
+    raise ValueError(f"--estimator {estimator} needs --features FILE.csv (the flow-utility features whose parameters "
+                     f"it estimates); without --features nothing is estimated: drop --estimator, or add --features")
 
 
 def action_columns(config: FitConfig) -> list:

@@ -78,12 +78,12 @@ EXAMPLE = """examples:
 """
 
 
-def _label(text, labels):
-    """The model's action label whose string form is ``text``."""
+def _label(text, labels, what: str = "reward_change (--reward-change)"):
+    """The model's action label whose string form is ``text``; ``what`` names the setting."""
     for label in labels:
         if str(label) == str(text):
             return label
-    raise ValueError(f"reward_change names action {text!r}, but the fitted actions are {[str(x) for x in labels]}")
+    raise ValueError(f"{what} names action {text!r}, but the fitted actions are {[str(x) for x in labels]}")
 
 
 def _check_normalization(text, labels):
@@ -94,8 +94,34 @@ def _check_normalization(text, labels):
     if text == "mean-zero":
         return mean_zero()
     if text.startswith("anchor:"):
-        return anchor_action(_label(text.split(":", 1)[1], labels))
+        return anchor_action(_label(text.split(":", 1)[1], labels, f"check_normalization (--check-normalization) "
+                                                                   f"{text!r}"))
     raise ValueError(f"check_normalization must be 'mean-zero' or 'anchor:LABEL', got {text!r}")
+
+
+#: The scalar spec keys: (accepted types, what is expected).
+_SCALAR_TYPES = {"route": (str, "one of 'auto', 'structural', 'nonparametric'"),
+                 "transitions": (str, "the path of a .npy kernel"),
+                 "gamma": ((int, float), "a discount factor in [0, 1)"),
+                 "initial": ((int, list), "a state index (an integer) or a list of S probabilities"),
+                 "horizon": (int, "a positive integer number of steps"),
+                 "bootstrap": (int, "a number of replicates (an integer, 0: none)"),
+                 "level": ((int, float), "a confidence level strictly between 0 and 1"),
+                 "check_normalization": (str, "'mean-zero' or 'anchor:LABEL'"),
+                 "min_visits": (int, "a positive integer")}
+
+
+def _check_scalar_types(spec: dict) -> None:
+    """Each scalar spec key of its type (booleans are no numbers), or a ValueError naming the key and its flag."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    for key, (types, expected) in _SCALAR_TYPES.items():
+        value = spec.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)
+                                  or isinstance(value, list) and not all(map(number, value))):
+            raise ValueError(f"{key} (--{key.replace('_', '-')}) must be {expected}, got {type(value).__name__} "
+                             f"{value!r:.80}")
 
 
 def _pairs(items, flag: str, form: str) -> dict:
@@ -121,8 +147,9 @@ def _check_spec_types(spec: dict) -> None:
         if not ok:
             raise ValueError(f"reward_change[{label!r}] must be a number or a list of numbers (one per state), got "
                              f"{type(amount).__name__} {amount!r:.80}")
+    _check_scalar_types(spec)
     level = spec.get("level")
-    if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1):
+    if level is not None and not 0 < level < 1:
         raise ValueError(f"level must be a confidence level strictly between 0 and 1, got {level!r}")
 
 
@@ -259,9 +286,9 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
                   for k, v in change.items()}
     transitions = spec.get("transitions")
     if transitions is not None:
-        if not Path(transitions).exists():
-            raise FileNotFoundError(f"transitions file {transitions!r} does not exist")
-        transitions = np.load(transitions, allow_pickle=False)
+        from .states import load_kernel
+
+        transitions = load_kernel(transitions, len(labels), "--transitions kernel", n_states=model.n_states_)
     if spec.get("parameter_change") and getattr(model, "structural_", None) is None:
         raise ValueError(f"--parameter-change needs a structural fit, but {fit_dir} was fitted without --features; "
                          f"refit with --features FILE.csv, or state the change as --reward-change")

@@ -13,8 +13,8 @@ import numpy as np
 from .._checks import data_row, looks_continuous, plain, short_list
 from .config import FitConfig
 
-__all__ = ["read_frame", "check_discrete_actions", "check_not_mixed", "check_numeric", "match_labels",
-           "match_column", "read_features"]
+__all__ = ["read_frame", "check_column_names", "check_rows", "check_discrete_actions", "check_action_labels",
+           "check_not_mixed", "check_numeric", "match_labels", "match_column", "read_features", "STATE_LIMIT"]
 
 
 def _roles(config: FitConfig, norm_kind: str, norm_arg) -> list:
@@ -30,42 +30,62 @@ def _roles(config: FitConfig, norm_kind: str, norm_arg) -> list:
     return roles
 
 
+#: The largest state magnitude accepted: beyond it squares overflow (standardizing a column of
+#: 1e8 rows sums squares up to 1e8 * STATE_LIMIT**2 < 1.8e308).
+STATE_LIMIT = 1e150
+
+
 def read_frame(config: FitConfig, norm_kind: str, norm_arg):
     """The data file as a DataFrame, checked: every named column present, no column mixing
     numbers and text, numeric state/time/outcome columns, and (discrete actions) at least two
-    action labels."""
+    action labels. The out-of-core reader runs the same checks (:mod:`genpqr.app.stream`)."""
     from ..io import read_table
 
     frame = read_table(config.data, sep=config.sep)
-    roles = _roles(config, norm_kind, norm_arg)
-    _check_distinct_roles(config)
-    _check_columns_present(config, frame, roles)
+    check_column_names(config, list(frame.columns), norm_kind, norm_arg)
     if len(frame) == 0:
         raise ValueError(f"{config.data} has no rows")
-    for _, col in roles:
-        if col:
-            check_not_mixed(frame, col)
-    for col in config.state:
-        check_numeric(frame, col, "state column", allow_missing=False)
-    check_numeric(frame, config.time, "time column", allow_missing=False)
-    for col in (config.outcome, norm_arg if norm_kind in ("value", "behavior") else None):
-        if col:
-            check_numeric(frame, col, "column", allow_missing=norm_kind == "value")
+    check_rows(frame, config, norm_kind, norm_arg)
     if config.action_type != "continuous":
         check_discrete_actions(frame, config)
     return frame
 
 
-def _check_columns_present(config: FitConfig, frame, roles) -> None:
+def check_column_names(config: FitConfig, columns: list, norm_kind: str, norm_arg) -> None:
+    """The named columns are distinct where they must be and are all among ``columns`` (the file's)."""
+    _check_distinct_roles(config)
+    _check_columns_present(config, columns, _roles(config, norm_kind, norm_arg))
+
+
+def check_rows(frame, config: FitConfig, norm_kind: str, norm_arg, first_row: int = 0) -> None:
+    """The checks of single rows, on ``frame`` (all the rows, or a chunk of whole episodes whose
+    first row is row ``first_row`` of the data; a role column not in ``frame`` is skipped): no
+    column mixing numbers and text; finite numeric states (magnitude at most ``STATE_LIMIT``) and
+    times; numeric outcome and value columns; no missing discrete action."""
+    present = [col for _, col in _roles(config, norm_kind, norm_arg) if col and col in frame.columns]
+    for col in present:
+        check_not_mixed(frame, col)
+    for col in (c for c in config.state if c in frame.columns):
+        check_numeric(frame, col, "state column", allow_missing=False, first_row=first_row, max_abs=STATE_LIMIT)
+    if config.time in frame.columns:
+        check_numeric(frame, config.time, "time column", allow_missing=False, first_row=first_row)
+    for col in (config.outcome, norm_arg if norm_kind in ("value", "behavior") else None):
+        if col and col in frame.columns:
+            check_numeric(frame, col, "column", allow_missing=norm_kind == "value", first_row=first_row)
+    if config.action_type != "continuous" and config.action in frame.columns:
+        _check_no_missing_action(frame, config.action, first_row)
+
+
+def _check_columns_present(config: FitConfig, columns: list, roles) -> None:
     """Every named column is in the file; names with surrounding spaces in the file are pointed out."""
-    missing = [f"{col!r} ({role})" for role, col in roles if col and col not in frame.columns]
+    missing = [f"{col!r} ({role})" for role, col in roles if col and col not in columns]
     if missing:
-        padded = [str(c) for c in frame.columns if str(c) != str(c).strip()
+        padded = [str(c) for c in columns if str(c) != str(c).strip()
                   and str(c).strip() in {col for _, col in roles if col}]
         hint = (f" (the file's column names {short_list(padded, 5)} have surrounding spaces: strip them in the "
                 f"file, or give the names as written)" if padded else "")
         raise ValueError(f"{config.data}: missing column(s) {', '.join(missing)}; the file has columns "
-                         f"{short_list(list(map(str, frame.columns)), 30)}{hint}")
+                         f"{short_list(list(map(str, columns)), 30)}{hint}")
 
 
 def _check_distinct_roles(config: FitConfig) -> None:
@@ -84,15 +104,25 @@ def _check_distinct_roles(config: FitConfig) -> None:
 
 def check_discrete_actions(frame, config: FitConfig) -> None:
     """At least two labels, none missing; real-valued actions point to --action-type continuous."""
-    actions = frame[config.action]
-    if actions.isna().any():
-        raise ValueError(f"action column {config.action!r} has {int(actions.isna().sum())} missing value(s)")
-    labels = np.unique(actions.to_numpy())
+    _check_no_missing_action(frame, config.action, 0)
+    check_action_labels(np.unique(frame[config.action].to_numpy()), len(frame), config.action)
+
+
+def _check_no_missing_action(frame, column: str, first_row: int) -> None:
+    missing = frame[column].isna().to_numpy()
+    if missing.any():
+        raise ValueError(f"action column {column!r} has {int(missing.sum())} missing value(s) (first at "
+                         f"{data_row(first_row + int(np.flatnonzero(missing)[0]))})")
+
+
+def check_action_labels(labels: np.ndarray, n_rows: int, column: str) -> None:
+    """The data's sorted distinct action labels (shape (K,)) of ``n_rows`` rows: at least two, and
+    not real numbers that look continuous."""
     if labels.size < 2:
-        raise ValueError(f"action column {config.action!r} holds only one action ({plain(labels[0])!r}): a reward "
+        raise ValueError(f"action column {column!r} holds only one action ({plain(labels[0])!r}): a reward "
                          f"cannot be identified from choices among one option; GenPQR needs at least two actions")
-    if looks_continuous(labels, len(frame)):
-        raise ValueError(f"action column {config.action!r} holds {labels.size:,} distinct real numbers: these look "
+    if looks_continuous(labels, n_rows):
+        raise ValueError(f"action column {column!r} holds {labels.size:,} distinct real numbers: these look "
                          f"like continuous actions; use --action-type continuous (discrete actions are labels)")
 
 
@@ -112,9 +142,11 @@ def check_not_mixed(frame, column: str) -> None:
                          f"one type")
 
 
-def check_numeric(frame, column: str, what: str, allow_missing: bool) -> None:
-    """``ValueError`` for text, or for missing/infinite values (missing ones allowed with
-    ``allow_missing``), naming ``what`` and the first bad row."""
+def check_numeric(frame, column: str, what: str, allow_missing: bool, first_row: int = 0,
+                  max_abs: float | None = None) -> None:
+    """``ValueError`` for text, for missing/infinite values (missing ones allowed with
+    ``allow_missing``) or for values beyond ``max_abs`` in magnitude, naming ``what`` and the
+    first bad row (``first_row``: the data row of ``frame``'s first row)."""
     import pandas as pd
 
     col = frame[column]
@@ -126,7 +158,13 @@ def check_numeric(frame, column: str, what: str, allow_missing: bool) -> None:
     bad = ~np.isfinite(values) if not allow_missing else np.isinf(values)
     if bad.any():
         raise ValueError(f"{what} {column!r} has {int(bad.sum())} missing or infinite value(s) (first at "
-                         f"{data_row(int(np.flatnonzero(bad)[0]))})")
+                         f"{data_row(first_row + int(np.flatnonzero(bad)[0]))})")
+    large = np.abs(values) > max_abs if max_abs is not None else np.zeros(0, dtype=bool)
+    if large.any():
+        i = int(np.flatnonzero(large)[0])
+        raise ValueError(f"{what} {column!r} has {int(large.sum())} value(s) beyond +-{max_abs:.0e} in magnitude "
+                         f"(first {values[i]:g} at {data_row(first_row + i)}): such values overflow when squared "
+                         f"(standardizing, feature maps); rescale the column")
 
 
 # ============================================================================ action labels

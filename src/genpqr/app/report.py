@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .._checks import plain
-from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside
+from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
 from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
                           render_page)
 from .report_continuous import context_continuous, continuous_figures, render_continuous_html
@@ -111,7 +111,7 @@ def _baseline_log_loss(model) -> float:
 def _fig_actions(ctx):
     model = ctx.model
     d = model.diagnostics_
-    labels = [str(a) for a in d.action_counts]
+    labels = [plain_text(a) for a in d.action_counts]
     counts = np.asarray(list(d.action_counts.values()), dtype=float)
     fig = new_figure(max(4.0, 0.5 * len(labels) + 2.5), 3.0)
     ax = fig.add_subplot()
@@ -161,8 +161,8 @@ def _fig_heatmap(ctx):
     bound = float(np.max(np.abs(table))) or 1.0
     plot_reward_table(table, model.encoder_.labels, ax=ax, title="recovered reward r(s, a)", vmin=-bound, vmax=bound)
     if ctx.state_labels is not None and S <= 40:
-        ax.set_yticks(range(S), ctx.state_labels, fontsize=7)
-    ax.set_ylabel("state" if not ctx.state_names else ", ".join(ctx.state_names))
+        ax.set_yticks(range(S), [plain_text(v) for v in ctx.state_labels], fontsize=7)
+    ax.set_ylabel("state" if not ctx.state_names else plain_text(", ".join(ctx.state_names)))
     unvisited = _unvisited(model, S)
     if unvisited.size:
         from matplotlib.patches import Rectangle
@@ -200,7 +200,7 @@ def _fig_intervals(ctx):
         shift = (k - (K - 1) / 2) * 0.8 / max(K, 1)
         color = f"C{k % 10}"
         ax.vlines(x + shift, lo[:, k], hi[:, k], lw=1.2, colors=color)  # percentile: need not contain the estimate
-        ax.plot(x[seen] + shift, table[seen, k], "o", ms=3, color=color, label=str(label))
+        ax.plot(x[seen] + shift, table[seen, k], "o", ms=3, color=color, label=plain_text(label))
         if unvisited.size:
             ax.plot(x[~seen] + shift, table[~seen, k], "o", ms=3, mfc="white", color=color)
     ax.axhline(0, color="grey", lw=0.6)
@@ -230,8 +230,8 @@ def _fig_partial_dependence(ctx):
         reward = model.reward(grid)
         ax = axes[j]
         for k, label in enumerate(model.encoder_.labels):
-            ax.plot(grid_values, reward[:, k], label=str(label), marker="." if grid_values.size <= 30 else None)
-        ax.set_xlabel(names[j])
+            ax.plot(grid_values, reward[:, k], label=plain_text(label), marker="." if grid_values.size <= 30 else None)
+        ax.set_xlabel(plain_text(names[j]))
         ax.set_ylabel("reward")
     for ax in axes[d:]:
         ax.set_visible(False)

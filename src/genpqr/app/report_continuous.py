@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside
+from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
 from .config import action_columns
 from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
                           render_page)
@@ -102,7 +102,7 @@ def _fig_actions(ctx):
         if anchors is not None:
             a0 = np.unique(anchors[:, j])
             ax.axvline(a0[0], color="#cc6677", lw=1.5, label="anchor a0" if a0.size == 1 else "anchor a0(s)")
-        ax.set_xlabel(ctx.action_names[j] if j < len(ctx.action_names) else f"a{j}")
+        ax.set_xlabel(plain_text(ctx.action_names[j]) if j < len(ctx.action_names) else f"a{j}")
         ax.set_ylabel("transitions")
         if ax.get_legend_handles_labels()[0]:
             legend_outside(ax, fontsize=7)
@@ -119,8 +119,8 @@ def _fig_pit(ctx):
         ax.hist(pit[:, j], bins=20, range=(0, 1), density=True, color="#4477aa")
         ax.axhline(1.0, color="black", ls="--", lw=1, label="calibrated")
         ax.set_xlim(0, 1)
-        ax.set_xlabel(f"F_pi_hat({ctx.action_names[j] if j < len(ctx.action_names) else f'a{j}'} | s) at the "
-                      "logged action")
+        name = plain_text(ctx.action_names[j]) if j < len(ctx.action_names) else f"a{j}"
+        ax.set_xlabel(f"F_pi_hat({name} | s) at the logged action")
         ax.set_ylabel("density")
         legend_outside(ax, fontsize=7)
     fig.suptitle(f"probability integral transform ({ctx.model.diagnostics_.policy_log_loss_kind}, "
@@ -155,7 +155,7 @@ def _fig_partial_dependence(ctx):
         actions = np.tile(a_med, (grid_values.size, 1))
         axes[j].plot(grid_values, model.reward(states, actions), color="#4477aa",
                      marker="." if grid_values.size <= 30 else None)
-        axes[j].set_xlabel(s_names[j])
+        axes[j].set_xlabel(plain_text(s_names[j]))
         axes[j].set_ylabel("reward at the median action")
     for k in range(m):
         grid_values = _grid(A[:, k], space.low[k], space.high[k])
@@ -164,7 +164,7 @@ def _fig_partial_dependence(ctx):
         states = np.tile(s_med, (grid_values.size, 1))
         ax = axes[d + k]
         ax.plot(grid_values, model.reward(states, actions), color="#228833")
-        ax.set_xlabel(a_names[k])
+        ax.set_xlabel(plain_text(a_names[k]))
         ax.set_ylabel("reward at the median state")
     for ax in axes[panels:]:
         ax.set_visible(False)

@@ -178,23 +178,42 @@ def decide_tabular(config: FitConfig, frame) -> bool:
     return False
 
 
-def load_kernel(path: str, n_actions: int) -> np.ndarray:
-    """The kernel file: shape (S, K, S) or (S*K, S) with K = ``n_actions`` (the data's actions)."""
-    if not Path(path).exists():
-        raise FileNotFoundError(f"transition kernel file {path!r} does not exist")
-    try:
-        kernel = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"cannot read the transition kernel {path!r}: {exc}") from None
+def load_kernel(path: str, n_actions: int, what: str = "transition kernel", n_states: int | None = None) -> np.ndarray:
+    """The kernel file: shape (S, K, S) or (S*K, S) with K = ``n_actions`` (the data's actions)
+    and, when given, S = ``n_states``. Errors name ``what`` (the flag) and the file."""
+    kernel = _read_npy(path, what)
     K = n_actions
     shape = tuple(kernel.shape)
     ok = ((kernel.ndim == 3 and shape[1] == K and shape[0] == shape[2] > 0)
           or (kernel.ndim == 2 and shape[1] > 0 and shape[0] == shape[1] * K))
     if not ok:
         S = shape[-1] if kernel.ndim else "S"
-        raise ValueError(f"the transition kernel {path!r} must have shape (S, K, S) = ({S}, {K}, {S}) or (S*K, S) = "
+        raise ValueError(f"the {what} {path!r} must have shape (S, K, S) = ({S}, {K}, {S}) or (S*K, S) = "
                          f"({S}*{K}, {S}) for S states and the data's K = {K} actions (in sorted label order), got "
                          f"{shape}")
+    if n_states is not None and shape[-1] != n_states:
+        raise ValueError(f"the {what} {path!r} has {shape[-1]} states (shape {shape}), but the fit has {n_states}")
+    return kernel
+
+
+def _read_npy(path: str, what: str) -> np.ndarray:
+    """A numeric array from a ``.npy`` file; ``ValueError`` naming ``what`` and the file otherwise."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{what} file {path!r} does not exist")
+    if Path(path).is_dir():
+        raise ValueError(f"{what} file {path!r} is a folder; expected a .npy file written by numpy.save")
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic != b"\x93NUMPY":
+        raise ValueError(f"cannot read the {what} {path!r}: it is not a NumPy .npy file (no .npy header); write the "
+                         f"array with numpy.save")
+    try:
+        kernel = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        why = ("it holds Python objects, not numbers" if "pickle" in str(exc) else " ".join(str(exc).split()))
+        raise ValueError(f"cannot read the {what} {path!r}: {why}; write a numeric array with numpy.save") from None
+    if not np.issubdtype(kernel.dtype, np.number):
+        raise ValueError(f"the {what} {path!r} must hold numbers, got dtype {kernel.dtype}")
     return kernel
 
 

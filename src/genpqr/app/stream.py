@@ -17,22 +17,34 @@ The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized 
   iterations, default 200, no held-out early stopping) trained by LightGBM's Dask interface
   (:mod:`genpqr.distributed_fqe`).
 
-Writes ``model.joblib``, ``rewards.csv`` (tabular mode), ``config.json`` and ``manifest.json``
-(the folder as a transaction, as :mod:`genpqr.app.outputs` says); no HTML report
-(it reads the rows). Not available out of core (clear errors): ``--bins``, ``--features``,
-``--transition`` other than counts, ``--bootstrap``, continuous actions, normalizations other
-than ``anchor:`` and ``mean-zero``; cross-fitting is off (in-sample diagnostics).
+Checks: the same as in memory (:mod:`genpqr.app.data_file`): the column names first, then one
+validation pass (:meth:`genpqr.stream.ParquetSource.scan`) runs the row checks of the in-memory
+reader on every chunk (rows named by their position in the dataset, files in path order) and
+the label checks on the whole data's labels; it also fixes the time-gap rule of the whole data
+(a gap is found whatever ``--chunk-rows``) and, in tabular mode, numbers the states as in
+memory (:class:`genpqr.app.states.StateIndex`: large sparse ids are renumbered, not used as
+indices). The one requirement in memory does not have: the rows are sorted by episode
+(:mod:`genpqr.stream`).
+
+Writes ``model.joblib``, ``rewards.csv`` (tabular mode; the columns of the in-memory fit:
+``state_index``, the state column, ``visits``, ``visited``, ``reward_<label>``),
+``config.json`` and ``manifest.json`` (the folder as a transaction, as :mod:`genpqr.app.outputs`
+says); no HTML report (it reads the rows). Not available out of core (clear errors):
+``--bins``, ``--features``, ``--transition`` other than counts, ``--bootstrap``, continuous
+actions, normalizations other than ``anchor:`` and ``mean-zero``; cross-fitting is off
+(in-sample diagnostics).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
 from .config import parse_normalization
-from .data_file import match_labels
+from .data_file import check_action_labels, check_column_names, check_rows, match_labels
 from .model_choice import make_policy_model, q_model_settings
 from .outputs import closing_lines, warning_messages, write_fit_folder
 
@@ -67,6 +79,16 @@ class StreamFitOutputs:
         return "\n".join(lines + closing_lines(self.files, self.warnings))
 
 
+def _check_parquet_path(config) -> None:
+    """Out of core reads Parquet only: a CSV file (or another suffix) is refused, saying what to do."""
+    path = Path(config.data)
+    if path.is_file() and path.suffix.lower() not in (".parquet", ".pq"):
+        flag = "--dask-scheduler" if config.dask_scheduler else "--chunk-rows"
+        raise ValueError(f"{flag} (out of core) streams Parquet data, a .parquet file or a folder of them; the data "
+                         f"file {config.data!r} is not one: drop {flag} to read it in memory, or convert it (e.g. "
+                         f"pandas.read_csv(path).to_parquet('data.parquet'))")
+
+
 def _refuse_unsupported(config) -> None:
     given = [flag for flag, bad in (("--bins", bool(config.bins)), ("--features", bool(config.features)),
                                     ("--transition", config.transition != "counts"),
@@ -76,12 +98,18 @@ def _refuse_unsupported(config) -> None:
     if given:
         raise ValueError(f"{', '.join(given)} cannot be used out of core (--chunk-rows or a Parquet folder); "
                          "see docs/out_of_core.md")
+    if parse_normalization(config.normalization)[0] not in ("anchor", "mean-zero"):
+        raise ValueError(f"--normalization {config.normalization} cannot be used out of core: use anchor:ACTION or "
+                         "mean-zero")
 
 
 def _is_tabular(config, source) -> bool:
     import pyarrow as pa
 
     if config.q_model == "exact":
+        if len(source.state) != 1:
+            raise ValueError(f"--q-model exact out of core needs one state column (the tabular state), got "
+                             f"{source.state}; in memory (without --chunk-rows) several columns are numbered jointly")
         return True
     if config.q_model == "lightgbm" and not config.dask_scheduler:
         raise ValueError("--q-model lightgbm out of core needs --dask-scheduler (boosted FQE is trained by "
@@ -92,7 +120,7 @@ def _is_tabular(config, source) -> bool:
                          "--dask-scheduler)")
     if config.q_model in ("lstd", "mlp", "lightgbm") or len(source.state) != 1:
         return False
-    return pa.types.is_integer(source._dataset.schema.field(source.state[0]).type)
+    return pa.types.is_integer(source.dataset.schema.field(source.state[0]).type)
 
 
 def _normalization(config, labels):
@@ -117,10 +145,8 @@ def run_stream_fit(config) -> StreamFitOutputs:
     from ..stream_fit import fit_parquet
 
     _refuse_unsupported(config)
-    chunk_rows = config.chunk_rows or DEFAULT_CHUNK_ROWS
-    columns = dict(episode=config.episode, time=config.time, state=list(config.state), action=config.action,
-                   terminated=config.terminated, truncated=config.truncated)
-    source = ParquetSource(config.data, chunk_rows=chunk_rows, time_gaps=config.time_gaps, **columns)
+    _check_parquet_path(config)
+    source = _checked_source(config)
     progress = False if config.quiet else None
     tabular = _is_tabular(config, source)
     policy_name = config.policy_model or ("frequency" if tabular else "logistic")
@@ -128,27 +154,58 @@ def run_stream_fit(config) -> StreamFitOutputs:
         raise ValueError(f"--policy-model {policy_name}: the out-of-core tabular path uses cell frequencies "
                          "(frequency)")
     config = replace(config, q_model="exact" if tabular else (config.q_model or "lstd"), policy_model=policy_name)
-    labels = source.action_labels(progress)
+    labels, index = _validate(config, source, tabular, progress)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         policy = None if tabular else make_policy_model(policy_name, tabular=False, n_states=None, seed=config.seed)
         settings = q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations)
         settings.pop("validation_fraction", None)  # no held-out early stopping out of core
         est = GenPQR(normalization=_normalization(config, labels), gamma=config.gamma, clip=parse_clip(config.clip),
-                     policy_model=policy, n_states=config.n_states, random_state=config.seed, progress=progress,
-                     **settings)
-        fit_kwargs = dict(action_labels=labels, chunk_rows=chunk_rows, time_gaps=config.time_gaps,
-                          progress=progress, **columns)
+                     policy_model=policy, n_states=index.n_states if tabular else config.n_states,
+                     random_state=config.seed, progress=progress, **settings)
         if config.dask_scheduler:
             with dask_client(config.dask_scheduler) as client:
                 from ..distributed import fit_dask
 
-                model = fit_dask(est, config.data, client=client, **fit_kwargs)
+                model = fit_dask(est, source, client=client, action_labels=labels, progress=progress)
         else:
-            model = fit_parquet(est, config.data, **fit_kwargs)
+            model = fit_parquet(est, source, action_labels=labels, progress=progress)
     outputs = StreamFitOutputs(config.with_absolute_paths(), model, tabular, warnings=warning_messages(caught))
-    _write(outputs, labels)
+    _write(outputs, labels, index)
     return outputs
+
+
+def _checked_source(config):
+    """The :class:`~genpqr.stream.ParquetSource` of ``config``, its column names checked as in memory."""
+    from ..stream import DEFAULT_CHUNK_ROWS, ParquetSource, dataset_columns
+
+    check_column_names(config, dataset_columns(config.data), *parse_normalization(config.normalization))
+    return ParquetSource(config.data, chunk_rows=config.chunk_rows or DEFAULT_CHUNK_ROWS, time_gaps=config.time_gaps,
+                         episode=config.episode, time=config.time, state=list(config.state), action=config.action,
+                         terminated=config.terminated, truncated=config.truncated)
+
+
+def _validate(config, source, tabular: bool, progress):
+    """The validation pass (:meth:`genpqr.stream.ParquetSource.scan`) with the in-memory row checks
+    on every chunk and the label checks on the whole data; the source adopts the whole data's
+    time-gap rule and, in tabular mode, the in-memory state numbering. Returns ``(labels, index)``:
+    the sorted action labels and the :class:`~genpqr.app.states.StateIndex` (None unless tabular)."""
+    import pandas as pd
+
+    from .states import StateIndex
+
+    kind, arg = parse_normalization(config.normalization)
+    scan = source.scan(progress, check=lambda frame, first: check_rows(frame, config, kind, arg, first),
+                       states=tabular)
+    if scan.n_rows == 0:
+        raise ValueError(f"{config.data} has no rows")
+    check_action_labels(scan.labels, scan.n_rows, config.action)
+    index = None
+    if tabular:
+        values = pd.DataFrame({source.state[0]: scan.state_values})
+        index = StateIndex.build(values, source.state, {}, n_states=config.n_states)
+    source.adopt(scan, number_states=tabular and not index.identity)
+    return scan.labels, index
 
 
 @contextmanager
@@ -183,18 +240,16 @@ def route_lightgbm_logs() -> None:
     lightgbm.register_logger(logging.getLogger("lightgbm"))
 
 
-def _write(outputs: StreamFitOutputs, labels) -> None:
+def _write(outputs: StreamFitOutputs, labels, index) -> None:
     """model.joblib, rewards.csv (tabular mode) and config.json, as a transaction
     (:func:`genpqr.app.outputs.write_fit_folder`, manifest.json last)."""
-    import pandas as pd
-
     writers = {"model.joblib": outputs.model.save}
     if outputs.tabular:
         model = outputs.model
         table = np.asarray(model.stage2_.recovery.reward)
-        rewards = pd.DataFrame({"state_index": np.arange(table.shape[0]),
-                                "visits": model.stage2_.counts.sum(axis=1).astype(np.int64),
-                                "visited": model.visited_states_})
+        rewards = index.labels()
+        rewards["visits"] = model.stage2_.counts.sum(axis=1).astype(np.int64)
+        rewards["visited"] = model.visited_states_
         for k, label in enumerate(labels):
             rewards[f"reward_{label}"] = table[:, k]
         writers["rewards.csv"] = lambda p: rewards.to_csv(p, index=False)

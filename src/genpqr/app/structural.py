@@ -40,6 +40,7 @@ import numpy as np
 
 from ..structural.estimation import SE_KINDS, estimate_structural
 from ..structural.results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
+from ..plotting import plain_text
 from .report_base import ReportFigure, new_figure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
@@ -204,10 +205,10 @@ def fig_choice_fit(fit, labels, level: float = 0.95, state_name: str = "state_in
                   label=f"{level:.0%} binomial interval")
         ax.plot(x[seen], d.observed[seen], "o", ms=3, color="#4477aa", label="observed frequency")
         ax.plot(x, d.fitted, "-", color="#cc6677", lw=1.5, label="fitted probability")
-        ax.set_ylabel(f"P({labels[k]} | {'state' if state_name == 'state_index' else state_name})")
+        ax.set_ylabel(plain_text(f"P({labels[k]} | {'state' if state_name == 'state_index' else state_name})"))
         top = float(np.nanmax([d.fitted.max(), np.nanmax(d.observed[seen]) if seen.any() else 0.0]))
         ax.set_ylim(0, min(1.0, 1.25 * top + 1e-3))
-    axes[-1].set_xlabel(state_name)
+    axes[-1].set_xlabel(plain_text(state_name))
     axes[0].legend(fontsize=7)
     axes[0].set_title(f"choice probabilities: observed vs fitted ({fit.estimator})", fontsize=9)
     return fig

@@ -75,8 +75,8 @@ import numpy as np
 
 from .._checks import short_list
 from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS,
-                     INTEGRATION_FORMS, NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS, FitConfig, parse_bins,
-                     parse_normalization, parse_transition)
+                     INTEGRATION_FORMS, NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS, FitConfig,
+                     check_estimator_needs_features, parse_bins, parse_normalization, parse_transition)
 from .data_file import read_features, read_frame
 from .model_choice import choose_first_stage, make_estimator
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
@@ -391,7 +391,10 @@ def config_from_args(args) -> FitConfig:
         bins = dict(config.bins)
         bins.update(parse_bins(text) for text in values["bins"])
         values["bins"] = bins
-    return config.updated(values)
+    config = config.updated(values)
+    if "estimator" in values and not config.features:  # also --estimator npl, the default, given in vain
+        check_estimator_needs_features(config.estimator)
+    return config
 
 
 def fit_command(args) -> int:
