@@ -1,6 +1,7 @@
 """Which warnings each documented run may raise, and where the page explains them (issue 19, item 5).
 
-The tests that run the code of a page (README.md, examples/README.md, docs/*.md, `genpqr demo`)
+The tests that run the code of a page (README.md, examples/README.md, docs/*.md, the gallery's
+examples/gallery/plot_*.py, `genpqr demo`)
 record its warnings with :func:`recording` (Python warnings, every category, every time) and
 :func:`printed` (the ``Category: message`` lines that ``genpqr fit`` and ``genpqr counterfactual``
 print for the warnings they catch), then :func:`check_warnings` compares them with
@@ -10,8 +11,9 @@ checks that the page explains every listed warning: some paragraph names its cat
 quotes the listed fragment of its message.
 
 :data:`EXPECTED` maps a page to its parts: ``"python"`` (its python blocks), ``"shell"`` (its
-``genpqr`` commands) or the path of a script a page runs (run by the tests on a small budget,
-whose warnings are those of the full run).
+``genpqr`` commands), the path of a script a page runs (run by the tests on a small budget,
+whose warnings are those of the full run) or ``"script"`` (a gallery example run as it is, by
+tests/test_gallery.py; its explanation is in the example's own text).
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ EXPECTED = {
         "python": [COVERAGE],
         "examples/train_on_recovered_reward.py": [CLIP_FLOOR, COVERAGE],
     },
+    "examples/gallery/plot_1_tabular_demo.py": {"script": []},
+    "examples/gallery/plot_2_bus_engine.py": {"script": [COVERAGE]},
+    "examples/gallery/plot_3_experiment2_mini.py": {"script": []},
+    "examples/gallery/plot_4_continuous_actions.py": {"script": []},
+    "examples/gallery/plot_5_out_of_core.py": {"script": []},
+    "examples/gallery/plot_6_train_on_recovered_reward.py": {"script": []},
 }
 #: `genpqr demo` (`make demo`): explained in its own output, next to the warning.
 DEMO_EXPECTED = [COVERAGE]
@@ -55,6 +63,8 @@ DEMO_EXPECTED = [COVERAGE]
 NOT_RUN = {
     "docs/benchmarks.md": "its blocks are benchmark sweeps of hours that write into docs/results",
     "docs/data_conventions.md": "no code blocks",
+    "docs/index.md": "no code blocks: the documentation site's front page (its toctrees are ::: directives)",
+    "docs/readme.md": "no code blocks: the site's copy of README.md (an include), whose code test_readme.py runs",
 }
 
 _PRINTED = re.compile(r"\b([A-Z]\w*Warning)\)?: (.+)")

@@ -2,7 +2,7 @@
 
 The pages' own tests run their code with the warnings recorded and compare them with the
 list in tests/doc_warnings.py (test_readme.py, test_docs_counterfactuals.py,
-test_model_selection.py, test_distributed.py, test_stream.py, test_structural.py). Here: every
+test_model_selection.py, test_distributed.py, test_stream.py, test_structural.py, test_gallery.py). Here: every
 listed warning is explained on its page, every page with code is covered, `genpqr demo` and
 the one page no other test runs (docs/engine_replacement.md) warn only what they explain, and
 ``genpqr fit --features`` prints the warnings about rewards.csv apart from those about
@@ -34,7 +34,8 @@ def test_every_listed_warning_is_explained_on_its_page(page):
 
 
 def test_every_page_with_code_is_covered():
-    pages = {"README.md", "examples/README.md", *(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))}
+    pages = {"README.md", "examples/README.md", *(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")),
+             *(f"examples/gallery/{p.name}" for p in (ROOT / "examples" / "gallery").glob("plot_*.py"))}
     assert pages == set(EXPECTED) | set(NOT_RUN)
     for page in NOT_RUN:
         if "no code blocks" in NOT_RUN[page]:
