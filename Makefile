@@ -61,7 +61,7 @@ PURELIB := -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
 wheel-check: $(STAMP) $(ADAPTERS_STAMP)
 	rm -rf $(WHEEL_DIR)
-	$(PY) -m build --outdir $(WHEEL_DIR)/dist .
+	$(PY) -m build --quiet --outdir $(WHEEL_DIR)/dist .
 	$(PY) -m twine check --strict $(WHEEL_DIR)/dist/*
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet -c requirements-dev.txt "$$(ls $(WHEEL_DIR)/dist/*.whl)[dask,rl]"

@@ -52,11 +52,20 @@ def test_extras_named_in_the_docs_exist():
     assert _requirement_names(extras["rl"]) == {"gymnasium", "stable-baselines3"}
     assert _requirement_names(extras["dask"]) == {"distributed"}
     pages = [ROOT / "README.md", ROOT / "examples" / "README.md", *(ROOT / "docs").glob("*.md")]
-    named = {extra for page in pages
-             for group in re.findall(r"pip install [^`\n]*?\[([a-z0-9,-]+)\]", page.read_text(encoding="utf-8"))
-             for extra in group.split(",")}
+    pattern = re.compile(r"pip install [^`\n]*?\[([a-z0-9,-]+)\]|`\[([a-z0-9,-]+)\]`")
+    named = {extra for page in pages for groups in pattern.findall(page.read_text(encoding="utf-8"))
+             for extra in ",".join(groups).split(",") if extra}
     assert {"rl", "dask", "adapters"} <= named
     assert named <= set(extras), f"the docs name extras pyproject.toml lacks: {named - set(extras)}"
+
+
+def test_docs_name_the_wheel_of_this_version():
+    from genpqr import __version__
+
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    names = {m for page in pages for m in re.findall(r"genpqr-([\w.]+?)(?:-py3-none-any\.whl|\.tar\.gz)",
+                                                     page.read_text(encoding="utf-8"))}
+    assert names == {__version__}
 
 
 def test_build_tools_are_pinned_and_ci_checks_the_wheel():
