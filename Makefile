@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-portable test-adapters docs bench clean
+.PHONY: demo test test-fast test-portable test-adapters docs wheel-check bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -57,9 +57,32 @@ docs: $(STAMP)
 	$(THREADS) $(PY) -m sphinx -b html -W --keep-going -q -j 2 docs build/docs
 	@echo "built build/docs/index.html"
 
+# the package as a user gets it: `python -m build` makes the sdist and, from it, the wheel; `twine check`;
+# the wheel installed with its extras [dask,rl] into a fresh virtual environment (dev pins as constraints)
+# and with [adapters] into one layered on the adapters environment (resolved against its pinned packages:
+# nothing but genpqr may need installing); tests/test_wheel.py then checks what the archives hold and runs
+# the installed `genpqr` outside the checkout (--version, a fit of the bundled data set, the extras' imports)
+WHEEL_DIR := build/wheel-check
+WHEEL_VENV := $(WHEEL_DIR)/venv
+WHEEL_ADAPTERS_VENV := $(WHEEL_DIR)/venv-adapters
+PURELIB := -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+wheel-check: $(STAMP) $(ADAPTERS_STAMP)
+	rm -rf $(WHEEL_DIR)
+	$(PY) -m build --quiet --outdir $(WHEEL_DIR)/dist .
+	$(PY) -m twine check --strict $(WHEEL_DIR)/dist/*
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet -c requirements-dev.txt "$$(ls $(WHEEL_DIR)/dist/*.whl)[dask,rl]"
+	$(PYTHON) -m venv $(WHEEL_ADAPTERS_VENV)
+	$(ADAPTERS_VENV)/bin/python $(PURELIB) > "$$($(WHEEL_ADAPTERS_VENV)/bin/python $(PURELIB))/genpqr_adapters_env.pth"
+	sed -E 's/\[[^]]*\]//' requirements-adapters.txt > $(WHEEL_DIR)/adapters-constraints.txt  # pip: no extras here
+	$(WHEEL_ADAPTERS_VENV)/bin/python -m pip install --quiet --report $(WHEEL_DIR)/adapters-install.json \
+		-c $(WHEEL_DIR)/adapters-constraints.txt "$$(ls $(WHEEL_DIR)/dist/*.whl)[adapters]"
+	GENPQR_WHEEL_CHECK=$(WHEEL_DIR) $(THREADS) $(PY) -m pytest -p no:cacheprovider tests/test_wheel.py
+
 bench: $(STAMP)
 	$(PY) benchmarks/tabular_solver.py
 
 clean:
-	rm -rf $(VENV) $(ADAPTERS_VENV) demo-output .pytest_cache .hypothesis build/docs docs/api docs/gallery \
-		docs/sg_execution_times.rst
+	rm -rf $(VENV) $(ADAPTERS_VENV) build dist src/genpqr.egg-info demo-output .pytest_cache .hypothesis \
+		docs/api docs/gallery docs/sg_execution_times.rst

@@ -2,11 +2,13 @@
 discretized-action cross-check. Writes results.csv, discretization.csv, results.md,
 figure.png and config.json.
 
-    OMP_NUM_THREADS=1 python benchmarks/continuous_experiment.py --out docs/results/continuous
+    OMP_NUM_THREADS=1 python benchmarks/continuous_experiment.py --out continuous-results
 
 Rebuild the table and figure from the saved CSV files only:
 
-    python benchmarks/continuous_experiment.py --out docs/results/continuous --report-only
+    python benchmarks/continuous_experiment.py --out continuous-results --report-only
+
+docs/results/continuous/ holds the files of such a run.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from genpqr.experiments.continuous import run_continuous_experiment, run_discret
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="docs/results/continuous")
+    parser.add_argument("--out", default="continuous-results", help="results folder (default: continuous-results)")
     parser.add_argument("--n", type=int, nargs="+", default=[1_000, 10_000, 100_000], help="training sizes")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0..seeds-1)")
     parser.add_argument("--mdn-max-n", type=int, default=10_000)

@@ -16,7 +16,11 @@ Writes a tidy CSV (one row per seed x first stage x method) and prints the Markd
 rebuilt from that file (``--table-only`` rebuilds them without re-running).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/engine_replacement.py \
-        [--panels 50] [--out docs/results/engine_replacement] [--table-only]
+        [--panels 50] [--out engine-replacement-results] [--table-only]
+
+The tables of docs/engine_replacement.md are those of the run kept in
+docs/results/engine_replacement/ (``--table-only --out docs/results/engine_replacement`` prints
+them again; it only reads).
 """
 
 from __future__ import annotations
@@ -151,7 +155,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--panels", type=int, default=50)
     ap.add_argument("--first-stages", default="logit,frequency")
-    ap.add_argument("--out", default="docs/results/engine_replacement")
+    ap.add_argument("--out", default="engine-replacement-results",
+                    help="results folder (default: engine-replacement-results)")
     ap.add_argument("--table-only", action="store_true", help="rebuild the tables from the saved CSV")
     args = ap.parse_args()
     model = bus_engine()

@@ -1,5 +1,5 @@
-"""First stage and probability clip on simulated engine-replacement panels (issue 9 design:
-90 mileage bins, beta 0.9999, RC 10.075, theta11 2.293, increments (0.3919, 0.5953, 0.0128),
+"""First stage and probability clip on simulated engine-replacement panels (the design of
+docs/structural_estimation.md: 90 mileage bins, beta 0.9999, RC 10.075, theta11 2.293, increments (0.3919, 0.5953, 0.0128),
 37 buses x 117 months). Prints one table: per first stage / clip, the share of observed
 actions at a clip bound, the error of log pi_hat against the true policy, and the WLS
 projection and Hotz-Miller PML estimates of (RC, theta11); plus the time of the automatic

@@ -1,4 +1,4 @@
-"""Out-of-core fits from Parquet at scale (issue 12, item 3): wall time and peak memory.
+"""Out-of-core fits from Parquet at scale (docs/benchmarks.md, "Out-of-core fits"): wall time and peak memory.
 
 (a) closed-form path: ``--continuous-rows`` transitions (default 1e7) of an 8-dimensional
     continuous state and 10 actions: episodes of 100 steps, ``s' = 0.9 s + B[a] + 0.3 eps``,

@@ -1,5 +1,5 @@
 """Many actions: do output heads that share strength across actions reduce the stage-1 error of the rare anchor?
-(genpqr issue 12, item 2; companion of benchmarks/many_actions_bc.py.)
+(Companion of benchmarks/many_actions_bc.py.)
 
 For each seed, |A| and head variant (2500 trajectories, shift 0, one thread) it fits a behaviour-cloning network
 once and prints the stage-1 diagnostics of many_actions_bc.py: the "plug-in" reward MSE (the reward that the

@@ -42,7 +42,7 @@ SCHEDULES = {
     "bc20b512-16x1b512": (20, 512, 16, 1, 512),
     "bc20b512-12x1b512": (20, 512, 12, 1, 512),
     "bc15b512-10x1b512": (15, 512, 10, 1, 512),
-    # larger behaviour-cloning batches with the learning rate scaled up (issue 11: autograd's
+    # larger behaviour-cloning batches with the learning rate scaled up (autograd's
     # per-step overhead is paid per mini-batch)
     "bc20-16x1b512": (20, 256, 16, 1, 512),
     "bc25-16x1b512": (25, 256, 16, 1, 512),

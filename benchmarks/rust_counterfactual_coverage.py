@@ -1,6 +1,6 @@
 """Coverage of the structural counterfactual's delta-method intervals on simulated bus panels.
 
-Design: issue 9's version of Rust's (1987) data (docs/structural_estimation.md) -- 90 mileage
+Design: the version of Rust's (1987) data in docs/structural_estimation.md -- 90 mileage
 bins, beta = 0.9999, RC = 10.075, theta11 = 2.293, increments (0.3919, 0.5953, 0.0128),
 37 buses x 117 months per panel, initial mileage from the stationary distribution.
 

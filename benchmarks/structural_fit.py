@@ -2,7 +2,7 @@
 
 Two designs (``genpqr.envs.rust``):
 
-* ``rust9999``: issue 9's design of Rust's (1987) data -- 90 mileage bins, beta = 0.9999,
+* ``rust9999``: the design of docs/structural_estimation.md, after Rust's (1987) data -- 90 mileage bins, beta = 0.9999,
   RC = 10.075, theta11 = 2.293, increments (0.3919, 0.5953, 0.0128), 37 buses x 117 months;
 * ``sujudd``: Su and Judd's (2012) design of docs/engine_replacement.md -- 175 bins,
   beta = 0.975, RC = 11.7257, theta11 = 2.4569, increments 0..4, 50 buses x 120 months.
@@ -10,7 +10,7 @@ Two designs (``genpqr.envs.rust``):
 Each panel is written as the long-format CSV ``bus, month, mileage_bin, replace`` (one row per
 bus-month, ``replace`` 0/1; the last month of a bus has no next state in the file) with
 ``features.csv`` (``mileage_bin, replace, RC, theta11``: RC = 1 and theta11 = -0.001 x on the
-keep rows, 0 on the replace rows) and fitted by the command of the issue, with no further flags
+keep rows, 0 on the replace rows) and fitted by the command of docs/structural_estimation.md, with no further flags
 (run in-process through ``genpqr.app.cli.main``, the code path of ``genpqr fit``):
 
     genpqr fit panel.csv --episode bus --time month --state mileage_bin --action replace \\
@@ -24,7 +24,10 @@ alone, ``genpqr.structural.nfxp.fit_nfxp``). Seconds per panel: the whole comman
 step and writing model, tables and the HTML report).
 
     OMP_NUM_THREADS=1 python benchmarks/structural_fit.py [--panels 50] [--designs rust9999,sujudd]
-        [--out docs/results/structural_fit] [--table-only]
+        [--out structural-fit-results] [--table-only]
+
+The table of docs/structural_estimation.md is that of the run kept in docs/results/structural_fit/
+(``--table-only --out docs/results/structural_fit`` prints it again; it only reads).
 """
 
 from __future__ import annotations
@@ -132,7 +135,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--panels", type=int, default=50)
     ap.add_argument("--designs", default="rust9999,sujudd")
-    ap.add_argument("--out", default="docs/results/structural_fit")
+    ap.add_argument("--out", default="structural-fit-results", help="results folder (default: structural-fit-results)")
     ap.add_argument("--table-only", action="store_true", help="rebuild the table from the saved CSV")
     args = ap.parse_args()
     path = Path(args.out) / "structural_fit.csv"

@@ -17,7 +17,10 @@ bootstrap intervals, against the truth.
 * Truth: the true model's replacement rate with RC x m.
 
 Run: ``OMP_NUM_THREADS=1 python examples/engine_replacement_counterfactual.py`` (writes
-``docs/counterfactual_demand.png`` and ``docs/results/counterfactuals/demand.csv``).
+``counterfactual-demand/counterfactual_demand.png`` and ``counterfactual-demand/demand.csv`` in the
+working directory; ``--out DIR`` for another folder). The figure and table of
+``docs/counterfactuals.md`` are those of such a run, copied to ``docs/counterfactual_demand.png``
+and ``docs/results/counterfactuals/demand.csv``.
 """
 
 from __future__ import annotations
@@ -40,8 +43,6 @@ from genpqr import tabular as T
 from genpqr.counterfactual import IdentificationWarning, stationary_distribution
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.inference import bootstrap
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def scale_mileage(x):
@@ -123,7 +124,8 @@ def main(argv=None):
     p.add_argument("--bootstrap", type=int, default=100, help="replicates over buses")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-jobs", type=int, default=1)
-    p.add_argument("--out", default=str(ROOT / "docs"), help="folder for the figure and results/counterfactuals/")
+    p.add_argument("--out", default="counterfactual-demand",
+                   help="folder for the figure and the table (default: counterfactual-demand)")
     args = p.parse_args(argv)
     factors = [float(x) for x in args.factors.split(",")]
     start = time.perf_counter()
@@ -143,8 +145,8 @@ def main(argv=None):
     frame["rate_lo"], frame["rate_hi"] = boot.interval(0.95)
     frame["rate_se"] = boot.std_error
     out = Path(args.out)
-    (out / "results" / "counterfactuals").mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out / "results" / "counterfactuals" / "demand.csv", index=False)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "demand.csv", index=False)
     plot(frame, out / "counterfactual_demand.png")
     print(f"RC_hat = r_hat(0, keep) = {rc_hat:.3f} (true RC {bus.rc}); {args.bootstrap} bootstrap replicates")
     print("| RC x | true rate (%) | GenPQR rate (%) | 95% interval (%) | policy gap vs mean-zero |")
@@ -153,7 +155,7 @@ def main(argv=None):
         print(f"| {r.factor:.2f} | {100 * r.rate_true:.3f} | {100 * r.rate_hat:.3f} | "
               f"[{100 * r.rate_lo:.3f}, {100 * r.rate_hi:.3f}] | {r.gap:.2g} |")
     print(f"\n{time.perf_counter() - start:.0f} s; wrote {out / 'counterfactual_demand.png'} and "
-          f"{out / 'results' / 'counterfactuals' / 'demand.csv'}")
+          f"{out / 'demand.csv'}")
     return frame
 
 

@@ -1,4 +1,5 @@
-"""Regenerate examples/data/choices.csv and examples/data/features.csv.
+"""Regenerate examples/data/choices.csv and examples/data/features.csv (and their copies shipped in
+the package, genpqr.datasets).
 
 A random sparse tabular MDP (15 states, 3 actions "a", "b", "c", gamma 0.9) whose reward is
 linear in two features, with action "a" as the zero-reward anchor:
@@ -12,6 +13,7 @@ The logged behaviour is the reward's soft-optimal (maximum-entropy) policy; 600 
     python examples/make_example_data.py
 """
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ from genpqr.envs import random_mdp, simulate_tabular
 S, K, GAMMA, SEED = 15, 3, 0.9, 7
 LABELS = np.array(["a", "b", "c"])
 THETA = {"bonus": -0.3, "level": 1.2}
+DEFAULT_OUT = Path(__file__).parent / "data"
+PACKAGE_DATA = Path(__file__).parents[1] / "src" / "genpqr" / "datasets" / "data"
 
 
 def features() -> np.ndarray:
@@ -33,7 +37,7 @@ def features() -> np.ndarray:
     return f
 
 
-def main(out: Path = Path(__file__).parent / "data") -> None:
+def main(out: Path = DEFAULT_OUT) -> None:
     mdp = random_mdp(S, K, n_next=3, gamma=GAMMA, random_state=SEED)
     reward = features() @ np.array(list(THETA.values()))
     mdp = tabular.TabularMDP(mdp.kernel, GAMMA, reward)
@@ -49,6 +53,10 @@ def main(out: Path = Path(__file__).parent / "data") -> None:
             for s in range(S) for a in range(K)]
     pd.DataFrame(rows).to_csv(out / "features.csv", index=False)
     print(f"{len(frame)} rows, {frame.episode.nunique()} episodes -> {out}")
+    if out == DEFAULT_OUT:  # the copies genpqr.datasets ships
+        for name in ("choices.csv", "features.csv"):
+            shutil.copyfile(out / name, PACKAGE_DATA / name)
+        print(f"copied to {PACKAGE_DATA}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Regenerate examples/data/lqg.csv: logged continuous actions with a closed-form reward.
+"""Regenerate examples/data/lqg.csv (and its copy shipped in the package, genpqr.datasets): logged continuous actions with a closed-form reward.
 
 The default 1-D linear-quadratic-Gaussian problem of :func:`genpqr.envs.lqg.make_lqg`
 (``s' = 0.8 s + 0.5 a + N(0, 0.3^2)``, ``r(s, a) = -(0.5 s^2 + 0.8 a^2 + 0.4 s a) + 0.3 s - 0.2 a``,
@@ -37,6 +37,7 @@ def simulate(n_episodes=N_EPISODES, horizon=HORIZON, seed=SEED) -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    out = Path(__file__).parent / "data" / "lqg.csv"
-    simulate().round(5).to_csv(out, index=False)
-    print(f"wrote {out}")
+    frame = simulate().round(5)
+    for folder in (Path(__file__).parent / "data", Path(__file__).parents[1] / "src" / "genpqr" / "datasets" / "data"):
+        frame.to_csv(folder / "lqg.csv", index=False)
+        print(f"wrote {folder / 'lqg.csv'}")

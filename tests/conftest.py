@@ -1,5 +1,7 @@
 import os
+import subprocess
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,6 +45,33 @@ def all_normalizations(S: int, K: int, rng: np.random.Generator):
         "value-anchor-const": N.value(2.0, mu=N.anchor_action(0)),
         "behavior": N.behavior(g=g),
     }
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkout_status():
+    """``git status --porcelain`` of the checkout (changed tracked files and untracked files git
+    does not ignore); ``None`` outside a git checkout (an unpacked sdist)."""
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+@pytest.fixture
+def checkout_unchanged():
+    """The test must leave the checkout as it found it: the documented commands and code blocks
+    the doc tests run write into fresh folders, never into tracked files (or new files beside them)."""
+    before = checkout_status()
+    yield
+    after = checkout_status()
+    if before is not None and after is not None:
+        changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
+        assert not changed, ("the checkout changed while this test ran (a documented command wrote into it; "
+                             f"or it was edited meanwhile): {changed}")
 
 
 @pytest.fixture

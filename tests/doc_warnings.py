@@ -61,7 +61,7 @@ EXPECTED = {
 DEMO_EXPECTED = [COVERAGE]
 #: Pages whose code no test runs, and why.
 NOT_RUN = {
-    "docs/benchmarks.md": "its blocks are benchmark sweeps of hours that write into docs/results",
+    "docs/benchmarks.md": "its blocks are benchmark sweeps of minutes to hours (their runs are kept in docs/results)",
     "docs/data_conventions.md": "no code blocks",
     "docs/index.md": "no code blocks: the documentation site's front page (its toctrees are ::: directives)",
     "docs/readme.md": "no code blocks: the site's copy of README.md (an include), whose code test_readme.py runs",

@@ -224,6 +224,7 @@ def test_worker_errors_and_bad_arguments(tmp_path, client):
     assert len(partitions) <= 3 and labels.tolist() == ["go", "stay", "wait"]
 
 
+@pytest.mark.usefixtures("checkout_unchanged")
 def test_docs_page_python_example_runs(tmp_path, monkeypatch):
     import re
     from pathlib import Path

@@ -58,6 +58,7 @@ def test_the_check_fails_on_an_unexpected_and_on_a_missing_warning():
                          ("CoverageWarning", "rests on rarely taken actions"))
 
 
+@pytest.mark.usefixtures("checkout_unchanged")
 def test_make_demo_warns_only_what_it_explains(tmp_path, capsys):
     """`make demo` (genpqr demo with its defaults): its one warning is printed with its measured
     cost, the reward's error at the states the warning means against the others."""
@@ -76,6 +77,7 @@ def test_make_demo_warns_only_what_it_explains(tmp_path, capsys):
         assert flagged > 1.5 * other, line  # the warning points at the larger errors
 
 
+@pytest.mark.usefixtures("checkout_unchanged")
 def test_engine_replacement_page_runs_with_the_warning_it_explains(tmp_path, monkeypatch, capsys):
     """docs/engine_replacement.md "Reproduce one panel": its block runs, NPL equals NFXP."""
     text = (ROOT / "docs" / "engine_replacement.md").read_text(encoding="utf-8")
@@ -90,6 +92,7 @@ def test_engine_replacement_page_runs_with_the_warning_it_explains(tmp_path, mon
     np.testing.assert_allclose(npl, nfxp, rtol=1e-5)
 
 
+@pytest.mark.usefixtures("checkout_unchanged")
 def test_structural_warnings_are_printed_apart_from_the_rewards_ones(tmp_path, capsys, monkeypatch):
     """A short panel (7 replacements for 2 parameters): the structural step's few-events warning
     comes under "about parameters.csv", the fit's coverage warning under "about rewards.csv", in

@@ -24,6 +24,7 @@ FENCE = re.compile(r"```python\n(.*?)```", re.S)
 ROW = re.compile(r"^\| (.+?) \| ([\d.]+) kB \| (\d+)% \| (\d+)% \| (\d+) classes", re.M)
 
 
+@pytest.mark.usefixtures("checkout_unchanged")
 def test_page_python_blocks_run(tmp_path, monkeypatch):
     blocks = FENCE.findall(PAGE.read_text(encoding="utf-8"))
     assert blocks

@@ -269,10 +269,12 @@ def test_spline_logit_weights_move_knots_like_repeated_rows():
 
 
 # ---------------------------------------------------------------------------- the docs page
-def test_model_selection_page_runs():
-    """Every python block of docs/model_selection.md, in order, in one namespace; then the
-    page's claims: the one-hot model with alpha=1 is chosen, and its reward error is the
-    smallest and its score the highest among the candidates."""
+@pytest.mark.usefixtures("checkout_unchanged")
+def test_model_selection_page_runs(tmp_path, monkeypatch):
+    """Every python block of docs/model_selection.md, in order, in one namespace (in a scratch
+    folder); then the page's claims: the one-hot model with alpha=1 is chosen, and its reward
+    error is the smallest and its score the highest among the candidates."""
+    monkeypatch.chdir(tmp_path)
     text = (ROOT / "docs" / "model_selection.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) >= 2

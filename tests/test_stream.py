@@ -268,6 +268,7 @@ def test_cli_fits_a_parquet_folder_out_of_core(tmp_path, capsys):
     assert bad == 2 and "cannot be used out of core" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("checkout_unchanged")
 def test_docs_page_python_example_runs(tmp_path, monkeypatch, capsys):
     """docs/out_of_core.md: its python blocks and its genpqr command run, with the warnings the page explains."""
     import re

@@ -16,6 +16,7 @@ from genpqr.app import cli
 from genpqr.structural import ddc, estimation as structural
 from genpqr.envs.rust import bus_engine, simulate_buses
 
+from .doc_output import output_differences
 from .doc_warnings import check_warnings, printed, recording
 
 RUST9999 = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
@@ -312,21 +313,25 @@ def test_cli_other_estimators_bootstrap_and_config(tmp_path, capsys):
     assert "--estimator must be one of" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("checkout_unchanged")
 def test_docs_page_main_command_runs(tmp_path, capsys, monkeypatch):
     """docs/structural_estimation.md: its Python blocks and its genpqr commands run as written
-    (on the page's simulated panel)."""
+    (on the page's simulated panel), and print what the page shows: the fit's console output, the
+    estimates in a code comment, the summary and likelihood-ratio test (tests/doc_output.py)."""
     page = (Path(__file__).resolve().parents[1] / "docs" / "structural_estimation.md").read_text()
-    blocks = re.findall(r"```(python|bash)\n(.*?)```", page, flags=re.S)
+    blocks = re.findall(r"```(python|bash|)\n(.*?)```", page, flags=re.S)
     runnable = [(kind, code) for kind, code in blocks if "# doc-test" in code]
     assert any(kind == "bash" for kind, _ in runnable) and any(kind == "python" for kind, _ in runnable)
     monkeypatch.chdir(tmp_path)
     namespace = {}
     found = {"python": [], "shell": []}
+    printed_by = []  # (block, what it printed)
     for kind, code in runnable:
         if kind == "python":
             with recording() as caught:
                 exec(compile(code, "structural_estimation.md", "exec"), namespace)
             found["python"] += caught
+            printed_by.append((code, capsys.readouterr().out))
             continue
         for command in code.replace("\\\n", " ").splitlines():
             command = command.split("#")[0].strip()
@@ -335,12 +340,20 @@ def test_docs_page_main_command_runs(tmp_path, capsys, monkeypatch):
                     assert cli.main(shlex.split(command)[1:] + ["--quiet"]) == 0, command
                 console = capsys.readouterr()
                 found["shell"] += caught + printed(console.out + console.err)
+                printed_by.append((command, console.out))
                 if command.startswith("genpqr fit "):  # the fit's own warnings apart from the structural step's,
                     # under a heading naming rewards.csv (and saying that parameters.csv is not concerned)
                     assert "warning(s) about rewards.csv, the nonparametric reward (not parameters.csv" in console.out
     assert (tmp_path / "fit" / "parameters.csv").exists()
     for part, caught in found.items():
         check_warnings("docs/structural_estimation.md", part, caught)
+    shown = [code for kind, code in blocks if kind == ""]
+    fit_out = next(out for source, out in printed_by if source.startswith("genpqr fit "))
+    assert not output_differences(next(s for s in shown if s.startswith("genpqr fit: ")), fit_out)
+    assert not output_differences(next(s for s in shown if "Structural estimation results" in s), printed_by[-1][1])
+    comment = re.search(r"print\(fit.names, fit.theta.round\(3\)\) +# (.*)", page).group(1)
+    source, out = next((source, out) for source, out in printed_by if "print(fit.names" in source)
+    assert not output_differences(comment, next(line for line in out.splitlines() if line.startswith("['RC'")))
 
 
 @pytest.mark.slow

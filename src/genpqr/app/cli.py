@@ -127,19 +127,20 @@ def _add_experiment_parsers(sub) -> None:
                          epilog=_methods_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
                          allow_abbrev=False)
     exp.add_argument("name", choices=sorted([*EXPERIMENTS, "continuous"]),
-                     help="experiment configuration (continuous: the continuous-action LQG sweep)")
+                     help="experiment configuration (continuous: the continuous-action LQG sweep) (required)")
     exp.add_argument("--seeds", type=int, default=10, help="number of seeds (default: 10)")
     exp.add_argument("--first-seed", type=int, default=0, help="first seed (default: 0)")
     exp.add_argument("--n-jobs", type=int, default=1,
-                     help="parallel loky processes, -1: one per core (default: 1); dask uses every worker thread")
-    exp.add_argument("--out", required=True, help="results folder")
-    exp.add_argument("--tiny", action="store_true", help="tiny smoke-test variant (seconds; numbers meaningless)")
+                     help="parallel loky processes, -1: one per core; dask uses every worker thread (default: 1)")
+    exp.add_argument("--out", required=True, help="results folder (required)")
+    exp.add_argument("--tiny", action="store_true", help="tiny smoke-test variant (seconds; numbers meaningless) (default: off)")
     exp.add_argument("--backend", choices=("loky", "dask"), default="loky",
-                     help="loky: local processes (default); dask: a Dask cluster (needs --scheduler)")
-    exp.add_argument("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+                     help="loky: local processes; dask: a Dask cluster (needs --scheduler) (default: loky)")
+    exp.add_argument("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: none)")
     exp.add_argument("--methods", default=None,
-                     help='comma-separated subset of methods, e.g. "GenPQR (BC, NN),DeepPQR"')
-    exp.add_argument("--quiet", action="store_true", help="no progress bar")
+                     help='comma-separated subset of methods, e.g. "GenPQR (BC, NN),DeepPQR" (default: all of the '
+                          "experiment's methods)")
+    exp.add_argument("--quiet", action="store_true", help="no progress bar (default: off)")
     exp.set_defaults(func=_experiment)
     rep = sub.add_parser("report", help="write the Markdown table and figures of a results folder",
                          description="Read DIR/results.csv (written by `genpqr experiment ... --out DIR`) and write "
@@ -148,7 +149,7 @@ def _add_experiment_parsers(sub) -> None:
                                      "name and renamed, and lists them in DIR/manifest.json. Nothing else is "
                                      "changed; a DIR whose files do not match its manifest.json is refused.",
                          allow_abbrev=False)
-    rep.add_argument("dir", help="results folder holding results.csv (the --out of genpqr experiment)")
+    rep.add_argument("dir", help="results folder holding results.csv (the --out of genpqr experiment) (required)")
     rep.set_defaults(func=_report)
 
 

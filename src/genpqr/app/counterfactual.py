@@ -337,33 +337,34 @@ def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
                     "how much of the answer lies on states the data saw rarely. Writes summary.csv, states.csv, "
                     "support.csv, identification.json and counterfactual.npz.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("fit_dir", help="output folder of `genpqr fit` (tabular mode)")
-    p.add_argument("--spec", default=None, metavar="SPEC.json", help=f"JSON with keys among {', '.join(_KEYS)}")
+    p.add_argument("fit_dir", help="output folder of `genpqr fit` (tabular mode) (required)")
+    p.add_argument("--spec", default=None, metavar="SPEC.json", help=f"JSON with keys among {', '.join(_KEYS)}; flags override it (default: none)")
     p.add_argument("--parameter-change", dest="parameter_change", action="append", default=None,
                    metavar="NAME=SPEC", help="change a structural parameter (a fit with --features): NAME=*F "
-                   "(multiply), NAME=+D / NAME=-D (add / subtract) or NAME=V (set); repeatable")
+                   "(multiply), NAME=+D / NAME=-D (add / subtract) or NAME=V (set); repeatable (default: none)")
     p.add_argument("--reward-change", dest="reward_change", action="append", default=None, metavar="LABEL=AMOUNT",
-                   help="add AMOUNT to the flow reward of action LABEL in every state (repeatable)")
+                   help="add AMOUNT to the flow reward of action LABEL in every state; repeatable (default: none)")
     p.add_argument("--route", default=None, choices=("auto", "structural", "nonparametric"),
-                   help="auto (default): the structural model when the fit has --features, else the nonparametric "
-                        "reward table")
-    p.add_argument("--transitions", default=None, metavar="FILE.npy", help="new kernel, (S, K, S) or (S*K, S)")
-    p.add_argument("--gamma", type=float, default=None, help="new discount factor")
-    p.add_argument("--initial", type=int, default=None, metavar="STATE", help="initial state index")
-    p.add_argument("--horizon", type=int, default=None, help="steps from --initial (default: discounted occupancy)")
+                   help="auto: the structural model when the fit has --features, else the nonparametric reward table "
+                        "(default: auto)")
+    p.add_argument("--transitions", default=None, metavar="FILE.npy", help="new kernel, (S, K, S) or (S*K, S) (default: the fit's)")
+    p.add_argument("--gamma", type=float, default=None, help="new discount factor (default: the fit's)")
+    p.add_argument("--initial", type=int, default=None, metavar="STATE", help="initial state index (default: none: the long-run distributions only)")
+    p.add_argument("--horizon", type=int, default=None, help="steps from --initial (default: none: the discounted occupancy)")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
-                   help="bootstrap replicates (default: the fit's --bootstrap, same resamples; 0: none)")
-    p.add_argument("--level", type=float, default=None, help="confidence level in (0, 1) (default: the fit's)")
+                   help="bootstrap replicates; 0: none (default: the fit's --bootstrap, same resamples)")
+    p.add_argument("--level", type=float, default=None, help="confidence level in (0, 1) (default: the fit's --level)")
     p.add_argument("--check-normalization", dest="check_normalization", default=None, metavar="SPEC",
-                   help="second normalization for the identification check: mean-zero or anchor:LABEL")
+                   help="second normalization for the identification check: mean-zero or anchor:LABEL (default: "
+                        "mean-zero, or, when the fit is normalized by mean-zero, the anchor at the most chosen action)")
     p.add_argument("--min-visits", dest="min_visits", type=int, default=None, metavar="N",
-                   help="support: states and cells seen fewer than N times count as thin (default 10)")
-    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default FIT_DIR/counterfactual)")
+                   help="support: states and cells seen fewer than N times count as thin (default: 10)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: FIT_DIR/counterfactual)")
     p.add_argument("--trust", action="store_true",
                    help="load FIT_DIR/model.joblib even if genpqr did not sign it under your key (a fit from an "
                         "older genpqr, another account or machine). A model file is code: loading it runs what it "
-                        "holds, so use --trust only for a file whose source you trust")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+                        "holds, so use --trust only for a file whose source you trust (default: off)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (default: off)")
     p.set_defaults(func=counterfactual_command)
     return p
 

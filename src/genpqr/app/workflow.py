@@ -260,7 +260,8 @@ def check_before_fit(config: FitConfig, data, index) -> None:
 
 
 # ============================================================================ command line
-EXAMPLE = """examples:
+EXAMPLE = """examples (the data files of a source checkout; an installed genpqr ships them too:
+`python -m genpqr.datasets` prints their paths):
   genpqr fit examples/data/choices.csv --episode episode --time time --state state \\
       --action action --gamma 0.9 --normalization anchor:a --bootstrap 50 --out fit-output
   genpqr fit examples/data/lqg.csv --episode episode --time time --state s --action a \\
@@ -268,116 +269,139 @@ EXAMPLE = """examples:
 """
 
 
+USAGE = """genpqr fit DATA --episode COL --time COL --state COL[,COL...] --action COL --gamma GAMMA
+                  --normalization SPEC --out DIR [options]
+       genpqr fit --config FILE.json [options]"""
+REQUIRED = "(required, here or in --config)"
+
+
 def add_fit_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``fit`` sub-command to an ``argparse`` sub-parsers object; returns it.
 
     Every option defaults to "not given" so that ``--config FILE.json`` values are kept
-    unless a flag overrides them; ``args.func`` is :func:`fit_command`.
+    unless a flag overrides them; its help states the default :class:`FitConfig` applies, or
+    that it is required (as a flag or in the config file). ``args.func`` is :func:`fit_command`.
     """
     p = subparsers.add_parser(
-        "fit", help="fit GenPQR to a CSV/Parquet file: model, rewards table and HTML report",
+        "fit", help="fit GenPQR to a CSV/Parquet file: model, rewards table and HTML report", usage=USAGE,
         description="Recover a normalized reward from logged choices in a long-format file (one row per episode "
                     "and time step). Writes model.joblib, rewards.csv, parameters.csv (with --features), "
                     "config.json and report.html to --out. States are tabular (each distinct value of the state "
                     "columns is a state; exact solve) when every state column holds integers, with --bins, or with "
                     "--q-model exact; otherwise they are continuous (fitted Q evaluation, --q-model).",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    _add_data_flags(p)
-    _add_model_flags(p)
+    required = p.add_argument_group("required settings (as flags, or as keys of --config FILE.json)")
+    _add_data_flags(p, required)
+    _add_model_flags(p, required)
     _add_tabular_flags(p)
-    _add_run_flags(p)
+    _add_run_flags(p, required)
     p.set_defaults(func=fit_command)
     return p
 
 
-def _add_data_flags(p) -> None:
+def _add_data_flags(p, required) -> None:
     """The data file, ``--config`` and the column flags (continuous actions: their support and integration)."""
     S = argparse.SUPPRESS
-    p.add_argument("data", nargs="?", default=S, help="CSV or Parquet data file, or a folder of Parquet files (read "
-                   "out of core)")
+    required.add_argument("data", nargs="?", default=S, metavar="DATA", help="CSV or Parquet data file, or a folder "
+                          f"of Parquet files (read out of core) {REQUIRED}")
     p.add_argument("--config", default=S, metavar="FILE.json", help="JSON config (same keys as the flags, with "
-                   "underscores); flags override it")
+                   "underscores); flags override it (default: none)")
     for name, help_ in (("episode", "episode id column"), ("time", "time step column"),
-                        ("action", "action column"), ("terminated", "column flagging absorbing episode ends"),
-                        ("truncated", "column flagging steps after which logging stopped"),
-                        ("outcome", "outcome column (kept in the data; see behavior:)")):
+                        ("action", "action column")):
+        required.add_argument(f"--{name}", default=S, metavar="COL", help=f"{help_} {REQUIRED}")
+    required.add_argument("--state", default=S, metavar="COL[,COL...]", help=f"state column(s) {REQUIRED}")
+    for name, help_ in (("terminated", "column flagging absorbing episode ends (default: none: no episode ends in "
+                                       "an absorbing state)"),
+                        ("truncated", "column flagging steps after which logging stopped (default: none)"),
+                        ("outcome", "outcome column (kept in the data; see behavior:) (default: none)")):
         p.add_argument(f"--{name}", default=S, metavar="COL", help=help_)
-    p.add_argument("--state", default=S, metavar="COL[,COL...]", help="state column(s)")
     p.add_argument("--action-type", dest="action_type", choices=ACTION_TYPES, default=S,
-                   help="discrete (labels; default) or continuous (real-valued action column(s): --action a1,a2)")
+                   help="discrete (labels) or continuous (real-valued action column(s): --action a1,a2) "
+                        "(default: discrete)")
     p.add_argument("--action-low", dest="action_low", default=S, metavar="LOW[,LOW...]",
-                   help="continuous actions: lower bound(s) of the box support (with --action-high; default "
+                   help="continuous actions: lower bound(s) of the box support, with --action-high (default: none: "
                         "unbounded)")
     p.add_argument("--action-high", dest="action_high", default=S, metavar="HIGH[,HIGH...]",
-                   help="continuous actions: upper bound(s) of the box support")
+                   help="continuous actions: upper bound(s) of the box support (default: none: unbounded)")
     p.add_argument("--integration", default=S, metavar="SPEC",
-                   help=f"continuous actions: mu-integrals by {INTEGRATION_FORMS} (default mc:32)")
+                   help=f"continuous actions: mu-integrals by {INTEGRATION_FORMS} (default: mc:32)")
 
 
-def _add_model_flags(p) -> None:
+def _add_model_flags(p, required) -> None:
     """Discount, normalization and the policy and Q models."""
     S = argparse.SUPPRESS
-    p.add_argument("--gamma", type=float, default=S, help="discount factor in [0, 1)")
-    p.add_argument("--normalization", default=S, metavar="SPEC",
-                   help=f"{NORMALIZATION_FORMS}; continuous actions: {CONTINUOUS_NORMALIZATION_FORMS}")
+    required.add_argument("--gamma", type=float, default=S, help=f"discount factor in [0, 1) {REQUIRED}")
+    required.add_argument("--normalization", default=S, metavar="SPEC",
+                          help=f"{NORMALIZATION_FORMS}; continuous actions: {CONTINUOUS_NORMALIZATION_FORMS} "
+                               f"{REQUIRED}")
     p.add_argument("--policy-model", dest="policy_model", default=S, metavar="NAME",
-                   help=f"{', '.join(POLICY_MODELS)} or package.module:Class (default: auto for tabular states -- "
-                        f"a spline logit chosen by cross-validation when the state is ordered and its cells are "
-                        f"sparse, else cell frequencies --, else logistic); continuous actions: "
-                        f"{', '.join(CONTINUOUS_POLICY_MODELS)} "
-                        f"(default gaussian)")
+                   help=f"{', '.join(POLICY_MODELS)} or package.module:Class; continuous actions: "
+                        f"{', '.join(CONTINUOUS_POLICY_MODELS)} (default: auto for tabular states -- a spline logit "
+                        f"chosen by cross-validation when the state is ordered and its cells are sparse, else cell "
+                        f"frequencies --, logistic for continuous states, gaussian for continuous actions)")
     p.add_argument("--q-model", dest="q_model", default=S, metavar="NAME",
-                   help=f"{', '.join(Q_MODELS)} or package.module:Class (default: exact for tabular states, else hgb); "
-                        f"continuous actions: {', '.join(CONTINUOUS_Q_MODELS)} (default linear)")
+                   help=f"{', '.join(Q_MODELS)} or package.module:Class; continuous actions: "
+                        f"{', '.join(CONTINUOUS_Q_MODELS)} (default: exact for tabular states, hgb for continuous "
+                        f"states, linear for continuous actions)")
 
 
 def _add_tabular_flags(p) -> None:
     """Clipping, cross-fitting, the bootstrap and the tabular-mode settings (bins, transitions, features)."""
     S = argparse.SUPPRESS
     p.add_argument("--clip", default=S, metavar="LOW,HIGH|none|auto",
-                   help="probability clip of the policy: auto (default: no clip when every fitted probability is "
-                        "positive, else a floor below the smallest fitted probability of an observed action), none, "
-                        "or bounds such as 0.01,0.99 (the paper's); the bounds used are printed")
+                   help="probability clip of the policy: auto (no clip when every fitted probability is positive, "
+                        "else a floor below the smallest fitted probability of an observed action), none, or bounds "
+                        "such as 0.01,0.99 (the paper's); the bounds used are printed (default: auto)")
     p.add_argument("--cross-fit", dest="cross_fit", type=int, default=S, metavar="K",
-                   help="episode folds for the policy (out-of-fold diagnostics; default 5; <2: none)")
-    p.add_argument("--bootstrap", type=int, default=S, metavar="B", help="bootstrap replicates over episodes (0)")
-    p.add_argument("--n-jobs", dest="n_jobs", type=int, default=S, metavar="J", help="bootstrap workers (1)")
-    p.add_argument("--level", type=float, default=S, help="confidence level of the intervals (0.95)")
+                   help="episode folds for the policy (out-of-fold diagnostics; <2: none) (default: 5)")
+    p.add_argument("--bootstrap", type=int, default=S, metavar="B",
+                   help="bootstrap replicates over episodes (default: 0: none)")
+    p.add_argument("--n-jobs", dest="n_jobs", type=int, default=S, metavar="J", help="bootstrap workers (default: 1)")
+    p.add_argument("--level", type=float, default=S, help="confidence level of the intervals (default: 0.95)")
     p.add_argument("--bins", action="append", default=S, metavar="COL=e1,e2,...",
-                   help="cut a state column at these points (tabular mode; repeatable)")
+                   help="cut a state column at these points (tabular mode; repeatable) (default: none)")
     p.add_argument("--transition", default=S, metavar="SPEC",
-                   help="tabular transitions: counts (default), increment:MAX[:RESET_ACTION] (the state grows by "
-                        "0..MAX with a state-independent distribution; under RESET_ACTION it restarts at 0 and the "
-                        "period's increment is added from 0, Rust's timing: P(.|x, reset) = P(.|0, keep)) or FILE.npy")
+                   help="tabular transitions: counts, increment:MAX[:RESET_ACTION] (the state grows by 0..MAX with "
+                        "a state-independent distribution; under RESET_ACTION it restarts at 0 and the period's "
+                        "increment is added from 0, Rust's timing: P(.|x, reset) = P(.|0, keep)) or FILE.npy "
+                        "(default: counts)")
     p.add_argument("--n-states", dest="n_states", type=int, default=S, metavar="S",
-                   help="tabular: number of states of one integer state column (when top states never occur)")
+                   help="tabular: number of states of one integer state column, when the top states never occur "
+                        "(default: none: the largest state in the data + 1)")
     p.add_argument("--features", default=S, metavar="FILE.csv",
-                   help="flow-utility features per (state, action): estimate their parameters (--estimator)")
+                   help="flow-utility features per (state, action): estimate their parameters (--estimator) "
+                        "(default: none)")
     p.add_argument("--estimator", default=S, metavar="NAME",
-                   help="with --features: npl (default; iterated to convergence = the MLE), nfxp, pml or projection")
+                   help="with --features: npl (iterated to convergence = the MLE), nfxp, pml or projection "
+                        "(default: npl)")
 
 
-def _add_run_flags(p) -> None:
+def _add_run_flags(p, required) -> None:
     """Iterations, seed, time gaps, delimiter, output folder and out-of-core chunks."""
     S = argparse.SUPPRESS
-    p.add_argument("--n-iterations", dest="n_iterations", type=int, default=S, help="maximum FQE iterations")
-    p.add_argument("--seed", type=int, default=S, help="random seed (0)")
+    p.add_argument("--n-iterations", dest="n_iterations", type=int, default=S, metavar="N",
+                   help="maximum fitted-Q-evaluation iterations (default: per --q-model: linear 500, mlp 30, "
+                        "lightgbm 200, hgb 50, an import path 100; exact and lstd: a closed-form solve)")
+    p.add_argument("--seed", type=int, default=S, help="random seed (default: 0)")
     p.add_argument("--time-gaps", dest="time_gaps", choices=("error", "split"), default=S,
-                   help="a missing time step inside an episode: error (default; names the episode and step) or "
-                        "split (start a new episode after the gap). Integer times must be consecutive; other times "
-                        "may not step further than the episode's most common step")
-    p.add_argument("--sep", default=S, metavar="CHAR", help="CSV delimiter (default ','; e.g. ';' or '\\t')")
-    p.add_argument("--out", default=S, metavar="DIR", help="output folder (created; checked before fitting)")
-    p.add_argument("--quiet", action="store_true", default=S, help="no progress bars")
+                   help="a missing time step inside an episode: error (names the episode and step) or split (start "
+                        "a new episode after the gap). Integer times must be consecutive; other times may not step "
+                        "further than the episode's most common step (default: error)")
+    p.add_argument("--sep", default=S, metavar="CHAR", help="CSV delimiter, e.g. ';' or '\\t' (default: ',')")
+    required.add_argument("--out", default=S, metavar="DIR",
+                          help=f"output folder (created; checked before fitting) {REQUIRED}")
+    p.add_argument("--quiet", action="store_true", default=S, help="no progress bars (default: off)")
     p.add_argument("--save-data", dest="save_data", action="store_true", default=S,
                    help="keep the training data in model.joblib (larger file; needed only to refit, bootstrap or "
-                        "re-normalize the saved model)")
+                        "re-normalize the saved model) (default: off)")
     p.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=S, metavar="N",
                    help="out of core: stream the Parquet file/folder (sorted by episode) in chunks of N rows; tabular "
-                        "counts or closed-form LSTD statistics (docs/out_of_core.md)")
+                        "counts or closed-form LSTD statistics, docs/out_of_core.md (default: none: read the file "
+                        "into memory; a folder of Parquet files streams in chunks of 250000 rows)")
     p.add_argument("--dask-scheduler", dest="dask_scheduler", default=S, metavar="ADDRESS",
                    help="out of core on a Dask cluster: a scheduler address (tcp://host:8786) or local:N (a local "
-                        "cluster of N worker processes); the workers read the Parquet data (docs/distributed.md)")
+                        "cluster of N worker processes); the workers read the Parquet data, docs/distributed.md "
+                        "(default: none)")
 
 
 def config_from_args(args) -> FitConfig:

@@ -75,8 +75,8 @@ updates from ``torch.optim``'s Adam (:class:`genpqr.models.torch_training.FusedO
 
 Measured (``make_synthetic_data(seed, 1000)``, 10,000 rows, seeds 0-4, one torch thread, shared
 two-core machine, with the former hand-written gradients): fit 6.3-8.9 s (4.5 s on a quiet
-machine) against the paper's ~24 s (with autograd: 1.56x the former engine's time in one
-session, 4.9 s per seed, docs/benchmarks.md "Autograd networks"); test NLL 1.563; GenPQR on this policy (dueling FQE, 8 iterations) reward MSE 0.58, corr 0.66 (paper
+machine) against the paper's ~24 s (with autograd: 1.56x the former engine's time in back-to-back
+runs, 4.9 s per seed, docs/benchmarks.md "Autograd networks"); test NLL 1.563; GenPQR on this policy (dueling FQE, 8 iterations) reward MSE 0.58, corr 0.66 (paper
 0.63, 0.72); the state reward ``g`` MSE 2.15, corr -0.02 (paper 2.17, -0.01).
 """
 

@@ -15,7 +15,7 @@ Sec. 3). It is kept as the literature's reference point, not as a recommended es
 
 Measured (``make_synthetic_data(seed, 1000)``, 10,000 rows, seeds 0-4, one torch thread): fit
 4.7-5.4 s with the former hand-written gradients (paper 8.6 s; with autograd 1.27x the former
-engine's time in one session, docs/benchmarks.md "Autograd networks"), test NLL 1.641 (paper 1.624), reward MSE 1.07, corr 0.28 (paper 1.17,
+engine's time in back-to-back runs, docs/benchmarks.md "Autograd networks"), test NLL 1.641 (paper 1.624), reward MSE 1.07, corr 0.28 (paper 1.17,
 0.35).
 
 Implementation: the network is :class:`genpqr.models.torch_modules.MLP`, trained by autograd and

@@ -214,7 +214,7 @@ def write_report(out_dir) -> None:
              "Stage 2: continuous FQE (continuation structure), degree-2 polynomial features + least squares, "
              f"Monte Carlo mu-integrals (stratified, antithetic; {k} draws per next state in the targets, {r} in the "
              "read-off; exact for the point mass).", "",
-             "Produced by `OMP_NUM_THREADS=1 python benchmarks/continuous_experiment.py --out docs/results/continuous` "
+             "Produced by `OMP_NUM_THREADS=1 python benchmarks/continuous_experiment.py --out continuous-results` "
              "(settings in `config.json`, one row per seed x n x normalization x method in `results.csv`; "
              "`--report-only` rebuilds this page and `figure.png` from the CSV files).", "",
              "| normalization | method | n | seeds | reward MSE | reward corr | policy NLL | FQE iterations |",

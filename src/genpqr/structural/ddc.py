@@ -101,8 +101,8 @@ class StructuralStep(BaseEstimator):
         ``"pml"`` (default): Hotz-Miller's two-step pseudo-likelihood -- one conditional
         logit step in which ``v`` is GenPQR's exact solve under the behaviour normalization
         ``mu = pi_hat``, ``g = pi_hat r_theta`` (affine in ``theta``; one NPL iteration). It
-        inherits the first stage's error where actions are rare (issue 9: -1.5 / -2.6 SE on a
-        pooled four-group engine panel) and its SEs ignore it; ``genpqr fit`` defaults to
+        inherits the first stage's error where actions are rare (-1.5 / -2.6 SE on a pooled
+        panel of four simulated bus groups) and its SEs ignore it; ``genpqr fit`` defaults to
         ``"npl"`` (the MLE, :mod:`genpqr.structural.estimation`), docs/structural_estimation.md.
         ``"fixed-v"``: one conditional-logit step with GenPQR's fitted continuation value
         ``v`` held fixed (:func:`fit_structural`), in whatever normalization GenPQR was fitted
