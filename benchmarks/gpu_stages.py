@@ -73,7 +73,7 @@ def stage_fqe(data, device: str):
 
 
 def stage_mdn(data, device: str):
-    from genpqr.continuous import MixtureDensityNetwork
+    from genpqr.models.neural_densities import MixtureDensityNetwork
 
     X, _, _, _, A, _ = data
     mdn = MixtureDensityNetwork(n_components=3, hidden_layer_sizes=(32, 32), max_epochs=60, batch_size=512,

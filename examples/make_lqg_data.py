@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from genpqr.continuous import anchor
+from genpqr.normalization import point_anchor
 from genpqr.envs.lqg import make_lqg
 
 N_EPISODES, HORIZON, SEED = 200, 10, 3
@@ -25,7 +25,7 @@ def simulate(n_episodes=N_EPISODES, horizon=HORIZON, seed=SEED) -> pd.DataFrame:
     """Long format: episode, time, s, a, true_reward (normalized by a0 = 0)."""
     problem = make_lqg()
     rng = np.random.default_rng(seed)
-    truth = problem.normalized_reward(anchor(0.0))
+    truth = problem.normalized_reward(point_anchor(0.0))
     s = problem.sample_states(n_episodes, rng)
     parts = []
     for t in range(horizon):

@@ -16,8 +16,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "genpqr"
 
 # floor of each subpackage; a module may import only modules on its floor or below
 FLOORS = {"core": 0, "models": 1, "structural": 1, "baselines": 2, "envs": 2, "experiments": 3, "app": 4}
-# the compatibility namespace of the old continuous-action API re-exports from every floor
-COMPAT = {"genpqr.continuous"}
 MAX_MODULE_LINES = 520
 MAX_FUNCTION_LINES = 65
 
@@ -106,7 +104,7 @@ def test_no_import_cycles():
 
 def test_layers_import_only_downward():
     upward = [(m, t) for m, targets in _graph().items() for t in targets
-              if m not in COMPAT and m != "genpqr.__main__" and _floor(t) > _floor(m)]
+              if m != "genpqr.__main__" and _floor(t) > _floor(m)]
     assert upward == []
 
 

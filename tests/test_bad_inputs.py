@@ -1110,7 +1110,7 @@ API_ERRORS = {
                             "single row"),
     "empty frame": (lambda f, d: from_pandas(f.iloc[:0], **_kw()), ValueError, "at least one row"),
     "continuous-looking actions": (lambda f, d: from_arrays(np.zeros(600), np.linspace(0, 1, 600), np.zeros(600)),
-                                   ValueError, r"use genpqr\.continuous \(from_arrays, ContinuousGenPQR"),
+                                   ValueError, r"use from_arrays\(\.\.\., action_space='box'\)"),
     "continuous-looking actions, from_pandas": (lambda f, d: from_pandas(f.assign(action=np.linspace(0, 1, len(f))),
                                                                           **_kw()),
                                                 ValueError, "action column 'action' holds 180 distinct real numbers"),

@@ -5,7 +5,12 @@ import pytest
 
 import genpqr
 from genpqr import GenPQR
-from genpqr.continuous import ActionSpace, ContinuousGenPQR, ContinuousTransitions, from_arrays
+from genpqr.spaces import BoxActions
+
+
+def from_arrays(states, actions, next_states, **kwargs):
+    """Transitions with continuous actions (a box action space)."""
+    return genpqr.from_arrays(states, actions, next_states, action_space="box", **kwargs)
 
 
 def _arrays(rng, n=50, d=2, m=1):
@@ -15,7 +20,7 @@ def _arrays(rng, n=50, d=2, m=1):
 def test_from_arrays_shapes_and_defaults(rng):
     s, a, s2 = _arrays(rng)
     data = from_arrays(s, a[:, 0], s2)
-    assert isinstance(data, ContinuousTransitions)
+    assert isinstance(data, genpqr.Transitions) and not data.is_finite
     assert data.actions.shape == (50, 1) and data.action_dim == 1 and data.state_dim == 2
     assert data.action_space.is_unbounded and data.action_space.describe() == "R^1"
     assert data.action_space.reference_measure() == "Lebesgue measure on R^1"
@@ -35,8 +40,8 @@ def test_actions_outside_the_stated_support_are_an_error(rng):
 
 def test_action_space_validation():
     with pytest.raises(ValueError, match="below action_high"):
-        ActionSpace.create(1, 1.0, 0.0)
-    box = ActionSpace.create(2, [-1, 0], [1, 2])
+        BoxActions.create(1, 1.0, 0.0)
+    box = BoxActions.create(2, [-1, 0], [1, 2])
     assert box.describe() == "[-1, 1] x [0, 2]"
     assert box.contains(np.array([[0.0, 1.0], [2.0, 1.0]])).tolist() == [True, False]
 
@@ -73,7 +78,7 @@ def test_subset_split_and_pandas(rng):
     assert {"a0", "s0", "next_s1", "sample_weight"} <= set(frame.columns)
 
 
-def test_genpqr_fits_continuous_actions_like_the_deprecated_class(rng):
+def test_genpqr_fits_continuous_actions(rng):
     from sklearn.linear_model import LinearRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import PolynomialFeatures
@@ -82,38 +87,10 @@ def test_genpqr_fits_continuous_actions_like_the_deprecated_class(rng):
 
     s, a, s2 = _arrays(rng, n=200)
     data = genpqr.from_arrays(s, a, s2, action_space="box", episode_ids=np.arange(200) // 10)
-    assert isinstance(data, genpqr.Transitions) and isinstance(data, ContinuousTransitions)
+    assert isinstance(data, genpqr.Transitions)
     assert isinstance(data.action_space, BoxActions) and not data.is_finite
     params = dict(gamma=0.5, n_iterations=20, tol=None, random_state=0)
     new = GenPQR(q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()), **params).fit(data)
     assert {"structure", "integration", "reference", "min_log_density", "check_density"} <= set(new.get_params())
-    with pytest.warns(DeprecationWarning, match="ContinuousGenPQR is deprecated"):
-        old = ContinuousGenPQR(q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()), **params)
-    old.fit(data)
-    np.testing.assert_array_equal(new.reward(s[:20], a[:20]), old.reward(s[:20], a[:20]))
-    np.testing.assert_array_equal(new.continuation(s[:20], a[:20]), old.continuation(s[:20], a[:20]))
     with pytest.raises(ValueError, match="needs the actions"):
         new.reward(s[:20])
-
-
-def test_deprecated_continuous_names_warn_and_build_the_unified_class(rng):
-    s, a, s2 = _arrays(rng)
-    with pytest.warns(DeprecationWarning, match="continuous.from_arrays is deprecated"):
-        data = from_arrays(s, a, s2)
-    assert type(data) is genpqr.Transitions
-    assert ActionSpace is genpqr.data.BoxActions
-    with pytest.warns(DeprecationWarning, match="ContinuousTransitions is deprecated"):
-        again = ContinuousTransitions(states=data.states, actions=data.actions, next_states=data.next_states,
-                                      terminated=data.terminated, truncated=data.truncated,
-                                      episode_ids=data.episode_ids, action_space=data.action_space)
-    assert type(again) is genpqr.Transitions
-    assert not isinstance(genpqr.from_arrays(s, rng.integers(0, 3, size=50), s2), ContinuousTransitions)
-
-
-def test_continuous_estimator_rejects_discrete_actions(rng):
-    s, _, s2 = _arrays(rng)
-    discrete = genpqr.from_arrays(s, rng.integers(0, 3, size=50), s2)
-    with pytest.raises(TypeError, match="use genpqr.GenPQR for discrete actions"):
-        ContinuousGenPQR().fit(discrete)
-    with pytest.raises(TypeError, match="ContinuousTransitions"):
-        ContinuousGenPQR().fit((s, s2))

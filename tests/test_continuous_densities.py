@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from genpqr.continuous import (FixedGaussianDensity, FlowDensity, KnownDensity, LinearGaussianDensity,
-                               MixtureDensityNetwork, MLPGaussianDensity, SquashedDensity, check_normalized)
+from genpqr.densities import FixedGaussianDensity, KnownDensity, LinearGaussianDensity, SquashedDensity, check_normalized
+from genpqr.models.neural_densities import FlowDensity, MLPGaussianDensity, MixtureDensityNetwork
 from genpqr.exceptions import NotFittedError
 
 

@@ -9,9 +9,13 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
-from genpqr.continuous import (ContinuousGenPQR, GaussHermite, GaussianReference, LinearGaussianDensity, MonteCarlo,
-                               Quadratic)
-from genpqr.continuous import normalization as CN
+from genpqr import GenPQR
+from genpqr.integration import GaussHermite, MonteCarlo
+from genpqr.measures import BehaviorKernel, GaussianReference
+from genpqr.densities import LinearGaussianDensity
+from genpqr.envs.quadratic import Quadratic
+from genpqr.spaces import BoxActions
+from genpqr import normalization as N
 from genpqr.envs.lqg import make_lqg
 from genpqr.exceptions import WeakSupportWarning
 
@@ -25,17 +29,17 @@ PROBLEM_2D = make_lqg(A=[[0.7, 0.2], [-0.1, 0.6]], B=[[0.5, 0.0], [0.1, 0.4]], n
 def _normalizations(d):
     g_quad = Quadratic(0.1 * np.eye(d), 0.2 * np.ones(d), -0.3)
     return {
-        "gaussian": CN.gaussian(0.0, 1.0),
-        "gaussian-gain-g": CN.gaussian(0.3, 0.6, gain=0.4 * np.ones((1, d)) if d == 1 else 0.3 * np.eye(d), g=1.5),
-        "anchor": CN.anchor(0.0),
-        "anchor-gain-quadratic-g": CN.anchor(0.2, gain=-0.3 * np.ones((1, d)) if d == 1 else -0.2 * np.eye(d),
+        "gaussian": N.gaussian(0.0, 1.0),
+        "gaussian-gain-g": N.gaussian(0.3, 0.6, gain=0.4 * np.ones((1, d)) if d == 1 else 0.3 * np.eye(d), g=1.5),
+        "anchor": N.point_anchor(0.0),
+        "anchor-gain-quadratic-g": N.point_anchor(0.2, gain=-0.3 * np.ones((1, d)) if d == 1 else -0.2 * np.eye(d),
                                              g=g_quad),
     }
 
 
 def _behavior_as_gaussian(problem):
     sol = problem.solution
-    return CN.gaussian(sol.offset, np.sqrt(np.diag(sol.cov)), gain=sol.gain)
+    return N.gaussian(sol.offset, np.sqrt(np.diag(sol.cov)), gain=sol.gain)
 
 
 def test_soft_riccati_solution_solves_the_soft_bellman_equation():
@@ -69,7 +73,7 @@ def test_closed_form_equals_genpqr_route_and_satisfies_the_normalization(problem
         reward, q, w = problem.genpqr_exact(norm)
         assert closed.max_abs_difference(reward) < 1e-9, name
         # mu r = g, by Gauss-Hermite in the action (exact for quadratics)
-        bound = norm.mu.bind(__import__("genpqr.continuous", fromlist=["ActionSpace"]).ActionSpace.create(m))
+        bound = norm.mu.bind(BoxActions.create(m))
         nodes = GaussHermite(3).nodes(bound, S)
         values = problem.evaluate(closed, nodes.repeat_states(S), nodes.flat_actions)
         np.testing.assert_allclose(nodes.integrate(values), norm.g(S), atol=1e-9, err_msg=name)
@@ -77,18 +81,18 @@ def test_closed_form_equals_genpqr_route_and_satisfies_the_normalization(problem
 
 def test_closed_form_rejects_what_it_cannot_represent():
     with pytest.raises(ValueError, match="Gaussian and point-mass"):
-        PROBLEM.normalized_reward(CN.behavior())
+        PROBLEM.normalized_reward(N.kernel(BehaviorKernel(), name="behavior"))
     with pytest.raises(ValueError, match="scalar or a Quadratic"):
-        PROBLEM.normalized_reward(CN.anchor(0.0, g=lambda s: s[:, 0]))
+        PROBLEM.normalized_reward(N.point_anchor(0.0, g=lambda s: s[:, 0]))
     with pytest.raises(ValueError, match="sqrt\\(gamma\\) rho < 1"):
-        make_lqg(A=1.2, gamma=0.9).normalized_reward(CN.anchor(0.0))
+        make_lqg(A=1.2, gamma=0.9).normalized_reward(N.point_anchor(0.0))
 
 
 def _exact_fit(problem, norm, structure="continuation", reference=None):
     data = problem.exact_design(n_states=30, n_noise_nodes=3, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WeakSupportWarning)
-        return ContinuousGenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
+        return GenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
                                 policy_prefit=True, q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
                                 structure=structure, integration=GaussHermite(4), n_iterations=2000, tol=1e-11,
                                 reference=reference).fit(data)
@@ -100,13 +104,13 @@ def test_true_policy_and_exact_integrals_recover_the_closed_form(name, structure
     """With the true Gaussian policy, Gauss-Hermite mu-integrals and an exact noise design, the
     continuous pipeline reproduces the closed-form normalized reward to 1e-6."""
     p = PROBLEM
-    norm = CN.behavior(g=0.5) if name == "behavior" else _normalizations(1)[name]
+    norm = N.kernel(BehaviorKernel(), name="behavior", g=0.5) if name == "behavior" else _normalizations(1)[name]
     est = _exact_fit(p, norm, structure)
     assert est.diagnostics_.converged
     S, A = p.evaluation_pairs(400, random_state=3)
     target = _behavior_as_gaussian(p) if name == "behavior" else norm
     if name == "behavior":
-        target = CN.gaussian(target.mu.mean, target.mu.scale, gain=target.mu.gain, g=0.5)
+        target = N.gaussian(target.mu.mean, target.mu.scale, gain=target.mu.gain, g=0.5)
     closed = p.normalized_reward(target)
     np.testing.assert_allclose(est.reward(S, A), p.evaluate(closed, S, A), atol=1e-6, rtol=0)
     _, q, w = p.genpqr_exact(target)
@@ -117,14 +121,14 @@ def test_true_policy_and_exact_integrals_recover_the_closed_form(name, structure
 
 def test_two_dimensional_lqg_is_recovered_exactly():
     p = PROBLEM_2D
-    norm = CN.gaussian([0.1, -0.2], [0.8, 1.1])
+    norm = N.gaussian([0.1, -0.2], [0.8, 1.1])
     est = _exact_fit(p, norm)
     S, A = p.evaluation_pairs(200, random_state=4)
     np.testing.assert_allclose(est.reward(S, A), p.evaluate(p.normalized_reward(norm), S, A), atol=1e-6)
 
 
 def test_reference_measure_changes_the_reward_as_derived():
-    p, norm = PROBLEM, CN.gaussian(0.0, 1.0)
+    p, norm = PROBLEM, N.gaussian(0.0, 1.0)
     ref = GaussianReference(mean=0.5, scale=0.8)
     est = _exact_fit(p, norm, reference=ref)
     S, A = p.evaluation_pairs(200, random_state=5)
@@ -140,14 +144,14 @@ def test_estimated_policy_with_monte_carlo_mse_falls_with_n():
     """Estimated linear-Gaussian policy, Monte Carlo mu-integrals (mu = N(0, 1)): the reward MSE
     falls from n = 1e3 to 1e4 to 1e5 and is below 2e-3 at 1e5 (true reward variance ~0.9; measured
     ~1e-4, against ~2e-2 at n = 1e3)."""
-    p, norm = PROBLEM, CN.gaussian(0.0, 1.0)
+    p, norm = PROBLEM, N.gaussian(0.0, 1.0)
     S, A = p.evaluation_pairs(1000, random_state=99)
     truth = p.evaluate(p.normalized_reward(norm), S, A)
     mse = {}
     for n in (1_000, 10_000, 100_000):
         values = []
         for seed in (0, 1):
-            est = ContinuousGenPQR(normalization=norm, gamma=p.gamma, policy_model=LinearGaussianDensity(),
+            est = GenPQR(n_iterations=200, normalization=norm, gamma=p.gamma, policy_model=LinearGaussianDensity(),
                                    q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
                                    integration=MonteCarlo(8, readoff_samples=1024), tol=1e-5,
                                    random_state=seed).fit(p.sample(n, random_state=seed))
@@ -174,7 +178,7 @@ def test_identification_theorem_holds_on_random_lqg_problems(a, b, q, rho, c, qs
     only), and it satisfies mu r = g: the continuous identification theorem in the quadratic class."""
     p = make_lqg(A=a, B=b, noise_cov=noise ** 2, state_cost=q + c * c / rho + 0.01, action_cost=rho, cross_cost=c,
                  state_linear=qs, action_linear=qa, gamma=gamma)
-    norm = CN.anchor(mean, gain=[[gain]], g=g0) if anchor else CN.gaussian(mean, scale, gain=[[gain]], g=g0)
+    norm = N.point_anchor(mean, gain=[[gain]], g=g0) if anchor else N.gaussian(mean, scale, gain=[[gain]], g=g0)
     if gamma * (a + b * gain) ** 2 >= 0.99:
         return
     closed = p.normalized_reward(norm)
@@ -182,7 +186,7 @@ def test_identification_theorem_holds_on_random_lqg_problems(a, b, q, rho, c, qs
     scale_ = 1.0 + np.abs(closed.to_vector()).max()
     assert closed.max_abs_difference(reward) < 1e-8 * scale_
     s = np.linspace(-2, 2, 5)[:, None]
-    mu = norm.mu.bind(__import__("genpqr.continuous", fromlist=["ActionSpace"]).ActionSpace.create(1))
+    mu = norm.mu.bind(BoxActions.create(1))
     nodes = GaussHermite(3).nodes(mu, s)
     np.testing.assert_allclose(nodes.integrate(p.evaluate(closed, nodes.repeat_states(s), nodes.flat_actions)), g0,
                                atol=1e-8 * scale_)
@@ -204,8 +208,7 @@ def test_quadratic_push_is_the_gaussian_expectation(H, h, F, f0, var):
 
 def test_the_lqg_benchmark_through_genpqr_raises_no_deprecation_warning():
     """The library itself uses the unified API: sampling the LQG benchmark, its exact design and
-    closed form, and fitting it with genpqr.GenPQR emit no DeprecationWarning (the deprecated
-    aliases warn only when a user calls them)."""
+    closed form, and fitting it with genpqr.GenPQR emit no DeprecationWarning."""
     import genpqr
     from genpqr import normalization as N
 

@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 
-from genpqr.continuous import (ActionSpace, BehaviorKernel, DensityKernel, GaussHermite, GaussianKernel,
-                               GaussianReference, GaussLegendre, MonteCarlo, PointMass, UniformKernel)
+from genpqr.spaces import BoxActions
+from genpqr.measures import BehaviorKernel, DensityKernel, GaussianKernel, GaussianReference, PointMass, UniformKernel
+from genpqr.integration import GaussHermite, GaussLegendre, MonteCarlo
 from genpqr.densities import LinearGaussianDensity
 
-R1 = ActionSpace.create(1)
-BOX = ActionSpace.create(1, -1.0, 2.0)
+R1 = BoxActions.create(1)
+BOX = BoxActions.create(1, -1.0, 2.0)
 STATES = np.linspace(-2, 2, 7)[:, None]
 
 

@@ -8,12 +8,14 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 
 from genpqr import tabular
-from genpqr.continuous import ContinuousGenPQR, GaussLegendre, check_normalized
-from genpqr.continuous import normalization as CN
+from genpqr import GenPQR
+from genpqr.integration import GaussLegendre
+from genpqr.densities import check_normalized
+from genpqr import normalization as N
 from genpqr.envs.nonlinear import RingProblem, StateActionBasis
 
 P = RingProblem()
-NORMS = {"uniform": CN.uniform(g=0.25), "anchor": CN.anchor(0.0)}
+NORMS = {"uniform": N.uniform(g=0.25), "anchor": N.point_anchor(0.0)}
 
 
 def test_truth_is_converged_in_the_discretization():
@@ -46,7 +48,7 @@ def continuous_fits():
     data = P.exact_design(24)
     fits = {}
     for name, norm in NORMS.items():
-        fits[name] = ContinuousGenPQR(
+        fits[name] = GenPQR(
             normalization=norm, gamma=P.gamma, policy_model=P.policy_density(), policy_prefit=True,
             q_model=make_pipeline(StateActionBasis(P.n_states, 20), LinearRegression(fit_intercept=False)),
             integration=GaussLegendre(48), n_iterations=1000, tol=1e-13).fit(data)
@@ -84,17 +86,17 @@ def test_tabular_solver_on_a_discretized_action_agrees_within_the_discretization
 
 def test_tabular_normalization_needs_a_grid_anchor():
     with pytest.raises(ValueError, match="odd n_actions"):
-        P.tabular_normalization(CN.anchor(0.0), 10)
+        P.tabular_normalization(N.point_anchor(0.0), 10)
 
 
 def test_sampled_ring_data_fit(rng):
     data = P.sample(3000, random_state=0)
     assert data.action_space.describe() == "[-1, 1]" and data.actions.min() >= -1
-    est = ContinuousGenPQR(normalization=CN.uniform(), gamma=P.gamma, policy_model=P.policy_density(),
+    est = GenPQR(n_iterations=200, normalization=N.uniform(), gamma=P.gamma, policy_model=P.policy_density(),
                            policy_prefit=True,
                            q_model=make_pipeline(StateActionBasis(P.n_states, 6), LinearRegression(fit_intercept=False)),
                            integration=GaussLegendre(24)).fit(data)
     s = np.repeat(np.arange(P.n_states), 21)
     a = np.tile(np.linspace(-0.9, 0.9, 21), P.n_states)
-    truth = P.normalized_reward(CN.uniform())(s, a)
+    truth = P.normalized_reward(N.uniform())(s, a)
     assert np.corrcoef(est.reward(s.astype(float), a), truth)[0, 1] > 0.99

@@ -10,8 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-# through genpqr.continuous: importing genpqr.models.neural_densities first hits an import cycle in genpqr.densities
-from genpqr.continuous import MixtureDensityNetwork, MLPGaussianDensity  # noqa: E402
+from genpqr.models.neural_densities import MixtureDensityNetwork, MLPGaussianDensity  # noqa: E402
 from genpqr.models.torch_training import make_optimizer, resolve_device  # noqa: E402
 
 

@@ -28,9 +28,8 @@ def refuse_continuous_labels(actions, name: str = "actions") -> None:
         raise ValueError(
             f"{name} {'holds' if name.startswith('action column') else 'hold'} {np.unique(actions).size:,} distinct "
             f"real numbers: these look like continuous actions, and "
-            "GenPQR would fit one discrete action per value. For continuous actions use genpqr.continuous "
-            "(from_arrays, ContinuousGenPQR; genpqr fit: --action-type continuous), or from_arrays(..., "
-            "action_space='box'); to treat them as labels anyway, "
+            "GenPQR would fit one discrete action per value. For continuous actions use from_arrays(..., "
+            "action_space='box') (genpqr fit: --action-type continuous); to treat them as labels anyway, "
             "pass action_labels=")
 
 

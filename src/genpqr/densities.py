@@ -4,7 +4,7 @@ Every density here has one interface (scikit-learn style; ``__init__`` only stor
 
 * ``fit(states (n, d), actions (n, m), sample_weight=None) -> self``;
 * ``log_prob(states, actions) -> (n,)``: the log-density **with respect to Lebesgue measure
-  on the density's support** ``support_`` (an :class:`~genpqr.continuous.data.ActionSpace`;
+  on the density's support** ``support_`` (an :class:`~genpqr.spaces.BoxActions`;
   ``R^m`` unless stated), the reference measure named by ``reference_measure``;
 * ``sample(states, n_samples=1, random_state=None) -> (n, n_samples, m)``.
 

@@ -1,7 +1,7 @@
 """Which fit diagnostics failed: the one place that turns diagnostics into warnings.
 
 :func:`failed_diagnostics` reads a :class:`genpqr.estimator.Diagnostics` (discrete actions)
-or :class:`genpqr.continuous.ContinuousDiagnostics` and returns a ``(category, message)``
+or :class:`genpqr.diagnostics.ContinuousDiagnostics` and returns a ``(category, message)``
 pair for every check that failed; :func:`emit` raises them as Python warnings and returns
 their ``"Category: message"`` lines. The estimators call both at the end of ``fit`` and keep
 the lines in ``diagnostics_.warnings``, so a report lists every failed check even when

@@ -326,7 +326,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         self._check_fitted()
         if self._is_box:
             if not isinstance(data, Transitions) or data.is_finite:
-                raise TypeError(f"data must be Transitions with continuous actions (ContinuousTransitions), got "
+                raise TypeError(f"data must be Transitions with continuous actions (a box action space), got "
                                 f"{type(data).__name__}")
             return float(-np.average(self.log_policy(data.states, data.actions), weights=data.weights))
         codes = self.encoder_.encode(data.labels_of())
@@ -492,7 +492,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
 
 
 def load(path, trusted: bool = False) -> GenPQR:
-    """Load a model saved with :meth:`GenPQR.save` (also the deprecated ``ContinuousGenPQR``), from
+    """Load a model saved with :meth:`GenPQR.save`, from
     its file or from a ``genpqr fit`` output folder (checked against its ``manifest.json``).
 
     A model file is code: unpickling runs whatever it holds. Without ``trusted``, only a file
@@ -506,5 +506,5 @@ def load(path, trusted: bool = False) -> GenPQR:
 
     model = read_model(path, trusted=trusted)
     if not isinstance(model, GenPQR):
-        raise TypeError(f"{path} does not hold a GenPQR model (nor a ContinuousGenPQR; got {type(model).__name__})")
+        raise TypeError(f"{path} does not hold a GenPQR model (got {type(model).__name__})")
     return model

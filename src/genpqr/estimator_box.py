@@ -88,7 +88,7 @@ class BoxPath:
 
     def _fit_box_stage2(self, normalization):
         if not isinstance(normalization, Normalization):
-            raise TypeError(f"normalization must be a genpqr Normalization (ContinuousNormalization; e.g. "
+            raise TypeError(f"normalization must be a genpqr Normalization (e.g. "
                             f"genpqr.normalization.point_anchor(0.0)), got {type(normalization).__name__}")
         normalization = normalization.for_space(self.action_space_)
         data, space = self.training_data_, self.action_space_

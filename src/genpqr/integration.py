@@ -52,7 +52,7 @@ class MonteCarlo(IntegrationRule):
         ``J`` in the Bellman targets. Their Monte Carlo error is noise in the regression targets,
         independent across rows, so it averages out as n grows; a few draws suffice.
     readoff_samples : int or None
-        ``J`` in the reward read-off ``r = Q - mu Q + g`` (and :meth:`ContinuousGenPQR.mu_q`). There
+        ``J`` in the reward read-off ``r = Q - mu Q + g`` (and :meth:`genpqr.GenPQR.mu_q`). There
         the error of ``mu Q(s)`` enters each reward value directly (variance
         ``Var_mu[Q(s, .)] / J``) and does not average out, hence its own, larger count.
         None: ``n_samples``.

@@ -439,7 +439,7 @@ def _support(model, data: Transitions) -> BoxActions:
     if support is None:
         return BoxActions.create(data.action_dim)
     if not isinstance(support, BoxActions):
-        raise TypeError(f"policy_model.support_ must be a genpqr.continuous.ActionSpace, got {type(support).__name__}")
+        raise TypeError(f"policy_model.support_ must be a genpqr.spaces.BoxActions, got {type(support).__name__}")
     return support
 
 

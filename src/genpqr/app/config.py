@@ -41,7 +41,7 @@ class FitConfig:
         columns (one per action dimension; a JSON list is accepted).
     action_type : {"discrete", "continuous"}
         ``discrete`` (labels; :class:`genpqr.GenPQR`) or ``continuous`` (real-valued actions;
-        :class:`genpqr.continuous.ContinuousGenPQR`, see :mod:`genpqr.app.fit_continuous`).
+        :class:`genpqr.GenPQR` on continuous actions, see :mod:`genpqr.app.fit_continuous`).
     action_low, action_high : list of float, optional
         Continuous actions: the bounds of the box support (one value for every dimension, or
         one per dimension); both or neither (default: unbounded, ``R^m``).
@@ -267,7 +267,7 @@ class FitConfig:
 
         if parse_clip(self.clip) != "auto" and continuous:
             raise ValueError(f"--clip {self.clip} is the probability clip of discrete actions; continuous actions "
-                             "floor the log density instead (genpqr.continuous.ContinuousGenPQR(min_log_density=...))")
+                             "floor the log density instead (genpqr.GenPQR(min_log_density=...))")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"--estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
         if self.estimator != "npl" and not self.features:

@@ -44,7 +44,7 @@ DEFAULT_INTEGRATION = "mc:32"
 
 
 def action_space(config: FitConfig, dim: int):
-    """The :class:`~genpqr.continuous.ActionSpace` of ``--action-low/--action-high``."""
+    """The :class:`~genpqr.spaces.BoxActions` of ``--action-low/--action-high``."""
     from ..spaces import BoxActions as ActionSpace
 
     if config.action_low is None:

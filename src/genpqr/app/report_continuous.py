@@ -1,4 +1,4 @@
-"""The ``genpqr fit`` report for continuous actions (:class:`genpqr.continuous.ContinuousGenPQR`).
+"""The ``genpqr fit`` report for continuous actions (:class:`genpqr.GenPQR` on a box action space).
 
 Same page as :mod:`genpqr.app.report` (the base template and building blocks of
 :mod:`genpqr.app.report_base`; ``templates/continuous.html``); the sections adapted to

@@ -34,7 +34,7 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
     whose files do not match its manifest.
 
 Continuous actions (``action_type="continuous"``, ``--action-type continuous``): the action
-column(s) are real numbers and the model is :class:`~genpqr.continuous.ContinuousGenPQR`; see
+column(s) are real numbers and the model is :class:`~genpqr.GenPQR` over a box action space; see
 :mod:`genpqr.app.fit_continuous` (which :func:`run_fit` hands over to) and
 :mod:`genpqr.app.report_continuous`. Everything below is about discrete actions.
 
