@@ -47,7 +47,7 @@ $(ADAPTERS_STAMP): pyproject.toml requirements-adapters.txt
 	touch $(ADAPTERS_STAMP)
 
 test-adapters: $(ADAPTERS_STAMP)
-	GENPQR_REQUIRE_ADAPTERS=1 $(THREADS) $(ADAPTERS_VENV)/bin/python -m pytest -m adapters tests/test_adapters.py tests/test_transfer.py
+	GENPQR_REQUIRE_ADAPTERS=1 $(THREADS) $(ADAPTERS_VENV)/bin/python -m pytest -m adapters tests/data/test_adapters.py tests/counterfactuals/test_transfer.py
 
 # the documentation site (Sphinx; docs/conf.py): README and docs/*.md, the API reference generated from the
 # docstrings, and the gallery (examples/gallery/plot_*.py), every example run while the site is built. Strict:
@@ -60,7 +60,7 @@ docs: $(STAMP)
 # the package as a user gets it: `python -m build` makes the sdist and, from it, the wheel; `twine check`;
 # the wheel installed with its extras [dask,rl] into a fresh virtual environment (dev pins as constraints)
 # and with [adapters] into one layered on the adapters environment (resolved against its pinned packages:
-# nothing but genpqr may need installing); tests/test_wheel.py then checks what the archives hold and runs
+# nothing but genpqr may need installing); tests/app/test_wheel.py then checks what the archives hold and runs
 # the installed `genpqr` outside the checkout (--version, a fit of the bundled data set, the extras' imports)
 WHEEL_DIR := build/wheel-check
 WHEEL_VENV := $(WHEEL_DIR)/venv
@@ -78,7 +78,7 @@ wheel-check: $(STAMP) $(ADAPTERS_STAMP)
 	sed -E 's/\[[^]]*\]//' requirements-adapters.txt > $(WHEEL_DIR)/adapters-constraints.txt  # pip: no extras here
 	$(WHEEL_ADAPTERS_VENV)/bin/python -m pip install --quiet --report $(WHEEL_DIR)/adapters-install.json \
 		-c $(WHEEL_DIR)/adapters-constraints.txt "$$(ls $(WHEEL_DIR)/dist/*.whl)[adapters]"
-	GENPQR_WHEEL_CHECK=$(WHEEL_DIR) $(THREADS) $(PY) -m pytest -p no:cacheprovider tests/test_wheel.py
+	GENPQR_WHEEL_CHECK=$(WHEEL_DIR) $(THREADS) $(PY) -m pytest -p no:cacheprovider tests/app/test_wheel.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/tabular_solver.py

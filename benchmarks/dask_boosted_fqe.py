@@ -1,4 +1,4 @@
-"""Boosted FQE on a Dask cluster (``genpqr.distributed.fit_dask`` with a ``BoostedQModel``)
+"""Boosted FQE on a Dask cluster (``genpqr.scale.fit_dask`` with a ``BoostedQModel``)
 against the in-memory fit, with 1 and 2 worker processes.
 
 Writes a continuous-state panel (2 state columns, 3 actions, episodes of 20 steps, a logit
@@ -67,7 +67,7 @@ def main():
 
     from genpqr import GenPQR
     from genpqr.data import from_pandas
-    from genpqr.distributed import fit_dask
+    from genpqr.scale import fit_dask
     from genpqr.models.boosting import BoostedQModel
     from genpqr.normalization import anchor_action
 

@@ -39,13 +39,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
 
-from genpqr import GenPQR
+from genpqr import GenPQR, normalization as N
 
 from genpqr.structural import ddc
-from genpqr import normalization as N
 from genpqr.structural.nfxp import NFXP
 from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.policy import FrequencyClassifier
+from genpqr.stage1 import FrequencyClassifier
 
 
 def scale_mileage(x):

@@ -3,21 +3,21 @@
 (a) closed-form path: ``--continuous-rows`` transitions (default 1e7) of an 8-dimensional
     continuous state and 10 actions: episodes of 100 steps, ``s' = 0.9 s + B[a] + 0.3 eps``,
     a logit behaviour policy ``softmax(s W + b)``; fitted by ``GenPQR(q_model=LSTDQ())`` with
-    the anchor normalization (action 0) through :func:`genpqr.stream_fit.fit_parquet`.
+    the anchor normalization (action 0) through :func:`genpqr.scale.fit_parquet`.
     Reward accuracy: no closed-form truth exists in continuous states, so the table shows
     the stage-1 log loss beside the true policy's (the entropy floor it can reach).
 (b) tabular path: ``--tabular-rows`` rows (default 1e7) of a panel on 1e4 states and 4
     actions (a sparse random MDP, 5 successors per pair, gamma 0.9), episodes of 1,000 steps
     of its soft-optimal policy; fitted by ``GenPQR(q_model="exact")`` (frequency first stage).
     Reward accuracy: RMSE against the true reward in the anchor normalization
-    (:func:`genpqr.tabular.normalized_reward`) over the visited states.
+    (:func:`genpqr.stage2.normalized_reward`) over the visited states.
 
 The data is simulated block by block (vectorized over episodes) and written as one Parquet
 file per block, so the simulation never holds the dataset; each fit runs in a fresh process
 whose peak resident memory (``resource.getrusage(...).ru_maxrss``) is reported. Data is
 written under ``--workdir`` (default a temporary folder) and deleted afterwards.
 
-``--dask-workers 1,2`` also fits each case with :func:`genpqr.distributed.fit_dask` on a
+``--dask-workers 1,2`` also fits each case with :func:`genpqr.scale.fit_dask` on a
 ``distributed.LocalCluster`` of that many worker processes (one thread each), in a fresh
 process per count: the table gives the fit's wall time (cluster start apart), the client's
 and the largest worker's peak memory, and the largest difference of the reward from the
@@ -85,11 +85,11 @@ def simulate_continuous(folder: Path, n_rows: int, block_episodes: int = 10_000,
 
 
 def tabular_mdp(seed=0):
-    from genpqr import tabular
+    from genpqr import stage2
     from genpqr.envs import random_mdp
 
     mdp = random_mdp(S_TAB, K_TAB, n_next=5, gamma=GAMMA, random_state=seed)
-    policy = tabular.soft_optimal_policy(mdp.reward, mdp.kernel, GAMMA)
+    policy = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, GAMMA)
     return mdp, policy
 
 
@@ -126,8 +126,8 @@ def simulate_tabular(folder: Path, n_rows: int, block_episodes: int = 2_000, see
 def _estimator(kind):
     from genpqr import GenPQR
     from genpqr import normalization as N
-    from genpqr.lstd import LSTDQ
-    from genpqr.policy import FrequencyClassifier
+    from genpqr.stage2 import LSTDQ
+    from genpqr.stage1 import FrequencyClassifier
 
     if kind == "continuous":
         return GenPQR(q_model=LSTDQ(), normalization=N.anchor_action(0), gamma=GAMMA, random_state=0)
@@ -144,14 +144,14 @@ def fit_child(kind: str, folder: str, chunk_rows: int, workers: int = 0) -> dict
     """One fit, streamed (``workers=0``) or on a local Dask cluster of ``workers`` processes."""
     import warnings
 
-    from genpqr.stream_fit import fit_parquet
+    from genpqr.scale import fit_parquet
 
     warnings.simplefilter("ignore")
     extra = {}
     if workers:
         from distributed import Client, LocalCluster
 
-        from genpqr.distributed import fit_dask
+        from genpqr.scale import fit_dask
 
         t0 = time.perf_counter()
         cluster = LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=":0")
@@ -174,10 +174,10 @@ def fit_child(kind: str, folder: str, chunk_rows: int, workers: int = 0) -> dict
         accuracy = {"policy_log_loss": model.diagnostics_.policy_log_loss}
     else:
         from genpqr import normalization as N
-        from genpqr import tabular
+        from genpqr import stage2
 
         mdp, _ = tabular_mdp()
-        truth = tabular.normalized_reward(mdp.reward, mdp.kernel, GAMMA, N.anchor_action(0))
+        truth = stage2.normalized_reward(mdp.reward, mdp.kernel, GAMMA, N.anchor_action(0))
         probe = model.reward_table().to_numpy()
         visited = model.visited_states_
         accuracy = {"reward_rmse": float(np.sqrt(np.mean((probe[visited] - truth[visited]) ** 2))),

@@ -1,4 +1,4 @@
-"""Closed-form Q-evaluation (genpqr.lstd.LSTDQ) on exp2 seeds: feature maps x ridge x truncation,
+"""Closed-form Q-evaluation (genpqr.stage2.LSTDQ) on exp2 seeds: feature maps x ridge x truncation,
 beside neural FQE (the library's GenPQR (BC, NN) default), all on the same prefitted
 behaviour-cloning policy, so the times are stage 2 only (one process, one thread).
 
@@ -18,8 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from genpqr.envs import make_synthetic_data
 from genpqr.experiments import methods as M
-from genpqr.features import PolicyFeatures, fourier_features, spline_features
-from genpqr.lstd import LSTDQ
+from genpqr.stage2 import LSTDQ, PolicyFeatures, fourier_features, spline_features
 
 FEATURES = {
     "policy hidden layer (64)": lambda seed: PolicyFeatures(),

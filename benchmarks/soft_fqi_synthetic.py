@@ -27,12 +27,10 @@ import warnings
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from genpqr import GenPQR
-from genpqr import normalization as N
-from genpqr.counterfactual import IdentificationWarning
+from genpqr import GenPQR, normalization as N
+from genpqr.counterfactuals import IdentificationWarning, SoftFQI, soft_counterfactual
 from genpqr.data import from_arrays
 from genpqr.envs import make_synthetic_data
-from genpqr.soft_fqi import SoftFQI, soft_counterfactual
 
 
 def mean_kl(p, q):

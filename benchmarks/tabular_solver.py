@@ -17,8 +17,7 @@ import time
 
 import numpy as np
 
-from genpqr import normalization as N
-from genpqr import tabular
+from genpqr import normalization as N, stage2
 from genpqr.envs import random_mdp
 
 
@@ -58,7 +57,7 @@ def main():
             times = []
             for _ in range(args.repeats):
                 t0 = time.perf_counter()
-                rec = tabular.recover_reward(u, mdp.kernel, args.gamma, norm, solver=solver, tol=1e-10)
+                rec = stage2.recover_reward(u, mdp.kernel, args.gamma, norm, solver=solver, tol=1e-10)
                 times.append(time.perf_counter() - t0)
             res = q_residual(rec, mdp.kernel, args.gamma)
             print(f"| {norm_name} | {rec.solve.solver if solver != 'auto' else 'auto -> ' + rec.solve.solver} "

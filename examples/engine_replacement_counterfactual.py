@@ -35,14 +35,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
 
-from genpqr import GenPQR
+from genpqr import GenPQR, normalization as N, stage2 as T
 
 from genpqr.structural import ddc
-from genpqr import normalization as N
-from genpqr import tabular as T
-from genpqr.counterfactual import IdentificationWarning, stationary_distribution
+from genpqr.counterfactuals import IdentificationWarning, stationary_distribution
 from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.inference import bootstrap
+from genpqr.evaluation import bootstrap
 
 
 def scale_mileage(x):

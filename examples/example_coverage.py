@@ -21,7 +21,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).parent))
 import make_example_data as M  # noqa: E402
 
-from genpqr import tabular  # noqa: E402
+from genpqr import stage2  # noqa: E402
 from genpqr.envs import random_mdp, simulate_tabular  # noqa: E402
 
 
@@ -31,8 +31,8 @@ def main():
     draws = p.parse_args().draws
     mdp = random_mdp(M.S, M.K, n_next=3, gamma=M.GAMMA, random_state=M.SEED)
     reward = M.features() @ np.array(list(M.THETA.values()))
-    mdp = tabular.TabularMDP(mdp.kernel, M.GAMMA, reward)
-    policy = tabular.soft_optimal_policy(reward, mdp.kernel, M.GAMMA)
+    mdp = stage2.TabularMDP(mdp.kernel, M.GAMMA, reward)
+    policy = stage2.soft_optimal_policy(reward, mdp.kernel, M.GAMMA)
     features = Path(__file__).parent / "data" / "features.csv"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from genpqr import tabular
+from genpqr import stage2
 from genpqr.envs import random_mdp, simulate_tabular
 
 S, K, GAMMA, SEED = 15, 3, 0.9, 7
@@ -40,8 +40,8 @@ def features() -> np.ndarray:
 def main(out: Path = DEFAULT_OUT) -> None:
     mdp = random_mdp(S, K, n_next=3, gamma=GAMMA, random_state=SEED)
     reward = features() @ np.array(list(THETA.values()))
-    mdp = tabular.TabularMDP(mdp.kernel, GAMMA, reward)
-    policy = tabular.soft_optimal_policy(reward, mdp.kernel, GAMMA)
+    mdp = stage2.TabularMDP(mdp.kernel, GAMMA, reward)
+    policy = stage2.soft_optimal_policy(reward, mdp.kernel, GAMMA)
     data = simulate_tabular(mdp, policy, n_episodes=600, horizon=10, outcome_noise=0.5, random_state=SEED)
     frame = pd.DataFrame({"episode": data.episode_ids, "time": data.timesteps.astype(int),
                           "state": data.states[:, 0].astype(int), "action": LABELS[data.actions],

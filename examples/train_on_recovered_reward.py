@@ -27,11 +27,9 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
-from genpqr import GenPQR
-from genpqr import normalization as N
-from genpqr import tabular as T
+from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.transfer import RecoveredRewardWrapper, RewardFunction
+from genpqr.counterfactuals import RecoveredRewardWrapper, RewardFunction
 
 S, K, GAMMA, HORIZON = 20, 3, 0.9, 30
 

@@ -13,7 +13,7 @@ quotes the listed fragment of its message.
 :data:`EXPECTED` maps a page to its parts: ``"python"`` (its python blocks), ``"shell"`` (its
 ``genpqr`` commands), the path of a script a page runs (run by the tests on a small budget,
 whose warnings are those of the full run) or ``"script"`` (a gallery example run as it is, by
-tests/test_gallery.py; its explanation is in the example's own text).
+tests/docs/test_gallery.py; its explanation is in the example's own text).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The package's shape (issue 11, shared/DESIGN.md): layers, no import circles, no private
-names imported across modules, modules and functions of a readable size.
+"""The package's shape (issues 11 and 21, shared/DESIGN.md): wings on floors, no import circles,
+no private names or private modules imported across wings, every core module in a wing, each
+wing's ``__init__`` re-exporting its private modules' public names, modules and functions of a
+readable size.
 
 Imports are read from the source with :mod:`ast` (lazy imports inside functions count), so
 the test sees the whole graph without importing torch, LightGBM or Dask.
@@ -8,14 +10,43 @@ the test sees the whole graph without importing torch, LightGBM or Dask.
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "genpqr"
 
-# floor of each subpackage; a module may import only modules on its floor or below
-FLOORS = {"core": 0, "models": 1, "structural": 1, "baselines": 2, "envs": 2, "experiments": 3, "app": 4}
+# The wings and their floors: a module may import only from its own wing or from wings on lower
+# floors. The order is the import graph's: the data (with the action spaces a Transitions holds,
+# and the input validation every wing uses) at the ground; the integration machinery over actions;
+# the normalizations (whose kernels are measures over actions); the two stages; the estimator that
+# wires them and the evaluation metrics (which need only data, normalizations and stage 2); what
+# uses a fitted estimator (counterfactuals, bootstrap-based inference included via evaluation)
+# and the out-of-core/distributed fits; then the learners and structural estimation built on the
+# core; baselines and benchmark environments; the experiments; the app on the top floor.
+FLOORS = {
+    "data": 0,
+    "actions": 1,
+    "normalization": 2,
+    "stage1": 3, "stage2": 3,
+    "estimator": 4, "evaluation": 4,
+    "counterfactuals": 5, "scale": 5,
+    "models": 6, "structural": 6,
+    "baselines": 7, "envs": 7, "datasets": 7,
+    "experiments": 8,
+    "app": 9,
+}
+CORE = {"data", "actions", "normalization", "stage1", "stage2", "estimator", "evaluation", "counterfactuals", "scale"}
+# modules that belong to no wing: the package itself, its entry point, the exceptions every wing raises
+OUTSIDE = {"genpqr": 10, "genpqr.__main__": 10, "genpqr.exceptions": -1}
+
+# Upward imports that are allowed, each a lazy import inside a convenience method of a lower wing
+# that calls up; (importing module, imported wing) -> why.
+UPWARD_EXCEPTIONS = {
+    ("genpqr.estimator._estimator", "counterfactuals"):
+        "GenPQR.counterfactual(...) is a one-line convenience for genpqr.counterfactuals.counterfactual(self, ...)",
+}
 MAX_MODULE_LINES = 520
 MAX_FUNCTION_LINES = 65
 
@@ -30,9 +61,18 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _floor(module: str) -> int:
+def _wing(module: str) -> str | None:
     parts = module.split(".")
-    return FLOORS.get(parts[1], 0) if len(parts) > 1 and parts[1] in FLOORS else 0
+    return parts[1] if len(parts) > 1 and parts[1] in FLOORS else None
+
+
+def _floor(module: str) -> int:
+    wing = _wing(module)
+    return FLOORS[wing] if wing else OUTSIDE.get(module, 0)
+
+
+def _is_private_module(module: str) -> bool:
+    return any(p.startswith("_") and not p.startswith("__") for p in module.split(".")[1:])
 
 
 def _imports(module: str):
@@ -59,12 +99,11 @@ def _imports(module: str):
 
 
 def _graph():
-    graph = {}
-    for module, path in MODULES.items():
-        own_package = path.name == "__init__.py"
-        graph[module] = {t for t, _ in _imports(module)
-                         if t in MODULES and t != module and not (own_package and t.startswith(module + "."))}
-    return graph
+    """Module -> modules it imports. A package's imports of its own submodules count (they run
+    when the package is imported); imports of the root package do not (it is initialised before
+    any of its modules, and inside the package they name only ``__version__``, tested below)."""
+    return {module: {t for t, _ in _imports(module) if t in MODULES and t not in (module, "genpqr")}
+            for module in MODULES}
 
 
 def _cycles(graph):
@@ -98,20 +137,74 @@ def _cycles(graph):
     return found
 
 
+def test_every_core_module_is_in_a_wing():
+    outside = [m for m in MODULES if _wing(m) is None and m not in OUTSIDE]
+    assert outside == []
+
+
 def test_no_import_cycles():
     assert _cycles(_graph()) == []
 
 
-def test_layers_import_only_downward():
+def test_wings_import_only_downward():
     upward = [(m, t) for m, targets in _graph().items() for t in targets
-              if m != "genpqr.__main__" and _floor(t) > _floor(m)]
+              if _wing(t) != _wing(m) and _floor(t) >= _floor(m) and (m, _wing(t)) not in UPWARD_EXCEPTIONS]
     assert upward == []
+
+
+def test_upward_exceptions_are_still_needed_and_lazy():
+    """Each listed exception is an import inside a function, and still exists."""
+    for (module, wing), why in UPWARD_EXCEPTIONS.items():
+        assert why
+        tree = ast.parse(MODULES[module].read_text())
+        toplevel = {id(n) for n in tree.body}
+        hits = [(t, id(node) in toplevel) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for t in [_target(module, node)] if _wing(t) == wing]
+        assert hits, f"{module} no longer imports genpqr.{wing}: remove the exception"
+        assert not any(top for _, top in hits), f"{module} imports genpqr.{wing} at module level"
+
+
+def _target(module, node):
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_the_root_package_is_imported_only_for_its_version():
+    names = {(m, name) for m in MODULES for t, name in _imports(m) if t == "genpqr" and m not in OUTSIDE}
+    assert {name for _, name in names} <= {"__version__"}, names
 
 
 def test_no_private_names_imported_across_modules():
     private = [(m, f"{t}.{name}") for m in MODULES for t, name in _imports(m)
                if name and name.startswith("_") and not name.startswith("__") and t != m]
     assert private == []
+
+
+def test_no_private_modules_imported_across_wings():
+    """Across wings, public names come from the other wing's package, not its private modules."""
+    crossing = [(m, t) for m in MODULES for t, _ in _imports(m)
+                if _wing(t) != _wing(m) and _is_private_module(t) and t.split(".")[:2] != m.split(".")[:2]]
+    assert crossing == []
+
+
+@pytest.mark.parametrize("wing", sorted(CORE))
+def test_wing_init_reexports_its_private_modules(wing):
+    """``genpqr.<wing>`` has an ``__all__`` holding every name of each private module's ``__all__``,
+    bound to the same objects."""
+    package = importlib.import_module(f"genpqr.{wing}")
+    assert isinstance(package.__all__, list) and len(set(package.__all__)) == len(package.__all__)
+    for path in sorted((PACKAGE / wing).glob("_*.py")):
+        if path.name == "__init__.py":
+            continue
+        module = importlib.import_module(f"genpqr.{wing}.{path.stem}")
+        missing = [n for n in getattr(module, "__all__", []) if n not in package.__all__]
+        assert missing == [], f"genpqr.{wing} does not re-export {missing} of {path.stem}"
+        for name in module.__all__:
+            assert getattr(package, name) is getattr(module, name), f"genpqr.{wing}.{name}"
 
 
 def test_modules_are_of_readable_size():

@@ -7,7 +7,7 @@ simulated from its maximum-entropy (soft-optimal) behaviour, and GenPQR's exact 
 recovering the reward from the logs alone. Behaviour identifies the reward only up to
 potential shaping; the anchor normalization ``r(s, 0) = 0`` picks one member of that class,
 so the recovered reward is compared with the true reward *under the same normalization*
-(:func:`genpqr.tabular.normalized_reward`).
+(:func:`genpqr.stage2.normalized_reward`).
 """
 
 # %%
@@ -18,15 +18,13 @@ so the recovered reward is compared with the true reward *under the same normali
 import matplotlib.pyplot as plt
 import numpy as np
 
-from genpqr import GenPQR
-from genpqr import normalization as N
-from genpqr import tabular
+from genpqr import GenPQR, normalization as N, stage2
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.plotting import plot_reward_recovery, plot_reward_table
+from genpqr.evaluation import plot_reward_recovery, plot_reward_table
 
 gamma = 0.9
 mdp = random_mdp(30, 3, n_next=4, gamma=gamma, reward_scale=0.5, random_state=3)
-behaviour = tabular.soft_optimal_policy(mdp.reward, mdp.kernel, gamma)
+behaviour = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, gamma)
 data = simulate_tabular(mdp, behaviour, n_episodes=1000, horizon=20, random_state=1)
 print(f"{data.n} logged transitions in {data.n_episodes} episodes")
 
@@ -44,7 +42,7 @@ print(model.summary())
 # Against the truth
 # -----------------
 # The true reward under the same normalization, and the error of the estimate.
-truth = tabular.normalized_reward(mdp.reward, mdp.kernel, gamma, normalization)
+truth = stage2.normalized_reward(mdp.reward, mdp.kernel, gamma, normalization)
 estimate = model.reward_table().to_numpy()
 print(f"reward MSE {np.mean((estimate - truth) ** 2):.4f}, max |error| {np.max(np.abs(estimate - truth)):.3f}, "
       f"correlation {np.corrcoef(truth[:, 1:].ravel(), estimate[:, 1:].ravel())[0, 1]:.3f} "

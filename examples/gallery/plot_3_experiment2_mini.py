@@ -25,11 +25,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from genpqr import GenPQR
-from genpqr import normalization as N
+from genpqr import GenPQR, normalization as N
 from genpqr.envs import make_synthetic_data
 from genpqr.experiments import ExperimentConfig, Setting, run_experiment, write_report
-from genpqr.plotting import plot_reward_recovery
+from genpqr.evaluation import plot_reward_recovery
 
 sample = make_synthetic_data(0, n_train=300, n_test=100)
 model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="lstd", random_state=0).fit(sample.train)
@@ -45,7 +44,7 @@ ax.set_title("seed 0: GenPQR (logistic, LSTD)")
 # The sweep
 # ---------
 # ``GenPQR (default path)``: behaviour cloning with weight decay, then the closed-form LSTD
-# fixed point (:mod:`genpqr.lstd`); ``GenPQR (BC, NN)``: the same first stage, neural fitted Q
+# fixed point (:mod:`genpqr.stage2`); ``GenPQR (BC, NN)``: the same first stage, neural fitted Q
 # evaluation with the experiment's schedule; the log-policy pseudo-reward
 # ``log pi_hat - g``, which skips stage 2; and a supervised linear regression of the logged
 # rewards, a reference that sees what no IRL method may use.

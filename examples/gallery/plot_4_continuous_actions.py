@@ -4,7 +4,7 @@ Continuous actions: a linear-quadratic-Gaussian problem
 
 One :class:`~genpqr.GenPQR` serves both kinds of action space. With real-valued actions the
 first stage is a conditional density ``pi(a|s)`` (here a linear Gaussian,
-:class:`genpqr.densities.LinearGaussianDensity`), the normalization a reference kernel over
+:class:`genpqr.actions.LinearGaussianDensity`), the normalization a reference kernel over
 actions (here a point mass at ``a = 0``: ``r(s, 0) = 0``), and the ``mu``-integrals of stage 2
 a quadrature rule. :mod:`genpqr.envs.lqg` is a benchmark with closed-form truth: the 1-D
 problem ``s' = 0.8 s + 0.5 a + noise`` with a quadratic reward, whose soft-optimal policy,
@@ -23,11 +23,9 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
-from genpqr import GenPQR
-from genpqr import normalization as N
-from genpqr.densities import LinearGaussianDensity
+from genpqr import GenPQR, normalization as N
+from genpqr.actions import GaussHermite, LinearGaussianDensity
 from genpqr.envs.lqg import make_lqg
-from genpqr.integration import GaussHermite
 
 problem = make_lqg()
 data = problem.sample(2000, random_state=0)

@@ -2,7 +2,7 @@
 Out of core: fit a folder of Parquet files chunk by chunk
 =========================================================
 
-Logs too large for memory are read in chunks by :func:`genpqr.stream_fit.fit_parquet`: on
+Logs too large for memory are read in chunks by :func:`genpqr.scale.fit_parquet`: on
 the exact tabular path it accumulates choice and transition counts, so memory holds one chunk
 plus the counts whatever the number of rows, and the answer is the in-memory fit's. Here a
 log of 40,000 rows is written as a folder of four Parquet files (sorted by episode, as the
@@ -21,17 +21,15 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from genpqr import GenPQR, from_pandas
-from genpqr import normalization as N
-from genpqr import tabular
+from genpqr import GenPQR, from_pandas, normalization as N, stage2
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.plotting import plot_reward_recovery
-from genpqr.policy import FrequencyClassifier
-from genpqr.stream_fit import fit_parquet
+from genpqr.evaluation import plot_reward_recovery
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.scale import fit_parquet
 
 gamma, n_states = 0.9, 50
 mdp = random_mdp(n_states, 3, n_next=5, gamma=gamma, reward_scale=0.5, random_state=0)
-behaviour = tabular.soft_optimal_policy(mdp.reward, mdp.kernel, gamma)
+behaviour = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, gamma)
 logs = simulate_tabular(mdp, behaviour, n_episodes=2000, horizon=20, random_state=1).to_pandas()
 frame = logs[["episode", "time", "s0", "action"]].rename(columns={"s0": "state"}).astype({"time": int, "state": int})
 
@@ -65,7 +63,7 @@ in_memory = GenPQR(normalization, gamma=gamma, q_model="exact", n_states=n_state
 streamed_table, memory_table = streamed.reward_table().to_numpy(), in_memory.reward_table().to_numpy()
 print(f"max |streamed - in memory| = {np.max(np.abs(streamed_table - memory_table)):.1e}")
 
-truth = tabular.normalized_reward(mdp.reward, mdp.kernel, gamma, normalization)
+truth = stage2.normalized_reward(mdp.reward, mdp.kernel, gamma, normalization)
 print(f"reward MSE against the truth: {np.mean((streamed_table - truth) ** 2):.4f}")
 
 fig, ax = plt.subplots(figsize=(6, 5), layout="constrained")

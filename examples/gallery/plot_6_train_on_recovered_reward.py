@@ -3,10 +3,10 @@ Train a new agent on the recovered reward
 =========================================
 
 A recovered reward can train an agent, in the environment the data came from or in a changed
-one, where copying the logged behaviour no longer works. :class:`genpqr.transfer.RewardFunction`
+one, where copying the logged behaviour no longer works. :class:`genpqr.counterfactuals.RewardFunction`
 turns a fitted model into a vectorized ``(observation, action) -> reward`` callable (what
 ``RecoveredRewardWrapper`` hands to gymnasium and stable-baselines3 as the reward), and
-:class:`genpqr.soft_fqi.SoftFQI` learns the soft-optimal policy of any reward from sampled
+:class:`genpqr.counterfactuals.SoftFQI` learns the soft-optimal policy of any reward from sampled
 transitions by fitted iteration. Here both run in seconds on a small tabular problem whose
 true reward is known, so every policy can be scored exactly under the *true* reward.
 """
@@ -22,25 +22,22 @@ import numpy as np
 import pandas as pd
 from sklearn.linear_model import LinearRegression
 
-from genpqr import GenPQR
-from genpqr import normalization as N
-from genpqr import tabular
+from genpqr import GenPQR, normalization as N, stage2
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.soft_fqi import SoftFQI
-from genpqr.transfer import RewardFunction
+from genpqr.counterfactuals import RewardFunction, SoftFQI
 
 S, K, gamma = 20, 3, 0.9
 base = random_mdp(S, K, n_next=4, gamma=gamma, reward_scale=1.5, random_state=0)
 reward = base.reward.copy()
 reward[:, 0] = 0.0
-logged = tabular.TabularMDP(base.kernel, gamma, reward)
-changed = tabular.TabularMDP(random_mdp(S, K, n_next=4, gamma=gamma, random_state=1000).kernel, gamma, reward)
+logged = stage2.TabularMDP(base.kernel, gamma, reward)
+changed = stage2.TabularMDP(random_mdp(S, K, n_next=4, gamma=gamma, random_state=1000).kernel, gamma, reward)
 
 # %%
 # Recover the reward from an expert's logs
 # ----------------------------------------
 # The expert follows the soft-optimal policy of the true reward in the logged environment.
-expert = tabular.soft_optimal_policy(reward, logged.kernel, gamma)
+expert = stage2.soft_optimal_policy(reward, logged.kernel, gamma)
 data = simulate_tabular(logged, expert, n_episodes=1000, horizon=20, random_state=0)
 model = GenPQR(N.anchor_action(0), gamma=gamma, q_model="exact", n_states=S).fit(data)
 
@@ -66,7 +63,7 @@ def train(mdp, seed):
 
 def true_return(mdp, policy):
     """Average discounted return per step under the TRUE reward, from a uniform initial state."""
-    _, value = tabular.policy_evaluation(reward, policy, mdp.kernel, gamma)
+    _, value = stage2.policy_evaluation(reward, policy, mdp.kernel, gamma)
     return float((1 - gamma) * value.mean())
 
 
@@ -77,7 +74,7 @@ def greedy(policy):
 cloned = np.exp(model.log_policy(np.arange(S)[:, None]))  # behaviour cloning: the first stage pi_hat
 rows = []
 for name, mdp, seed in (("logged", logged, 1), ("changed", changed, 2)):
-    policies = {"soft-optimal (true reward)": tabular.soft_optimal_policy(reward, mdp.kernel, gamma),
+    policies = {"soft-optimal (true reward)": stage2.soft_optimal_policy(reward, mdp.kernel, gamma),
                 "soft FQI on the recovered reward": train(mdp, seed),
                 "behaviour cloning": cloned,
                 "uniform random": np.full((S, K), 1.0 / K)}

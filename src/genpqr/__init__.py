@@ -6,10 +6,9 @@ one reward. GenPQR estimates ``u = log pi``, solves ``Q = u - g + gamma P mu Q``
 off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 """
 
-from . import data, normalization, spaces, tabular
-from .data import Transitions, from_arrays, from_episodes, from_pandas
+from . import data, normalization, stage2
+from .data import BoxActions, FiniteActions, Transitions, from_arrays, from_episodes, from_pandas
 from .estimator import Diagnostics, GenPQR, load
-from .spaces import BoxActions, FiniteActions
 from .exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, NotFittedError, WeakSupportWarning
 
 __version__ = "0.1.0"
@@ -26,8 +25,7 @@ __all__ = [
     "load",
     "data",
     "normalization",
-    "spaces",
-    "tabular",
+    "stage2",
     "GenPQRWarning",
     "WeakSupportWarning",
     "ClippingWarning",

@@ -17,7 +17,7 @@ class ClippingWarning(GenPQRWarning):
 
 class CoverageWarning(GenPQRWarning):
     """The coverage constant ``max mu/pi_hat`` is large: the normalization leans on actions the
-    behaviour rarely takes (see :mod:`genpqr.diagnostic_checks`)."""
+    behaviour rarely takes (see :mod:`genpqr.estimator`)."""
 
 
 class ConvergenceWarning(GenPQRWarning):
@@ -31,12 +31,12 @@ class NotFittedError(_SklearnNotFittedError):
 
 class ExtrapolationWarning(WeakSupportWarning):
     """A counterfactual's answer rests materially on states (or state-action cells) the data
-    saw rarely or never: identified is not the same as supported (see :mod:`genpqr.support`)."""
+    saw rarely or never: identified is not the same as supported (see :mod:`genpqr.counterfactuals`)."""
 
 
 class IntegrityError(ValueError):
     """A file or output folder is not what genpqr wrote: missing, truncated, edited, or left
-    incomplete by an interrupted run (see :mod:`genpqr.manifest`)."""
+    incomplete by an interrupted run (see :mod:`genpqr.estimator.manifest`)."""
 
 
 class UntrustedFileError(ValueError):

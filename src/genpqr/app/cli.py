@@ -34,7 +34,7 @@ def _continuous_experiment(args) -> int:
     """``genpqr experiment continuous``: the LQG sweep of :mod:`genpqr.experiments.continuous`
     (n = 1e3, 1e4, 1e5; tiny: n = 200, 500) with its own table and figure."""
     from ..experiments.continuous import KIND, run_continuous_experiment, write_outputs
-    from ..manifest import check_target, output_folder
+    from ..estimator.manifest import check_target, output_folder
 
     check_target(args.out, kind=KIND)  # before the sweep; the folder is then written as a whole
     n_values = (200, 500) if args.tiny else (1_000, 10_000, 100_000)
@@ -85,7 +85,7 @@ def _report(args) -> int:
     from pathlib import Path
 
     from ..experiments import write_report
-    from ..manifest import read_manifest, verify_folder
+    from ..estimator.manifest import read_manifest, verify_folder
 
     folder = Path(args.dir)
     try:
@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_demo(args) -> str | None:
-    from ..manifest import check_target
+    from ..estimator.manifest import check_target
 
     try:
         check_output_folder(args.out, "--out")

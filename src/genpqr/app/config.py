@@ -60,7 +60,7 @@ class FitConfig:
         ``auto`` (the tabular default: ``spline`` when the state is ordered -- one integer
         column numbered by its value, with ``--transition increment:`` or ``--n-states`` --
         and the cells are sparse, else ``frequency``; see
-        :func:`genpqr.first_stage.choose_tabular_policy`, the rule ``GenPQR`` applies by default; the
+        :func:`genpqr.stage1.choose_tabular_policy`, the rule ``GenPQR`` applies by default; the
         choice and its reason are printed and reported), ``frequency`` (cell frequencies; tabular only), ``spline`` (a
         multinomial logit on a cubic spline basis of the ordered state, knots and penalty by
         episode-grouped cross-validated log loss; tabular only), ``logistic`` (standardized
@@ -86,7 +86,7 @@ class FitConfig:
     clip : str
         Probability clip of stage 1: ``auto`` (default: no clip when every fitted
         probability is positive, else a floor below the smallest fitted probability of an
-        observed action; :mod:`genpqr.clipping`), ``none``, or ``LOW,HIGH`` (the paper:
+        observed action; :mod:`genpqr.stage1`), ``none``, or ``LOW,HIGH`` (the paper:
         ``0.01,0.99``). The bounds used are printed and reported.
     cross_fit : int
         Episode folds for stage 1 (out-of-fold log loss and calibration); < 2: no cross-fitting.
@@ -141,7 +141,7 @@ class FitConfig:
         Out of core: read the Parquet file or folder in chunks of this many rows
         (:mod:`genpqr.app.stream`; also the mode for a folder of Parquet files).
     dask_scheduler : str, optional
-        Out of core on a Dask cluster (:func:`genpqr.distributed.fit_dask`): a scheduler
+        Out of core on a Dask cluster (:func:`genpqr.scale.fit_dask`): a scheduler
         address (``tcp://host:8786``), or ``local:N`` for a local cluster of N worker
         processes started for the fit. Every worker must be able to read the data path.
     """
@@ -240,7 +240,7 @@ class FitConfig:
         if missing:
             flags = ", ".join("DATA" if k == "data" else f"--{k.replace('_', '-')}" for k in missing)
             raise ValueError(f"missing required setting(s): {flags} (give them as flags or in --config FILE.json)")
-        from .._checks import check_gamma
+        from ..data.validation import check_gamma
 
         check_gamma(self.gamma)
         if self.action_type not in ACTION_TYPES:
@@ -263,7 +263,7 @@ class FitConfig:
             if self.integration is not None:
                 parse_integration(self.integration)
         parse_transition(self.transition)
-        from ..clipping import parse_clip
+        from ..stage1 import parse_clip
 
         if parse_clip(self.clip) != "auto" and continuous:
             raise ValueError(f"--clip {self.clip} is the probability clip of discrete actions; continuous actions "
@@ -378,7 +378,7 @@ def _coerce(key: str, value):
         if key in ("gamma", "level"):
             return float(value)
         if key == "clip":
-            from ..clipping import parse_clip
+            from ..stage1 import parse_clip
 
             if isinstance(value, (list, tuple)):
                 value = ",".join(str(v) for v in value)

@@ -20,19 +20,19 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
     invariance to the normalization with the measured gap), the other route's gap, the support
     share and the bootstrap replicates that left the data's support.
 ``counterfactual.npz``
-    The result object (:func:`genpqr.counterfactual.load_counterfactual`), as arrays and JSON
+    The result object (:func:`genpqr.counterfactuals.load_counterfactual`), as arrays and JSON
     (no pickle: reading it runs no code).
 ``manifest.json``
-    Written last (:func:`genpqr.manifest.output_folder`): the folder is written aside and
+    Written last (:func:`genpqr.estimator.manifest.output_folder`): the folder is written aside and
     replaces ``--out`` as a whole (an earlier counterfactual there is replaced; an ``--out``
     holding anything else, or the fit, is refused before the work starts).
 
 The fit folder is checked against its ``manifest.json`` before anything in it is read
-(:func:`genpqr.manifest.verify_folder`): a folder left incomplete by an interrupted fit, mixing
+(:func:`genpqr.estimator.manifest.verify_folder`): a folder left incomplete by an interrupted fit, mixing
 two fits, or edited since is refused with a one-line error naming the file.
 
 Loading: ``model.joblib`` is a pickle, and a pickle runs code when loaded; it is loaded only
-when genpqr signed it under this user's key (:mod:`genpqr.manifest`), else the command stops
+when genpqr signed it under this user's key (:mod:`genpqr.estimator.manifest`), else the command stops
 with one line saying why (``--trust`` loads it anyway: a fit from an older genpqr, or from
 another account or machine, whose source you trust).
 
@@ -236,7 +236,7 @@ def _n_boot(spec: dict, config, model) -> int:
     on the training data: a fit saved without it (the default of ``genpqr fit``) gets it back
     from the data file named in ``config.json`` when that file is unchanged
     (:func:`_attach_training_data`). Otherwise an explicit request is an error (raised by
-    :func:`genpqr.counterfactual.counterfactual`) and an inherited one falls back to point
+    :func:`genpqr.counterfactuals.counterfactual`) and an inherited one falls back to point
     estimates with a printed note."""
     explicit = "bootstrap" in spec
     n_boot = int((spec["bootstrap"] if explicit else config.bootstrap) or 0)
@@ -263,8 +263,8 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     the files of the module docstring. ``model.joblib`` is loaded by :func:`genpqr.load`: only a
     file genpqr signed under this user's key, unless ``trusted`` (``--trust``)."""
     from ..estimator import load
-    from ..folder_ops import write_each
-    from ..manifest import check_target, output_folder, verify_folder
+    from ..estimator.folder_ops import write_each
+    from ..estimator.manifest import check_target, output_folder, verify_folder
     from .config import FitConfig
 
     fit_dir = Path(fit_dir)
@@ -278,7 +278,7 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     model, config = load(fit_dir / "model.joblib", trusted=trusted), FitConfig.from_json(fit_dir / "config.json")
     if not hasattr(model, "n_states_"):
         raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
-                         "tabular fit (--q-model exact); use genpqr.soft_fqi.soft_counterfactual in Python instead")
+                         "tabular fit (--q-model exact); use genpqr.counterfactuals.soft_counterfactual in Python instead")
     labels = model.encoder_.labels
     change = spec.get("reward_change")
     if change is not None:

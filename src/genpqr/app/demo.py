@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import normalization as N
-from .. import tabular as T
+from .. import normalization as N, stage2 as T
 from ..envs import random_mdp, simulate_tabular
 from ..estimator import GenPQR
-from ..policy import FrequencyClassifier
-from ..qeval import TabularQModel
+from ..stage1 import FrequencyClassifier
+from ..stage2 import TabularQModel
 
 
 def _errors(true, est):
@@ -53,12 +52,12 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
              n_episodes: int = 2000, horizon: int = 25, seed: int = 0, show: bool = False) -> dict:
     """Run the demo; returns the printed figures as a dict and writes ``out/demo.png`` (and
     ``out/manifest.json``: the folder is written aside and replaces an earlier demo folder as a
-    whole, :func:`genpqr.manifest.output_folder`; a folder holding anything else is refused
+    whole, :func:`genpqr.estimator.manifest.output_folder`; a folder holding anything else is refused
     before the demo runs)."""
     import matplotlib
 
-    from ..folder_ops import write_each
-    from ..manifest import check_target, output_folder
+    from ..estimator.folder_ops import write_each
+    from ..estimator.manifest import check_target, output_folder
 
     if not show:
         matplotlib.use("Agg")
@@ -89,9 +88,9 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
 def coverage_split(model, truth) -> dict:
     """Where the coverage check looks, against the truth: the exact fit's reward RMSE at the
     states where the normalization weights an action with ``mu/pi_hat`` above the limit
-    (:func:`genpqr.diagnostic_checks.poorly_covered`, the states behind a ``CoverageWarning``)
+    (:func:`genpqr.estimator.poorly_covered`, the states behind a ``CoverageWarning``)
     and at the others, with their number and share of the logged rows."""
-    from ..diagnostic_checks import poorly_covered
+    from ..estimator import poorly_covered
 
     grid = np.arange(truth.shape[0], dtype=float)[:, None]
     proba = np.exp(model.stage2_.recovery.log_policy)
@@ -154,7 +153,7 @@ def _plot(path: Path, truth, recovered, data, fqe, floor, show: bool) -> Path:
     """The demo figure: true and recovered reward tables, recovered vs true, FQE convergence."""
     import matplotlib.pyplot as plt
 
-    from ..plotting import plot_bellman_residuals, plot_reward_recovery, plot_reward_table
+    from ..evaluation import plot_bellman_residuals, plot_reward_recovery, plot_reward_table
 
     n_states, n_actions = truth.shape
     fig, axes = plt.subplots(1, 4, figsize=(21, 5.2), layout="constrained")

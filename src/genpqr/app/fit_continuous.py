@@ -5,7 +5,7 @@ optional box ``[--action-low, --action-high]`` (default ``R^m``). Next states ar
 rows exactly as for discrete actions (:func:`genpqr.data.long_format_rows`: the last row of an
 episode that did not terminate has no next state and is dropped). The model is
 :class:`genpqr.GenPQR` on transitions with continuous actions (a
-:class:`~genpqr.spaces.BoxActions`):
+:class:`~genpqr.data.BoxActions`):
 
 * policy (``--policy-model``): ``gaussian`` (:class:`LinearGaussianDensity`, degree 2,
   heteroscedastic; default), ``mlp-gaussian``, ``mdn``, ``flow`` (needs ``zuko``) or
@@ -30,7 +30,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._checks import data_row
+from ..data.validation import data_row
 from .config import (CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS, FitConfig, action_columns,
                      parse_integration, parse_normalization)
 from .model_choice import import_object
@@ -44,8 +44,8 @@ DEFAULT_INTEGRATION = "mc:32"
 
 
 def action_space(config: FitConfig, dim: int):
-    """The :class:`~genpqr.spaces.BoxActions` of ``--action-low/--action-high``."""
-    from ..spaces import BoxActions as ActionSpace
+    """The :class:`~genpqr.data.BoxActions` of ``--action-low/--action-high``."""
+    from ..data import BoxActions as ActionSpace
 
     if config.action_low is None:
         return ActionSpace.create(dim)
@@ -65,7 +65,7 @@ def action_space(config: FitConfig, dim: int):
 # ============================================================================ models
 def make_density(name: str, space, seed: int):
     """The stage-1 conditional density named by ``--policy-model`` (squashed onto a bounded box)."""
-    from .. import densities as C
+    from .. import actions as C
     from ..models.neural_densities import FlowDensity, MixtureDensityNetwork, MLPGaussianDensity
 
     if name == "gaussian":
@@ -124,7 +124,7 @@ def continuous_q_settings(name: str, *, seed: int, n_iterations: int | None) -> 
 
 def make_integration(spec: str):
     """The integration rule of ``--integration``."""
-    from ..integration import GaussHermite, GaussLegendre, MonteCarlo
+    from ..actions import GaussHermite, GaussLegendre, MonteCarlo
 
     kind, n = parse_integration(spec)
     return {"mc": MonteCarlo, "gauss-hermite": GaussHermite, "gauss-legendre": GaussLegendre}[kind](n)
@@ -134,7 +134,7 @@ def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
     """The :class:`~genpqr.normalization.Normalization` (a reference kernel ``mu``) of a parsed continuous spec."""
     from .. import normalization as CN
     from ..exceptions import WeakSupportWarning
-    from ..measures import BehaviorKernel
+    from ..actions import BehaviorKernel
 
     m = space.dim
     if kind == "anchor":
@@ -164,8 +164,8 @@ def continuous_normalization(kind: str, arg, space, actions: np.ndarray):
 
 # ============================================================================ data
 def read_continuous(frame, config: FitConfig, space):
-    """:class:`~genpqr.transitions.Transitions` with continuous actions from the long-format frame."""
-    from ..builders import from_arrays
+    """:class:`~genpqr.data.Transitions` with continuous actions from the long-format frame."""
+    from ..data import from_arrays
     from ..data import check_some_rows, long_format_rows
 
     cols = action_columns(config)

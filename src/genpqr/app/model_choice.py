@@ -70,11 +70,11 @@ def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: i
         if not tabular:
             raise ValueError(f"--policy-model {name} needs tabular states (use logistic, mlp or lightgbm)")
         raise ValueError(f"--policy-model {name} is chosen from the data by "
-                         "genpqr.first_stage.choose_tabular_policy")
+                         "genpqr.stage1.choose_tabular_policy")
     if name == "frequency":
         if not tabular:
             raise ValueError("--policy-model frequency needs tabular states (use logistic, mlp or lightgbm)")
-        from ..policy import FrequencyClassifier
+        from ..stage1 import FrequencyClassifier
 
         return FrequencyClassifier(n_states=n_states)
     if name == "logistic":
@@ -118,7 +118,7 @@ def q_model_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
         return dict(q_model=BoostedQModel(random_state=seed), n_iterations=n_iterations or 200,
                     validation_fraction=0.2)
     if name == "lstd":
-        from ..lstd import LSTDQ
+        from ..stage2 import LSTDQ
 
         return dict(q_model=LSTDQ(n_iterations=n_iterations, random_state=seed))
     if name == "hgb":
@@ -134,7 +134,7 @@ def q_model_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
 def make_estimator(config: FitConfig, normalization, index, transition_model, policy_model=None):
     """The (unfitted) :class:`~genpqr.GenPQR` of a discrete-action config; ``index`` is the
     :class:`~genpqr.app.states.StateIndex` of the tabular mode, else None."""
-    from ..clipping import parse_clip
+    from ..stage1 import parse_clip
     from ..estimator import GenPQR
 
     n_states = None if index is None else index.n_states
@@ -151,18 +151,18 @@ def make_estimator(config: FitConfig, normalization, index, transition_model, po
 
 def choose_first_stage(config: FitConfig, data, index, transition_model=None):
     """Tabular ``auto``/``spline`` policy models: ``(classifier, FirstStageChoice)`` from
-    :func:`genpqr.first_stage.choose_tabular_policy`, the rule ``GenPQR`` applies with
+    :func:`genpqr.stage1.choose_tabular_policy`, the rule ``GenPQR`` applies with
     ``policy_model=None`` (the same function, folds seeded by ``--seed``); other tabular policy
     models ``(None, FirstStageChoice)`` saying it was requested (with the cells' sparsity);
     non-tabular ``(None, None)``. The state counts as *ordered*
-    (:func:`genpqr.first_stage.state_is_ordered`: mileage, age, stock) when its single integer
+    (:func:`genpqr.stage1.state_is_ordered`: mileage, age, stock) when its single integer
     column is its index and the transitions say so (``--transition increment:``, an
     ``IncrementKernel``) or ``--n-states`` numbers it; a plain integer column may be a category
     code, where a smooth model would be wrong. ``--policy-model spline`` asks for an ordered
     state (its index must be the column)."""
     if index is None:
         return None, None
-    from ..first_stage import choose_tabular_policy, state_is_ordered
+    from ..stage1 import choose_tabular_policy, state_is_ordered
 
     ordered = (state_is_ordered(transition_model, config.n_states, identity=index.identity)
                or (index.identity and config.policy_model == "spline"))
@@ -175,7 +175,7 @@ def choose_first_stage(config: FitConfig, data, index, transition_model=None):
 def _requested_first_stage(config: FitConfig, data, index, ordered: bool):
     """A ``FirstStageChoice`` for a policy model the user named: say so, with the cells' sparsity
     (by the folds of the ``auto`` rule)."""
-    from ..first_stage import FirstStageChoice, sparsity
+    from ..stage1 import FirstStageChoice, sparsity
 
     sparse, median, zero_share, facts = sparsity(data, index.n_states, random_state=config.seed)
     hint = ("; cells are sparse and the state is ordered: --policy-model auto would choose a spline logit"

@@ -5,7 +5,7 @@ and writing it to the ``--out`` folder (:func:`write_outputs`): ``model.joblib``
 (:mod:`genpqr.app.fit_continuous`) fits; the out-of-core fit (:mod:`genpqr.app.stream`) writes
 through :func:`write_fit_folder` too.
 
-The folder is a transaction (:func:`genpqr.manifest.output_folder`): the files are written into
+The folder is a transaction (:func:`genpqr.estimator.manifest.output_folder`): the files are written into
 a temporary folder beside ``--out`` which then replaces ``--out`` as a whole -- a reader sees
 the earlier fit or the new one, never a mix, and a file of an earlier fit that the new one does
 not write (``parameters.csv``) does not stay behind. :func:`check_fit_target` refuses, before
@@ -61,7 +61,7 @@ class FitOutputs:
     tabular : bool
     state_index : genpqr.app.states.StateIndex or None
     projection_r2 : float or None
-    first_stage : genpqr.first_stage.FirstStageChoice or None
+    first_stage : genpqr.stage1.FirstStageChoice or None
         Tabular mode: which first stage ``--policy-model auto``/``spline`` chose and why, or
         that another ``--policy-model`` was requested (with the cells' sparsity); also the
         model's ``first_stage_``, printed by its ``summary()``.
@@ -127,8 +127,8 @@ def fit_inputs(config) -> list:
 
 def check_fit_target(config) -> None:
     """Refuse, before fitting, an ``--out`` that genpqr may not replace
-    (:func:`genpqr.manifest.check_target`): a ``ValueError`` naming ``--out`` and why."""
-    from ..manifest import check_target
+    (:func:`genpqr.estimator.manifest.check_target`): a ``ValueError`` naming ``--out`` and why."""
+    from ..estimator.manifest import check_target
 
     check_target(config.out, inputs=fit_inputs(config), kind=KIND)
 
@@ -136,8 +136,8 @@ def check_fit_target(config) -> None:
 def write_fit_folder(config, writers: dict) -> dict:
     """Write a fit folder at ``config.out`` as a transaction: ``writers[name](path)`` writes each
     file into the temporary folder, ``manifest.json`` last; returns ``{name: final path}``."""
-    from ..folder_ops import write_each
-    from ..manifest import output_folder
+    from ..estimator.folder_ops import write_each
+    from ..estimator.manifest import output_folder
 
     with output_folder(config.out, kind=KIND, inputs=fit_inputs(config)) as staging:
         return write_each(staging, config.out, writers)

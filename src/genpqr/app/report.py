@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._checks import plain
-from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
+from ..data.validation import plain
+from ..evaluation import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
 from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
                           render_page)
 from .report_continuous import context_continuous, continuous_figures, render_continuous_html
@@ -75,7 +75,7 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
 def _policy_rows(model, held_out: bool = False):
     """(states, action codes, clipped training probabilities of the fit (out-of-fold when
     cross-fitted); ``held_out``: out of fold also on the exact path, from ``policy_folds_``)."""
-    from ..policy import clip_proba
+    from ..stage1 import clip_proba
 
     data = model.training_data_
     policy = (getattr(model, "policy_folds_", None) if held_out else None) or model.policy_
@@ -151,7 +151,7 @@ def _fig_calibration(ctx):
 
 
 def _fig_heatmap(ctx):
-    from ..plotting import plot_reward_table
+    from ..evaluation import plot_reward_table
 
     model = ctx.model
     table = np.asarray(model.stage2_.recovery.reward)

@@ -142,7 +142,7 @@ def warning_sections(warnings_: list, structural_warnings=(), estimator: str | N
 def report_warnings(ctx) -> list:
     """The warnings the report lists: those raised during the fit (``ctx.warnings``) and every
     failed diagnostic check of the model (``diagnostics_.warnings``, from
-    :func:`genpqr.diagnostic_checks.failed_diagnostics`; the same lines when the fit's warnings
+    :func:`genpqr.estimator.failed_diagnostics`; the same lines when the fit's warnings
     were caught), without repeats."""
     derived = getattr(getattr(ctx.model, "diagnostics_", None), "warnings", None) or []
     return list(dict.fromkeys([*ctx.warnings, *derived]))
@@ -165,7 +165,7 @@ def new_figure(width=5.5, height=3.6):
 
 def fig_convergence(ctx):
     """Bellman residual and target change per fitted-Q-evaluation iteration (both flavours)."""
-    from ..plotting import plot_bellman_residuals
+    from ..evaluation import plot_bellman_residuals
 
     fig = new_figure(5.4, 4.4)
     ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())

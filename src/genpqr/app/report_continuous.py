@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plotting import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
+from ..evaluation import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
 from .config import action_columns
 from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
                           render_page)

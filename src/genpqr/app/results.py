@@ -67,9 +67,9 @@ def project(table, features, weights):
 
 
 def run_bootstrap(model, data, statistic, config):
-    """:func:`genpqr.inference.bootstrap` over whole episodes with the config's replicates,
+    """:func:`genpqr.evaluation.bootstrap` over whole episodes with the config's replicates,
     workers and seed; a failed replicate is a ``ValueError`` saying so."""
-    from ..inference import bootstrap
+    from ..evaluation import bootstrap
 
     try:
         return bootstrap(model, data, n_boot=config.bootstrap, statistic=statistic, n_jobs=config.n_jobs,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._checks import data_row
+from ..data.validation import data_row
 from .config import FitConfig, parse_transition
 from .data_file import match_column, match_labels
 

@@ -1,8 +1,8 @@
 r"""``genpqr fit`` out of core: ``--chunk-rows N``, or a folder of Parquet files as DATA.
 
-The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized is held. With
+The data is streamed (:func:`genpqr.scale.fit_parquet`); nothing row-sized is held. With
 ``--dask-scheduler ADDRESS|local:N`` the passes run on a Dask cluster
-(:func:`genpqr.distributed.fit_dask`), with the same result up to the order of sums.
+(:func:`genpqr.scale.fit_dask`), with the same result up to the order of sums.
 
 * Tabular mode (``--q-model exact``, or one integer state column): the state value is the
   state index (``0..S-1``; ``--n-states`` when top states never occur); stage 1 is the cell
@@ -11,20 +11,20 @@ The data is streamed (:func:`genpqr.stream_fit.fit_parquet`); nothing row-sized 
 * Closed-form mode (``--q-model lstd``, the default for other states): stage 1 (``logistic``
   by default) on a random sample of ``DEFAULT_SAMPLE_ROWS`` choices, then LSTD.
 * Neural mode (``--q-model mlp``): the same stage 1, then neural FQE with one pass over the
-  chunks per Bellman iteration (:mod:`genpqr.stream_fqe`).
+  chunks per Bellman iteration (:mod:`genpqr.scale`).
 * Boosted mode (``--q-model lightgbm``, with ``--dask-scheduler`` only): the same stage 1, then
   boosted FQE (:class:`genpqr.models.boosting.BoostedQModel`, ``--n-iterations`` Bellman
   iterations, default 200, no held-out early stopping) trained by LightGBM's Dask interface
-  (:mod:`genpqr.distributed_fqe`).
+  (:mod:`genpqr.scale`).
 
 Checks: the same as in memory (:mod:`genpqr.app.data_file`): the column names first, then one
-validation pass (:meth:`genpqr.stream.ParquetSource.scan`) runs the row checks of the in-memory
+validation pass (:meth:`genpqr.scale.ParquetSource.scan`) runs the row checks of the in-memory
 reader on every chunk (rows named by their position in the dataset, files in path order) and
 the label checks on the whole data's labels; it also fixes the time-gap rule of the whole data
 (a gap is found whatever ``--chunk-rows``) and, in tabular mode, numbers the states as in
 memory (:class:`genpqr.app.states.StateIndex`: large sparse ids are renumbered, not used as
 indices). The one requirement in memory does not have: the rows are sorted by episode
-(:mod:`genpqr.stream`).
+(:mod:`genpqr.scale`).
 
 Writes ``model.joblib``, ``rewards.csv`` (tabular mode; the columns of the in-memory fit:
 ``state_index``, the state column, ``visits``, ``visited``, ``reward_<label>``),
@@ -68,7 +68,7 @@ class StreamFitOutputs:
                 else "continuous states, neural FQE streamed by chunk" if self.config.q_model == "mlp"
                 else "continuous states, boosted FQE on the Dask cluster" if self.config.q_model == "lightgbm"
                 else "continuous states, closed-form LSTD Q")
-        from ..stream import DEFAULT_CHUNK_ROWS
+        from ..scale import DEFAULT_CHUNK_ROWS
 
         lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or DEFAULT_CHUNK_ROWS:,} rows): "
                  f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", str(self.model.summary())]
@@ -139,10 +139,10 @@ def run_stream_fit(config) -> StreamFitOutputs:
     """Stream, fit and write (see the module docstring)."""
     import warnings
 
-    from ..clipping import parse_clip
+    from ..stage1 import parse_clip
     from ..estimator import GenPQR
-    from ..stream import DEFAULT_CHUNK_ROWS, ParquetSource
-    from ..stream_fit import fit_parquet
+    from ..scale import DEFAULT_CHUNK_ROWS, ParquetSource
+    from ..scale import fit_parquet
 
     _refuse_unsupported(config)
     _check_parquet_path(config)
@@ -165,7 +165,7 @@ def run_stream_fit(config) -> StreamFitOutputs:
                      random_state=config.seed, progress=progress, **settings)
         if config.dask_scheduler:
             with dask_client(config.dask_scheduler) as client:
-                from ..distributed import fit_dask
+                from ..scale import fit_dask
 
                 model = fit_dask(est, source, client=client, action_labels=labels, progress=progress)
         else:
@@ -176,8 +176,8 @@ def run_stream_fit(config) -> StreamFitOutputs:
 
 
 def _checked_source(config):
-    """The :class:`~genpqr.stream.ParquetSource` of ``config``, its column names checked as in memory."""
-    from ..stream import DEFAULT_CHUNK_ROWS, ParquetSource, dataset_columns
+    """The :class:`~genpqr.scale.ParquetSource` of ``config``, its column names checked as in memory."""
+    from ..scale import DEFAULT_CHUNK_ROWS, ParquetSource, dataset_columns
 
     check_column_names(config, dataset_columns(config.data), *parse_normalization(config.normalization))
     return ParquetSource(config.data, chunk_rows=config.chunk_rows or DEFAULT_CHUNK_ROWS, time_gaps=config.time_gaps,
@@ -186,7 +186,7 @@ def _checked_source(config):
 
 
 def _validate(config, source, tabular: bool, progress):
-    """The validation pass (:meth:`genpqr.stream.ParquetSource.scan`) with the in-memory row checks
+    """The validation pass (:meth:`genpqr.scale.ParquetSource.scan`) with the in-memory row checks
     on every chunk and the label checks on the whole data; the source adopts the whole data's
     time-gap rule and, in tabular mode, the in-memory state numbering. Returns ``(labels, index)``:
     the sorted action labels and the :class:`~genpqr.app.states.StateIndex` (None unless tabular)."""

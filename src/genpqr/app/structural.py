@@ -40,7 +40,7 @@ import numpy as np
 
 from ..structural.estimation import SE_KINDS, estimate_structural
 from ..structural.results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
-from ..plotting import plain_text
+from ..evaluation import plain_text
 from .report_base import ReportFigure, new_figure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",

@@ -50,7 +50,7 @@ Time: the next state of a row is the state of the next time step of its episode.
 step inside an episode (:func:`genpqr.data.time_gap_rows`) is an error naming the episode and
 step, or with ``time_gaps="split"`` (``--time-gaps split``) the start of a new episode. Checks
 that need no fit (settings, the ``--out`` folder, the bootstrap's minimum of
-:data:`genpqr.inference.MIN_BOOTSTRAP_EPISODES` episodes) run before fitting.
+:data:`genpqr.evaluation.MIN_BOOTSTRAP_EPISODES` episodes) run before fitting.
 
 Bins: ``bins={"x": [e1, e2, ...]}`` cuts column ``x`` at increasing edges into
 ``(-inf, e1), [e1, e2), ..., [em, inf)``, bin numbers ``0..m``.
@@ -73,7 +73,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._checks import short_list
+from ..data.validation import short_list
 from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS,
                      INTEGRATION_FORMS, NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS, FitConfig,
                      check_estimator_needs_features, parse_bins, parse_normalization, parse_transition)
@@ -244,9 +244,9 @@ def check_before_fit(config: FitConfig, data, index) -> None:
     """What can be refused before the (possibly long) fit: too few episodes for the bootstrap
     or for cross-fitting; a warning for more states than half the transitions. (States never
     visited are a failed diagnostic of the fit itself: a ``WeakSupportWarning`` from
-    :mod:`genpqr.diagnostic_checks`, in the API as here.)"""
+    :mod:`genpqr.estimator`, in the API as here.)"""
     from ..exceptions import WeakSupportWarning
-    from ..inference import check_bootstrap_episodes
+    from ..evaluation import check_bootstrap_episodes
 
     if config.bootstrap:
         check_bootstrap_episodes(data.n_episodes, "--bootstrap")

@@ -9,12 +9,12 @@ from dataclasses import replace
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._checks import as_float_array, check_length, seed_from
+from ..data.validation import as_float_array, check_length, seed_from
 from ..data import ActionEncoder, Transitions
 from ..exceptions import NotFittedError
 from ..models.torch_training import check_positive
 from ..normalization import FixedOffset, Normalization, anchor_action
-from ..policy import FittedPolicy, check_clip, check_classifier, clip_proba, fit_policy
+from ..stage1 import FittedPolicy, check_clip, check_classifier, clip_proba, fit_policy
 
 __all__ = ["fit_stage1", "check_transitions", "default_normalization", "check_fixed_offset", "RewardBaseline",
            "PolicyBaseline", "SoftmaxPolicyMixin", "fit_inputs", "check_count", "check_batch_size"]
@@ -76,7 +76,7 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
         ``random_state``. Otherwise a classifier with ``fit``/``predict_proba`` (cloned and
         fitted on ``(data.states, data.actions)``), or, with ``policy_prefit=True``, a fitted
         classifier whose ``classes_`` are action codes (e.g. ``GenPQR.policy_.models[0]``) or a
-        :class:`~genpqr.policy.FittedPolicy` (e.g. ``GenPQR.policy_``), used as is.
+        :class:`~genpqr.stage1.FittedPolicy` (e.g. ``GenPQR.policy_``), used as is.
     policy_prefit : bool
     data : Transitions
     clip : (low, high) or None
@@ -236,5 +236,5 @@ class SoftmaxPolicyMixin:
 
     def log_policy(self, states) -> np.ndarray:
         """``log pi_hat(.|s)``, clipped to ``clip`` and renormalized (as the library's stage 1
-        does, :func:`genpqr.policy.clip_proba`), shape (n, K)."""
+        does, :func:`genpqr.stage1.clip_proba`), shape (n, K)."""
         return np.log(clip_proba(self.predict_proba(states), self.clip_)[0])

@@ -89,11 +89,11 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.linear_model import Ridge
 
-from .._checks import as_float_array, check_gamma, clone_learner as clone
+from ..data.validation import as_float_array, check_gamma, clone_learner as clone
 from ..models.torch_training import (batches, check_hidden_layer_sizes, check_positive, cross_entropy_epochs, evaluate,
                                      import_torch, make_optimizer, optimization_step, permutation, resolve_device,
                                      seeded_generator, standardization, to_tensor, training_session)
-from ..policy import DEFAULT_CLIP, check_clip
+from ..stage1 import DEFAULT_CLIP, check_clip
 from ._base import RewardBaseline, SoftmaxPolicyMixin, check_batch_size, check_count, fit_inputs
 
 __all__ = ["AIRL"]

@@ -36,7 +36,7 @@ Estimation (the specification's settings are the defaults):
 
 Fidelity: checked step by step against the specification (docs/benchmarks.md, "DeepPQR
 fidelity"); on a tabular population case the fit reaches the closed-form ``W`` and the true
-reward (``tests/test_baselines.py``). The specification leaves open whether the optimizer state
+reward (``tests/baselines/test_baselines.py``). The specification leaves open whether the optimizer state
 persists across iterations (here: it does, with the network).
 
 Implementation: the networks are :class:`genpqr.models.torch_modules.MLP` trained by autograd and
@@ -53,7 +53,7 @@ import warnings
 
 import numpy as np
 
-from .._checks import check_gamma, plain, seed_from
+from ..data.validation import check_gamma, plain, seed_from
 from ..data import Transitions
 from ..exceptions import WeakSupportWarning
 from ..models.torch_training import (
@@ -72,7 +72,7 @@ from ..models.torch_training import (
     training_session,
 )
 from ..normalization import AnchorWeights, Normalization
-from ..policy import DEFAULT_CLIP, clip_log_proba
+from ..stage1 import DEFAULT_CLIP, clip_log_proba
 from ._base import PolicyBaseline, check_fixed_offset, check_transitions, default_normalization, fit_stage1
 
 __all__ = ["DeepPQR"]
@@ -123,7 +123,7 @@ class DeepPQR(PolicyBaseline):
         with ``policy_prefit=True``).
     policy_prefit : bool, default False
         ``policy_model`` is already fitted (a classifier whose ``classes_`` are action codes, or
-        a :class:`~genpqr.policy.FittedPolicy`) and is used as is: not cloned, not refitted.
+        a :class:`~genpqr.stage1.FittedPolicy`) and is used as is: not cloned, not refitted.
     clip : (low, high) or None, default (0.01, 0.99)
         Probability clip bounds (rows renormalized); must leave probabilities positive.
     alpha : float > 0, default 1.0

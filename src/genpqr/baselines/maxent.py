@@ -33,7 +33,7 @@ from sklearn.base import ClassifierMixin
 from ..models.torch_training import (check_hidden_layer_sizes, check_positive, cross_entropy_epochs, evaluate,
                                      make_optimizer, resolve_device, seeded_generator, standardization,
                                      to_tensor, training_session)
-from ..policy import DEFAULT_CLIP, check_clip
+from ..stage1 import DEFAULT_CLIP, check_clip
 from ._base import RewardBaseline, SoftmaxPolicyMixin, check_batch_size, check_count, fit_inputs
 
 __all__ = ["MaxEntIRL"]

@@ -12,8 +12,8 @@ action *labels*, ``(n,)``; ``log_policy(states)`` giving the clipped stage-1 ``l
 ``(n, K)`` (``None`` for methods without a policy); ``fit_time_`` in seconds.
 
 The shared stage-1 logic (:func:`genpqr.baselines._base.fit_stage1`) accepts a classifier to be fitted (cloned, as
-:func:`genpqr.policy.fit_policy` does) or, with ``policy_prefit=True``, an already fitted
-classifier or :class:`~genpqr.policy.FittedPolicy` used as is, so that several methods can share
+:func:`genpqr.stage1.fit_policy` does) or, with ``policy_prefit=True``, an already fitted
+classifier or :class:`~genpqr.stage1.FittedPolicy` used as is, so that several methods can share
 one policy estimate (the paper's matched comparison).
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.linear_model import Ridge
 
 from ..data import Transitions
-from ..policy import DEFAULT_CLIP
+from ..stage1 import DEFAULT_CLIP
 from ._base import (PolicyBaseline, RewardBaseline, check_fixed_offset, check_transitions, default_normalization,
                     fit_stage1)
 
@@ -54,7 +54,7 @@ class LogPolicyReward(PolicyBaseline):
     policy_model : classifier with ``predict_proba``, FittedPolicy or None
         Stage 1. Default :class:`genpqr.models.nn.MLPClassifier` ``(random_state=random_state)``.
         With ``policy_prefit=True``: an already fitted classifier (``classes_`` = action codes)
-        or a :class:`~genpqr.policy.FittedPolicy`, used as is (not cloned, not refitted).
+        or a :class:`~genpqr.stage1.FittedPolicy`, used as is (not cloned, not refitted).
     policy_prefit : bool, default False
     clip : (low, high) or None, default (0.01, 0.99)
         Probability clip bounds; rows renormalized.

@@ -74,12 +74,10 @@ from functools import cached_property
 
 import numpy as np
 
-from .._checks import as_float_array, check_gamma, check_random_state
+from ..data.validation import as_float_array, check_gamma, check_random_state
 from ..normalization import FixedOffset, Normalization
-from ..builders import from_arrays
-from ..transitions import Transitions
-from ..densities import FixedGaussianDensity
-from ..measures import GaussianKernel, GaussianReference, Lebesgue, PointMass
+from ..data import Transitions, from_arrays
+from ..actions import FixedGaussianDensity, GaussianKernel, GaussianReference, Lebesgue, PointMass
 from .quadratic import Quadratic, solve_stein
 
 __all__ = ["LQGProblem", "LQGSolution", "make_lqg"]

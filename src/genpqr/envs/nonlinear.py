@@ -27,7 +27,7 @@ Cross-check with the tabular solver
 -----------------------------------
 :meth:`RingProblem.discretized` gives the ``K``-point midpoint discretization of the action
 (``a_k = low + (k + 1/2) Delta``) with ``pi_K(a_k|s) ∝ pi(a_k|s)``: its exact GenPQR reward from
-:func:`genpqr.tabular.recover_reward` differs from the continuous one by ``O(Delta^2)`` (the
+:func:`genpqr.stage2.recover_reward` differs from the continuous one by ``O(Delta^2)`` (the
 midpoint rule's error: the constant ``log Delta`` between the counting and the Lebesgue
 reference measures is absorbed by the normalization, see :meth:`RingProblem.discretized`).
 """
@@ -41,15 +41,11 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from .._checks import as_float_array, check_gamma, check_random_state, check_state_indices
+from ..data.validation import as_float_array, check_gamma, check_random_state, check_state_indices
 from .. import normalization as N
-from ..builders import from_arrays
-from ..transitions import Transitions
-from ..densities import KnownDensity
-from ..integration import GaussLegendre
-from ..measures import PointMass
+from ..data import BoxActions, Transitions, from_arrays
+from ..actions import GaussLegendre, KnownDensity, PointMass
 from ..normalization import Normalization
-from ..spaces import BoxActions
 
 __all__ = ["RingProblem", "StateActionBasis"]
 
@@ -244,7 +240,7 @@ class RingProblem:
 
     def tabular_normalization(self, normalization: Normalization, n_actions: int):
         """The discrete counterpart of a uniform or point-mass ``mu`` on the midpoint grid."""
-        from ..measures import UniformKernel
+        from ..actions import UniformKernel
 
         g = normalization.g.g
         mu = normalization.mu

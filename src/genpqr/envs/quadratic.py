@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import as_float_array
+from ..data.validation import as_float_array
 
 __all__ = ["Quadratic", "solve_stein"]
 

@@ -28,7 +28,7 @@ representative is
 
 ``P(. | x, replace)`` does not depend on ``x``, so the shaping potential is the constant
 ``c = RC / (1 - beta)`` and ``r + c - beta P c = u + RC`` (checked against
-:func:`genpqr.tabular.normalized_reward` in the tests). Both parametrizations are linear
+:func:`genpqr.stage2.normalized_reward` in the tests). Both parametrizations are linear
 in ``theta = (RC, theta11)``; :meth:`BusEngine.features` returns either.
 
 True counterfactuals: :meth:`BusEngine.with_parameters` solves the same engine with other
@@ -53,9 +53,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .._checks import check_random_state
+from ..data.validation import check_random_state
 from ..data import Transitions, from_arrays
-from ..tabular import SoftOptimalSolution, TabularMDP, TransitionKernel, soft_optimal_solution
+from ..stage2 import SoftOptimalSolution, TabularMDP, TransitionKernel, soft_optimal_solution
 
 __all__ = ["BusEngine", "RustPanel", "bus_engine", "simulate_buses", "SU_JUDD"]
 

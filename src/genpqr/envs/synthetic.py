@@ -81,7 +81,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import as_float_array, check_gamma, check_random_state
+from ..data.validation import as_float_array, check_gamma, check_random_state
 from ..data import Transitions, from_arrays
 from ..normalization import Normalization
 from .synthetic_lattice import normalized_w

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._checks import check_gamma, check_random_state
+from ..data.validation import check_gamma, check_random_state
 from ..data import Transitions, from_arrays
-from ..tabular import TabularMDP, TransitionKernel, as_kernel
+from ..stage2 import TabularMDP, TransitionKernel, as_kernel
 
 __all__ = ["random_mdp", "simulate_tabular"]
 

@@ -33,12 +33,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..metrics import mean_ci, reward_correlation, reward_mse
+from ..evaluation import mean_ci, reward_correlation, reward_mse
 from .. import normalization as CN
-from ..densities import LinearGaussianDensity
+from ..actions import GaussLegendre, LinearGaussianDensity, MonteCarlo
 from ..estimator import GenPQR
 from ..envs.lqg import make_lqg
-from ..integration import GaussLegendre, MonteCarlo
 from ..models.neural_densities import MixtureDensityNetwork
 
 __all__ = ["run_continuous_experiment", "run_discretization_check", "write_report", "write_outputs", "METHODS",
@@ -148,7 +147,7 @@ def _fit_one(problem, data, norm, norm_name, method, seed, n, eval_s, eval_a, tr
 def write_outputs(frame, out) -> None:
     """``results.csv``, ``config.json`` (the sweep's settings, ``frame.attrs["config"]``) and the
     report (``results.md``, ``figure.png``) under ``out``. ``genpqr experiment continuous``
-    writes them into the temporary folder of :func:`genpqr.manifest.output_folder` (kind
+    writes them into the temporary folder of :func:`genpqr.estimator.manifest.output_folder` (kind
     :data:`KIND`), which replaces ``--out`` as a whole."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,7 +162,7 @@ def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20
     from sklearn.linear_model import LinearRegression
     from sklearn.pipeline import make_pipeline
 
-    from .. import tabular
+    from .. import stage2
     from ..envs.nonlinear import RingProblem, StateActionBasis
 
     problem = RingProblem()
@@ -178,7 +177,7 @@ def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20
         truth = problem.normalized_reward(norm)
         for K in n_actions:
             log_policy, P, grid = problem.discretized(K)
-            rec = tabular.recover_reward(log_policy, P, problem.gamma, problem.tabular_normalization(norm, K))
+            rec = stage2.recover_reward(log_policy, P, problem.gamma, problem.tabular_normalization(norm, K))
             s = np.repeat(np.arange(problem.n_states), K)
             a = np.tile(grid, problem.n_states)
             r_cont = est.reward(s.astype(np.float64), a).reshape(problem.n_states, K)
@@ -231,7 +230,7 @@ def write_report(out_dir) -> None:
         d = pd.read_csv(disc)
         lines += ["", "## Discretized-action cross-check (ring problem, 1-D bounded action)", "",
                   "Max absolute difference over the K-point midpoint grid between the tabular solver's exact GenPQR "
-                  "reward (`genpqr.tabular.recover_reward`) and the continuous pipeline (true policy, Gauss-Legendre "
+                  "reward (`genpqr.stage2.recover_reward`) and the continuous pipeline (true policy, Gauss-Legendre "
                   "mu-integrals, exact-design FQE), and each against the truth (Gauss-Legendre, 256 nodes).", "",
                   "| normalization | K | tabular vs continuous | tabular vs truth | continuous vs truth |",
                   "|---|---:|---:|---:|---:|"]

@@ -2,10 +2,10 @@
 
 A sweep is resumable -- rows are added to ``results.csv`` as tasks finish and a rerun skips the
 finished ones -- so its folder cannot be built aside and swapped in as a whole, as the other
-commands' outputs are (:func:`genpqr.manifest.output_folder`). Instead every change goes
+commands' outputs are (:func:`genpqr.estimator.manifest.output_folder`). Instead every change goes
 through :func:`update_folder`: each file is written to a temporary name and renamed, and the
 manifest lists each changing file's current and next versions while the change is under way,
-so a kill at any instant leaves a folder that :func:`genpqr.manifest.verify_folder` accepts.
+so a kill at any instant leaves a folder that :func:`genpqr.estimator.manifest.verify_folder` accepts.
 :func:`open_results_folder` checks a folder before a run, before any task starts.
 """
 
@@ -16,9 +16,9 @@ import hashlib
 import io
 from pathlib import Path
 
-from ..folder_ops import writing
-from ..manifest import (MANIFEST, atomic_write_bytes, check_target, file_matches, read_manifest, store_manifest,
-                        verify_folder)
+from ..estimator.folder_ops import writing
+from ..estimator.manifest import (MANIFEST, atomic_write_bytes, check_target, file_matches, read_manifest,
+                                  store_manifest, verify_folder)
 
 __all__ = ["KIND", "update_folder", "open_results_folder"]
 
@@ -28,7 +28,7 @@ KIND = "experiment"
 def update_folder(folder, contents: dict, *, kind: str = KIND, command=None) -> dict:
     """Write ``contents`` ({name: bytes}) into ``folder`` keeping its manifest true: first the
     manifest lists each changed file's current and ``next`` versions (both accepted by
-    :func:`genpqr.manifest.file_matches`), then each file is written atomically, then the
+    :func:`genpqr.estimator.manifest.file_matches`), then each file is written atomically, then the
     manifest lists the new versions only. Returns the manifest. Empty ``contents`` settles a
     change a kill left under way (each entry: the version on disk). An ``OSError`` (a full
     disk) is raised as one naming the file."""

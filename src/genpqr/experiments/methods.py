@@ -52,7 +52,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import metrics
+from .. import evaluation
 
 __all__ = ["Method", "METHODS", "register", "get_method", "merge_options", "build_genpqr_nn", "build_genpqr_gbt",
            "build_genpqr_lstd", "updates_schedule", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
@@ -141,11 +141,11 @@ def evaluate(estimator, data, *, has_policy: bool = True) -> dict:
     if estimate.shape != truth.shape:
         raise ValueError(f"reward(states, actions) must return shape {truth.shape}, got {estimate.shape}")
     log_policy = estimator.log_policy(test.states) if has_policy else None
-    nll = float("nan") if log_policy is None else metrics.policy_nll(log_policy, test.actions)
-    count = metrics.anchor_count(data.train.actions, ANCHOR)
+    nll = float("nan") if log_policy is None else evaluation.policy_nll(log_policy, test.actions)
+    count = evaluation.anchor_count(data.train.actions, ANCHOR)
     return {
-        "reward_mse": metrics.reward_mse(estimate, truth),
-        "reward_corr": metrics.reward_correlation(estimate, truth),
+        "reward_mse": evaluation.reward_mse(estimate, truth),
+        "reward_corr": evaluation.reward_correlation(estimate, truth),
         "policy_nll": nll,
         "anchor_count": count,
         "anchor_fraction": count / data.train.n,
@@ -255,8 +255,8 @@ def build_genpqr_gbt(data, seed: int, options: dict):
 
 def build_genpqr_lstd(data, seed: int, options: dict):
     """GenPQR with behaviour cloning and closed-form Q-evaluation (LSTD in features, one solve)."""
-    from ..features import fourier_features, spline_features
-    from ..lstd import LSTDQ
+    from ..stage2 import fourier_features, spline_features
+    from ..stage2 import LSTDQ
 
     q_opts = dict(options.get("q_model", {}))
     kind = q_opts.pop("features", "spline")
@@ -355,7 +355,7 @@ GENPQR_GBT_DEFAULTS = {
             "structure": SPEC_BC_STRUCTURE},
 }
 _BASELINE_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "estimator": {}}
-#: Closed-form Q-evaluation (genpqr.lstd.LSTDQ): splines per coordinate, per-action blocks, the fixed
+#: Closed-form Q-evaluation (genpqr.stage2.LSTDQ): splines per coordinate, per-action blocks, the fixed
 #: point (docs/benchmarks.md compares feature maps and truncations).
 GENPQR_LSTD_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "q_model": {"features": "spline", "alpha": 1e-4}}
 #: Splines and 100 random Fourier features (interactions), the fixed point: the most accurate

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..manifest import atomic_write_bytes, read_manifest, verify_folder
-from ..metrics import SeedSummary, summarize
+from ..estimator.manifest import atomic_write_bytes, read_manifest, verify_folder
+from ..evaluation import SeedSummary, summarize
 from .configs import EXPERIMENTS, ExperimentConfig
 from .folder import update_folder
 from .runner import CONFIG_FILE, RESULTS_FILE
@@ -85,7 +85,7 @@ def _layout(out: Path, experiment: str, df: pd.DataFrame) -> _Layout:
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (setting, method): a :class:`~genpqr.metrics.SeedSummary` per metric and the seed count."""
+    """Per (setting, method): a :class:`~genpqr.evaluation.SeedSummary` per metric and the seed count."""
     rows = []
     for (setting, method), group in df.groupby(["setting", "method"], sort=False):
         row = {"setting": setting, "method": method, "n_seeds": int(group["seed"].nunique()),

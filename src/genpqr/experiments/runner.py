@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..manifest import atomic_write_bytes
+from ..estimator.manifest import atomic_write_bytes
 from .configs import ExperimentConfig, Setting
 from .folder import open_results_folder, update_folder
 from .methods import METHODS, Method

@@ -14,10 +14,10 @@
 :mod:`~genpqr.models.first_stage`
     :class:`~genpqr.models.first_stage.SplineLogit`, a smooth logit first stage for sparse
     cells of an ordered tabular state, and the rule that chooses it (re-exported from
-    :mod:`genpqr.first_stage`: ``GenPQR``'s tabular default uses them).
+    :mod:`genpqr.stage1`: ``GenPQR``'s tabular default uses them).
 
 The closed-form densities (linear Gaussian, known, squashed) that serve as the core's
-defaults live in :mod:`genpqr.densities`, as scikit-learn's ``LogisticRegression`` is the
+defaults live in :mod:`genpqr.actions`, as scikit-learn's ``LogisticRegression`` is the
 core's default classifier. Nothing here is imported when ``genpqr`` is imported: torch and
 LightGBM load only when a model from here is used.
 """

@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._checks import as_float_array, seed_from
+from ..data.validation import as_float_array, seed_from
 from ..exceptions import NotFittedError
 from .qnetwork import validate_q_inputs
 

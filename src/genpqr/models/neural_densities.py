@@ -20,9 +20,9 @@ import numbers
 
 import numpy as np
 
-from .._checks import check_random_state
+from ..data.validation import check_random_state
 from .torch_training import fresh_seed, import_torch, make_optimizer, resolve_device, torch_threads, training_session
-from ..densities import ConditionalDensity, check_n_samples
+from ..actions import ConditionalDensity, check_n_samples
 
 __all__ = ["MixtureDensityNetwork", "MLPGaussianDensity", "FlowDensity"]
 

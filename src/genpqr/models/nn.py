@@ -39,7 +39,7 @@ except ImportError:  # scikit-learn < 1.6
         return estimator._validate_data(X, y, **kwargs)
 
 
-from .._checks import as_float_array
+from ..data.validation import as_float_array
 from ..exceptions import NotFittedError
 from .qnetwork import DuelingQNetwork
 from .torch_training import (
@@ -274,7 +274,7 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
 
         ``log pi(.|x)`` is an affine function of it followed by a log-softmax, so it is a natural
         feature map for linear models of quantities that vary with the policy (e.g. the
-        closed-form Q-evaluation of :class:`genpqr.lstd.LSTDQ`). (Not named ``transform``: that
+        closed-form Q-evaluation of :class:`genpqr.stage2.LSTDQ`). (Not named ``transform``: that
         would make scikit-learn treat the classifier as a transformer.)
 
         Parameters

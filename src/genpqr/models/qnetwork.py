@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._checks import as_float_array, check_length
+from ..data.validation import as_float_array, check_length
 from ..exceptions import NotFittedError
 from .torch_training import (
     batch_mean,

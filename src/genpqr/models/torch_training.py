@@ -29,7 +29,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .._checks import as_float_array, seed_from
+from ..data.validation import as_float_array, seed_from
 
 #: Rows per chunk when predicting (bounds memory for large inputs).
 PREDICT_CHUNK = 16384

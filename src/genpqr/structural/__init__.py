@@ -36,7 +36,7 @@
 Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood``,
 ``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``estimation``,
 ``ddc``. Counterfactuals on a fitted model live in the
-core (:mod:`genpqr.counterfactual`), since they serve every tabular fit, structural or not.
+core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """
 
 from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_structural

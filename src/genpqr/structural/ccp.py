@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import log_softmax
 
-from .. import tabular
-from .._checks import as_float_array, check_gamma
+from .. import stage2
+from ..data.validation import as_float_array, check_gamma
 from ..exceptions import ConvergenceWarning
 from ..normalization import Normalization
 from .checks import check_features, check_table, check_weights
@@ -221,14 +221,14 @@ def policy_evaluation_terms(policy, X, off, kernel, gamma, solver, relative=Fals
     r"""AM's policy evaluation as GenPQR's solve: ``v(theta) = v_off + sum_j theta_j v_j``.
 
     With the behaviour normalization ``mu = pi`` and ``g = pi r``, GenPQR's exact stage 2
-    (:func:`genpqr.tabular.recover_reward`, ``u = log pi``) solves
+    (:func:`genpqr.stage2.recover_reward`, ``u = log pi``) solves
     ``(I - gamma P_pi) W = pi u - g`` and returns ``v = -P W = P V^pi_r``, the
     entropy-regularized value of ``pi`` under ``r`` -- affine in ``g``, hence in ``theta``.
     The ``p + 1`` right-hand sides (``g = pi offset`` and ``g = pi x_j``) share one matrix:
     for small ``S`` one dense solve in relative-value form
     (:func:`genpqr.structural.likelihood.relative_solve`: the same ``W`` as ``recover_reward``, the tests
     check the two agree, with differences that stay accurate as ``gamma -> 1``), else one
-    :func:`genpqr.tabular.solve_linear_bellman` per column.
+    :func:`genpqr.stage2.solve_linear_bellman` per column.
     """
     if not np.all(policy > 0):
         s = int(np.argmin(policy.min(axis=1)))
@@ -239,13 +239,13 @@ def policy_evaluation_terms(policy, X, off, kernel, gamma, solver, relative=Fals
     B = np.column_stack([entropy_term - np.sum(policy * off, axis=1)]
                         + [-np.sum(policy * X[:, :, j], axis=1) for j in range(p)])
     P_pi = kernel.under(policy)
-    if S <= tabular.DIRECT_MAX_STATES:
+    if S <= stage2.DIRECT_MAX_STATES:
         # solved for the relative value and the gain: accurate differences as gamma -> 1 (a plain dense solve
         # loses them at gamma = 0.9999, which slowed NPL to linear convergence); relative=True drops the constant
         # k / (1 - gamma) per column, which cancels in every choice probability (and spoils the logit's precision)
         W = relative_solve(P_pi, B, gamma, add_constant=not relative)
     else:
-        W = np.column_stack([tabular.solve_linear_bellman(P_pi, B[:, j], gamma, solver=solver)[0]
+        W = np.column_stack([stage2.solve_linear_bellman(P_pi, B[:, j], gamma, solver=solver)[0]
                              for j in range(p + 1)])
     PW = np.asarray(kernel.matrix @ W).reshape(S, K, p + 1)
     return -PW[:, :, 0], -PW[:, :, 1:]
@@ -277,7 +277,7 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
     policy : ndarray of shape (S, K)
         ``pi_0``, strictly positive.
     features, counts, gamma, offset, theta0 : see :func:`fit_structural`
-    kernel : transition kernel (see :func:`genpqr.tabular.as_kernel`)
+    kernel : transition kernel (see :func:`genpqr.stage2.as_kernel`)
     max_iter : int
         Maximum NPL iterations (``1``: the two-step PML estimator).
     tol : float
@@ -287,7 +287,7 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
         (``GenPQR.normalization_``); features that do not satisfy it are normalized
         (:func:`genpqr.structural.projection.normalize_features`).
     solver : str
-        Linear solver of :func:`genpqr.tabular.recover_reward`.
+        Linear solver of :func:`genpqr.stage2.recover_reward`.
     """
     start = time.perf_counter()
     gamma = check_gamma(gamma)
@@ -295,7 +295,7 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
     X = check_features(features, pi.shape)
     n = check_weights(counts, pi.shape, "counts")
     off = np.zeros(pi.shape) if offset is None else check_table(offset, pi.shape, "offset")
-    kernel = tabular.as_kernel(kernel, pi.shape[1])
+    kernel = stage2.as_kernel(kernel, pi.shape[1])
     theta = np.zeros(X.shape[2]) if theta0 is None else as_float_array(theta0, "theta0", ndim=1)
     if int(max_iter) < 1:
         raise ValueError(f"max_iter must be a positive number of NPL iterations, got {max_iter!r}")
@@ -325,7 +325,7 @@ def _npl_mapping(mapping, normalization, pi, X, off, kernel, gamma, solver):
             raise ValueError("mapping='normalized' needs a normalization whose mu does not depend on the policy")
         mu, g = normalization.resolve_tabular(pi, kernel.expect, gamma)
         X, off = features_in_normalization(X, off, mu, g, kernel, gamma, solver)
-        evaluate = (lambda p: (tabular.recover_reward(np.log(p), kernel, gamma, normalization,
+        evaluate = (lambda p: (stage2.recover_reward(np.log(p), kernel, gamma, normalization,
                                                       solver=solver).continuation, np.zeros(X.shape)))
     elif mapping == "policy-evaluation":
         evaluate = (lambda p: policy_evaluation_terms(p, X, off, kernel, gamma, solver, relative=True))

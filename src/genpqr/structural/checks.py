@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import as_float_array
+from ..data.validation import as_float_array
 
 __all__ = ["check_features", "check_table", "check_weights"]
 

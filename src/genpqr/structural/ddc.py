@@ -156,7 +156,7 @@ class StructuralStep(BaseEstimator):
             Likelihood weights; default the visit counts of ``model.training_data_``.
         """
         from ..estimator import GenPQR
-        from ..stages import ExactStage2
+        from ..stage2 import ExactStage2
 
         start = time.perf_counter()
         if not isinstance(model, GenPQR) or not hasattr(model, "stage2_"):
@@ -176,7 +176,7 @@ class StructuralStep(BaseEstimator):
         elif getattr(model.stage2_, "counts", None) is not None:  # kept by the exact path, also in a slim save
             counts = np.asarray(model.stage2_.counts, dtype=np.float64)
         else:
-            from ..persistence import require_data
+            from ..estimator import require_data
 
             require_data(model, "the default weights (visit counts) of the structural fit")
             counts = choice_counts(model.training_data_, shape[0])

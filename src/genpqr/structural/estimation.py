@@ -66,8 +66,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import tabular
-from .._checks import check_gamma
+from .. import stage2 as tabular
+from ..data.validation import check_gamma
 from ..exceptions import ConvergenceWarning, GenPQRWarning
 from .ccp import fit_npl
 from .checks import check_features, check_table, check_weights
@@ -187,13 +187,13 @@ class StructuralFit:
 
     def counterfactual(self, parameter_change=None, reward_change=None, transitions=None, gamma=None, *, model=None,
                        **kwargs):
-        """The structural route's counterfactual on this fit (:func:`genpqr.counterfactual.counterfactual`):
+        """The structural route's counterfactual on this fit (:func:`genpqr.counterfactuals.counterfactual`):
         the soft-optimal policy of ``x @ theta' + delta`` under ``(P', gamma')`` against the fitted
         model, with delta-method intervals. ``parameter_change``: ``{name: number or "*F", "+D",
         "-D", "=V"}`` (e.g. ``{"RC": "*2"}``). With ``model`` (the fitted GenPQR) the nonparametric
         answer and the gap are reported too, and ``n_boot`` bootstraps over episodes.
         Other keyword arguments as in :meth:`genpqr.GenPQR.counterfactual`."""
-        from ..counterfactual import counterfactual
+        from ..counterfactuals import counterfactual
 
         kwargs.setdefault("route", "structural")
         return counterfactual(model, reward_change, transitions, gamma, parameter_change=parameter_change,

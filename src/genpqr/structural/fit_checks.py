@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from .._checks import plain
+from ..data.validation import plain
 from ..exceptions import ConvergenceWarning, GenPQRWarning, WeakSupportWarning
 
 __all__ = ["MIN_CHOICES_PER_PARAMETER", "PROJECTION_LR_QUANTILE", "ProjectionWarning", "check_identified",

@@ -14,8 +14,8 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from .. import tabular
-from .._checks import as_float_array, check_state_indices, plain
+from .. import stage2
+from ..data.validation import as_float_array, check_state_indices, plain
 from ..data import Transitions
 
 __all__ = ["increment_probabilities", "increment_kernel", "kernel_from_increments", "IncrementKernel", "choice_counts"]
@@ -128,7 +128,7 @@ def _censored_increment_mle(exact, censor, tol: float = 1e-13, max_iter: int = 1
     return p
 
 
-def kernel_from_increments(probs, n_states: int, n_actions: int, reset=None) -> tabular.TransitionKernel:
+def kernel_from_increments(probs, n_states: int, n_actions: int, reset=None) -> stage2.TransitionKernel:
     """The kernel "move up by ``j`` with probability ``probs[j]``, capped at the last state";
     action code ``reset`` first resets the state to 0. Returns a sparse ``(S*K, S)`` kernel."""
     probs = as_float_array(probs, "probs", ndim=1)
@@ -144,11 +144,11 @@ def kernel_from_increments(probs, n_states: int, n_actions: int, reset=None) -> 
             vals.append(np.full(S, p))
     matrix = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(S * K, S))
     matrix.sum_duplicates()
-    return tabular.TransitionKernel(matrix, S, K)
+    return stage2.TransitionKernel(matrix, S, K)
 
 
 def increment_kernel(transitions: Transitions, n_states: int, n_actions: int, max_increment: int,
-                     reset_action=None) -> tabular.TransitionKernel:
+                     reset_action=None) -> stage2.TransitionKernel:
     """Structured transition estimator: the increment distribution does not depend on the
     state (Rust 1987). Pooled increment frequencies (:func:`increment_probabilities`) turned
     into a kernel (:func:`kernel_from_increments`). Usable as
@@ -162,7 +162,7 @@ class IncrementKernel:
     """Callable ``(transitions, n_states, n_actions) -> kernel`` for ``GenPQR(transition_model=...)``,
     see :func:`increment_kernel`. ``orders_states``: the kernel presumes states numbered by their
     value, so the first-stage rule treats the state as ordered
-    (:func:`genpqr.first_stage.state_is_ordered`)."""
+    (:func:`genpqr.stage1.state_is_ordered`)."""
 
     orders_states: ClassVar[bool] = True
     max_increment: int

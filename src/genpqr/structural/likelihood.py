@@ -20,8 +20,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.special import log_softmax
 
-from .. import tabular
-from .._checks import as_float_array, check_gamma
+from .. import stage2
+from ..data.validation import as_float_array, check_gamma
 from ..exceptions import ConvergenceWarning
 
 __all__ = ["LikelihoodDerivatives", "relative_solve", "likelihood_derivatives"]
@@ -118,7 +118,7 @@ def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=Non
     features : ndarray (S, K, p)
     counts : ndarray (S, K)
         Choices per (state, action).
-    kernel : transition kernel (:func:`genpqr.tabular.as_kernel`)
+    kernel : transition kernel (:func:`genpqr.stage2.as_kernel`)
     gamma : float
     offset : ndarray (S, K), optional
     policy0 : ndarray (S, K), optional
@@ -130,7 +130,7 @@ def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=Non
     theta = as_float_array(theta, "theta", ndim=1)
     X = np.asarray(features, dtype=np.float64)
     S, K, p = X.shape
-    kernel = tabular.as_kernel(kernel, K)
+    kernel = stage2.as_kernel(kernel, K)
     u = X @ theta + (0.0 if offset is None else offset)
     log_pi = _soft_policy(u, kernel, gamma, policy0)
     pi = np.exp(log_pi)

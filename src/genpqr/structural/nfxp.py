@@ -40,8 +40,8 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax
 from sklearn.base import BaseEstimator
 
-from .. import tabular
-from .._checks import as_float_array, check_gamma, check_state_indices
+from .. import stage2
+from ..data.validation import as_float_array, check_gamma, check_state_indices
 from ..data import Transitions
 from ..exceptions import ConvergenceWarning, NotFittedError
 from .checks import check_features, check_table, check_weights
@@ -76,7 +76,7 @@ class BellmanSolveInfo:
 
 class _Factor:
     """Solves with ``I - beta P_pi``: one dense LU for small S, else Krylov solves per
-    right-hand side (:func:`genpqr.tabular.solve_linear_bellman`; sparse LU fills in badly
+    right-hand side (:func:`genpqr.stage2.solve_linear_bellman`; sparse LU fills in badly
     on transition graphs, docs/benchmarks.md)."""
 
     def __init__(self, P_pi, gamma):
@@ -91,7 +91,7 @@ class _Factor:
         if self._lu is not None:
             return sla.lu_solve(self._lu, b, check_finite=False)
         if b.ndim == 1:
-            return tabular.solve_linear_bellman(self.P_pi, b, self.gamma, tol=1e-13)[0]
+            return stage2.solve_linear_bellman(self.P_pi, b, self.gamma, tol=1e-13)[0]
         return np.column_stack([self.solve(b[:, j]) for j in range(b.shape[1])])
 
 
@@ -99,7 +99,7 @@ def _fast_kernel(kernel):
     """A dense copy of a small kernel: matrix-vector products and ``P_pi`` without sparse
     overhead (at S = 175 a dense ``P_pi`` costs microseconds, a sparse one a millisecond)."""
     if kernel.is_sparse and kernel.n_states ** 2 * kernel.n_actions <= _DENSE_KERNEL_MAX:
-        return tabular.TransitionKernel(kernel.matrix.toarray(), kernel.n_states, kernel.n_actions)
+        return stage2.TransitionKernel(kernel.matrix.toarray(), kernel.n_states, kernel.n_actions)
     return kernel
 
 
@@ -127,14 +127,14 @@ def solve_integrated_bellman(u, kernel, gamma, *, V0=None, tol: float = 1e-12, s
     (or stops shrinking: the floating-point floor of the problem's scale). Since
     ``Gamma(V) = pi (u + beta P V - log pi)``, the Newton step lands on
     ``(I - beta P_pi)^{-1} pi (u - log pi)``, the entropy-regularized value of ``pi``: it is
-    soft policy iteration (as :func:`genpqr.tabular.soft_optimal_solution`), monotone and
+    soft policy iteration (as :func:`genpqr.stage2.soft_optimal_solution`), monotone and
     globally convergent.
 
     Parameters
     ----------
     u : ndarray of shape (S, K)
         Flow utility.
-    kernel : transition kernel (:func:`genpqr.tabular.as_kernel`)
+    kernel : transition kernel (:func:`genpqr.stage2.as_kernel`)
     gamma : float
         Discount factor ``beta``.
     V0 : ndarray of shape (S,), optional
@@ -148,7 +148,7 @@ def solve_integrated_bellman(u, kernel, gamma, *, V0=None, tol: float = 1e-12, s
     start = time.perf_counter()
     gamma = check_gamma(gamma)
     u = as_float_array(u, "u", ndim=2)
-    kernel = _fast_kernel(tabular.as_kernel(kernel, u.shape[1]))
+    kernel = _fast_kernel(stage2.as_kernel(kernel, u.shape[1]))
     V = _lse(u) / (1.0 - gamma) if V0 is None else np.array(V0, dtype=np.float64)
     Q, TV = _bellman(u, kernel, gamma, V)
     residual = float(np.max(np.abs(TV - V)))
@@ -316,7 +316,7 @@ def _nfxp_inputs(features, counts, offset, kernel, gamma) -> tuple:
     shape = X.shape[:2]
     counts = check_weights(counts, shape, "counts")
     off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
-    kernel = _fast_kernel(tabular.as_kernel(kernel, shape[1]))
+    kernel = _fast_kernel(stage2.as_kernel(kernel, shape[1]))
     if kernel.n_states != shape[0]:
         raise ValueError(f"kernel has {kernel.n_states} states but features have {shape[0]}")
     return gamma, X, counts, off, kernel
@@ -396,7 +396,7 @@ class NFXP(BaseEstimator):
     gamma : float
         Discount factor ``beta``.
     transition_model : None, kernel, or callable, optional
-        None: maximum likelihood from counts (:func:`genpqr.tabular.estimate_transitions`);
+        None: maximum likelihood from counts (:func:`genpqr.stage2.estimate_transitions`);
         a kernel: known transitions; a callable ``(transitions, n_states, n_actions) -> kernel``
         (e.g. :class:`genpqr.structural.ddc.IncrementKernel`).
     offset : ndarray of shape (S, K), optional
@@ -449,12 +449,12 @@ class NFXP(BaseEstimator):
             counts = np.bincount(s * K + data.actions, weights=w, minlength=S * K).reshape(S, K)
         trans = data.with_next()  # the kernel from complete transitions; the counts from every choice
         if self.transition_model is None:
-            kernel, _ = tabular.estimate_transitions(trans.states, trans.actions, trans.next_states, S, K,
+            kernel, _ = stage2.estimate_transitions(trans.states, trans.actions, trans.next_states, S, K,
                                                      terminated=trans.terminated)
         elif callable(self.transition_model):
-            kernel = tabular.as_kernel(self.transition_model(trans, S, K), K)
+            kernel = stage2.as_kernel(self.transition_model(trans, S, K), K)
         else:
-            kernel = tabular.as_kernel(self.transition_model, K)
+            kernel = stage2.as_kernel(self.transition_model, K)
         self.kernel_ = kernel
         self.encoder_ = data.encoder
         self.n_states_, self.n_actions_ = S, K

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tabular
-from .._checks import check_gamma
+from .. import stage2
+from ..data.validation import check_gamma
 from .checks import check_features, check_table, check_weights
 
 __all__ = ["is_normalized", "features_in_normalization", "normalize_features", "ProjectionResult", "project_reward"]
@@ -41,7 +41,7 @@ def normalize_features(features, kernel, gamma, mu, g=0.0, *, offset=None, solve
 
     By the shaping lemma the representative of ``r`` with ``mu r = g`` is
     ``r + c - gamma P c`` with ``(I - gamma P_mu) c = g - mu r`` (as
-    :func:`genpqr.tabular.normalized_reward`); ``c`` is affine in ``theta``, so the
+    :func:`genpqr.stage2.normalized_reward`); ``c`` is affine in ``theta``, so the
     normalized reward is ``features_mu @ theta + offset_mu`` with, per feature ``j``,
     ``c_j = -(I - gamma P_mu)^{-1} mu x_j`` and ``x_j + c_j - gamma P c_j``. Lets a
     structural model written in any parametrization (e.g. Rust's ``u(x, replace) = -RC``)
@@ -67,14 +67,14 @@ def normalize_features(features, kernel, gamma, mu, g=0.0, *, offset=None, solve
     gamma = check_gamma(gamma)
     X = check_features(features)
     shape = X.shape[:2]
-    kernel = tabular.as_kernel(kernel, shape[1])
+    kernel = stage2.as_kernel(kernel, shape[1])
     mu = check_table(mu, shape, "mu")
     off = np.zeros(shape) if offset is None else check_table(offset, shape, "offset")
     g = np.broadcast_to(np.asarray(g, dtype=np.float64), (shape[0],))
     P_mu = kernel.under(mu)
 
     def shape_by(b):
-        c, _ = tabular.solve_linear_bellman(P_mu, b, gamma, solver=solver, tol=1e-12)
+        c, _ = stage2.solve_linear_bellman(P_mu, b, gamma, solver=solver, tol=1e-12)
         return c[:, None] - gamma * kernel.expect(c)
 
     X_mu = np.stack([X[:, :, j] + shape_by(-np.sum(mu * X[:, :, j], axis=1)) for j in range(X.shape[2])], axis=2)

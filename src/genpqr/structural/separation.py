@@ -60,7 +60,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from .. import tabular
+from .. import stage2
 from .checks import check_features, check_weights
 from .likelihood import relative_solve
 
@@ -208,7 +208,7 @@ def find_separation(features, counts, kernel=None, gamma: float = 0.0) -> Separa
     static = Separation(kind, d, strict, R.shape[0], False, True)
     if gamma == 0 or kernel is None:
         return static
-    kernel = tabular.as_kernel(kernel, X.shape[1])
+    kernel = stage2.as_kernel(kernel, X.shape[1])
     visited = n.sum(axis=1) > 0
     free = np.flatnonzero(~visited)
     if not _can_be_strict(n):

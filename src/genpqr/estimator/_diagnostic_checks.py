@@ -1,0 +1,186 @@
+"""Which fit diagnostics failed: the one place that turns diagnostics into warnings.
+
+:func:`failed_diagnostics` reads a :class:`genpqr.estimator.Diagnostics` (discrete actions)
+or :class:`genpqr.estimator.ContinuousDiagnostics` and returns a ``(category, message)``
+pair for every check that failed; :func:`emit` raises them as Python warnings and returns
+their ``"Category: message"`` lines. The estimators call both at the end of ``fit`` and keep
+the lines in ``diagnostics_.warnings``, so a report lists every failed check even when
+nobody caught the warnings (a model fitted elsewhere, warnings filtered, a loaded model).
+
+Checks and thresholds
+---------------------
+- **convergence**: the Q-evaluation stopped before its targets settled (``converged`` false):
+  FQE hit ``n_iterations``, or its iteration count was chosen by a held-out Bellman residual
+  while the targets were still moving; the Q estimate is then not a fixed point.
+- **clipping**: more than ``CLIP_SHARE`` (5%, :data:`genpqr.stage1.CLIP_WARN_FRACTION`) of
+  the observed actions' estimated probabilities hit a clip bound, or of the rows sit at a state
+  where some action is floored (:func:`genpqr.stage1.clip_binds_message`); continuous: the
+  observed actions' log-densities hit ``min_log_density``. ``log pi`` there is the bound, not an
+  estimate.
+- **coverage**: at the states of more than ``COVERAGE_SHARE`` (5%) of the logged rows the
+  normalization weights an action with ``mu/pi_hat`` above ``COVERAGE_LIMIT`` (20): the
+  reward there is read off ``log pi_hat`` of an action the behaviour takes less than once in 20
+  times (for an anchor). The paper's reward-recovery bound (Theorem "Reward recovery bound")
+  multiplies the Q and policy errors by ``1 + sqrt(C_mu/pi)``, ``C_mu/pi = max mu/pi_hat``,
+  and that maximum enters only through ``E_beh[(mu/pi) f^2] <= C_mu/pi ||f||^2`` (its proof,
+  with ``f`` the Q error): splitting the rows at the limit ``L`` gives
+  ``E_beh[(mu/pi) f^2] <= L ||f||^2 + rho(B) max_B sum_a mu f^2``, where ``B`` are the poorly
+  covered states and ``rho(B)`` their share of the rows (:attr:`Diagnostics.coverage_share`).
+  A single rarely visited state with a tiny anchor probability (a maximum of 1e4 on 0.1% of
+  the rows) thus hardly moves the behaviour-weighted reward error the theorem bounds, while a
+  normalization on an action rare at many visited states (Rust's bus with ``anchor:1``, the
+  replacement, taken about once in 100 bus-months) does; the warning fires for the latter
+  only. It concerns the recovered reward (``model.reward``, ``rewards.csv``) and what is
+  computed from it (counterfactuals on it, the projection estimator); a structural MLE
+  (``genpqr fit --features``, NPL/NFXP) does not use the normalization. ``max mu/pi_hat`` is
+  printed by ``summary()`` and the report either way. Without the share (continuous actions, a
+  model saved before it existed) the check is on the maximum alone.
+- **support**: fewer than ``min_support`` rows take an action with weight under mu
+  (continuous: the effective sample size of the importance weights ``mu/pi_hat``).
+- **unvisited states** (exact tabular path): some states have no observed choice, so their
+  rewards are the policy model's extrapolation, not identified by the data
+  (``visited_states_``; ``genpqr fit`` marks them ``visited=False``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..stage1 import CLIP_WARN_FRACTION, clip_binds_message
+from ..exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
+
+__all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "REWARD_OUTPUT", "MLE_UNAFFECTED", "poorly_covered",
+           "failed_diagnostics", "emit"]
+
+CLIP_SHARE = CLIP_WARN_FRACTION
+COVERAGE_LIMIT = 20.0
+COVERAGE_SHARE = 0.05
+#: What the recovered reward is, in the API and in ``genpqr fit``'s files (warnings name it).
+REWARD_OUTPUT = "the recovered reward (model.reward / reward_table(); genpqr fit: rewards.csv)"
+#: What the normalization and the first stage do not touch (warnings about them say so).
+MLE_UNAFFECTED = ("a structural MLE (genpqr fit --features, npl/nfxp: parameters.csv) does not use the normalization, "
+                  "the clip or the first stage and is not affected")
+
+
+def poorly_covered(mu, proba) -> np.ndarray:
+    """Per row, shape (n,): whether the normalization weights an action with ``mu/pi_hat`` above
+    :data:`COVERAGE_LIMIT` at the row's state (``mu``, ``proba`` of shape (n, K))."""
+    mu = np.asarray(mu, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(mu > 0, mu / np.asarray(proba, dtype=np.float64), 0.0)
+    return np.max(ratio, axis=1, initial=0.0) > COVERAGE_LIMIT
+
+
+def _convergence(diag, tol, early_stopping, max_iterations=None):
+    if diag.converged or diag.solver in ("", None) or not str(diag.solver).startswith("fqe"):
+        return None
+    change = f"{diag.target_changes[-1]:.3g}" if diag.target_changes else "n/a"
+    tol_text = "no tolerance set" if tol is None else f"tol={tol:g}"
+    at_cap = max_iterations is not None and diag.n_iterations >= max_iterations
+    if early_stopping and at_cap:  # the held-out residual was still falling at the last allowed iteration
+        why = (f"stopped at the iteration limit n_iterations={max_iterations} (the held-out Bellman residual "
+               f"still improving),")
+        advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
+    elif early_stopping:
+        why = f"stopped after {diag.n_iterations} iterations, the count chosen by the held-out Bellman residual,"
+        advice = ("the held-out residual stopped improving there: try a Q model suited to the states, or more data, "
+                  "and inspect the convergence plot")
+    else:
+        why = f"stopped after {diag.n_iterations} iterations"
+        advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
+    return (ConvergenceWarning,
+            f"FQE did not converge: it {why} with the Bellman targets still moving (last max change {change}, "
+            f"{tol_text}); the Q estimate is not a fixed point and {REWARD_OUTPUT} depends on where it stopped "
+            f"({advice})")
+
+
+def _clipping(diag, clip):
+    if hasattr(diag, "support_ess"):  # continuous actions: the log-density floor
+        if not diag.fraction_clipped > CLIP_SHARE:
+            return None
+        return (ClippingWarning,
+                f"{diag.fraction_clipped:.1%} of the observed actions' log densities hit the floor {clip}: there "
+                f"u = log pi_hat is replaced by the floor, so {REWARD_OUTPUT} and the Q-values of those actions are "
+                f"pulled toward it and decided by the floor, not the data; lower it or set min_log_density=None (the "
+                f"default, no floor)")
+    bounds = getattr(diag, "clip", None) or clip
+    message = clip_binds_message(diag.fraction_clipped, getattr(diag, "fraction_floored", 0.0), bounds,
+                                 getattr(diag, "clip_rule", "") or "given")
+    return None if message is None else (ClippingWarning, message)
+
+
+def _coverage(diag, normalization):
+    c = diag.max_mu_over_pi
+    share = getattr(diag, "coverage_share", float("nan"))
+    if not (np.isfinite(c) and c > COVERAGE_LIMIT):
+        return None
+    if np.isfinite(share):
+        if share <= COVERAGE_SHARE:
+            return None
+        where = (f"at the states of {share:.1%} of the rows (the check allows {COVERAGE_SHARE:.0%}) the normalization "
+                 f"({normalization}) weights an action taken there less than once in {COVERAGE_LIMIT:g} times "
+                 f"(mu/pi_hat up to {c:.3g})")
+    else:
+        where = (f"the coverage constant max mu/pi_hat is {c:.3g} (> {COVERAGE_LIMIT:g}): at some logged state the "
+                 f"normalization ({normalization}) weights an action the behaviour rarely takes there")
+    return (CoverageWarning,
+            f"{REWARD_OUTPUT} rests on rarely taken actions: {where}, so the reward there is read off the log "
+            f"probability of a rare action and its error bound grows with sqrt(mu/pi_hat); a normalization weighting "
+            f"only actions common at those states (e.g. an anchor on the action taken there most) would firm it up, "
+            f"if it suits what you know about the reward. Counterfactuals and the projection estimator computed from "
+            f"this reward inherit it; {MLE_UNAFFECTED}")
+
+
+def _support(diag, normalization, min_support):
+    if min_support is None:
+        return None
+    if hasattr(diag, "support_ess"):
+        ess = diag.support_ess
+        if not (np.isfinite(ess) and ess < min_support):
+            return None
+        return (WeakSupportWarning,
+                f"weak support for mu ({normalization}): the importance weights mu/pi_hat at the training rows have "
+                f"an effective sample size of {ess:.1f} (min_support={min_support}); {REWARD_OUTPUT} where pi_hat "
+                "has little mass rests on extrapolation")
+    if diag.support_count >= min_support:
+        return None
+    return (WeakSupportWarning,
+            f"weak support for the normalization ({normalization}): only {diag.support_count} of "
+            f"{diag.n_transitions} rows take an action with positive weight under mu (min_support={min_support}): "
+            f"{REWARD_OUTPUT} rests on these few choices; {MLE_UNAFFECTED}")
+
+
+def _unvisited(diag):
+    from ..data.validation import short_list
+
+    missing = list(getattr(diag, "unvisited_states", None) or [])
+    if not missing:
+        return None
+    n_states = getattr(diag, "n_states", 0) or "the"
+    return (WeakSupportWarning,
+            f"{len(missing)} of {n_states} states have no observed choice (e.g. state_index "
+            f"{short_list(missing, 5)}): {REWARD_OUTPUT} at those states is not identified by the data, only "
+            f"extrapolated by the policy model (a frequency policy gives them the overall action frequencies); "
+            f"visited_states_ marks them (genpqr fit: visited=False in rewards.csv and hollow in the report's "
+            f"figures). A structural MLE is not affected: its flow utility there is the features' and its likelihood has only "
+            f"the observed choices")
+
+
+def failed_diagnostics(diag, *, normalization: str = "", clip=None, min_support=None, tol=None,
+                       early_stopping: bool = False, max_iterations=None) -> list:
+    """``[(warning category, message), ...]``: one per failed check (see the module docstring).
+    ``max_iterations``: the FQE iteration limit (tells a run that hit it from one stopped early)."""
+    found = [_unvisited(diag), _support(diag, normalization, min_support), _clipping(diag, clip),
+             _coverage(diag, normalization), _convergence(diag, tol, early_stopping, max_iterations)]
+    return [f for f in found if f is not None]
+
+
+def emit(failures, stacklevel: int = 3) -> list:
+    """Raise each ``(category, message)`` as a warning; returns ``["Category: message", ...]``."""
+    lines = []
+    for category, message in failures:
+        warnings.warn(message, category, stacklevel=stacklevel)
+        lines.append(f"{category.__name__}: {message}")
+    return lines

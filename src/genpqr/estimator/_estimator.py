@@ -1,0 +1,510 @@
+r"""``GenPQR``: policy estimation, then Q-evaluation, then reward read-off (paper, Alg. 1),
+for finite and continuous actions.
+
+    u(s, a) = log dpi/dlambda (a|s)                   stage 1, a classifier (finite actions:
+                                                      u = log pi_hat) or a conditional density
+    Q = u - g + gamma P mu Q                          stage 2, FQE or exact solve
+    r = Q - mu Q + g,   v = (u - g - Q) / gamma = -P mu Q   (Theorem "IRL via a Bellman equation")
+
+The ``mu``-integrals are sums over the K actions with weights ``mu(a|s)`` for a finite action
+set, and a quadrature or Monte Carlo rule over a box (:mod:`genpqr.data`). The fitting steps
+of each are in :mod:`genpqr.estimator` and :mod:`genpqr.estimator`; the fitted
+stage-2 objects in :mod:`genpqr.stage2`, the diagnostics in :mod:`genpqr.estimator`.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from ..data.validation import as_float_array
+from ..data import Transitions
+from ._diagnostics import Diagnostics, FitSummary
+from ._estimator_box import BoxPath
+from ._estimator_finite import FinitePath, as_weights
+from ..exceptions import NotFittedError
+from ..normalization import Normalization
+from ._persistence import require_data
+from ..stage2 import ExactStage2, ReferenceWeights, SampleStage2
+from ._offsets import RegressedOffset, ValueTargetOffset
+
+__all__ = ["GenPQR", "Diagnostics", "load"]
+
+# Former private names, importable (and unpickled from saved models) under their old paths.
+_ExactStage2, _SampleStage2, _ReferenceWeights = ExactStage2, SampleStage2, ReferenceWeights
+_RegressedOffset, _ValueTargetOffset = RegressedOffset, ValueTargetOffset
+
+
+class GenPQR(FinitePath, BoxPath, BaseEstimator):
+    """Generalized Policy-to-Q-to-Reward (GenPQR) reward recovery.
+
+    Parameters
+    ----------
+    normalization : Normalization, optional
+        ``mu r = g`` (see :mod:`genpqr.normalization`). Default: ``mean_zero()``.
+    gamma : float in [0, 1)
+    policy_model : classifier with ``predict_proba``, optional
+        Stage 1, used as given. Default (None): on the exact tabular path the rule of ``genpqr
+        fit --policy-model auto`` (:func:`genpqr.stage1.choose_tabular_policy`, the same
+        function): a spline logit chosen by episode-grouped cross-validation when the state is
+        ordered and its cells are sparse, else cell frequencies
+        (:class:`~genpqr.stage1.FrequencyClassifier`). The state counts as ordered when
+        ``transition_model`` is an increment kernel (:class:`genpqr.structural.ddc.IncrementKernel`)
+        or ``n_states`` is given (:func:`~genpqr.stage1.state_is_ordered`; for a categorical
+        state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
+        are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the
+        same data give the same first stage, and the same reward, through both doors.
+        ``first_stage_`` says which was used and why. Other paths: standardized multinomial
+        logistic regression.
+    policy_prefit : bool
+        If True, ``policy_model`` is already fitted (on action codes or labels matching the
+        data's) and is used as is: not cloned, not refitted. Lets several estimators share
+        one policy estimate. Incompatible with ``cross_fit``.
+    q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
+        Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and
+        the Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`:
+        one linear solve in features (``"lstd"`` is ``LSTDQ()`` with its defaults). Otherwise
+        FQE with this regressor (default ``HistGradientBoostingRegressor``).
+    encoding : {"auto", "per_action", "joint", "native"}
+        How a regressor sees actions (see :mod:`genpqr.stage2`).
+    n_iterations : int
+        Maximum FQE iterations K.
+    tol : float or None
+        FQE stopping rule on the sup change of the Bellman targets.
+    warm_start : "auto" or bool
+    structure : {"continuation", "direct"}
+        What FQE regresses (finite and continuous actions; :mod:`genpqr.stage2`):
+        ``"continuation"`` (default) only ``f = P mu Q`` and adds the known ``u - g`` back
+        (``Q = u - g + gamma f``), so the regressor never has to learn ``log pi_hat``;
+        ``"direct"``: Q itself (the paper's Algorithm 2 as written). Both have the same fixed
+        point when the regression is exact; with many actions or a misspecified regressor the
+        continuation is far more accurate (docs/benchmarks.md, "FQE structure").
+    clip : "auto", (low, high) or None
+        Probability clip bounds (rows renormalized after clipping). ``"auto"`` (default):
+        chosen from the data so that no bound binds on an observed action -- no clip when the
+        first stage's probabilities are all positive, else a floor ``low = min(0.01, 0.5 x``
+        the smallest fitted probability of an observed action``)`` (:mod:`genpqr.stage1`).
+        The paper used (0.01, 0.99); ``None``: no clip. A :class:`ClippingWarning` is raised
+        when more than :data:`genpqr.stage1.CLIP_WARN_FRACTION` of the observed choices are
+        decided by a bound.
+    cross_fit : int or None
+        Number of episode folds for cross-fitting stage 1. Fitted Q evaluation and LSTD use the
+        out-of-fold probabilities at the training rows. On the exact tabular path the reward
+        table, the clip (``clip="auto"``) and the structural estimators' start use one
+        full-sample fit of stage 1 whatever ``cross_fit`` is: the exact solve on a state grid
+        has no training rows to keep apart, and averaging fold models would make the reward
+        depend on the folds. There the fold models (``policy_folds_``) give the out-of-fold
+        diagnostics only (``diagnostics_.policy_log_loss``, the report's calibration), so
+        ``cross_fit=None`` and ``genpqr fit``'s default ``--cross-fit 5`` give the same reward.
+    n_states : int, optional
+        Number of tabular states (exact path; default max index + 1).
+    transition_model : None, kernel, or callable, optional
+        Exact path: where ``P`` comes from. None: maximum likelihood from counts
+        (:func:`genpqr.stage2.estimate_transitions`); a kernel (dense (S, K, S), sparse
+        (S*K, S) or :class:`~genpqr.stage2.TransitionKernel`): known transitions; a callable
+        ``(transitions, n_states, n_actions) -> kernel``: a structured estimator (e.g.
+        :func:`genpqr.structural.ddc.increment_kernel`).
+    solver : str
+        Linear solver of the exact path (:func:`genpqr.stage2.solve_linear_bellman`).
+    validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.stage2.FQE`).
+    offset_model : regressor, optional
+        Estimates data-driven ``g`` (outcome or value normalizations) when the
+        normalization does not name one. Default gradient boosting.
+    min_support : int
+        Warn (:class:`WeakSupportWarning`) when fewer rows support ``mu``.
+    random_state : int or None
+    progress : bool or None
+        Progress bars (None: only on a terminal).
+    integration, reference, min_log_density, check_density, density_tol, freeze_transformers
+        Continuous actions (``X.action_space`` a :class:`~genpqr.data.BoxActions`; paper, App.
+        "Continuous-Action Extension"). ``integration``: the rule of the ``mu``-integrals, an
+        :class:`~genpqr.actions.IntegrationRule` (default ``MonteCarlo()``, 32 antithetic draws,
+        common random numbers across iterations; ``GaussHermite``, ``GaussLegendre``).
+        ``reference``: the reference measure ``lambda`` of ``u = log dpi/dlambda`` (default
+        :class:`~genpqr.actions.Lebesgue` on the action space). ``min_log_density``: lower clip
+        of ``u`` (the continuous analogue of probability clipping; None: no clip).
+        ``check_density``/``density_tol``: verify numerically that the policy density (and a user
+        kernel) integrates to one. ``freeze_transformers``: fit a Pipeline q_model's transformers
+        once. With continuous actions the policy model is a conditional density (default
+        ``LinearGaussianDensity(degree=2, heteroscedastic=True)``, squashed onto a bounded box),
+        ``q_model`` a regressor on ``[s, a]``, the default normalization ``uniform()`` on a bounded
+        box and ``behavior(g=0)`` otherwise, and ``min_support`` bounds the effective sample size
+        of ``mu / pi_hat``; ``encoding``, ``clip``, ``n_states``, ``transition_model``, ``solver``,
+        ``validation_fraction``, ``n_iter_no_change``, ``offset_model`` and ``progress`` apply to
+        finite actions only.
+
+    Attributes
+    ----------
+    policy_ : FittedPolicy
+        Stage 1 (exact tabular path: one full-sample fit, also when ``cross_fit`` is set).
+    policy_folds_ : FittedPolicy or None
+        Finite actions: the exact path's cross-fitted fold models (``cross_fit`` set), for the
+        out-of-fold diagnostics only; None otherwise (and in a model saved without its data).
+    first_stage_ : FirstStageChoice
+        Finite actions: which stage-1 model was used and why (:class:`genpqr.stage1.FirstStageChoice`:
+        ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"logistic"``);
+        printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here.
+    normalization_ : Normalization (labels bound to codes)
+    encoder_ : ActionEncoder
+    diagnostics_ : Diagnostics
+    training_data_ : Transitions
+        Absent from a model saved with ``save(path, include_data=False)``.
+    visited_states_ : ndarray of shape (S,), bool
+        Exact path: states with at least one observed choice; rewards at the others are not
+        identified by the data (see :meth:`reward_table`).
+    state_dim_ : int
+        Number of state columns.
+    data_fingerprint_ : str
+        :meth:`~genpqr.data.Transitions.fingerprint` of the training data (kept when the data is
+        left out of a save): whether data read again is the data of the fit, by content.
+    structural_ : StructuralFit
+        Only when set by ``genpqr fit --features``: the structural fit that
+        :meth:`counterfactual` uses by default (see :func:`genpqr.structural.fit_structural`).
+
+    Model selection: ``fit(X)`` takes a ``Transitions`` as ``X``, :meth:`score` is the
+    held-out policy log likelihood minus the held-out squared Bellman residual, and a
+    ``Transitions`` is split by scikit-learn's splitters, so ``GridSearchCV(GenPQR(...),
+    {"q_model": [...]}, cv=GroupKFold(5)).fit(data, groups=data.episode_ids)`` chooses the Q
+    model (docs/model_selection.md).
+    """
+
+    def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
+                 encoding="auto",
+                 n_iterations=100, tol=1e-6, warm_start="auto", clip="auto", cross_fit=None, n_states=None,
+                 transition_model=None, solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
+                 random_state=None, progress=None, structure="continuation", integration=None, reference=None,
+                 min_log_density=None, check_density=True, density_tol=1e-2, freeze_transformers=True):
+        self.normalization = normalization
+        self.gamma = gamma
+        self.policy_model = policy_model
+        self.policy_prefit = policy_prefit
+        self.q_model = q_model
+        self.encoding = encoding
+        self.n_iterations = n_iterations
+        self.tol = tol
+        self.warm_start = warm_start
+        self.clip = clip
+        self.cross_fit = cross_fit
+        self.n_states = n_states
+        self.transition_model = transition_model
+        self.solver = solver
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.offset_model = offset_model
+        self.min_support = min_support
+        self.random_state = random_state
+        self.progress = progress
+        self.structure = structure
+        self.integration = integration
+        self.reference = reference
+        self.min_log_density = min_log_density
+        self.check_density = check_density
+        self.density_tol = density_tol
+        self.freeze_transformers = freeze_transformers
+
+    # ------------------------------------------------------------------ fitting
+    @property
+    def _exact(self) -> bool:
+        return isinstance(self.q_model, str) and self.q_model == "exact"
+
+    def fit(self, X: Transitions, y=None):
+        """Fit both stages on logged transitions ``X`` (a :class:`~genpqr.data.Transitions`;
+        ``y`` is ignored: the actions are the labels); returns self.
+
+        ``X`` can be split by scikit-learn's model selection (``GridSearchCV``,
+        ``cross_validate``): split by episode, ``groups=X.episode_ids`` with ``GroupKFold``;
+        see :meth:`score` and docs/model_selection.md."""
+        data = X
+        if not isinstance(data, Transitions):
+            raise TypeError(
+                f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
+                f"from_episodes), got {type(data).__name__}"
+            )
+        fitted = self._fit_finite(data) if data.is_finite else self._fit_box(data)
+        self.data_fingerprint_ = data.fingerprint()  # kept in a slim save: is a file read again the same data?
+        return fitted
+
+    @property
+    def _is_box(self) -> bool:
+        """Fitted on continuous actions (a box)."""
+        return hasattr(self, "action_space_") and not self.action_space_.is_finite
+
+    def _fit_stage2(self, normalization):
+        if self._is_box:
+            return self._fit_box_stage2(normalization)
+        return self._fit_finite_stage2(normalization)
+
+    # ------------------------------------------------------------------ prediction
+    def _check_fitted(self):
+        if not hasattr(self, "stage2_"):
+            raise NotFittedError("this GenPQR is not fitted yet; call fit(transitions) first")
+
+    def _states(self, states):
+        self._check_fitted()
+        X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+        d = self.state_dim_ if hasattr(self, "state_dim_") else self.training_data_.state_dim
+        if X.shape[1] != d:
+            raise ValueError(f"states must have {d} column(s) like the training data, got {X.shape[1]}")
+        return X
+
+    def _select(self, table, actions):
+        if actions is None:
+            return table
+        codes = self.encoder_.encode(actions)
+        if codes.shape[0] != table.shape[0]:
+            raise ValueError(f"actions has {codes.shape[0]} entries but states has {table.shape[0]} rows")
+        return table[np.arange(table.shape[0]), codes]
+
+    def log_policy(self, states, actions=None) -> np.ndarray:
+        """``u(s, .) = log pi_hat(.|s)`` (clipped), shape (n, K); with continuous actions
+        ``u(s, a) = log dpi_hat/dlambda`` (clipped at ``min_log_density``) at ``actions``, (n,)."""
+        if self._is_box:
+            self._box_needs_actions(actions, "log_policy")
+            return self._u(*self._box_inputs(states, actions))[0]
+        u = self.stage2_.u(self._states(states))
+        return u if actions is None else self._select(u, actions)
+
+    def q(self, states, actions=None) -> np.ndarray:
+        """``Q^mu_{u-g}``: (n, K), or (n,) at the given action labels (continuous actions:
+        at the given actions, (n,))."""
+        if self._is_box:
+            self._box_needs_actions(actions, "q")
+            return self._box_q(*self._box_inputs(self._states(states), actions))[0]
+        return self._select(self.stage2_.q(self._states(states)), actions)
+
+    def mu_q(self, states) -> np.ndarray:
+        """``(mu Q)(s)``, shape (n,): the sum over the actions with weights ``mu(a|s)``, or
+        with continuous actions ``int Q(s, a) mu(da|s)`` by the fitted integration rule (Monte
+        Carlo draws seeded from ``random_state``: the same states give the same values)."""
+        X = self._states(states)
+        if self._is_box:
+            return self._box_mu_q(self._box_inputs(X))
+        return np.sum(self.stage2_.mu(X) * self.stage2_.q(X), axis=1)
+
+    def reward(self, states, actions=None) -> np.ndarray:
+        """``r = Q - mu Q + g``: (n, K), or (n,) at the given action labels (continuous
+        actions: at the given actions, (n,))."""
+        if self._is_box:
+            self._box_needs_actions(actions, "reward")
+            return self._box_reward(*self._box_inputs(self._states(states), actions))
+        X = self._states(states)
+        q = self.stage2_.q(X)
+        mu_q = np.sum(self.stage2_.mu(X) * q, axis=1)
+        return self._select(q - mu_q[:, None] + self.stage2_.g(X)[:, None], actions)
+
+    def continuation(self, states, actions=None) -> np.ndarray:
+        """``v = (u - g - Q) / gamma`` (= ``-P mu Q``): (n, K) or (n,). Zero when gamma = 0."""
+        if self._is_box:
+            self._box_needs_actions(actions, "continuation")
+            return self._box_continuation(*self._box_inputs(self._states(states), actions))
+        X = self._states(states)
+        if isinstance(self.stage2_, ExactStage2):
+            return self._select(self.stage2_.recovery.continuation[self.stage2_.index(X)], actions)
+        if self.gamma_ == 0:
+            return self._select(np.zeros((X.shape[0], self.n_actions_)), actions)
+        v = (self.stage2_.u(X) - self.stage2_.g(X)[:, None] - self.stage2_.q(X)) / self.gamma_
+        return self._select(v, actions)
+
+    def reward_table(self):
+        """Exact path: the reward as a DataFrame (states x action labels).
+
+        Rows of states with no observed choice (``~visited_states_``) are not identified by the
+        data: the policy there falls back to its default (the frequency policy: the overall
+        action frequencies) and the reward follows from that, not from behaviour."""
+        import pandas as pd
+
+        self._check_fitted()
+        if not isinstance(self.stage2_, ExactStage2):
+            raise ValueError("reward_table() needs the exact tabular path (q_model='exact')")
+        return pd.DataFrame(self.stage2_.recovery.reward, columns=self.encoder_.labels)
+
+    def policy_log_loss(self, data: Transitions) -> float:
+        """``-mean log pi_hat(a|s)`` on (held-out) transitions, with clipped probabilities
+        (continuous actions: the weighted ``-mean u(s, a)``)."""
+        self._check_fitted()
+        if self._is_box:
+            if not isinstance(data, Transitions) or data.is_finite:
+                raise TypeError(f"data must be Transitions with continuous actions (a box action space), got "
+                                f"{type(data).__name__}")
+            return float(-np.average(self.log_policy(data.states, data.actions), weights=data.weights))
+        codes = self.encoder_.encode(data.labels_of())
+        u = self.log_policy(data.states)
+        return float(-np.mean(u[np.arange(data.n), codes]))
+
+    def score(self, X: Transitions, y=None) -> float:
+        r"""Held-out fit of both stages (higher is better): what ``GridSearchCV`` maximizes.
+
+        ``score = L_1 - L_2`` on transitions ``X`` (``y`` is ignored), with
+
+        * ``L_1 = (1/n) sum_i log pi_hat(a_i|s_i)`` over every choice row of ``X`` (clipped
+          probabilities, as the model uses them): the mean policy log likelihood, nats per choice
+          (stage 1; ``= -policy_log_loss(X)``);
+        * ``L_2 = (1/m) sum_j delta_j^2`` over the ``m`` rows of ``X`` with an observed next state,
+          ``delta_j = u(s_j, a_j) - g(s_j) + gamma (1 - terminated_j) sum_a' mu(a'|s'_j) Q(s'_j, a')
+          - Q(s_j, a_j)``: the mean squared sample Bellman residual of the fitted ``Q`` in the
+          equation stage 2 solves (``Q = u - g + gamma P mu Q``, paper Alg. 1) under the fitted
+          normalization and ``u = log pi_hat``; nats squared (``Q`` is in units of ``u``).
+
+        Both terms are on the scale of ``u = log pi`` and a perfect model has ``L_2`` at its
+        noise floor, so they are added with weight 1. For a fixed policy model (the usual grid
+        over ``q_model`` and its hyperparameters) ``L_1`` is the same for every candidate and
+        the ranking is by ``L_2``: the held-out version of the loss every FQE iteration
+        minimizes. For the policy model ``L_1`` dominates. Other weightings: score with
+        :meth:`score_terms` (e.g. ``scoring={"policy": ..., "bellman": ...}`` in
+        ``GridSearchCV``; docs/model_selection.md).
+
+        Caveats. ``E[delta^2 | s, a] = (T Q - Q)^2(s, a) + gamma^2 Var[mu Q(s') | s, a]``: the
+        sample residual carries the spread of ``mu Q`` over next states (the double-sampling
+        term), so it is not zero at the true ``Q``; it compares candidates, it is not an error
+        bar. The normalization is an identifying assumption, not a fit choice: do not select it
+        by this score. Score on held-out *episodes* (``GroupKFold`` with ``groups=episode_ids``):
+        row-level folds put the neighbouring rows of one trajectory on both sides of the split
+        and reward memorization.
+        """
+        terms = self.score_terms(X)
+        return terms["policy_log_likelihood"] - terms["bellman_mse"]
+
+    def score_terms(self, X: Transitions) -> dict:
+        """The two terms of :meth:`score` on transitions ``X``: ``policy_log_likelihood``
+        (``L_1``), ``bellman_mse`` (``L_2``), and the rows they average over (``n_choices``,
+        ``n_transitions``)."""
+        self._check_fitted()
+        if not isinstance(X, Transitions):
+            raise TypeError(f"X must be genpqr.data.Transitions, got {type(X).__name__}")
+        if self._is_box or not X.is_finite:
+            raise NotImplementedError("score is implemented for finite actions (the continuous-action Bellman "
+                                      "residual needs the mu-integral at held-out next states)")
+        codes = self.encoder_.encode(X.labels_of())
+        u_rows = self.log_policy(X.states)[np.arange(X.n), codes]
+        data = X.subset(X.next_observed) if X.n_choice_only else X
+        if data.n == 0:
+            raise ValueError("X has no row with an observed next state: the Bellman term needs transitions "
+                             "(split by episode so that held-out folds hold whole episodes)")
+        residual = self._bellman_residual(data, self.encoder_.encode(data.labels_of()))
+        return {"policy_log_likelihood": float(np.mean(u_rows)), "bellman_mse": float(np.mean(residual ** 2)),
+                "n_choices": int(X.n), "n_transitions": int(data.n)}
+
+    def _bellman_residual(self, data: Transitions, codes) -> np.ndarray:
+        """``delta_j`` of :meth:`score` at complete transitions ``data``, shape (m,)."""
+        S = self._states(data.states)
+        rows = np.arange(data.n)
+        stage2 = self.stage2_
+        target = stage2.u(S)[rows, codes] - stage2.g(S)
+        live = np.flatnonzero(data.continues > 0)
+        if live.size:
+            nxt = self._states(data.next_states[live])
+            target[live] += self.gamma_ * np.sum(stage2.mu(nxt) * stage2.q(nxt), axis=1)
+        return target - stage2.q(S)[rows, codes]
+
+    # ------------------------------------------------------------------ re-use of stage 1
+    def renormalize(self, normalization: Normalization) -> "GenPQR":
+        """A copy under another normalization, re-solving stage 2 only (stage 1 is re-used;
+        remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged. Needs the
+        training data, except on the exact path: a model saved with ``include_data=False``
+        re-solves from its stored log-policy table, kernel and choice counts (the same numbers;
+        an outcome-regression offset ``behavior(g=None)`` still needs the data)."""
+        self._check_fitted()
+        if not hasattr(self, "training_data_") and isinstance(self.stage2_, ExactStage2):
+            return self._renormalize_exact(normalization)
+        require_data(self, "renormalize")
+        new = copy.copy(self)
+        new.normalization = normalization
+        new._fit_stage2(normalization)
+        return new
+
+    def policy_value_difference(self, policy_1, policy_2, states=None) -> np.ndarray:
+        r"""``V^{pi_1}(s) - V^{pi_2}(s)`` under the reward ``u = log pi_hat`` (no normalization
+        needed: Theorem "Identification of policy value differences").
+
+        Policies are a Normalization (its ``mu``), an (S, K) / (K,) array of probabilities or a
+        callable ``states -> (n, K)``. Returns shape (S,) on the exact path (or at ``states``),
+        else at ``states`` (default: the training states).
+        """
+        self._check_fitted()
+        pols = [as_weights(p.bind(self.encoder_.encode) if isinstance(p, Normalization) else p)
+                for p in (policy_1, policy_2)]
+        if isinstance(self.stage2_, ExactStage2):
+            return self._exact_value_difference(pols, states)
+        return self._sample_value_difference(pols, states)
+
+    # ------------------------------------------------------------------ counterfactuals
+    def counterfactual(self, reward_change=None, transitions=None, gamma=None, *, parameter_change=None,
+                       route="auto", structural=None, initial=None, horizon=None, state_values=None,
+                       check_normalization=None, n_boot=0, level=0.95, n_jobs=1, random_state=None, progress=None,
+                       warn=True, min_visits=10, support_threshold=0.05):
+        r"""Soft-optimal behaviour under changed primitives (exact tabular path; :mod:`genpqr.counterfactuals`).
+
+        Two routes. *Nonparametric*: the soft-optimal policy of ``(r_hat + delta, P', gamma')``
+        against the baseline ``(r_hat, P_hat, gamma)``, with whether the answer is invariant to the
+        normalization (re-solved under ``check_normalization``; :class:`IdentificationWarning` if
+        not). *Structural* (with a structural fit: ``structural=`` or ``self.structural_``, set by
+        ``genpqr fit --features``; :func:`genpqr.structural.fit_structural`): the same on the
+        estimated flow utility ``x @ theta`` (``parameter_change`` moves ``theta``), with
+        delta-method intervals from the parameters' covariance. ``route="auto"`` (default) answers
+        by the structural route when there is a structural fit, and then also reports the
+        nonparametric answer and the gap between them (``route_gap``). Every answer says how much
+        of its occupancy lies on states and cells the data saw fewer than ``min_visits`` times
+        (``result.support``; :class:`~genpqr.exceptions.ExtrapolationWarning` above
+        ``support_threshold``), and the bootstrap counts replicates that left the data's support.
+
+        Parameters: see :func:`genpqr.counterfactuals.counterfactual`.
+
+        Returns
+        -------
+        CounterfactualResult
+        """
+        from ..counterfactuals import counterfactual
+
+        return counterfactual(self, reward_change, transitions, gamma, parameter_change=parameter_change, route=route,
+                              structural=structural, initial=initial, horizon=horizon, state_values=state_values,
+                              check_normalization=check_normalization, n_boot=n_boot, level=level, n_jobs=n_jobs,
+                              random_state=random_state, progress=progress, warn=warn, min_visits=min_visits,
+                              support_threshold=support_threshold)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path, include_data: bool = False) -> None:
+        """Save the fitted model to a signed file; reload with :func:`genpqr.load`.
+
+        A pickle (joblib; cloudpickle for user closures such as a lambda ``g``) behind a header
+        with its size, SHA-256 and an HMAC under this user's key (:mod:`genpqr.estimator.manifest`), written
+        atomically. A model file is code: :func:`genpqr.load` loads only what genpqr signed.
+
+        ``include_data=False`` (default) leaves out the training transitions and the per-row
+        cross-fitting folds (O(n) bytes): the saved model still predicts (``reward``,
+        ``continuation``, ``q``, ``reward_table``, ``summary``; ``value_difference`` on the exact
+        path) but cannot ``renormalize`` or be refitted. ``include_data=True`` keeps them.
+        See :mod:`genpqr.estimator`.
+        """
+        from ._persistence import dump
+
+        self._check_fitted()
+        dump(self, path, include_data=include_data)
+
+    def summary(self) -> FitSummary:
+        """A short account of the fit (:class:`genpqr.estimator.FitSummary`): ``print(model.summary())``
+        or ``str(...)`` gives the text (sizes, normalization, support and coverage, the policy log loss,
+        the clip, the stage-2 solve and the first stage), ``.to_frame()`` its figures, and a notebook
+        shows it as a table."""
+        self._check_fitted()
+        return self._box_summary() if self._is_box else self._finite_summary()
+
+
+def load(path, trusted: bool = False) -> GenPQR:
+    """Load a model saved with :meth:`GenPQR.save`, from
+    its file or from a ``genpqr fit`` output folder (checked against its ``manifest.json``).
+
+    A model file is code: unpickling runs whatever it holds. Without ``trusted``, only a file
+    that ``save`` signed under this user's key (or that a signed ``manifest.json`` lists) loads,
+    checked before anything in it runs. ``trusted=True`` also loads a plain joblib file (an older
+    genpqr, ``joblib.dump``) or one signed elsewhere: only for a file whose source you trust.
+    Raises ``UntrustedFileError``, ``IntegrityError`` (empty, cut, edited, text) or ``TypeError``
+    (not a GenPQR); see :func:`genpqr.estimator.read_model`.
+    """
+    from ._persistence import read_model
+
+    model = read_model(path, trusted=trusted)
+    if not isinstance(model, GenPQR):
+        raise TypeError(f"{path} does not hold a GenPQR model (got {type(model).__name__})")
+    return model

@@ -1,0 +1,11 @@
+"""Normalizations ``sum_a mu(a|s) r(s,a) = g(s)``: the weights or kernels ``mu`` and the offsets
+``g`` (``from genpqr import normalization as N; N.anchor_action(0)``).
+"""
+
+from ._normalization import (ActionWeights, AnchorWeights, FixedOffset, FixedWeights, Normalization, Offset,
+                             OutcomeOffset, ValueOffset, anchor_action, behavior, gaussian, kernel, mean_zero,
+                             point_anchor, state_anchor, uniform, value, weighted)
+
+__all__ = ["Normalization", "ActionWeights", "Offset", "anchor_action", "state_anchor", "mean_zero", "weighted",
+           "value", "behavior", "point_anchor", "gaussian", "uniform", "kernel", "AnchorWeights", "FixedOffset",
+           "FixedWeights", "OutcomeOffset", "ValueOffset"]

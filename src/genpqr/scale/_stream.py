@@ -1,0 +1,512 @@
+r"""Out-of-core reading: a Parquet dataset (one file or a folder of files) in long format,
+streamed in chunks of whole episodes, whole or one partition at a time.
+
+Long format as in :func:`genpqr.data.from_pandas`: one row per (episode, time step); the next
+state of a row is the state of the next time step of its episode.
+
+**Requirement.** The rows of an episode are contiguous: the dataset is *sorted by episode id*
+(non-decreasing in the order of the files, sorted by path, and of the rows in each file).
+Time steps inside an episode may come in any order. The reader checks this in O(1) memory
+(each id against the one before it) and raises ``ValueError`` naming the file position at
+the first decrease. Write such a dataset with e.g.
+``frame.sort_values([episode, time]).to_parquet(folder / "part-0.parquet")``.
+
+**Chunks.** Record batches are read with :mod:`pyarrow.dataset` and gathered until a chunk
+holds ``chunk_rows`` rows; the rows of the chunk's last episode are carried over to the next
+chunk (it may continue there), so every chunk holds whole episodes and
+:func:`genpqr.data.from_pandas` on a chunk pairs next states exactly as on the whole frame.
+Memory: one chunk plus the longest episode.
+
+**Partitions** (for a distributed fit, :mod:`genpqr.scale`). The Parquet row groups are
+split into contiguous runs (:meth:`ParquetSource.group_row_groups`); a scan of the episode
+and action columns of each run (:func:`scan_row_groups`, one task each) gives the first and
+last episode id of every row group, from which :meth:`ParquetSource.plan` makes
+:class:`Partition` objects that are *episode-whole*: an episode belongs to the partition
+holding its first row; that partition reads on into the row groups after it while the
+episode goes on, and the next partition skips those leading rows. The plan also checks the
+order across row groups. ``source.chunks(labels, partition=p)`` then streams the chunks of
+``p`` alone, so the chunks of all partitions are the chunks of the dataset.
+
+**Checks** (:mod:`genpqr.scale`). The files are read with one schema (an empty part's
+null-typed columns ignored; a column typed as numbers in one file and text in another refused,
+naming both). :meth:`ParquetSource.scan` is one validation pass over the chunks that runs the
+in-memory reader's frame checks and learns what the later passes need of the *whole* data: the
+action labels, the expected time step of the gap rule (``expected_step``: every chunk is then
+judged by the whole data's modal step, so a gap is found whatever the chunk size) and, for a
+tabular fit, the distinct state values (``state_values``: each chunk's states are replaced by
+their positions among them, the in-memory numbering of sparse ids).
+:func:`genpqr.scale.fit_parquet` and :func:`genpqr.scale.fit_dask` run it first.
+
+The per-chunk statistics and the passes over a source or a partition are in
+:mod:`genpqr.scale` (re-exported here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..data import Transitions, episode_segments, from_arrays, from_pandas, long_format_rows
+from ._stream_scan import (SourceScan, check_sorted, checked_batches, dataset_columns, open_dataset, scan_frames,
+                           unified_schema)
+from ._stream_stats import (ChoiceSummary, TabularCounts, bellman_chunk, choice_summary, concatenate_chunks,
+                            tabular_chunk_counts)
+
+__all__ = ["ParquetSource", "Partition", "RowGroup", "RowGroupScan", "SourceScan", "scan_row_groups", "as_source",
+           "open_dataset", "dataset_columns", "TabularCounts", "ChoiceSummary", "tabular_chunk_counts", "bellman_chunk",
+           "choice_summary", "concatenate_chunks", "DEFAULT_CHUNK_ROWS"]
+
+#: Rows per chunk by default: on the 1e7-row closed-form benchmark (docs/benchmarks.md) 250,000
+#: rows took 43 s and 0.9 GB peak against 57 s and 1.9 GB for 1,000,000.
+DEFAULT_CHUNK_ROWS = 250_000
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """One Parquet row group: ``path``, its ``index`` in the file, ``n_rows`` and ``first_row``
+    (its position in the dataset, files in path order)."""
+
+    path: str
+    index: int
+    n_rows: int
+    first_row: int
+
+
+@dataclass(frozen=True)
+class RowGroupScan:
+    """What a partition plan needs of a row group: rows, first and last episode id, and
+    ``first_run``, the number of leading rows with the first id."""
+
+    n_rows: int
+    first: object
+    last: object
+    first_run: int
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A contiguous run of row groups owning the episodes whose first row lies in it.
+
+    Attributes
+    ----------
+    index : int
+    row_groups : tuple of RowGroup
+        Its own row groups, in dataset order.
+    tail : tuple of RowGroup
+        The row groups after it that hold the rest of its last episode (read only while that
+        episode goes on).
+    skip : tuple
+        ``()`` or ``(episode_id,)``: its leading rows of this episode belong to a partition before it.
+    n_rows : int
+        Rows it owns.
+    offset : int
+        Rows owned by the partitions before it (its first row's position in episode order).
+    """
+
+    index: int
+    row_groups: tuple
+    tail: tuple = ()
+    skip: tuple = ()
+    n_rows: int = 0
+    offset: int = 0
+
+
+@dataclass
+class ParquetSource:
+    """A long-format Parquet dataset read in chunks of whole episodes.
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.parquet`` file or a folder of them (read with ``pyarrow.dataset``).
+    episode, time, state, action, terminated, truncated, outcome : column names
+        As in :func:`genpqr.data.from_pandas`.
+    chunk_rows : int
+        Rows per chunk (at least; a chunk grows to hold an episode longer than this).
+    keep_last, time_gaps : as in :func:`genpqr.data.from_pandas`.
+    expected_step : float, "episode" or None
+        The gap rule's expected step over the whole dataset (``SourceScan.steps.expected``);
+        None until :meth:`scan` sets it (chunks are then judged by their own rows).
+    state_values : ndarray of shape (S,), optional
+        Sorted distinct values of the single state column: each chunk's state is replaced by its
+        position among them (tabular state indices ``0..S-1``). None: the values are used as they are.
+
+    A source pickles without its open dataset (a Dask worker reopens it).
+    """
+
+    path: object
+    episode: str
+    time: str
+    state: str | Sequence[str]
+    action: str
+    terminated: str | None = None
+    truncated: str | None = None
+    outcome: str | None = None
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    keep_last: bool = True
+    time_gaps: str = "error"
+    expected_step: object = None
+    state_values: object = field(default=None, repr=False, compare=False)
+    _dataset: object = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        path = Path(self.path)
+        if not path.exists():
+            raise FileNotFoundError(f"data path {str(path)!r} does not exist")
+        if not (isinstance(self.chunk_rows, (int, np.integer)) and self.chunk_rows > 0):
+            raise ValueError(f"chunk_rows must be a positive int, got {self.chunk_rows!r}")
+        self.state = [self.state] if isinstance(self.state, str) else list(self.state)
+        names = set(self.column_names())
+        missing = [c for c in self.columns if c not in names]
+        if missing:
+            raise ValueError(f"the Parquet dataset {str(path)!r} is missing column(s) {missing}; it has "
+                             f"{sorted(names)}")
+
+    def __getstate__(self):
+        return {**self.__dict__, "_dataset": None}
+
+    @property
+    def dataset(self):
+        """The ``pyarrow.dataset.Dataset`` of the columns read, with one schema for every file
+        (:func:`genpqr.scale.unified_schema`; opened on first use)."""
+        if self._dataset is None:
+            import pyarrow.dataset as ds
+
+            raw = self._open()
+            names = set(self.column_names(raw))
+            schema = unified_schema(raw.get_fragments(), [c for c in self.columns if c in names], str(self.path))
+            self._dataset = ds.dataset(raw.files, schema=schema, format="parquet", filesystem=raw.filesystem)
+        return self._dataset
+
+    def _open(self):
+        return open_dataset(self.path)
+
+    def column_names(self, raw=None) -> list[str]:
+        """Every column name of any file of the dataset (from the file footers)."""
+        return dataset_columns(self.path, self._open() if raw is None else raw)
+
+    @property
+    def columns(self) -> list[str]:
+        cols = [self.episode, self.time, self.action, *self.state, self.terminated, self.truncated, self.outcome]
+        return list(dict.fromkeys(c for c in cols if c))  # a state column may be the time or the episode
+
+    def count_rows(self) -> int:
+        """Rows in the dataset (from the file metadata; no data read)."""
+        return int(self.dataset.count_rows())
+
+    def _fragments(self):
+        return sorted(self.dataset.get_fragments(), key=lambda f: f.path)
+
+    def _batch_size(self) -> int:
+        return min(int(self.chunk_rows), 1 << 20)
+
+    def _batches(self, columns):
+        """Record batches in dataset order: files sorted by path, rows in file order (each file's
+        columns cast to the dataset's schema)."""
+        for fragment in self._fragments():
+            batches = fragment.to_batches(schema=self.dataset.schema, columns=columns, batch_size=self._batch_size())
+            yield from checked_batches(batches, fragment.path)
+
+    def action_labels(self, progress=None) -> np.ndarray:
+        """Sorted unique action labels (one pass over the action column only)."""
+        labels = None
+        with _bar(self.count_rows(), "reading actions", progress) as bar:
+            for batch in self._batches([self.action]):
+                labels = _union(labels, batch.column(0))
+                bar.update(batch.num_rows)
+        if labels is None or labels.size == 0:
+            raise ValueError(f"the Parquet dataset {str(self.path)!r} has no rows")
+        return labels
+
+    # ------------------------------------------------------------------ partitions
+    def row_groups(self) -> list[RowGroup]:
+        """Every row group in dataset order (from the file metadata; no data read)."""
+        out, position = [], 0
+        for fragment in self._fragments():
+            meta = fragment.metadata
+            for i in range(meta.num_row_groups):
+                n = int(meta.row_group(i).num_rows)
+                out.append(RowGroup(fragment.path, i, n, position))
+                position += n
+        return out
+
+    def group_row_groups(self, npartitions: int | None = None) -> list[tuple]:
+        """The row groups split into at most ``npartitions`` contiguous runs of about equal rows
+        (default: one per ``chunk_rows`` rows, at most one per row group)."""
+        groups = [g for g in self.row_groups() if g.n_rows]
+        if not groups:
+            raise ValueError(f"the Parquet dataset {str(self.path)!r} has no rows")
+        total = sum(g.n_rows for g in groups)
+        if npartitions is None:
+            npartitions = -(-total // int(self.chunk_rows))
+        if not (isinstance(npartitions, (int, np.integer)) and not isinstance(npartitions, bool) and npartitions > 0):
+            raise ValueError(f"npartitions must be a positive int or None, got {npartitions!r}")
+        cum = np.cumsum([g.n_rows for g in groups])
+        cuts = np.searchsorted(cum, total * np.arange(1, npartitions) / npartitions, side="left") + 1
+        bounds = [0, *sorted({int(c) for c in cuts if 0 < c < len(groups)}), len(groups)]
+        return [tuple(groups[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
+
+    def plan(self, groups, scans) -> list[Partition]:
+        """Episode-whole :class:`Partition` objects from runs of row groups and their scans
+        (:func:`scan_row_groups`, one list of :class:`RowGroupScan` per run); raises
+        ``ValueError`` where the episode ids decrease from one row group to the next."""
+        P = len(groups)
+        owned, tails, skip, started = [0] * P, [[] for _ in range(P)], [()] * P, [False] * P
+        owner, open_id = None, None
+        for p, (group, group_scans) in enumerate(zip(groups, scans)):
+            for rg, s in zip(group, group_scans):
+                if s.n_rows == 0:
+                    continue
+                if open_id is not None:
+                    check_sorted(np.asarray([s.first], dtype=object), open_id, rg.first_row, self.episode)
+                continues = open_id is not None and s.first == open_id
+                owned[p] += s.n_rows
+                if continues and owner != p:  # its leading rows end an episode begun before p
+                    owned[p] -= s.first_run
+                    owned[owner] += s.first_run
+                    tails[owner].append(rg)
+                    if not started[p]:
+                        skip[p] = (open_id,)
+                    if s.first_run < s.n_rows:
+                        owner, started[p] = p, True
+                else:
+                    owner, started[p] = p, True
+                open_id = s.last
+        offsets = np.concatenate([[0], np.cumsum(owned)[:-1]]).astype(int)
+        return [Partition(p, tuple(groups[p]), tuple(tails[p]), skip[p], int(owned[p]), int(offsets[p]))
+                for p in range(P)]
+
+    def partitions(self, npartitions: int | None = None) -> list[Partition]:
+        """:meth:`plan` with the scans run here, one run after the other (a distributed fit runs
+        :func:`scan_row_groups` on the workers instead)."""
+        groups = self.group_row_groups(npartitions)
+        return self.plan(groups, [scan_row_groups(self, g)[1] for g in groups])
+
+    def _read_row_groups(self, row_groups, columns):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        target = pa.schema([self.dataset.schema.field(c) for c in columns])
+        for rg in row_groups:
+            with self.dataset.filesystem.open_input_file(rg.path) as fh:
+                batches = pq.ParquetFile(fh).iter_batches(batch_size=self._batch_size(), row_groups=[rg.index],
+                                                          columns=columns)
+                for batch in checked_batches(batches, rg.path):
+                    yield batch.cast(target)
+
+    def _partition_batches(self, part: Partition, columns):
+        """The batches of the rows ``part`` owns: its row groups less the leading rows of
+        ``part.skip``, then the rows of its last episode in ``part.tail``."""
+        skipping, last = bool(part.skip), None
+        for batch in self._read_row_groups(part.row_groups, columns):
+            ids = batch.column(self.episode).to_numpy(zero_copy_only=False)
+            if skipping:
+                n = _leading_run(ids, part.skip[0])
+                if n == ids.size:
+                    continue
+                batch, ids, skipping = batch.slice(n), ids[n:], False
+            if ids.size:
+                last = ids[-1]
+                yield batch
+        if last is None:
+            return
+        for batch in self._read_row_groups(part.tail, columns):
+            n = _leading_run(batch.column(self.episode).to_numpy(zero_copy_only=False), last)
+            if n:
+                yield batch.slice(0, n)
+            if n < batch.num_rows:
+                return
+
+    # ------------------------------------------------------------------ chunks
+    def frames(self, progress=None, desc: str = "reading", partition: Partition | None = None,
+               columns: Sequence[str] | None = None) -> Iterator:
+        """pandas frames of whole episodes, ``chunk_rows`` rows or more each (the last may be
+        smaller), in dataset order (of ``partition`` only, if given), of ``columns`` (default:
+        every column read); a tqdm bar in rows/s."""
+        import pandas as pd
+        import pyarrow as pa
+
+        columns = self.columns if columns is None else list(columns)
+        if partition is None:
+            batches, total, position = self._batches(columns), self.count_rows(), 0
+        else:
+            batches, total = self._partition_batches(partition, columns), partition.n_rows
+            position = partition.row_groups[0].first_row if partition.row_groups else 0
+        pending, n_pending, carry, last = [], 0, None, None
+        with _bar(total, desc, progress) as bar:
+            for batch in batches:
+                last = check_sorted(batch.column(self.episode).to_numpy(zero_copy_only=False), last, position,
+                                    self.episode)
+                position += batch.num_rows
+                pending.append(batch)
+                n_pending += batch.num_rows
+                if n_pending < self.chunk_rows:
+                    continue
+                frame = pa.Table.from_batches(pending).to_pandas()
+                pending, n_pending = [], 0
+                frame = frame if carry is None else pd.concat([carry, frame], ignore_index=True)
+                complete, carry = _split_last_episode(frame, self.episode)
+                if len(complete):
+                    yield complete
+                bar.update(len(complete))
+            rest = [carry] if carry is not None else []
+            if pending:
+                rest.append(pa.Table.from_batches(pending).to_pandas())
+            if rest:
+                frame = pd.concat(rest, ignore_index=True)
+                yield frame
+                bar.update(len(frame))
+
+    def scan(self, progress=None, check=None, states: bool = False, partition: Partition | None = None) -> SourceScan:
+        """The validation pass (:func:`genpqr.scale.scan_frames`) over the episode, time,
+        action and state columns (of ``partition`` only, if given): ``check(frame, first_row)``
+        on each chunk, the in-memory reader's frame checks, and the :class:`SourceScan` of the
+        whole data (``states``: with the distinct values of the single state column). Sets
+        nothing: :meth:`adopt` does."""
+        columns = list(dict.fromkeys([self.episode, self.time, self.action, *self.state]))
+        frames = self.frames(progress, "checking", partition, columns=columns)
+        return scan_frames(frames, episode=self.episode, time=self.time, state=self.state, action=self.action,
+                           check=check, states=states, first_row=0 if partition is None else partition.offset)
+
+    def adopt(self, scan: SourceScan, number_states: bool = False) -> "ParquetSource":
+        """Take the whole data's gap rule from ``scan`` (and, with ``number_states``, its state
+        values as the state numbering); returns self. ``ValueError`` when ``scan`` saw no row."""
+        if scan.n_rows == 0:
+            raise ValueError(f"the Parquet dataset {str(self.path)!r} has no rows")
+        self.expected_step = scan.steps.expected
+        if number_states:
+            self.state_values = scan.state_values
+        return self
+
+    def _numbered(self, frame):
+        """``frame`` with its state replaced by the position among ``state_values``."""
+        if self.state_values is None:
+            return frame
+        col = self.state[0]
+        values = frame[col].to_numpy()
+        codes = np.clip(np.searchsorted(self.state_values, values), 0, len(self.state_values) - 1)
+        unknown = self.state_values[codes] != values
+        if unknown.any():
+            raise ValueError(f"state {values[unknown][0]!r} (column {col!r}) is not among the state values found by "
+                             f"the validation pass; did the dataset change during the fit?")
+        return frame.assign(**{col: codes})
+
+    def _has_transition(self, frame) -> bool:
+        """Some episode of ``frame`` has two rows (after a time-gap split), or a row is terminated
+        (else from_pandas refuses it)."""
+        ids = frame[self.episode].to_numpy()
+        if self.time_gaps == "split":
+            ordered = frame.sort_values([self.episode, self.time], kind="stable")
+            ids = episode_segments(ordered, self.episode, self.time, "split", self.expected_step)
+        return bool(np.any(ids[1:] == ids[:-1]) or (self.terminated and frame[self.terminated].to_numpy().any()))
+
+    def _with_transitions(self, frames) -> Iterator:
+        """Merge a frame of single-row episodes only into its neighbour (held back one step)."""
+        import pandas as pd
+
+        held = None
+        for frame in frames:
+            if held is None:
+                held = frame
+            elif not self._has_transition(frame):
+                held = pd.concat([held, frame], ignore_index=True)
+            elif not self._has_transition(held):
+                held = pd.concat([held, frame], ignore_index=True)
+            else:
+                yield held
+                held = frame
+        if held is not None:
+            yield held
+
+    def chunks(self, action_labels, progress=None, desc: str = "reading",
+               partition: Partition | None = None) -> Iterator[Transitions]:
+        """:class:`~genpqr.data.Transitions` of whole episodes, chunk by chunk, with the action
+        codes of ``action_labels`` (the full label set: every chunk has the same encoder).
+        A chunk whose episodes all have a single row is merged into a neighbouring chunk.
+        With ``partition``: the chunks of its episodes only (a partition with no transition at
+        all gives its choices alone, where the whole dataset would be refused)."""
+        kw = dict(episode=self.episode, time=self.time, state=self.state, terminated=self.terminated,
+                  truncated=self.truncated, keep_last=self.keep_last, time_gaps=self.time_gaps,
+                  expected_step=self.expected_step)
+        for frame in self._with_transitions(self.frames(progress, desc, partition)):
+            frame = self._numbered(frame)
+            if partition is not None and not self._has_transition(frame):
+                chunk = self._choices_only(frame, action_labels, kw)
+                if chunk is not None:
+                    yield chunk
+                continue
+            yield from_pandas(frame, action=self.action, outcome=self.outcome, action_labels=action_labels, **kw)
+
+    def _choices_only(self, frame, action_labels, kw) -> Transitions | None:
+        """``from_pandas`` of a frame without any transition (which it refuses): its choices."""
+        rows = long_format_rows(frame, **kw)
+        if rows.index.size == 0:
+            return None
+        df, idx = rows.frame, rows.index
+        return from_arrays(rows.states, df[self.action].to_numpy()[idx], rows.next_states, terminated=rows.terminated,
+                           truncated=rows.truncated, episode_ids=rows.episode_ids, timesteps=rows.timesteps,
+                           outcomes=None if not self.outcome else df[self.outcome].to_numpy()[idx],
+                           action_labels=action_labels, state_names=self.state, next_observed=rows.next_observed)
+
+
+def as_source(path, **kwargs) -> ParquetSource:
+    """``path`` if it is a :class:`ParquetSource`, else ``ParquetSource(path, **kwargs)`` (the
+    episode, time, state and action columns required)."""
+    if isinstance(path, ParquetSource):
+        return path
+    missing = [k for k in ("episode", "time", "state", "action") if kwargs.get(k) is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} must be given (column names) unless path is a ParquetSource")
+    return ParquetSource(path, **kwargs)
+
+
+def scan_row_groups(source: ParquetSource, row_groups) -> tuple:
+    """``(labels, scans)``: the sorted action labels of ``row_groups`` (None if no row) and one
+    :class:`RowGroupScan` per row group (the episode and action columns only are read). Checks
+    the episode order inside each row group."""
+    labels, scans = None, []
+    for rg in row_groups:
+        n, first, last, first_run, run_open = 0, None, None, 0, True
+        for batch in source._read_row_groups([rg], [source.episode, source.action]):
+            ids = batch.column(source.episode).to_numpy(zero_copy_only=False)
+            if ids.size == 0:
+                continue
+            last = check_sorted(ids, last, rg.first_row + n, source.episode)
+            first = ids[0] if first is None else first
+            if run_open:
+                k = _leading_run(ids, first)
+                first_run, run_open = first_run + k, k == ids.size
+            n += ids.size
+            labels = _union(labels, batch.column(source.action))
+        scans.append(RowGroupScan(n, first, last, first_run))
+    return labels, scans
+
+
+def _union(labels, column):
+    values = np.unique(column.to_numpy(zero_copy_only=False))
+    return values if labels is None else np.union1d(labels, values)
+
+
+def _leading_run(ids, value) -> int:
+    """Leading entries of ``ids`` equal to ``value``."""
+    differ = ids != value
+    return int(np.argmax(differ)) if differ.any() else int(ids.size)
+
+
+def _bar(total, desc, progress):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="rows", unit_scale=True, leave=False,
+                disable=None if progress is None else not progress)
+
+
+def _split_last_episode(frame, episode: str):
+    """``(complete, carry)``: the rows before the last episode, and the last episode's rows."""
+    ids = frame[episode].to_numpy()
+    start = int(np.searchsorted(ids, ids[-1], side="left"))
+    return frame.iloc[:start], frame.iloc[start:].reset_index(drop=True)
+
+

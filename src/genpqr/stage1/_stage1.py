@@ -1,0 +1,88 @@
+r"""The one stage-1 interface of :class:`genpqr.GenPQR` (paper, Alg. 1): a fitted behaviour
+model that gives ``u(s, a) = log dpi/dlambda (a|s)``.
+
+* finite actions: a classifier, ``u = log pi_hat(a|s)`` of clipped, renormalized probabilities
+  (:class:`genpqr.stage1.FittedPolicy`);
+* continuous actions: a conditional density, ``u = log p_hat(a|s) - log dlambda/dLebesgue (a)``
+  clipped below at ``min_log_density`` (:class:`genpqr.stage1.FittedDensity`).
+
+Both are a :class:`FittedStage1`: ``log_policy(states, actions)`` (the fitted model, averaged over
+the cross-fitting folds), ``training_log_policy(states, actions, rows)`` (out of fold at the
+training rows when cross-fitted) and ``fraction_clipped``; both are cross-fitted by episode
+with :func:`cross_fit_models`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+__all__ = ["FittedStage1", "cross_fit_models"]
+
+
+@dataclass
+class FittedStage1:
+    """A fitted stage 1: one model, or one per cross-fitting fold.
+
+    Attributes
+    ----------
+    models : list
+        One fitted model, or one per cross-fitting fold.
+    fold_of_row : ndarray of shape (n,) or None
+        The fold each training row was held out in (cross-fitting only).
+    """
+
+    models: list
+    fold_of_row: np.ndarray | None
+
+    @property
+    def cross_fitted(self) -> bool:
+        return self.fold_of_row is not None
+
+    def log_policy(self, states, actions=None, *, return_clipped: bool = False):
+        """``u(s, a)`` at ``actions`` (n,) (finite actions: codes; None gives every action, (n, K));
+        with ``return_clipped`` also the mask of entries at a clip bound."""
+        raise NotImplementedError
+
+    def training_log_policy(self, states, actions=None, rows=None, *, return_clipped: bool = False):
+        """:meth:`log_policy` where row ``k`` of ``states`` belongs to training row ``rows[k]``
+        (None: every training row, in order): out of fold when cross-fitted."""
+        raise NotImplementedError
+
+    def fraction_clipped(self, states, actions, rows=None, weights=None) -> float:
+        """(Weighted) share of the rows whose ``u`` at the observed action hit a clip bound, out
+        of fold at the training rows ``rows``."""
+        _, clipped = self.training_log_policy(states, actions, rows, return_clipped=True)
+        return float(np.average(clipped, weights=weights))
+
+    def _training_folds(self, n_rows: int, rows) -> np.ndarray:
+        folds = self.fold_of_row if rows is None else self.fold_of_row[np.asarray(rows)]
+        if folds.shape[0] != n_rows:
+            raise ValueError(f"states has {n_rows} rows but the policy was cross-fitted on {folds.shape[0]}; "
+                             "out-of-fold values need rows aligned with the training transitions")
+        return folds
+
+    def _by_fold(self, folds: np.ndarray, score, width: tuple = ()) -> np.ndarray:
+        """``score(k, mask)`` of fold ``k``'s model at the rows held out in fold ``k``, assembled."""
+        out = np.empty((folds.shape[0],) + width)
+        for k in range(len(self.models)):
+            sel = folds == k
+            if sel.any():
+                out[sel] = score(k, sel)
+        return out
+
+
+def cross_fit_models(data, cross_fit: int, fit_fold, *, random_state=None, progress: bool | None = False,
+                     desc: str = "policy folds"):
+    """Fit one model per episode fold: ``fit_fold(k, train_rows)`` for each of ``cross_fit``
+    folds of ``data.episode_folds`` (a tqdm bar with ``progress``; None: only on a terminal).
+    Returns ``(models, fold_of_row)``."""
+    folds = data.episode_folds(int(cross_fit), random_state=random_state)
+    models, fold_of_row = [], np.empty(data.n, dtype=np.int64)
+    bar = tqdm(folds, desc=desc, disable=None if progress is None else not progress, leave=False)
+    for k, (train, test) in enumerate(bar):
+        models.append(fit_fold(k, train))
+        fold_of_row[test] = k
+    return models, fold_of_row

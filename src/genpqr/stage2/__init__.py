@@ -1,0 +1,25 @@
+"""Stage 2: ``Q = u - g + gamma P mu Q``. Fitted Q evaluation and its Q-models, closed-form
+LSTD with feature maps, the exact tabular solver (the oracle) and the tabular transition
+models, linear Bellman solves, the stage objects the estimator holds.
+"""
+
+from ._qeval import FQE, STRUCTURES
+from ._qmodels import (BellmanTargets, FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at,
+                       predict_columns, q_from_continuation, warm_start_ok)
+from ._lstd import BellmanProblem, BellmanStatistics, LSTDQ
+from ._features import (FEATURE_MAPS, PolicyFeatures, bind_policy, fourier_features, learned_representation,
+                        make_features, onehot_features, spline_features)
+from ._tabular import (SoftOptimalSolution, TabularMDP, TabularRecovery, TransitionKernel, as_kernel,
+                       estimate_transitions, kernel_from_counts, normalized_reward, policy_evaluation, recover_reward,
+                       soft_optimal_policy, soft_optimal_solution, transition_counts, value_difference)
+from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
+from ._stages import ExactStage2, ReferenceWeights, SampleStage2
+
+__all__ = ["FQE", "STRUCTURES", "TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model",
+           "warm_start_ok", "predict_columns", "predict_at", "fit_regressor", "BellmanProblem", "BellmanStatistics",
+           "LSTDQ", "spline_features", "fourier_features", "onehot_features", "PolicyFeatures", "make_features",
+           "bind_policy", "learned_representation", "FEATURE_MAPS", "TransitionKernel", "TabularMDP", "TabularRecovery",
+           "SoftOptimalSolution", "as_kernel", "soft_optimal_policy", "soft_optimal_solution", "policy_evaluation",
+           "normalized_reward", "recover_reward", "value_difference", "estimate_transitions", "transition_counts",
+           "kernel_from_counts", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
+           "SampleStage2", "ReferenceWeights"]

@@ -1,0 +1,246 @@
+"""Q-models of fitted Q evaluation (:mod:`genpqr.stage2`): how a regressor sees actions.
+
+Finite actions: a regressor enters in one of three encodings (``"per_action"``: one clone
+per action on ``s``; ``"joint"``: one regressor on ``[s, onehot(a)]``; ``"native"``: a model
+with ``fit_q``/``predict_q``, e.g. :class:`TabularQModel`), behind :func:`make_q_model`.
+Continuous actions: one regressor on ``[s, a]``, fitted with :func:`fit_regressor` (sample
+weights routed to a Pipeline's last step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import HistGradientBoostingRegressor
+
+from ..data.validation import check_state_indices, clone_learner as clone
+
+__all__ = ["TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model", "warm_start_ok",
+           "predict_columns", "predict_at", "fit_regressor"]
+
+
+def _is_native(model) -> bool:
+    return hasattr(model, "fit_q") and hasattr(model, "predict_q")
+
+
+def warm_start_ok(regressor) -> bool:
+    """True when ``warm_start=True`` means "start from the previous solution"."""
+    from sklearn.ensemble import BaseEnsemble
+
+    if not hasattr(regressor, "get_params") or "warm_start" not in regressor.get_params(deep=False):
+        return False
+    name = type(regressor).__name__
+    return not isinstance(regressor, BaseEnsemble) and "GradientBoosting" not in name
+
+
+class TabularQModel(BaseEstimator):
+    """Native Q-model for tabular states: ``Q(s, a)`` is the mean target of cell (s, a),
+    i.e. least squares on one-hot (s, a) features; unvisited cells keep ``default``.
+
+    Parameters
+    ----------
+    n_states : int
+    default : float
+        Value of cells without data.
+    """
+
+    def __init__(self, n_states: int, default: float = 0.0):
+        self.n_states = n_states
+        self.default = default
+
+    def fit_q(self, states, actions, targets, n_actions):
+        s = check_state_indices(states, self.n_states)
+        cells = s * n_actions + np.asarray(actions, dtype=np.int64)
+        size = self.n_states * n_actions
+        sums = np.bincount(cells, weights=targets, minlength=size)
+        counts = np.bincount(cells, minlength=size)
+        table = np.full(size, float(self.default))
+        seen = counts > 0
+        table[seen] = sums[seen] / counts[seen]
+        self.table_ = table.reshape(self.n_states, n_actions)
+        return self
+
+    def predict_q(self, states):
+        return self.table_[check_state_indices(states, self.n_states)]
+
+
+class _PerActionQ:
+    """One regressor per action (features: states)."""
+
+    def __init__(self, regressor, n_actions: int, warm_start: bool):
+        self.models = [clone(regressor) for _ in range(n_actions)]
+        self.fitted = [False] * n_actions
+        self.warm_start = warm_start
+        self.n_actions = n_actions
+
+    def fit_q(self, states, actions, targets, n_actions):
+        for a, model in enumerate(self.models):
+            rows = actions == a
+            if not rows.any():
+                continue
+            model.fit(states[rows], targets[rows])
+            if self.warm_start and not self.fitted[a]:
+                model.set_params(warm_start=True)
+            self.fitted[a] = True
+        return self
+
+    def predict_q(self, states):
+        out = np.zeros((states.shape[0], self.n_actions))
+        for a, model in enumerate(self.models):
+            if self.fitted[a]:
+                out[:, a] = model.predict(states)
+        return out
+
+
+class _JointQ:
+    """One regressor on ``[s, onehot(a)]``; predicts all actions in one call."""
+
+    def __init__(self, regressor, n_actions: int, warm_start: bool):
+        self.model = clone(regressor)
+        self.n_actions = n_actions
+        self.warm_start = warm_start
+        self.fitted = False
+
+    def _features(self, states, actions):
+        onehot = np.zeros((states.shape[0], self.n_actions))
+        onehot[np.arange(states.shape[0]), actions] = 1.0
+        return np.hstack([states, onehot])
+
+    def fit_q(self, states, actions, targets, n_actions):
+        self.model.fit(self._features(states, actions), targets)
+        if self.warm_start and not self.fitted:
+            self.model.set_params(warm_start=True)
+        self.fitted = True
+        return self
+
+    def predict_q(self, states):
+        n, K = states.shape[0], self.n_actions
+        rep = np.repeat(states, K, axis=0)
+        acts = np.tile(np.arange(K), n)
+        return np.asarray(self.model.predict(self._features(rep, acts))).reshape(n, K)
+
+
+class _NativeQ:
+    def __init__(self, model):
+        self.model = clone(model)
+
+    def fit_q(self, states, actions, targets, n_actions):
+        self.model.fit_q(states, actions, targets, n_actions)
+        return self
+
+    def predict_q(self, states):
+        return np.asarray(self.model.predict_q(states), dtype=np.float64)
+
+    def predict_q_columns(self, states, columns):
+        """Q at the ``columns`` actions (others may be 0), when the model can skip actions."""
+        if hasattr(self.model, "predict_q_at"):  # models with the partial-prediction interface
+            return np.asarray(self.model.predict_q(states, columns=columns), dtype=np.float64)
+        return self.predict_q(states)
+
+    def predict_q_at(self, states, actions):
+        if hasattr(self.model, "predict_q_at"):
+            return np.asarray(self.model.predict_q_at(states, actions), dtype=np.float64)
+        return self.predict_q(states)[np.arange(len(actions)), actions]
+
+
+def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto"):
+    """Wrap ``regressor`` in the internal ``fit_q``/``predict_q`` interface."""
+    if regressor is None:
+        regressor = HistGradientBoostingRegressor(max_iter=100)
+    if encoding == "auto":
+        encoding = "native" if _is_native(regressor) else "joint"
+    if encoding == "native":
+        if not _is_native(regressor):
+            raise TypeError(f"q_model {type(regressor).__name__} has no fit_q/predict_q for the native encoding")
+        return _NativeQ(regressor)
+    if not hasattr(regressor, "fit") or not hasattr(regressor, "predict"):
+        raise TypeError(f"q_model must be a regressor with fit() and predict(), got {type(regressor).__name__}")
+    ws = warm_start_ok(regressor) if warm_start == "auto" else bool(warm_start)
+    if encoding == "per_action":
+        return _PerActionQ(regressor, n_actions, ws)
+    if encoding == "joint":
+        return _JointQ(regressor, n_actions, ws)
+    raise ValueError(f"encoding must be 'auto', 'per_action', 'joint' or 'native', got {encoding!r}")
+
+
+def predict_columns(model, states, columns):
+    """``Q(s, .)`` where only ``columns`` are needed (a native model may skip the others)."""
+    if hasattr(model, "predict_q_columns"):
+        return model.predict_q_columns(states, columns)
+    return model.predict_q(states)
+
+
+def predict_at(model, states, actions):
+    """``Q(s_i, a_i)``, shape (n,)."""
+    if hasattr(model, "predict_q_at"):
+        return model.predict_q_at(states, actions)
+    return model.predict_q(states)[np.arange(len(actions)), actions]
+
+
+@dataclass
+class FQEHistory:
+    """Per-iteration diagnostics (lists of floats, one entry per iteration)."""
+
+    bellman_residual: list = field(default_factory=list)
+    target_change: list = field(default_factory=list)
+    validation_residual: list = field(default_factory=list)
+
+
+def fit_regressor(model, X, y, sample_weight=None):
+    """``model.fit(X, y)`` with ``sample_weight`` routed to the estimator (a Pipeline's last step)."""
+    if sample_weight is None:
+        return model.fit(X, y)
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils.validation import has_fit_parameter
+
+    if isinstance(model, Pipeline):
+        name, last = model.steps[-1]
+        if last is not None and last != "passthrough" and has_fit_parameter(last, "sample_weight"):
+            return model.fit(X, y, **{f"{name}__sample_weight": sample_weight})
+    elif has_fit_parameter(model, "sample_weight"):
+        return model.fit(X, y, sample_weight=sample_weight)
+    if np.ptp(sample_weight) == 0:
+        return model.fit(X, y)
+    raise TypeError(f"q_model {type(model).__name__} does not accept sample_weight, but the data has non-uniform "
+                    "sample weights")
+
+
+class BellmanTargets:
+    """FQE's finite-action targets of the regressed quantity: ``Q`` (direct, ``next_reward``
+    None) or ``f = P mu Q`` (continuation, ``Q = reward + gamma f``), shared by the in-memory
+    (:class:`genpqr.stage2.FQE`) and the streamed (:mod:`genpqr.scale`) iteration.
+
+    ``reward``, ``continues``, ``next_reward``: shape (n,); ``next_mu``: (n, K)."""
+
+    def __init__(self, reward, continues, next_mu, next_reward, gamma):
+        self.reward, self.next_mu, self.next_reward, self.gamma = reward, next_mu, next_reward, gamma
+        self.bootstrap = gamma * continues if next_reward is None else continues
+        self.support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
+
+    def first(self) -> np.ndarray:
+        """The targets of the first fit (``Q_0 = 0`` / ``f_0 = 0``)."""
+        if self.next_reward is None:
+            return self.reward.copy()
+        return self.bootstrap * self.next_reward
+
+    def targets(self, model, next_states) -> np.ndarray:
+        """The next iteration's targets from the fitted ``model``."""
+        mu_next = np.sum(self.next_mu * predict_columns(model, next_states, self.support), axis=1)
+        if self.next_reward is None:
+            return self.reward + self.bootstrap * mu_next
+        return self.bootstrap * (self.next_reward + self.gamma * mu_next)
+
+    def q_scale(self, delta) -> np.ndarray:
+        """A difference of the regressed quantity as a difference of Q (times gamma for f)."""
+        return delta if self.next_reward is None else self.gamma * delta
+
+
+def q_from_continuation(f, base, gamma) -> np.ndarray:
+    """``Q = base + gamma f`` for a model that regressed the continuation ``f = P mu Q``
+    (``f`` and ``base = u(s, .) - g(s)`` of shape (n, K)); refuses a missing or misshapen base."""
+    if base is None or np.shape(base) != np.shape(f):
+        raise ValueError(f"this FQE regressed the continuation f = P mu Q: predict_q needs base = u(s, .) - g(s) of "
+                         f"shape {np.shape(f)}, got {None if base is None else np.shape(base)}")
+    return base + gamma * f

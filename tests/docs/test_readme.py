@@ -1,0 +1,186 @@
+"""Every code block of README.md runs (and the `genpqr` commands of examples/README.md).
+
+* ```python blocks are executed as they are (in a temporary working directory);
+* ```bash blocks of `genpqr` commands run in-process through ``genpqr.app.cli.main`` in a
+  temporary working directory holding a copy of ``examples/`` (so a command cannot write into
+  the checkout; ``checkout_unchanged`` checks that none did). ``$(python -m genpqr.datasets
+  NAME)`` is the shipped data set's path. Substitutions, each to keep the suite fast:
+  ``--bootstrap 200`` becomes ``--bootstrap 20`` and ``--n-jobs 2`` ``--n-jobs 1``; ``genpqr
+  experiment`` runs its ``--tiny`` variant on one seed and one method (the full sweep takes
+  hours);
+* SKIPPED (justified): ``make demo`` (creates the virtual environment the tests already run
+  in; ``genpqr demo`` itself is tested in test_cli.py), ``make test`` (the whole suite, this file
+  included) and the install commands of "Install" (building and installing the wheel into a
+  fresh environment: ``make wheel-check``, a CI step, runs them and tests/app/test_wheel.py checks
+  the result).
+Other fenced blocks (data excerpts, printed output) are not code.
+The warnings each run raises or prints are checked against the page's list in
+tests/doc_warnings.py (none for these pages).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from genpqr import datasets
+from genpqr.app.cli import main
+
+from ..doc_output import output_differences
+from ..doc_warnings import check_warnings, printed, recording
+
+ROOT = Path(__file__).resolve().parents[2]
+SKIP = {"make demo", "make test", "python -m pip install build", "python -m build",
+        "python -m pip install 'dist/genpqr-0.1.0-py3-none-any.whl[rl]'", "genpqr --version"}
+SHIPPED = re.compile(r'"\$\(python -m genpqr\.datasets (\w+)\)"')
+pytestmark = pytest.mark.usefixtures("checkout_unchanged")
+FENCE = re.compile(r"```([a-z]*)\n(.*?)```", re.S)
+
+
+def _blocks(path: Path):
+    return [(lang, body) for lang, body in FENCE.findall(path.read_text(encoding="utf-8"))]
+
+
+def _commands(body: str) -> list[str]:
+    """Shell lines with backslash continuations joined; trailing comments dropped."""
+    joined = body.replace("\\\n", " ")
+    return [line.split("#")[0].strip() for line in joined.splitlines() if line.split("#")[0].strip()]
+
+
+def _shell_commands(path: Path, tagged_only: bool) -> list[str]:
+    out = []
+    for lang, body in _blocks(path):
+        command = re.match(r"genpqr [a-z]+\s", body.lstrip())  # not printed output ("genpqr fit: ...")
+        if lang == "bash" or (not tagged_only and lang == "" and command):
+            out += _commands(body)
+    return out
+
+
+def _adapt(argv: list[str], outs: list) -> list[str]:
+    """The substitutions listed in the module docstring."""
+    argv = list(argv)
+    for flag, value in (("--bootstrap", "20"), ("--n-jobs", "1")):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+    if "--out" in argv:
+        outs.append(argv[argv.index("--out") + 1])
+    if argv[0] == "experiment":
+        if "--seeds" in argv:
+            argv[argv.index("--seeds") + 1] = "1"
+        argv += ["--tiny", "--quiet", "--methods", "GenPQR (BC, GBT)"]
+    if argv[0] == "fit":
+        argv.append("--quiet")
+    return argv
+
+
+def _in_scratch_folder(tmp: Path, monkeypatch) -> None:
+    """Work in ``tmp``, beside a copy of the checkout's examples/ (the data the commands read)."""
+    shutil.copytree(ROOT / "examples", tmp / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp)
+
+
+def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
+    blocks = [body for lang, body in _blocks(ROOT / "README.md") if lang == "python"]
+    assert len(blocks) >= 2
+    monkeypatch.chdir(tmp_path)
+    with recording() as found:
+        for i, body in enumerate(blocks):
+            exec(compile(body, f"README.md python block {i}", "exec"), {"__name__": f"readme_{i}"})
+    assert (tmp_path / "model.joblib").exists()
+    shown = re.search(r"print\(model.first_stage_\) +# (.*)", "\n".join(blocks)).group(1)
+    assert not output_differences(shown, capsys.readouterr().out.splitlines()[-2]), shown
+    check_warnings("README.md", "python", found)
+
+
+@pytest.mark.parametrize("readme", ["README.md", "examples/README.md"])
+def test_readme_shell_blocks_run(readme, tmp_path, monkeypatch, capsys):
+    commands = _shell_commands(ROOT / readme, tagged_only=readme == "README.md")
+    assert commands, f"no commands found in {readme}"
+    _in_scratch_folder(tmp_path, monkeypatch)
+    outs: list = []
+    ran = 0
+    with recording() as found:
+        for command in commands:
+            if command in SKIP:
+                continue
+            command = SHIPPED.sub(lambda m: shlex.quote(str(datasets.path(m.group(1)))), command)
+            argv = shlex.split(command)
+            assert argv[0] == "genpqr", f"{readme}: unexpected command {command!r} (run it here or list it in SKIP)"
+            code = main(_adapt(argv[1:], outs))
+            console = capsys.readouterr()
+            assert code == 0, f"{readme}: {command!r} failed: {console.err}"
+            found += printed(console.out + console.err)
+            ran += 1
+    assert ran >= 1
+    for out in outs:
+        assert any((tmp_path / out).iterdir())
+    check_warnings(readme, "shell", found)
+    if readme == "examples/README.md":
+        check_continuous_claims(tmp_path / "fit-lqg")
+
+
+def _examples_page():
+    text = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    return text, [body for lang, body in _blocks(ROOT / "examples" / "README.md") if lang == ""]
+
+
+def _page_fit_command() -> list:
+    command = next(c for c in _shell_commands(ROOT / "examples" / "README.md", tagged_only=False)
+                   if c.startswith("genpqr fit examples/data/choices.csv"))
+    return shlex.split(command)[1:]
+
+
+@pytest.mark.slow
+def test_examples_readme_shows_what_its_command_prints(tmp_path, monkeypatch, capsys):
+    """The printed block of examples/README.md is what its command prints today, every line, with
+    the numbers to the digits shown (tests/doc_output.py): the full 200-replicate bootstrap, run
+    with one worker (the replicates do not depend on --n-jobs)."""
+    _, blocks = _examples_page()
+    shown = next(b for b in blocks if b.startswith("genpqr fit: 6000 choices"))
+    argv = _page_fit_command()
+    argv[argv.index("--n-jobs") + 1] = "1"
+    _in_scratch_folder(tmp_path, monkeypatch)
+    assert main(argv) == 0
+    assert not output_differences(shown, capsys.readouterr().out)
+
+
+def test_examples_readme_shows_the_data_file_and_the_error_it_prints(tmp_path, monkeypatch, capsys):
+    """The CSV excerpt is the file's first rows, and the bad-input message is what the page's
+    command prints with an anchor that is never taken."""
+    _, blocks = _examples_page()
+    excerpt = next(b for b in blocks if b.startswith("episode,time,state,action,outcome"))
+    head = (ROOT / "examples" / "data" / "choices.csv").read_text().splitlines()
+    assert not output_differences(excerpt, "\n".join(head)), excerpt
+    error = next(b for b in blocks if b.startswith("genpqr fit: error:"))
+    argv = _page_fit_command()
+    argv[argv.index("--normalization") + 1] = "anchor:z"
+    _in_scratch_folder(tmp_path, monkeypatch)
+    assert main(argv) == 2
+    assert not output_differences(error, capsys.readouterr().err)
+
+
+def check_continuous_claims(folder: Path) -> None:
+    """examples/README.md "Continuous actions": the reward's error, the truth's variance and the
+    correlation it states, and the class of the saved model, on the page's command's output."""
+    import numpy as np
+    import pandas as pd
+
+    import genpqr
+
+    text, _ = _examples_page()
+    mse, var, corr = map(float, re.search(r"mean squared error ([\d.]+) \(the true reward's variance is ([\d.]+); "
+                                          r"correlation ([\d.]+)\)", " ".join(text.split())).groups())
+    reward = pd.read_csv(folder / "rewards.csv").reward.to_numpy()
+    truth = pd.read_csv(ROOT / "examples" / "data" / "lqg.csv").true_reward.to_numpy()
+    assert np.mean((reward - truth) ** 2) == pytest.approx(mse, abs=5e-4)
+    assert truth.var() == pytest.approx(var, abs=5e-3)
+    assert np.corrcoef(reward, truth)[0, 1] == pytest.approx(corr, abs=5e-4)
+    model_class, space_class = re.search(r"`model.joblib` holds a `genpqr.(\w+)` whose action space is a "
+                                         r"`genpqr.(\w+)`", " ".join(text.split())).groups()
+    model = genpqr.load(folder / "model.joblib")
+    assert type(model) is getattr(genpqr, model_class)
+    assert type(model.action_space_) is getattr(genpqr, space_class)
