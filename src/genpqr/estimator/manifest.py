@@ -112,10 +112,15 @@ def _version() -> str:
 
 # ============================================================================ atomic writes
 def sha256_file(path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
+        return _sha256(fh)
+
+
+def _sha256(fh) -> str:
+    """SHA-256 (hex) of what remains of the open binary file ``fh``, read in chunks."""
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: fh.read(_CHUNK), b""):
+        digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -297,13 +302,11 @@ def _listing(folder: Path) -> list[str]:
 
 def file_entry(path) -> dict:
     """``{"size", "sha256"}`` of the file at ``path``, flushed to disk on the way."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
+        sha256 = _sha256(fh)
         with contextlib.suppress(OSError):
             os.fsync(fh.fileno())
-    return {"size": Path(path).stat().st_size, "sha256": digest.hexdigest()}
+    return {"size": Path(path).stat().st_size, "sha256": sha256}
 
 
 def file_matches(path, entry: dict) -> bool:
