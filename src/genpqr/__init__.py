@@ -7,7 +7,7 @@ off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 """
 
 from . import data, normalization, stage2
-from .data import BoxActions, FiniteActions, Transitions, from_arrays, from_episodes, from_pandas
+from .data import ActionTable, BoxActions, FiniteActions, Transitions, from_arrays, from_episodes, from_pandas
 from .estimator import Diagnostics, GenPQR, load
 from .exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, NotFittedError, WeakSupportWarning
 
@@ -18,6 +18,7 @@ __all__ = [
     "Diagnostics",
     "Transitions",
     "FiniteActions",
+    "ActionTable",
     "BoxActions",
     "from_arrays",
     "from_pandas",

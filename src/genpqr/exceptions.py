@@ -42,3 +42,20 @@ class IntegrityError(ValueError):
 class UntrustedFileError(ValueError):
     """A pickled file was not written by genpqr under this user's signing key; loading it would
     run any code it holds. Pass ``trusted=True`` (``--trust``) to load it anyway."""
+
+
+class ActionTableError(ValueError):
+    """An action table (labels -> feature vectors, :class:`genpqr.data.ActionTable`) is unusable
+    or disagrees with the data or a model; the subclasses name the fault."""
+
+
+class DuplicateActionLabelError(ActionTableError):
+    """An action table lists the same label twice."""
+
+
+class MissingActionLabelError(ActionTableError):
+    """The data takes an action whose label the action table does not list."""
+
+
+class ActionFeatureError(ActionTableError):
+    """Action features are not finite numbers, or their dimension disagrees with a model's."""

@@ -1,7 +1,7 @@
 """Logged data: the one data type every stage reads, and where it comes from.
 
 :class:`Transitions` (finite or continuous actions) over an action space (:class:`FiniteActions`:
-labels <-> codes ``0..K-1``; :class:`BoxActions`: a box of real actions); builders from arrays,
+labels <-> codes ``0..K-1``, optionally with an :class:`ActionTable` of features; :class:`BoxActions`: a box of real actions); builders from arrays,
 pandas and long-format tables (:func:`from_arrays`, :func:`from_pandas`, :func:`from_episodes`);
 CSV/Parquet readers and the Minari, d3rlpy and imitation adapters. Input validation shared by
 every wing is the public module :mod:`genpqr.data.validation` (not re-exported here).
@@ -9,6 +9,7 @@ every wing is the public module :mod:`genpqr.data.validation` (not re-exported h
 
 from __future__ import annotations
 
+from ._action_table import ActionTable, as_action_table
 from ._spaces import ActionSpace, BoxActions, FiniteActions, Nodes, as_actions
 from ._transitions import EpisodeRows, Transitions, as_flags, optional_vector
 from ._builders import from_arrays, from_episodes, refuse_continuous_labels
@@ -19,7 +20,7 @@ from ._io import from_d3rlpy, from_imitation, from_minari, read_table, read_tran
 #: The finite action space under its former name: labels <-> codes ``0..K-1``.
 ActionEncoder = FiniteActions
 
-__all__ = ["ActionSpace", "FiniteActions", "BoxActions", "Nodes", "as_actions", "Transitions", "EpisodeRows",
+__all__ = ["ActionTable", "as_action_table", "ActionSpace", "FiniteActions", "BoxActions", "Nodes", "as_actions", "Transitions", "EpisodeRows",
            "as_flags", "optional_vector", "from_arrays", "from_episodes", "refuse_continuous_labels", "from_pandas",
            "long_format_rows", "LongFormatRows", "episode_segments", "time_gap_rows", "TIME_GAPS", "TimeSteps",
            "time_steps", "check_time_column", "check_some_rows", "check_long_frame", "read_table", "read_transitions",

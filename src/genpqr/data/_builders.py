@@ -111,7 +111,7 @@ def _is_box(action_space, action_low, action_high) -> bool:
 def from_arrays(states, actions, next_states, *, terminated=None, truncated=None, episode_ids=None, outcomes=None,
                 rewards=None, timesteps=None, action_labels=None, state_names: Sequence[str] | None = None,
                 next_observed=None, action_space=None, action_low=None, action_high=None,
-                sample_weight=None) -> Transitions:
+                sample_weight=None, action_features=None) -> Transitions:
     """Transitions from arrays.
 
     Parameters
@@ -140,6 +140,12 @@ def from_arrays(states, actions, next_states, *, terminated=None, truncated=None
         reward, is Lebesgue measure on this box.
     sample_weight : array-like of shape (n,), optional
         Non-negative row weights (read by both stages on the continuous-action path).
+    action_features : ActionTable, pandas.DataFrame or mapping, optional
+        Finite actions: a feature vector per action label (:class:`~genpqr.data.ActionTable`; a
+        DataFrame with the labels as index and numeric feature columns; or a mapping label ->
+        vector). The action set is then the table's K labels, coded in the table's row order,
+        actions never taken in the data included; a label of ``actions`` missing from the table
+        raises :class:`~genpqr.exceptions.MissingActionLabelError`. Not with ``action_labels``.
     """
     box = _is_box(action_space, action_low, action_high)
     states_arr = as_float_array(states, "states", ndim=2, allow_1d_as_column=True).copy()
@@ -152,11 +158,7 @@ def from_arrays(states, actions, next_states, *, terminated=None, truncated=None
     n = acts.shape[0]
     _check_rows(states_arr, next_arr, n)
     if not box:
-        if isinstance(action_space, FiniteActions):
-            action_labels = action_space.labels
-        if action_labels is None:
-            refuse_continuous_labels(acts)
-        space = FiniteActions(np.asarray(action_labels)) if action_labels is not None else FiniteActions.from_observed(acts)
+        space = _finite_space(acts, action_space, action_labels, action_features)
         acts = space.encode(acts)
     if observed is not None:
         next_arr[~observed] = np.nan
@@ -167,6 +169,24 @@ def from_arrays(states, actions, next_states, *, terminated=None, truncated=None
         rewards=optional_vector(rewards, n, "rewards"), timesteps=optional_vector(timesteps, n, "timesteps"),
         state_names=tuple(state_names) if state_names is not None else None, next_observed=observed,
         sample_weight=_sample_weight(sample_weight, n))
+
+
+def _finite_space(acts, action_space, action_labels, action_features) -> FiniteActions:
+    """The finite action space of :func:`from_arrays`: an action table's labels, the given
+    space or labels, else the sorted observed labels."""
+    if action_features is not None:
+        if action_labels is not None or isinstance(action_space, FiniteActions):
+            raise ValueError("give either action_features (the table's labels are the action set) or "
+                             "action_labels / a FiniteActions action_space, not both")
+        space = FiniteActions.from_table(action_features)
+        space.table.check_covers(acts)
+        return space
+    if isinstance(action_space, FiniteActions):
+        return action_space
+    if action_labels is None:
+        refuse_continuous_labels(acts)
+        return FiniteActions.from_observed(acts)
+    return FiniteActions(np.asarray(action_labels))
 
 
 def _warn_if_discrete(raw: np.ndarray, acts: np.ndarray) -> None:

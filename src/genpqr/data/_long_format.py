@@ -20,7 +20,8 @@ __all__ = ["from_pandas", "long_format_rows", "LongFormatRows", "episode_segment
 def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], action: str,
                 terminated: str | None = None, truncated: str | None = None, outcome: str | None = None,
                 reward: str | None = None, action_labels=None, next_state: str | Sequence[str] | None = None,
-                keep_last: bool = True, time_gaps: str = "error", expected_step=None) -> Transitions:
+                keep_last: bool = True, time_gaps: str = "error", expected_step=None,
+                action_features=None) -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
     The next state of a row is the state of the following time step of the same episode.
@@ -64,20 +65,24 @@ def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], a
         The gap rule's expected step when ``frame`` holds only some episodes of a larger data
         set (:attr:`TimeSteps.expected` of the whole data; the out-of-core reader passes it so
         that every chunk is judged as the whole data would be); None: ``frame``'s own.
+    action_features : ActionTable, pandas.DataFrame or mapping, optional
+        A feature vector per action label (see :func:`from_arrays`): the action set becomes the
+        table's labels in its row order, actions never taken included.
     """
     state_cols, next_cols = check_long_frame(frame, episode, time, state, action, next_state,
                                              (terminated, truncated, outcome, reward))
-    if action_labels is None:
+    if action_labels is None and action_features is None:
         refuse_continuous_labels(frame[action].to_numpy(), f"action column {action!r}")
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
                             truncated=truncated, next_state=next_cols, keep_last=keep_last,
                             time_gaps=time_gaps, other=[c for c in (action, outcome, reward) if c],
                             expected_step=expected_step)
     check_some_rows(rows, episode)
-    return _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols)
+    return _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols, action_features)
 
 
-def _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols) -> Transitions:
+def _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols,
+                           action_features=None) -> Transitions:
     """:func:`from_pandas`'s result from the selected rows (:class:`LongFormatRows`)."""
     df, idx = rows.frame, rows.index
 
@@ -94,9 +99,11 @@ def _transitions_from_rows(rows, action, outcome, reward, action_labels, state_c
         outcomes=col(outcome),
         rewards=col(reward),
         timesteps=rows.timesteps,
-        action_labels=action_labels if action_labels is not None else np.unique(df[action].to_numpy()),
+        action_labels=action_labels if action_labels is not None or action_features is not None
+        else np.unique(df[action].to_numpy()),
         state_names=state_cols,
         next_observed=rows.next_observed,
+        action_features=action_features,
     )
 
 

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..exceptions import ActionTableError
 from .validation import as_float_array, short_list
+from ._action_table import ActionTable, as_action_table
 
 __all__ = ["ActionSpace", "FiniteActions", "BoxActions", "Nodes", "as_actions"]
 
@@ -87,9 +89,13 @@ class FiniteActions(ActionSpace):
     ----------
     labels : ndarray of shape (K,)
         The labels, in code order (``labels[code]``).
+    table : ActionTable, optional
+        The actions' features (:class:`genpqr.data.ActionTable`); its labels must be ``labels``
+        in the same order (:meth:`from_table`). None: actions described by their labels only.
     """
 
     labels: np.ndarray
+    table: ActionTable | None = None
     is_finite = True
 
     def __post_init__(self):
@@ -100,15 +106,33 @@ class FiniteActions(ActionSpace):
             raise ValueError(f"action labels must be distinct, got {short_list(labels, 20)}")
         labels.setflags(write=False)
         object.__setattr__(self, "labels", labels)
+        if self.table is not None:
+            if not isinstance(self.table, ActionTable):
+                raise TypeError(f"table must be a genpqr.data.ActionTable, got {type(self.table).__name__}")
+            if not np.array_equal(self.table.labels, labels):
+                raise ActionTableError("the action table's labels must be the action labels in code order")
 
     def __eq__(self, other):
-        return isinstance(other, FiniteActions) and np.array_equal(self.labels, other.labels)
+        return isinstance(other, FiniteActions) and np.array_equal(self.labels, other.labels) and (
+            (self.table is None) == (other.table is None)) and (self.table is None or self.table == other.table)
 
     __hash__ = None
 
     @property
     def n_actions(self) -> int:
         return int(self.labels.size)
+
+    @property
+    def features(self) -> np.ndarray | None:
+        """The actions' features in code order, shape (K, d); None without a table."""
+        return None if self.table is None else self.table.features
+
+    @classmethod
+    def from_table(cls, table) -> "FiniteActions":
+        """The K actions of an action table (a :class:`genpqr.data.ActionTable`, a DataFrame or a
+        mapping label -> features), coded ``0..K-1`` in the table's row order."""
+        table = as_action_table(table)
+        return cls(table.labels, table)
 
     @classmethod
     def from_observed(cls, actions) -> "FiniteActions":
@@ -167,7 +191,8 @@ class FiniteActions(ActionSpace):
         return Nodes(np.broadcast_to(np.arange(K, dtype=np.float64)[None, :, None], (n, K, 1)), weights)
 
     def describe(self) -> str:
-        return f"{self.n_actions} actions {short_list(self.labels, 8)}"
+        features = "" if self.table is None else f" described by {self.table.n_features} feature(s)"
+        return f"{self.n_actions} actions {short_list(self.labels, 8)}{features}"
 
     def reference_measure(self) -> str:
         return "counting measure on the actions"

@@ -113,6 +113,8 @@ class EpisodeRows:
         space = getattr(self, "action_space", None)
         digest.update(repr(getattr(space, "labels", None) if space is None or not space.is_finite
                            else np.asarray(space.labels).tolist()).encode())
+        if getattr(space, "table", None) is not None:
+            digest.update(np.ascontiguousarray(space.table.features).tobytes())
         return digest.hexdigest()
 
     @property
@@ -294,6 +296,16 @@ class Transitions(EpisodeRows):
     @property
     def action_labels(self) -> np.ndarray:
         return self._finite("action_labels").labels
+
+    @property
+    def action_table(self):
+        """The actions' :class:`~genpqr.data.ActionTable` (labels -> features), or None."""
+        return getattr(self.action_space, "table", None)
+
+    def taken_actions(self) -> np.ndarray:
+        """Boolean (K,): the actions some row takes (False: in the action table only, never
+        taken; anything estimated for them is a prediction from their features)."""
+        return self.action_counts() > 0
 
     def action_counts(self) -> np.ndarray:
         """Number of rows per action code, shape (K,)."""

@@ -148,6 +148,10 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here.
     normalization_ : Normalization (labels bound to codes)
     encoder_ : ActionEncoder
+    taken_actions_ : ndarray of shape (K,), bool
+        Finite actions: the actions some training row takes. False marks an action listed only in
+        the data's action table: its reward is a prediction from its features (through the
+        policy model), not an estimate from observed choices.
     diagnostics_ : Diagnostics
     training_data_ : Transitions
         Absent from a model saved with ``save(path, include_data=False)``.
@@ -312,13 +316,18 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
 
         Rows of states with no observed choice (``~visited_states_``) are not identified by the
         data: the policy there falls back to its default (the frequency policy: the overall
-        action frequencies) and the reward follows from that, not from behaviour."""
+        action frequencies) and the reward follows from that, not from behaviour. Columns of
+        actions no row takes (an action table's, ``~taken_actions_``) are predictions from the
+        actions' features; ``attrs["never_taken"]`` lists their labels."""
         import pandas as pd
 
         self._check_fitted()
         if not isinstance(self.stage2_, ExactStage2):
             raise ValueError("reward_table() needs the exact tabular path (q_model='exact')")
-        return pd.DataFrame(self.stage2_.recovery.reward, columns=self.encoder_.labels)
+        table = pd.DataFrame(self.stage2_.recovery.reward, columns=self.encoder_.labels)
+        taken = getattr(self, "taken_actions_", np.ones(self.n_actions_, dtype=bool))
+        table.attrs["never_taken"] = self.encoder_.labels[~taken].tolist()
+        return table
 
     def policy_log_loss(self, data: Transitions) -> float:
         """``-mean log pi_hat(a|s)`` on (held-out) transitions, with clipped probabilities

@@ -48,6 +48,7 @@ class FinitePath:
             )
         self.encoder_ = self.action_space_ = data.encoder
         self.n_actions_ = data.n_actions
+        self.taken_actions_ = data.taken_actions()  # False: an action of the table never taken (a prediction)
         if self._exact:
             self.n_states_ = self._infer_n_states(data)
         policy_model, self.first_stage_ = self._first_stage(data)
@@ -120,7 +121,7 @@ class FinitePath:
             raise ValueError(
                 f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
                 f"occur in the data (no observed choice takes them); the data cannot support this "
-                f"normalization{continuous_hint(data, labels)}"
+                f"normalization{continuous_hint(data, labels)}{_table_hint(data)}"
             )
 
     def _check_transition_support(self, norm, trans, mu_trans):
@@ -361,6 +362,15 @@ def as_weights(policy):
     if isinstance(policy, Normalization):
         return policy.mu
     return FixedWeights(policy)
+
+
+def _table_hint(data) -> str:
+    """With an action table: anchor the reward on an action that is taken."""
+    if data.action_table is None:
+        return ""
+    taken = data.encoder.decode(np.flatnonzero(data.taken_actions())[:1])[0]
+    return (f"; the action table lists actions the data never takes: normalize on taken actions, e.g. "
+            f"normalization.anchor_action({plain(taken)!r})")
 
 
 def continuous_hint(data, labels) -> str:

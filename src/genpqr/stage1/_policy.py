@@ -29,6 +29,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..data.validation import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
 from ._clipping import PAPER_CLIP, auto_clip, check_bounds
 from ..data import BoxActions, Transitions
+from ._conditional_logit import bind_action_features, check_feature_dim
 from ..actions import check_density
 from ._stage1 import FittedStage1, cross_fit_models
 
@@ -300,6 +301,7 @@ def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) ->
     if classes is None:
         raise ValueError("policy_model is not fitted (it has no classes_); fit it or use policy_prefit=False")
     classes = np.asarray(classes)
+    check_feature_dim(classifier, getattr(classifier, "action_features_", None), transitions)
     codes = np.arange(transitions.n_actions)
     if not np.all(np.isin(classes, codes)) or classes.dtype.kind not in "iu":
         classifier = _LabelledClassifier(classifier, transitions.encoder.encode(classes, "policy_model.classes_"))
@@ -334,7 +336,7 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
     """Fit stage 1 on ``(states, actions)`` (every observed choice); with ``cross_fit = k``, k
     episode folds (a tqdm bar over the folds with ``progress``; None: only on a terminal).
     ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.stage1`)."""
-    check_classifier(classifier)
+    classifier = bind_action_features(check_classifier(classifier), transitions)
     if not _is_auto(clip):
         _check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions

@@ -1,0 +1,324 @@
+r"""A conditional logit over actions described by features (McFadden 1974): stage 1 for many
+actions, borrowing strength across actions through their features ``x_a``.
+
+.. math::
+
+    \pi(a \mid s) = \frac{\exp(b(s)^\top W x_a)}{\sum_{a'} \exp(b(s)^\top W x_{a'})},
+
+a bilinear (two-tower, linear) score: ``phi(s, a) = b(s) (outer) x_a`` with the state basis
+``b(s) = [1, z(s)]``, so the coefficients ``W`` (q x d) hold the main effects of the action
+features (row 0: ``x_a`` alone, the classic conditional logit) and their interactions with
+the state basis ``z(s)``. An action never taken in the data gets the probability its features
+predict. Fitted by L-BFGS on the full batch with analytic gradients; the softmax over the K
+actions is accumulated in blocks of actions (an online log-sum-exp), so no dense n x K matrix
+is formed while fitting.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ..data import ActionTable, FiniteActions
+from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, short_list
+from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
+
+__all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim"]
+
+#: Newton steps after L-BFGS (L-BFGS stalls where the objective's rounding hides its decrease,
+#: about 1e-8 in the coefficients) when W has at most this many entries ...
+_POLISH_MAX_PARAMS = 400
+#: ... and the Hessian costs at most this many multiply-adds (n * (q d)^2).
+_POLISH_MAX_WORK = 2e8
+
+#: The state bases ``b(s)`` of :class:`ConditionalLogit` by name.
+STATE_BASES = ("linear", "none", "onehot")
+
+
+class ConditionalLogit(ClassifierMixin, BaseEstimator):
+    r"""Conditional logit ``pi(a|s) ~ exp(b(s)^T W x_a)`` over actions with features ``x_a``.
+
+    Parameters
+    ----------
+    action_features : ActionTable or array-like of shape (K, d), optional
+        The actions' features. An :class:`~genpqr.data.ActionTable`: ``y`` holds its labels and
+        ``classes_`` are its labels; an array: ``y`` holds row indices (codes ``0..K-1``). None:
+        :class:`genpqr.GenPQR` (stage 1) passes the training data's table; fitting it alone
+        then raises.
+    state_basis : {"linear", "none", "onehot"} or callable
+        ``b(s)``: ``"linear"`` ``[1, standardized s]`` (d_s + 1 columns, the default);
+        ``"none"`` ``[1]`` (no state interaction: a choice among described alternatives);
+        ``"onehot"`` the indicator of a tabular state index (``n_states`` columns: a
+        separate ``W`` row per state, so one-hot ``x_a`` make the model saturated); a callable
+        ``states (n, d_s) -> (n, p)``: ``[1, f(s)]``.
+    C : float
+        Inverse L2 strength as in scikit-learn: minimises ``C * sum_i w_i (-log pi(a_i|s_i)) +
+        ||W||^2 / 2``; ``numpy.inf``: no penalty (maximum likelihood).
+    n_states : int, optional
+        ``state_basis="onehot"``: the number of states (default: max index + 1).
+    max_iter : int
+        L-BFGS iterations (a :class:`~genpqr.exceptions.ConvergenceWarning` when reached).
+    tol : float
+        L-BFGS's projected-gradient tolerance on the mean objective. When ``W`` has at most 400
+        entries, up to 3 Newton steps (the analytic Hessian, a least-squares solve) follow, so a
+        well-posed fit reaches the optimum to rounding (L-BFGS alone stalls near 1e-8).
+    block_size : int
+        At most this many (row, action) scores at a time (the actions are taken in blocks of
+        ``max(1, block_size // n)``).
+    random_state : int, Generator or None
+        Unused (the fit starts at ``W = 0`` and is deterministic); kept for the interface.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (q, d)
+        ``W``; row 0 the main effects of the features (except with ``"onehot"``, whose rows are
+        the states).
+    classes_ : ndarray of shape (K,)
+    action_features_ : ndarray of shape (K, d)
+    n_features_in_ : int
+    n_iter_ : int
+    converged_ : bool
+    """
+
+    def __init__(self, action_features=None, state_basis="linear", C=1.0, n_states=None, max_iter=1000,
+                 tol=1e-8, block_size=2 ** 20, random_state=None):
+        self.action_features = action_features
+        self.state_basis = state_basis
+        self.C = C
+        self.n_states = n_states
+        self.max_iter = max_iter
+        self.tol = tol
+        self.block_size = block_size
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y, sample_weight=None):
+        """Maximise the penalised conditional likelihood of ``y`` given states ``X`` (n, d_s)."""
+        from scipy.optimize import minimize
+
+        self._check_params()
+        features, classes = _features(self.action_features)
+        X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
+        codes = _codes(y, classes, X.shape[0])
+        w = np.ones(X.shape[0]) if sample_weight is None else as_float_array(sample_weight, "sample_weight", ndim=1)
+        if w.shape != (X.shape[0],) or w.min() < 0 or w.sum() <= 0:
+            raise ValueError(f"sample_weight must be ({X.shape[0]},) non-negative with a positive sum")
+        self.n_features_in_, self.classes_, self.action_features_ = X.shape[1], classes, features
+        self._fit_basis(X)
+        B = self._basis(X)
+        shape = (B.shape[1], features.shape[1])
+        penalty = 0.0 if np.isinf(self.C) else 1.0 / (self.C * w.sum())
+        w = w / w.sum()
+        chosen = features[codes]
+
+        def objective(theta):
+            W = theta.reshape(shape)
+            G = B @ W
+            log_z, expected = _softmax_moments(G, features, self.block_size)
+            value = np.dot(w, log_z - np.einsum("ij,ij->i", G, chosen)) + 0.5 * penalty * theta @ theta
+            grad = B.T @ (w[:, None] * (expected - chosen)) + penalty * W
+            return value, grad.ravel()
+
+        result = minimize(objective, np.zeros(shape[0] * shape[1]), jac=True, method="L-BFGS-B",
+                          options=dict(maxiter=int(self.max_iter), gtol=float(self.tol), ftol=0.0, maxcor=20))
+        theta = result.x
+        if theta.size <= _POLISH_MAX_PARAMS and B.shape[0] * theta.size ** 2 <= _POLISH_MAX_WORK:
+            theta = _newton_polish(theta, objective, B, features, w, penalty, self.block_size)
+        self.coef_ = theta.reshape(shape)
+        self.n_iter_ = int(result.nit)
+        self.converged_ = bool(result.nit < self.max_iter)
+        if not self.converged_:
+            warnings.warn(f"ConditionalLogit: L-BFGS stopped after max_iter={self.max_iter} iterations (gradient "
+                          f"norm {np.abs(result.jac).max():.2e} > tol={self.tol}); raise max_iter",
+                          ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _check_params(self):
+        if not (isinstance(self.state_basis, str) and self.state_basis in STATE_BASES) and \
+                not callable(self.state_basis):
+            raise ValueError(f"state_basis must be one of {STATE_BASES} or a callable, got {self.state_basis!r}")
+        if not (np.isscalar(self.C) and self.C > 0):
+            raise ValueError(f"C must be a positive number (numpy.inf: no penalty), got {self.C!r}")
+        if int(self.block_size) < 1 or int(self.max_iter) < 1:
+            raise ValueError("block_size and max_iter must be positive integers")
+
+    def _fit_basis(self, X):
+        if self.state_basis == "linear":
+            self.state_mean_ = X.mean(axis=0)
+            scale = X.std(axis=0)
+            self.state_scale_ = np.where(scale > 0, scale, 1.0)
+        elif self.state_basis == "onehot":
+            if X.shape[1] != 1:
+                raise ValueError(f"state_basis='onehot' needs one column of tabular state indices, got {X.shape[1]}")
+            self.n_states_ = int(self.n_states) if self.n_states is not None else int(X.max()) + 1
+
+    def _basis(self, X) -> np.ndarray:
+        """``b(s)``, shape (n, q)."""
+        ones = np.ones((X.shape[0], 1))
+        if self.state_basis == "none":
+            return ones
+        if self.state_basis == "linear":
+            return np.hstack([ones, (X - self.state_mean_) / self.state_scale_])
+        if self.state_basis == "onehot":
+            s = check_state_indices(X, self.n_states_, "X")
+            return np.eye(self.n_states_)[s]
+        extra = as_float_array(self.state_basis(X), "state_basis(X)", ndim=2, allow_1d_as_column=True)
+        if extra.shape[0] != X.shape[0]:
+            raise ValueError(f"state_basis(X) returned {extra.shape[0]} rows for {X.shape[0]} states")
+        return np.hstack([ones, extra])
+
+    # ------------------------------------------------------------------ prediction
+    def _tower(self, X) -> np.ndarray:
+        """``G = b(s) W``, shape (n, d): the state tower, scored against ``x_a``."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "coef_")
+        X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} column(s) but ConditionalLogit was fitted on {self.n_features_in_}")
+        return self._basis(X) @ self.coef_
+
+    def decision_function(self, X) -> np.ndarray:
+        """Scores ``b(s)^T W x_a``, shape (n, K)."""
+        return self._tower(X) @ self.action_features_.T
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """``log pi(a|s)`` for every action of the table (never-taken ones included), (n, K),
+        filled in blocks of actions."""
+        G = self._tower(X)
+        log_z, _ = _softmax_moments(G, self.action_features_, self.block_size)
+        out = np.empty((G.shape[0], self.action_features_.shape[0]))
+        for start, stop in _blocks(G.shape[0], out.shape[1], self.block_size):
+            out[:, start:stop] = G @ self.action_features_[start:stop].T - log_z[:, None]
+        return out
+
+    def predict_proba(self, X) -> np.ndarray:
+        """``pi(a|s)``, shape (n, K)."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable action (a label of ``classes_``), shape (n,)."""
+        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+
+
+def bind_action_features(model, transitions):
+    """A model that scores actions by their features (a parameter ``action_features``, e.g.
+    :class:`genpqr.stage1.ConditionalLogit`) gets the data's action table in code order: a copy
+    with ``action_features`` set to the table's (K, d) features when it is None; a table or
+    array it already holds must agree with the data's (named errors). Other models pass as they are."""
+    params = model.get_params(deep=False) if hasattr(model, "get_params") else {}
+    if "action_features" not in params:
+        return model
+    table, given = transitions.action_table, params["action_features"]
+    if table is None:
+        if given is None:
+            raise ActionTableError(f"policy_model {type(model).__name__} scores actions by their features, but the "
+                                   "data has no action table; build it with from_arrays/from_pandas(..., "
+                                   "action_features=)")
+        return model
+    if isinstance(given, ActionTable) and not np.array_equal(given.labels, table.labels):
+        raise ActionTableError(f"policy_model's action table lists labels {short_list(given.labels, 10)}, the "
+                               f"data's {short_list(table.labels, 10)}; they must be the same labels in the same order")
+    check_feature_dim(model, given, transitions)
+    return clone(model).set_params(action_features=np.asarray(table.features))
+
+
+def check_feature_dim(model, given, transitions) -> None:
+    """``ActionFeatureError`` when ``given`` (the model's features) and the data's table disagree
+    in the number of actions or of features."""
+    table = transitions.action_table
+    if given is None or table is None:
+        return
+    given = np.asarray(given.features if isinstance(given, ActionTable) else given)
+    given = given[:, None] if given.ndim == 1 else given
+    if given.shape != table.features.shape:
+        raise ActionFeatureError(f"policy_model {type(model).__name__} has action features of shape {given.shape} "
+                                 f"(K, d) but the data's action table has {table.features.shape}")
+
+
+def _features(action_features) -> tuple[np.ndarray, np.ndarray]:
+    """``(features (K, d), classes (K,))`` of an ActionTable or a (K, d) array."""
+    if action_features is None:
+        raise ValueError("ConditionalLogit needs action_features (an ActionTable or a (K, d) array); inside "
+                         "GenPQR it reads the training data's table: build the data with action_features=")
+    if isinstance(action_features, ActionTable):
+        return np.asarray(action_features.features), action_features.labels
+    try:
+        features = np.array(action_features, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ActionFeatureError("action_features must be real numbers") from exc
+    if features.ndim == 1:
+        features = features[:, None]
+    if features.ndim != 2 or features.shape[0] < 2:
+        raise ActionFeatureError(f"action_features must have shape (K >= 2, d), got {features.shape}")
+    bad = ~np.all(np.isfinite(features), axis=1)
+    if bad.any():
+        raise ActionFeatureError(f"action_features have NaN/inf in row(s) {np.flatnonzero(bad)[:10].tolist()}")
+    return features, np.arange(features.shape[0])
+
+
+def _codes(y, classes, n) -> np.ndarray:
+    if y is None:
+        raise ValueError("ConditionalLogit requires y (the chosen actions)")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.shape != (n,):
+        raise ValueError(f"y must have shape ({n},) like X, got {y.shape}")
+    if np.array_equal(classes, np.arange(classes.size)):
+        if y.dtype.kind not in "iu" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
+            raise ValueError(f"y must hold action codes (rows of action_features), got dtype {y.dtype}")
+        codes = y.astype(np.int64)
+        if codes.min() < 0 or codes.max() >= classes.size:
+            raise ValueError(f"y must hold action codes in [0, {classes.size}), got [{codes.min()}, {codes.max()}]")
+        return codes
+    return FiniteActions(classes).encode(y, "y")
+
+
+def _newton_polish(theta, objective, B, features, w, penalty, block_size, steps: int = 3) -> np.ndarray:
+    """Up to ``steps`` Newton steps on the (convex) mean objective; a step is kept only when it
+    shrinks the gradient. Hessian: ``sum_i w_i (b_i b_i^T) (x) Cov_pi(x | s_i) + penalty I``."""
+    q, d = B.shape[1], features.shape[1]
+    outer = np.einsum("kj,kl->kjl", features, features).reshape(-1, d * d)
+    value, grad = objective(theta)
+    for _ in range(steps):
+        G = B @ theta.reshape(q, d)
+        log_z, mean = _softmax_moments(G, features, block_size)
+        second = np.zeros((G.shape[0], d * d))
+        for start, stop in _blocks(G.shape[0], features.shape[0], block_size):
+            second += np.exp(G @ features[start:stop].T - log_z[:, None]) @ outer[start:stop]
+        cov = second.reshape(-1, d, d) - np.einsum("ij,ik->ijk", mean, mean)
+        hess = np.einsum("ij,il,ikm->jklm", w[:, None] * B, B, cov).reshape(q * d, q * d) + penalty * np.eye(q * d)
+        step = np.linalg.lstsq(hess, grad, rcond=1e-12)[0]
+        new_value, new_grad = objective(theta - step)
+        if not np.abs(new_grad).max() < np.abs(grad).max():  # near the optimum the value's decrease is rounding
+            break
+        theta, value, grad = theta - step, new_value, new_grad
+    return theta
+
+
+def _blocks(n_rows: int, n_actions: int, block_size: int):
+    step = max(1, int(block_size) // max(n_rows, 1))
+    for start in range(0, n_actions, step):
+        yield start, min(start + step, n_actions)
+
+
+def _softmax_moments(G, features, block_size) -> tuple[np.ndarray, np.ndarray]:
+    """``log sum_a exp(G x_a)`` (n,) and ``E_pi[x_a | s]`` (n, d), by an online log-sum-exp over
+    blocks of actions (at most ``block_size`` scores at a time)."""
+    n = G.shape[0]
+    top = np.full(n, -np.inf)
+    total = np.zeros(n)
+    moment = np.zeros((n, features.shape[1]))
+    for start, stop in _blocks(n, features.shape[0], block_size):
+        block = features[start:stop]
+        scores = G @ block.T
+        new_top = np.maximum(top, scores.max(axis=1))
+        shrink = np.exp(top - new_top)
+        e = np.exp(scores - new_top[:, None])
+        total = total * shrink + e.sum(axis=1)
+        moment = moment * shrink[:, None] + e @ block
+        top = new_top
+    return top + np.log(total), moment / total[:, None]
