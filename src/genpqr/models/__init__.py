@@ -6,6 +6,10 @@
     :class:`~genpqr.models.qnetwork.DuelingQNetwork` (native Q model for FQE); their shared
     modules and training loop in :mod:`~genpqr.models.torch_modules` and
     :mod:`~genpqr.models.torch_training`.
+:mod:`~genpqr.models.two_tower`
+    :class:`~genpqr.models.two_tower.TwoTowerClassifier` (``genpqr.models.TwoTowerClassifier``),
+    stage 1 for thousands of actions with features: ``pi(a|s) ~ exp(f(s)^T h(x_a))``, full or
+    sampled (log-Q corrected) softmax.
 :mod:`~genpqr.models.boosting`
     LightGBM: :class:`~genpqr.models.boosting.BoostedQModel`, one tree per Bellman update.
 :mod:`~genpqr.models.neural_densities`
@@ -21,3 +25,7 @@ defaults live in :mod:`genpqr.actions`, as scikit-learn's ``LogisticRegression``
 core's default classifier. Nothing here is imported when ``genpqr`` is imported: torch and
 LightGBM load only when a model from here is used.
 """
+
+from .two_tower import TwoTowerClassifier
+
+__all__ = ["TwoTowerClassifier"]
