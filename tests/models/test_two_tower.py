@@ -4,6 +4,8 @@ softmax with the log-Q correction against the full softmax, and GenPQR with an a
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -62,6 +64,7 @@ def test_contract_reproducibility_and_never_taken_actions():
     blocked = clone(model).set_params(block_size=7).fit(states, y).predict_proba(states[:20])  # one action a block
     np.testing.assert_allclose(blocked, proba, atol=1e-12)
     np.testing.assert_array_equal(model.predict(states[:20]), proba.argmax(axis=1))
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).predict_proba(states[:20]), proba)
     sampled = clone(model).set_params(loss="sampled", n_negatives=4).fit(states, y)
     assert sampled.proposal_[11] >= sampled.proposal_floor / 12 and np.isclose(sampled.proposal_.sum(), 1.0)
     assert np.isfinite(sampled.predict_log_proba(states[:20])).all()
