@@ -52,7 +52,7 @@ def test_extras_named_in_the_docs_exist():
     assert _requirement_names(extras["rl"]) == {"gymnasium", "stable-baselines3"}
     assert _requirement_names(extras["dask"]) == {"distributed"}
     pages = [ROOT / "README.md", ROOT / "examples" / "README.md", *(ROOT / "docs").glob("*.md")]
-    pattern = re.compile(r"pip install [^`\n]*?\[([a-z0-9,-]+)\]|`\[([a-z0-9,-]+)\]`")
+    pattern = re.compile(r"pip install [^`\n]*?\[([a-z][a-z0-9,-]*)\]|`\[([a-z][a-z0-9,-]*)\]`")  # an extra starts with a letter
     named = {extra for page in pages for groups in pattern.findall(page.read_text(encoding="utf-8"))
              for extra in ",".join(groups).split(",") if extra}
     assert {"rl", "dask", "adapters"} <= named
