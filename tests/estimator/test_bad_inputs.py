@@ -197,6 +197,22 @@ def _n_episodes(stdout):
     return int(stdout.split(" episodes (")[0].split()[-1])
 
 
+ACTIONS = ["--action-features", "{tmp}/items.csv"]
+
+
+def _action_file(what, tmp):
+    """``tmp/items.csv``: the actions a, b (taken) and c (never taken) with features, or a fault."""
+    path = tmp / "items.csv"
+    if what == "empty":
+        path.write_text("")
+        return
+    f = pd.DataFrame({"action": ["a", "b", "c"], "price": [1.0, 2.0, 3.0], "quality": [2.0, 1.0, 0.5]})
+    f = {"ok": f, "missing-label": f[f.action != "b"], "duplicate": f.assign(action=["a", "a", "b"]),
+         "nan": f.assign(price=[1.0, 2.0, np.nan]), "text": f.assign(color=["red", "blue", "red"]),
+         "nolabel": f.rename(columns={"action": "item"}), "nofeature": f[["action"]]}[what]
+    f.to_csv(path, index=False)
+
+
 # name: (frame maker or None, extra argv (later flags win), expected outcome)
 # "{tmp}" in an argv item is replaced by the case's temporary folder.
 CLI = {
@@ -433,6 +449,38 @@ CLI = {
                                                   Err("--q-model exact out of core needs one state column")),
     "out of core: missing time value": (Pq(_set("time", np.nan)), [],
                                         Err("time column 'time' has 1 missing", "data row 5")),
+    # --- the action-features file (issue 22): one line naming the file, the flag and the problem ---------
+    "action features: a label of the data missing": ("actions:missing-label", ACTIONS,
+                                                    Err("--action-features", "items.csv", "['b']", "does not list")),
+    "action features: a duplicate label": ("actions:duplicate", ACTIONS,
+                                          Err("--action-features", "items.csv", "['a']", "more than once")),
+    "action features: a NaN feature": ("actions:nan", ACTIONS,
+                                      Err("--action-features", "items.csv", "feature column 'price' has 1 missing",
+                                          "label 'c'")),
+    "action features: a text feature column": ("actions:text", ACTIONS,
+                                              Err("--action-features", "items.csv",
+                                                  "feature column 'color' must be numeric")),
+    "action features: no label column": ("actions:nolabel", ACTIONS,
+                                        Err("--action-features", "items.csv", "no label column 'action'")),
+    "action features: no feature column": ("actions:nofeature", ACTIONS,
+                                          Err("--action-features", "items.csv", "no feature columns")),
+    "action features: file missing": (None, ["--action-features", "{tmp}/nope.csv"],
+                                      Err("--action-features", "nope.csv", "does not exist")),
+    "action features: empty file": ("actions:empty", ACTIONS, Err("--action-features", "items.csv", "is empty")),
+    "conditional logit without action features": (None, ["--policy-model", "conditional-logit"],
+                                                  Err("--policy-model conditional-logit", "--action-features FILE")),
+    "action features with continuous actions": (None, ["--action-type", "continuous", "--normalization", "anchor:0",
+                                                       *ACTIONS], Err("--action-features", "--action-type continuous")),
+    "out of core: action features with --chunk-rows": (Pq(), ["--chunk-rows", "50", *ACTIONS],
+                                                       Err("--action-features", "--chunk-rows", "out of core",
+                                                           "rows in memory")),
+    "out of core: action features with a Parquet folder": (Pq(), ACTIONS,
+                                                           Err("--action-features", "a folder of Parquet files",
+                                                               "out of core")),
+    "action features: a never-taken action": ("actions:ok", ACTIONS,
+                                             Ok(lambda out, so: "1 action(s) in the table were never taken" in so
+                                                and list(_rewards(out).columns[-3:]) == ["reward_a", "reward_b",
+                                                                                          "reward_c"])),
 }
 
 
@@ -542,6 +590,8 @@ def _write_input(kind, tmp):
         f = {"noaction": f.drop(columns=["action"]), "text": f.assign(x="t"),
              "range": f.assign(state_index=f.state_index + 1)}[what]
         f.to_csv(tmp / "f.csv", index=False)
+    elif kind.startswith("actions:"):
+        _action_file(kind.split(":")[1], tmp)
     elif kind.startswith("config:"):
         (tmp / "c.json").write_text(kind[len("config:"):])
     elif kind == "config-bytes":

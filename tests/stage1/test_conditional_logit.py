@@ -17,7 +17,7 @@ import genpqr
 from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.stage1 import ConditionalLogit, FrequencyClassifier
-from tests.doc_warnings import check_warnings, recording
+from tests.doc_warnings import check_warnings, printed, recording
 
 ROOT = Path(__file__).resolve().parents[2]
 GAMMA = 0.9
@@ -130,7 +130,7 @@ def test_recovers_a_reward_linear_in_action_features_including_a_never_taken_act
     np.testing.assert_allclose(model.reward(np.zeros(1), ["item7"]), table.loc[0, "item7"])
 
 
-def test_large_action_spaces_page_runs(tmp_path, monkeypatch):
+def test_large_action_spaces_page_runs(tmp_path, monkeypatch, capsys):
     """Every python block of docs/large_action_spaces.md, in one namespace; its claims hold."""
     monkeypatch.chdir(tmp_path)
     text = (ROOT / "docs" / "large_action_spaces.md").read_text(encoding="utf-8")
@@ -144,3 +144,19 @@ def test_large_action_spaces_page_runs(tmp_path, monkeypatch):
     assert ns["model"].taken_actions_.tolist() == [True] * 5 + [False]
     error = ns["error"]
     assert error[:, :5].max() < 0.3 and error[:, 5].max() < 1.0  # the page's figures: about 0.1 and 0.72
+    # the page's command, on the files its last block wrote, into a fresh --out folder
+    import shlex
+
+    import pandas as pd
+    from genpqr.app.cli import main
+
+    command = re.search(r"```bash\n(genpqr fit .*?)```", text, re.S).group(1).replace("\\\n", " ")
+    assert not (tmp_path / "fit-items").exists()
+    with recording() as found:
+        assert main(shlex.split(command)[1:] + ["--quiet"]) == 0
+    console = capsys.readouterr().out
+    check_warnings("docs/large_action_spaces.md", "shell", found + printed(console))
+    assert ("1 action(s) in the table were never taken: their rewards are predictions from their features "
+            "(['item5'])") in console
+    rewards = pd.read_csv(tmp_path / "fit-items" / "rewards.csv")
+    assert [c for c in rewards.columns if c.startswith("reward_")] == [f"reward_item{k}" for k in range(6)]

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .config_checks import check_dask_scheduler, check_output_folder
+
 __all__ = ["FitConfig", "action_columns", "parse_normalization", "parse_transition", "parse_bins",
            "parse_integration", "POLICY_MODELS", "Q_MODELS", "NORMALIZATION_FORMS", "ACTION_TYPES",
            "CONTINUOUS_POLICY_MODELS", "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS",
            "ESTIMATORS"]
 
 ACTION_TYPES = ("discrete", "continuous")
-POLICY_MODELS = ("auto", "frequency", "spline", "logistic", "mlp", "lightgbm")
+POLICY_MODELS = ("auto", "frequency", "spline", "logistic", "mlp", "lightgbm", "conditional-logit")
 Q_MODELS = ("exact", "linear", "mlp", "lightgbm", "hgb", "lstd")
 NORMALIZATION_FORMS = "anchor:ACTION, mean-zero, state-anchor:COLUMN, value:COLUMN or behavior:OUTCOME_COLUMN"
 CONTINUOUS_POLICY_MODELS = ("gaussian", "mlp-gaussian", "mdn", "flow")
@@ -144,6 +146,11 @@ class FitConfig:
         Out of core on a Dask cluster (:func:`genpqr.scale.fit_dask`): a scheduler
         address (``tcp://host:8786``), or ``local:N`` for a local cluster of N worker
         processes started for the fit. Every worker must be able to read the data path.
+    action_features : str, optional
+        Discrete actions: a CSV or Parquet file with one row per action, the labels in the
+        ``action`` column (actions never taken included) and numeric feature columns: the
+        action set of the fit (:func:`genpqr.app.data_file.read_action_table`); the policy model
+        defaults to ``conditional-logit`` (:class:`genpqr.stage1.ConditionalLogit`).
     """
 
     data: str | None = None
@@ -181,6 +188,7 @@ class FitConfig:
     save_data: bool = False
     chunk_rows: int | None = None
     dask_scheduler: str | None = None
+    action_features: str | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -215,8 +223,8 @@ class FitConfig:
         return asdict(self)
 
     def with_absolute_paths(self, base=None) -> "FitConfig":
-        """A copy whose file and folder settings (``data``, ``features``, a ``transition``
-        kernel file, ``out``) are absolute, resolved against ``base`` (default: the working
+        """A copy whose file and folder settings (``data``, ``features``, ``action_features``, a
+        ``transition`` kernel file, ``out``) are absolute, resolved against ``base`` (default: the working
         directory). ``genpqr fit`` writes this to ``config.json`` so that ``genpqr fit --config
         DIR/config.json`` reruns the same fit from any folder."""
         base = Path.cwd() if base is None else Path(base)
@@ -228,7 +236,7 @@ class FitConfig:
         if parse_transition(transition)[0] == "file":
             transition = absolute(transition)
         return replace(self, data=absolute(self.data), features=absolute(self.features), out=absolute(self.out),
-                       transition=transition)
+                       transition=transition, action_features=absolute(self.action_features))
 
     def to_json(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
@@ -281,6 +289,7 @@ class FitConfig:
         if self.n_iterations is not None and self.n_iterations < 1:
             raise ValueError(f"--n-iterations must be at least 1, got {self.n_iterations}")
         check_settings(self)
+        check_action_features(self)
         unknown_bins = sorted(set(self.bins) - set(self.state))
         if unknown_bins:
             raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")
@@ -291,6 +300,29 @@ def check_estimator_needs_features(estimator: str) -> None:
     """``--estimator`` without ``--features``: refused, since it would be ignored."""
     raise ValueError(f"--estimator {estimator} needs --features FILE.csv (the flow-utility features whose parameters "
                      f"it estimates); without --features nothing is estimated: drop --estimator, or add --features")
+
+
+def check_action_features(config: FitConfig) -> None:
+    """``--action-features`` and ``--policy-model conditional-logit`` go together, with discrete
+    actions read into memory (the conditional logit fits on the rows in memory)."""
+    if config.policy_model == "conditional-logit" and not config.action_features:
+        raise ValueError("--policy-model conditional-logit scores actions by their features: give --action-features "
+                         "FILE (one row per action label, numeric feature columns)")
+    if not config.action_features:
+        return
+    if config.action_type == "continuous":
+        raise ValueError("--action-features describes discrete action labels; it cannot be used with --action-type "
+                         "continuous")
+    for flag, value in (("--chunk-rows", config.chunk_rows), ("--dask-scheduler", config.dask_scheduler)):
+        if value is not None:
+            check_in_memory_action_features(flag)
+
+
+def check_in_memory_action_features(how: str) -> None:
+    """``--action-features`` out of core (``how``: the flag, or a folder of Parquet files): refused."""
+    raise ValueError(f"--action-features cannot be used out of core ({how}): the conditional logit fits on the rows in "
+                     f"memory; drop {how if how.startswith('--') else 'the folder (give one data file)'} to fit "
+                     f"in memory, or drop --action-features")
 
 
 def action_columns(config: FitConfig) -> list:
@@ -314,40 +346,6 @@ def check_settings(config: "FitConfig") -> None:
         raise ValueError(f"--chunk-rows must be a positive number of rows, got {config.chunk_rows!r}")
     check_dask_scheduler(config.dask_scheduler)
     check_output_folder(config.out, "--out")
-
-
-def check_dask_scheduler(address) -> None:
-    """``address`` is None, ``local:N`` (N >= 1 worker processes) or a scheduler address."""
-    if address is None:
-        return
-    if not isinstance(address, str) or not address.strip():
-        raise ValueError(f"--dask-scheduler must be a scheduler address (tcp://host:8786) or local:N, got {address!r}")
-    if address.startswith("local"):
-        count = address.partition(":")[2]
-        if not (count.isdigit() and int(count) >= 1):
-            raise ValueError(f"--dask-scheduler local:N needs a positive number of worker processes N, got "
-                             f"{address!r} (e.g. local:2)")
-
-
-def check_output_folder(path, flag: str) -> None:
-    """``path`` is (or can be created as) a writable folder; ``ValueError`` naming ``flag`` if not."""
-    import os
-
-    target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"{flag} {str(path)!r} is a file, not a folder; give a folder to write the outputs to")
-    existing = target
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {str(path)!r} cannot be written ({str(existing)!r} is not a writable folder)")
-    import tempfile
-
-    try:  # os.access trusts permission bits (always true for root); a real file is the test
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise ValueError(f"{flag} {str(path)!r} cannot be written ({str(existing)!r}: {exc.strerror or exc})") from None
 
 
 def _coerce(key: str, value):
@@ -515,6 +513,3 @@ def parse_transition(spec: str):
     if spec.endswith(".npy"):
         return "file", spec
     raise ValueError(f"--transition must be counts, increment:MAX[:RESET_ACTION] or a .npy file, got {spec!r}")
-
-
-# ============================================================================ reading and checks

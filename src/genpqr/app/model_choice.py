@@ -77,6 +77,11 @@ def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: i
         from ..stage1 import FrequencyClassifier
 
         return FrequencyClassifier(n_states=n_states)
+    if name == "conditional-logit":  # GenPQR binds the data's action table (--action-features)
+        from ..stage1 import ConditionalLogit
+
+        return (ConditionalLogit(state_basis="onehot", n_states=n_states) if tabular
+                else ConditionalLogit(state_basis="linear"))
     if name == "logistic":
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline

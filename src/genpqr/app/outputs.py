@@ -101,6 +101,9 @@ class FitOutputs:
                 else f"{d.n_transitions} transitions")
         lines = [f"genpqr fit: {what} in {d.n_episodes} episodes ({mode})",
                  str(self.model.summary())]  # its last line: the first stage (the model's first_stage_)
+        from .action_features import never_taken_line
+
+        lines += [line for line in [never_taken_line(self.model)] if line]
         if self.structural is not None:
             from .structural import console_lines
 
@@ -117,12 +120,12 @@ class FitOutputs:
 
 def fit_inputs(config) -> list:
     """The files a fit reads and ``config.json`` names again later (the data file or folder, the
-    features, a kernel file): refused inside ``--out``. (A ``--config`` file there is read
+    features, a kernel file, the action features): refused inside ``--out``. (A ``--config`` file there is read
     before anything is written; it may be the ``config.json`` of the earlier fit.)"""
     from .config import parse_transition
 
     kernel = config.transition if parse_transition(config.transition)[0] == "file" else None
-    return [p for p in (config.data, config.features, kernel) if p]
+    return [p for p in (config.data, config.features, kernel, getattr(config, "action_features", None)) if p]
 
 
 def check_fit_target(config) -> None:

@@ -41,6 +41,9 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     model, data, config = outputs.model, outputs.data, outputs.config
     summary = data_summary(data, config, n_rows)
     summary["actions"] = data.n_actions
+    never = getattr(model.diagnostics_, "n_never_taken", None)
+    if never is not None:
+        summary["actions of the table never taken (rewards predicted from their features)"] = never
     if n_rows is not None and n_rows > data.n:
         summary["rows without an observed next state (dropped)"] = n_rows - data.n
     if getattr(outputs, "first_stage", None) is not None:
@@ -299,7 +302,7 @@ def render_html(ctx: ReportContext) -> str:
         "discrete.html", ctx, report_figures(ctx),
         normalization=describe_normalization(model), gamma=f"{model.gamma_:g}",
         data_summary=list(ctx.data_summary.items()),
-        action_rows=[(f"{lab}", f"{cnt} ({cnt / n:.1%})") for lab, cnt in d.action_counts.items()],
+        action_rows=_action_rows(d, n),
         anchored=model.normalization_.name in ("anchor", "state-anchor"), support=support,
         policy_rows=[("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
                      ("log loss of the action frequencies alone", f"{_baseline_log_loss(model):.4f}"),
@@ -311,6 +314,15 @@ def render_html(ctx: ReportContext) -> str:
         coverage_rows=[("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
                        ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
                        ("support of the normalization", support)])
+
+
+def _action_rows(d, n: int) -> list:
+    """Section 1's action frequencies; with an action table a taken flag per action (a never-taken
+    action's reward is a prediction from its features)."""
+    table = getattr(d, "n_never_taken", None) is not None
+    return [(f"{lab}", f"{cnt} ({cnt / n:.1%})" + (("; taken" if cnt else "; never taken: its reward is a prediction "
+                                                    "from its features") if table else ""))
+            for lab, cnt in d.action_counts.items()]
 
 
 def _q_rows(d, model) -> list:

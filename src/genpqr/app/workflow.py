@@ -76,7 +76,9 @@ import numpy as np
 from ..data.validation import short_list
 from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS,
                      INTEGRATION_FORMS, NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS, FitConfig,
-                     check_estimator_needs_features, parse_bins, parse_normalization, parse_transition)
+                     check_estimator_needs_features, check_in_memory_action_features, parse_bins, parse_normalization,
+                     parse_transition)
+from .action_features import read_action_table
 from .data_file import read_features, read_frame
 from .model_choice import choose_first_stage, make_estimator
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
@@ -123,6 +125,9 @@ def run_fit(config: FitConfig) -> FitOutputs:
     if config.chunk_rows is not None or config.dask_scheduler or Path(config.data).is_dir():
         from .stream import run_stream_fit
 
+        if config.action_features:  # (--chunk-rows and --dask-scheduler are refused by config.check)
+            check_in_memory_action_features("a folder of Parquet files")
+
         return run_stream_fit(config)
     if config.action_type == "continuous":
         from .fit_continuous import run_continuous_fit
@@ -133,11 +138,12 @@ def run_fit(config: FitConfig) -> FitOutputs:
     frame = read_frame(config, kind, arg)
     tabular = decide_tabular(config, frame)
     config = replace(config, q_model=config.q_model or ("exact" if tabular else "hgb"),
-                     policy_model=config.policy_model or ("auto" if tabular else "logistic"))
+                     policy_model=config.policy_model or ("conditional-logit" if config.action_features
+                                                          else "auto" if tabular else "logistic"))
     if not tabular and (config.features or config.transition != "counts" or config.n_states):
         raise ValueError("--features, --transition and --n-states need the tabular mode (--q-model exact, --bins, "
                          "or integer state columns)")
-    labels = np.unique(frame[config.action].to_numpy())
+    labels = _action_labels(config, frame)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = _fit_discrete(config, frame, labels, tabular, kind, arg)
@@ -157,9 +163,19 @@ def _outcome_of_behavior(config: FitConfig):
     return config, kind, arg
 
 
+def _action_labels(config: FitConfig, frame) -> np.ndarray:
+    """The action set, sorted: the data's labels, or those of the ``--action-features`` table
+    (actions never taken included)."""
+    labels = np.unique(frame[config.action].to_numpy())
+    return read_action_table(config, labels).labels if config.action_features else labels
+
+
 def _transitions(config: FitConfig, frame, labels, tabular: bool):
-    """``(Transitions, StateIndex or None, state index per row or None, transition model)``."""
+    """``(Transitions, StateIndex or None, state index per row or None, transition model)``;
+    with ``--action-features`` the transitions carry its table (whose labels are ``labels``)."""
     from ..data import from_pandas
+
+    table = read_action_table(config, labels) if config.action_features else None
 
     index = index_rows = transition_model = None
     state_cols, fit_frame = list(config.state), frame
@@ -172,7 +188,8 @@ def _transitions(config: FitConfig, frame, labels, tabular: bool):
         fit_frame, state_cols = frame.assign(**{name: index_rows}), [name]
     data = from_pandas(fit_frame, episode=config.episode, time=config.time, state=state_cols,
                        action=config.action, terminated=config.terminated, truncated=config.truncated,
-                       outcome=config.outcome, action_labels=labels, time_gaps=config.time_gaps)
+                       outcome=config.outcome, action_labels=None if table is not None else labels,
+                       time_gaps=config.time_gaps, action_features=table)
     return data, index, index_rows, transition_model
 
 
@@ -188,7 +205,7 @@ def tabular_training_data(config: FitConfig):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit reported them
         frame = read_frame(config, kind, arg)
-        labels = np.unique(frame[config.action].to_numpy())
+        labels = _action_labels(config, frame)
         return _transitions(config, frame, labels, tabular=True)[0]
 
 
@@ -325,6 +342,11 @@ def _add_data_flags(p, required) -> None:
                    help="continuous actions: upper bound(s) of the box support (default: none: unbounded)")
     p.add_argument("--integration", default=S, metavar="SPEC",
                    help=f"continuous actions: mu-integrals by {INTEGRATION_FORMS} (default: mc:32)")
+    p.add_argument("--action-features", dest="action_features", default=S, metavar="FILE",
+                   help="discrete actions: CSV or Parquet file with one row per action (the labels in the --action "
+                        "column, actions never taken included) and numeric feature columns; every action gets a "
+                        "reward column, a never-taken one predicted from its features; in memory only "
+                        "(docs/large_action_spaces.md) (default: none)")
 
 
 def _add_model_flags(p, required) -> None:
@@ -336,7 +358,9 @@ def _add_model_flags(p, required) -> None:
                                f"{REQUIRED}")
     p.add_argument("--policy-model", dest="policy_model", default=S, metavar="NAME",
                    help=f"{', '.join(POLICY_MODELS)} or package.module:Class; continuous actions: "
-                        f"{', '.join(CONTINUOUS_POLICY_MODELS)} (default: auto for tabular states -- a spline logit "
+                        f"{', '.join(CONTINUOUS_POLICY_MODELS)} (default: conditional-logit with --action-features -- "
+                        f"pi(a|s) ~ exp(b(s)' W x_a) on the actions' features x_a, b(s) one-hot tabular states or "
+                        f"[1, standardized s], C=1 --; else auto for tabular states -- a spline logit "
                         f"chosen by cross-validation when the state is ordered and its cells are sparse, else cell "
                         f"frequencies --, logistic for continuous states, gaussian for continuous actions)")
     p.add_argument("--q-model", dest="q_model", default=S, metavar="NAME",

@@ -200,7 +200,8 @@ def _warn_if_discrete(raw: np.ndarray, acts: np.ndarray) -> None:
                 "policy)", UserWarning, stacklevel=4)
 
 
-def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, keep_last: bool = True) -> Transitions:
+def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, keep_last: bool = True,
+                  action_features=None) -> Transitions:
     """Transitions from a list of episodes.
 
     Each episode is a mapping with ``"states"`` of shape (T+1, d) (every visited state,
@@ -210,7 +211,10 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, 
     truncated according to ``"terminated"``. With T states the last step has no observed
     next state: if the episode terminated it is a terminated transition; otherwise, with
     ``keep_last=True`` (default) it is a choice-only row (``next_observed`` False, as in
-    :func:`from_pandas`), with ``keep_last=False`` it is dropped.
+    :func:`from_pandas`), with ``keep_last=False`` it is dropped. ``action_features`` (an
+    :class:`~genpqr.data.ActionTable`, a DataFrame indexed by label or a mapping label -> vector):
+    the action set is the table's labels in its row order, actions never taken included (see
+    :func:`from_arrays`).
     """
     episodes = list(episodes)
     cols: dict[str, list] = {k: [] for k in ("s", "a", "s2", "term", "trunc", "ep", "t", "y", "r", "obs")}
@@ -221,8 +225,9 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, 
     if not cols["s"]:
         raise ValueError("episodes must contain at least one episode")
     cat = {k: (np.concatenate(v) if v else None) for k, v in cols.items()}
-    all_actions = np.concatenate([np.asarray(ep["actions"]) for ep in episodes]) if action_labels is None else None
-    if action_labels is None:
+    labelled = action_labels is not None or action_features is not None
+    all_actions = None if labelled else np.concatenate([np.asarray(ep["actions"]) for ep in episodes])
+    if not labelled:
         refuse_continuous_labels(all_actions, "the episodes' actions")
     return from_arrays(
         cat["s"],
@@ -234,8 +239,9 @@ def from_episodes(episodes: Iterable[Mapping[str, Any]], *, action_labels=None, 
         outcomes=cat["y"],
         rewards=cat["r"],
         timesteps=cat["t"],
-        action_labels=action_labels if action_labels is not None else np.unique(all_actions),
+        action_labels=action_labels if labelled else np.unique(all_actions),
         next_observed=cat["obs"],
+        action_features=action_features,
     )
 
 

@@ -145,6 +145,10 @@ class Diagnostics(FitDiagnostics):
         Share of rows at whose state the normalization weights an action with ``mu/pi_hat``
         above :data:`genpqr.estimator.COVERAGE_LIMIT` (the rows behind a large
         ``max_mu_over_pi``; the coverage check fires on this share). NaN when unknown.
+    n_never_taken : int or None
+        With an action table (:class:`genpqr.data.ActionTable`): the number of its actions that
+        no row takes (``~taken_actions_``; their rewards are predictions from their features);
+        None without a table.
     """
 
     action_counts: dict
@@ -156,6 +160,7 @@ class Diagnostics(FitDiagnostics):
     clip: tuple = (0.0, 1.0)
     clip_rule: str = ""
     coverage_share: float = float("nan")
+    n_never_taken: int | None = None
 
 
 @dataclass(kw_only=True, repr=False)

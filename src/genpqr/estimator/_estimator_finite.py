@@ -222,6 +222,7 @@ class FinitePath:
             max_mu_over_pi=float(np.max(mu_rows / proba)),
             coverage_share=float(np.mean(poorly_covered(mu_rows, proba))),
             n_last_choices=data.n_choice_only,
+            n_never_taken=None if data.action_table is None else int(np.sum(~data.taken_actions())),
             **extra,
         )
         failures = failed_diagnostics(diag, normalization=self.normalization_.describe(), clip=self.policy_.clip,
@@ -331,6 +332,10 @@ class FinitePath:
                                  f"{d.fraction_clipped:.2%}; rows with an action at the floor: {d.fraction_floored:.2%}"),
             ("stage 2", f"{d.solver}{self._structure_note()}, {d.n_iterations} iteration(s), converged={d.converged}"),
         ]
+        never = getattr(d, "n_never_taken", None)  # absent from models fitted before it existed
+        if never is not None:
+            lines.append(("action table", f"{self.n_actions_} actions, {never} never taken"
+                                          + (": their rewards are predictions from their features" if never else "")))
         first = getattr(self, "first_stage_", None)  # absent from models fitted before it existed
         if first is not None:
             lines.append(("first stage", first.describe()))
@@ -341,7 +346,7 @@ class FinitePath:
                        policy_log_loss_kind=d.policy_log_loss_kind, fraction_clipped=d.fraction_clipped,
                        fraction_floored=d.fraction_floored, clip_low=d.clip[0], clip_high=d.clip[1],
                        clip_rule=d.clip_rule, solver=d.solver, n_iterations=d.n_iterations, converged=d.converged,
-                       first_stage=None if first is None else first.name,
+                       n_never_taken=never, first_stage=None if first is None else first.name,
                        first_stage_reason=None if first is None else first.reason)
         return FitSummary(title, tuple(lines), figures)
 
