@@ -51,8 +51,8 @@ test-adapters: $(ADAPTERS_STAMP)
 
 # the documentation site (Sphinx; docs/conf.py): README and docs/*.md, the API reference generated from the
 # docstrings, and the gallery (examples/gallery/plot_*.py), every example run while the site is built. Strict:
-# a broken cross-reference or a failing example fails the build (the docstrings' own warnings are listed, not
-# fatal, until DOCSTRING_WARNINGS_FAIL in docs/conf.py is set). Open build/docs/index.html.
+# any warning fails the build (a broken cross-reference or reST markup, in a page or a docstring) and so does a
+# failing example. Open build/docs/index.html.
 docs: $(STAMP)
 	$(THREADS) $(PY) -m sphinx -b html -W --keep-going -q -j 2 docs build/docs
 	@echo "built build/docs/index.html"

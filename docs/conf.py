@@ -6,22 +6,22 @@ The site has three parts:
 * the gallery: examples/gallery/plot_*.py, run by sphinx-gallery while the site is built (a
   failing example fails the build), rendered into docs/gallery/ (ignored by git);
 * the API reference: one page per module of :data:`API`, generated into docs/api/ (ignored by
-  git) by :func:`write_api_pages` when the build starts, from each module's ``__all__``.
+  git) by :func:`write_api_pages` when the build starts, from each module's ``__all__``; a
+  wing's page also carries the docstrings of its private modules (:func:`_implementation_notes`).
 
-The build is strict (``-W --keep-going`` in the Makefile, ``nitpicky``): a reference that does
-not resolve fails it. Third-party names cannot resolve (no intersphinx: the CI machine is
-offline) and are the only ones ignored (:data:`nitpick_ignore_regex`).
+The build is strict (``-W --keep-going`` in the Makefile, ``nitpicky``): any warning fails it,
+those raised by the docstrings of src/genpqr included (reST markup, a reference that does not
+resolve). Third-party names cannot resolve (no intersphinx: the CI machine is offline) and are
+the only ones ignored (:data:`nitpick_ignore_regex`).
 """
 
 from __future__ import annotations
 
-import copy
 import importlib
 import inspect
-import logging
+import pkgutil
 import re
 import sys
-from collections import Counter
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -74,14 +74,6 @@ API = {
                            "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.report",
                            "genpqr.app.report_continuous", "genpqr.app.report_base", "genpqr.app.demo"],
 }
-
-#: Whether a warning raised by a docstring (a broken reference or reST markup in src/genpqr,
-#: found while rendering the API reference) fails the build. Phase 1 of the site (issue 21) may
-#: not edit the docstrings (a reorganisation of the package rewrites them): their warnings are
-#: listed at the end of the build (``docstring_warnings``) and do not fail it. Phase 2 fixes
-#: them and sets this to True; every other warning (the user guide, the gallery, this file)
-#: fails the build already.
-DOCSTRING_WARNINGS_FAIL = False
 
 # ---------------------------------------------------------------------------------------------
 extensions = [
@@ -204,7 +196,28 @@ def _module_page(module: str, homes: dict) -> str:
                   "", *(f"   {name}" for name in here), ""]
     if elsewhere:
         lines += [".. rubric:: Also importable from here", "", ", ".join(elsewhere), ""]
+    notes = _implementation_notes(module)
+    if notes:
+        lines += ["How it works", "-" * len("How it works"), ""]
+        for private in notes:
+            names = getattr(importlib.import_module(private), "__all__", [])[:4]
+            lines += [f".. rubric:: {', '.join(names)}{', ...' if len(names) == 4 else ''}", ""] if names else []
+            lines += [f".. automodule:: {private}", "   :no-index:", ""]
     return "\n".join(lines)
+
+
+def _implementation_notes(module: str) -> list[str]:
+    """A wing's private modules (``_name.py``) with a docstring, in the order its ``__init__``
+    imports them: their docstrings explain the wing's public names (thresholds, algorithms,
+    formats) and go on the wing's page, the only place a reader of the site can find them."""
+    package = importlib.import_module(module)
+    if not hasattr(package, "__path__"):
+        return []
+    source = inspect.getsource(package)
+    found = [m.name for m in pkgutil.iter_modules(package.__path__) if re.fullmatch(r"_[a-z]\w*", m.name)]
+    imported_at = {name: source.find(f"from .{name} import") for name in found}  # -1: not imported there
+    found.sort(key=lambda name: (imported_at[name] if imported_at[name] >= 0 else len(source), name))
+    return [f"{module}.{name}" for name in found if importlib.import_module(f"{module}.{name}").__doc__]
 
 
 def _index_page() -> str:
@@ -240,6 +253,30 @@ def write_api_pages(app, config) -> None:
     for path in (API_DIR / "generated").glob("*.rst"):
         if path.name not in stubs:
             path.unlink()
+
+
+def _defining_comment(name: str, obj) -> list[str]:
+    """The ``#:`` comment of a constant, from a genpqr module that binds it under the same name
+    (a wing re-exports the constants of its private modules, where their comments are)."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    attribute = name.rpartition(".")[2]
+    for module_name in sorted(m for m in sys.modules if m.split(".")[0] == "genpqr"):
+        if getattr(sys.modules[module_name], attribute, None) is obj:
+            comment = ModuleAnalyzer.for_module(module_name).find_attr_docs().get(("", attribute))
+            if comment:
+                return list(comment)
+    return []
+
+
+def constant_docstring(app, what, name, obj, options, lines) -> None:
+    """A constant's text is its ``#:`` comment, wherever it is documented, and never the
+    docstring of its type (``tuple``'s "Built-in immutable sequence." for a tuple of names)."""
+    if what not in ("data", "attribute") or inspect.isclass(obj) or inspect.isroutine(obj):
+        return
+    inherited = inspect.getdoc(type(obj))
+    if inherited and "\n".join(lines).strip() == inspect.cleandoc(inherited).strip():
+        lines[:] = _defining_comment(name, obj)
 
 
 def skip_foreign_member(app, what, name, obj, skip, options):
@@ -333,45 +370,9 @@ def resolve_alias(app, env, node, contnode):
     return None if home is None else resolve(".".join([home, rest]) if rest else home)
 
 
-class DocstringWarnings(logging.Filter):
-    """Holds back the warnings raised by docstrings (:data:`DOCSTRING_WARNINGS_FAIL`): placed
-    before Sphinx counts a warning, so that those do not fail a ``-W`` build."""
-
-    def __init__(self, app):
-        super().__init__()
-        self.app, self.held = app, []
-
-    def filter(self, record) -> bool:
-        from sphinx.util.logging import WarningLogRecordTranslator
-
-        printed = copy.copy(record)
-        WarningLogRecordTranslator(self.app).filter(printed)  # with its location as Sphinx prints it
-        location = str(getattr(printed, "location", None) or "")
-        if "docstring of " in location or str(API_DIR) in location or "<autosummary>" in location:
-            kind = f"{getattr(record, 'type', None) or 'other'}.{getattr(record, 'subtype', None) or ''}".rstrip(".")
-            self.held.append((kind, printed.getMessage()))  # "LOCATION: WARNING: message [type]"
-            return False
-        return True
-
-    def report(self, app, exception) -> None:
-        """At the end of the build: the held warnings, one per line, and their count by kind."""
-        if self.held:
-            counts = ", ".join(f"{n} {kind}" for kind, n in sorted(Counter(k for k, _ in self.held).items()))
-            lines = [message for _, message in self.held]
-            print("\n".join([*lines, f"{len(self.held)} docstring warning(s) held back "
-                              f"(DOCSTRING_WARNINGS_FAIL = False in docs/conf.py): {counts}"]), file=sys.stderr)
-
-
 def setup(app):
-    if not DOCSTRING_WARNINGS_FAIL:
-        from sphinx.util.logging import WarningStreamHandler
-
-        held = DocstringWarnings(app)
-        for handler in logging.getLogger("sphinx").handlers:
-            if isinstance(handler, WarningStreamHandler):
-                handler.filters.insert(0, held)
-        app.connect("build-finished", held.report)
     app.connect("config-inited", write_api_pages)  # before Sphinx lists the sources and autosummary writes stubs
     app.connect("autodoc-skip-member", skip_foreign_member)
+    app.connect("autodoc-process-docstring", constant_docstring, priority=400)  # before numpydoc (500)
     app.connect("autodoc-process-bases", public_bases)
     app.connect("missing-reference", resolve_alias)

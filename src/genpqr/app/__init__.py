@@ -8,11 +8,12 @@
     ``genpqr fit``: its flags and :func:`~genpqr.app.workflow.run_fit`, which hands continuous
     actions to :mod:`~genpqr.app.fit_continuous` and Parquet folders (out of core) to
     :mod:`~genpqr.app.stream`.
-:mod:`~genpqr.app.data_file`, :mod:`~genpqr.app.states`, :mod:`~genpqr.app.model_choice`,
-:mod:`~genpqr.app.results`, :mod:`~genpqr.app.outputs`, :mod:`~genpqr.app.structural`
-    Its steps: reading and checking the data file, tabular states and normalizations, the
-    models named by the flags, bootstrap and output tables, writing the output folder, and
-    the structural-estimation step (``--features``).
+The steps of ``genpqr fit``
+    Reading and checking the data file (:mod:`~genpqr.app.data_file`), tabular states and
+    normalizations (:mod:`~genpqr.app.states`), the models named by the flags
+    (:mod:`~genpqr.app.model_choice`), bootstrap and output tables (:mod:`~genpqr.app.results`),
+    writing the output folder (:mod:`~genpqr.app.outputs`), and the structural-estimation step
+    (``--features``, :mod:`~genpqr.app.structural`).
 :mod:`~genpqr.app.report`, :mod:`~genpqr.app.report_continuous`, :mod:`~genpqr.app.report_base`
     The self-contained HTML report, rendered from the Jinja2 templates in ``templates/``.
 :mod:`~genpqr.app.counterfactual`

@@ -5,16 +5,16 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
 ``FIT_DIR/counterfactual``):
 
 ``summary.csv``
-    :meth:`CounterfactualResult.to_frame`: action rates and mean state under the stationary
-    (and given-initial-state) distribution, baseline vs counterfactual, with bootstrap
-    intervals.
+    :meth:`~genpqr.counterfactuals.CounterfactualResult.to_frame`: action rates and mean state
+    under the stationary (and given-initial-state) distribution, baseline vs counterfactual,
+    with bootstrap intervals.
 ``states.csv``
-    :meth:`CounterfactualResult.policy_frame`: per state, both policies, values and
-    distributions.
+    :meth:`~genpqr.counterfactuals.CounterfactualResult.policy_frame`: per state, both policies,
+    values and distributions.
 ``support.csv``
-    :meth:`SupportReport.to_frame`: per scenario and distribution, the share of the occupancy on
-    states (and of the choices in state-action cells) the data saw fewer than ``--min-visits``
-    times, and on states never seen.
+    :meth:`~genpqr.counterfactuals.SupportReport.to_frame`: per scenario and distribution, the
+    share of the occupancy on states (and of the choices in state-action cells) the data saw
+    fewer than ``--min-visits`` times, and on states never seen.
 ``identification.json``
     The route that answered, why it is identified (the structural model's functional form, or
     invariance to the normalization with the measured gap), the other route's gap, the support
@@ -49,10 +49,10 @@ parameters with ``--parameter-change``, delta-method intervals from the MLE's co
 bootstrap ones) and also reports the nonparametric answer and the gap (``--route`` picks one
 explicitly). A fit without ``--features`` answers on the nonparametric reward table.
 
-Spec keys (all optional; flags override): ``reward_change`` ({label: amount or list of S
-amounts}), ``parameter_change`` ({name: number or "*F", "+D", "-D", "=V"}), ``route``
-(``auto``, ``structural``, ``nonparametric``), ``transitions`` (a ``.npy`` kernel, (S, K, S) or
-(S*K, S)), ``gamma``, ``initial`` (state index), ``horizon``, ``bootstrap``, ``level``,
+Spec keys (all optional; flags override): ``reward_change`` (``{label: amount or list of S
+amounts}``), ``parameter_change`` (``{name: number or "*F", "+D", "-D", "=V"}``), ``route``
+(``auto``, ``structural``, ``nonparametric``), ``transitions`` (a ``.npy`` kernel, ``(S, K, S)``
+or ``(S*K, S)``), ``gamma``, ``initial`` (state index), ``horizon``, ``bootstrap``, ``level``,
 ``check_normalization`` (``mean-zero`` or ``anchor:LABEL``), ``min_visits``.
 """
 
@@ -259,9 +259,10 @@ def _n_boot(spec: dict, config, model) -> int:
 
 
 def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted: bool = False):
-    """Run a counterfactual on a fit folder; returns the :class:`CounterfactualResult` and writes
-    the files of the module docstring. ``model.joblib`` is loaded by :func:`genpqr.load`: only a
-    file genpqr signed under this user's key, unless ``trusted`` (``--trust``)."""
+    """Run a counterfactual on a fit folder; returns the
+    :class:`~genpqr.counterfactuals.CounterfactualResult` and writes the files of the module
+    docstring. ``model.joblib`` is loaded by :func:`genpqr.load`: only a file genpqr signed under
+    this user's key, unless ``trusted`` (``--trust``)."""
     from ..estimator import load
     from ..estimator.folder_ops import write_each
     from ..estimator.manifest import check_target, output_folder, verify_folder

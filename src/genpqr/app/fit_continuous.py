@@ -7,10 +7,11 @@ episode that did not terminate has no next state and is dropped). The model is
 :class:`genpqr.GenPQR` on transitions with continuous actions (a
 :class:`~genpqr.data.BoxActions`):
 
-* policy (``--policy-model``): ``gaussian`` (:class:`LinearGaussianDensity`, degree 2,
-  heteroscedastic; default), ``mlp-gaussian``, ``mdn``, ``flow`` (needs ``zuko``) or
+* policy (``--policy-model``): ``gaussian`` (:class:`~genpqr.actions.LinearGaussianDensity`,
+  degree 2, heteroscedastic; default), ``mlp-gaussian``, ``mdn``, ``flow`` (needs ``zuko``) or
   ``package.module:Class``; the built-in ones are squashed onto the box
-  (:class:`SquashedDensity`) when the actions are bounded, an imported one is used as is;
+  (:class:`~genpqr.actions.SquashedDensity`) when the actions are bounded, an imported one is
+  used as is;
 * Q (``--q-model``): a regressor on ``[s, a]``: ``linear`` (degree-2 polynomial features +
   least squares; default), ``hgb``, ``mlp`` (scikit-learn ``MLPRegressor`` on standardized
   inputs), ``lightgbm`` or ``package.module:Class``;

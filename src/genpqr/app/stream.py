@@ -228,7 +228,7 @@ def dask_client(address: str):
 
 
 def route_lightgbm_logs() -> None:
-    """Send LightGBM's messages to the ``lightgbm`` logger of Python's :mod:`logging` (run on the
+    """Send LightGBM's messages to the ``lightgbm`` logger of Python's ``logging`` (run on the
     workers of the local cluster the command starts: by default LightGBM prints the lines of
     its network set-up, a few per Bellman iteration of boosted FQE; warnings still show)."""
     import logging

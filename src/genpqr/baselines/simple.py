@@ -110,7 +110,7 @@ class LinearRewardOracle(RewardBaseline):
     **Not an IRL method.** It sees ``data.rewards`` -- the rewards that IRL methods must
     recover without seeing -- and regresses them on action-specific linear features
     ``onehot(a) (x) (1, s)``: a separate intercept and slope vector per action,
-    ``r_hat(s, a) = c_a + s . beta_a``. It measures what a linear reward model achieves when
+    ``r_hat(s, a) = c_a + s @ beta_a``. It measures what a linear reward model achieves when
     the rewards are observed (the benchmark's "linear reward baseline").
 
     The design has ``K (d + 1)`` columns and no extra global intercept
@@ -174,7 +174,7 @@ class LinearRewardOracle(RewardBaseline):
         return design.reshape(n, K * (d + 1))
 
     def reward(self, states, actions=None) -> np.ndarray:
-        """``c_a + s . beta_a``: (n, K), or (n,) at the given action labels."""
+        """``c_a + s @ beta_a``: (n, K), or (n,) at the given action labels."""
         X = self._states(states)
         return self._select(X @ self.coef_.T + self.intercepts_, actions)
 

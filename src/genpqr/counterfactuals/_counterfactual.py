@@ -59,6 +59,8 @@ __all__ = ["CounterfactualResult", "ScenarioSolution", "IdentificationWarning", 
            "solve_scenario", "stationary_distribution", "state_occupancy", "identification_rule",
            "shaping_preserved", "load_counterfactual", "ROUTES", "STRUCTURAL_RULE", "ROUTE_GAP_WARN"]
 
+#: The routes a counterfactual answers by (``route=``): ``"auto"`` takes the structural route when
+#: there is a structural fit, else the nonparametric one (the recovered reward table).
 ROUTES = ("auto", "structural", "nonparametric")
 #: Why the structural route's answer is identified.
 STRUCTURAL_RULE = ("solved on the estimated structural flow utility x @ theta: the features fix the reward's level "

@@ -86,7 +86,9 @@ def _operation(name, spec):
 
 
 def parse_parameter_change(change, names) -> ParameterChange | None:
-    """A :class:`ParameterChange` from ``{name: spec}`` (see the module notes); None for no change.
+    """A :class:`ParameterChange` from ``{name: spec}``; None for no change. ``spec`` is a number
+    (the new value), or a string ``"*F"`` (multiply), ``"+D"`` / ``"-D"`` (add / subtract),
+    ``"=V"`` (set).
 
     Raises a ``ValueError`` naming an unknown parameter and the known ones, a ``TypeError`` for a
     spec that is not a mapping."""

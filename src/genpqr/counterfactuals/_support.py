@@ -140,8 +140,8 @@ def off_support(solution, counts) -> bool:
 
 
 def warn_if_material(report: SupportReport, route: str, stacklevel: int = 3) -> None:
-    """:class:`ExtrapolationWarning` when the counterfactual's thin-state share is material,
-    with what it means for the route's answer."""
+    """:class:`~genpqr.exceptions.ExtrapolationWarning` when the counterfactual's thin-state share
+    is material, with what it means for the route's answer."""
     if not report.material:
         return
     reading = ("the structural answer there rests on the features' functional form outside the data"

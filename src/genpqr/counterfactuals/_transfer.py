@@ -101,6 +101,8 @@ def _wrapper_class():
         reward : RewardFunction or callable ``(obs (1, d), action (1,)) -> (1,)``
             Usually ``RewardFunction(model, obs_to_state)``.
 
+        Notes
+        -----
         ``info["true_reward"]`` keeps the environment's reward.
         """
 
@@ -112,11 +114,15 @@ def _wrapper_class():
             self._obs = None
 
         def reset(self, **kwargs):
+            """Reset the wrapped environment (``self.env``) and keep its first observation, the
+            state at which the next step's reward is evaluated."""
             obs, info = self.env.reset(**kwargs)
             self._obs = obs
             return obs, info
 
         def step(self, action):
+            """Step the wrapped environment; the reward returned is the recovered reward at the
+            observation before the step and ``action``, ``info["true_reward"]`` the environment's."""
             if self._obs is None:
                 raise RuntimeError("call reset() before step()")
             obs, true_reward, terminated, truncated, info = self.env.step(action)

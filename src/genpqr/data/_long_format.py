@@ -225,6 +225,8 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
                           df[time].to_numpy(dtype=np.float64)[idx], observed[idx])
 
 
+#: What a gap in an episode's time column does (``time_gaps=``): refuse the data, or split the
+#: episode at the gap.
 TIME_GAPS = ("error", "split")
 
 

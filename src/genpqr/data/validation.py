@@ -128,7 +128,8 @@ def plain(value):
 
 
 def short_list(values, limit: int = 8) -> str:
-    """A list of values for a message, at most ``limit`` shown: ``[1, 2, 3, ... (1,248 more)]``."""
+    """A list of values for a message, at most ``limit`` shown. A longer list reads
+    ``[1, 2, 3, ... (1,248 more)]``."""
     items = [plain(v) for v in (values.tolist() if isinstance(values, np.ndarray) else list(values))]
     if len(items) <= limit:
         return repr(items)

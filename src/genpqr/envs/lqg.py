@@ -16,11 +16,15 @@ Soft Riccati recursion (solution of the forward problem)
 If ``V(s) = s'P s + p's + p0`` then, since ``E[V(F z + b + w)] = (Fz + b)'P(Fz + b) + p'(Fz + b) +
 p0 + tr(P W)``, ``Q = r + gamma P V`` is quadratic in ``z``: ``Q(z) = z'Hz + h'z + h0`` with
 
+.. code-block:: text
+
     H = H_r + gamma F'PF,   h = h_r + gamma F'(2 P b + p),   h0 = c_r + gamma (b'Pb + p'b + p0 + tr(PW)).
 
 Split ``H`` into blocks ``H_ss, H_sa, H_as, H_aa`` and ``h = [h_s; h_a]``. As a function of ``a``,
 ``Q = a'H_aa a + (2 H_as s + h_a)'a + ...``; with ``H_aa`` negative definite, completing the
 square gives the Gaussian policy and the log-partition:
+
+.. code-block:: text
 
     Sigma = (-2 H_aa)^{-1},   a | s ~ N(K s + k, Sigma),   K = 2 Sigma H_as,   k = Sigma h_a,
     V(s) = s'(H_ss + 2 H_sa Sigma H_as) s + (h_s + 2 H_sa Sigma h_a)' s

@@ -206,7 +206,7 @@ class RingProblem:
     def exact_design(self, n_action_nodes: int = 24) -> Transitions:
         """Every state x ``n_action_nodes`` Gauss-Legendre actions x every next state, with
         ``sample_weight = w_j P(s'|s, a_j)``: weighted regression on (s, a) then reproduces
-        ``E[. | s, a]`` exactly at the design actions (its projection onto the regressor's class
+        ``E[.|s, a]`` exactly at the design actions (its projection onto the regressor's class
         is the weighted L2 projection in ``a``)."""
         S = self.n_states
         x, w = np.polynomial.legendre.leggauss(int(n_action_nodes))

@@ -32,6 +32,8 @@ class Quadratic:
     h : ndarray of shape (p,)
     h0 : float
 
+    Notes
+    -----
     A Quadratic is callable on an ``(n, p)`` array (or ``(n,)`` when ``p = 1``) and returns
     ``(n,)``; so it can serve as a state function ``g(s)``.
     """

@@ -57,7 +57,7 @@ from ..data.validation import check_random_state
 from ..data import Transitions, from_arrays
 from ..stage2 import SoftOptimalSolution, TabularMDP, TransitionKernel, soft_optimal_solution
 
-__all__ = ["BusEngine", "RustPanel", "bus_engine", "simulate_buses", "SU_JUDD"]
+__all__ = ["BusEngine", "RustPanel", "bus_engine", "simulate_buses", "increment_matrix", "SU_JUDD"]
 
 #: Su and Judd (2012), Table 1 design (true parameter values).
 SU_JUDD = dict(n_states=175, beta=0.975, rc=11.7257, theta11=2.4569,

@@ -54,8 +54,11 @@ from ..exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, W
 __all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "REWARD_OUTPUT", "MLE_UNAFFECTED", "poorly_covered",
            "failed_diagnostics", "emit"]
 
+#: The clipping check fails above this share of clipped observed choices (the stage-1 threshold).
 CLIP_SHARE = CLIP_WARN_FRACTION
+#: A state is poorly covered when the normalization weights an action with ``mu/pi_hat`` above this.
 COVERAGE_LIMIT = 20.0
+#: The coverage check fails when poorly covered states hold more than this share of the logged rows.
 COVERAGE_SHARE = 0.05
 #: What the recovered reward is, in the API and in ``genpqr fit``'s files (warnings name it).
 REWARD_OUTPUT = "the recovered reward (model.reward / reward_table(); genpqr fit: rewards.csv)"

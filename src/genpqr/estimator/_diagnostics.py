@@ -120,7 +120,8 @@ class FitDiagnostics:
 
 @dataclass(kw_only=True, repr=False)
 class Diagnostics(FitDiagnostics):
-    """A finite-action fit's diagnostics (the fields of :class:`FitDiagnostics` and these).
+    """A finite-action fit's diagnostics (the fields of
+    :class:`~genpqr.estimator.FitDiagnostics` and these).
 
     Attributes
     ----------
@@ -165,7 +166,8 @@ class Diagnostics(FitDiagnostics):
 
 @dataclass(kw_only=True, repr=False)
 class ContinuousDiagnostics(FitDiagnostics):
-    """A continuous-action fit's diagnostics (the fields of :class:`FitDiagnostics` and these).
+    """A continuous-action fit's diagnostics (the fields of
+    :class:`~genpqr.estimator.FitDiagnostics` and these).
 
     Attributes
     ----------
@@ -217,7 +219,7 @@ class FitSummary:
     figures: dict = field(default_factory=dict)
 
     def as_text(self) -> str:
-        """The printed summary (the title, then ``  label: text`` lines)."""
+        """The printed summary (the title, then one indented ``label: text`` line per item)."""
         return "\n".join([self.title, *(f"  {label}: {text}" for label, text in self.lines)])
 
     def __str__(self) -> str:

@@ -1,15 +1,18 @@
 r"""``GenPQR``: policy estimation, then Q-evaluation, then reward read-off (paper, Alg. 1),
 for finite and continuous actions.
 
+::
+
     u(s, a) = log dpi/dlambda (a|s)                   stage 1, a classifier (finite actions:
                                                       u = log pi_hat) or a conditional density
     Q = u - g + gamma P mu Q                          stage 2, FQE or exact solve
     r = Q - mu Q + g,   v = (u - g - Q) / gamma = -P mu Q   (Theorem "IRL via a Bellman equation")
 
 The ``mu``-integrals are sums over the K actions with weights ``mu(a|s)`` for a finite action
-set, and a quadrature or Monte Carlo rule over a box (:mod:`genpqr.data`). The fitting steps
-of each are in :mod:`genpqr.estimator` and :mod:`genpqr.estimator`; the fitted
-stage-2 objects in :mod:`genpqr.stage2`, the diagnostics in :mod:`genpqr.estimator`.
+set, and a quadrature or Monte Carlo rule over a box (:mod:`genpqr.actions`). The fitting steps
+of each are in :class:`~genpqr.estimator.FinitePath` and :class:`~genpqr.estimator.BoxPath`; the
+fitted stage-2 objects in :mod:`genpqr.stage2`, the diagnostics in
+:class:`~genpqr.estimator.FitDiagnostics`.
 """
 
 from __future__ import annotations
@@ -84,8 +87,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     clip : "auto", (low, high) or None
         Probability clip bounds (rows renormalized after clipping). ``"auto"`` (default):
         chosen from the data so that no bound binds on an observed action -- no clip when the
-        first stage's probabilities are all positive, else a floor ``low = min(0.01, 0.5 x``
-        the smallest fitted probability of an observed action``)`` (:mod:`genpqr.stage1`).
+        first stage's probabilities are all positive, else a floor ``low = min(0.01, 0.5 * p_min)``,
+        ``p_min`` the smallest fitted probability of an observed action (:mod:`genpqr.stage1`).
         The paper used (0.01, 0.99); ``None``: no clip. A :class:`ClippingWarning` is raised
         when more than :data:`genpqr.stage1.CLIP_WARN_FRACTION` of the observed choices are
         decided by a bound.
@@ -167,6 +170,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         Only when set by ``genpqr fit --features``: the structural fit that
         :meth:`counterfactual` uses by default (see :func:`genpqr.structural.fit_structural`).
 
+    Notes
+    -----
     Model selection: ``fit(X)`` takes a ``Transitions`` as ``X``, :meth:`score` is the
     held-out policy log likelihood minus the held-out squared Bellman residual, and a
     ``Transitions`` is split by scikit-learn's splitters, so ``GridSearchCV(GenPQR(...),
@@ -447,8 +452,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
 
         Two routes. *Nonparametric*: the soft-optimal policy of ``(r_hat + delta, P', gamma')``
         against the baseline ``(r_hat, P_hat, gamma)``, with whether the answer is invariant to the
-        normalization (re-solved under ``check_normalization``; :class:`IdentificationWarning` if
-        not). *Structural* (with a structural fit: ``structural=`` or ``self.structural_``, set by
+        normalization (re-solved under ``check_normalization``;
+        :class:`~genpqr.counterfactuals.IdentificationWarning` if not). *Structural* (with a structural fit: ``structural=`` or ``self.structural_``, set by
         ``genpqr fit --features``; :func:`genpqr.structural.fit_structural`): the same on the
         estimated flow utility ``x @ theta`` (``parameter_change`` moves ``theta``), with
         delta-method intervals from the parameters' covariance. ``route="auto"`` (default) answers

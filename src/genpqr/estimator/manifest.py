@@ -49,9 +49,11 @@ from .folder_ops import check_place, exchange, fsync_dir, is_leftover, umask, wr
 
 __all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "read_header", "output_folder",
            "verify_folder", "read_manifest", "manifest_trusted", "sha256_file", "atomic_write_bytes",
-           "is_genpqr_folder"]
+           "is_genpqr_folder", "file_matches", "check_target"]
 
+#: The manifest of an output folder, written last.
 MANIFEST = "manifest.json"
+#: The first line of a signed file.
 MAGIC = b"GENPQR-SIGNED 1\n"
 _KEY_BYTES = 32
 _CHUNK = 1 << 20
@@ -408,7 +410,7 @@ def output_folder(target, *, kind: str, inputs=(), command=None, flag: str = "--
     """Build an output folder as a transaction.
 
     Yields a temporary folder beside ``target``; write every file into it (see
-    :func:`write_each`). On success, ``manifest.json`` is written last and the folder takes the
+    :func:`~genpqr.estimator.folder_ops.write_each`). On success, ``manifest.json`` is written last and the folder takes the
     place of ``target`` in one step (an earlier genpqr output there is replaced as a whole). On
     any error the temporary folder is removed and ``target`` is untouched; an ``OSError`` (a
     full disk) is raised again naming the file and saying so. ``target`` is checked first

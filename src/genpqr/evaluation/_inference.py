@@ -61,7 +61,7 @@ class BootstrapResult:
     Attributes
     ----------
     estimate : ndarray
-    replicates : ndarray of shape (n_boot, *estimate.shape)
+    replicates : ndarray of shape ``(n_boot, *estimate.shape)``
     """
 
     estimate: np.ndarray

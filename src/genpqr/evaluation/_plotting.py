@@ -9,6 +9,8 @@ import numpy as np
 __all__ = ["plot_reward_recovery", "plot_reward_table", "plot_bellman_residuals", "legend_outside", "plain_text",
            "RESIDUAL_FLOOR_NOTE"]
 
+#: Why the sample Bellman residual does not fall to zero (in the caption of the ``genpqr fit`` report's
+#: convergence figure).
 RESIDUAL_FLOOR_NOTE = ("the sample residual compares Q(s, a) with one sampled next state, so it levels off above "
                        "zero, at the noise of that sample (plus the Q model's approximation error), even when FQE "
                        "has converged")

@@ -76,7 +76,7 @@ class ExperimentConfig:
     layout : {"matched", "methods", "actions"}
         Table and figure layout: ``"matched"`` (Experiment 1: per setting, anchor count, MSE,
         correlation, time), ``"methods"`` (Experiment 2: MSE, correlation, NLL, time),
-        ``"actions"`` (many-action study: per |A|, anchor count and MSE).
+        ``"actions"`` (many-action study: per ``|A|``, anchor count and MSE).
     description : str
         One line, the table's title.
     notes : tuple of str

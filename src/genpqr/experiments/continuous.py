@@ -157,7 +157,7 @@ def write_outputs(frame, out) -> None:
 
 
 def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20) -> pd.DataFrame:
-    """Ring problem: max |r_tabular(K) - r_continuous| and max |r_tabular(K) - r_true| on the
+    """Ring problem: max ``|r_tabular(K) - r_continuous|`` and max ``|r_tabular(K) - r_true|`` on the
     K-point grid, for a uniform and a point-mass ``mu`` (true policy, exact integrals)."""
     from sklearn.linear_model import LinearRegression
     from sklearn.pipeline import make_pipeline

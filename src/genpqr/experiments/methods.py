@@ -4,16 +4,16 @@ A :class:`Method` is a callable ``method(data, seed, options) -> dict``: it buil
 estimator from ``options``, fits it on ``data.train`` (timing only the fit, with
 ``time.perf_counter``; simulating the data is not timed) and returns the metric row:
 
-================  ===========================================================================
-``reward_mse``    mean squared error of the reward at the test (state, logged action) pairs,
-                  against the true anchor-normalized reward (``r(s, 0) = 0``)
-``reward_corr``   Pearson correlation at the same pairs (NaN for a constant estimate)
-``policy_nll``    ``-mean log pi_hat(a|s)`` on the test rows, clipped pi_hat (NaN: no policy)
-``fit_time``      seconds spent in ``fit``
-``anchor_count``  training rows with the anchor action 0; ``anchor_fraction`` their share
+===================  ===========================================================================
+``reward_mse``       mean squared error of the reward at the test (state, logged action) pairs,
+                     against the true anchor-normalized reward (``r(s, 0) = 0``)
+``reward_corr``      Pearson correlation at the same pairs (NaN for a constant estimate)
+``policy_nll``       ``-mean log pi_hat(a|s)`` on the test rows, clipped pi_hat (NaN: no policy)
+``fit_time``         seconds spent in ``fit``
+``anchor_count``     training rows with the anchor action 0; ``anchor_fraction`` their share
 ``true_reward_var``  variance of the true reward at the test pairs (the scale of the MSE)
-``warnings``      the distinct warning messages raised while fitting and predicting
-================  ===========================================================================
+``warnings``         the distinct warning messages raised while fitting and predicting
+===================  ===========================================================================
 
 Options are ``{group: {name: value}}``. A method declares its groups and their defaults
 (the specification's settings) and a ``tiny`` override (a few epochs, for smoke tests);
@@ -56,7 +56,7 @@ from .. import evaluation
 
 __all__ = ["Method", "METHODS", "register", "get_method", "merge_options", "build_genpqr_nn", "build_genpqr_gbt",
            "build_genpqr_lstd", "updates_schedule", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
-           "PAPER_CLIP", "GAMMA", "ANCHOR"]
+           "PAPER_CLIP", "SPEC_BC_STRUCTURE", "GAMMA", "ANCHOR"]
 
 #: Probability clip bounds of every fitted policy in the paper.
 PAPER_CLIP = (0.01, 0.99)

@@ -8,8 +8,8 @@
   correlation, time. Figure ``<name>_reward.png``: MSE and correlation bars with CI per setting.
 * ``"methods"`` (Experiment 2): rows = methods; MSE, correlation, NLL, time. Figure
   ``<name>_methods.png``: per-method MSE and correlation with CI.
-* ``"actions"`` (many actions): rows = |A| x method; anchor count, MSE, correlation, time.
-  Figure ``<name>_actions.png``: MSE vs |A| with CI bands per method, anchor count on a
+* ``"actions"`` (many actions): rows = ``|A|`` x method; anchor count, MSE, correlation, time.
+  Figure ``<name>_actions.png``: MSE vs ``|A|`` with CI bands per method, anchor count on a
   second axis.
 
 The layout, method order and notes come from ``config.json`` when present (else from the

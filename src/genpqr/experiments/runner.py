@@ -152,7 +152,7 @@ class ResultsFile:
         return {(r["experiment"], r["setting"], int(r["seed"]), r["method"]) for r in self.read_rows()}
 
     def append(self, row: dict) -> None:
-        """Add one row: the file is written whole with the row at its end (:attr:`write`), so a
+        """Add one row: the file is written whole with the row at its end (``self.write``), so a
         kill leaves it with or without the row, never half of one."""
         current = self.path.read_bytes() if self.path.exists() else b""
         buffer = io.StringIO()

@@ -251,8 +251,8 @@ class FlowDensity(_TorchDensity):
         ``hidden_features`` (``"NSF"``: neural spline flow; ``"MAF"``).
     transforms : int
     hidden_features : tuple of int
-    max_epochs, batch_size, learning_rate, weight_decay, validation_fraction, n_iter_no_change,
-    random_state, device : as :class:`MixtureDensityNetwork`.
+    max_epochs, batch_size, learning_rate, weight_decay, validation_fraction, n_iter_no_change, random_state, device
+        As :class:`MixtureDensityNetwork`.
     """
 
     def __init__(self, flow="NSF", transforms=3, hidden_features=(64, 64), max_epochs=200, batch_size=256,

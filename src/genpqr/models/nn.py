@@ -246,7 +246,7 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         log_proba : ndarray of shape (m, n_classes), float64
-            Columns ordered as :attr:`classes_`.
+            Columns ordered as ``classes_``.
         """
         logits = self._logits(X)
         logits -= logits.max(axis=1, keepdims=True)
@@ -263,7 +263,7 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         proba : ndarray of shape (m, n_classes), float64
-            Columns ordered as :attr:`classes_`.
+            Columns ordered as ``classes_``.
         """
         proba = np.exp(self.predict_log_proba(X))
         proba /= proba.sum(axis=1, keepdims=True)
@@ -300,7 +300,7 @@ class MLPClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         labels : ndarray of shape (m,)
-            Elements of :attr:`classes_`.
+            Elements of ``classes_``.
         """
         logits = self._logits(X)  # checks fitted before classes_ is read
         return self.classes_[np.argmax(logits, axis=1)]

@@ -18,7 +18,8 @@ __all__ = ["MLP", "StandardizedNetwork"]
 
 
 class MLP(nn.Module):
-    """ReLU MLP ``sizes[0] -> ... -> sizes[-1]`` (affine layers with ReLU between them).
+    """ReLU MLP from ``sizes[0]`` inputs through hidden widths ``sizes[1:-1]`` to ``sizes[-1]`` outputs
+    (affine layers with ReLU between them).
 
     Initialisation is ``nn.Linear``'s default distribution, ``U(-1/sqrt(in), 1/sqrt(in))`` for
     weights and biases, drawn from ``generator`` (layer by layer, weight then bias) on CPU, so a
@@ -122,6 +123,8 @@ class StandardizedNetwork(nn.Module):
         self.dueling = bool(dueling)
 
     def forward(self, x):
+        """The output at raw float32 inputs ``x`` (m, d): ``Q`` (m, K) with ``dueling``, else the
+        MLP's output."""
         out = self.layers((x - self.mean) / self.scale)
         if not self.dueling:
             return out

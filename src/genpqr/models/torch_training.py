@@ -12,7 +12,7 @@ DeepPQR baselines):
   functional API, with the fused kernel where the device has one: :class:`FusedOptimizer`);
 * every random draw (initial weights, shuffles, samples) comes from one CPU ``torch.Generator``
   seeded from ``random_state``, so a seed gives the same draws on every device; on CPU, training
-  runs on one torch thread (:data:`MAX_TRAIN_THREADS`) and is bit-for-bit reproducible; on CUDA,
+  runs on one torch thread (``MAX_TRAIN_THREADS``) and is bit-for-bit reproducible; on CUDA,
   ``torch.use_deterministic_algorithms`` is switched on while a model trains;
 * ``device`` is ``"cpu"`` (default), ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (CUDA when available);
 * fitted parameters that are kept between calls live on CPU in a pickle or a copy, so a model

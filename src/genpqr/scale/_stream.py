@@ -134,6 +134,8 @@ class ParquetSource:
         Sorted distinct values of the single state column: each chunk's state is replaced by its
         position among them (tabular state indices ``0..S-1``). None: the values are used as they are.
 
+    Notes
+    -----
     A source pickles without its open dataset (a Dask worker reopens it).
     """
 

@@ -126,7 +126,10 @@ def bellman_chunk(chunk: Transitions, policy, normalization, offset, gamma: floa
     raw : ndarray of shape (n, K), optional
         ``policy.raw_proba(chunk.states)`` if already computed.
 
-    Returns None when the chunk has no complete transition.
+    Returns
+    -------
+    genpqr.stage2.BellmanProblem or None
+        None when the chunk has no complete transition.
     """
     from ..stage1 import mu_expectation, safe_log
     from ..stage2 import BellmanProblem

@@ -1,6 +1,6 @@
 r"""The steps of an out-of-core fit that run once, on the summed statistics: shared by the
-streamed fit (:mod:`genpqr.scale`, :mod:`genpqr.scale`) and the distributed one
-(:mod:`genpqr.scale`), so that both end in the same estimator.
+streamed fit (:func:`genpqr.scale.fit_parquet`, :func:`genpqr.scale.fit_tabular`) and the
+distributed one (:func:`genpqr.scale.fit_dask`), so that both end in the same estimator.
 
 * :func:`start` -- the attributes every fit sets first, the normalization bound to the codes;
 * :func:`path_kind` -- ``"exact"`` (tabular counts) or ``"lstd"`` (closed form);

@@ -82,6 +82,8 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
     tol : float
         Stopping tolerance of the logistic regression (lbfgs).
 
+    Notes
+    -----
     ``X`` is 2-D, shape (n, d) (a single state column as (n, 1)), validated like any
     scikit-learn classifier: ``check_estimator`` passes with no exclusion
     (tests/stage2/test_model_selection.py). ``sample_weight`` also weights the knot range (zero-weight
@@ -294,6 +296,8 @@ def state_is_ordered(transition_model=None, n_states=None, *, identity: bool = T
         indices; ``genpqr fit``: one integer or binned column numbered by its value, not
         distinct combinations numbered in sorted order).
 
+    Notes
+    -----
     A plain index with neither may be a category code, where a model smooth across states
     would be wrong: then cell frequencies are used.
     """

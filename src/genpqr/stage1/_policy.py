@@ -100,6 +100,8 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
     smoothing : float
         Additive (Laplace) count added to every action at every state.
 
+    Notes
+    -----
     ``X``: states as integer indices, shape (n,) or (n, 1); ``y``: at least two classes (one
     class is refused: there is no choice to estimate). States never visited (no data, whatever
     the smoothing) get the marginal action frequencies of the data. ``predict`` /

@@ -2,7 +2,7 @@ r"""Closed-form Q-evaluation in features: least-squares temporal differences (LS
 
 Stage 2 solves the *linear* Bellman equation ``Q = u - g + gamma P mu Q`` (paper, Eq. of
 Theorem "IRL via a Bellman equation"). With a linear model ``Q(s, a) = phi(s, a)^T w`` its
-projected (least-squares) fixed point solves one linear system (Bradtke and Barto, 1996):
+projected (least-squares) fixed point solves one linear system (Bradtke and Barto, 1996)::
 
     A w = b,   A = sum_i phi_i (phi_i - gamma c_i phi'_{mu,i})^T,   b = sum_i phi_i y_i,
     phi'_{mu,i} = sum_a' mu(a'|s'_i) phi(s'_i, a'),    c_i = 1 - terminated_i,
@@ -276,7 +276,12 @@ class LSTDQ(BaseEstimator):
     statistics_ : BellmanStatistics
     history_ : FQEHistory
         ``bellman_residual``: RMS of the sample Bellman residual of Q at the solution.
-    n_iter_ : int (1), converged_ : bool (True), solver_name_ : str ("lstd")
+    n_iter_ : int
+        Always 1.
+    converged_ : bool
+        Always True.
+    solver_name_ : str
+        Always ``"lstd"``.
     """
 
     def __init__(self, features=None, encoding="per_action", alpha=1e-4, n_iterations=None, target="continuation",

@@ -108,6 +108,8 @@ class FQE(BaseEstimator):
         and refit only the final estimator per iteration. Exact for transformers that ignore
         the targets (scalers, polynomial/spline features); set False for ones that use them.
 
+    Notes
+    -----
     The finite-action options (``encoding``, ``validation_fraction``, ``n_iter_no_change``,
     ``refit``, ``progress``) do not apply to continuous actions.
     """

@@ -83,6 +83,7 @@ from .separation import Separation, find_separation
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
            "estimate_structural", "fit_structural", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS", "ProjectionWarning"]
 
+#: The structural estimators of :func:`estimate_structural` (:mod:`genpqr.structural.estimation`).
 ESTIMATORS = ("npl", "nfxp", "pml", "projection")
 
 
@@ -276,7 +277,7 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     Parameters
     ----------
     estimator : {"npl", "nfxp", "pml", "projection"}
-        See the module notes.
+        See :mod:`genpqr.structural.estimation`.
     features : ndarray (S, K, p)
         Any parametrization of the flow utility (the likelihood depends on behaviour only);
         ``projection`` needs the normalization of ``reward_table``.
@@ -296,10 +297,12 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     action_labels : sequence, optional
         The actions' labels (for messages).
 
-    Warns (:mod:`genpqr.structural.fit_checks`): ``WeakSupportWarning`` (rarest action below
-    :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter), ``ConvergenceWarning``,
-    ``GenPQRWarning`` (parameters not identified, or separated choices: no MLE),
-    ``ProjectionWarning`` (the projection far from the MLE).
+    Warns
+    -----
+    WeakSupportWarning, ConvergenceWarning, GenPQRWarning, ProjectionWarning
+        From :mod:`genpqr.structural.fit_checks`, in this order: the rarest action below
+        :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter; no convergence; parameters not
+        identified, or separated choices (no MLE); the projection far from the MLE.
     """
     start = time.perf_counter()
     X, n, off, kernel, gamma, names = _inputs(estimator, features, counts, offset, kernel, gamma, names)

@@ -124,7 +124,9 @@ def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=Non
     policy0 : ndarray (S, K), optional
         Warm start of the inner solve (strictly positive).
 
-    See the module notes for the formulas.
+    Notes
+    -----
+    The formulas: :mod:`genpqr.structural.likelihood`.
     """
     gamma = check_gamma(gamma)
     theta = as_float_array(theta, "theta", ndim=1)
