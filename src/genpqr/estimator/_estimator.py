@@ -70,8 +70,9 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         the Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`:
         one linear solve in features (``"lstd"`` is ``LSTDQ()`` with its defaults). Otherwise
         FQE with this regressor (default ``HistGradientBoostingRegressor``).
-    encoding : {"auto", "per_action", "joint", "native"}
-        How a regressor sees actions (see :mod:`genpqr.stage2`).
+    encoding : {"auto", "per_action", "joint", "action_features", "native"}
+        How a regressor sees actions (see :mod:`genpqr.stage2`); ``"action_features"``: one
+        regressor on ``[s, x_a]`` from the data's action table, shared across actions.
     n_iterations : int
         Maximum FQE iterations K.
     tol : float or None

@@ -183,7 +183,8 @@ class FinitePath:
             warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
             fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows, next_mu,
                     self.gamma_, groups=data.episode_ids,
-                    next_reward=mu_expectation(next_mu, next_proba, g_fn(data.next_states)))
+                    next_reward=mu_expectation(next_mu, next_proba, g_fn(data.next_states)),
+                    action_features=_action_features(data))
         return SampleStage2(fqe, norm, policy, g_fn, K)
 
     def _fit_closed_form(self, data, reward, next_mu, next_proba, g_fn):
@@ -301,7 +302,8 @@ class FinitePath:
                           tol=self.tol, warm_start=self.warm_start, progress=self.progress,
                           random_state=self.random_state, structure=self.structure)
                 fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows, next_p, self.gamma_,
-                        groups=data.episode_ids, next_reward=mu_expectation(next_p, next_proba, 0.0))
+                        groups=data.episode_ids, next_reward=mu_expectation(next_p, next_proba, 0.0),
+                        action_features=_action_features(data))
                 q = fqe.predict_q(X, base=self.policy_.log_policy(X) if fqe.continuation_ else None)
             p_here = w.probabilities(X, self.n_actions_, self.policy_.proba(X))
             values.append(np.sum(p_here * q, axis=1))
@@ -355,6 +357,12 @@ class FinitePath:
         if not hasattr(fqe, "continuation_"):
             return ""
         return " (regressing the continuation P mu Q)" if fqe.continuation_ else " (regressing Q directly)"
+
+
+def _action_features(data):
+    """The action table's features (K, d) for ``encoding="action_features"``, or None."""
+    table = data.action_table
+    return None if table is None else np.asarray(table.features)
 
 
 def is_closed_form(q_model) -> bool:

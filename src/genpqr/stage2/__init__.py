@@ -4,8 +4,9 @@ models, linear Bellman solves, the stage objects the estimator holds.
 """
 
 from ._qeval import FQE, STRUCTURES
-from ._qmodels import (BellmanTargets, FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at,
-                       predict_columns, q_from_continuation, warm_start_ok)
+from ._feature_q import FeatureQ, action_blocks, joint_features
+from ._qmodels import (ENCODINGS, BellmanTargets, FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at,
+                       mu_sum, predict_columns, q_from_continuation, warm_start_ok)
 from ._lstd import BellmanProblem, BellmanStatistics, LSTDQ
 from ._features import (FEATURE_MAPS, PolicyFeatures, bind_policy, fourier_features, learned_representation,
                         make_features, onehot_features, spline_features)
@@ -15,7 +16,7 @@ from ._tabular import (SoftOptimalSolution, TabularMDP, TabularRecovery, Transit
 from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
 from ._stages import ExactStage2, ReferenceWeights, SampleStage2
 
-__all__ = ["FQE", "STRUCTURES", "TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model",
+__all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint_features", "mu_sum", "TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model",
            "warm_start_ok", "predict_columns", "predict_at", "fit_regressor", "BellmanProblem", "BellmanStatistics",
            "LSTDQ", "spline_features", "fourier_features", "onehot_features", "PolicyFeatures", "make_features",
            "bind_policy", "learned_representation", "FEATURE_MAPS", "TransitionKernel", "TabularMDP", "TabularRecovery",

@@ -16,6 +16,10 @@ encodings:
 
 * ``"per_action"``: one clone per action, fitted on that action's rows, features ``s``;
 * ``"joint"``: one regressor on ``[s, onehot(a)]``;
+* ``"action_features"``: one regressor on ``[s, x_a]`` (``action_interactions``: also the
+  products ``s_j x_a^k``), ``x_a`` the action table's features (``fit(action_features=)``):
+  shared across actions, so ``Q`` (or ``f``) of an action no row takes is a prediction; the
+  mu-sums run in blocks of at most ``block_size`` (state, action) rows;
 * ``"native"``: a Q-model with ``fit_q(states, actions, targets, n_actions)`` and
   ``predict_q(states) -> (n, K)`` (e.g. the dueling network, boosted trees, the tabular
   cell-mean model below). It is called once per iteration on the same object, so it can
@@ -83,8 +87,9 @@ class FQE(BaseEstimator):
     ----------
     regressor : regressor or native Q-model, optional
         Default: ``HistGradientBoostingRegressor(max_iter=100)``.
-    encoding : {"auto", "per_action", "joint", "native"}
-        ``"auto"``: native if the model has ``fit_q``, else joint.
+    encoding : {"auto", "per_action", "joint", "action_features", "native"}
+        ``"auto"``: native if the model has ``fit_q``, else joint. ``"action_features"`` needs
+        ``fit(action_features=)``.
     n_iterations : int
         Maximum number of Bellman iterations (the paper's K).
     tol : float or None
@@ -107,6 +112,11 @@ class FQE(BaseEstimator):
         transformers once (the inputs ``[s, a]`` and the nodes are the same every iteration),
         and refit only the final estimator per iteration. Exact for transformers that ignore
         the targets (scalers, polynomial/spline features); set False for ones that use them.
+    action_interactions : bool
+        ``encoding="action_features"``: append the products of state and action features.
+    block_size : int
+        ``encoding="action_features"``: most (state, action) rows per regressor call when
+        predicting (mu-sums over K in blocks; exact).
 
     Notes
     -----
@@ -116,7 +126,7 @@ class FQE(BaseEstimator):
 
     def __init__(self, regressor=None, encoding="auto", n_iterations=100, tol=1e-6, warm_start="auto",
                  validation_fraction=None, n_iter_no_change=10, refit=True, progress=False, random_state=None,
-                 structure="continuation", freeze_transformers=True):
+                 structure="continuation", freeze_transformers=True, action_interactions=False, block_size=65536):
         self.regressor = regressor
         self.encoding = encoding
         self.n_iterations = n_iterations
@@ -129,9 +139,11 @@ class FQE(BaseEstimator):
         self.random_state = random_state
         self.structure = structure
         self.freeze_transformers = freeze_transformers
+        self.action_interactions = action_interactions
+        self.block_size = block_size
 
     def fit(self, states, actions, next_states, continues, reward, next_mu, gamma, groups=None, sample_weight=None,
-            next_base=None, next_index=None, next_reward=None):
+            next_base=None, next_index=None, next_reward=None, action_features=None):
         """Run FQE.
 
         Parameters
@@ -158,6 +170,8 @@ class FQE(BaseEstimator):
         next_reward : ndarray of shape (n,), optional
             Finite actions, ``structure="continuation"``: ``sum_a' mu(a'|s'_i) (u(s'_i, a') -
             g(s'_i))``. Then the regressor fits ``f = P mu Q`` and :meth:`predict_q` needs ``base``.
+        action_features : ndarray of shape (K, d_x), optional
+            Finite actions, ``encoding="action_features"``: row ``a`` describes action code ``a``.
         """
         if isinstance(next_mu, Nodes):
             return self._fit_nodes(states, actions, next_states, continues, reward, next_mu, next_base, gamma,
@@ -170,6 +184,7 @@ class FQE(BaseEstimator):
         if self.n_iterations < 1:
             raise ValueError(f"n_iterations must be at least 1, got {self.n_iterations}")
         self.n_actions_ = data[5].shape[1]
+        self.action_features_ = action_features
         self.continuation_, self.gamma_ = data[6] is not None, gamma
         self.history_ = FQEHistory()
         model, converged = self._run(data, gamma, groups)
@@ -214,7 +229,8 @@ class FQE(BaseEstimator):
     def _loop(self, data, gamma, n_iter, val_data=None):
         states, actions, next_states, continues, reward, next_mu, next_reward = data
         K = next_mu.shape[1]
-        model = make_q_model(self.regressor, self.encoding, K, self.warm_start)
+        model = make_q_model(self.regressor, self.encoding, K, self.warm_start, getattr(self, "action_features_", None),
+                             self.action_interactions, self.block_size)
         bellman = BellmanTargets(reward, continues, next_mu, next_reward, gamma)
         targets = bellman.first()  # Q_0 = 0 (direct) or f_0 = 0 (continuation)
         best, best_loss, stall, converged = 0, np.inf, 0, False

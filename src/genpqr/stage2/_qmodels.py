@@ -1,8 +1,10 @@
 """Q-models of fitted Q evaluation (:mod:`genpqr.stage2`): how a regressor sees actions.
 
-Finite actions: a regressor enters in one of three encodings (``"per_action"``: one clone
-per action on ``s``; ``"joint"``: one regressor on ``[s, onehot(a)]``; ``"native"``: a model
-with ``fit_q``/``predict_q``, e.g. :class:`TabularQModel`), behind :func:`make_q_model`.
+Finite actions: a regressor enters in one of four encodings (``"per_action"``: one clone
+per action on ``s``; ``"joint"``: one regressor on ``[s, onehot(a)]``; ``"action_features"``:
+one regressor on ``[s, x_a]`` from the action table, shared across actions and predicting
+never-taken ones (:mod:`genpqr.stage2._feature_q`); ``"native"``: a model with
+``fit_q``/``predict_q``, e.g. :class:`TabularQModel`), behind :func:`make_q_model`.
 Continuous actions: one regressor on ``[s, a]``, fitted with :func:`fit_regressor` (sample
 weights routed to a Pipeline's last step).
 """
@@ -16,9 +18,13 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from ..data.validation import check_state_indices, clone_learner as clone
+from ._feature_q import FeatureQ
 
 __all__ = ["TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model", "warm_start_ok",
-           "predict_columns", "predict_at", "fit_regressor"]
+           "predict_columns", "predict_at", "fit_regressor", "mu_sum", "ENCODINGS"]
+
+#: The finite-action encodings of :func:`make_q_model`.
+ENCODINGS = ("auto", "per_action", "joint", "action_features", "native")
 
 
 def _is_native(model) -> bool:
@@ -145,8 +151,10 @@ class _NativeQ:
         return self.predict_q(states)[np.arange(len(actions)), actions]
 
 
-def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto"):
-    """Wrap ``regressor`` in the internal ``fit_q``/``predict_q`` interface."""
+def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto", action_features=None,
+                 interactions=False, block_size=65536):
+    """Wrap ``regressor`` in the internal ``fit_q``/``predict_q`` interface (``action_features``
+    (K, d), ``interactions`` and ``block_size``: the ``"action_features"`` encoding only)."""
     if regressor is None:
         regressor = HistGradientBoostingRegressor(max_iter=100)
     if encoding == "auto":
@@ -162,7 +170,9 @@ def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto"):
         return _PerActionQ(regressor, n_actions, ws)
     if encoding == "joint":
         return _JointQ(regressor, n_actions, ws)
-    raise ValueError(f"encoding must be 'auto', 'per_action', 'joint' or 'native', got {encoding!r}")
+    if encoding == "action_features":
+        return FeatureQ(regressor, action_features, ws, interactions, block_size)
+    raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
 
 
 def predict_columns(model, states, columns):
@@ -170,6 +180,14 @@ def predict_columns(model, states, columns):
     if hasattr(model, "predict_q_columns"):
         return model.predict_q_columns(states, columns)
     return model.predict_q(states)
+
+
+def mu_sum(model, states, weights, columns) -> np.ndarray:
+    """``sum_a w(s_i, a) Q(s_i, a)`` over the ``columns`` actions, shape (n,); in blocks of actions
+    when the model can (the ``"action_features"`` encoding), else from ``predict_columns``."""
+    if hasattr(model, "mu_sum"):
+        return model.mu_sum(states, weights, columns)
+    return np.sum(weights * predict_columns(model, states, columns), axis=1)
 
 
 def predict_at(model, states, actions):
@@ -227,7 +245,7 @@ class BellmanTargets:
 
     def targets(self, model, next_states) -> np.ndarray:
         """The next iteration's targets from the fitted ``model``."""
-        mu_next = np.sum(self.next_mu * predict_columns(model, next_states, self.support), axis=1)
+        mu_next = mu_sum(model, next_states, self.next_mu, self.support)
         if self.next_reward is None:
             return self.reward + self.bootstrap * mu_next
         return self.bootstrap * (self.next_reward + self.gamma * mu_next)
