@@ -57,19 +57,18 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         ``transition_model`` is an increment kernel (:class:`genpqr.structural.ddc.IncrementKernel`)
         or ``n_states`` is given (:func:`~genpqr.stage1.state_is_ordered`; for a categorical
         state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
-        are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the
-        same data give the same first stage, and the same reward, through both doors.
-        ``first_stage_`` says which was used and why. Other paths: standardized multinomial
-        logistic regression.
+        are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the same data give the
+        same first stage, and the same reward, through both doors. ``first_stage_`` says which was used and why.
+        Other paths: standardized multinomial logistic regression.
     policy_prefit : bool
-        If True, ``policy_model`` is already fitted (on action codes or labels matching the
-        data's) and is used as is: not cloned, not refitted. Lets several estimators share
-        one policy estimate. Incompatible with ``cross_fit``.
+        If True, ``policy_model`` is already fitted (on action codes or labels matching the data's) and is used as
+        is: not cloned, not refitted. Lets several estimators share one policy estimate. Incompatible with
+        ``cross_fit``.
     q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
-        Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and
-        the Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`:
-        one linear solve in features (``"lstd"`` is ``LSTDQ()`` with its defaults). Otherwise
-        FQE with this regressor (default ``HistGradientBoostingRegressor``).
+        Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and the Bellman equation
+        is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
+        is ``LSTDQ()`` with its defaults). Otherwise FQE with this regressor (default
+        ``HistGradientBoostingRegressor``).
     encoding : {"auto", "per_action", "joint", "action_features", "native"}
         How a regressor sees actions (see :mod:`genpqr.stage2`); ``"action_features"``: one
         regressor on ``[s, x_a]`` from the data's action table, shared across actions.
@@ -507,16 +506,11 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
 
 
 def load(path, trusted: bool = False) -> GenPQR:
-    """Load a model saved with :meth:`GenPQR.save`, from
-    its file or from a ``genpqr fit`` output folder (checked against its ``manifest.json``).
-
-    A model file is code: unpickling runs whatever it holds. Without ``trusted``, only a file
-    that ``save`` signed under this user's key (or that a signed ``manifest.json`` lists) loads,
-    checked before anything in it runs. ``trusted=True`` also loads a plain joblib file (an older
-    genpqr, ``joblib.dump``) or one signed elsewhere: only for a file whose source you trust.
-    Raises ``UntrustedFileError``, ``IntegrityError`` (empty, cut, edited, text) or ``TypeError``
-    (not a GenPQR); see :func:`genpqr.estimator.read_model`.
-    """
+    """Load a model saved with :meth:`GenPQR.save`, from its file or a ``genpqr fit`` output folder
+    (checked against its ``manifest.json``). A model file is code: without ``trusted`` only a file
+    ``save`` signed under this user's key (or that a signed manifest lists) loads, checked before
+    anything in it runs; ``trusted=True`` loads any, for a source you trust. Raises
+    ``UntrustedFileError``, ``IntegrityError`` or ``TypeError`` (see :func:`genpqr.estimator.read_model`)."""
     from ._persistence import read_model
 
     model = read_model(path, trusted=trusted)
