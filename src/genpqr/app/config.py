@@ -149,7 +149,7 @@ class FitConfig:
     action_features : str, optional
         Discrete actions: a CSV or Parquet file with one row per action, the labels in the
         ``action`` column (actions never taken included) and numeric feature columns: the
-        action set of the fit (:func:`genpqr.app.data_file.read_action_table`); the policy model
+        action set of the fit (:func:`genpqr.app.action_features.read_action_table`); the policy model
         defaults to ``conditional-logit`` (:class:`genpqr.stage1.ConditionalLogit`).
     """
 

@@ -3,7 +3,7 @@
 Finite actions: a regressor enters in one of four encodings (``"per_action"``: one clone
 per action on ``s``; ``"joint"``: one regressor on ``[s, onehot(a)]``; ``"action_features"``:
 one regressor on ``[s, x_a]`` from the action table, shared across actions and predicting
-never-taken ones (:mod:`genpqr.stage2._feature_q`); ``"native"``: a model with
+never-taken ones (:class:`~genpqr.stage2.FeatureQ`); ``"native"``: a model with
 ``fit_q``/``predict_q``, e.g. :class:`TabularQModel`), behind :func:`make_q_model`.
 Continuous actions: one regressor on ``[s, a]``, fitted with :func:`fit_regressor` (sample
 weights routed to a Pipeline's last step).
