@@ -33,9 +33,10 @@ import time
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..data import ActionTable, FiniteActions
+from ..data import ActionTable
 from ..data.validation import as_float_array
-from ..exceptions import ActionFeatureError, NotFittedError
+from ..exceptions import NotFittedError
+from ..stage1 import action_codes, action_feature_matrix
 from .torch_training import (
     PREDICT_CHUNK,
     batch_mean,
@@ -135,9 +136,9 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit both towers to the choices ``y`` in states ``X`` (n, d_s); returns self."""
         settings = self._check_params()
-        features, classes = action_feature_matrix(self.action_features)
+        features, classes = action_feature_matrix(self.action_features, "TwoTowerClassifier")
         X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
-        codes = action_codes(y, classes, X.shape[0])
+        codes = action_codes(y, classes, X.shape[0], "TwoTowerClassifier")
         w = _check_weights(sample_weight, X.shape[0])
         K = features.shape[0]
         loss = settings["loss"] if settings["loss"] != "auto" else \
@@ -298,44 +299,6 @@ def blocked_log_softmax(F: np.ndarray, H: np.ndarray, block_size: int) -> np.nda
     for start in range(0, K, step):
         out[:, start:start + step] = F @ H[start:start + step].T - log_z[:, None]
     return out
-
-
-def action_feature_matrix(action_features) -> tuple[np.ndarray, np.ndarray]:
-    """``(features (K, d), classes (K,))`` of an ActionTable or a (K, d) array (named errors)."""
-    if action_features is None:
-        raise ValueError("TwoTowerClassifier needs action_features (an ActionTable or a (K, d) array); inside "
-                         "GenPQR it reads the training data's table: build the data with action_features=")
-    if isinstance(action_features, ActionTable):
-        return np.asarray(action_features.features, dtype=np.float64), action_features.labels
-    try:
-        features = np.array(action_features, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ActionFeatureError("action_features must be real numbers") from exc
-    features = features[:, None] if features.ndim == 1 else features
-    if features.ndim != 2 or features.shape[0] < 2:
-        raise ActionFeatureError(f"action_features must have shape (K >= 2, d), got {features.shape}")
-    bad = ~np.all(np.isfinite(features), axis=1)
-    if bad.any():
-        raise ActionFeatureError(f"action_features have NaN/inf in row(s) {np.flatnonzero(bad)[:10].tolist()}")
-    return features, np.arange(features.shape[0])
-
-
-def action_codes(y, classes, n: int) -> np.ndarray:
-    """``y`` as codes ``0..K-1``: labels of a table, or row codes of a feature array."""
-    if y is None:
-        raise ValueError("TwoTowerClassifier requires y (the chosen actions)")
-    y = np.asarray(y)
-    y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},) like X, got {y.shape}")
-    if not np.array_equal(classes, np.arange(classes.size)):
-        return FiniteActions(classes).encode(y, "y")
-    if y.dtype.kind not in "iu" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
-        raise ValueError(f"y must hold action codes (rows of action_features), got dtype {y.dtype}")
-    codes = y.astype(np.int64)
-    if codes.min() < 0 or codes.max() >= classes.size:
-        raise ValueError(f"y must hold action codes in [0, {classes.size}), got [{codes.min()}, {codes.max()}]")
-    return codes
 
 
 def _check_weights(sample_weight, n: int) -> np.ndarray:

@@ -25,7 +25,8 @@ from ..data import ActionTable, FiniteActions
 from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, short_list
 from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
 
-__all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim"]
+__all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim", "action_feature_matrix",
+           "action_codes"]
 
 #: Newton steps after L-BFGS (L-BFGS stalls where the objective's rounding hides its decrease,
 #: about 1e-8 in the coefficients) when W has at most this many entries ...
@@ -99,9 +100,9 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
         from scipy.optimize import minimize
 
         self._check_params()
-        features, classes = _features(self.action_features)
+        features, classes = action_feature_matrix(self.action_features)
         X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
-        codes = _codes(y, classes, X.shape[0])
+        codes = action_codes(y, classes, X.shape[0])
         w = np.ones(X.shape[0]) if sample_weight is None else as_float_array(sample_weight, "sample_weight", ndim=1)
         if w.shape != (X.shape[0],) or w.min() < 0 or w.sum() <= 0:
             raise ValueError(f"sample_weight must be ({X.shape[0]},) non-negative with a positive sum")
@@ -238,19 +239,19 @@ def check_feature_dim(model, given, transitions) -> None:
                                  f"(K, d) but the data's action table has {table.features.shape}")
 
 
-def _features(action_features) -> tuple[np.ndarray, np.ndarray]:
-    """``(features (K, d), classes (K,))`` of an ActionTable or a (K, d) array."""
+def action_feature_matrix(action_features, owner: str = "ConditionalLogit") -> tuple[np.ndarray, np.ndarray]:
+    """``(features (K, d), classes (K,))`` of an ActionTable or a (K, d) array, for a policy model
+    that scores actions by their features (``owner``, named in the errors)."""
     if action_features is None:
-        raise ValueError("ConditionalLogit needs action_features (an ActionTable or a (K, d) array); inside "
+        raise ValueError(f"{owner} needs action_features (an ActionTable or a (K, d) array); inside "
                          "GenPQR it reads the training data's table: build the data with action_features=")
     if isinstance(action_features, ActionTable):
-        return np.asarray(action_features.features), action_features.labels
+        return np.asarray(action_features.features, dtype=np.float64), action_features.labels
     try:
         features = np.array(action_features, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ActionFeatureError("action_features must be real numbers") from exc
-    if features.ndim == 1:
-        features = features[:, None]
+    features = features[:, None] if features.ndim == 1 else features
     if features.ndim != 2 or features.shape[0] < 2:
         raise ActionFeatureError(f"action_features must have shape (K >= 2, d), got {features.shape}")
     bad = ~np.all(np.isfinite(features), axis=1)
@@ -259,22 +260,22 @@ def _features(action_features) -> tuple[np.ndarray, np.ndarray]:
     return features, np.arange(features.shape[0])
 
 
-def _codes(y, classes, n) -> np.ndarray:
+def action_codes(y, classes, n: int, owner: str = "ConditionalLogit") -> np.ndarray:
+    """``y`` (n,) as codes ``0..K-1``: labels of a table (``classes``), or row codes of a feature array."""
     if y is None:
-        raise ValueError("ConditionalLogit requires y (the chosen actions)")
+        raise ValueError(f"{owner} requires y (the chosen actions)")
     y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
+    y = y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
     if y.shape != (n,):
         raise ValueError(f"y must have shape ({n},) like X, got {y.shape}")
-    if np.array_equal(classes, np.arange(classes.size)):
-        if y.dtype.kind not in "iu" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
-            raise ValueError(f"y must hold action codes (rows of action_features), got dtype {y.dtype}")
-        codes = y.astype(np.int64)
-        if codes.min() < 0 or codes.max() >= classes.size:
-            raise ValueError(f"y must hold action codes in [0, {classes.size}), got [{codes.min()}, {codes.max()}]")
-        return codes
-    return FiniteActions(classes).encode(y, "y")
+    if not np.array_equal(classes, np.arange(classes.size)):
+        return FiniteActions(classes).encode(y, "y")
+    if y.dtype.kind not in "iu" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
+        raise ValueError(f"y must hold action codes (rows of action_features), got dtype {y.dtype}")
+    codes = y.astype(np.int64)
+    if codes.min() < 0 or codes.max() >= classes.size:
+        raise ValueError(f"y must hold action codes in [0, {classes.size}), got [{codes.min()}, {codes.max()}]")
+    return codes
 
 
 def _newton_polish(theta, objective, B, features, w, penalty, block_size, steps: int = 3) -> np.ndarray:
