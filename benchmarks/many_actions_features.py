@@ -1,0 +1,217 @@
+"""Many actions with action features: GenPQR's reward MSE on the paper's many-actions setting when
+stage 1 scores (state, action) pairs from action features (docs/benchmarks.md, "Many actions with
+action features"; issue 22, item 4).
+
+Setting: ``make_synthetic_data(seed, trajectories, n_actions=K)`` (2,500 trajectories of 10 steps by
+default), anchor normalization on action 0, gamma 0.9; reward MSE at the test set's (state, logged
+action) pairs, as benchmarks/many_actions_bc.py computes it. Each action ``a`` gets two feature
+vectors (an ``ActionTable``):
+
+* ``move``: ``[Delta_a, Delta_a^2, 1{a = 0}]``, the action's lattice move (what a practitioner knows of
+  a route or a price step; says nothing of the policy's per-action weights);
+* ``attr``: ``[W_a, b_a, |W_a|]``, the action's row of the benchmark's policy weights, i.e. item
+  attributes that drive the choice (the policy stays nonlinear in them: ``0.8 tanh(c)``).
+
+Methods (each one fit of stage 1 and stage 2 per seed and K):
+
+* ``bc``: today's default, GenPQR (BC, NN): MLPClassifier per action + neural FQE (GENPQR_NN_DEFAULTS);
+* ``cl-move`` / ``cl-attr``: ``ConditionalLogit`` on the move / attribute features, state basis
+  ``[1, s, s*s]``, C = 1, + the same neural FQE;
+* ``cl-attr+af``: ``cl-attr`` + stage 2 ``encoding="action_features"`` (one
+  HistGradientBoostingRegressor on ``[s, x_a]``, 16 iterations);
+* ``oracle``: the correctly specified first stage (the benchmark's own parametric form, W and b
+  unknown, maximum likelihood; ``many_actions_heads.py``'s "oracle" head) + neural FQE: the reference.
+
+``--large K`` adds a large-K part on the same dynamics (``--large-trajectories``): ``cl-attr+af``
+and ``oracle+af``, fit seconds, peak resident memory (``ru_maxrss`` of the process so far: run the
+large part alone for its own peak), and the reward MSE over the test states x (actions taken >= 50
+times) and x (never-taken actions) (at most ``--eval-actions`` actions per group).
+
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/many_actions_features.py --seeds 0,1 --out /tmp/maf
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/many_actions_features.py --actions "" --large 1000
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import resource
+import sys
+import time
+import warnings
+
+import numpy as np
+from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import threadpool_limits
+
+from genpqr import ActionTable, from_arrays
+from genpqr.envs import make_synthetic_data
+from genpqr.estimator import GenPQR
+from genpqr.experiments import methods as M
+from genpqr.models.nn import DuelingQNetwork, MLPClassifier
+from genpqr.stage1 import ConditionalLogit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from many_actions_heads import HeadClassifier  # noqa: E402  (the correctly specified "oracle" form)
+
+METHODS = ("bc", "cl-move", "cl-attr", "cl-attr+af", "oracle")
+
+
+class OracleForm:
+    """The benchmark's parametric policy form with W and b unknown (maximum likelihood, 60 epochs of Adam),
+    as a prefit classifier over all K actions (actions above the largest taken code get probability 0)."""
+
+    def __init__(self, K, seed, tiny=False):
+        self.classes_, self.head = np.arange(K), HeadClassifier(seed, head="oracle", wd=0.0,
+                                                                epochs=2 if tiny else 60, lr=1e-2)
+
+    def fit(self, X, y):
+        self.head.fit(X, y)
+        return self
+
+    def predict_proba(self, X):
+        P = self.head.predict_proba(X)
+        return np.hstack([P, np.zeros((len(P), len(self.classes_) - P.shape[1]))])
+
+
+def quadratic_basis(s):
+    return np.hstack([s, s * s])
+
+
+def features(env, kind):
+    if kind == "move":
+        d = env.delta / 0.35
+        return np.column_stack([d, d * d, np.arange(env.n_actions) == 0]).astype(float)
+    return np.column_stack([env.W, env.b, np.abs(env.W)])
+
+
+def with_table(tr, X):
+    return from_arrays(tr.states, tr.actions, tr.next_states, terminated=tr.terminated, truncated=tr.truncated,
+                       episode_ids=tr.episode_ids, action_features=ActionTable(np.arange(len(X)), X))
+
+
+def stage1(method, d, seed, tiny=False):
+    X, y = d.train.states, d.train.actions
+    if method == "bc":
+        kw = M.layer_tuples({**M.BC_DEFAULTS, **({"hidden_layer_sizes": (16,), "max_epochs": 2} if tiny else {})})
+        return MLPClassifier(random_state=seed, **kw).fit(X, y)
+    if method.startswith("oracle"):
+        return OracleForm(d.env.n_actions, seed, tiny).fit(X, y)
+    kind = "move" if "move" in method else "attr"
+    return ConditionalLogit(features(d.env, kind), state_basis=quadratic_basis, C=1.0).fit(X, y)
+
+
+def stage2(method, pol, d, seed, tiny=False):
+    common = dict(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
+                  clip=M.PAPER_CLIP, random_state=seed, progress=False)
+    if method.endswith("+af"):
+        hgb = HistGradientBoostingRegressor(max_iter=10 if tiny else 100, random_state=seed)
+        return GenPQR(encoding="action_features", q_model=hgb, n_iterations=2 if tiny else 16, tol=None,
+                      structure="continuation", **common) \
+            .fit(with_table(d.train, features(d.env, "attr")))
+    q = M.updates_schedule(M.layer_tuples(M.GENPQR_NN_DEFAULTS["q_model"]), d.train.n)
+    fqe = dict(M.GENPQR_NN_DEFAULTS["fqe"])
+    if tiny:
+        q, fqe = {**q, "hidden_layer_sizes": (16,)}, {**fqe, "n_iterations": 2}
+    return GenPQR(q_model=DuelingQNetwork(random_state=seed, **q), **common, **fqe).fit(d.train)
+
+
+def run_small(seed, K, method, trajectories, tiny=False):
+    d = make_synthetic_data(seed, trajectories, n_actions=K)
+    t = time.perf_counter()
+    pol = stage1(method, d, seed, tiny)
+    est = stage2(method, pol, d, seed, tiny)
+    sec = time.perf_counter() - t
+    truth, r = d.true_test_reward(), est.reward(d.test.states, d.test.actions)
+    return {"seed": seed, "K": K, "method": method, "mse": float(np.mean((r - truth) ** 2)), "fit_s": sec}
+
+
+def group_mse(est, env, S, actions):
+    if len(actions) == 0:
+        return float("nan")
+    SS, AA = np.repeat(S, len(actions), axis=0), np.tile(actions, len(S))
+    return float(np.mean((est.reward(SS, AA) - env.true_reward(SS, AA)) ** 2))
+
+
+def run_large(K, method, trajectories, seed=0, eval_actions=50, tiny=False):
+    d = make_synthetic_data(seed, trajectories, n_actions=K)
+    counts = np.bincount(d.train.actions, minlength=K)
+    t = time.perf_counter()
+    pol = stage1("oracle" if method.startswith("oracle") else "cl-attr", d, seed, tiny)
+    est = stage2("x+af", pol, d, seed, tiny)
+    sec = time.perf_counter() - t
+    rng = np.random.default_rng(0)
+    pick = lambda a: np.sort(rng.choice(a, min(eval_actions, len(a)), replace=False)) if len(a) else a
+    S = d.test.states[rng.choice(d.test.n, min(500, d.test.n), replace=False)]
+    return {"seed": seed, "K": K, "method": method, "n": d.train.n, "fit_s": sec,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "taken>=50": int((counts >= 50).sum()), "never_taken": int((counts == 0).sum()),
+            "mse": float(np.mean((est.reward(d.test.states, d.test.actions) - d.true_test_reward()) ** 2)),
+            "mse_taken>=50": group_mse(est, d.env, S, pick(np.flatnonzero(counts >= 50))),
+            "mse_never": group_mse(est, d.env, S, pick(np.flatnonzero(counts == 0)))}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated (20 seeds: 0,...,19)")
+    p.add_argument("--actions", default="5,40", help="K of the small part ('' to skip it)")
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--trajectories", type=int, default=2500)
+    p.add_argument("--large", default="", help="K of the large part, e.g. 1000,10000")
+    p.add_argument("--large-trajectories", type=int, default=1000)
+    p.add_argument("--large-methods", default="cl-attr+af,oracle+af")
+    p.add_argument("--eval-actions", type=int, default=50)
+    p.add_argument("--tiny", action="store_true", help="tiny networks and iterations (smoke test)")
+    p.add_argument("--out", help="a new folder for results.csv (must not exist)")
+    a = p.parse_args(argv)
+    if a.out:
+        os.makedirs(a.out)  # fresh folder only
+    warnings.simplefilter("ignore")
+    seeds = [int(s) for s in a.seeds.split(",")]
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    rows = []
+    with threadpool_limits(1):
+        import torch
+        torch.set_num_threads(1)
+        for K in [int(k) for k in a.actions.split(",") if k]:
+            for seed in seeds:
+                for m in a.methods.split(","):
+                    r = run_small(seed, K, m, a.trajectories, a.tiny)
+                    rows.append(r)
+                    print(f"seed {seed} K {K} {m:11s} mse {r['mse']:.3f} fit {r['fit_s']:.1f}s", flush=True)
+        summary = []
+        for K in sorted({r["K"] for r in rows}):
+            for m in a.methods.split(","):
+                v = np.array([r["mse"] for r in rows if r["K"] == K and r["method"] == m])
+                s = np.mean([r["fit_s"] for r in rows if r["K"] == K and r["method"] == m])
+                se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
+                summary.append((K, m, len(v), v.mean(), se, s))
+        if summary:
+            print("| K | method | seeds | reward MSE (± s.e.) | fit (s) |\n|---|---|---|---|---|")
+            for K, m, n, mean, se, s in summary:
+                print(f"| {K} | {m} | {n} | {mean:.3f} ± {se:.3f} | {s:.1f} |")
+        large = []
+        for K in [int(k) for k in a.large.split(",") if k]:
+            for m in a.large_methods.split(","):
+                r = run_large(K, m, a.large_trajectories, eval_actions=a.eval_actions, tiny=a.tiny)
+                large.append(r)
+                print(r, flush=True)
+        if large:
+            print("| K | method | n | taken >= 50 | never taken | fit (s) | peak RSS (MB) | MSE logged | "
+                  "MSE taken >= 50 | MSE never taken |\n|---|---|---|---|---|---|---|---|---|---|")
+            for r in large:
+                print(f"| {r['K']:,} | {r['method']} | {r['n']:,} | {r['taken>=50']} | {r['never_taken']} | "
+                      f"{r['fit_s']:.1f} | {r['maxrss_mb']:.0f} | {r['mse']:.3f} | {r['mse_taken>=50']:.3f} | "
+                      f"{r['mse_never']:.3f} |")
+    print(f"load average after: {os.getloadavg()}")
+    if a.out:
+        keys = sorted({k for r in rows + large for k in r})
+        with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, keys)
+            w.writeheader()
+            w.writerows(rows + large)
+    return rows, large
+
+
+if __name__ == "__main__":
+    main()
