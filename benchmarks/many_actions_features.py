@@ -151,6 +151,73 @@ def run_large(K, method, trajectories, seed=0, eval_actions=50, tiny=False):
             "mse_never": group_mse(est, d.env, S, pick(np.flatnonzero(counts == 0)))}
 
 
+REC_W = np.array([[1.0, -0.5, 0.3, 1.0], [0.5, 0.0, 0.4, 0.0], [0.0, 0.4, -0.3, 0.0]])
+
+
+def rec_data(K, trajectories, seed, horizon=10):
+    """Recommendation-style episodes: K items with features ``x_a = [N(0, I_3), -log rank_a]`` (item 0 the most
+    popular, the anchor), states ``s ~ N(0, I_2)`` drawn afresh each step whatever the choice, choices from
+    ``pi(a|s) ~ exp([1, s]' W x_a)``. The transitions ignore the action, so the anchor-normalized true reward is
+    ``r(s, a) = log pi(a|s) - log pi(0|s) = [1, s]' W (x_a - x_0)``."""
+    x = np.random.default_rng(99).normal(size=(K, 3))
+    x = np.column_stack([x, -np.log1p(np.arange(K))])
+    rng = np.random.default_rng(seed)
+    n = trajectories * horizon
+    S = rng.normal(size=(n + trajectories, 2))
+    idx = np.arange(n).reshape(trajectories, horizon) + np.arange(trajectories)[:, None]
+    states, next_states = S[idx.ravel()], S[idx.ravel() + 1]
+    scores = np.hstack([np.ones((n, 1)), states]) @ REC_W
+    y = np.empty(n, dtype=np.int64)
+    u = rng.random(n)
+    for lo in range(0, n, 20000):  # inverse CDF in row blocks (n x K never dense)
+        z = scores[lo:lo + 20000] @ x.T
+        p = np.exp(z - z.max(1, keepdims=True))
+        y[lo:lo + 20000] = (p.cumsum(1) > u[lo:lo + 20000, None] * p.sum(1, keepdims=True)).argmax(1)
+    truncated = np.zeros((trajectories, horizon), bool)
+    truncated[:, -1] = True
+    data = from_arrays(states, y, next_states, terminated=np.zeros(n, bool), truncated=truncated.ravel(),
+                       episode_ids=np.repeat(np.arange(trajectories), horizon),
+                       action_features=ActionTable(np.arange(K), x))
+    reward = lambda s, a: np.einsum("ij,ij->i", np.hstack([np.ones((len(s), 1)), s]) @ REC_W, x[a] - x[0])
+    return data, x, reward
+
+
+def run_rec(K, method, trajectories, seed=0, eval_actions=50, tiny=False):
+    from genpqr.models import TwoTowerClassifier
+    data, x, reward = rec_data(K, trajectories, seed)
+    counts = np.bincount(data.actions, minlength=K)
+    t = time.perf_counter()
+    if method.startswith("two-tower"):
+        pol = TwoTowerClassifier(x, max_epochs=2 if tiny else 20, random_state=seed).fit(data.states, data.actions)
+    else:  # the true policy's form
+        pol = ConditionalLogit(x, state_basis="linear", C=np.inf, max_iter=50 if tiny else 1000) \
+            .fit(data.states, data.actions)
+    est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
+                 clip=None, random_state=seed, progress=False, encoding="action_features",
+                 q_model=HistGradientBoostingRegressor(max_iter=10 if tiny else 100, random_state=seed),
+                 n_iterations=2 if tiny else 16, tol=None, structure="continuation").fit(data)
+    sec = time.perf_counter() - t
+    rng = np.random.default_rng(0)
+    pick = lambda a: np.sort(rng.choice(a, min(eval_actions, len(a)), replace=False)) if len(a) else a
+    S = rng.normal(size=(500, 2))
+
+    def mse(actions):
+        if len(actions) == 0:
+            return float("nan")
+        SS, AA = np.repeat(S, len(actions), axis=0), np.tile(actions, len(S))
+        return float(np.mean((est.reward(SS, AA) - reward(SS, AA)) ** 2))
+
+    logged = np.arange(min(5000, data.n))
+    return {"seed": seed, "K": K, "method": method, "n": data.n, "fit_s": sec,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "taken>=50": int((counts >= 50).sum()), "never_taken": int((counts == 0).sum()),
+            "mse": float(np.mean(
+                (est.reward(data.states[logged], data.actions[logged])
+                 - reward(data.states[logged], data.actions[logged])) ** 2)),
+            "mse_taken>=50": mse(pick(np.flatnonzero(counts >= 50))),
+            "mse_never": mse(pick(np.flatnonzero(counts == 0)))}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated (20 seeds: 0,...,19)")
@@ -160,6 +227,9 @@ def main(argv=None):
     p.add_argument("--large", default="", help="K of the large part, e.g. 1000,10000")
     p.add_argument("--large-trajectories", type=int, default=1000)
     p.add_argument("--large-methods", default="cl-attr+af,oracle+af")
+    p.add_argument("--rec", default="", help="K of the recommendation-style part, e.g. 1000,10000")
+    p.add_argument("--rec-trajectories", type=int, default=10000)
+    p.add_argument("--rec-methods", default="two-tower+af,cl-true+af")
     p.add_argument("--eval-actions", type=int, default=50)
     p.add_argument("--tiny", action="store_true", help="tiny networks and iterations (smoke test)")
     p.add_argument("--out", help="a new folder for results.csv (must not exist)")
@@ -195,6 +265,11 @@ def main(argv=None):
             for m in a.large_methods.split(","):
                 r = run_large(K, m, a.large_trajectories, eval_actions=a.eval_actions, tiny=a.tiny)
                 large.append(r)
+                print(r, flush=True)
+        for K in [int(k) for k in a.rec.split(",") if k]:
+            for m in a.rec_methods.split(","):
+                r = run_rec(K, m, a.rec_trajectories, eval_actions=a.eval_actions, tiny=a.tiny)
+                large.append({**r, "method": "rec " + m})
                 print(r, flush=True)
         if large:
             print("| K | method | n | taken >= 50 | never taken | fit (s) | peak RSS (MB) | MSE logged | "
