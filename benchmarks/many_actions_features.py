@@ -14,9 +14,10 @@ vectors (an ``ActionTable``):
 
 Methods (each one fit of stage 1 and stage 2 per seed and K):
 
-* ``bc``: today's default, GenPQR (BC, NN): MLPClassifier per action + neural FQE (GENPQR_NN_DEFAULTS);
+* ``bc``: today's default, GenPQR (BC, NN) as ``get_config("many-actions")`` runs it: MLPClassifier per
+  action (weight decay 1e-3) + neural FQE (16 x 4 epochs, regressing the continuation);
 * ``cl-move`` / ``cl-attr``: ``ConditionalLogit`` on the move / attribute features, state basis
-  ``[1, s, s*s]``, C = 1, + the same neural FQE;
+  ``[1, s, s*s]``, C = 1, + the same neural FQE (every neural stage 2 here is ``bc``'s);
 * ``cl-attr+af``: ``cl-attr`` + stage 2 ``encoding="action_features"`` (one
   HistGradientBoostingRegressor on ``[s, x_a]``, 16 iterations);
 * ``oracle``: the correctly specified first stage (the benchmark's own parametric form, W and b
@@ -47,7 +48,7 @@ from threadpoolctl import threadpool_limits
 from genpqr import ActionTable, from_arrays
 from genpqr.envs import make_synthetic_data
 from genpqr.estimator import GenPQR
-from genpqr.experiments import methods as M
+from genpqr.experiments import configs as C, methods as M
 from genpqr.models.nn import DuelingQNetwork, MLPClassifier
 from genpqr.stage1 import ConditionalLogit
 
@@ -93,7 +94,8 @@ def with_table(tr, X):
 def stage1(method, d, seed, tiny=False):
     X, y = d.train.states, d.train.actions
     if method == "bc":
-        kw = M.layer_tuples({**M.BC_DEFAULTS, **({"hidden_layer_sizes": (16,), "max_epochs": 2} if tiny else {})})
+        kw = M.layer_tuples({**M.BC_DEFAULTS, "weight_decay": C.MANY_ACTIONS_BC_WEIGHT_DECAY,
+                             **({"hidden_layer_sizes": (16,), "max_epochs": 2} if tiny else {})})
         return MLPClassifier(random_state=seed, **kw).fit(X, y)
     if method.startswith("oracle"):
         return OracleForm(d.env.n_actions, seed, tiny).fit(X, y)
@@ -109,8 +111,9 @@ def stage2(method, pol, d, seed, tiny=False):
         return GenPQR(encoding="action_features", q_model=hgb, n_iterations=2 if tiny else 16, tol=None,
                       structure="continuation", **common) \
             .fit(with_table(d.train, features(d.env, "attr")))
-    q = M.updates_schedule(M.layer_tuples(M.GENPQR_NN_DEFAULTS["q_model"]), d.train.n)
-    fqe = dict(M.GENPQR_NN_DEFAULTS["fqe"])
+    q = M.updates_schedule(M.layer_tuples({**M.GENPQR_NN_DEFAULTS["q_model"],
+                                           "epochs_per_iteration": C.MANY_ACTIONS_FQE_EPOCHS}), d.train.n)
+    fqe = {**M.GENPQR_NN_DEFAULTS["fqe"], "structure": C.MANY_ACTIONS_FQE_STRUCTURE}
     if tiny:
         q, fqe = {**q, "hidden_layer_sizes": (16,)}, {**fqe, "n_iterations": 2}
     return GenPQR(q_model=DuelingQNetwork(random_state=seed, **q), **common, **fqe).fit(d.train)
