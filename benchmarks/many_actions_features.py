@@ -1,6 +1,6 @@
 """Many actions with action features: GenPQR's reward MSE on the paper's many-actions setting when
 stage 1 scores (state, action) pairs from action features (docs/benchmarks.md, "Many actions with
-action features"; issue 22, item 4).
+action features").
 
 Setting: ``make_synthetic_data(seed, trajectories, n_actions=K)`` (2,500 trajectories of 10 steps by
 default), anchor normalization on action 0, gamma 0.9; reward MSE at the test set's (state, logged
