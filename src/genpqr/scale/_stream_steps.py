@@ -96,7 +96,8 @@ def prefitted_policy(est):
 
     from ..stage1 import prefit_policy
 
-    shell = SimpleNamespace(n_actions=est.n_actions_, encoder=est.encoder_)  # all prefit_policy reads without "auto"
+    # all prefit_policy reads without "auto"; streamed data carry no action table (refused out of core)
+    shell = SimpleNamespace(n_actions=est.n_actions_, encoder=est.encoder_, action_table=None)
     return prefit_policy(est.policy_model, shell, clip=None)
 
 

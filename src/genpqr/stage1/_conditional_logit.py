@@ -212,7 +212,7 @@ def bind_action_features(model, transitions):
     params = model.get_params(deep=False) if hasattr(model, "get_params") else {}
     if "action_features" not in params:
         return model
-    table, given = getattr(transitions, "action_table", None), params["action_features"]
+    table, given = transitions.action_table, params["action_features"]
     if table is None:
         if given is None:
             raise ActionTableError(f"policy_model {type(model).__name__} scores actions by their features, but the "
@@ -229,7 +229,7 @@ def bind_action_features(model, transitions):
 def check_feature_dim(model, given, transitions) -> None:
     """``ActionFeatureError`` when ``given`` (the model's features) and the data's table disagree
     in the number of actions or of features."""
-    table = getattr(transitions, "action_table", None)
+    table = transitions.action_table
     if given is None or table is None:
         return
     given = np.asarray(given.features if isinstance(given, ActionTable) else given)
