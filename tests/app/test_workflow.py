@@ -418,5 +418,5 @@ def test_run_fit_returns_outputs(small_csv, tmp_path):
                        normalization="anchor:stay", out=str(tmp_path / "o"), quiet=True, cross_fit=2)
     outputs = run_fit(config)
     assert outputs.tabular and outputs.state_index.identity and outputs.state_index.n_states == 15
-    assert set(outputs.files) == {"model", "rewards", "config", "report"}
+    assert set(outputs.files) == {"model", "rewards", "config", "report", "manifest"}
     assert outputs.config.q_model == "exact" and "genpqr fit:" in outputs.describe()

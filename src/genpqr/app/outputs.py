@@ -138,12 +138,16 @@ def check_fit_target(config) -> None:
 
 def write_fit_folder(config, writers: dict) -> dict:
     """Write a fit folder at ``config.out`` as a transaction: ``writers[name](path)`` writes each
-    file into the temporary folder, ``manifest.json`` last; returns ``{name: final path}``."""
+    file into the temporary folder, ``manifest.json`` last; returns ``{name: final path}``, the
+    manifest's included (last)."""
+    from pathlib import Path
+
     from ..estimator.folder_ops import write_each
-    from ..estimator.manifest import output_folder
+    from ..estimator.manifest import MANIFEST, output_folder
 
     with output_folder(config.out, kind=KIND, inputs=fit_inputs(config)) as staging:
-        return write_each(staging, config.out, writers)
+        paths = write_each(staging, config.out, writers)
+    return {**paths, MANIFEST: Path(config.out) / MANIFEST}
 
 
 def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
@@ -160,5 +164,5 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
     writers["report.html"] = lambda p: write_report(p, context_from_outputs(outputs, n_rows=n_rows))
     paths = write_fit_folder(config, writers)
     keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
-            "config.json": "config", "report.html": "report"}
+            "config.json": "config", "report.html": "report", "manifest.json": "manifest"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})
