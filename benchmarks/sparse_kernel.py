@@ -3,7 +3,9 @@
 Random MDP with ``--next`` next states per (state, action) pair, gamma = 0.9, data simulated
 under a random (Dirichlet) policy. For each problem size, ``GenPQR(q_model="exact")`` is fitted
 with cell-frequency stage 1 and the kernel either estimated from counts (sparse, the default)
-or given: sparse (S*K, S), or dense (S, K, S) where that fits. Prints a table: the kernel's
+or given: sparse (S*K, S), dense (S, K, S) where that fits, or a low-rank model
+``P(s'|s,a) = sum_k phi_k(s,a) psi_k(s')`` known only through ``expect``/``push`` (every next
+state reachable: no sparse form; :class:`genpqr.stage2.KernelOperator`). Prints a table: the kernel's
 storage, wall time of ``fit``, the peak of traced allocations during ``fit`` (tracemalloc),
 the process's peak resident memory, the Q-Bellman residual ``max |Q - (u - g + gamma P mu Q)|``
 and, where a dense fit ran, the largest reward difference between the sparse and dense fits.
@@ -28,6 +30,27 @@ from genpqr.stage1 import FrequencyClassifier
 
 GAMMA = 0.9
 DENSE_MAX_BYTES = 500 * 1024 ** 2  # dense fits only where the (S, K, S) array is below 500 MiB
+
+
+class LowRankKernel:
+    """``P(s'|s,a) = sum_k phi_k(s,a) psi_k(s')`` (rows of ``phi`` and of ``psi`` on the simplex): a
+    kernel with every next state reachable, given to GenPQR only through ``expect`` and ``push``."""
+
+    def __init__(self, n_states, n_actions, rank, seed):
+        rng = np.random.default_rng(seed)
+        self.n_states, self.n_actions = n_states, n_actions
+        self.phi = rng.dirichlet(np.ones(rank), size=n_states * n_actions)  # (S*K, r)
+        self.psi = rng.dirichlet(np.full(n_states, 0.1), size=rank)  # (r, S)
+
+    def expect(self, values):
+        values = np.asarray(values)
+        out = self.phi @ (self.psi @ values.reshape(self.n_states, -1))
+        return out.reshape((self.n_states, self.n_actions) + values.shape[1:])
+
+    def push(self, weights):
+        weights = np.asarray(weights)
+        out = self.psi.T @ (self.phi.T @ weights.reshape(self.n_states * self.n_actions, -1))
+        return out.reshape((self.n_states,) + weights.shape[2:])
 
 
 def fit(data, S, transition_model):
@@ -59,13 +82,19 @@ def rows_for(S, K, args):
     kernels = {"counts (sparse)": None, "given, sparse": sparse}
     if dense_bytes <= DENSE_MAX_BYTES:
         kernels["given, dense"] = sparse.toarray().reshape(S, K, S)
+    low_rank = LowRankKernel(S, K, args.rank, args.seed)
+    kernels[f"rank-{args.rank} model (products only)"] = low_rank
     fits = {}
     for name, P in kernels.items():
         model, seconds, peak = fit(data, S, P)
         fits[name] = model
-        store = (f"{dense_bytes / 1024 ** 2:.0f} MiB dense" if name == "given, dense" else
-                 f"{model.stage2_.kernel.matrix.nnz:,} nnz, "
-                 f"{_csr_bytes(model.stage2_.kernel.matrix) / 1024 ** 2:.1f} MiB")
+        if name == "given, dense":
+            store = f"{dense_bytes / 1024 ** 2:.0f} MiB dense"
+        elif P is low_rank:
+            store = f"factors, {(low_rank.phi.nbytes + low_rank.psi.nbytes) / 1024 ** 2:.1f} MiB"
+        else:
+            store = (f"{model.stage2_.kernel.matrix.nnz:,} nnz, "
+                     f"{_csr_bytes(model.stage2_.kernel.matrix) / 1024 ** 2:.1f} MiB")
         diff = ""
         if name == "given, dense":
             diff = f"{np.max(np.abs(model.stage2_.recovery.reward - fits['given, sparse'].stage2_.recovery.reward)):.1e}"
@@ -82,6 +111,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="500x20,10000x100", help="comma-separated SxK problem sizes")
     ap.add_argument("--next", type=int, default=3, help="next states per (state, action) pair")
+    ap.add_argument("--rank", type=int, default=10, help="rank of the product-only (low-rank) kernel")
     ap.add_argument("--episodes", type=int, default=2000)
     ap.add_argument("--horizon", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
