@@ -173,3 +173,13 @@ def test_genpqr_fit_ten_thousand_states_hundred_actions_fits_in_memory():
     mu_q = np.sum(rec.mu * rec.q, axis=1)
     residual = rec.q - (rec.log_policy - rec.g[:, None] + 0.9 * est.stage2_.kernel.expect(mu_q))
     assert np.max(np.abs(residual)) < 1e-8
+
+
+def test_uniform_fill_of_many_unvisited_pairs_is_refused():
+    """unvisited='uniform' on 1e4 states x 100 actions seen 10 times would store a dense row per unvisited pair."""
+    S, K = 10_000, 100
+    states = np.arange(10)
+    with pytest.raises(ValueError, match="unvisited='uniform' would store"):
+        T.estimate_transitions(states, np.zeros(10, int), states + 1, S, K, unvisited="uniform")
+    kernel, counts = T.estimate_transitions(states, np.zeros(10, int), states + 1, S, K)
+    assert kernel.is_sparse and kernel.matrix.nnz == S * K and counts.sum() == 10

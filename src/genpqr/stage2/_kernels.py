@@ -95,14 +95,16 @@ class TransitionKernel:
         """``(P f)(s, a) = sum_{s'} P(s'|s,a) f(s', ...)`` for ``values`` (S,) or (S, ...);
         returns (S, K) or (S, K, ...)."""
         f = _values(values, self.n_states, "values")
-        out = np.asarray(self.matrix @ f.reshape(self.n_states, -1))
+        # a vector stays a vector: the matrix-vector product of earlier releases, bit for bit
+        out = np.asarray(self.matrix @ (f if f.ndim == 1 else f.reshape(self.n_states, -1)))
         return out.reshape((self.n_states, self.n_actions) + f.shape[1:])
 
     def push(self, weights) -> np.ndarray:
         """``sum_{s,a} w(s, a, ...) P(.|s,a)`` for ``weights`` (S, K) or (S, K, ...); returns
         (S,) or (S, ...). The adjoint of :meth:`expect`."""
         w = _weights(weights, self.n_states, self.n_actions)
-        out = np.asarray(self.matrix.T @ w.reshape(self.n_states * self.n_actions, -1))
+        flat = w.reshape(self.n_states * self.n_actions, -1)
+        out = np.asarray(self.matrix.T @ (flat[:, 0] if w.ndim == 2 else flat))
         return out.reshape((self.n_states,) + w.shape[2:])
 
     def under(self, mu: np.ndarray):

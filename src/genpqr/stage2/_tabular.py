@@ -33,7 +33,7 @@ from scipy.special import logsumexp
 
 from ..data.validation import as_float_array, check_gamma, check_state_indices
 from ..exceptions import ConvergenceWarning
-from ._kernels import KernelOperator, TransitionKernel, as_kernel
+from ._kernels import DENSE_KERNEL_MAX_BYTES, KernelOperator, TransitionKernel, as_kernel
 from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
 from ..normalization import Normalization
 
@@ -296,6 +296,12 @@ def estimate_transitions(states, actions, next_states, n_states: int, n_actions:
                          unvisited: str = "self") -> tuple[TransitionKernel, np.ndarray]:
     """Maximum-likelihood ``P_hat(s'|s,a)`` from counts, as a sparse kernel.
 
+    The kernel is always stored sparse (CSR, one entry per observed (s, a, s') plus one per
+    unvisited pair under ``"self"``): its memory follows the data, not ``S * K * S`` (1e4
+    states x 100 actions: tens of MB, where a dense array needs 80 GB). ``kernel.to_dense()``
+    gives the (S, K, S) array where that fits. ``unvisited="uniform"`` stores a full row of S
+    entries per unvisited pair (refused when that exceeds 2 GiB).
+
     A terminated transition counts in the denominator but reaches no state (its mass is
     termination). Pairs never visited get ``unvisited``: ``"self"`` (stay put),
     ``"uniform"`` (uniform next state) or ``"error"``.
@@ -353,6 +359,9 @@ def kernel_from_counts(matrix, counts, *, unvisited: str = "self") -> tuple[Tran
         if unvisited == "self":
             fill = sp.csr_matrix((np.ones(empty.size), (empty, empty // n_actions)), shape=matrix.shape)
         elif unvisited == "uniform":
+            if 16 * empty.size * n_states > DENSE_KERNEL_MAX_BYTES:
+                raise ValueError(f"unvisited='uniform' would store {empty.size * n_states:,} entries ({empty.size:,} "
+                                 f"unvisited pairs x {n_states:,} states); use unvisited='self' or give a transition model")
             r = np.repeat(empty, n_states)
             c = np.tile(np.arange(n_states), empty.size)
             fill = sp.csr_matrix((np.full(r.size, 1.0 / n_states), (r, c)), shape=matrix.shape)
