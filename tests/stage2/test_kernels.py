@@ -183,3 +183,4 @@ def test_uniform_fill_of_many_unvisited_pairs_is_refused():
         T.estimate_transitions(states, np.zeros(10, int), states + 1, S, K, unvisited="uniform")
     kernel, counts = T.estimate_transitions(states, np.zeros(10, int), states + 1, S, K)
     assert kernel.is_sparse and kernel.matrix.nnz == S * K and counts.sum() == 10
+

@@ -256,11 +256,11 @@ def as_kernel(P, n_actions: int | None = None, *, atol: float = 1e-10):
     """
     if isinstance(P, (TransitionKernel, KernelOperator)):
         return P
+    if is_kernel_like(P):
+        return _operator(P, n_actions)
     inner = getattr(P, "kernel", None)
     if isinstance(inner, (TransitionKernel, KernelOperator)):
         return inner
-    if is_kernel_like(P):
-        return _operator(P, n_actions)
     if sp.issparse(P):
         return _sparse_kernel(P, n_actions, atol)
     arr = as_float_array(P, "P")
