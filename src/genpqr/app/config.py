@@ -103,7 +103,7 @@ class FitConfig:
         (increments ``0..MAX`` whose distribution does not depend on the state; under the
         reset action the state restarts at 0 and that period's increment is added from 0,
         the timing of Rust (1987): ``P(.|x, reset) = P(.|0, keep)``; the increment after a
-        reset is counted as ``x' - 0``) or a ``.npy`` file holding
+        reset is counted as ``x' - 0``) or a ``.npy`` (or sparse ``.npz``) file holding
         the kernel ((S, K, S) or (S*K, S), states numbered as ``state_index``).
     n_states : int, optional
         Tabular mode with one integer (or binned) state column numbered by its value: the
