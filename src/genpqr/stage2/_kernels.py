@@ -172,21 +172,24 @@ class KernelOperator:
         """``P_mu`` (S, S): dense for small S, a ``LinearOperator`` above."""
         S, K = self.n_states, self.n_actions
         mu = np.asarray(mu, dtype=np.float64)
+        block = max(1, min(S, _BLOCK_BYTES // (8 * S * K)))  # columns per product: memory S * K * block
+
+        def matmat(X):
+            X = np.asarray(X, dtype=np.float64).reshape(S, -1)
+            out = np.empty(X.shape)
+            for start in range(0, X.shape[1], block):
+                out[:, start:start + block] = np.einsum("sa,sac->sc", mu, self.expect(X[:, start:start + block]))
+            return out
+
+        def rmatmat(Y):
+            Y = np.asarray(Y, dtype=np.float64).reshape(S, -1)
+            return np.column_stack([self.push(mu[:, :, None] * Y[:, None, start:start + block])
+                                    for start in range(0, Y.shape[1], block)])
+
         if S > _OPERATOR_DENSE_MAX_STATES:
-            def matvec(x):
-                return np.einsum("sa,sa...->s...", mu, self.expect(np.asarray(x).reshape(S, -1)))
-
-            def rmatvec(y):
-                return self.push(mu[:, :, None] * np.asarray(y).reshape(S, 1, -1))
-
-            return spla.LinearOperator((S, S), matvec=matvec, rmatvec=rmatvec, dtype=np.float64)
-        block = max(1, min(S, _BLOCK_BYTES // (8 * S * K)))
-        out = np.empty((S, S))
-        for start in range(0, S, block):  # blocks of identity columns: memory S * K * block
-            eye = np.zeros((S, min(block, S - start)))
-            eye[np.arange(start, start + eye.shape[1]), np.arange(eye.shape[1])] = 1.0
-            out[:, start:start + eye.shape[1]] = np.einsum("sa,sac->sc", mu, self.expect(eye))
-        return out
+            return spla.LinearOperator((S, S), matvec=matmat, rmatvec=rmatmat, matmat=matmat, rmatmat=rmatmat,
+                                       dtype=np.float64)
+        return matmat(np.eye(S))
 
     def to_dense(self, max_bytes: int | None = None) -> np.ndarray:
         """``P`` as a dense (S, K, S) array (the model's own ``to_dense`` when it has one)."""
