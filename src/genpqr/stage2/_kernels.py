@@ -153,6 +153,7 @@ class KernelOperator:
         self.n_states, self.n_actions = int(model.n_states), int(model.n_actions)
 
     def expect(self, values) -> np.ndarray:
+        """The model's ``expect``: (S,) or (S, ...) -> (S, K) or (S, K, ...), shape checked."""
         f = _values(values, self.n_states, "values")
         out = np.asarray(self.model.expect(f), dtype=np.float64)
         want = (self.n_states, self.n_actions) + f.shape[1:]
@@ -161,6 +162,7 @@ class KernelOperator:
         return out
 
     def push(self, weights) -> np.ndarray:
+        """The model's ``push``: (S, K) or (S, K, ...) -> (S,) or (S, ...), shape checked."""
         w = _weights(weights, self.n_states, self.n_actions)
         out = np.asarray(self.model.push(w), dtype=np.float64)
         want = (self.n_states,) + w.shape[2:]
@@ -202,6 +204,7 @@ class KernelOperator:
         return dense
 
     def dense(self) -> np.ndarray:
+        """``P`` as a dense (S, K, S) array (see :meth:`to_dense`)."""
         return self.to_dense()
 
     @property
