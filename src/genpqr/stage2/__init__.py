@@ -1,6 +1,7 @@
 """Stage 2: ``Q = u - g + gamma P mu Q``. Fitted Q evaluation and its Q-models, closed-form
 LSTD with feature maps, the exact tabular solver (the oracle) and the tabular transition
-models, linear Bellman solves, the stage objects the estimator holds.
+models, transition kernels behind one protocol (``expect``/``push``: dense, sparse, or a
+model's products), linear Bellman solves, the stage objects the estimator holds.
 """
 
 from ._qeval import FQE, STRUCTURES
