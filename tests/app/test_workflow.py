@@ -454,3 +454,14 @@ def test_run_fit_returns_outputs(small_csv, tmp_path):
     assert outputs.tabular and outputs.state_index.identity and outputs.state_index.n_states == 15
     assert set(outputs.files) == {"model", "rewards", "config", "report"}
     assert outputs.config.q_model == "exact" and "genpqr fit:" in outputs.describe()
+
+
+def test_a_large_dense_npy_kernel_stays_dense(tmp_path, monkeypatch):
+    """A large .npy kernel with most entries non-zero is read into memory as an array, not CSR."""
+    from genpqr.app import states
+
+    P = np.random.default_rng(0).dirichlet(np.ones(6), size=12).reshape(6, 2, 6)
+    np.save(tmp_path / "P.npy", P)
+    monkeypatch.setattr(states, "SPARSE_FILE_BYTES", 100)
+    loaded = states.load_kernel(str(tmp_path / "P.npy"), 2)
+    assert type(loaded) is np.ndarray and np.array_equal(loaded, P)

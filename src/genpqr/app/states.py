@@ -218,7 +218,7 @@ def _sparse_rows(kernel: np.memmap):
         parts.append(sp.csr_matrix(np.asarray(rows[start:start + block], dtype=np.float64)))
         nnz += parts[-1].nnz
         if 3 * nnz > rows.size:
-            return np.asarray(kernel)
+            return np.array(kernel)  # a copy in memory, the file closed
     return sp.vstack(parts, format="csr")
 
 
