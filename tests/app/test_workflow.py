@@ -242,6 +242,40 @@ def test_given_kernel_file_matches_genpqr(small_csv, tmp_path, capsys):
     np.testing.assert_allclose(r[[f"reward_{a}" for a in direct.columns]].to_numpy(), direct.to_numpy(), atol=1e-8)
 
 
+def test_sparse_kernel_files_match_the_dense_file(small_csv, tmp_path, capsys, monkeypatch):
+    """--transition FILE.npz (scipy sparse (S*K, S)) and a large .npy read into CSR give the dense file's rewards."""
+    import scipy.sparse as sp
+
+    from genpqr.app import states
+
+    path, _ = small_csv
+    mdp, _ = tabular_problem()
+    order = [list(LABELS).index(a) for a in np.sort(LABELS)]
+    dense = mdp.kernel.matrix.toarray().reshape(15, 3, 15)[:, order, :]
+    np.save(tmp_path / "P.npy", dense)
+    sp.save_npz(tmp_path / "P.npz", sp.csr_matrix(dense.reshape(45, 15)))
+    assert parse_transition("P.npz") == ("file", "P.npz")
+    assert sp.issparse(states.load_kernel(str(tmp_path / "P.npz"), 3))
+    assert isinstance(states.load_kernel(str(tmp_path / "P.npy"), 3), np.ndarray)
+    monkeypatch.setattr(states, "SPARSE_FILE_BYTES", 100)  # the .npy file counts as large: read into CSR
+    loaded = states.load_kernel(str(tmp_path / "P.npy"), 3)
+    assert sp.issparse(loaded) and loaded.shape == (45, 15) and np.array_equal(loaded.toarray(), dense.reshape(45, 15))
+    rewards = []
+    for name in ("P.npy", "P.npz"):
+        code, _, err = fit_cli(base_flags(path, tmp_path / name[2:]) + ["--transition", tmp_path / name], capsys)
+        assert code == 0, err
+        rewards.append(pd.read_csv(tmp_path / name[2:] / "rewards.csv").filter(like="reward_").to_numpy())
+    monkeypatch.setattr(states, "SPARSE_FILE_BYTES", 1 << 40)
+    code, _, err = fit_cli(base_flags(path, tmp_path / "dense") + ["--transition", tmp_path / "P.npy"], capsys)
+    assert code == 0, err
+    base = pd.read_csv(tmp_path / "dense" / "rewards.csv").filter(like="reward_").to_numpy()
+    for r in rewards:
+        np.testing.assert_allclose(r, base, rtol=0, atol=1e-10)
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="cannot read the transition kernel .*bad.npz.*scipy.sparse.save_npz"):
+        states.load_kernel(str(tmp_path / "bad.npz"), 3)
+
+
 def test_increment_transitions_on_bus_engine_panel(tmp_path, capsys):
     from genpqr.structural.ddc import IncrementKernel
     from genpqr.envs.rust import bus_engine, simulate_buses
@@ -420,3 +454,14 @@ def test_run_fit_returns_outputs(small_csv, tmp_path):
     assert outputs.tabular and outputs.state_index.identity and outputs.state_index.n_states == 15
     assert set(outputs.files) == {"model", "rewards", "config", "report", "manifest"}
     assert outputs.config.q_model == "exact" and "genpqr fit:" in outputs.describe()
+
+
+def test_a_large_dense_npy_kernel_stays_dense(tmp_path, monkeypatch):
+    """A large .npy kernel with most entries non-zero is read into memory as an array, not CSR."""
+    from genpqr.app import states
+
+    P = np.random.default_rng(0).dirichlet(np.ones(6), size=12).reshape(6, 2, 6)
+    np.save(tmp_path / "P.npy", P)
+    monkeypatch.setattr(states, "SPARSE_FILE_BYTES", 100)
+    loaded = states.load_kernel(str(tmp_path / "P.npy"), 2)
+    assert type(loaded) is np.ndarray and np.array_equal(loaded, P)

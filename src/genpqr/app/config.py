@@ -103,7 +103,7 @@ class FitConfig:
         (increments ``0..MAX`` whose distribution does not depend on the state; under the
         reset action the state restarts at 0 and that period's increment is added from 0,
         the timing of Rust (1987): ``P(.|x, reset) = P(.|0, keep)``; the increment after a
-        reset is counted as ``x' - 0``) or a ``.npy`` file holding
+        reset is counted as ``x' - 0``) or a ``.npy`` (or sparse ``.npz``) file holding
         the kernel ((S, K, S) or (S*K, S), states numbered as ``state_index``).
     n_states : int, optional
         Tabular mode with one integer (or binned) state column numbered by its value: the
@@ -497,7 +497,7 @@ def parse_integration(spec: str) -> tuple[str, int]:
 
 
 def parse_transition(spec: str):
-    """``counts`` | ``increment:MAX[:RESET_ACTION]`` | ``FILE.npy`` -> (kind, argument)."""
+    """``counts`` | ``increment:MAX[:RESET_ACTION]`` | ``FILE.npy`` | ``FILE.npz`` -> (kind, argument)."""
     spec = str(spec)
     if spec == "counts":
         return "counts", None
@@ -510,6 +510,6 @@ def parse_transition(spec: str):
         if max_inc < 0:
             raise ValueError(f"--transition increment:MAX needs a non-negative integer MAX, got {spec!r}")
         return "increment", (max_inc, parts[2] if len(parts) > 2 and parts[2] != "" else None)
-    if spec.endswith(".npy"):
+    if spec.endswith((".npy", ".npz")):
         return "file", spec
-    raise ValueError(f"--transition must be counts, increment:MAX[:RESET_ACTION] or a .npy file, got {spec!r}")
+    raise ValueError(f"--transition must be counts, increment:MAX[:RESET_ACTION] or a .npy/.npz file, got {spec!r}")

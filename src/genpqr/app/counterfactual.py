@@ -52,7 +52,7 @@ explicitly). A fit without ``--features`` answers on the nonparametric reward ta
 Spec keys (all optional; flags override): ``reward_change`` (``{label: amount or list of S
 amounts}``), ``parameter_change`` (``{name: number or "*F", "+D", "-D", "=V"}``), ``route``
 (``auto``, ``structural``, ``nonparametric``), ``transitions`` (a ``.npy`` kernel, ``(S, K, S)``
-or ``(S*K, S)``), ``gamma``, ``initial`` (state index), ``horizon``, ``bootstrap``, ``level``,
+or ``(S*K, S)``, or a sparse ``.npz`` one), ``gamma``, ``initial`` (state index), ``horizon``, ``bootstrap``, ``level``,
 ``check_normalization`` (``mean-zero`` or ``anchor:LABEL``), ``min_visits``.
 """
 
@@ -101,7 +101,7 @@ def _check_normalization(text, labels):
 
 #: The scalar spec keys: (accepted types, what is expected).
 _SCALAR_TYPES = {"route": (str, "one of 'auto', 'structural', 'nonparametric'"),
-                 "transitions": (str, "the path of a .npy kernel"),
+                 "transitions": (str, "the path of a .npy or sparse .npz kernel"),
                  "gamma": ((int, float), "a discount factor in [0, 1)"),
                  "initial": ((int, list), "a state index (an integer) or a list of S probabilities"),
                  "horizon": (int, "a positive integer number of steps"),
@@ -348,7 +348,7 @@ def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--route", default=None, choices=("auto", "structural", "nonparametric"),
                    help="auto: the structural model when the fit has --features, else the nonparametric reward table "
                         "(default: auto)")
-    p.add_argument("--transitions", default=None, metavar="FILE.npy", help="new kernel, (S, K, S) or (S*K, S) (default: the fit's)")
+    p.add_argument("--transitions", default=None, metavar="FILE.npy", help="new kernel, (S, K, S) or (S*K, S); or FILE.npz, sparse (S*K, S) (default: the fit's)")
     p.add_argument("--gamma", type=float, default=None, help="new discount factor (default: the fit's)")
     p.add_argument("--initial", type=int, default=None, metavar="STATE", help="initial state index (default: none: the long-run distributions only)")
     p.add_argument("--horizon", type=int, default=None, help="steps from --initial (default: none: the discounted occupancy)")

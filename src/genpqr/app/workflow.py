@@ -387,8 +387,8 @@ def _add_tabular_flags(p) -> None:
     p.add_argument("--transition", default=S, metavar="SPEC",
                    help="tabular transitions: counts, increment:MAX[:RESET_ACTION] (the state grows by 0..MAX with "
                         "a state-independent distribution; under RESET_ACTION it restarts at 0 and the period's "
-                        "increment is added from 0, Rust's timing: P(.|x, reset) = P(.|0, keep)) or FILE.npy "
-                        "(default: counts)")
+                        "increment is added from 0, Rust's timing: P(.|x, reset) = P(.|0, keep)), FILE.npy "
+                        "(dense) or FILE.npz (sparse (S*K, S), scipy.sparse.save_npz) (default: counts)")
     p.add_argument("--n-states", dest="n_states", type=int, default=S, metavar="S",
                    help="tabular: number of states of one integer state column, when the top states never occur "
                         "(default: none: the largest state in the data + 1)")

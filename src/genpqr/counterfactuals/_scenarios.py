@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from .. import stage2
 
@@ -19,7 +20,16 @@ __all__ = ["ScenarioSolution", "solve_scenario", "stationary_distribution", "sta
 
 # ============================================================================ distributions
 def _dense(P_pi) -> np.ndarray:
+    if isinstance(P_pi, spla.LinearOperator):  # a kernel given only by products (stage2.KernelOperator)
+        return P_pi.matmat(np.eye(P_pi.shape[0]))
     return P_pi.toarray() if sp.issparse(P_pi) else np.asarray(P_pi)
+
+
+def _transpose(P_pi):
+    """``P_pi^T``: CSR for a sparse, an operator for a product-only, an array for a dense ``P_pi``."""
+    if isinstance(P_pi, spla.LinearOperator):
+        return P_pi.T
+    return P_pi.T.tocsr() if sp.issparse(P_pi) else np.asarray(P_pi).T
 
 
 def stationary_distribution(P_pi) -> np.ndarray | None:
@@ -59,12 +69,12 @@ def state_occupancy(P_pi, initial: np.ndarray, gamma: float, horizon: int | None
     mass)."""
     if horizon is not None:
         d, total = initial.copy(), np.zeros_like(initial)
-        PT = P_pi.T.tocsr() if sp.issparse(P_pi) else np.asarray(P_pi).T
+        PT = _transpose(P_pi)
         for _ in range(int(horizon)):
             total += d
             d = PT @ d
     else:
-        PT = P_pi.T.tocsr() if sp.issparse(P_pi) else np.asarray(P_pi).T
+        PT = _transpose(P_pi)
         total, _ = stage2.solve_linear_bellman(PT, (1.0 - gamma) * initial, gamma)
     total = np.clip(total, 0.0, None)
     return total / total.sum()

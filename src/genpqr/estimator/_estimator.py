@@ -105,8 +105,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         Number of tabular states (exact path; default max index + 1).
     transition_model : None, kernel, or callable, optional
         Exact path: where ``P`` comes from. None: maximum likelihood from counts
-        (:func:`genpqr.stage2.estimate_transitions`); a kernel (dense (S, K, S), sparse
-        (S*K, S) or :class:`~genpqr.stage2.TransitionKernel`): known transitions; a callable
+        (:func:`genpqr.stage2.estimate_transitions`, sparse); a kernel (dense (S, K, S), sparse
+        (S*K, S), or any object with ``expect``/``push``: :func:`~genpqr.stage2.as_kernel`); a callable
         ``(transitions, n_states, n_actions) -> kernel``: a structured estimator (e.g.
         :func:`genpqr.structural.ddc.increment_kernel`).
     solver : str

@@ -1,6 +1,7 @@
 """Stage 2: ``Q = u - g + gamma P mu Q``. Fitted Q evaluation and its Q-models, closed-form
 LSTD with feature maps, the exact tabular solver (the oracle) and the tabular transition
-models, linear Bellman solves, the stage objects the estimator holds.
+models, transition kernels behind one protocol (``expect``/``push``: dense, sparse, or a
+model's products), linear Bellman solves, the stage objects the estimator holds.
 """
 
 from ._qeval import FQE, STRUCTURES
@@ -10,6 +11,7 @@ from ._qmodels import (ENCODINGS, BellmanTargets, FQEHistory, TabularQModel, fit
 from ._lstd import BellmanProblem, BellmanStatistics, LSTDQ
 from ._features import (FEATURE_MAPS, PolicyFeatures, bind_policy, fourier_features, learned_representation,
                         make_features, onehot_features, spline_features)
+from ._kernels import DENSE_KERNEL_MAX_BYTES, KernelOperator, is_kernel_like
 from ._tabular import (SoftOptimalSolution, TabularMDP, TabularRecovery, TransitionKernel, as_kernel,
                        estimate_transitions, kernel_from_counts, normalized_reward, policy_evaluation, recover_reward,
                        soft_optimal_policy, soft_optimal_solution, transition_counts, value_difference)
@@ -19,7 +21,8 @@ from ._stages import ExactStage2, ReferenceWeights, SampleStage2
 __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint_features", "mu_sum", "TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model",
            "warm_start_ok", "predict_columns", "predict_at", "fit_regressor", "BellmanProblem", "BellmanStatistics",
            "LSTDQ", "spline_features", "fourier_features", "onehot_features", "PolicyFeatures", "make_features",
-           "bind_policy", "learned_representation", "FEATURE_MAPS", "TransitionKernel", "TabularMDP", "TabularRecovery",
+           "bind_policy", "learned_representation", "FEATURE_MAPS", "TransitionKernel", "KernelOperator",
+           "is_kernel_like", "DENSE_KERNEL_MAX_BYTES", "TabularMDP", "TabularRecovery",
            "SoftOptimalSolution", "as_kernel", "soft_optimal_policy", "soft_optimal_solution", "policy_evaluation",
            "normalized_reward", "recover_reward", "value_difference", "estimate_transitions", "transition_counts",
            "kernel_from_counts", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",

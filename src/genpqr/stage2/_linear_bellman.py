@@ -45,7 +45,8 @@ def solve_linear_bellman(P_mu, b: np.ndarray, gamma: float, *, solver: str = "au
 
     Parameters
     ----------
-    P_mu : ndarray or sparse matrix of shape (S, S)
+    P_mu : ndarray, sparse matrix or scipy.sparse.linalg.LinearOperator of shape (S, S)
+        A ``LinearOperator`` (a kernel given only by products) needs a Krylov or fixed-point solver.
     b : ndarray of shape (S,)
     solver : {"auto", "direct", "gmres", "bicgstab", "iteration"}
         ``"direct"``: LU (dense for dense input or S <= 2,500, SuperLU otherwise); ``"gmres"``/``"bicgstab"``: Krylov with the sup-norm residual target
@@ -62,7 +63,7 @@ def solve_linear_bellman(P_mu, b: np.ndarray, gamma: float, *, solver: str = "au
     S = b.shape[0]
     tol = tol * max(1.0, float(np.max(np.abs(b)))) if S else tol
     if solver == "auto":
-        if S <= DIRECT_MAX_STATES:
+        if S <= DIRECT_MAX_STATES and not isinstance(P_mu, spla.LinearOperator):
             solver = "direct"
         else:
             x, info = solve_linear_bellman(P_mu, b, gamma, solver="bicgstab", tol=tol / max(1.0, float(np.max(np.abs(b)))),
@@ -94,6 +95,9 @@ def _solve(P_mu, b, gamma, solver, tol, max_iter):
     S = b.shape[0]
     iterations = 0
     if solver == "direct":
+        if isinstance(P_mu, spla.LinearOperator):
+            raise ValueError("solver='direct' needs the entries of P_mu, but the kernel is given only by products "
+                             "(a transition model's expect/push); use solver='auto', 'bicgstab' or 'gmres'")
         if sp.issparse(P_mu) and S > _DENSE_DIRECT_MAX:
             A = (sp.identity(S, format="csc") - gamma * sp.csc_matrix(P_mu))
             x = spla.spsolve(A, b)

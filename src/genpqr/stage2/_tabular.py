@@ -2,7 +2,8 @@ r"""Finite MDPs solved exactly: the oracle of every test and the exact stage 2.
 
 Conventions (temperature 1, paper Sec. 2): ``P`` is a kernel over ``S`` states and ``K``
 actions stored as an ``(S*K, S)`` matrix whose row ``s*K + a`` is ``P(. | s, a)``
-(dense ndarray or scipy sparse). Rows may sum to less than one: the missing mass is
+(dense ndarray or scipy sparse), or given by any object with the kernel protocol
+(``expect``/``push``; :func:`as_kernel`, :class:`KernelOperator`). Rows may sum to less than one: the missing mass is
 termination into an absorbing state of value zero. For a state function ``f`` of shape (S,)
 
 * ``(P f)(s, a) = sum_{s'} P(s'|s,a) f(s')``, shape (S, K);
@@ -32,11 +33,13 @@ from scipy.special import logsumexp
 
 from ..data.validation import as_float_array, check_gamma, check_state_indices
 from ..exceptions import ConvergenceWarning
+from ._kernels import DENSE_KERNEL_MAX_BYTES, KernelOperator, TransitionKernel, as_kernel
 from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
 from ..normalization import Normalization
 
 __all__ = [
     "TransitionKernel",
+    "KernelOperator",
     "TabularMDP",
     "LinearSolveInfo",
     "TabularRecovery",
@@ -55,98 +58,7 @@ __all__ = [
     "DIRECT_MAX_STATES",
 ]
 
-# ============================================================================ the kernel
-@dataclass(frozen=True, eq=False)
-class TransitionKernel:
-    """Transition kernel ``P[s, a, s']`` stored as an ``(S*K, S)`` matrix.
-
-    Attributes
-    ----------
-    matrix : ndarray or scipy.sparse.csr_matrix of shape (S*K, S)
-    n_states, n_actions : int
-    """
-
-    matrix: object
-    n_states: int
-    n_actions: int
-
-    @property
-    def is_sparse(self) -> bool:
-        return sp.issparse(self.matrix)
-
-    def expect(self, f: np.ndarray) -> np.ndarray:
-        """``(P f)(s, a)`` for ``f`` of shape (S,), returned as (S, K)."""
-        return np.asarray(self.matrix @ f).reshape(self.n_states, self.n_actions)
-
-    def under(self, mu: np.ndarray):
-        """The state kernel ``P_mu`` (S, S) for action weights ``mu`` (S, K): sparse
-        when ``P`` is sparse (only rows with ``mu > 0`` are touched), dense otherwise."""
-        S, K = self.n_states, self.n_actions
-        weights = np.asarray(mu, dtype=np.float64).reshape(-1)
-        if not self.is_sparse:
-            return np.einsum("sa,sat->st", mu, np.asarray(self.matrix).reshape(S, K, S))
-        rows = np.flatnonzero(weights)
-        selector = sp.csr_matrix((weights[rows], (rows // K, rows)), shape=(S, S * K))
-        return (selector @ self.matrix).tocsr()
-
-    def dense(self) -> np.ndarray:
-        """``P`` as a dense (S, K, S) array (small problems only)."""
-        m = self.matrix.toarray() if self.is_sparse else np.asarray(self.matrix)
-        return m.reshape(self.n_states, self.n_actions, self.n_states)
-
-
-def as_kernel(P, n_actions: int | None = None, *, atol: float = 1e-10) -> TransitionKernel:
-    """Validate a transition kernel.
-
-    Parameters
-    ----------
-    P : ndarray of shape (S, K, S), ndarray or sparse matrix of shape (S*K, S), or TransitionKernel
-    n_actions : int, optional
-        Required for the (S*K, S) form.
-    """
-    if isinstance(P, TabularMDP):
-        return P.kernel
-    if isinstance(P, TransitionKernel):
-        return P
-    if sp.issparse(P):
-        if n_actions is None:
-            raise ValueError("a sparse P must have shape (S*K, S) and needs n_actions")
-        matrix = sp.csr_matrix(P, dtype=np.float64)
-        S = matrix.shape[1]
-        if matrix.shape[0] != S * n_actions:
-            raise ValueError(f"P must have shape (S*K, S) = ({S * n_actions}, {S}), got {matrix.shape}")
-        data = matrix.data
-        if not np.all(np.isfinite(data)):
-            raise ValueError("P must be finite, but holds NaN/inf")
-        if data.size and data.min() < -atol:
-            raise ValueError(f"P must be non-negative, got a minimum of {data.min():.3g}")
-        sums = np.asarray(matrix.sum(axis=1)).ravel()
-        K = n_actions
-    else:
-        arr = as_float_array(P, "P")
-        if arr.ndim == 3:
-            S, K, S2 = arr.shape
-            if S2 != S:
-                raise ValueError(f"P must have shape (S, K, S), got {arr.shape}")
-            if n_actions is not None and n_actions != K:
-                raise ValueError(f"P has {K} actions but {n_actions} were expected")
-        elif arr.ndim == 2 and n_actions is not None and arr.shape[0] == arr.shape[1] * n_actions:
-            S, K = arr.shape[1], n_actions
-        else:
-            raise ValueError(f"P must have shape (S, K, S) (or (S*K, S) with n_actions), got {arr.shape}")
-        if arr.min() < -atol:
-            raise ValueError(f"P must be non-negative, got a minimum of {arr.min():.3g}")
-        matrix = arr.reshape(S * K, S)
-        sums = matrix.sum(axis=1)
-    if sums.size and sums.max() > 1.0 + 1e-8:
-        row = int(np.argmax(sums))
-        raise ValueError(
-            f"P's rows must sum to at most 1 (a missing mass is termination), but P[{row // K}, {row % K}, :] "
-            f"sums to {sums[row]:.10g}"
-        )
-    return TransitionKernel(matrix, int(S), int(K))
-
-
+# ============================================================================ the MDP
 @dataclass(frozen=True, eq=False)
 class TabularMDP:
     """A finite MDP ``(P, gamma)`` with an optional reward (S, K)."""
@@ -384,6 +296,12 @@ def estimate_transitions(states, actions, next_states, n_states: int, n_actions:
                          unvisited: str = "self") -> tuple[TransitionKernel, np.ndarray]:
     """Maximum-likelihood ``P_hat(s'|s,a)`` from counts, as a sparse kernel.
 
+    The kernel is always stored sparse (CSR, one entry per observed (s, a, s') plus one per
+    unvisited pair under ``"self"``): its memory follows the data, not ``S * K * S`` (1e4
+    states x 100 actions: tens of MB, where a dense array needs 80 GB). ``kernel.to_dense()``
+    gives the (S, K, S) array where that fits. ``unvisited="uniform"`` stores a full row of S
+    entries per unvisited pair (refused when that exceeds 2 GiB).
+
     A terminated transition counts in the denominator but reaches no state (its mass is
     termination). Pairs never visited get ``unvisited``: ``"self"`` (stay put),
     ``"uniform"`` (uniform next state) or ``"error"``.
@@ -441,6 +359,9 @@ def kernel_from_counts(matrix, counts, *, unvisited: str = "self") -> tuple[Tran
         if unvisited == "self":
             fill = sp.csr_matrix((np.ones(empty.size), (empty, empty // n_actions)), shape=matrix.shape)
         elif unvisited == "uniform":
+            if 16 * empty.size * n_states > DENSE_KERNEL_MAX_BYTES:
+                raise ValueError(f"unvisited='uniform' would store {empty.size * n_states:,} entries ({empty.size:,} "
+                                 f"unvisited pairs x {n_states:,} states); use unvisited='self' or give a transition model")
             r = np.repeat(empty, n_states)
             c = np.tile(np.arange(n_states), empty.size)
             fill = sp.csr_matrix((np.full(r.size, 1.0 / n_states), (r, c)), shape=matrix.shape)

@@ -247,7 +247,7 @@ def policy_evaluation_terms(policy, X, off, kernel, gamma, solver, relative=Fals
     else:
         W = np.column_stack([stage2.solve_linear_bellman(P_pi, B[:, j], gamma, solver=solver)[0]
                              for j in range(p + 1)])
-    PW = np.asarray(kernel.matrix @ W).reshape(S, K, p + 1)
+    PW = kernel.expect(W)
     return -PW[:, :, 0], -PW[:, :, 1:]
 
 

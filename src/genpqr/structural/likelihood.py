@@ -138,12 +138,12 @@ def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=Non
     pi = np.exp(log_pi)
     P_pi = kernel.under(pi)
     dV = relative_solve(P_pi, np.einsum("sa,sap->sp", pi, X), gamma)
-    dQ = X + gamma * np.asarray(kernel.matrix @ dV).reshape(S, K, p)
+    dQ = X + gamma * kernel.expect(dV)
     mean = np.einsum("sa,sap->sp", pi, dQ)
     scores = dQ - mean[:, None, :]
     cov = np.einsum("sa,sap,saq->spq", pi, scores, scores)
     d2V = relative_solve(P_pi, cov.reshape(S, p * p), gamma)
-    d2Q = gamma * np.asarray(kernel.matrix @ d2V).reshape(S, K, p, p)
+    d2Q = gamma * kernel.expect(d2V).reshape(S, K, p, p)
     d2 = d2Q - np.einsum("sa,sapq->spq", pi, d2Q)[:, None] - cov[:, None]
     n = np.asarray(counts, dtype=np.float64)
     mask = n > 0

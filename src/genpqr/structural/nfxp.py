@@ -195,7 +195,7 @@ def _evaluate(theta, X, offset, counts, kernel, gamma, V0, inner):
     # implicit differentiation: (I - beta P_pi) dV = sum_a pi x
     b = np.einsum("sa,sap->sp", pi, X)
     dV = _Factor(kernel.under(pi), gamma).solve(b)
-    PdV = np.asarray(kernel.matrix @ dV).reshape(S, K, p)
+    PdV = kernel.expect(dV)
     dQ = X + gamma * PdV
     score = dQ - np.einsum("sa,sap->sp", pi, dQ)[:, None, :]
     mask = counts > 0

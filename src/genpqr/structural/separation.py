@@ -165,7 +165,7 @@ def _policy_values(X, kernel, gamma, sigma):
     onehot = np.zeros((S, K))
     onehot[np.arange(S), sigma] = 1.0
     M = relative_solve(kernel.under(onehot), X[np.arange(S), sigma], gamma)
-    return X + gamma * np.asarray(kernel.matrix @ M).reshape(S, K, p)
+    return X + gamma * kernel.expect(M)
 
 
 def _optimal_policy(X, kernel, gamma, d, start, max_iter=200):
