@@ -144,9 +144,11 @@ class FinitePath:
         (``counts``, the visits per state-action pair of :func:`genpqr.structural.ddc.choice_counts`)."""
         S, K = self.n_states_, self.n_actions_
         kernel, _ = tabular.estimate_transitions(
-            data.states, data.actions, data.next_states, S, K, terminated=data.terminated)
+            data.states, data.actions, data.next_states, S, K, terminated=data.terminated,
+            sample_weight=data.sample_weight)  # weighted counts when the rows carry weights
         s = check_state_indices(choices.states, S, "states")
-        counts = np.bincount(s * K + choices.actions, minlength=S * K).reshape(S, K).astype(np.float64)
+        counts = np.bincount(s * K + choices.actions, weights=choices.sample_weight,
+                             minlength=S * K).reshape(S, K).astype(np.float64)
         if self.transition_model is not None:
             given = self.transition_model(data, S, K) if callable(self.transition_model) else self.transition_model
             kernel = tabular.as_kernel(given, K)
@@ -182,7 +184,7 @@ class FinitePath:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
             fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows, next_mu,
-                    self.gamma_, groups=data.episode_ids,
+                    self.gamma_, groups=data.episode_ids, sample_weight=data.sample_weight,
                     next_reward=mu_expectation(next_mu, next_proba, g_fn(data.next_states)),
                     action_features=_action_features(data))
         return SampleStage2(fqe, norm, policy, g_fn, K)
@@ -195,7 +197,8 @@ class FinitePath:
         next_reward = mu_expectation(next_mu, next_proba, g_fn(data.next_states))
         problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, reward, next_mu,
                                  self.gamma_, next_reward=next_reward, log_policy=self.policy_.log_policy,
-                                 offset=g_fn, policy_models=list(self.policy_.models))
+                                 offset=g_fn, policy_models=list(self.policy_.models),
+                                 sample_weight=data.sample_weight)
         return model.fit_bellman(problem)
 
     def _diagnostics(self, data, raw, proba, clipped, mu_rows):
