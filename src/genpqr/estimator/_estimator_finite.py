@@ -249,6 +249,18 @@ class FinitePath:
         held_out = folds is not None or self.policy_.cross_fitted
         return dict(policy_log_loss=loss, policy_log_loss_kind="out-of-fold" if held_out else "in-sample")
 
+    def _bellman_residual(self, data: Transitions, codes) -> np.ndarray:
+        """``delta_j`` of :meth:`score` at complete transitions ``data``, shape (m,)."""
+        S = self._states(data.states)
+        rows = np.arange(data.n)
+        stage2 = self.stage2_
+        target = stage2.u(S)[rows, codes] - stage2.g(S)
+        live = np.flatnonzero(data.continues > 0)
+        if live.size:
+            nxt = self._states(data.next_states[live])
+            target[live] += self.gamma_ * np.sum(stage2.mu(nxt) * stage2.q(nxt), axis=1)
+        return target - stage2.q(S)[rows, codes]
+
     # ------------------------------------------------------------------ re-use of stage 1
     def _renormalize_exact(self, normalization):
         """:meth:`renormalize` of a slim exact-path model from ``stage2_`` alone."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..data.validation import as_float_array, clone_learner as clone
 from ..exceptions import ActionTableError
+from ._regress import fit_regressor
 
 __all__ = ["FeatureQ", "joint_features", "action_blocks"]
 
@@ -79,8 +80,6 @@ class FeatureQ:
         return joint_features(states, self.features[actions], self.interactions)
 
     def fit_q(self, states, actions, targets, n_actions, sample_weight=None):
-        from ._qmodels import fit_regressor
-
         if n_actions != self.n_actions:
             raise ActionTableError(f"the action table has {self.n_actions} actions but the data has {n_actions}")
         fit_regressor(self.model, self._rows(states, actions), targets, sample_weight)

@@ -20,6 +20,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 
 from ..data.validation import check_state_indices, clone_learner as clone
 from ._feature_q import FeatureQ
+from ._regress import fit_regressor
 
 __all__ = ["TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model", "warm_start_ok",
            "predict_columns", "predict_at", "fit_regressor", "mu_sum", "ENCODINGS"]
@@ -215,25 +216,6 @@ class FQEHistory:
     bellman_residual: list = field(default_factory=list)
     target_change: list = field(default_factory=list)
     validation_residual: list = field(default_factory=list)
-
-
-def fit_regressor(model, X, y, sample_weight=None):
-    """``model.fit(X, y)`` with ``sample_weight`` routed to the estimator (a Pipeline's last step)."""
-    if sample_weight is None:
-        return model.fit(X, y)
-    from sklearn.pipeline import Pipeline
-    from sklearn.utils.validation import has_fit_parameter
-
-    if isinstance(model, Pipeline):
-        name, last = model.steps[-1]
-        if last is not None and last != "passthrough" and has_fit_parameter(last, "sample_weight"):
-            return model.fit(X, y, **{f"{name}__sample_weight": sample_weight})
-    elif has_fit_parameter(model, "sample_weight"):
-        return model.fit(X, y, sample_weight=sample_weight)
-    if np.ptp(sample_weight) == 0:
-        return model.fit(X, y)
-    raise TypeError(f"q_model {type(model).__name__} does not accept sample_weight, but the data has non-uniform "
-                    "sample weights")
 
 
 class BellmanTargets:
