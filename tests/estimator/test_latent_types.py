@@ -192,3 +192,20 @@ def test_prefit_and_sample_path_transitions_refused(two_types):
             data.states, data.actions), policy_prefit=True, n_types=2).fit(data)
     with pytest.raises(ValueError, match="type_specific_transitions=True needs tabular states"):
         GenPQR(q_model=TabularQModel(S), n_types=2, type_specific_transitions=True).fit(data)
+
+
+def test_given_transition_estimator_is_shared_by_the_types(two_types):
+    """A structured transition estimator (a callable) is evaluated once on all rows: every type
+    has the same kernel, also when the estimator reads the row weights."""
+    data, types, _ = two_types
+
+    def counts(d, n_states, n_actions):
+        return T.estimate_transitions(d.states, d.actions, d.next_states, n_states, n_actions,
+                                      terminated=d.terminated, sample_weight=d.sample_weight)[0]
+
+    models = fit_type_models(exact(transition_model=counts), data, np.eye(2)[types])
+    pooled = counts(data, S, K).dense()
+    for model in models:
+        np.testing.assert_allclose(model.stage2_.kernel.dense(), pooled, atol=1e-12)
+    with pytest.raises(ValueError, match="and no transition_model"):
+        exact(n_types=2, transition_model=counts, type_specific_transitions=True).fit(data)

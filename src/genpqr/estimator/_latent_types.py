@@ -191,9 +191,9 @@ def _check_parameters(estimator, data):
         raise ValueError(f"n_types must be an int >= 1, got {M!r}")
     if not data.is_finite:
         raise NotImplementedError("n_types > 1 is implemented for finite actions")
-    if estimator.type_specific_transitions and not estimator._exact:
-        raise ValueError("type_specific_transitions=True needs tabular states (q_model='exact'): the transition "
-                         "likelihood is read from each type's estimated kernel")
+    if estimator.type_specific_transitions and (not estimator._exact or estimator.transition_model is not None):
+        raise ValueError("type_specific_transitions=True needs tabular states (q_model='exact') and no "
+                         "transition_model: each type's kernel is estimated from its weighted transition counts")
     for name in ("max_em_iter", "n_em_starts"):
         value = getattr(estimator, name)
         if not isinstance(value, (int, np.integer)) or value < 1:
@@ -206,14 +206,20 @@ def _check_parameters(estimator, data):
 
 
 def _type_models(estimator, data, q, learner, choice, n_states) -> list:
-    """One-type fits per type with row weights ``w_i q[e(i), m]`` (transitions pooled on the exact
-    path unless ``type_specific_transitions`` or a ``transition_model`` is given)."""
+    """One-type fits per type with row weights ``w_i q[e(i), m]`` (on the exact path one kernel for
+    every type unless ``type_specific_transitions``: estimated from all rows, or the given
+    ``transition_model``, a structured estimator evaluated once on all rows)."""
     _, codes = episode_codes(data.episode_ids)
     rows, base = type_row_weights(q, codes), data.weights
     params = _template(estimator, n_states).get_params(deep=False)
     params.update(policy_model=learner)
-    if estimator._exact and not estimator.type_specific_transitions and estimator.transition_model is None:
-        params.update(transition_model=_type_kernel(data, n_states, data.n_actions, base))
+    given = estimator.transition_model
+    if estimator._exact and not estimator.type_specific_transitions:  # one kernel for all types, from all rows
+        if given is None:
+            given = _type_kernel(data, n_states, data.n_actions, base)
+        elif callable(given):
+            given = given(data.with_next(), n_states, data.n_actions)
+        params.update(transition_model=given)
     models = []
     for m in range(q.shape[1]):
         model = type(estimator)(**params).fit(_weighted(data, base, rows[:, m]))
