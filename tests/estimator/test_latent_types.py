@@ -79,6 +79,8 @@ def test_known_types_equal_separate_fits(two_types, specific):
         np.testing.assert_allclose(model.reward(GRID), alone.reward(GRID), atol=1e-8, rtol=0)
         np.testing.assert_allclose(model.log_policy(GRID), alone.log_policy(GRID), atol=1e-8, rtol=0)
         np.testing.assert_allclose(model.stage2_.kernel.dense(), alone.stage2_.kernel.dense(), atol=1e-12)
+        for name in ("policy_log_loss", "fraction_clipped"):  # weighted diagnostics: those of the type's episodes
+            assert getattr(model.diagnostics_, name) == pytest.approx(getattr(alone.diagnostics_, name), abs=1e-10)
 
 
 def test_em_recovers_types_and_rewards(two_types):

@@ -220,7 +220,7 @@ class FinitePath:
             action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
             support_count=int(np.sum(mu_rows[rows, data.actions] > 0)),
             **self._policy_log_loss(data, proba),
-            fraction_clipped=float(np.mean(clipped[rows, data.actions])),
+            fraction_clipped=float(np.average(clipped[rows, data.actions], weights=data.sample_weight)),
             fraction_floored=clip_fractions(raw, data.actions, self.policy_.clip)[1],
             clip=tuple(float(c) for c in self.policy_.clip), clip_rule=self.policy_.clip_rule,
             max_mu_over_pi=float(np.max(mu_rows / proba)),
@@ -237,15 +237,17 @@ class FinitePath:
         return diag
 
     def _policy_log_loss(self, data, proba) -> dict:
-        """``policy_log_loss`` and its kind: out of fold when cross-fitted (on the exact path from
-        ``policy_folds_``, clipped at the full-sample bounds; infinite when a held-out choice gets
-        probability 0), else in-sample from ``proba``."""
+        """``policy_log_loss`` (weighted with ``sample_weight``) and its kind: out of fold when
+        cross-fitted (on the exact path from ``policy_folds_``, clipped at the full-sample bounds;
+        infinite when a held-out choice gets probability 0), else in-sample from ``proba``."""
         rows = np.arange(data.n)
         folds = getattr(self, "policy_folds_", None)
         if folds is not None:
             proba = clip_proba(folds.training_raw_proba(data.states), self.policy_.clip)[0]
+        w = data.sample_weight  # row weights (e.g. a latent type's): the weighted mean over rows of weight > 0
+        keep = slice(None) if w is None else np.asarray(w) > 0
         with np.errstate(divide="ignore"):
-            loss = float(-np.mean(np.log(proba[rows, data.actions])))
+            loss = float(-np.average(np.log(proba[rows, data.actions])[keep], weights=None if w is None else w[keep]))
         held_out = folds is not None or self.policy_.cross_fitted
         return dict(policy_log_loss=loss, policy_log_loss_kind="out-of-fold" if held_out else "in-sample")
 
