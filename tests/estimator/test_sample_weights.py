@@ -110,3 +110,10 @@ def test_learner_without_weights_is_named(logged):
     # equal weights are a rescaling: learners without weights fit as unweighted
     GenPQR(N.mean_zero(), gamma=GAMMA, q_model="exact", policy_model=KNeighborsClassifier()).fit(
         weighted(logged, np.full(logged.n, 2.0)))
+
+
+def test_offset_model_without_weights_is_named(logged):
+    w = np.linspace(0.5, 2.0, logged.n)
+    with pytest.raises(TypeError, match="offset_model KNeighborsRegressor does not accept sample_weight"):
+        GenPQR(N.behavior(), gamma=GAMMA, q_model=LSTDQ(), policy_model=FrequencyClassifier(S),
+               offset_model=KNeighborsRegressor()).fit(weighted(logged, w))

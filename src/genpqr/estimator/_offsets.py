@@ -71,7 +71,7 @@ def fit_offset(offset, choices, data, mu_fn, *, gamma, n_actions, offset_model=N
     offset names none (default :func:`default_regressor`)."""
     if isinstance(offset, OutcomeOffset):
         model = clone(offset.regressor or offset_model or default_regressor(random_state))
-        fit_regressor(model, choices.states, outcomes(choices), choices.sample_weight)
+        fit_regressor(model, choices.states, outcomes(choices), choices.sample_weight, slot="offset_model")
         return RegressedOffset(model)
     if isinstance(offset, ValueOffset):
         return _fit_value_offset(offset, data, mu_fn, gamma, n_actions, offset_model, random_state)

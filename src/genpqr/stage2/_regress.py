@@ -8,8 +8,9 @@ import numpy as np
 __all__ = ["fit_regressor"]
 
 
-def fit_regressor(model, X, y, sample_weight=None):
-    """``model.fit(X, y)`` with ``sample_weight`` routed to the estimator (a Pipeline's last step)."""
+def fit_regressor(model, X, y, sample_weight=None, slot: str = "q_model"):
+    """``model.fit(X, y)`` with ``sample_weight`` routed to the estimator (a Pipeline's last step);
+    a ``TypeError`` naming ``slot`` and the estimator when it takes no weights and they differ."""
     if sample_weight is None:
         return model.fit(X, y)
     from sklearn.pipeline import Pipeline
@@ -23,5 +24,5 @@ def fit_regressor(model, X, y, sample_weight=None):
         return model.fit(X, y, sample_weight=sample_weight)
     if np.ptp(sample_weight) == 0:
         return model.fit(X, y)
-    raise TypeError(f"q_model {type(model).__name__} does not accept sample_weight, but the data has non-uniform "
+    raise TypeError(f"{slot} {type(model).__name__} does not accept sample_weight, but the data has non-uniform "
                     "sample weights")
