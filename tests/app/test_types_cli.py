@@ -74,7 +74,8 @@ def test_types_default_and_config_file(two_type_csv, tmp_path):
 
 
 @pytest.mark.parametrize("extra, match", [(["--types", "0"], "--types must be"),
-                                          (["--types", "2", "--bootstrap", "10"], "--bootstrap")])
+                                          (["--types", "2", "--bootstrap", "10"], "--bootstrap"),
+                                          (["--types", "2", "--chunk-rows", "100"], "--chunk-rows")])
 def test_types_refused(two_type_csv, tmp_path, capsys, extra, match):
     assert main(flags(two_type_csv[0], tmp_path / "y", *extra)) == 2
     assert match in capsys.readouterr().err

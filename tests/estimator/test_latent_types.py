@@ -151,6 +151,16 @@ def test_covariates_and_outputs(two_types, tmp_path):
     data = two_types[0]
     model = exact(n_types=2, type_covariates="initial_state", random_state=0, n_em_starts=1).fit(data)
     assert model.type_mixing_coef_.shape == (2, 2)
+    from genpqr.estimator._latent_types import _covariates  # the first state of each episode
+
+    labels, codes = episode_codes(data.episode_ids)
+    z = _covariates(model, data, labels, codes)
+    for e in (0, 7, labels.size - 1):
+        rows = np.flatnonzero(codes == e)
+        assert z[e, 0] == data.states[rows[0], 0]  # (no timesteps: rows in time order)
+    shuffled = dataclasses.replace(data.subset(np.arange(data.n)[::-1]), timesteps=np.arange(data.n)[::-1])
+    z = _covariates(model, shuffled, *episode_codes(shuffled.episode_ids))  # rows reversed, time kept
+    assert z[0, 0] == data.states[0, 0] and z[-1, 0] == data.states[np.flatnonzero(codes == labels.size - 1)[0], 0]
     assert model.n_params_ == sum(ccp_parameter_count(m.policy_, data) for m in model.type_models_) + 2
     with pytest.raises(TypeError, match="type_models_"):
         model.reward(GRID)

@@ -23,6 +23,8 @@ API's: ``GenPQR(..., n_types=M)`` on the same data and settings gives the same t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 __all__ = ["check_types_config", "type_rewards", "types_table", "type_rows", "console_lines"]
@@ -39,6 +41,7 @@ def check_types_config(config) -> None:
     refused = [flag for flag, on in (("--action-type continuous", config.action_type == "continuous"),
                                      ("--bootstrap", bool(config.bootstrap)),
                                      ("--chunk-rows", config.chunk_rows is not None),
+                                     ("a folder of Parquet files", bool(config.data) and Path(config.data).is_dir()),
                                      ("--dask-scheduler", bool(config.dask_scheduler)),
                                      ("--features", bool(config.features))) if on]
     if refused:

@@ -131,9 +131,9 @@ def _covariates(estimator, data, labels, codes):
     if isinstance(z, str):
         if z != "initial_state":
             raise ValueError(f"type_covariates must be None, 'initial_state' or an array (n_episodes, d), got {z!r}")
-        first = np.full(labels.size, -1)
-        order = np.arange(data.n)[::-1]
-        first[codes[order]] = order  # the last write is the smallest row index
+        time = np.arange(data.n) if data.timesteps is None else np.asarray(data.timesteps)
+        order = np.lexsort((time, codes))  # by episode, then time: each episode's first row leads its block
+        first = order[np.searchsorted(codes[order], np.arange(labels.size))]
         return np.asarray(data.states[first], dtype=np.float64)
     z = np.asarray(z, dtype=np.float64)
     z = z[:, None] if z.ndim == 1 else z
