@@ -79,3 +79,16 @@ def test_types_default_and_config_file(two_type_csv, tmp_path):
 def test_types_refused(two_type_csv, tmp_path, capsys, extra, match):
     assert main(flags(two_type_csv[0], tmp_path / "y", *extra)) == 2
     assert match in capsys.readouterr().err
+
+
+def test_types_with_continuous_states(two_type_csv, tmp_path, capsys):
+    """Continuous states (fitted Q evaluation by LSTD, a logistic first stage): one row per data row and type."""
+    csv, frame = two_type_csv
+    noisy = frame.assign(state=frame.state + np.random.default_rng(0).uniform(-0.2, 0.2, len(frame)))
+    path = tmp_path / "continuous.csv"
+    noisy.to_csv(path, index=False)
+    out = tmp_path / "fit"
+    assert main(flags(path, out, "--types", "2", "--q-model", "lstd", "--policy-model", "logistic")) == 0
+    rewards = pd.read_csv(out / "rewards.csv")
+    assert len(rewards) == 2 * len(frame) and list(rewards.columns[:3]) == ["type", "episode", "time"]
+    assert len(pd.read_csv(out / "types.csv")) == frame.episode.nunique()
