@@ -72,7 +72,8 @@ API = {
                            "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.model_choice", "genpqr.app.results",
                            "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.fit_continuous",
                            "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.report",
-                           "genpqr.app.report_continuous", "genpqr.app.report_base", "genpqr.app.demo"],
+                           "genpqr.app.report_continuous", "genpqr.app.report_base", "genpqr.app.demo",
+                           "genpqr.app.latent_types"],
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ EXPECTED = {
     "docs/distributed.md": {"python": []},
     "docs/engine_replacement.md": {"python": [COVERAGE]},
     "docs/large_action_spaces.md": {"python": [], "shell": []},
+    "docs/latent_types.md": {"python": [], "shell": []},
     "docs/model_selection.md": {"python": []},
     "docs/out_of_core.md": {"python": [FQE_NOT_CONVERGED], "shell": []},
     "docs/saving_and_loading.md": {"python": [COVERAGE]},

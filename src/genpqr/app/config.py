@@ -146,6 +146,8 @@ class FitConfig:
         Out of core on a Dask cluster (:func:`genpqr.scale.fit_dask`): a scheduler
         address (``tcp://host:8786``), or ``local:N`` for a local cluster of N worker
         processes started for the fit. Every worker must be able to read the data path.
+    types : int
+        Latent agent types M (default 1); M > 1: per-type rewards and ``types.csv`` (:mod:`genpqr.app.latent_types`).
     action_features : str, optional
         Discrete actions: a CSV or Parquet file with one row per action, the labels in the
         ``action`` column (actions never taken included) and numeric feature columns: the
@@ -189,6 +191,7 @@ class FitConfig:
     chunk_rows: int | None = None
     dask_scheduler: str | None = None
     action_features: str | None = None
+    types: int = 1
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -382,7 +385,7 @@ def _coerce(key: str, value):
                 value = ",".join(str(v) for v in value)
             parse_clip(str(value))
             return str(value).strip().lower()
-        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states", "chunk_rows"):
+        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states", "chunk_rows", "types"):
             if isinstance(value, bool) or float(value) != int(value):
                 raise TypeError("expected an integer")
             return int(value)

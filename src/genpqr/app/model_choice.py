@@ -151,6 +151,7 @@ def make_estimator(config: FitConfig, normalization, index, transition_model, po
         policy_model=policy_model,
         cross_fit=config.cross_fit if config.cross_fit >= 2 else None, n_states=n_states,
         transition_model=transition_model, random_state=config.seed, progress=False if config.quiet else None,
+        n_types=getattr(config, "types", 1),
         **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
 
 

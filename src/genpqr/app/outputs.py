@@ -70,6 +70,9 @@ class FitOutputs:
     structural_warnings : list of str
         The warnings of the structural step (also in ``warnings``): they concern
         ``parameters.csv``; the others concern ``rewards.csv`` (:func:`warning_sections`).
+    types : DataFrame or None
+        ``--types M > 1``: ``types.csv``, the posterior type probabilities per episode
+        (:mod:`genpqr.app.latent_types`; ``rewards`` then has a ``type`` column).
     """
 
     config: FitConfig
@@ -86,10 +89,13 @@ class FitOutputs:
     first_stage: object = None
     structural: object = None
     structural_warnings: list = field(default_factory=list)
+    types: object = None
 
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
-        d = self.model.diagnostics_
+        typed = getattr(self.model, "type_models_", None)
+        base = typed[0] if typed else self.model
+        d = base.diagnostics_  # with types: the data's figures, the same for every type
         if self.config.action_type == "continuous":
             mode = (f"continuous actions in {d.action_space}, policy {self.config.policy_model}, Q model "
                     f"{self.config.q_model}")
@@ -99,11 +105,16 @@ class FitOutputs:
         last = getattr(d, "n_last_choices", 0)
         what = (f"{d.n_transitions} choices ({d.n_transitions - last} transitions + {last} last choices)" if last
                 else f"{d.n_transitions} transitions")
-        lines = [f"genpqr fit: {what} in {d.n_episodes} episodes ({mode})",
-                 str(self.model.summary())]  # its last line: the first stage (the model's first_stage_)
+        lines = [f"genpqr fit: {what} in {d.n_episodes} episodes ({mode})"]
+        if typed:
+            from .latent_types import console_lines as type_lines
+
+            lines += type_lines(self.model) + [f"type {m}: {t.summary()}" for m, t in enumerate(typed)]
+        else:
+            lines.append(str(self.model.summary()))  # its last line: the first stage (the model's first_stage_)
         from .action_features import never_taken_line
 
-        lines += [line for line in [never_taken_line(self.model)] if line]
+        lines += [line for line in [never_taken_line(base)] if line]
         if self.structural is not None:
             from .structural import console_lines
 
@@ -160,9 +171,12 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
                "rewards.csv": lambda p: outputs.rewards.to_csv(p, index=False)}
     if outputs.parameters is not None:
         writers["parameters.csv"] = lambda p: outputs.parameters.to_csv(p, index=False)
+    if outputs.types is not None:
+        writers["types.csv"] = lambda p: outputs.types.to_csv(p, index=False)
     writers["config.json"] = config.to_json
     writers["report.html"] = lambda p: write_report(p, context_from_outputs(outputs, n_rows=n_rows))
     paths = write_fit_folder(config, writers)
     keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
-            "config.json": "config", "report.html": "report", "manifest.json": "manifest"}
+            "config.json": "config", "report.html": "report", "types.csv": "types",
+            "manifest.json": "manifest"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})

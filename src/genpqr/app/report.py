@@ -39,6 +39,11 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     if outputs.config.action_type == "continuous":
         return context_continuous(outputs, n_rows=n_rows)
     model, data, config = outputs.model, outputs.data, outputs.config
+    types = None
+    if hasattr(model, "type_models_"):  # latent types: sections 1-5 show type 0, the types section all of them
+        from .latent_types import type_rows
+
+        types, model = type_rows(model), model.type_models_[0]
     summary = data_summary(data, config, n_rows)
     summary["actions"] = data.n_actions
     never = getattr(model.diagnostics_, "n_never_taken", None)
@@ -59,7 +64,7 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
     state_labels = None
     if outputs.tabular:
         index = outputs.state_index
-        visits = outputs.rewards["visits"].to_numpy()
+        visits = outputs.rewards["visits"].to_numpy()[:index.n_states]  # (with types: type 0's rows first)
         summary["tabular states"] = index.n_states
         summary["states visited"] = int(np.sum(visits > 0))
         counts = model.stage2_.counts
@@ -71,7 +76,8 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
                          bootstrap=outputs.bootstrap, warnings=list(outputs.warnings), tabular=outputs.tabular,
                          state_names=list(config.state), state_labels=state_labels, level=config.level,
                          structural=getattr(outputs, "structural", None),
-                         structural_warnings=list(getattr(outputs, "structural_warnings", None) or []))
+                         structural_warnings=list(getattr(outputs, "structural_warnings", None) or []),
+                         types=types)
 
 
 # ============================================================================ pieces computed from the model
@@ -310,7 +316,7 @@ def render_html(ctx: ReportContext) -> str:
         out_of_fold=d.policy_log_loss_kind == "out-of-fold", fqe=d.solver == "fqe", q_rows=_q_rows(d, model),
         structural=report_section(ctx) if ctx.structural is not None else None, parameters=ctx.parameters,
         projection_r2=None if ctx.projection_r2 is None else f"{ctx.projection_r2:.4f}",
-        rewards=ctx.rewards if ctx.tabular else None,
+        rewards=ctx.rewards if ctx.tabular else None, types=ctx.types,
         coverage_rows=[("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
                        ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
                        ("support of the normalization", support)])

@@ -65,6 +65,9 @@ class ReportContext:
     structural_warnings : list of str
         The structural step's warnings (also in ``warnings``): listed apart, as concerning
         ``parameters.csv`` (:func:`warning_sections`).
+    types : list of (label, value) or None
+        ``--types M > 1``: the latent types' figures (:func:`genpqr.app.latent_types.type_rows`);
+        ``model`` is then type 0's fit.
     """
 
     model: object
@@ -84,6 +87,7 @@ class ReportContext:
     action_names: list = field(default_factory=list)
     structural: object = None
     structural_warnings: list = field(default_factory=list)
+    types: list | None = None
 
 
 @dataclass

@@ -82,6 +82,7 @@ from .action_features import read_action_table
 from .data_file import read_features, read_frame
 from .model_choice import choose_first_stage, make_estimator
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
+from .latent_types import check_types_config, type_rewards, types_table
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
                       tabular_rewards)
 from .states import NearestStateLookup, StateIndex, decide_tabular, make_normalization, tabular_states
@@ -121,6 +122,7 @@ class _DiscreteFit:
 def run_fit(config: FitConfig) -> FitOutputs:
     """Read, check, fit, bootstrap and write (see the module docstring)."""
     config = config.check()
+    check_types_config(config)  # --types M > 1: an in-memory discrete fit (genpqr.app.latent_types)
     check_fit_target(config)  # before the (possibly long) fit: --out is new, empty or an earlier fit
     if config.chunk_rows is not None or config.dask_scheduler or Path(config.data).is_dir():
         from .stream import run_stream_fit
@@ -241,7 +243,9 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
 def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messages: list) -> FitOutputs:
     """The rewards and parameters tables of a fit, gathered in :class:`FitOutputs`."""
     tabular = fit.index is not None
-    if tabular:
+    if hasattr(fit.model, "type_models_"):  # latent types: one table, a type column
+        rewards = type_rewards(fit.model, fit.index, fit.data, labels, frame, config)
+    elif tabular:
         rewards = tabular_rewards(fit.model, fit.index, fit.data, labels, fit.boot, config.level)
     else:
         rewards = row_rewards(fit.model, frame, config, labels, fit.boot)
@@ -254,7 +258,8 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
                                       projection if config.estimator == "projection" else None)
     return FitOutputs(config, fit.model, fit.data, rewards, parameters, fit.boot,
                       list(dict.fromkeys(messages + fit.structural_warnings)), {}, tabular, fit.index, r2,
-                      fit.first_stage, fit.structural, structural_warnings=fit.structural_warnings)
+                      fit.first_stage, fit.structural, structural_warnings=fit.structural_warnings,
+                      types=types_table(fit.model) if hasattr(fit.model, "type_models_") else None)
 
 
 def check_before_fit(config: FitConfig, data, index) -> None:

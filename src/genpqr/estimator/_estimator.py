@@ -32,6 +32,7 @@ from ..normalization import Normalization
 from ._persistence import require_data
 from ..stage2 import ExactStage2, ReferenceWeights, SampleStage2
 from ._offsets import RegressedOffset, ValueTargetOffset
+from ._latent_types import fit_latent_types
 
 __all__ = ["GenPQR", "Diagnostics", "load"]
 
@@ -137,6 +138,11 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         of ``mu / pi_hat``; ``encoding``, ``clip``, ``n_states``, ``transition_model``, ``solver``,
         ``validation_fraction``, ``n_iter_no_change``, ``offset_model`` and ``progress`` apply to
         finite actions only.
+    n_types, type_covariates, type_specific_transitions, n_em_starts, max_em_iter, em_tol
+        Latent agent types (finite actions; ``n_types > 1``): EM over episodes with a weighted stage 1
+        and stage 2 per type, mixing on ``type_covariates`` (None, ``"initial_state"`` or (n_episodes, d)),
+        ``n_em_starts`` starts (k-means, then random) (:func:`genpqr.estimator.fit_latent_types`). Then fitted:
+        ``type_models_`` (a GenPQR per type), ``type_weights_``, ``type_proportions_``, ``loglik_``, ``aic_``, ``bic_``.
 
     Attributes
     ----------
@@ -184,7 +190,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
                  n_iterations=100, tol=1e-6, warm_start="auto", clip="auto", cross_fit=None, n_states=None,
                  transition_model=None, solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
                  random_state=None, progress=None, structure="continuation", integration=None, reference=None,
-                 min_log_density=None, check_density=True, density_tol=1e-2, freeze_transformers=True):
+                 min_log_density=None, check_density=True, density_tol=1e-2, freeze_transformers=True, n_types=1,
+                 type_covariates=None, type_specific_transitions=False, n_em_starts=3, max_em_iter=200, em_tol=1e-8):
         self.normalization = normalization
         self.gamma = gamma
         self.policy_model = policy_model
@@ -212,6 +219,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         self.check_density = check_density
         self.density_tol = density_tol
         self.freeze_transformers = freeze_transformers
+        self.n_types, self.type_covariates, self.type_specific_transitions = n_types, type_covariates, type_specific_transitions
+        self.n_em_starts, self.max_em_iter, self.em_tol = n_em_starts, max_em_iter, em_tol
 
     # ------------------------------------------------------------------ fitting
     @property
@@ -231,6 +240,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
                 f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
                 f"from_episodes), got {type(data).__name__}"
             )
+        if self.n_types != 1:  # latent types: EM over episodes, one fit per type
+            return fit_latent_types(self, data)
         fitted = self._fit_finite(data) if data.is_finite else self._fit_box(data)
         self.data_fingerprint_ = data.fingerprint()  # kept in a slim save: is a file read again the same data?
         return fitted
@@ -246,8 +257,10 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         return self._fit_finite_stage2(normalization)
 
     # ------------------------------------------------------------------ prediction
-    def _check_fitted(self):
-        if not hasattr(self, "stage2_"):
+    def _check_fitted(self, types_ok=False):
+        if hasattr(self, "type_models_") and not types_ok:
+            raise TypeError(f"this GenPQR has {len(self.type_models_)} latent types: use type_models_[m] (one per type)")
+        if not hasattr(self, "stage2_") and not hasattr(self, "type_models_"):
             raise NotFittedError("this GenPQR is not fitted yet; call fit(transitions) first")
 
     def _states(self, states):
@@ -400,18 +413,6 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         return {"policy_log_likelihood": float(np.mean(u_rows)), "bellman_mse": float(np.mean(residual ** 2)),
                 "n_choices": int(X.n), "n_transitions": int(data.n)}
 
-    def _bellman_residual(self, data: Transitions, codes) -> np.ndarray:
-        """``delta_j`` of :meth:`score` at complete transitions ``data``, shape (m,)."""
-        S = self._states(data.states)
-        rows = np.arange(data.n)
-        stage2 = self.stage2_
-        target = stage2.u(S)[rows, codes] - stage2.g(S)
-        live = np.flatnonzero(data.continues > 0)
-        if live.size:
-            nxt = self._states(data.next_states[live])
-            target[live] += self.gamma_ * np.sum(stage2.mu(nxt) * stage2.q(nxt), axis=1)
-        return target - stage2.q(S)[rows, codes]
-
     # ------------------------------------------------------------------ re-use of stage 1
     def renormalize(self, normalization: Normalization) -> "GenPQR":
         """A copy under another normalization, re-solving stage 2 only (stage 1 is re-used;
@@ -493,7 +494,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         """
         from ._persistence import dump
 
-        self._check_fitted()
+        self._check_fitted(types_ok=True)
         dump(self, path, include_data=include_data)
 
     def summary(self) -> FitSummary:

@@ -144,9 +144,11 @@ class FinitePath:
         (``counts``, the visits per state-action pair of :func:`genpqr.structural.ddc.choice_counts`)."""
         S, K = self.n_states_, self.n_actions_
         kernel, _ = tabular.estimate_transitions(
-            data.states, data.actions, data.next_states, S, K, terminated=data.terminated)
+            data.states, data.actions, data.next_states, S, K, terminated=data.terminated,
+            sample_weight=data.sample_weight)  # weighted counts when the rows carry weights
         s = check_state_indices(choices.states, S, "states")
-        counts = np.bincount(s * K + choices.actions, minlength=S * K).reshape(S, K).astype(np.float64)
+        counts = np.bincount(s * K + choices.actions, weights=choices.sample_weight,
+                             minlength=S * K).reshape(S, K).astype(np.float64)
         if self.transition_model is not None:
             given = self.transition_model(data, S, K) if callable(self.transition_model) else self.transition_model
             kernel = tabular.as_kernel(given, K)
@@ -182,7 +184,7 @@ class FinitePath:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
             fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows - g_rows, next_mu,
-                    self.gamma_, groups=data.episode_ids,
+                    self.gamma_, groups=data.episode_ids, sample_weight=data.sample_weight,
                     next_reward=mu_expectation(next_mu, next_proba, g_fn(data.next_states)),
                     action_features=_action_features(data))
         return SampleStage2(fqe, norm, policy, g_fn, K)
@@ -195,7 +197,8 @@ class FinitePath:
         next_reward = mu_expectation(next_mu, next_proba, g_fn(data.next_states))
         problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, reward, next_mu,
                                  self.gamma_, next_reward=next_reward, log_policy=self.policy_.log_policy,
-                                 offset=g_fn, policy_models=list(self.policy_.models))
+                                 offset=g_fn, policy_models=list(self.policy_.models),
+                                 sample_weight=data.sample_weight)
         return model.fit_bellman(problem)
 
     def _diagnostics(self, data, raw, proba, clipped, mu_rows):
@@ -217,7 +220,7 @@ class FinitePath:
             action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
             support_count=int(np.sum(mu_rows[rows, data.actions] > 0)),
             **self._policy_log_loss(data, proba),
-            fraction_clipped=float(np.mean(clipped[rows, data.actions])),
+            fraction_clipped=float(np.average(clipped[rows, data.actions], weights=data.sample_weight)),
             fraction_floored=clip_fractions(raw, data.actions, self.policy_.clip)[1],
             clip=tuple(float(c) for c in self.policy_.clip), clip_rule=self.policy_.clip_rule,
             max_mu_over_pi=float(np.max(mu_rows / proba)),
@@ -234,17 +237,31 @@ class FinitePath:
         return diag
 
     def _policy_log_loss(self, data, proba) -> dict:
-        """``policy_log_loss`` and its kind: out of fold when cross-fitted (on the exact path from
-        ``policy_folds_``, clipped at the full-sample bounds; infinite when a held-out choice gets
-        probability 0), else in-sample from ``proba``."""
+        """``policy_log_loss`` (weighted with ``sample_weight``) and its kind: out of fold when
+        cross-fitted (on the exact path from ``policy_folds_``, clipped at the full-sample bounds;
+        infinite when a held-out choice gets probability 0), else in-sample from ``proba``."""
         rows = np.arange(data.n)
         folds = getattr(self, "policy_folds_", None)
         if folds is not None:
             proba = clip_proba(folds.training_raw_proba(data.states), self.policy_.clip)[0]
+        w = data.sample_weight  # row weights (e.g. a latent type's): the weighted mean over rows of weight > 0
+        keep = slice(None) if w is None else np.asarray(w) > 0
         with np.errstate(divide="ignore"):
-            loss = float(-np.mean(np.log(proba[rows, data.actions])))
+            loss = float(-np.average(np.log(proba[rows, data.actions])[keep], weights=None if w is None else w[keep]))
         held_out = folds is not None or self.policy_.cross_fitted
         return dict(policy_log_loss=loss, policy_log_loss_kind="out-of-fold" if held_out else "in-sample")
+
+    def _bellman_residual(self, data: Transitions, codes) -> np.ndarray:
+        """``delta_j`` of :meth:`score` at complete transitions ``data``, shape (m,)."""
+        S = self._states(data.states)
+        rows = np.arange(data.n)
+        stage2 = self.stage2_
+        target = stage2.u(S)[rows, codes] - stage2.g(S)
+        live = np.flatnonzero(data.continues > 0)
+        if live.size:
+            nxt = self._states(data.next_states[live])
+            target[live] += self.gamma_ * np.sum(stage2.mu(nxt) * stage2.q(nxt), axis=1)
+        return target - stage2.q(S)[rows, codes]
 
     # ------------------------------------------------------------------ re-use of stage 1
     def _renormalize_exact(self, normalization):

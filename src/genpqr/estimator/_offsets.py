@@ -13,7 +13,7 @@ import numpy as np
 
 from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, seed_from
 from ..normalization import FixedOffset, OutcomeOffset, ValueOffset
-from ..stage2 import make_q_model
+from ..stage2 import fit_regressor, make_q_model
 
 __all__ = ["RegressedOffset", "ValueTargetOffset", "default_regressor", "outcomes", "state_means", "fit_offset"]
 
@@ -57,9 +57,10 @@ def state_means(data, n_states: int) -> np.ndarray:
     """``E[y | s]`` per tabular state (the overall mean at unvisited states), shape (S,)."""
     y = outcomes(data)
     s = check_state_indices(data.states, n_states)
-    sums = np.bincount(s, weights=y, minlength=n_states)
-    counts = np.bincount(s, minlength=n_states)
-    return np.where(counts > 0, sums / np.maximum(counts, 1), y.mean())
+    w = data.weights  # row weights (ones without sample_weight)
+    sums = np.bincount(s, weights=w * y, minlength=n_states)
+    counts = np.bincount(s, weights=w, minlength=n_states)
+    return np.where(counts > 0, sums / np.where(counts > 0, counts, 1), y.mean() if data.sample_weight is None else np.average(y, weights=w))
 
 
 def fit_offset(offset, choices, data, mu_fn, *, gamma, n_actions, offset_model=None, random_state=None):
@@ -70,7 +71,7 @@ def fit_offset(offset, choices, data, mu_fn, *, gamma, n_actions, offset_model=N
     offset names none (default :func:`default_regressor`)."""
     if isinstance(offset, OutcomeOffset):
         model = clone(offset.regressor or offset_model or default_regressor(random_state))
-        model.fit(choices.states, outcomes(choices))
+        fit_regressor(model, choices.states, outcomes(choices), choices.sample_weight, slot="offset_model")
         return RegressedOffset(model)
     if isinstance(offset, ValueOffset):
         return _fit_value_offset(offset, data, mu_fn, gamma, n_actions, offset_model, random_state)
@@ -85,5 +86,6 @@ def _fit_value_offset(offset, data, mu_fn, gamma, n_actions, offset_model, rando
     target = h(data.next_states) * data.continues
     base = offset.regressor or offset_model or default_regressor(random_state)
     ph = make_q_model(base, "per_action", n_actions, warm_start=False)
-    ph.fit_q(data.states, data.actions, target, n_actions)
+    kw = {} if data.sample_weight is None else {"sample_weight": np.asarray(data.sample_weight, dtype=np.float64)}
+    ph.fit_q(data.states, data.actions, target, n_actions, **kw)
     return ValueTargetOffset(h, ph, mu_fn, gamma)

@@ -44,6 +44,8 @@ def without_data(model):
         slim.policy_.fold_of_row = None
     if getattr(slim, "policy_folds_", None) is not None:  # the exact path's out-of-fold diagnostics, computed
         slim.policy_folds_ = None
+    if getattr(slim, "type_models_", None) is not None:  # latent types: one fitted model per type
+        slim.type_models_ = [without_data(m) for m in slim.type_models_]
     slim.saved_without_data_ = True
     return slim
 

@@ -32,6 +32,7 @@ from ..data import BoxActions, Transitions
 from ._conditional_logit import bind_action_features, check_feature_dim
 from ..actions import check_density
 from ._stage1 import FittedStage1, cross_fit_models
+from ._weights import fit_weighted
 
 __all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
            "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
@@ -318,8 +319,12 @@ def _resolve_clip(policy: FittedPolicy, clip, transitions: Transitions) -> Fitte
         return policy
     raw_rows = policy.training_raw_proba(transitions.states)
     live = transitions.next_observed & ~transitions.terminated
+    actions = transitions.actions
+    if transitions.sample_weight is not None:  # rows of weight zero are not data of this fit
+        keep = np.asarray(transitions.sample_weight) > 0
+        raw_rows, actions, live = raw_rows[keep], actions[keep], live & keep
     raw_next = policy.training_raw_proba(transitions.next_states[live], rows=live) if live.any() else None
-    policy.clip, policy.clip_rule = auto_clip(raw_rows, transitions.actions, raw_next)
+    policy.clip, policy.clip_rule = auto_clip(raw_rows, actions, raw_next)
     return policy
 
 
@@ -342,15 +347,17 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
     if not _is_auto(clip):
         _check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions
+    w = transitions.sample_weight
     if cross_fit is None:
-        return _resolve_clip(FittedPolicy([clone(classifier).fit(X, y)], None, K, (0.0, 1.0)), clip, transitions)
+        fitted = fit_weighted(clone(classifier), X, y, w, "policy_model")
+        return _resolve_clip(FittedPolicy([fitted], None, K, (0.0, 1.0)), clip, transitions)
 
     def fit_fold(k, train):
         if np.unique(y[train]).size < 2:
             raise ValueError(f"cross_fit={cross_fit}: the training episodes of fold {k} take only action "
                              f"{plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be fitted there; use "
                              f"fewer folds or cross_fit=None (genpqr fit: --cross-fit 0)")
-        return clone(classifier).fit(X[train], y[train])
+        return fit_weighted(clone(classifier), X[train], y[train], None if w is None else w[train], "policy_model")
 
     models, fold_of_row = cross_fit_models(transitions, cross_fit, fit_fold, random_state=random_state,
                                            progress=progress)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..data.validation import as_float_array, clone_learner as clone
 from ..exceptions import ActionTableError
+from ._regress import fit_regressor
 
 __all__ = ["FeatureQ", "joint_features", "action_blocks"]
 
@@ -78,10 +79,10 @@ class FeatureQ:
     def _rows(self, states, actions) -> np.ndarray:
         return joint_features(states, self.features[actions], self.interactions)
 
-    def fit_q(self, states, actions, targets, n_actions):
+    def fit_q(self, states, actions, targets, n_actions, sample_weight=None):
         if n_actions != self.n_actions:
             raise ActionTableError(f"the action table has {self.n_actions} actions but the data has {n_actions}")
-        self.model.fit(self._rows(states, actions), targets)
+        fit_regressor(self.model, self._rows(states, actions), targets, sample_weight)
         if self.warm_start and not self.fitted:
             self.model.set_params(warm_start=True)
         self.fitted = True

@@ -64,6 +64,9 @@ class BellmanProblem:
         ``target="continuation"``).
     policy_models : list, optional
         The fitted stage-1 classifier(s) (for ``features="policy"``).
+    sample_weight : ndarray of shape (n,), optional
+        Row weights ``w_i``: the weighted normal equations ``sum_i w_i phi_i (phi_i - x_i)^T w =
+        sum_i w_i phi_i y_i`` (integer weights: rows repeated).
     """
 
     states: np.ndarray
@@ -77,8 +80,9 @@ class BellmanProblem:
     log_policy: object = None
     offset: object = None
     policy_models: list | None = None
+    sample_weight: np.ndarray | None = None
 
-    _ROWWISE = ("states", "actions", "next_states", "continues", "reward", "next_mu", "next_reward")
+    _ROWWISE = ("states", "actions", "next_states", "continues", "reward", "next_mu", "next_reward", "sample_weight")
 
     @property
     def n(self) -> int:
@@ -106,7 +110,9 @@ class BellmanProblem:
                              as_float_array(self.continues, "continues", ndim=1),
                              as_float_array(self.reward, "reward", ndim=1), next_mu, check_gamma(self.gamma),
                              None if self.next_reward is None else as_float_array(self.next_reward, "next_reward", ndim=1),
-                             self.log_policy, self.offset, self.policy_models)
+                             self.log_policy, self.offset, self.policy_models,
+                             None if self.sample_weight is None else as_float_array(self.sample_weight,
+                                                                                    "sample_weight", ndim=1))
         for name in self._ROWWISE:
             value = getattr(out, name)
             if value is not None and value.shape[0] != n:
@@ -153,15 +159,18 @@ class BellmanStatistics:
         """``G - C = sum_i phi_i (phi_i - gamma c_i phi'_{mu,i})^T``."""
         return self.gram - self.cross
 
-    def accumulate(self, phi, discounted_next_phi, target) -> "BellmanStatistics":
-        """Add dense rows: ``phi`` and ``discounted_next_phi`` (m, p), ``target`` (m,)."""
-        self.gram += phi.T @ phi
-        self.cross += phi.T @ discounted_next_phi
-        self.b += phi.T @ target
-        self.n_rows += phi.shape[0]
+    def accumulate(self, phi, discounted_next_phi, target, weight=None) -> "BellmanStatistics":
+        """Add dense rows: ``phi`` and ``discounted_next_phi`` (m, p), ``target`` (m,); with
+        ``weight`` (m,) each row's terms times its weight (``n_rows`` grows by the weights' sum)."""
+        left = phi if weight is None else phi * weight[:, None]
+        self.gram += left.T @ phi
+        self.cross += left.T @ discounted_next_phi
+        self.b += left.T @ target
+        self.n_rows += phi.shape[0] if weight is None else float(np.sum(weight))
         return self
 
-    def accumulate_blocks(self, state_phi, actions, next_state_phi, next_weights, target) -> "BellmanStatistics":
+    def accumulate_blocks(self, state_phi, actions, next_state_phi, next_weights, target,
+                          weight=None) -> "BellmanStatistics":
         """Add rows of the per-action encoding ``phi(s, a) = e_a (x) phi(s)`` without forming it.
 
         Parameters
@@ -172,6 +181,8 @@ class BellmanStatistics:
         next_weights : ndarray of shape (m, K)
             ``gamma c_i mu(.|s'_i)``.
         target : ndarray of shape (m,)
+        weight : ndarray of shape (m,), optional
+            Row weights (as in :meth:`accumulate`).
         """
         q = state_phi.shape[1]
         K = next_weights.shape[1]
@@ -183,16 +194,17 @@ class BellmanStatistics:
             if rows.size == 0:
                 continue
             X = state_phi[rows]
+            left = X if weight is None else X * weight[rows][:, None]
             block = slice(a * q, (a + 1) * q)
-            self.gram[block, block] += X.T @ X
+            self.gram[block, block] += left.T @ X
             if support.size:
                 w = next_weights[rows][:, support]
                 nxt = (w[:, :, None] * next_state_phi[rows][:, None, :]).reshape(rows.size, support.size * q)
-                prod = X.T @ nxt
+                prod = left.T @ nxt
                 for j, col in enumerate(support):
                     self.cross[block, col * q:(col + 1) * q] += prod[:, j * q:(j + 1) * q]
-            self.b[block] += X.T @ target[rows]
-        self.n_rows += state_phi.shape[0]
+            self.b[block] += left.T @ target[rows]
+        self.n_rows += state_phi.shape[0] if weight is None else float(np.sum(weight))
         return self
 
     def merge(self, other: "BellmanStatistics") -> "BellmanStatistics":
@@ -390,11 +402,11 @@ class LSTDQ(BaseEstimator):
         weights = chunk.gamma * chunk.continues[:, None] * chunk.next_mu
         y = chunk.reward if self.target == "q" else chunk.continues * chunk.next_reward
         if self.encoding == "per_action":
-            self.statistics_.accumulate_blocks(phi, chunk.actions, next_phi, weights, y)
+            self.statistics_.accumulate_blocks(phi, chunk.actions, next_phi, weights, y, chunk.sample_weight)
         else:
             design = np.hstack([phi, np.eye(K)[chunk.actions]])
             nxt = np.hstack([weights.sum(axis=1, keepdims=True) * next_phi, weights])
-            self.statistics_.accumulate(design, nxt, y)
+            self.statistics_.accumulate(design, nxt, y, chunk.sample_weight)
 
     # ------------------------------------------------------------------ prediction
     def _linear(self, states) -> np.ndarray:

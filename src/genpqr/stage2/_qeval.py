@@ -161,7 +161,8 @@ class FQE(BaseEstimator):
         groups : ndarray of shape (n,), optional
             Episode ids (for the validation split).
         sample_weight : ndarray of shape (n,), optional
-            Continuous actions: row weights passed to the regressor.
+            Row weights passed to the regressor at every iteration (weighted least squares of
+            the Bellman targets); a regressor whose fit takes none raises a ``TypeError``.
         next_base : ndarray of shape (n', J)
             Continuous actions: ``u(s'_i, a'_ij) - g(s'_i)`` at the nodes.
         next_index : ndarray of shape (n,), optional
@@ -180,7 +181,7 @@ class FQE(BaseEstimator):
         if self.structure not in STRUCTURES:
             raise ValueError(f"structure must be one of {STRUCTURES}, got {self.structure!r}")
         data = _finite_inputs(states, actions, next_states, continues, reward, next_mu, next_reward,
-                              self.structure == "continuation")
+                              self.structure == "continuation") + (sample_weight,)
         if self.n_iterations < 1:
             raise ValueError(f"n_iterations must be at least 1, got {self.n_iterations}")
         self.n_actions_ = data[5].shape[1]
@@ -227,8 +228,9 @@ class FQE(BaseEstimator):
         return ~val, val
 
     def _loop(self, data, gamma, n_iter, val_data=None):
-        states, actions, next_states, continues, reward, next_mu, next_reward = data
+        states, actions, next_states, continues, reward, next_mu, next_reward, weight = data
         K = next_mu.shape[1]
+        fit_kw = {} if weight is None else {"sample_weight": np.asarray(weight, dtype=np.float64)}
         model = make_q_model(self.regressor, self.encoding, K, self.warm_start, getattr(self, "action_features_", None),
                              self.action_interactions, self.block_size)
         bellman = BellmanTargets(reward, continues, next_mu, next_reward, gamma)
@@ -237,7 +239,7 @@ class FQE(BaseEstimator):
         bar = tqdm(range(n_iter), desc="FQE", disable=(None if self.progress is None else not self.progress),
                    leave=False)
         for _ in bar:
-            model.fit_q(states, actions, targets, K)
+            model.fit_q(states, actions, targets, K, **fit_kw)
             new_targets = bellman.targets(model, next_states)
             resid = bellman.q_scale(predict_at(model, states, actions) - new_targets)
             change = float(np.max(np.abs(bellman.q_scale(new_targets - targets))))
@@ -261,7 +263,7 @@ class FQE(BaseEstimator):
 
     @staticmethod
     def _validation_residual(model, val_data, gamma):
-        states, actions, next_states, continues, reward, next_mu, next_reward = val_data
+        states, actions, next_states, continues, reward, next_mu, next_reward, _ = val_data
         bellman = BellmanTargets(reward, continues, next_mu, next_reward, gamma)
         resid = bellman.q_scale(predict_at(model, states, actions) - bellman.targets(model, next_states))
         return float(np.mean(resid ** 2))

@@ -11,6 +11,7 @@ weights routed to a Pipeline's last step).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 
 from ..data.validation import check_state_indices, clone_learner as clone
 from ._feature_q import FeatureQ
+from ._regress import fit_regressor
 
 __all__ = ["TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model", "warm_start_ok",
            "predict_columns", "predict_at", "fit_regressor", "mu_sum", "ENCODINGS"]
@@ -56,12 +58,13 @@ class TabularQModel(BaseEstimator):
         self.n_states = n_states
         self.default = default
 
-    def fit_q(self, states, actions, targets, n_actions):
+    def fit_q(self, states, actions, targets, n_actions, sample_weight=None):
         s = check_state_indices(states, self.n_states)
         cells = s * n_actions + np.asarray(actions, dtype=np.int64)
         size = self.n_states * n_actions
-        sums = np.bincount(cells, weights=targets, minlength=size)
-        counts = np.bincount(cells, minlength=size)
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        sums = np.bincount(cells, weights=targets if w is None else w * targets, minlength=size)
+        counts = np.bincount(cells, weights=w, minlength=size)
         table = np.full(size, float(self.default))
         seen = counts > 0
         table[seen] = sums[seen] / counts[seen]
@@ -81,12 +84,12 @@ class _PerActionQ:
         self.warm_start = warm_start
         self.n_actions = n_actions
 
-    def fit_q(self, states, actions, targets, n_actions):
+    def fit_q(self, states, actions, targets, n_actions, sample_weight=None):
         for a, model in enumerate(self.models):
             rows = actions == a
-            if not rows.any():
+            if not rows.any() or (sample_weight is not None and not np.any(sample_weight[rows] > 0)):
                 continue
-            model.fit(states[rows], targets[rows])
+            fit_regressor(model, states[rows], targets[rows], None if sample_weight is None else sample_weight[rows])
             if self.warm_start and not self.fitted[a]:
                 model.set_params(warm_start=True)
             self.fitted[a] = True
@@ -114,8 +117,8 @@ class _JointQ:
         onehot[np.arange(states.shape[0]), actions] = 1.0
         return np.hstack([states, onehot])
 
-    def fit_q(self, states, actions, targets, n_actions):
-        self.model.fit(self._features(states, actions), targets)
+    def fit_q(self, states, actions, targets, n_actions, sample_weight=None):
+        fit_regressor(self.model, self._features(states, actions), targets, sample_weight)
         if self.warm_start and not self.fitted:
             self.model.set_params(warm_start=True)
         self.fitted = True
@@ -132,8 +135,17 @@ class _NativeQ:
     def __init__(self, model):
         self.model = clone(model)
 
-    def fit_q(self, states, actions, targets, n_actions):
-        self.model.fit_q(states, actions, targets, n_actions)
+    def fit_q(self, states, actions, targets, n_actions, sample_weight=None):
+        if sample_weight is None:
+            self.model.fit_q(states, actions, targets, n_actions)
+            return self
+        if "sample_weight" in inspect.signature(self.model.fit_q).parameters:
+            self.model.fit_q(states, actions, targets, n_actions, sample_weight=sample_weight)
+        elif np.ptp(sample_weight) == 0:
+            self.model.fit_q(states, actions, targets, n_actions)
+        else:
+            raise TypeError(f"q_model {type(self.model).__name__} (a native Q-model, FQE) does not accept "
+                            f"sample_weight in fit_q, but the data carries non-uniform row weights")
         return self
 
     def predict_q(self, states):
@@ -204,25 +216,6 @@ class FQEHistory:
     bellman_residual: list = field(default_factory=list)
     target_change: list = field(default_factory=list)
     validation_residual: list = field(default_factory=list)
-
-
-def fit_regressor(model, X, y, sample_weight=None):
-    """``model.fit(X, y)`` with ``sample_weight`` routed to the estimator (a Pipeline's last step)."""
-    if sample_weight is None:
-        return model.fit(X, y)
-    from sklearn.pipeline import Pipeline
-    from sklearn.utils.validation import has_fit_parameter
-
-    if isinstance(model, Pipeline):
-        name, last = model.steps[-1]
-        if last is not None and last != "passthrough" and has_fit_parameter(last, "sample_weight"):
-            return model.fit(X, y, **{f"{name}__sample_weight": sample_weight})
-    elif has_fit_parameter(model, "sample_weight"):
-        return model.fit(X, y, sample_weight=sample_weight)
-    if np.ptp(sample_weight) == 0:
-        return model.fit(X, y)
-    raise TypeError(f"q_model {type(model).__name__} does not accept sample_weight, but the data has non-uniform "
-                    "sample weights")
 
 
 class BellmanTargets:

@@ -293,8 +293,9 @@ def value_difference(log_policy, policy_1, policy_2, P, gamma, **kwargs) -> np.n
 
 
 def estimate_transitions(states, actions, next_states, n_states: int, n_actions: int, *, terminated=None,
-                         unvisited: str = "self") -> tuple[TransitionKernel, np.ndarray]:
-    """Maximum-likelihood ``P_hat(s'|s,a)`` from counts, as a sparse kernel.
+                         unvisited: str = "self", sample_weight=None) -> tuple[TransitionKernel, np.ndarray]:
+    """Maximum-likelihood ``P_hat(s'|s,a)`` from counts, as a sparse kernel (with
+    ``sample_weight`` (n,): weighted counts, ``sum_i w_i 1[s_i = s, a_i = a, s'_i = s']``).
 
     The kernel is always stored sparse (CSR, one entry per observed (s, a, s') plus one per
     unvisited pair under ``"self"``): its memory follows the data, not ``S * K * S`` (1e4
@@ -312,14 +313,16 @@ def estimate_transitions(states, actions, next_states, n_states: int, n_actions:
     counts : ndarray of shape (S, K)
         Visits per state-action pair.
     """
-    matrix, counts = transition_counts(states, actions, next_states, n_states, n_actions, terminated=terminated)
+    matrix, counts = transition_counts(states, actions, next_states, n_states, n_actions, terminated=terminated,
+                                       sample_weight=sample_weight)
     return kernel_from_counts(matrix, counts, unvisited=unvisited)
 
 
 def transition_counts(states, actions, next_states, n_states: int, n_actions: int, *,
-                      terminated=None) -> tuple[sp.csr_matrix, np.ndarray]:
+                      terminated=None, sample_weight=None) -> tuple[sp.csr_matrix, np.ndarray]:
     """The counts behind :func:`estimate_transitions`: sums over transitions, so they add up
-    chunk by chunk (out-of-core, :mod:`genpqr.scale`) or partition by partition.
+    chunk by chunk (out-of-core, :mod:`genpqr.scale`) or partition by partition (weighted
+    sums with ``sample_weight`` (n,)).
 
     Returns
     -------
@@ -335,9 +338,13 @@ def transition_counts(states, actions, next_states, n_states: int, n_actions: in
         raise ValueError(f"states, actions and next_states must have equal lengths, got {s.shape}, {a.shape}, {s2.shape}")
     term = np.zeros(s.shape, dtype=bool) if terminated is None else np.asarray(terminated, dtype=bool)
     rows = s * n_actions + a
-    counts = np.bincount(rows, minlength=n_states * n_actions).astype(np.float64)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if w is not None and w.shape != s.shape:
+        raise ValueError(f"sample_weight must have shape {s.shape} (one weight per transition), got {w.shape}")
+    counts = np.bincount(rows, weights=w, minlength=n_states * n_actions).astype(np.float64)
     keep = ~term
-    matrix = sp.csr_matrix((np.ones(int(keep.sum())), (rows[keep], s2[keep])), shape=(n_states * n_actions, n_states))
+    values = np.ones(int(keep.sum())) if w is None else w[keep]
+    matrix = sp.csr_matrix((values, (rows[keep], s2[keep])), shape=(n_states * n_actions, n_states))
     matrix.sum_duplicates()
     return matrix, counts
 
