@@ -85,21 +85,29 @@ def _intervals(boot, level, size):
 
 def tabular_rewards(model, index, data, labels, boot, level):
     """``rewards.csv`` of the tabular mode: one row per state (labels, visits, a reward column
-    per action, and with a bootstrap ``_se``/``_lo``/``_hi`` columns)."""
+    per action, a ``transitions_<label>`` column per action -- observed transitions from the
+    cell, ``model.transition_counts_``, 0 for an action never taken there --, and with a
+    bootstrap ``_se``/``_lo``/``_hi`` columns). The columns are built apart and joined once."""
+    import pandas as pd
+
     table = np.asarray(model.stage2_.recovery.reward)
     S, K = table.shape
     rewards = index.labels()
-    rewards["visits"] = np.bincount(data.states[:, 0].astype(np.int64), minlength=S)
-    rewards["visited"] = rewards["visits"] > 0  # False: no observed choice, the reward is not identified there
+    visits = np.bincount(data.states[:, 0].astype(np.int64), minlength=S)
+    columns = {"visits": visits, "visited": visits > 0}  # False: no observed choice, the reward is not identified
+    moves = np.asarray(getattr(model, "transition_counts_", np.zeros((S, K))), dtype=np.int64)
     for k, label in enumerate(labels):
-        rewards[f"reward_{label}"] = table[:, k]
+        columns[f"reward_{label}"] = table[:, k]
+    for k, label in enumerate(labels):
+        columns[f"transitions_{label}"] = moves[:, k]
     if boot is not None:
         se, lo, hi = (x.reshape(S, K) for x in _intervals(boot, level, S * K))
         for k, label in enumerate(labels):
-            rewards[f"reward_{label}_se"] = se[:, k]
-            rewards[f"reward_{label}_lo"] = lo[:, k]
-            rewards[f"reward_{label}_hi"] = hi[:, k]
-    return rewards
+            columns[f"reward_{label}_se"] = se[:, k]
+            columns[f"reward_{label}_lo"] = lo[:, k]
+            columns[f"reward_{label}_hi"] = hi[:, k]
+    extra = pd.DataFrame(columns, index=rewards.index)
+    return pd.concat([rewards.drop(columns=[c for c in columns if c in rewards.columns]), extra], axis=1)
 
 
 def row_rewards(model, frame, config, labels, boot):
