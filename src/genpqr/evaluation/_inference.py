@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from ..data.validation import check_random_state, clone_learner as clone
 from ..data import Transitions
 
-__all__ = ["BootstrapResult", "bootstrap", "resample_episodes", "check_bootstrap_episodes",
+__all__ = ["BootstrapResult", "bootstrap", "resample_episodes", "check_bootstrap_episodes", "refit_copy",
            "MIN_BOOTSTRAP_EPISODES"]
 
 #: Fewest episodes :func:`bootstrap` accepts. With n episodes a replicate is one of at most
@@ -96,6 +96,15 @@ def _default_statistic(model):
     raise ValueError("give a statistic(model) for non-tabular models")
 
 
+def refit_copy(estimator):
+    """An unfitted copy of ``estimator`` for a replicate; a prefit policy model
+    (``policy_prefit=True``) is kept as it is (cloning it would drop its fit)."""
+    copy_ = clone(estimator)
+    if getattr(estimator, "policy_prefit", False):
+        copy_.set_params(policy_model=estimator.policy_model)
+    return copy_
+
+
 def _replicate(estimator, data, seed, statistic):
     """One replicate; the full-sample fit already raised any warnings, so replicates are quiet."""
     import warnings
@@ -105,13 +114,13 @@ def _replicate(estimator, data, seed, statistic):
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)
-        model = clone(estimator).fit(resample_episodes(data, rng))
+        model = refit_copy(estimator).fit(resample_episodes(data, rng))
     return np.asarray(statistic(model), dtype=np.float64)
 
 
 def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Callable | None = None,
               n_jobs: int = 1, random_state=None, progress: bool | None = None,
-              fitted=None) -> BootstrapResult:
+              fitted=None, resample: str = "both") -> BootstrapResult:
     """Bootstrap a statistic of a fitted estimator over whole episodes.
 
     Parameters
@@ -127,7 +136,20 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
         joblib workers.
     fitted : fitted estimator, optional
         The full-sample fit, if already available (saves one fit).
+    resample : {"both", "policy", "transitions"}
+        ``"both"``: refit everything on the resampled episodes. Exact tabular path only:
+        ``"policy"`` holds the kernel at the full-sample estimate, ``"transitions"`` holds the
+        policy (and normalization) at the full-sample fit (:func:`bootstrap_sources`, which
+        returns all three from the same replicates).
     """
+    if resample not in ("both", "policy", "transitions"):
+        raise ValueError(f"resample must be 'both', 'policy' or 'transitions', got {resample!r}")
+    if resample != "both":
+        from ._sources import bootstrap_sources
+
+        parts = bootstrap_sources(estimator, data, n_boot=n_boot, statistic=statistic, n_jobs=n_jobs,
+                                  random_state=random_state, progress=progress, fitted=fitted)
+        return getattr(parts, resample)
     if n_boot < 2:
         raise ValueError(f"n_boot must be at least 2, got {n_boot}")
     if not isinstance(data, Transitions):
@@ -136,7 +158,7 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
     if n_jobs == 0:
         raise ValueError("n_jobs must be a positive number of workers or negative (-1: one per core), got 0")
     statistic = statistic or _default_statistic
-    full = fitted if fitted is not None else clone(estimator).fit(data)
+    full = fitted if fitted is not None else refit_copy(estimator).fit(data)
     estimate = np.asarray(statistic(full), dtype=np.float64)
     seeds = check_random_state(random_state).integers(0, 2**63 - 1, size=n_boot)
     tasks = (delayed(_replicate)(estimator, data, int(s), statistic) for s in seeds)
