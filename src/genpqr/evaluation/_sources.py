@@ -23,7 +23,6 @@ makes the policy part exactly zero.
 
 from __future__ import annotations
 
-import copy
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -34,7 +33,8 @@ from tqdm.auto import tqdm
 
 from ..data import Transitions
 from ..data.validation import check_random_state
-from ._inference import BootstrapResult, check_bootstrap_episodes, refit_copy, resample_episodes
+from ._inference import (BootstrapResult, check_bootstrap_episodes, check_exact, refit_copy, replicate_parts,
+                         resample_episodes)
 
 __all__ = ["BootstrapSources", "bootstrap_sources", "RESAMPLE_SOURCES", "reward_table_statistic"]
 
@@ -47,41 +47,6 @@ def reward_table_statistic(model) -> np.ndarray:
     return np.asarray(model.stage2_.recovery.reward, dtype=np.float64)
 
 
-def _check_exact(model) -> None:
-    stage2 = getattr(model, "stage2_", None)
-    if getattr(stage2, "recovery", None) is None or getattr(stage2, "kernel", None) is None:
-        raise ValueError("resampling one stage with the other held fixed needs the exact tabular path "
-                         "(GenPQR(q_model='exact'), genpqr fit in tabular mode): the kernel must be a table")
-
-
-def resolved(model, log_policy, normalization, kernel, counts):
-    """A shallow copy of an exact-path ``model`` whose ``stage2_`` is re-solved with the given
-    ``u`` (S, K), normalization and kernel (:func:`genpqr.stage2.recover_reward`)."""
-    from ..normalization import FixedOffset, Normalization, OutcomeOffset
-    from ..stage2 import ExactStage2, recover_reward
-
-    old = model.stage2_.recovery
-    if isinstance(normalization.g, OutcomeOffset):  # the fit's E[y|s], as solved
-        normalization = Normalization(normalization.mu, FixedOffset(old.g), normalization.name)
-    recovery = recover_reward(log_policy, kernel, model.gamma_, normalization, solver=model.solver)
-    new = copy.copy(model)
-    new.stage2_ = ExactStage2(recovery, kernel, counts)
-    return new
-
-
-def _parts(full, rep):
-    """``(policy model, transitions model)`` of one replicate ``rep`` against the full fit."""
-    if rep.stage2_.recovery.reward.shape != full.stage2_.recovery.reward.shape:
-        raise ValueError(f"a replicate has {rep.stage2_.recovery.reward.shape[0]} states but the full sample "
-                         f"{full.stage2_.recovery.reward.shape[0]}; give n_states to the estimator")
-    policy = resolved(rep, rep.stage2_.recovery.log_policy, rep.normalization_, full.stage2_.kernel,
-                      rep.stage2_.counts)
-    moves = resolved(full, full.stage2_.recovery.log_policy, full.normalization_, rep.stage2_.kernel,
-                     full.stage2_.counts)
-    moves.transition_counts_ = getattr(rep, "transition_counts_", None)
-    return policy, moves
-
-
 def _replicate(estimator, full, data, seed, statistic, both_statistic):
     """One replicate: ``(policy part, transitions part, both)`` statistics; quiet (the full fit warned)."""
     from ..exceptions import GenPQRWarning
@@ -90,7 +55,7 @@ def _replicate(estimator, full, data, seed, statistic, both_statistic):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)
         rep = refit_copy(estimator).fit(resample_episodes(data, rng))
-        policy, moves = _parts(full, rep)
+        policy, moves = replicate_parts(full, rep)
         return (np.asarray(statistic(policy), dtype=np.float64), np.asarray(statistic(moves), dtype=np.float64),
                 np.asarray(both_statistic(rep), dtype=np.float64))
 
@@ -182,7 +147,7 @@ def bootstrap_sources(estimator, data: Transitions, *, n_boot: int = 200, statis
     statistic = statistic or reward_table_statistic
     both_statistic = both_statistic or statistic
     full = fitted if fitted is not None else refit_copy(estimator).fit(data)
-    _check_exact(full)
+    check_exact(full)
     estimate, both_estimate = (np.asarray(f(full), dtype=np.float64) for f in (statistic, both_statistic))
     seeds = check_random_state(random_state).integers(0, 2**63 - 1, size=n_boot)
     tasks = (delayed(_replicate)(estimator, full, data, int(s), statistic, both_statistic) for s in seeds)
