@@ -70,6 +70,9 @@ class FitOutputs:
     structural_warnings : list of str
         The warnings of the structural step (also in ``warnings``): they concern
         ``parameters.csv``; the others concern ``rewards.csv`` (:func:`warning_sections`).
+    sources : DataFrame or None
+        Tabular mode with a bootstrap: the reward's SE by source per (state, action)
+        (``reward_se_by_source.csv``, :func:`genpqr.app.results.sources_frame`).
     """
 
     config: FitConfig
@@ -86,6 +89,7 @@ class FitOutputs:
     first_stage: object = None
     structural: object = None
     structural_warnings: list = field(default_factory=list)
+    sources: object = None
 
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
@@ -113,6 +117,10 @@ class FitOutputs:
             for _, row in self.parameters.iterrows():
                 ci = (f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]" if "ci_low" in row else "")
                 lines.append(f"    {row['parameter']}: {row['estimate']:.4g}{ci}")
+        if self.sources is not None:
+            from .results import source_lines
+
+            lines += source_lines(self.sources, self.config.bootstrap)
         estimator = None if self.structural is None else self.config.estimator
         return "\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)",
                                                self.structural_warnings, estimator))
@@ -154,11 +162,13 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
     outputs.config = config = outputs.config.with_absolute_paths()  # config.json reruns from any folder
     writers = {"model.joblib": lambda p: outputs.model.save(p, include_data=config.save_data),
                "rewards.csv": lambda p: outputs.rewards.to_csv(p, index=False)}
+    if getattr(outputs, "sources", None) is not None:
+        writers["reward_se_by_source.csv"] = lambda p: outputs.sources.to_csv(p, index=False)
     if outputs.parameters is not None:
         writers["parameters.csv"] = lambda p: outputs.parameters.to_csv(p, index=False)
     writers["config.json"] = config.to_json
     writers["report.html"] = lambda p: write_report(p, context_from_outputs(outputs, n_rows=n_rows))
     paths = write_fit_folder(config, writers)
     keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
-            "config.json": "config", "report.html": "report"}
+            "config.json": "config", "report.html": "report", "reward_se_by_source.csv": "sources"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["TabularStatistic", "RowRewardStatistic", "bootstrap_statistic", "project", "run_bootstrap",
+           "run_bootstrap_sources", "sources_frame", "source_lines",
            "tabular_rewards", "row_rewards", "projected_parameters"]
 
 
@@ -76,6 +77,48 @@ def run_bootstrap(model, data, statistic, config):
                          random_state=config.seed, progress=False if config.quiet else None, fitted=model)
     except ValueError as exc:
         raise ValueError(f"a bootstrap replicate failed (resampled episodes): {exc}") from None
+
+
+def run_bootstrap_sources(model, data, statistic, config):
+    """Tabular mode: :func:`genpqr.evaluation.bootstrap_sources` over the same replicates as
+    :func:`run_bootstrap` (its ``both`` part is that bootstrap, with ``statistic``); the policy
+    and transitions parts are of the reward table. Returns ``(both, sources)``."""
+    from ..evaluation import bootstrap_sources
+
+    try:
+        sources = bootstrap_sources(model, data, n_boot=config.bootstrap, both_statistic=statistic,
+                                    n_jobs=config.n_jobs, random_state=config.seed,
+                                    progress=False if config.quiet else None, fitted=model)
+    except ValueError as exc:
+        raise ValueError(f"a bootstrap replicate failed (resampled episodes): {exc}") from None
+    return sources.both, sources
+
+
+def sources_frame(model, sources, labels):
+    """``reward_se_by_source.csv``: per (state, action) the logged rows, the observed transitions,
+    the reward and its bootstrap SE from the policy, from the transitions and with both resampled."""
+    visits = np.asarray(model.stage2_.counts, dtype=np.int64)
+    moves = np.asarray(model.transition_counts_, dtype=np.int64)
+    return sources.frame(labels=np.asarray(labels), visits=visits, transitions=moves)
+
+
+def source_lines(frame, n_boot: int) -> list:
+    """The console lines on where the reward's uncertainty comes from (``frame``: :func:`sources_frame`)."""
+    logged = frame[(frame["visits"] > 0) & (frame["se_both"] > 0)]
+    if logged.empty:
+        return []
+    p, t = float(np.median(logged["se_policy"])), float(np.median(logged["se_transitions"]))
+    parts = logged["se_policy"] ** 2 + logged["se_transitions"] ** 2
+    share = float(np.sum(logged["se_transitions"] ** 2) / max(float(np.sum(parts)), 1e-300))
+    top = logged.sort_values("se_transitions", ascending=False, kind="stable").head(3)
+    cells = ", ".join(f"(state_index {int(r.state_index)}, {r.action}: SE {r.se_transitions:.3g}, "
+                      f"{int(r.transitions)} transitions)" for r in top.itertuples())
+    return [f"  where the reward's uncertainty comes from ({n_boot} bootstrap replicates, one stage held fixed; "
+            f"median over the {len(logged)} logged (state, action) cells):",
+            f"    reward SE from the policy: {p:.3g}, from the transitions: {t:.3g} (both resampled: "
+            f"{float(np.median(logged['se_both'])):.3g}); the transitions carry {share:.0%} of the summed variance",
+            f"    largest transition part at {cells}",
+            "    per cell: reward_se_by_source.csv"]
 
 
 def _intervals(boot, level, size):

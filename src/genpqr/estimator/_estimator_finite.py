@@ -343,6 +343,9 @@ class FinitePath:
         first = getattr(self, "first_stage_", None)  # absent from models fitted before it existed
         if first is not None:
             lines.append(("first stage", first.describe()))
+        kernel_note = getattr(getattr(self.stage2_, "kernel", None), "note", "")
+        if kernel_note:
+            lines.append(("transition kernel", kernel_note))
         figures = dict(n_choices=d.n_transitions, n_with_next_state=n_next, n_last_choices=d.n_last_choices,
                        n_episodes=d.n_episodes, n_actions=self.n_actions_, gamma=self.gamma_,
                        normalization=self.normalization_.describe(), support_count=d.support_count,

@@ -10,7 +10,7 @@ from ._qmodels import (ENCODINGS, BellmanTargets, FQEHistory, TabularQModel, fit
 from ._lstd import BellmanProblem, BellmanStatistics, LSTDQ
 from ._features import (FEATURE_MAPS, PolicyFeatures, bind_policy, fourier_features, learned_representation,
                         make_features, onehot_features, spline_features)
-from ._tabular import (SoftOptimalSolution, TabularMDP, TabularRecovery, TransitionKernel, as_kernel,
+from ._tabular import (ROW_SUM_TOL, SoftOptimalSolution, TabularMDP, TabularRecovery, TransitionKernel, as_kernel,
                        estimate_transitions, kernel_from_counts, normalized_reward, policy_evaluation, recover_reward,
                        soft_optimal_policy, soft_optimal_solution, transition_counts, value_difference)
 from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
@@ -22,5 +22,5 @@ __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint
            "bind_policy", "learned_representation", "FEATURE_MAPS", "TransitionKernel", "TabularMDP", "TabularRecovery",
            "SoftOptimalSolution", "as_kernel", "soft_optimal_policy", "soft_optimal_solution", "policy_evaluation",
            "normalized_reward", "recover_reward", "value_difference", "estimate_transitions", "transition_counts",
-           "kernel_from_counts", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
+           "kernel_from_counts", "ROW_SUM_TOL", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
            "SampleStage2", "ReferenceWeights"]

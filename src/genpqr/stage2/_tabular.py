@@ -53,6 +53,7 @@ __all__ = [
     "transition_counts",
     "kernel_from_counts",
     "DIRECT_MAX_STATES",
+    "ROW_SUM_TOL",
 ]
 
 # ============================================================================ the kernel
@@ -64,11 +65,15 @@ class TransitionKernel:
     ----------
     matrix : ndarray or scipy.sparse.csr_matrix of shape (S*K, S)
     n_states, n_actions : int
+    note : str
+        What :func:`as_kernel` changed in a given kernel (rows within
+        :data:`ROW_SUM_TOL` of summing to 1 renormalized), or ``""``.
     """
 
     matrix: object
     n_states: int
     n_actions: int
+    note: str = ""
 
     @property
     def is_sparse(self) -> bool:
@@ -95,8 +100,30 @@ class TransitionKernel:
         return m.reshape(self.n_states, self.n_actions, self.n_states)
 
 
+#: A given kernel's row whose sum is within this of 1 is float rounding (a kernel saved in float32
+#: is off by about 1e-7): it is renormalized to sum to 1, not read as termination or refused.
+ROW_SUM_TOL = 1e-6
+
+
+def _renormalize_rows(matrix, sums):
+    """``(matrix, sums, note)``: rows with ``1e-12 < |sum - 1| <= ROW_SUM_TOL`` divided by their sum."""
+    deviation = np.abs(sums - 1.0)
+    fix = (deviation > 1e-12) & (deviation <= ROW_SUM_TOL)
+    if not fix.any():
+        return matrix, sums, ""
+    scale = np.where(fix, 1.0 / np.where(fix, sums, 1.0), 1.0)
+    matrix = sp.csr_matrix(sp.diags(scale) @ matrix) if sp.issparse(matrix) else matrix * scale[:, None]
+    note = (f"{int(fix.sum())} row(s) of the given kernel summed to within {ROW_SUM_TOL:g} of 1 (largest deviation "
+            f"{float(deviation[fix].max()):.3g}: float rounding) and were renormalized to sum to 1")
+    return matrix, np.where(fix, 1.0, sums), note
+
+
 def as_kernel(P, n_actions: int | None = None, *, atol: float = 1e-10) -> TransitionKernel:
     """Validate a transition kernel.
+
+    Rows must sum to at most 1 (a missing mass is termination); a row within
+    :data:`ROW_SUM_TOL` of 1 (e.g. a kernel saved in float32) is renormalized to sum to 1,
+    which the returned kernel's ``note`` says.
 
     Parameters
     ----------
@@ -138,13 +165,14 @@ def as_kernel(P, n_actions: int | None = None, *, atol: float = 1e-10) -> Transi
             raise ValueError(f"P must be non-negative, got a minimum of {arr.min():.3g}")
         matrix = arr.reshape(S * K, S)
         sums = matrix.sum(axis=1)
-    if sums.size and sums.max() > 1.0 + 1e-8:
+    if sums.size and sums.max() > 1.0 + ROW_SUM_TOL:
         row = int(np.argmax(sums))
         raise ValueError(
-            f"P's rows must sum to at most 1 (a missing mass is termination), but P[{row // K}, {row % K}, :] "
-            f"sums to {sums[row]:.10g}"
+            f"P's rows must sum to at most 1 (a missing mass is termination; within {ROW_SUM_TOL:g} of 1 is float "
+            f"rounding and renormalized), but P[{row // K}, {row % K}, :] sums to {sums[row]:.10g}"
         )
-    return TransitionKernel(matrix, int(S), int(K))
+    matrix, sums, note = _renormalize_rows(matrix, sums)
+    return TransitionKernel(matrix, int(S), int(K), note)
 
 
 @dataclass(frozen=True, eq=False)
