@@ -70,7 +70,7 @@ def test_given_kernel_float32_accepted_and_no_thin_warning(tmp_path, capsys):
     assert code == 2 and "P[2, 2, :] sums to 1.0001" in err
 
 
-@pytest.mark.filterwarnings("ignore::genpqr.CoverageWarning")
+@pytest.mark.filterwarnings("ignore::genpqr.exceptions.CoverageWarning")
 def test_thin_share_and_api_warning():
     """transition_counts_ counts moves (not choices); the share is that of the rows on cells with
     fewer than THIN_TRANSITIONS moves, and the warning fires above THIN_SHARE only when P is estimated."""
