@@ -25,6 +25,12 @@ come from the same source, named in ``std_error_kind`` and ``ci_kind``:
     what ``std_error`` and ``ci_low``/``ci_high`` are;
 ``z, p_value``
     ``estimate / std_error`` and its two-sided normal p-value;
+``identified``
+    False for a parameter the choices do not identify (collinear features): its estimate,
+    standard error and interval are empty. Each identified combination of such parameters
+    follows as a row of its own (``parameter`` e.g. ``bonus + bonus2``; NPL and NFXP stop at
+    different points of the flat direction, but agree on these;
+    :mod:`genpqr.structural.identification`);
 ``std_error_analytic, std_error_analytic_kind``
     with ``--bootstrap`` only: the estimator's own standard error (OPG, inverse Hessian, or
     none) and its kind, kept beside the bootstrap one;

@@ -329,9 +329,7 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         run = _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter)
     d = likelihood_derivatives(run.theta, X, n, kernel, gamma, offset=off,
                                policy0=None if run.policy is None or np.min(run.policy) <= 0 else run.policy)
-    ident = (Identification(np.ones(X.shape[2], dtype=bool), np.zeros((X.shape[2], 0))) if no_mle else
-             identification(d.opg, run.theta, names, cov=None if estimator in ("npl", "nfxp") else
-                             np.full((X.shape[2],) * 2, np.nan)))
+    ident = _identification(estimator, d, run.theta, names, no_mle)
     cov, cov_robust = _covariances(estimator, d, run.pml_cov, X.shape[2], no_mle, ident.null_space)
     convergence = describe_iterations(run.parts, run.converged)
     if no_mle:
@@ -418,6 +416,15 @@ def _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter):
     eigvals = np.linalg.eigvalsh(d.opg)
     identified = bool(eigvals.size and eigvals[0] > 1e-10 * max(eigvals[-1], 1e-300))
     return np.asarray(theta, dtype=np.float64), d.loglik, identified
+
+
+def _identification(estimator, d, theta, names, no_mle) -> Identification:
+    """Which parameters the choices identify (none asked when the MLE does not exist); the
+    combinations' standard errors from the generalized inverse of the OPG for the MLE, none else."""
+    p = len(names)
+    if no_mle:
+        return Identification(np.ones(p, dtype=bool), np.zeros((p, 0)))
+    return identification(d.opg, theta, names, cov=None if estimator in ("npl", "nfxp") else np.full((p, p), np.nan))
 
 
 def _check_fit(estimator, d, n, names, separation, run, action_labels, convergence, gradient_norm):
