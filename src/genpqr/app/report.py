@@ -71,7 +71,8 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
                          bootstrap=outputs.bootstrap, warnings=list(outputs.warnings), tabular=outputs.tabular,
                          state_names=list(config.state), state_labels=state_labels, level=config.level,
                          structural=getattr(outputs, "structural", None),
-                         structural_warnings=list(getattr(outputs, "structural_warnings", None) or []))
+                         structural_warnings=list(getattr(outputs, "structural_warnings", None) or []),
+                         sources=getattr(outputs, "sources", None))
 
 
 # ============================================================================ pieces computed from the model
@@ -227,6 +228,14 @@ def transition_rows(model) -> list:
              f"{share:.1%}")]
 
 
+def _source_lines(ctx) -> list:
+    """The console's lines on where the reward's uncertainty comes from, for the report."""
+    from .results import source_lines
+
+    n_boot = ctx.bootstrap.replicates.shape[0] if ctx.bootstrap is not None else 0
+    return [line.strip() for line in source_lines(ctx.sources, n_boot)]
+
+
 def _unvisited(model, n_states: int) -> np.ndarray:
     """State indices with no observed choice (their rewards are not identified by the data)."""
     visited = getattr(model, "visited_states_", None)
@@ -367,6 +376,7 @@ def render_html(ctx: ReportContext) -> str:
         projection_r2=None if ctx.projection_r2 is None else f"{ctx.projection_r2:.4f}",
         rewards=ctx.rewards if ctx.tabular else None,
         transition_rows=transition_rows(model) if ctx.tabular else [],
+        source_lines=[] if ctx.sources is None else _source_lines(ctx),
         coverage_rows=[("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
                        ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
                        ("support of the normalization", support)])

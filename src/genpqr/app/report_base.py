@@ -65,6 +65,9 @@ class ReportContext:
     structural_warnings : list of str
         The structural step's warnings (also in ``warnings``): listed apart, as concerning
         ``parameters.csv`` (:func:`warning_sections`).
+    sources : DataFrame or None
+        Tabular mode with a bootstrap: the reward's SE by source per (state, action)
+        (``reward_se_by_source.csv``).
     """
 
     model: object
@@ -84,6 +87,7 @@ class ReportContext:
     action_names: list = field(default_factory=list)
     structural: object = None
     structural_warnings: list = field(default_factory=list)
+    sources: object = None
 
 
 @dataclass
