@@ -15,6 +15,7 @@ from ._persistence import HOLDS, MODEL_FILE, dump, pickled_parts, read_model, re
 
 __all__ = ["GenPQR", "load", "FinitePath", "is_closed_form", "as_weights", "BoxPath", "FitDiagnostics", "Diagnostics",
            "ContinuousDiagnostics", "FitSummary", "CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "REWARD_OUTPUT",
-           "MLE_UNAFFECTED", "THIN_TRANSITIONS", "THIN_SHARE", "thin_transitions", "poorly_covered", "failed_diagnostics", "emit", "RegressedOffset", "ValueTargetOffset",
+           "MLE_UNAFFECTED", "THIN_TRANSITIONS", "THIN_SHARE", "thin_transitions", "poorly_covered", "failed_diagnostics",
+           "emit", "RegressedOffset", "ValueTargetOffset",
            "default_regressor", "outcomes", "state_means", "fit_offset", "dump", "read_model", "without_data",
            "require_data", "pickled_parts", "HOLDS", "MODEL_FILE", "safe_log", "mu_expectation"]

@@ -57,7 +57,8 @@ import warnings
 import numpy as np
 
 from ..stage1 import CLIP_WARN_FRACTION, clip_binds_message
-from ..exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, ThinTransitionsWarning, WeakSupportWarning
+from ..exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, ThinTransitionsWarning,
+                          WeakSupportWarning)
 
 __all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "THIN_TRANSITIONS", "THIN_SHARE", "REWARD_OUTPUT",
            "MLE_UNAFFECTED", "poorly_covered", "thin_transitions", "failed_diagnostics", "emit"]

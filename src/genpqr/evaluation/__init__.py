@@ -11,6 +11,7 @@ from ._plotting import (RESIDUAL_FLOOR_NOTE, legend_outside, plain_text, plot_be
 
 __all__ = ["reward_mse", "reward_correlation", "policy_nll", "anchor_count", "mean_ci", "SeedSummary", "summarize",
            "Z_95", "compare_normalized", "epic_distance", "epic_distance_tabular", "BootstrapResult", "bootstrap",
-           "resample_episodes", "check_bootstrap_episodes", "MIN_BOOTSTRAP_EPISODES", "BootstrapSources", "bootstrap_sources", "RESAMPLE_SOURCES",
+           "resample_episodes", "check_bootstrap_episodes", "MIN_BOOTSTRAP_EPISODES", "BootstrapSources", "bootstrap_sources",
+           "RESAMPLE_SOURCES",
            "reward_table_statistic", "plot_reward_recovery",
            "plot_reward_table", "plot_bellman_residuals", "legend_outside", "plain_text", "RESIDUAL_FLOOR_NOTE"]

@@ -22,5 +22,6 @@ __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint
            "bind_policy", "learned_representation", "FEATURE_MAPS", "TransitionKernel", "TabularMDP", "TabularRecovery",
            "SoftOptimalSolution", "as_kernel", "soft_optimal_policy", "soft_optimal_solution", "policy_evaluation",
            "normalized_reward", "recover_reward", "value_difference", "estimate_transitions", "transition_counts",
-           "kernel_from_counts", "ROW_SUM_TOL", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
+           "kernel_from_counts", "ROW_SUM_TOL",
+           "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
            "SampleStage2", "ReferenceWeights"]

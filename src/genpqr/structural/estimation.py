@@ -342,7 +342,7 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         check_projection(run.theta, d.loglik, mle_theta, mle_loglik, names, compare_signs=mle_identified)
     hidden = np.where(ident.identified, 1.0, np.nan)  # no standard error for a parameter not identified
     return StructuralFit(
-        estimator, names, np.asarray(run.theta, dtype=np.float64), _std_errors(cov) * hidden, _std_errors(cov_robust) * hidden,
+        estimator, names, np.asarray(run.theta, dtype=np.float64), *(_std_errors(c) * hidden for c in (cov, cov_robust)),
         SE_KINDS[estimator], cov, cov_robust, d.loglik, int(round(n.sum())),
         int(sum(count or 0 for _, count, _ in run.parts)), run.converged is not False and not no_mle, gradient_norm,
         d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
