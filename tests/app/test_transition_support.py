@@ -60,9 +60,10 @@ def test_given_kernel_float32_accepted_and_no_thin_warning(tmp_path, capsys):
     _, mdp = _thin_csv(csv)
     kernel = tmp_path / "P32.npy"
     np.save(kernel, mdp.kernel.dense().astype(np.float32))
-    code, out, err = fit_cli(_argv(csv, tmp_path / "fit", "--transition", str(kernel)), capsys)
+    code, out, err = fit_cli(_argv(csv, tmp_path / "fit", "--transition", str(kernel), "--bootstrap", "2"), capsys)
     assert code == 0, err
     assert "renormalized to sum to 1" in out and "ThinTransitionsWarning" not in out
+    assert "from the transitions: 0 " in out and "no transition part" in out  # the kernel is given
     bad = mdp.kernel.dense()
     bad[2, 2, 0] += 1e-4
     np.save(kernel, bad)

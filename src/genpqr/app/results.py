@@ -110,14 +110,19 @@ def source_lines(frame, n_boot: int) -> list:
     p, t = float(np.median(logged["se_policy"])), float(np.median(logged["se_transitions"]))
     parts = logged["se_policy"] ** 2 + logged["se_transitions"] ** 2
     share = float(np.sum(logged["se_transitions"] ** 2) / max(float(np.sum(parts)), 1e-300))
-    top = logged.sort_values("se_transitions", ascending=False, kind="stable").head(3)
+    floor = 1e-9 * float(logged["se_both"].max())  # below: rounding of the re-solve (a given kernel)
+    top = logged[logged["se_transitions"] > floor].sort_values("se_transitions", ascending=False, kind="stable")
     cells = ", ".join(f"(state_index {int(r.state_index)}, {r.action}: SE {r.se_transitions:.3g}, "
-                      f"{int(r.transitions)} transitions)" for r in top.itertuples())
+                      f"{int(r.transitions)} transitions)" for r in top.head(3).itertuples())
+    if top.empty:
+        t, share, where = 0.0, 0.0, "    no transition part: the kernel does not vary with the episodes (given)"
+    else:
+        where = f"    largest transition part at {cells}"
     return [f"  where the reward's uncertainty comes from ({n_boot} bootstrap replicates, one stage held fixed; "
             f"median over the {len(logged)} logged (state, action) cells):",
             f"    reward SE from the policy: {p:.3g}, from the transitions: {t:.3g} (both resampled: "
             f"{float(np.median(logged['se_both'])):.3g}); the transitions carry {share:.0%} of the summed variance",
-            f"    largest transition part at {cells}",
+            where,
             "    per cell: reward_se_by_source.csv"]
 
 
