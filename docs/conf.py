@@ -59,6 +59,7 @@ API = {
                               "genpqr.structural.projection", "genpqr.structural.ccp", "genpqr.structural.likelihood",
                               "genpqr.structural.estimation", "genpqr.structural.results",
                               "genpqr.structural.separation", "genpqr.structural.fit_checks",
+                              "genpqr.structural.identification",
                               "genpqr.structural.maximize", "genpqr.structural.nfxp", "genpqr.structural.checks"],
     "Baselines": ["genpqr.baselines", "genpqr.baselines.deeppqr", "genpqr.baselines.airl", "genpqr.baselines.maxent",
                   "genpqr.baselines.simple"],

@@ -9,7 +9,8 @@ off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 from . import data, normalization, stage2
 from .data import ActionTable, BoxActions, FiniteActions, Transitions, from_arrays, from_episodes, from_pandas
 from .estimator import Diagnostics, GenPQR, load
-from .exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, NotFittedError, WeakSupportWarning
+from .exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, NotFittedError,
+                         ThinTransitionsWarning, WeakSupportWarning)
 
 __version__ = "0.1.0"
 
@@ -32,5 +33,6 @@ __all__ = [
     "ClippingWarning",
     "ConvergenceWarning",
     "CoverageWarning",
+    "ThinTransitionsWarning",
     "NotFittedError",
 ]

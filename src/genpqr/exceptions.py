@@ -34,6 +34,12 @@ class ExtrapolationWarning(WeakSupportWarning):
     saw rarely or never: identified is not the same as supported (see :mod:`genpqr.counterfactuals`)."""
 
 
+class ThinTransitionsWarning(WeakSupportWarning):
+    """A material share of the logged rows sits on state-action cells with few observed
+    transitions, so the estimated kernel there, and the reward computed through it, rest on a
+    handful of moves (see :mod:`genpqr.estimator`, ``transition_counts_``)."""
+
+
 class IntegrityError(ValueError):
     """A file or output folder is not what genpqr wrote: missing, truncated, edited, or left
     incomplete by an interrupted run (see :mod:`genpqr.estimator.manifest`)."""

@@ -53,9 +53,10 @@ def test_tabular_report_has_every_section_and_non_empty_figures(tabular_report):
     for section in SECTIONS:
         assert section in html
     images = embedded_images(html)
-    # actions, calibration, heat map, bootstrap intervals, structural fit, coverage (no convergence plot for the
-    # exact solve)
-    assert len(images) == 6
+    # actions, calibration, heat map, transitions per cell, bootstrap intervals, structural fit, coverage (no
+    # convergence plot for the exact solve)
+    assert len(images) == 7
+    assert "Transition support" in html and "reward SE from the policy" in html
     for img in images:
         assert_not_blank(img)
     assert_self_contained(html)
@@ -117,7 +118,7 @@ def test_report_figures_from_a_context(tmp_path):
     ctx = ReportContext(model=model, config={"gamma": 0.9}, data_summary={"episodes": 40},
                         rewards=model.reward_table(), tabular=True, state_names=["state"])
     figures = report_figures(ctx)
-    assert [f.section for f in figures] == ["data", "policy", "reward", "coverage"]
+    assert [f.section for f in figures] == ["data", "policy", "reward", "transitions", "coverage"]
     html = render_html(ctx)
     assert "In-sample" in html
     # nothing was caught (ctx.warnings is empty), yet the failed coverage check is listed:

@@ -192,3 +192,28 @@ def test_inputs_not_modified(rng):
     T.recover_reward(u, P, 0.9, N.value(1.0))
     T.normalized_reward(r, P, 0.9, N.mean_zero())
     assert np.array_equal(u, u0) and np.array_equal(P, P0) and np.array_equal(r, r0)
+
+
+def test_float32_kernel_is_renormalized_and_real_excess_refused():
+    """A kernel saved in float32 is off stochastic by ~1e-7: accepted, its rows renormalized to sum
+    to 1 (said in ``note``); a row over 1 by more than ROW_SUM_TOL is refused; an exact kernel is untouched."""
+    mdp = random_mdp(12, 3, gamma=0.9, random_state=4)
+    P = mdp.kernel.dense()
+    P32 = P.astype(np.float32)
+    sums32 = P32.astype(np.float64).sum(axis=2)
+    assert np.abs(sums32 - 1).max() > 1e-9  # float32 rounding is there
+    kernel = T.as_kernel(P32)
+    np.testing.assert_allclose(kernel.dense().sum(axis=2), 1.0, rtol=0, atol=1e-14)
+    assert "renormalized" in kernel.note and "float rounding" in kernel.note
+    np.testing.assert_allclose(kernel.dense(), P, atol=1e-6)
+    sparse = T.as_kernel(sp.csr_matrix(P32.reshape(-1, 12)), 3)  # the sparse form too
+    np.testing.assert_allclose(np.asarray(sparse.matrix.sum(axis=1)).ravel(), 1.0, rtol=0, atol=1e-14)
+    assert T.as_kernel(P).note == "" and np.array_equal(T.as_kernel(P).dense(), P)
+    bad = P.copy()
+    bad[2, 2, 0] += 1e-5
+    with pytest.raises(ValueError, match=r"P\[2, 2, :\] sums to 1\.00001"):
+        T.as_kernel(bad)
+    # the reward solved under the float32 kernel is the float64 one to float32 precision
+    r64 = T.normalized_reward(mdp.reward, P, 0.9, N.anchor_action(0))
+    r32 = T.normalized_reward(mdp.reward, P32, 0.9, N.anchor_action(0))
+    np.testing.assert_allclose(r32, r64, atol=1e-5)

@@ -208,7 +208,7 @@ def rust_flags(folder, out, model):
 
 
 COLUMNS = ["parameter", "estimate", "std_error", "ci_low", "ci_high", "std_error_robust", "std_error_kind",
-           "ci_kind", "z", "p_value", "estimator", "loglik", "n_choices", "iterations", "convergence", "converged"]
+           "ci_kind", "z", "p_value", "identified", "estimator", "loglik", "n_choices", "iterations", "convergence", "converged"]
 
 
 def test_cli_default_is_npl_with_mle_standard_errors(tmp_path, capsys):

@@ -30,7 +30,7 @@ def test_to_frame_conf_int_params_and_bse_are_exact(bus):
     _, _, _, fit = bus
     frame = fit.to_frame(level=0.9)
     assert list(frame.columns) == ["estimate", "std_error", "std_error_kind", "z", "p_value", "ci_low", "ci_high",
-                                   "std_error_robust"]
+                                   "std_error_robust", "identified"]
     assert list(frame.index) == NAMES and frame.index.name == "parameter"
     assert set(frame.std_error_kind) == {"OPG"} and fit.se_label == "OPG"
     np.testing.assert_array_equal(frame.estimate, fit.theta)

@@ -73,6 +73,9 @@ class FitOutputs:
     types : DataFrame or None
         ``--types M > 1``: ``types.csv``, the posterior type probabilities per episode
         (:mod:`genpqr.app.latent_types`; ``rewards`` then has a ``type`` column).
+    sources : DataFrame or None
+        Tabular mode with a bootstrap: the reward's SE by source per (state, action)
+        (``reward_se_by_source.csv``, :func:`genpqr.app.results.sources_frame`).
     """
 
     config: FitConfig
@@ -90,6 +93,7 @@ class FitOutputs:
     structural: object = None
     structural_warnings: list = field(default_factory=list)
     types: object = None
+    sources: object = None
 
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
@@ -124,6 +128,10 @@ class FitOutputs:
             for _, row in self.parameters.iterrows():
                 ci = (f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]" if "ci_low" in row else "")
                 lines.append(f"    {row['parameter']}: {row['estimate']:.4g}{ci}")
+        if self.sources is not None:
+            from .results import source_lines
+
+            lines += source_lines(self.sources, self.config.bootstrap)
         estimator = None if self.structural is None else self.config.estimator
         return "\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)",
                                                self.structural_warnings, estimator))
@@ -169,6 +177,8 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
     outputs.config = config = outputs.config.with_absolute_paths()  # config.json reruns from any folder
     writers = {"model.joblib": lambda p: outputs.model.save(p, include_data=config.save_data),
                "rewards.csv": lambda p: outputs.rewards.to_csv(p, index=False)}
+    if outputs.sources is not None:
+        writers["reward_se_by_source.csv"] = lambda p: outputs.sources.to_csv(p, index=False)
     if outputs.parameters is not None:
         writers["parameters.csv"] = lambda p: outputs.parameters.to_csv(p, index=False)
     if outputs.types is not None:
@@ -178,5 +188,5 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
     paths = write_fit_folder(config, writers)
     keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
             "config.json": "config", "report.html": "report", "types.csv": "types",
-            "manifest.json": "manifest"}
+            "reward_se_by_source.csv": "sources", "manifest.json": "manifest"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})

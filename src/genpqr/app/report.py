@@ -31,7 +31,7 @@ from .report_continuous import context_continuous, continuous_figures, render_co
 from .structural import report_section
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report",
-           "describe_normalization"]
+           "describe_normalization", "transition_rows"]
 
 
 def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
@@ -77,7 +77,7 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
                          state_names=list(config.state), state_labels=state_labels, level=config.level,
                          structural=getattr(outputs, "structural", None),
                          structural_warnings=list(getattr(outputs, "structural_warnings", None) or []),
-                         types=types)
+                         types=types, sources=getattr(outputs, "sources", None))
 
 
 # ============================================================================ pieces computed from the model
@@ -183,6 +183,64 @@ def _fig_heatmap(ctx):
     return fig
 
 
+def _fig_transition_support(ctx):
+    """Observed transitions per (state, action) cell, on a log scale; cells under the
+    thin-transitions threshold outlined."""
+    from ..estimator import THIN_TRANSITIONS
+
+    model = ctx.model
+    moves = np.asarray(model.transition_counts_, dtype=np.float64)
+    S, K = moves.shape
+    fig = new_figure(max(4.0, 0.7 * K + 3.0), min(12.0, max(3.0, 0.22 * S + 1.2)))
+    ax = fig.add_subplot()
+    image = ax.imshow(np.log10(1.0 + moves), aspect="auto", cmap="viridis", interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="log10(1 + observed transitions)")
+    visits = np.asarray(model.stage2_.counts)
+    rows, cols = np.nonzero((moves < THIN_TRANSITIONS) & (visits > 0))
+    if rows.size and rows.size <= 2000:
+        ax.plot(cols, rows, "s", ms=3, mfc="none", mec="#cc6677", ls="none",
+                label=f"logged cell with < {THIN_TRANSITIONS} transitions")
+        legend_outside(ax, ncols=1)
+    ax.set_xticks(range(K), [plain_text(a) for a in model.encoder_.labels], rotation=90 if K > 12 else 0)
+    ax.set_xlabel("action")
+    ax.set_ylabel("state_index")
+    ax.set_title("observed transitions per (state, action)", fontsize=9)
+    return fig
+
+
+def transition_rows(model) -> list:
+    """Section 4's transition-support table (exact tabular path): how many observed moves the
+    kernel rests on, per (state, action) cell; empty without ``transition_counts_``."""
+    from ..estimator import THIN_SHARE, THIN_TRANSITIONS
+
+    moves = getattr(model, "transition_counts_", None)
+    if moves is None:
+        return []
+    moves = np.asarray(moves, dtype=np.float64)
+    visits = np.asarray(model.stage2_.counts, dtype=np.float64)
+    logged = visits > 0
+    thin = (moves < THIN_TRANSITIONS) & logged
+    share = visits[thin].sum() / max(visits.sum(), 1.0)
+    given = not np.isfinite(getattr(model.diagnostics_, "thin_transition_share", float("nan")))
+    return [("kernel P", "given or structured (not estimated cell by cell)" if given
+             else "estimated from the counts of each (state, action) cell"),
+            ("logged (state, action) cells", int(logged.sum())),
+            ("observed transitions per logged cell: median (min, max)",
+             f"{np.median(moves[logged]):g} ({moves[logged].min():g}, {moves[logged].max():g})" if logged.any()
+             else "n/a"),
+            (f"logged cells with < {THIN_TRANSITIONS} transitions", int(thin.sum())),
+            (f"share of the logged rows on them (a warning above {THIN_SHARE:.0%} when P is estimated)",
+             f"{share:.1%}")]
+
+
+def _source_lines(ctx) -> list:
+    """The console's lines on where the reward's uncertainty comes from, for the report."""
+    from .results import source_lines
+
+    n_boot = ctx.bootstrap.replicates.shape[0] if ctx.bootstrap is not None else 0
+    return [line.strip() for line in source_lines(ctx.sources, n_boot)]
+
+
 def _unvisited(model, n_states: int) -> np.ndarray:
     """State indices with no observed choice (their rewards are not identified by the data)."""
     visited = getattr(model, "visited_states_", None)
@@ -280,6 +338,11 @@ def report_figures(ctx: ReportContext) -> list[ReportFigure]:
                                       f"zero; {RESIDUAL_FLOOR_NOTE}.", fig_convergence(ctx)))
     if ctx.tabular:
         figs.append(ReportFigure("reward", "Recovered (normalized) reward by state and action.", _fig_heatmap(ctx)))
+        if getattr(ctx.model, "transition_counts_", None) is not None:
+            figs.append(ReportFigure("transitions", "Observed transitions per (state, action) cell: the estimated "
+                                                    "kernel P(.|s, a) of a cell is the frequency of these moves "
+                                                    "(rewards.csv: transitions_<action>).",
+                                     _fig_transition_support(ctx)))
         if ctx.bootstrap is not None:
             figs.append(ReportFigure("reward", "Point estimates with percentile bootstrap intervals (whole episodes "
                                                "resampled).", _fig_intervals(ctx)))
@@ -317,6 +380,8 @@ def render_html(ctx: ReportContext) -> str:
         structural=report_section(ctx) if ctx.structural is not None else None, parameters=ctx.parameters,
         projection_r2=None if ctx.projection_r2 is None else f"{ctx.projection_r2:.4f}",
         rewards=ctx.rewards if ctx.tabular else None, types=ctx.types,
+        transition_rows=transition_rows(model) if ctx.tabular else [],
+        source_lines=[] if ctx.sources is None else _source_lines(ctx),
         coverage_rows=[("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
                        ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
                        ("support of the normalization", support)])

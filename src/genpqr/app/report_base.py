@@ -68,6 +68,9 @@ class ReportContext:
     types : list of (label, value) or None
         ``--types M > 1``: the latent types' figures (:func:`genpqr.app.latent_types.type_rows`);
         ``model`` is then type 0's fit.
+    sources : DataFrame or None
+        Tabular mode with a bootstrap: the reward's SE by source per (state, action)
+        (``reward_se_by_source.csv``).
     """
 
     model: object
@@ -88,6 +91,7 @@ class ReportContext:
     structural: object = None
     structural_warnings: list = field(default_factory=list)
     types: list | None = None
+    sources: object = None
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["TabularStatistic", "RowRewardStatistic", "bootstrap_statistic", "project", "run_bootstrap",
+           "run_bootstrap_sources", "sources_frame", "source_lines",
            "tabular_rewards", "row_rewards", "projected_parameters"]
 
 
@@ -78,6 +79,53 @@ def run_bootstrap(model, data, statistic, config):
         raise ValueError(f"a bootstrap replicate failed (resampled episodes): {exc}") from None
 
 
+def run_bootstrap_sources(model, data, statistic, config):
+    """Tabular mode: :func:`genpqr.evaluation.bootstrap_sources` over the same replicates as
+    :func:`run_bootstrap` (its ``both`` part is that bootstrap, with ``statistic``); the policy
+    and transitions parts are of the reward table. Returns ``(both, sources)``."""
+    from ..evaluation import bootstrap_sources
+
+    try:
+        sources = bootstrap_sources(model, data, n_boot=config.bootstrap, both_statistic=statistic,
+                                    n_jobs=config.n_jobs, random_state=config.seed,
+                                    progress=False if config.quiet else None, fitted=model)
+    except ValueError as exc:
+        raise ValueError(f"a bootstrap replicate failed (resampled episodes): {exc}") from None
+    return sources.both, sources
+
+
+def sources_frame(model, sources, labels):
+    """``reward_se_by_source.csv``: per (state, action) the logged rows, the observed transitions,
+    the reward and its bootstrap SE from the policy, from the transitions and with both resampled."""
+    visits = np.asarray(model.stage2_.counts, dtype=np.int64)
+    moves = np.asarray(model.transition_counts_, dtype=np.int64)
+    return sources.frame(labels=np.asarray(labels), visits=visits, transitions=moves)
+
+
+def source_lines(frame, n_boot: int) -> list:
+    """The console lines on where the reward's uncertainty comes from (``frame``: :func:`sources_frame`)."""
+    logged = frame[(frame["visits"] > 0) & (frame["se_both"] > 0)]
+    if logged.empty:
+        return []
+    p, t = float(np.median(logged["se_policy"])), float(np.median(logged["se_transitions"]))
+    parts = logged["se_policy"] ** 2 + logged["se_transitions"] ** 2
+    share = float(np.sum(logged["se_transitions"] ** 2) / max(float(np.sum(parts)), 1e-300))
+    floor = 1e-9 * float(logged["se_both"].max())  # below: rounding of the re-solve (a given kernel)
+    top = logged[logged["se_transitions"] > floor].sort_values("se_transitions", ascending=False, kind="stable")
+    cells = ", ".join(f"(state_index {int(r.state_index)}, {r.action}: SE {r.se_transitions:.3g}, "
+                      f"{int(r.transitions)} transitions)" for r in top.head(3).itertuples())
+    if top.empty:
+        t, share, where = 0.0, 0.0, "    no transition part: the kernel does not vary with the episodes (given)"
+    else:
+        where = f"    largest transition part at {cells}"
+    return [f"  where the reward's uncertainty comes from ({n_boot} bootstrap replicates, one stage held fixed; "
+            f"median over the {len(logged)} logged (state, action) cells):",
+            f"    reward SE from the policy: {p:.3g}, from the transitions: {t:.3g} (both resampled: "
+            f"{float(np.median(logged['se_both'])):.3g}); the transitions carry {share:.0%} of the summed variance",
+            where,
+            "    per cell: reward_se_by_source.csv"]
+
+
 def _intervals(boot, level, size):
     lo, hi = boot.interval(level)
     return boot.std_error.ravel()[:size], np.ravel(lo)[:size], np.ravel(hi)[:size]
@@ -85,21 +133,29 @@ def _intervals(boot, level, size):
 
 def tabular_rewards(model, index, data, labels, boot, level):
     """``rewards.csv`` of the tabular mode: one row per state (labels, visits, a reward column
-    per action, and with a bootstrap ``_se``/``_lo``/``_hi`` columns)."""
+    per action, a ``transitions_<label>`` column per action -- observed transitions from the
+    cell, ``model.transition_counts_``, 0 for an action never taken there --, and with a
+    bootstrap ``_se``/``_lo``/``_hi`` columns). The columns are built apart and joined once."""
+    import pandas as pd
+
     table = np.asarray(model.stage2_.recovery.reward)
     S, K = table.shape
     rewards = index.labels()
-    rewards["visits"] = np.bincount(data.states[:, 0].astype(np.int64), minlength=S)
-    rewards["visited"] = rewards["visits"] > 0  # False: no observed choice, the reward is not identified there
+    visits = np.bincount(data.states[:, 0].astype(np.int64), minlength=S)
+    columns = {"visits": visits, "visited": visits > 0}  # False: no observed choice, the reward is not identified
+    moves = np.asarray(getattr(model, "transition_counts_", np.zeros((S, K))), dtype=np.int64)
     for k, label in enumerate(labels):
-        rewards[f"reward_{label}"] = table[:, k]
+        columns[f"reward_{label}"] = table[:, k]
+    for k, label in enumerate(labels):
+        columns[f"transitions_{label}"] = moves[:, k]
     if boot is not None:
         se, lo, hi = (x.reshape(S, K) for x in _intervals(boot, level, S * K))
         for k, label in enumerate(labels):
-            rewards[f"reward_{label}_se"] = se[:, k]
-            rewards[f"reward_{label}_lo"] = lo[:, k]
-            rewards[f"reward_{label}_hi"] = hi[:, k]
-    return rewards
+            columns[f"reward_{label}_se"] = se[:, k]
+            columns[f"reward_{label}_lo"] = lo[:, k]
+            columns[f"reward_{label}_hi"] = hi[:, k]
+    extra = pd.DataFrame(columns, index=rewards.index)
+    return pd.concat([rewards.drop(columns=[c for c in columns if c in rewards.columns]), extra], axis=1)
 
 
 def row_rewards(model, frame, config, labels, boot):

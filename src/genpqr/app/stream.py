@@ -27,7 +27,8 @@ indices). The one requirement in memory does not have: the rows are sorted by ep
 (:mod:`genpqr.scale`).
 
 Writes ``model.joblib``, ``rewards.csv`` (tabular mode; the columns of the in-memory fit:
-``state_index``, the state column, ``visits``, ``visited``, ``reward_<label>``),
+``state_index``, the state column, ``visits``, ``visited``, ``reward_<label>``,
+``transitions_<label>``),
 ``config.json`` and ``manifest.json`` (the folder as a transaction, as :mod:`genpqr.app.outputs`
 says); no HTML report (it reads the rows). Not available out of core (clear errors):
 ``--bins``, ``--features``, ``--transition`` other than counts, ``--bootstrap``, continuous
@@ -245,13 +246,16 @@ def _write(outputs: StreamFitOutputs, labels, index) -> None:
     (:func:`genpqr.app.outputs.write_fit_folder`, manifest.json last)."""
     writers = {"model.joblib": outputs.model.save}
     if outputs.tabular:
+        import pandas as pd
+
         model = outputs.model
         table = np.asarray(model.stage2_.recovery.reward)
+        moves = np.asarray(model.transition_counts_, dtype=np.int64)
+        columns = {"visits": model.stage2_.counts.sum(axis=1).astype(np.int64), "visited": model.visited_states_,
+                   **{f"reward_{label}": table[:, k] for k, label in enumerate(labels)},
+                   **{f"transitions_{label}": moves[:, k] for k, label in enumerate(labels)}}
         rewards = index.labels()
-        rewards["visits"] = model.stage2_.counts.sum(axis=1).astype(np.int64)
-        rewards["visited"] = model.visited_states_
-        for k, label in enumerate(labels):
-            rewards[f"reward_{label}"] = table[:, k]
+        rewards = pd.concat([rewards, pd.DataFrame(columns, index=rewards.index)], axis=1)
         writers["rewards.csv"] = lambda p: rewards.to_csv(p, index=False)
         outputs.rewards = rewards
     writers["config.json"] = outputs.config.to_json

@@ -25,6 +25,12 @@ come from the same source, named in ``std_error_kind`` and ``ci_kind``:
     what ``std_error`` and ``ci_low``/``ci_high`` are;
 ``z, p_value``
     ``estimate / std_error`` and its two-sided normal p-value;
+``identified``
+    False for a parameter the choices do not identify (collinear features): its estimate,
+    standard error and interval are empty. Each identified combination of such parameters
+    follows as a row of its own (``parameter`` e.g. ``bonus + bonus2``; NPL and NFXP stop at
+    different points of the flat direction, but agree on these;
+    :mod:`genpqr.structural.identification`);
 ``std_error_analytic, std_error_analytic_kind``
     with ``--bootstrap`` only: the estimator's own standard error (OPG, inverse Hessian, or
     none) and its kind, kept beside the bootstrap one;
@@ -85,8 +91,27 @@ class StructuralStatistic:
         return np.concatenate([table.ravel(), fit.theta])
 
 
+def _bootstrap_columns(table, fit, boot, level):
+    """The bootstrap's ``std_error``, ``ci_low``, ``ci_high`` of the parameters (the last ``p``
+    entries of the statistic; none for a parameter not identified) and of the identified
+    combinations (each replicate's ``c' theta``)."""
+    p = fit.theta.size
+    reps = boot.replicates[:, -p:]
+    combos = getattr(getattr(fit, "identification", None), "combinations", ())
+    coefs = np.array([[c.coefficients.get(name, 0.0) for name in fit.names] for c in combos]).reshape(-1, p)
+    values = np.concatenate([reps, reps @ coefs.T], axis=1)
+    hidden = np.concatenate([np.where(fit.identified, 1.0, np.nan), np.ones(len(combos))])
+    lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    table["std_error"] = values.std(axis=0, ddof=1) * hidden
+    table["ci_low"], table["ci_high"] = lo * hidden, hi * hidden
+
+
 def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     """``parameters.csv`` as a DataFrame (columns: see the module notes).
+
+    A parameter the choices do not identify has no estimate, standard error or interval
+    (``identified`` False); each identified combination of such parameters follows as a row
+    (``parameter`` e.g. ``"bonus + bonus2"``, :mod:`genpqr.structural.identification`).
 
     Parameters
     ----------
@@ -98,22 +123,21 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     projection : DataFrame, optional
         The projection's own table (``estimator="projection"``): its estimates are used.
     """
-    import pandas as pd
     from scipy.stats import norm
 
+    from ..structural.results import coefficient_frame
+
     p = fit.theta.size
-    estimate = fit.theta if projection is None else projection["estimate"].to_numpy()
-    table = pd.DataFrame({"parameter": list(fit.names), "estimate": estimate, "std_error": fit.std_error})
-    table["ci_low"], table["ci_high"] = fit.wald_interval(level)
-    table["std_error_robust"] = fit.std_error_robust
+    frame = coefficient_frame(fit, level).reset_index()
+    table = frame[["parameter", "estimate", "std_error", "ci_low", "ci_high", "std_error_robust"]].copy()
+    if projection is not None:
+        table.loc[:p - 1, "estimate"] = np.where(fit.identified, projection["estimate"].to_numpy(), np.nan)
     se_kind = SE_KINDS[fit.estimator]
-    ci_kind = (f"Wald, estimate -+ z std_error ({level:.0%})" if np.any(np.isfinite(fit.std_error))
+    ci_kind = (f"Wald, estimate -+ z std_error ({level:.0%})" if np.any(np.isfinite(table["std_error"]))
                else "none (use --bootstrap)")
     if boot is not None:
         n_boot = boot.replicates.shape[0]
-        b_lo, b_hi = boot.interval(level)
-        table["std_error"] = boot.std_error[-p:]
-        table["ci_low"], table["ci_high"] = np.ravel(b_lo)[-p:], np.ravel(b_hi)[-p:]
+        _bootstrap_columns(table, fit, boot, level)
         se_kind = f"bootstrap: standard deviation over {n_boot} replicates (episodes resampled, re-estimated each)"
         ci_kind = f"bootstrap percentile over episodes ({level:.0%}, {n_boot} replicates, re-estimated each)"
     table["std_error_kind"] = se_kind
@@ -121,8 +145,9 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     z = table["estimate"].to_numpy() / table["std_error"].to_numpy()
     table["z"], table["p_value"] = z, 2.0 * norm.sf(np.abs(z))
     if boot is not None:
-        table["std_error_analytic"] = fit.std_error
+        table["std_error_analytic"] = frame["std_error"]
         table["std_error_analytic_kind"] = SE_KINDS[fit.estimator]
+    table["identified"] = frame["identified"]
     table["estimator"] = fit.estimator
     table["loglik"] = fit.loglik
     table["n_choices"] = fit.n_choices
@@ -149,6 +174,10 @@ def console_lines(fit, parameters) -> list:
     if fit.estimator in MLE_ESTIMATORS:
         lines.append(f"    {MLE_NOTE}")
     for _, row in parameters.iterrows():
+        if "identified" in row and not row["identified"]:
+            lines.append(f"    {row['parameter']}: not identified by the choices (only a combination with other "
+                         f"parameters is, below)")
+            continue
         se = "" if not np.isfinite(row["std_error"]) else f" (SE {row['std_error']:.4g}, {kind})"
         ci = "" if not np.isfinite(row["ci_low"]) else f"  [{row['ci_low']:.4g}, {row['ci_high']:.4g}]"
         other = ("" if not boot or not np.isfinite(row["std_error_analytic"]) else

@@ -13,10 +13,16 @@ an anchor never taken: each a one-line ``ValueError`` naming the problem), fits
     tabular mode: one row per state (``state_index``, the state columns -- bin labels for
     binned columns --, ``visits`` (rows with that state), ``visited`` (False: no choice observed
     there, so the data do not identify the reward; a ``WeakSupportWarning`` says so), one
-    ``reward_<label>`` column per action, and with a
+    ``reward_<label>`` column per action, one ``transitions_<label>`` column per action (the
+    observed transitions from the cell, 0 where the action is never taken), and with a
     bootstrap ``reward_<label>_se`` / ``_lo`` / ``_hi``); continuous mode: one row per row of
     the data file (episode, time, state columns, action, ``reward`` and ``continuation`` at the
     logged action, ``reward_<label>`` for every action, and bootstrap columns for ``reward``);
+``reward_se_by_source.csv``
+    tabular mode with a bootstrap: per (state, action) the reward's bootstrap SE from the policy
+    (kernel held at the full-sample estimate), from the transitions (policy held fixed) and with
+    both resampled, next to the cell's visits and observed transitions
+    (:func:`genpqr.evaluation.bootstrap_sources`);
 ``parameters.csv``
     with ``features``: the parameters of the flow utility ``sum_k theta_k f_k(s, a)`` by the
     ``estimator`` (default NPL iterated to convergence, the MLE), their standard errors and
@@ -84,7 +90,7 @@ from .model_choice import choose_first_stage, make_estimator
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
 from .latent_types import check_types_config, type_rewards, types_table
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
-                      tabular_rewards)
+                      run_bootstrap_sources, sources_frame, tabular_rewards)
 from .states import NearestStateLookup, StateIndex, decide_tabular, make_normalization, tabular_states
 
 __all__ = [
@@ -117,6 +123,7 @@ class _DiscreteFit:
     boot: object = None
     structural: object = None
     structural_warnings: list = field(default_factory=list)
+    sources: object = None
 
 
 def run_fit(config: FitConfig) -> FitOutputs:
@@ -228,7 +235,10 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
         statistic = (bootstrap_statistic(fit.features, fit.names, config.estimator) if tabular else
                      RowRewardStatistic(frame[config.state].to_numpy(dtype=np.float64),
                                         np.searchsorted(labels, frame[config.action].to_numpy())))
-        fit.boot = run_bootstrap(model, data, statistic, config)
+        if tabular:  # the same replicates, also split by source (reward_se_by_source.csv)
+            fit.boot, fit.sources = run_bootstrap_sources(model, data, statistic, config)
+        else:
+            fit.boot = run_bootstrap(model, data, statistic, config)
     if fit.features is not None:
         from .structural import structural_from_model
 
@@ -259,7 +269,8 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
     return FitOutputs(config, fit.model, fit.data, rewards, parameters, fit.boot,
                       list(dict.fromkeys(messages + fit.structural_warnings)), {}, tabular, fit.index, r2,
                       fit.first_stage, fit.structural, structural_warnings=fit.structural_warnings,
-                      types=types_table(fit.model) if hasattr(fit.model, "type_models_") else None)
+                      types=types_table(fit.model) if hasattr(fit.model, "type_models_") else None,
+                      sources=None if fit.sources is None else sources_frame(fit.model, fit.sources, labels))
 
 
 def check_before_fit(config: FitConfig, data, index) -> None:

@@ -7,8 +7,9 @@ from ._estimator import GenPQR, load
 from ._estimator_finite import FinitePath, as_weights, is_closed_form, mu_expectation, safe_log
 from ._estimator_box import BoxPath
 from ._diagnostics import ContinuousDiagnostics, Diagnostics, FitDiagnostics, FitSummary
-from ._diagnostic_checks import (CLIP_SHARE, COVERAGE_LIMIT, COVERAGE_SHARE, MLE_UNAFFECTED, REWARD_OUTPUT, emit,
-                                 failed_diagnostics, poorly_covered)
+from ._diagnostic_checks import (CLIP_SHARE, COVERAGE_LIMIT, COVERAGE_SHARE, MLE_UNAFFECTED, REWARD_OUTPUT,
+                                 THIN_SHARE, THIN_TRANSITIONS, emit, failed_diagnostics, poorly_covered,
+                                 thin_transitions)
 from ._offsets import RegressedOffset, ValueTargetOffset, default_regressor, fit_offset, outcomes, state_means
 from ._latent_types import (SEPARATION_WARN, LatentTypeWarning, TypeFit, ccp_parameter_count, fit_latent_types,
                             fit_type_models, information_criteria, type_criteria, type_loglik_terms,
@@ -17,7 +18,8 @@ from ._persistence import HOLDS, MODEL_FILE, dump, pickled_parts, read_model, re
 
 __all__ = ["GenPQR", "load", "FinitePath", "is_closed_form", "as_weights", "BoxPath", "FitDiagnostics", "Diagnostics",
            "ContinuousDiagnostics", "FitSummary", "CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "REWARD_OUTPUT",
-           "MLE_UNAFFECTED", "poorly_covered", "failed_diagnostics", "emit", "RegressedOffset", "ValueTargetOffset",
+           "MLE_UNAFFECTED", "THIN_TRANSITIONS", "THIN_SHARE", "thin_transitions", "poorly_covered", "failed_diagnostics",
+           "emit", "RegressedOffset", "ValueTargetOffset",
            "default_regressor", "outcomes", "state_means", "fit_offset", "dump", "read_model", "without_data",
            "require_data", "pickled_parts", "HOLDS", "MODEL_FILE", "safe_log", "mu_expectation",
            "SEPARATION_WARN", "LatentTypeWarning", "TypeFit", "ccp_parameter_count", "fit_latent_types", "fit_type_models",

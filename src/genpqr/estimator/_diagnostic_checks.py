@@ -37,6 +37,14 @@ Checks and thresholds
   model saved before it existed) the check is on the maximum alone.
 - **support**: fewer than ``min_support`` rows take an action with weight under mu
   (continuous: the effective sample size of the importance weights ``mu/pi_hat``).
+- **thin transitions** (exact tabular path, ``P`` estimated from counts): more than
+  ``THIN_SHARE`` (5%) of the logged occupancy (the rows, i.e. the state-action visits of the
+  data) sits on cells ``(s, a)`` with fewer than ``THIN_TRANSITIONS`` (10) observed transitions
+  (``transition_counts_``). ``P_hat(.|s, a)`` there is the frequency of a handful of moves, and
+  the reward at the cell, ``r = Q - mu Q + g`` with ``Q = u - g + gamma P mu Q``, moves with
+  every one of them: the reward is then mostly transition noise. Not checked when the kernel is
+  given (``transition_model``, ``--transition FILE.npy``) or comes from a structured model that
+  pools cells (``increment:``).
 - **unvisited states** (exact tabular path): some states have no observed choice, so their
   rewards are the policy model's extrapolation, not identified by the data
   (``visited_states_``; ``genpqr fit`` marks them ``visited=False``).
@@ -49,10 +57,11 @@ import warnings
 import numpy as np
 
 from ..stage1 import CLIP_WARN_FRACTION, clip_binds_message
-from ..exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
+from ..exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, ThinTransitionsWarning,
+                          WeakSupportWarning)
 
-__all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "REWARD_OUTPUT", "MLE_UNAFFECTED", "poorly_covered",
-           "failed_diagnostics", "emit"]
+__all__ = ["CLIP_SHARE", "COVERAGE_LIMIT", "COVERAGE_SHARE", "THIN_TRANSITIONS", "THIN_SHARE", "REWARD_OUTPUT",
+           "MLE_UNAFFECTED", "poorly_covered", "thin_transitions", "failed_diagnostics", "emit"]
 
 #: The clipping check fails above this share of clipped observed choices (the stage-1 threshold).
 CLIP_SHARE = CLIP_WARN_FRACTION
@@ -60,6 +69,10 @@ CLIP_SHARE = CLIP_WARN_FRACTION
 COVERAGE_LIMIT = 20.0
 #: The coverage check fails when poorly covered states hold more than this share of the logged rows.
 COVERAGE_SHARE = 0.05
+#: A state-action cell is thin when fewer transitions than this were observed from it.
+THIN_TRANSITIONS = 10
+#: The thin-transitions check fails when thin cells hold more than this share of the logged rows.
+THIN_SHARE = 0.05
 #: What the recovered reward is, in the API and in ``genpqr fit``'s files (warnings name it).
 REWARD_OUTPUT = "the recovered reward (model.reward / reward_table(); genpqr fit: rewards.csv)"
 #: What the normalization and the first stage do not touch (warnings about them say so).
@@ -74,6 +87,46 @@ def poorly_covered(mu, proba) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(mu > 0, mu / np.asarray(proba, dtype=np.float64), 0.0)
     return np.max(ratio, axis=1, initial=0.0) > COVERAGE_LIMIT
+
+
+def thin_transitions(visits, transition_counts, decode, *, estimated: bool = True) -> dict:
+    """The thin-transitions fields of :class:`~genpqr.estimator.Diagnostics`.
+
+    ``visits`` (S, K): logged rows per state-action cell; ``transition_counts`` (S, K): observed
+    transitions from it (``transition_counts_``); ``decode``: action codes -> labels. Returns
+    ``thin_transition_share`` (share of the rows on cells with fewer than
+    :data:`THIN_TRANSITIONS` transitions; NaN when ``estimated`` is False, a kernel not estimated
+    from the counts), ``n_thin_cells`` (visited thin cells) and ``thin_cells`` (up to five
+    ``(state_index, action label)`` of the most visited thin cells).
+    """
+    if not estimated:
+        return dict(thin_transition_share=float("nan"), n_thin_cells=0, thin_cells=[])
+    visits = np.asarray(visits, dtype=np.float64)
+    thin = (np.asarray(transition_counts) < THIN_TRANSITIONS) & (visits > 0)
+    total = visits.sum()
+    share = float(visits[thin].sum() / total) if total > 0 else 0.0
+    flat = np.flatnonzero(thin.ravel())
+    top = flat[np.argsort(-visits.ravel()[flat], kind="stable")[:5]]
+    s, a = np.divmod(top, visits.shape[1])
+    labels = decode(a) if a.size else []
+    cells = [(int(si), label.item() if hasattr(label, "item") else label) for si, label in zip(s, labels)]
+    return dict(thin_transition_share=share, n_thin_cells=int(flat.size), thin_cells=cells)
+
+
+def _thin(diag):
+    share = getattr(diag, "thin_transition_share", float("nan"))
+    if not (np.isfinite(share) and share > THIN_SHARE):
+        return None
+    cells = ", ".join(f"(state_index {s}, action {a!r})" for s, a in getattr(diag, "thin_cells", []))
+    return (ThinTransitionsWarning,
+            f"{share:.1%} of the logged rows sit on {diag.n_thin_cells} state-action cells with fewer than "
+            f"{THIN_TRANSITIONS} observed transitions (the check allows {THIN_SHARE:.0%}), e.g. {cells}: P(.|s, a) "
+            f"there is the frequency of a few observed moves, so {REWARD_OUTPUT} at those cells (rewards.csv: the "
+            f"reward_<action> columns where transitions_<action> < {THIN_TRANSITIONS}) rests on them and is mostly "
+            f"transition noise. transition_counts_ (rewards.csv: transitions_<action>) gives the transitions per "
+            f"cell; a known kernel (transition_model, --transition FILE.npy) or a transition model that pools "
+            f"cells firms it up, and the bootstrap with resample='transitions' measures the part of the reward's "
+            f"uncertainty that comes from the transitions")
 
 
 def _convergence(diag, tol, early_stopping, max_iterations=None):
@@ -175,7 +228,7 @@ def failed_diagnostics(diag, *, normalization: str = "", clip=None, min_support=
                        early_stopping: bool = False, max_iterations=None) -> list:
     """``[(warning category, message), ...]``: one per failed check (see the module docstring).
     ``max_iterations``: the FQE iteration limit (tells a run that hit it from one stopped early)."""
-    found = [_unvisited(diag), _support(diag, normalization, min_support), _clipping(diag, clip),
+    found = [_unvisited(diag), _thin(diag), _support(diag, normalization, min_support), _clipping(diag, clip),
              _coverage(diag, normalization), _convergence(diag, tol, early_stopping, max_iterations)]
     return [f for f in found if f is not None]
 

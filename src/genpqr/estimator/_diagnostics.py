@@ -146,6 +146,15 @@ class Diagnostics(FitDiagnostics):
         Share of rows at whose state the normalization weights an action with ``mu/pi_hat``
         above :data:`genpqr.estimator.COVERAGE_LIMIT` (the rows behind a large
         ``max_mu_over_pi``; the coverage check fires on this share). NaN when unknown.
+    thin_transition_share : float
+        Exact tabular path with ``P`` estimated from counts: share of the rows on state-action
+        cells with fewer than :data:`genpqr.estimator.THIN_TRANSITIONS` observed transitions
+        (``transition_counts_``; the thin-transitions check fires on it). NaN when the kernel is
+        given or structured, or off the exact path.
+    n_thin_cells : int
+        Visited cells with fewer than that many transitions.
+    thin_cells : list of (int, label)
+        Up to five of them (state index, action label), the most visited first.
     n_never_taken : int or None
         With an action table (:class:`genpqr.data.ActionTable`): the number of its actions that
         no row takes (``~taken_actions_``; their rewards are predictions from their features);
@@ -161,6 +170,9 @@ class Diagnostics(FitDiagnostics):
     clip: tuple = (0.0, 1.0)
     clip_rule: str = ""
     coverage_share: float = float("nan")
+    thin_transition_share: float = float("nan")
+    n_thin_cells: int = 0
+    thin_cells: list = field(default_factory=list)
     n_never_taken: int | None = None
 
 

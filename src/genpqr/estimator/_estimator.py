@@ -90,9 +90,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         chosen from the data so that no bound binds on an observed action -- no clip when the
         first stage's probabilities are all positive, else a floor ``low = min(0.01, 0.5 * p_min)``,
         ``p_min`` the smallest fitted probability of an observed action (:mod:`genpqr.stage1`).
-        The paper used (0.01, 0.99); ``None``: no clip. A :class:`ClippingWarning` is raised
-        when more than :data:`genpqr.stage1.CLIP_WARN_FRACTION` of the observed choices are
-        decided by a bound.
+        The paper used (0.01, 0.99); ``None``: no clip. A :class:`ClippingWarning` is raised when more
+        than :data:`genpqr.stage1.CLIP_WARN_FRACTION` of the observed choices are decided by a bound.
     cross_fit : int or None
         Number of episode folds for cross-fitting stage 1. Fitted Q evaluation and LSTD use the
         out-of-fold probabilities at the training rows. On the exact tabular path the reward
@@ -165,16 +164,17 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     training_data_ : Transitions
         Absent from a model saved with ``save(path, include_data=False)``.
     visited_states_ : ndarray of shape (S,), bool
-        Exact path: states with at least one observed choice; rewards at the others are not
-        identified by the data (see :meth:`reward_table`).
+        Exact path: states with an observed choice; rewards elsewhere are not identified (see :meth:`reward_table`).
+    transition_counts_ : ndarray of shape (S, K)
+        Exact path: observed moves (s, a) -> s' per cell, terminated ones included (not choices).
     state_dim_ : int
         Number of state columns.
     data_fingerprint_ : str
         :meth:`~genpqr.data.Transitions.fingerprint` of the training data (kept when the data is
         left out of a save): whether data read again is the data of the fit, by content.
     structural_ : StructuralFit
-        Only when set by ``genpqr fit --features``: the structural fit that
-        :meth:`counterfactual` uses by default (see :func:`genpqr.structural.fit_structural`).
+        Only when set by ``genpqr fit --features``: the structural fit that :meth:`counterfactual` uses by
+        default (see :func:`genpqr.structural.fit_structural`).
 
     Notes
     -----

@@ -21,7 +21,7 @@ from .. import stage2 as tabular
 from ..data.validation import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
 from ..stage1 import (FirstStageChoice, choose_tabular_policy, clip_fractions, clip_proba, fit_policy, fit_stage1,
                       given_first_stage, mu_expectation, safe_log, state_is_ordered)
-from ._diagnostic_checks import emit, failed_diagnostics, poorly_covered
+from ._diagnostic_checks import emit, failed_diagnostics, poorly_covered, thin_transitions
 from ._diagnostics import Diagnostics, FitSummary
 from ..normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
 from ._offsets import fit_offset, state_means
@@ -143,7 +143,7 @@ class FinitePath:
         """``data``: complete transitions (the kernel); ``choices``: every observed choice
         (``counts``, the visits per state-action pair of :func:`genpqr.structural.ddc.choice_counts`)."""
         S, K = self.n_states_, self.n_actions_
-        kernel, _ = tabular.estimate_transitions(
+        kernel, self.transition_counts_ = tabular.estimate_transitions(
             data.states, data.actions, data.next_states, S, K, terminated=data.terminated,
             sample_weight=data.sample_weight)  # weighted counts when the rows carry weights
         s = check_state_indices(choices.states, S, "states")
@@ -213,7 +213,9 @@ class FinitePath:
             info = stage2.recovery.solve
             extra = dict(bellman_residuals=[info.residual], n_iterations=info.iterations,
                          converged=True, solver=info.solver, n_states=int(self.n_states_),
-                         unvisited_states=np.flatnonzero(~self.visited_states_).tolist())
+                         unvisited_states=np.flatnonzero(~self.visited_states_).tolist(),
+                         **thin_transitions(stage2.counts, self.transition_counts_, data.encoder.decode,
+                                            estimated=self.transition_model is None))
         diag = Diagnostics(
             n_transitions=data.n,
             n_episodes=data.n_episodes,
@@ -358,6 +360,9 @@ class FinitePath:
         first = getattr(self, "first_stage_", None)  # absent from models fitted before it existed
         if first is not None:
             lines.append(("first stage", first.describe()))
+        kernel_note = getattr(getattr(self.stage2_, "kernel", None), "note", "")
+        if kernel_note:
+            lines.append(("transition kernel", kernel_note))
         figures = dict(n_choices=d.n_transitions, n_with_next_state=n_next, n_last_choices=d.n_last_choices,
                        n_episodes=d.n_episodes, n_actions=self.n_actions_, gamma=self.gamma_,
                        normalization=self.normalization_.describe(), support_count=d.support_count,

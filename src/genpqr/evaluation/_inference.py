@@ -9,6 +9,7 @@ full sample); replicates run in parallel with joblib and show a progress bar.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable
 
@@ -96,7 +97,52 @@ def _default_statistic(model):
     raise ValueError("give a statistic(model) for non-tabular models")
 
 
-def _replicate(estimator, data, seed, statistic):
+def check_exact(model) -> None:
+    """``ValueError`` unless ``model`` is a fitted exact-path model (a reward table and a kernel table)."""
+    stage2 = getattr(model, "stage2_", None)
+    if getattr(stage2, "recovery", None) is None or getattr(stage2, "kernel", None) is None:
+        raise ValueError("resampling one stage with the other held fixed needs the exact tabular path "
+                         "(GenPQR(q_model='exact'), genpqr fit in tabular mode): the kernel must be a table")
+
+
+def resolved(model, log_policy, normalization, kernel, counts):
+    """A shallow copy of an exact-path ``model`` whose ``stage2_`` is re-solved with the given
+    ``u`` (S, K), normalization and kernel (:func:`genpqr.stage2.recover_reward`)."""
+    from ..normalization import FixedOffset, Normalization, OutcomeOffset
+    from ..stage2 import ExactStage2, recover_reward
+
+    old = model.stage2_.recovery
+    if isinstance(normalization.g, OutcomeOffset):  # the fit's E[y|s], as solved
+        normalization = Normalization(normalization.mu, FixedOffset(old.g), normalization.name)
+    recovery = recover_reward(log_policy, kernel, model.gamma_, normalization, solver=model.solver)
+    new = copy.copy(model)
+    new.stage2_ = ExactStage2(recovery, kernel, counts)
+    return new
+
+
+def replicate_parts(full, rep):
+    """``(policy model, transitions model)`` of one replicate ``rep`` against the full fit."""
+    if rep.stage2_.recovery.reward.shape != full.stage2_.recovery.reward.shape:
+        raise ValueError(f"a replicate has {rep.stage2_.recovery.reward.shape[0]} states but the full sample "
+                         f"{full.stage2_.recovery.reward.shape[0]}; give n_states to the estimator")
+    policy = resolved(rep, rep.stage2_.recovery.log_policy, rep.normalization_, full.stage2_.kernel,
+                      rep.stage2_.counts)
+    moves = resolved(full, full.stage2_.recovery.log_policy, full.normalization_, rep.stage2_.kernel,
+                     full.stage2_.counts)
+    moves.transition_counts_ = getattr(rep, "transition_counts_", None)
+    return policy, moves
+
+
+def refit_copy(estimator):
+    """An unfitted copy of ``estimator`` for a replicate; a prefit policy model
+    (``policy_prefit=True``) is kept as it is (cloning it would drop its fit)."""
+    copy_ = clone(estimator)
+    if getattr(estimator, "policy_prefit", False):
+        copy_.set_params(policy_model=estimator.policy_model)
+    return copy_
+
+
+def _replicate(estimator, data, seed, statistic, resample="both", full=None):
     """One replicate; the full-sample fit already raised any warnings, so replicates are quiet."""
     import warnings
 
@@ -105,13 +151,15 @@ def _replicate(estimator, data, seed, statistic):
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)
-        model = clone(estimator).fit(resample_episodes(data, rng))
+        model = refit_copy(estimator).fit(resample_episodes(data, rng))
+        if resample != "both":  # one stage from the replicate, the other held at the full-sample fit
+            model = replicate_parts(full, model)[0 if resample == "policy" else 1]
     return np.asarray(statistic(model), dtype=np.float64)
 
 
 def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Callable | None = None,
               n_jobs: int = 1, random_state=None, progress: bool | None = None,
-              fitted=None) -> BootstrapResult:
+              fitted=None, resample: str = "both") -> BootstrapResult:
     """Bootstrap a statistic of a fitted estimator over whole episodes.
 
     Parameters
@@ -127,7 +175,14 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
         joblib workers.
     fitted : fitted estimator, optional
         The full-sample fit, if already available (saves one fit).
+    resample : {"both", "policy", "transitions"}
+        ``"both"``: refit everything on the resampled episodes. Exact tabular path only:
+        ``"policy"`` holds the kernel at the full-sample estimate, ``"transitions"`` holds the
+        policy (and normalization) at the full-sample fit (:func:`bootstrap_sources`, which
+        returns all three from the same replicates).
     """
+    if resample not in ("both", "policy", "transitions"):
+        raise ValueError(f"resample must be 'both', 'policy' or 'transitions', got {resample!r}")
     if n_boot < 2:
         raise ValueError(f"n_boot must be at least 2, got {n_boot}")
     if not isinstance(data, Transitions):
@@ -136,10 +191,12 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
     if n_jobs == 0:
         raise ValueError("n_jobs must be a positive number of workers or negative (-1: one per core), got 0")
     statistic = statistic or _default_statistic
-    full = fitted if fitted is not None else clone(estimator).fit(data)
+    full = fitted if fitted is not None else refit_copy(estimator).fit(data)
+    if resample != "both":
+        check_exact(full)
     estimate = np.asarray(statistic(full), dtype=np.float64)
     seeds = check_random_state(random_state).integers(0, 2**63 - 1, size=n_boot)
-    tasks = (delayed(_replicate)(estimator, data, int(s), statistic) for s in seeds)
+    tasks = (delayed(_replicate)(estimator, data, int(s), statistic, resample, full) for s in seeds)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
     reps = list(tqdm(results, total=n_boot, desc="bootstrap", disable=(None if progress is None else not progress)))
     return BootstrapResult(estimate, np.stack(reps))

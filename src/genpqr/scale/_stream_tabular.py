@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import stage2
+from ..estimator import thin_transitions
 from ._stream_stats import choice_summary, tabular_pass
 from ._stream_steps import check_actions, make_diagnostics, prefitted_policy, resolve_clip
 
@@ -53,7 +54,7 @@ def fit_counts(est, counts):
     choices = counts.choices.reshape(S, K)
     policy = _policy(est, choices, counts)
     est.policy_ = policy
-    kernel, _ = stage2.kernel_from_counts(counts.moves, counts.visits)
+    kernel, est.transition_counts_ = stage2.kernel_from_counts(counts.moves, counts.visits)
     if est.transition_model is not None:
         if callable(est.transition_model):
             raise ValueError("a callable transition_model needs the transitions in memory; pass a kernel out of core")
@@ -69,11 +70,13 @@ def fit_counts(est, counts):
     est.visited_states_ = choices.sum(axis=1) > 0
     est.stage2_ = ExactStage2(recovery, kernel, choices)
     info = recovery.solve
+    thin = thin_transitions(choices, est.transition_counts_, est.encoder_.decode,
+                            estimated=est.transition_model is None)
     est.diagnostics_ = make_diagnostics(est, summary, dict(bellman_residuals=[info.residual],
                                                            n_iterations=info.iterations, converged=True,
                                                            solver=info.solver, n_states=int(S),
                                                            unvisited_states=np.flatnonzero(
-                                                               ~est.visited_states_).tolist()))
+                                                               ~est.visited_states_).tolist(), **thin))
     return est
 
 

@@ -11,7 +11,7 @@ from ._qmodels import (ENCODINGS, BellmanTargets, FQEHistory, TabularQModel, fit
 from ._lstd import BellmanProblem, BellmanStatistics, LSTDQ
 from ._features import (FEATURE_MAPS, PolicyFeatures, bind_policy, fourier_features, learned_representation,
                         make_features, onehot_features, spline_features)
-from ._kernels import DENSE_KERNEL_MAX_BYTES, KernelOperator, is_kernel_like
+from ._kernels import DENSE_KERNEL_MAX_BYTES, ROW_SUM_TOL, KernelOperator, is_kernel_like
 from ._tabular import (SoftOptimalSolution, TabularMDP, TabularRecovery, TransitionKernel, as_kernel,
                        estimate_transitions, kernel_from_counts, normalized_reward, policy_evaluation, recover_reward,
                        soft_optimal_policy, soft_optimal_solution, transition_counts, value_difference)
@@ -25,5 +25,6 @@ __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint
            "is_kernel_like", "DENSE_KERNEL_MAX_BYTES", "TabularMDP", "TabularRecovery",
            "SoftOptimalSolution", "as_kernel", "soft_optimal_policy", "soft_optimal_solution", "policy_evaluation",
            "normalized_reward", "recover_reward", "value_difference", "estimate_transitions", "transition_counts",
-           "kernel_from_counts", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
+           "kernel_from_counts", "ROW_SUM_TOL",
+           "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
            "SampleStage2", "ReferenceWeights"]

@@ -30,8 +30,11 @@ import scipy.sparse.linalg as spla
 
 from ..data.validation import as_float_array
 
-__all__ = ["DENSE_KERNEL_MAX_BYTES", "TransitionKernel", "KernelOperator", "as_kernel", "is_kernel_like"]
+__all__ = ["DENSE_KERNEL_MAX_BYTES", "ROW_SUM_TOL", "TransitionKernel", "KernelOperator", "as_kernel", "is_kernel_like"]
 
+#: A given kernel's row whose sum is within this of 1 is float rounding (a kernel saved in float32
+#: is off by about 1e-7): it is renormalized to sum to 1, not read as termination or refused.
+ROW_SUM_TOL = 1e-6
 #: Largest dense kernel (bytes of the float64 (S, K, S) array) that ``to_dense()`` builds
 #: unless told otherwise: 2 GiB, e.g. S = 1,000 states x K = 268 actions.
 DENSE_KERNEL_MAX_BYTES = 2 * 1024 ** 3
@@ -40,7 +43,7 @@ DENSE_KERNEL_MAX_BYTES = 2 * 1024 ** 3
 _OPERATOR_DENSE_MAX_STATES = 2500
 #: Memory for one block of columns when a kernel operator's ``P_mu`` is built densely.
 _BLOCK_BYTES = 64 * 1024 ** 2
-#: Row sums above ``1 + _SUM_ATOL`` are refused (below one is termination).
+#: A transition model's row sums above ``1 + _SUM_ATOL`` are refused (below one is termination).
 _SUM_ATOL = 1e-8
 _PROTOCOL = ("n_states", "n_actions", "expect", "push")
 
@@ -81,11 +84,15 @@ class TransitionKernel:
     ----------
     matrix : ndarray or scipy.sparse.csr_matrix of shape (S*K, S)
     n_states, n_actions : int
+    note : str
+        What :func:`as_kernel` changed in a given kernel (rows within :data:`ROW_SUM_TOL` of
+        summing to 1 renormalized), or ``""``.
     """
 
     matrix: object
     n_states: int
     n_actions: int
+    note: str = ""
 
     @property
     def is_sparse(self) -> bool:
@@ -216,13 +223,26 @@ class KernelOperator:
         return f"KernelOperator({type(self.model).__name__}, n_states={self.n_states}, n_actions={self.n_actions})"
 
 
-def _check_sums(sums: np.ndarray, K: int) -> None:
-    if sums.size and sums.max() > 1.0 + _SUM_ATOL:
+def _checked(matrix, K: int, S: int) -> TransitionKernel:
+    """The kernel of a validated (S*K, S) matrix: rows summing to more than ``1 + ROW_SUM_TOL`` are
+    refused; rows within :data:`ROW_SUM_TOL` of 1 (float rounding, e.g. a kernel saved in float32)
+    are renormalized to sum to 1, which the kernel's ``note`` says."""
+    sums = np.asarray(matrix.sum(axis=1)).ravel()
+    if sums.size and sums.max() > 1.0 + ROW_SUM_TOL:
         row = int(np.argmax(sums))
         raise ValueError(
-            f"P's rows must sum to at most 1 (a missing mass is termination), but P[{row // K}, {row % K}, :] "
-            f"sums to {sums[row]:.10g}"
+            f"P's rows must sum to at most 1 (a missing mass is termination; within {ROW_SUM_TOL:g} of 1 is float "
+            f"rounding and renormalized), but P[{row // K}, {row % K}, :] sums to {sums[row]:.10g}"
         )
+    deviation = np.abs(sums - 1.0)
+    fix = (deviation > 1e-12) & (deviation <= ROW_SUM_TOL)
+    if not fix.any():
+        return TransitionKernel(matrix, int(S), int(K))
+    scale = np.where(fix, 1.0 / np.where(fix, sums, 1.0), 1.0)
+    matrix = sp.csr_matrix(sp.diags(scale) @ matrix) if sp.issparse(matrix) else matrix * scale[:, None]
+    note = (f"{int(fix.sum())} row(s) of the given kernel summed to within {ROW_SUM_TOL:g} of 1 (largest deviation "
+            f"{float(deviation[fix].max()):.3g}: float rounding) and were renormalized to sum to 1")
+    return TransitionKernel(matrix, int(S), int(K), note)
 
 
 def _operator(model, n_actions) -> KernelOperator:
@@ -237,7 +257,10 @@ def _operator(model, n_actions) -> KernelOperator:
         raise ValueError("P must be finite, but the transition model's expect(1) holds NaN/inf")
     if sums.min() < -_SUM_ATOL:
         raise ValueError(f"P must be non-negative, but a row of the transition model sums to {sums.min():.3g}")
-    _check_sums(sums.ravel(), op.n_actions)
+    if sums.max() > 1.0 + _SUM_ATOL:
+        row = int(np.argmax(sums.ravel()))
+        raise ValueError(f"P's rows must sum to at most 1 (a missing mass is termination), but the transition model's "
+                         f"row P[{row // op.n_actions}, {row % op.n_actions}, :] sums to {sums.ravel()[row]:.10g}")
     return op
 
 
@@ -282,9 +305,7 @@ def as_kernel(P, n_actions: int | None = None, *, atol: float = 1e-10):
         raise ValueError(f"P must have shape (S, K, S) (or (S*K, S) with n_actions), got {arr.shape}")
     if arr.min() < -atol:
         raise ValueError(f"P must be non-negative, got a minimum of {arr.min():.3g}")
-    matrix = arr.reshape(S * K, S)
-    _check_sums(matrix.sum(axis=1), K)
-    return TransitionKernel(matrix, int(S), int(K))
+    return _checked(arr.reshape(S * K, S), K, S)
 
 
 def _sparse_kernel(P, n_actions, atol) -> TransitionKernel:
@@ -299,5 +320,4 @@ def _sparse_kernel(P, n_actions, atol) -> TransitionKernel:
         raise ValueError("P must be finite, but holds NaN/inf")
     if data.size and data.min() < -atol:
         raise ValueError(f"P must be non-negative, got a minimum of {data.min():.3g}")
-    _check_sums(np.asarray(matrix.sum(axis=1)).ravel(), n_actions)
-    return TransitionKernel(matrix, int(S), int(n_actions))
+    return _checked(matrix, n_actions, S)

@@ -23,6 +23,9 @@
 :mod:`~genpqr.structural.separation`
     Whether the MLE exists: choices separated by the features, decided on the data by linear
     programming (:func:`~genpqr.structural.separation.find_separation`).
+:mod:`~genpqr.structural.identification`
+    Which parameters the choices identify, and the identified combinations of the others
+    (collinear features), with their standard errors.
 :mod:`~genpqr.structural.fit_checks`
     The warnings of a structural fit (:class:`~genpqr.structural.fit_checks.ProjectionWarning`).
 :mod:`~genpqr.structural.maximize`
@@ -33,7 +36,7 @@
 :mod:`~genpqr.structural.checks`
     Argument checks shared by the estimators.
 
-Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood``,
+Layers (no import circles): ``checks``, ``identification`` < ``kernels``, ``projection``, ``likelihood``,
 ``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``estimation``,
 ``ddc``. Counterfactuals on a fitted model live in the
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
@@ -41,8 +44,10 @@ core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, struct
 
 from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_structural
 from .fit_checks import ProjectionWarning
+from .identification import Identification, IdentifiedCombination, identification
 from .results import LRTestResult, StructuralSummary, lr_test
 from .separation import Separation, find_separation
 
 __all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
-           "Separation", "find_separation", "ProjectionWarning"]
+           "Separation", "find_separation", "ProjectionWarning", "Identification", "IdentifiedCombination",
+           "identification"]

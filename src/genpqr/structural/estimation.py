@@ -78,6 +78,7 @@ from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from .projection import project_reward
 from .results import (SE_KINDS, SE_LABELS, coefficient_frame, conf_int, describe_iterations, lr_test,
                       summary_of)
+from .identification import Identification, generalized_inverse, identification
 from .separation import Separation, find_separation
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
@@ -141,6 +142,13 @@ class StructuralFit:
         ``projection`` only: the MLE computed alongside (None when it does not exist).
     mle_loglik : float
         ``projection`` only: its log-likelihood (NaN otherwise).
+    identification : Identification or None
+        Which parameters the choices identify, and the identified combinations of the others
+        (:func:`~genpqr.structural.identification.identification`). Where a parameter is not
+        identified, ``theta`` holds where the optimizer stopped along a flat direction (it
+        still gives the fitted flow utility, for counterfactuals), ``std_error`` is NaN, and
+        the tables (``to_frame``, ``params_``, ``summary``, ``parameters.csv``) show no number;
+        ``cov`` is then the generalized inverse on the identified directions.
     """
 
     estimator: str
@@ -169,6 +177,13 @@ class StructuralFit:
     separation: Separation | None = field(default=None, repr=False)
     mle_theta: np.ndarray | None = field(default=None, repr=False)
     mle_loglik: float = np.nan
+    identification: Identification | None = field(default=None, repr=False)
+
+    @property
+    def identified(self) -> np.ndarray:
+        """``(p,)`` bool: whether the choices identify each parameter (all True when unknown)."""
+        ident = self.identification
+        return np.ones(self.theta.size, dtype=bool) if ident is None else np.asarray(ident.identified)
 
     def flow_utility(self, theta=None) -> np.ndarray:
         """``u_theta = features @ theta + offset``, shape (S, K) (default: the estimate)."""
@@ -214,8 +229,8 @@ class StructuralFit:
 
     @property
     def params_(self) -> pd.Series:
-        """The estimates, indexed by parameter name."""
-        return pd.Series(self.theta, index=pd.Index(list(self.names), name="parameter"), name="estimate")
+        """The estimates, indexed by parameter name (NaN for a parameter not identified)."""
+        return pd.Series(np.where(self.identified, self.theta, np.nan), index=pd.Index(list(self.names), name="parameter"), name="estimate")
 
     @property
     def bse_(self) -> pd.Series:
@@ -314,7 +329,8 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         run = _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter)
     d = likelihood_derivatives(run.theta, X, n, kernel, gamma, offset=off,
                                policy0=None if run.policy is None or np.min(run.policy) <= 0 else run.policy)
-    cov, cov_robust = _covariances(estimator, d, run.pml_cov, X.shape[2], no_mle)
+    ident = _identification(estimator, d, run.theta, names, no_mle)
+    cov, cov_robust = _covariances(estimator, d, run.pml_cov, X.shape[2], no_mle, ident.null_space)
     convergence = describe_iterations(run.parts, run.converged)
     if no_mle:
         convergence += "; stopped: the MLE does not exist (separated choices)"
@@ -324,14 +340,15 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     _check_fit(estimator, d, n, names, separation, run, action_labels, convergence, gradient_norm)
     if mle_theta is not None:
         check_projection(run.theta, d.loglik, mle_theta, mle_loglik, names, compare_signs=mle_identified)
+    hidden = np.where(ident.identified, 1.0, np.nan)  # no standard error for a parameter not identified
     return StructuralFit(
-        estimator, names, np.asarray(run.theta, dtype=np.float64), _std_errors(cov), _std_errors(cov_robust),
+        estimator, names, np.asarray(run.theta, dtype=np.float64), *(_std_errors(c) * hidden for c in (cov, cov_robust)),
         SE_KINDS[estimator], cov, cov_robust, d.loglik, int(round(n.sum())),
         int(sum(count or 0 for _, count, _ in run.parts)), run.converged is not False and not no_mle, gradient_norm,
         d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
         None if action_labels is None else np.asarray(action_labels),
         iterations={name: count or 0 for name, count, _ in run.parts}, convergence=convergence, separation=separation,
-        mle_theta=mle_theta, mle_loglik=mle_loglik)
+        mle_theta=mle_theta, mle_loglik=mle_loglik, identification=ident)
 
 
 def _inputs(estimator, features, counts, offset, kernel, gamma, names):
@@ -400,6 +417,15 @@ def _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter):
     return np.asarray(theta, dtype=np.float64), d.loglik, identified
 
 
+def _identification(estimator, d, theta, names, no_mle) -> Identification:
+    """Which parameters the choices identify (none asked when the MLE does not exist); the
+    combinations' standard errors from the generalized inverse of the OPG for the MLE, none else."""
+    p = len(names)
+    if no_mle:
+        return Identification(np.ones(p, dtype=bool), np.zeros((p, 0)))
+    return identification(d.opg, theta, names, cov=None if estimator in ("npl", "nfxp") else np.full((p, p), np.nan))
+
+
 def _check_fit(estimator, d, n, names, separation, run, action_labels, convergence, gradient_norm):
     """The warnings of a structural fit (:mod:`genpqr.structural.fit_checks`): parameters not
     identified, a rare action, separated choices (no MLE), no convergence."""
@@ -413,13 +439,18 @@ def _check_fit(estimator, d, n, names, separation, run, action_labels, convergen
         check_convergence(estimator, run.converged is not False, convergence, gradient_norm)
 
 
-def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p, no_mle=False):
+def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p, no_mle=False, null_space=None):
     """``(cov, cov_robust)`` of ``estimator``: the MLE's inverse OPG and sandwich (NPL, NFXP), the
-    pseudo-likelihood's inverse Hessian (PML; no sandwich), none (projection, or no MLE)."""
+    pseudo-likelihood's inverse Hessian (PML; no sandwich), none (projection, or no MLE). With
+    directions that change no choice (``null_space``, m > 0 columns) the MLE's inverses are the
+    generalized ones on the identified directions."""
     nan = np.full((p, p), np.nan)
     if no_mle:
         return nan, nan
     if estimator in ("npl", "nfxp"):
+        if null_space is not None and null_space.shape[1]:
+            h_inv = generalized_inverse(-d.hessian, null_space)
+            return generalized_inverse(d.opg, null_space), h_inv @ d.opg @ h_inv
         h_inv = _inverse(-d.hessian)
         return _inverse(d.opg), h_inv @ d.opg @ h_inv
     if estimator == "pml":

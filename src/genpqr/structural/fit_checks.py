@@ -40,7 +40,10 @@ def check_identified(opg, names):
     involved = [names[j] for j in np.flatnonzero(np.abs(direction) > 0.1)]
     warnings.warn(f"the structural parameters are not identified by the choices: the combination of {involved} "
                   "does not change any choice probability (a feature equal on every action at each state, or "
-                  "collinear features); their standard errors are meaningless", GenPQRWarning, stacklevel=4)
+                  "collinear features), so where the optimizer stops along it is arbitrary: these parameters are reported as "
+                  "not identified (no estimate or standard error; parameters.csv: identified=False), beside the "
+                  "combinations of them that the choices do identify, with their standard errors", GenPQRWarning,
+                  stacklevel=4)
 
 
 def check_rare_action(counts, names, action_labels=None):

@@ -15,9 +15,14 @@ import numpy as np
 from ..exceptions import ConvergenceWarning
 from .ccp import fit_npl
 from .likelihood import LikelihoodDerivatives, likelihood_derivatives
+from .identification import IDENTIFICATION_RTOL
 from .nfxp import fit_nfxp
 
-__all__ = ["start_policy_of", "at_maximum", "safeguarded_npl", "maximize_full", "finished_nfxp"]
+__all__ = ["start_policy_of", "at_maximum", "at_ridge_maximum", "RIDGE_NOTE", "safeguarded_npl", "maximize_full",
+           "finished_nfxp"]
+
+#: The iteration note of a maximum reached on a flat ridge (some parameters not identified).
+RIDGE_NOTE = "at a maximum on a flat ridge: some parameters not identified"
 
 
 def start_policy_of(start_policy, shape):
@@ -37,6 +42,24 @@ def at_maximum(d: LikelihoodDerivatives, n_choices: float) -> bool:
     if not np.all(np.linalg.eigvalsh(d.hessian) < 0):
         return False
     return float(d.grad @ np.linalg.solve(-d.hessian, d.grad)) / n_choices <= 1e-14
+
+
+def at_ridge_maximum(d: LikelihoodDerivatives, n_choices: float) -> bool:
+    """A maximum of the full likelihood on a flat ridge (parameters not identified,
+    :mod:`genpqr.structural.identification`): ``-H`` is positive semi-definite with some
+    eigenvalues zero to :data:`~genpqr.structural.identification.IDENTIFICATION_RTOL`, the
+    score along those directions vanishes and the Newton decrement on the others is below 1e-14
+    per choice."""
+    vals, vecs = np.linalg.eigh(-np.asarray(d.hessian, dtype=np.float64))
+    if not vals.size or not np.all(np.isfinite(vals)):
+        return False
+    top = max(float(vals[-1]), 1e-300)
+    flat = np.abs(vals) <= IDENTIFICATION_RTOL * top
+    if not flat.any() or np.any(vals[~flat] <= 0):
+        return False
+    g = vecs.T @ d.grad
+    return (float(np.sum(g[~flat] ** 2 / vals[~flat])) / n_choices <= 1e-14
+            and float(np.max(np.abs(g[flat]))) / n_choices <= 1e-8)
 
 
 def safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
@@ -69,6 +92,8 @@ def safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
     scale = 1e-9 * max(1.0, abs(first.loglik))
     if res.converged and negative_definite and final_ll >= first.loglik - scale:
         return res.theta, res.policy, [("NPL", res.n_iter, "")], True
+    if res.converged and final_ll >= first.loglik - scale and at_ridge_maximum(final, n.sum()):
+        return res.theta, res.policy, [("NPL", res.n_iter, RIDGE_NOTE)], True
     better = res.theta if final_ll >= first.loglik else res.history[0]  # NaN compares False
     note = ("a choice probability underflowed" if underflow else "not a maximum" if res.converged
             else "hit the cap")
@@ -92,6 +117,8 @@ def maximize_full(theta, X, n, kernel, gamma, off, max_iter):
         try:
             direction = np.linalg.solve(-d.hessian if newton else d.opg, d.grad)
         except np.linalg.LinAlgError:  # singular OPG: no direction (e.g. scores vanish on separated data)
+            if at_ridge_maximum(d, n.sum()):  # collinear features: a maximum, along a flat direction
+                return theta, d.policy, ("Newton", it, RIDGE_NOTE), True
             note = "no ascent direction"
             break
         if newton and float(d.grad @ direction) / n.sum() <= 1e-14:

@@ -72,20 +72,37 @@ def conf_int(fit, level: float = 0.95):
     return pd.DataFrame({"lower": lo, "upper": hi}, index=pd.Index(list(fit.names), name="parameter"))
 
 
+def _rows(fit):
+    """``(names, estimates, std errors, robust std errors, identified)`` of the coefficient table:
+    the parameters (no number where not identified), then the identified combinations of those."""
+    identified = np.asarray(getattr(fit, "identified", np.ones(fit.theta.size, dtype=bool)))
+    hidden = np.where(identified, 1.0, np.nan)
+    combos = getattr(getattr(fit, "identification", None), "combinations", ())
+    names = list(fit.names) + [c.describe() for c in combos]
+    estimate = np.concatenate([fit.theta * hidden, [c.estimate for c in combos]])
+    se = np.concatenate([fit.std_error * hidden, [c.std_error for c in combos]])
+    robust = np.concatenate([fit.std_error_robust * hidden, np.full(len(combos), np.nan)])
+    return names, estimate, se, robust, np.concatenate([identified, np.ones(len(combos), dtype=bool)])
+
+
 def coefficient_frame(fit, level: float = 0.95):
     """One row per parameter: ``estimate, std_error, std_error_kind, z, p_value, ci_low, ci_high,
-    std_error_robust`` (``z = estimate / std_error``, two-sided normal p-value, the Wald interval
-    of the same standard error; the robust one is the sandwich, NaN where not defined)."""
+    std_error_robust, identified`` (``z = estimate / std_error``, two-sided normal p-value, the
+    Wald interval of the same standard error; the robust one is the sandwich, NaN where not
+    defined). A parameter the choices do not identify has no number (NaN, ``identified``
+    False); each identified combination of such parameters follows as a row of its own
+    (:mod:`genpqr.structural.identification`)."""
     import pandas as pd
     from scipy.stats import norm
 
     level = check_level(level)
-    z = fit.theta / fit.std_error
-    lo, hi = fit.wald_interval(level)
-    return pd.DataFrame({"estimate": fit.theta, "std_error": fit.std_error, "std_error_kind": fit.se_label,
-                         "z": z, "p_value": 2.0 * norm.sf(np.abs(z)), "ci_low": lo, "ci_high": hi,
-                         "std_error_robust": fit.std_error_robust},
-                        index=pd.Index(list(fit.names), name="parameter"))
+    names, estimate, se, robust, identified = _rows(fit)
+    z = estimate / se
+    half = norm.ppf(0.5 + level / 2) * se
+    return pd.DataFrame({"estimate": estimate, "std_error": se, "std_error_kind": fit.se_label,
+                         "z": z, "p_value": 2.0 * norm.sf(np.abs(z)), "ci_low": estimate - half,
+                         "ci_high": estimate + half, "std_error_robust": robust, "identified": identified},
+                        index=pd.Index(names, name="parameter"))
 
 
 def _num(x, width=10) -> str:
@@ -205,6 +222,12 @@ def summary_of(fit, level: float = 0.95) -> StructuralSummary:
     if fit.separation is not None and fit.separation.mle_exists is False:
         notes.append("the choices are separated by the features: the maximum likelihood estimate does not exist; "
                      "the estimates are where the optimizer stopped")
+    ident = getattr(fit, "identification", None)
+    if ident is not None and not ident.all_identified:
+        missing = ", ".join(n for n, ok in zip(fit.names, ident.identified) if not ok)
+        combos = "; ".join(c.describe() for c in ident.combinations) or "none"
+        notes.append(f"not identified by the choices (no estimate shown): {missing}; identified combination(s) of "
+                     f"them, in the rows below the parameters: {combos}")
     if np.any(np.isfinite(fit.std_error_robust)):
         robust = ", ".join(f"{n} {s:.4g}" for n, s in zip(fit.names, fit.std_error_robust))
         notes.append(f"sandwich (robust) standard errors H^-1 J H^-1: {robust}")
