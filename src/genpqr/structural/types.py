@@ -358,7 +358,7 @@ def _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em
 def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types: int = 2, type_specific="all",
                    offset=None, names=None, mixing_covariates=None, covariate_names=None, start_policy=None,
                    theta0=None, ccp_update: str = "model", tol: float = 1e-10, max_iter: int = 200,
-                   em_tol: float = 1e-6, em_max_iter: int = 500, warn: bool = True) -> TypedStructuralFit:
+                   em_tol: float | None = None, em_max_iter: int = 500, warn: bool = True) -> TypedStructuralFit:
     r"""Estimate a dynamic logit with ``n_types`` latent types (module notes).
 
     Parameters
@@ -391,8 +391,8 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
     tol, max_iter : float, int
         Of the inner single-type estimator (and of the Newton finish: ``max_iter`` steps).
     em_tol, em_max_iter : float, int
-        EM: stop when the log-likelihood gains less than ``em_tol`` per episode (MLE) or ``theta``
-        moves less than ``em_tol`` relative (CCP-EM).
+        EM: stop when the log-likelihood gains less than ``em_tol`` per episode (MLE, default
+        1e-3: Newton finishes) or ``theta`` moves less than ``em_tol`` relative (CCP-EM, default 1e-6).
     warn : bool
         Issue the :class:`LatentTypeWarning` and convergence warnings.
 
@@ -401,6 +401,7 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
     TypedStructuralFit
     """
     start = time.perf_counter()
+    em_tol = (1e-6 if estimator == "ccp-em" else 1e-3) if em_tol is None else float(em_tol)
     if estimator not in TYPE_ESTIMATORS:
         raise ValueError(f"estimator must be one of {list(TYPE_ESTIMATORS)} with latent types, got {estimator!r}")
     if ccp_update not in ("model", "frequency"):
