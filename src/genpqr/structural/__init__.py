@@ -32,10 +32,17 @@
     baseline in :mod:`genpqr.baselines`.
 :mod:`~genpqr.structural.checks`
     Argument checks shared by the estimators.
+:mod:`~genpqr.structural.type_model`
+    Latent agent types: the augmented (type, state) space, the mixing proportions and the
+    mixture likelihood with its per-episode scores.
+:mod:`~genpqr.structural.types`
+    Estimation with latent types (:func:`~genpqr.structural.types.estimate_types`, also
+    ``estimate_structural(..., n_types=M, episodes=...)``): the full-information mixture MLE, the
+    sequential CCP-EM, :class:`~genpqr.structural.types.TypedStructuralFit`.
 
 Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood``,
-``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``estimation``,
-``ddc``. Counterfactuals on a fitted model live in the
+``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``type_model`` <
+``types`` < ``estimation``, ``ddc``. Counterfactuals on a fitted model live in the
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """
 
@@ -43,6 +50,8 @@ from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_stru
 from .fit_checks import ProjectionWarning
 from .results import LRTestResult, StructuralSummary, lr_test
 from .separation import Separation, find_separation
+from .types import LatentTypeWarning, TypedStructuralFit, estimate_types
 
 __all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
-           "Separation", "find_separation", "ProjectionWarning"]
+           "Separation", "find_separation", "ProjectionWarning", "estimate_types", "TypedStructuralFit",
+           "LatentTypeWarning"]

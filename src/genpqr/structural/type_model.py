@@ -326,7 +326,8 @@ class Mixing:
 
     def log_prior(self, alpha) -> np.ndarray:
         """``log prior_m(z_e)``, shape (n_episodes, M)."""
-        coef = np.vstack([np.zeros(self.design.shape[1]), np.reshape(alpha, (self.n_types - 1, -1))])
+        coef = np.zeros((self.n_types, self.design.shape[1]))
+        coef[1:] = np.reshape(alpha, coef[1:].shape)
         scores = self.design @ coef.T
         return scores - logsumexp(scores, axis=1, keepdims=True)
 

@@ -57,7 +57,7 @@ from .type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_
                          mixture_hessian)
 
 __all__ = ["LatentTypeWarning", "TYPE_ESTIMATORS", "MIN_SEPARATION", "TypedStructuralFit", "TypeBootstrap",
-           "estimate_types"]
+           "estimate_types", "m_step", "check_types"]
 
 #: The estimators with latent types and what each is.
 TYPE_ESTIMATORS = {
@@ -274,6 +274,16 @@ def _inner(estimator, X, n, kernel, gamma, off, policy, tol, max_iter):
     return np.asarray(theta, dtype=np.float64), policy
 
 
+def m_step(space, data: EpisodeChoices, weights, *, estimator: str = "npl", start_policy=None, tol: float = 1e-10,
+           max_iter: int = 200) -> np.ndarray:
+    """The M-step for the structural parameters at fixed posterior weights (n_episodes, M): the
+    single-type MLE (``"npl"`` or ``"nfxp"``) on the augmented space with the weighted counts
+    (:meth:`~genpqr.structural.type_model.TypeSpace.counts`). Returns ``theta`` (P,)."""
+    n = space.counts(data, weights)
+    policy = start_policy_of(start_policy, n.shape)
+    return _inner(estimator, space.features, n, space.kernel, space.gamma, space.offset, policy, tol, max_iter)[0]
+
+
 def _relabel(space, data, mixing, covariates, params, q, policy):
     """Types in canonical order (:meth:`TypeSpace.canonical_order`), mixing refitted to the
     relabelled posteriors; returns ``(params, policy)``."""
@@ -366,46 +376,32 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
     estimator : {"npl", "nfxp", "ccp-em"}
     features : ndarray (S, K, p)
         ``u_m = features @ theta_m + offset``.
-    episodes : Transitions, mapping or tuple
-        The choices with their episodes (:func:`~genpqr.structural.type_model.as_episode_choices`):
-        ``(episode_ids, states, actions[, next_states])``, actions as codes ``0..K-1``.
-    kernel : transition kernel, or a list of ``n_types`` known kernels (type-specific
-        transitions; then each episode's transitions enter its type likelihood)
+    episodes : Transitions, mapping or tuple ``(episode_ids, states, actions[, next_states])``
+        The choices with their episodes, actions as codes (:func:`~genpqr.structural.type_model.as_episode_choices`).
+    kernel : transition kernel, or a list of ``n_types`` known type-specific kernels (whose
+        transitions then enter each type's likelihood)
     gamma : float
     n_types : int
     type_specific : "all" or list of str
         Parameters with one value per type (e.g. ``["RC"]``); the others are shared.
-    offset : ndarray (S, K), optional
-    names : list of str, optional
-    mixing_covariates : ndarray (n_episodes,) or (n_episodes, d), optional
-        Episode covariates of the mixing proportions (e.g. the initial state), in the order of the
-        sorted episode ids.
-    covariate_names : list of str, optional
+    offset, names : as in :func:`genpqr.structural.estimation.estimate_structural`
+    mixing_covariates, covariate_names : ndarray (n_episodes,) or (n_episodes, d), list of str, optional
+        Covariates of the mixing proportions (e.g. the initial state), episodes in sorted id order.
     start_policy : ndarray (S, K), optional
-        First-stage choice probabilities: the start of the pooled one-type fit.
+        Start of the pooled one-type fit.
     theta0 : ndarray (P + A,), optional
-        Start of all parameters (default: the pooled one-type MLE with the type-specific
-        parameters spread around it, equal mixing).
+        Start (default: the pooled one-type MLE, type-specific parameters spread around it, equal mixing).
     ccp_update : {"model", "frequency"}
-        ``"ccp-em"`` only: how the type-specific CCPs are updated.
-    tol, max_iter : float, int
-        Of the inner single-type estimator (and of the Newton finish: ``max_iter`` steps).
-    em_tol, em_max_iter : float, int
-        EM: stop when the log-likelihood gains less than ``em_tol`` per episode (MLE, default
-        1e-3: Newton finishes) or ``theta`` moves less than ``em_tol`` relative (CCP-EM, default 1e-6).
+        ``"ccp-em"``: how the type-specific CCPs are updated.
+    tol, max_iter : of the inner single-type estimator and of the Newton finish
+    em_tol, em_max_iter : EM's stop: gain per episode below ``em_tol`` (MLE, default 1e-3, Newton
+        finishes) or relative change of ``theta`` below it (CCP-EM, default 1e-6)
     warn : bool
         Issue the :class:`LatentTypeWarning` and convergence warnings.
-
-    Returns
-    -------
-    TypedStructuralFit
     """
     start = time.perf_counter()
     em_tol = (1e-6 if estimator == "ccp-em" else 1e-3) if em_tol is None else float(em_tol)
-    if estimator not in TYPE_ESTIMATORS:
-        raise ValueError(f"estimator must be one of {list(TYPE_ESTIMATORS)} with latent types, got {estimator!r}")
-    if ccp_update not in ("model", "frequency"):
-        raise ValueError(f"ccp_update must be 'model' or 'frequency', got {ccp_update!r}")
+    _check_options(estimator, ccp_update)
     spec = dict(features=features, kernel=kernel, gamma=gamma, n_types=n_types, type_specific=type_specific,
                 offset=offset, names=names, mixing_covariates=mixing_covariates, covariate_names=covariate_names,
                 start_policy=start_policy, ccp_update=ccp_update, tol=tol, max_iter=max_iter, em_tol=em_tol,
@@ -415,52 +411,82 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
     data = as_episode_choices(episodes, space.n_states, space.n_actions)
     mixing = Mixing.of(data.n_episodes, space.n_types, mixing_covariates, covariate_names)
     covariates = None if mixing.design.shape[1] == 1 else mixing.design[:, 1:]
-    one = build_type_space(features, kernel[0] if isinstance(kernel, (list, tuple)) else kernel, gamma, 1,
-                           offset=offset, names=names)
-    pooled = one.counts(data, np.ones((data.n_episodes, 1)))
-    theta_one, policy_one = _inner("nfxp" if estimator == "nfxp" else "npl", one.features, pooled, one.kernel,
-                                   space.gamma, one.offset, start_policy_of(start_policy, pooled.shape), tol, max_iter)
-    policy = np.tile(policy_one, (space.n_types, 1))
-    P = len(space.names)
-    if theta0 is None:
-        params = np.concatenate([space.expand(theta_one), np.zeros(mixing.size)])
-    else:
-        params = np.asarray(theta0, dtype=np.float64).copy()
-        if params.shape != (P + mixing.size,):
-            raise ValueError(f"theta0 must have the {P + mixing.size} parameters {space.names + mixing.names}, got "
-                             f"shape {params.shape}")
+    params, policy = _start(estimator, space, data, mixing, spec, theta0)
     if estimator == "ccp-em":
         params, n_em, converged = _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol,
                                           em_max_iter)
         ev = evaluate_mixture(space, data, mixing, params)
-        iterations, nan = {"CCP-EM": n_em}, np.full((params.size, params.size), np.nan)
-        cov = cov_robust = nan
+        iterations, cov = {"CCP-EM": n_em}, np.full((params.size, params.size), np.nan)
+        cov_robust = cov
         convergence = f"CCP-EM {n_em} ({ccp_update} CCP updates), " + ("converged" if converged else "NOT CONVERGED")
     else:
-        params, policy, n_em = _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol,
-                                   em_max_iter)
-        params, ev, H, n_newton, converged = _newton(space, data, mixing, params, policy, max_iter)
-        iterations = {"EM": n_em, "Newton": n_newton}
-        cov, h_inv = _inverse(ev.opg), _inverse(-H)
-        cov_robust = h_inv @ ev.opg @ h_inv
-        convergence = f"EM {n_em} + Newton {n_newton}, " + ("converged by Newton" if converged else "NOT CONVERGED")
+        params, ev, cov, cov_robust, iterations, converged = _full_mle(estimator, space, data, mixing, covariates,
+                                                                       params, policy, tol, max_iter, em_tol,
+                                                                       em_max_iter)
+        convergence = f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
+            "converged by Newton" if converged else "NOT CONVERGED")
+    fit = _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, bool(converged), iterations,
+                    convergence, time.perf_counter() - start, spec)
+    if warn:
+        check_types(fit)
+    return fit
+
+
+def _check_options(estimator, ccp_update) -> None:
+    if estimator not in TYPE_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {list(TYPE_ESTIMATORS)} with latent types, got {estimator!r}")
+    if ccp_update not in ("model", "frequency"):
+        raise ValueError(f"ccp_update must be 'model' or 'frequency', got {ccp_update!r}")
+
+
+def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter):
+    """EM, then Newton; the inverse OPG and the sandwich. Returns ``(params, evaluation, cov,
+    cov_robust, iterations, converged)``."""
+    params, policy, n_em = _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol,
+                               em_max_iter)
+    params, ev, H, n_newton, converged = _newton(space, data, mixing, params, policy, max_iter)
+    cov, h_inv = _inverse(ev.opg), _inverse(-H)
+    return params, ev, cov, h_inv @ ev.opg @ h_inv, {"EM": n_em, "Newton": n_newton}, converged
+
+
+def _start(estimator, space, data, mixing, spec, theta0):
+    """The start: the pooled one-type MLE with the type-specific parameters spread around it
+    (:meth:`TypeSpace.expand`) and equal mixing, or ``theta0``; and its policy per type."""
+    kernel = spec["kernel"]
+    one = build_type_space(spec["features"], kernel[0] if isinstance(kernel, (list, tuple)) else kernel,
+                           spec["gamma"], 1, offset=spec["offset"], names=spec["names"])
+    pooled = one.counts(data, np.ones((data.n_episodes, 1)))
+    theta_one, policy_one = _inner("nfxp" if estimator == "nfxp" else "npl", one.features, pooled, one.kernel,
+                                   space.gamma, one.offset, start_policy_of(spec["start_policy"], pooled.shape),
+                                   spec["tol"], spec["max_iter"])
+    P = len(space.names)
+    if theta0 is None:
+        return np.concatenate([space.expand(theta_one), np.zeros(mixing.size)]), np.tile(policy_one, (space.n_types, 1))
+    params = np.asarray(theta0, dtype=np.float64).copy()
+    if params.shape != (P + mixing.size,):
+        raise ValueError(f"theta0 must have the {P + mixing.size} parameters {space.names + mixing.names}, got "
+                         f"shape {params.shape}")
+    return params, np.tile(policy_one, (space.n_types, 1))
+
+
+def _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, converged, iterations, convergence,
+              seconds, spec) -> TypedStructuralFit:
+    """The result object, with the mixing proportions' delta-method standard errors."""
+    P = len(space.names)
     se = _std_errors(cov)
     props, jac = mixing.proportions(params[P:])
     cov_alpha = cov[P:, P:]
     props_se = np.sqrt(np.clip(np.einsum("ma,ab,mb->m", jac, cov_alpha, jac), 0, None)) \
         if np.all(np.isfinite(cov_alpha)) else np.full(space.n_types, np.nan)
     q = ev.posterior.weights
-    fit = TypedStructuralFit(
+    return TypedStructuralFit(
         estimator, list(space.names), params[:P], se[:P], _std_errors(cov_robust)[:P], list(mixing.names),
         params[P:], se[P:], props, props_se, q, data.labels, cov, cov_robust, ev.loglik, space.n_types, data.n,
-        data.n_episodes, bool(converged), iterations, convergence, separation_share(q, ev.log_prior),
-        time.perf_counter() - start, space, data, ev.policy, spec)
-    if warn:
-        _check_types(fit)
-    return fit
+        data.n_episodes, converged, iterations, convergence, separation_share(q, ev.log_prior), seconds, space, data,
+        ev.policy, spec)
 
 
-def _check_types(fit: TypedStructuralFit) -> None:
+def check_types(fit: TypedStructuralFit) -> None:
     """The warnings of a typed fit: not converged, types not separated, an empty type."""
     if not fit.converged:
         warnings.warn(f"the {fit.estimator} fit with {fit.n_types} types did not converge ({fit.convergence})",
