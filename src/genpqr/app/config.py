@@ -121,6 +121,8 @@ class FitConfig:
         estimate), ``pml`` (Hotz-Miller two-step pseudo-likelihood) or ``projection`` (weighted
         least squares of the reward table on the features). See
         docs/structural_estimation.md.
+    types : int
+        Latent agent types over episodes (with ``features``: the mixture MLE, ``types.csv``).
     n_iterations : int, optional
         Maximum FQE iterations (default per ``q_model``).
     level : float
@@ -178,6 +180,7 @@ class FitConfig:
     n_states: int | None = None
     features: str | None = None
     estimator: str = "npl"
+    types: int = 1
     n_iterations: int | None = None
     level: float = 0.95
     seed: int = 0
@@ -382,7 +385,7 @@ def _coerce(key: str, value):
                 value = ",".join(str(v) for v in value)
             parse_clip(str(value))
             return str(value).strip().lower()
-        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states", "chunk_rows"):
+        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states", "chunk_rows", "types"):
             if isinstance(value, bool) or float(value) != int(value):
                 raise TypeError("expected an integer")
             return int(value)

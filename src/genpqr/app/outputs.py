@@ -156,9 +156,11 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
                "rewards.csv": lambda p: outputs.rewards.to_csv(p, index=False)}
     if outputs.parameters is not None:
         writers["parameters.csv"] = lambda p: outputs.parameters.to_csv(p, index=False)
+    if hasattr(outputs.structural, "posterior_frame"):  # latent types: the posterior type probabilities per episode
+        writers["types.csv"] = lambda p: outputs.structural.posterior_frame().to_csv(p, index=False)
     writers["config.json"] = config.to_json
     writers["report.html"] = lambda p: write_report(p, context_from_outputs(outputs, n_rows=n_rows))
     paths = write_fit_folder(config, writers)
     keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
-            "config.json": "config", "report.html": "report"}
+            "config.json": "config", "report.html": "report", "types.csv": "types"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})
