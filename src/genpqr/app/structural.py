@@ -44,7 +44,8 @@ from ..evaluation import plain_text
 from .report_base import ReportFigure, new_figure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
-           "parameters_table", "typed_parameters_table", "choice_fit_table", "fig_choice_fit", "report_section", "console_lines"]
+           "parameters_table", "typed_parameters_table", "choice_fit_table", "fig_choice_fit", "report_section",
+           "console_lines"]
 
 #: Printed and reported with them.
 MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and the discount, not on "
@@ -311,7 +312,8 @@ def _typed_report_section(ctx, fit, labels) -> dict:
     share = typed_counts.sum(axis=2, keepdims=True)
     share = share / np.maximum(share.sum(axis=0, keepdims=True), 1e-300)
     fitted = np.sum(share * fit.policy.reshape(fit.n_types, S, -1), axis=0)
-    view = SimpleNamespace(counts=typed_counts.sum(axis=0), policy=fitted, estimator=f"{fit.estimator}, {fit.n_types} types")
+    view = SimpleNamespace(counts=typed_counts.sum(axis=0), policy=fitted,
+                           estimator=f"{fit.estimator}, {fit.n_types} types")
     caption = ("Observed choice frequency per state (points; bars: binomial Wilson intervals) and the fitted mixture's "
                "choice probability (line): each type's, weighted by the posterior share of the type at the state.")
     return {"heading": f"{fit.n_types} latent types: full-information mixture MLE ({fit.estimator})", "table": table,

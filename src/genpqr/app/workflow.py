@@ -271,8 +271,9 @@ def check_before_fit(config: FitConfig, data, index) -> None:
     if config.types < 1:
         raise ValueError(f"--types must be a positive number of latent types, got {config.types}")
     if config.types > 1 and config.features and (config.bootstrap or config.estimator not in ("npl", "nfxp")):
-        raise ValueError(f"--types {config.types} with --features estimates the mixture MLE (--estimator npl or nfxp, "
-                         f"got {config.estimator}) without --bootstrap (bootstrap in Python: TypedStructuralFit.bootstrap)")
+        raise ValueError(f"--types {config.types} with --features estimates the mixture MLE (--estimator npl or "
+                         f"nfxp, got {config.estimator}) without --bootstrap (bootstrap in Python: "
+                         "TypedStructuralFit.bootstrap)")
     if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
         raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                          f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
