@@ -22,8 +22,12 @@ median and largest distance to the MLE in units of the MLE's SE; for the one-typ
 mean estimate and bias against the types' mean RC (11.5) and theta11. One row per panel and
 method goes to ``--out`` (CSV); the tables are rebuilt from it.
 
+The timing target (a 2-type structural fit on a 5,000-bus-month panel): ``--timing N`` times the
+mixture MLE (``"npl"``, RC type-specific) on N panels of 50 buses x 100 months (seeds 1000..),
+from the call to the result (the pooled one-type start included); ``--panels 0`` runs only that.
+
     OMP_NUM_THREADS=1 python benchmarks/rust_types.py [--panels 100] [--buses 100] [--months 300] [--seed0 0]
-        [--out rust_types.csv]
+        [--out rust_types.csv] [--timing 5]
 """
 
 from __future__ import annotations
@@ -121,6 +125,21 @@ def one_type_table(frame: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
+def timing(n: int) -> list[float]:
+    """Seconds of the 2-type mixture MLE on ``n`` panels of 50 buses x 100 months."""
+    truth = bus_engine()
+    seconds = []
+    for i in range(n):
+        tr = simulate_typed_buses(n_buses=50, n_periods=100, random_state=1000 + i).transitions
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GenPQRWarning)
+            estimate_types("npl", truth.features("rust"), (tr.episode_ids, tr.states, tr.actions), truth.kernel,
+                           truth.beta, n_types=2, type_specific=["RC"], names=NAMES)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--panels", type=int, default=100)
@@ -128,9 +147,16 @@ def main() -> None:
     parser.add_argument("--months", type=int, default=300)
     parser.add_argument("--seed0", type=int, default=0)
     parser.add_argument("--out", default="rust_types.csv")
+    parser.add_argument("--timing", type=int, default=5)
     args = parser.parse_args()
     from tqdm.auto import tqdm
 
+    if args.timing:
+        seconds = timing(args.timing)
+        print(f"2-type mixture MLE on 50 buses x 100 months (5,000 bus-months), {args.timing} panels: median "
+              f"{np.median(seconds):.1f} s, max {np.max(seconds):.1f} s (load {os.getloadavg()[0]:.1f})")
+    if args.panels < 1:
+        return
     start = time.perf_counter()
     rows = []
     for i in tqdm(range(args.panels), desc="panels"):
