@@ -9,7 +9,7 @@ import pytest
 
 from genpqr.envs.rust import TYPED_RC, bus_engine, simulate_typed_buses
 from genpqr.exceptions import GenPQRWarning
-from genpqr.structural import estimate_structural
+from genpqr.structural import estimate_structural, type_counterfactuals, type_fit
 from genpqr.structural.kernels import choice_counts
 from genpqr.structural.type_model import Mixing, as_episode_choices, build_type_space, evaluate_mixture
 from genpqr.structural.types import LatentTypeWarning, TypedStructuralFit, check_types, estimate_types, m_step
@@ -104,6 +104,17 @@ def test_mixture_scores_are_the_gradient(typed_panel):
     np.testing.assert_allclose(ev.episode_scores.sum(axis=0), ev.grad)
 
 
+def test_types_stay_in_order_on_a_small_panel():
+    m = engines()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GenPQRWarning)
+        fit = estimate_types("npl", m.features("rust"), episodes_of(panel(n_buses=20, months=50)), m.kernel, m.beta,
+                             n_types=2, type_specific=["RC"], names=NAMES)
+    assert fit.theta[0] <= fit.theta[1]
+    space, lp = fit.space, np.log(fit.mixing_proportions)
+    assert fit.mixing_params[0] == pytest.approx(lp[1] - lp[0])
+
+
 def test_mixture_mle_is_a_maximum_and_ccp_em_reaches_it(typed_panel, mle):
     assert mle.converged
     assert mle.names == ["RC[type 0]", "RC[type 1]", "theta11"]
@@ -137,6 +148,28 @@ def test_results_tables(mle):
     text = str(mle.summary())
     assert "AIC" in text and "mixing proportions" in text and "RC[type 1]" in text
     assert mle.type_policy(1).shape == (S, 2)
+
+
+def test_counterfactual_per_type(mle):
+    base = [type_fit(mle, m) for m in range(2)]
+    for m, fit in enumerate(base):
+        assert fit.names == NAMES and fit.theta[0] == mle.theta[m] and fit.theta[1] == mle.theta[2]
+        np.testing.assert_allclose(fit.std_error, mle.std_error[[m, 2]])
+        # the type's fitted policy is the soft-optimal policy of its flow utility under its kernel
+        from genpqr.stage2 import soft_optimal_solution
+        solved = soft_optimal_solution(fit.flow_utility(), fit.kernel, fit.gamma, tol=1e-13).policy
+        np.testing.assert_allclose(fit.policy, solved, atol=1e-8)
+    table = type_counterfactuals(mle, parameter_change={"RC": "*2"})
+    per_type = table[table.type != "mixture"]
+    mixture = table[table.type == "mixture"].set_index(["distribution", "statistic"])
+    for key, rows in per_type.groupby(["distribution", "statistic"]):
+        for column in ("baseline", "counterfactual", "difference"):
+            expected = float(np.sum(rows[column] * mle.mixing_proportions[rows.type.astype(int)]))
+            assert mixture.loc[key, column] == pytest.approx(expected, abs=1e-12)
+    rate = per_type[per_type.statistic == "rate[1]"]  # action code 1: replace
+    assert len(rate) == 2 and np.all(rate.difference < 0)  # doubling the replacement cost lowers it for each type
+    with pytest.raises(ValueError, match="type"):
+        type_fit(mle, 2)
 
 
 def test_bootstrap_over_episodes(mle):

@@ -39,19 +39,22 @@
     Estimation with latent types (:func:`~genpqr.structural.types.estimate_types`, also
     ``estimate_structural(..., n_types=M, episodes=...)``): the full-information mixture MLE, the
     sequential CCP-EM, :class:`~genpqr.structural.types.TypedStructuralFit`.
+:mod:`~genpqr.structural.type_counterfactuals`
+    Counterfactuals per latent type and averaged over the type distribution.
 
 Layers (no import circles): ``checks`` < ``kernels``, ``projection``, ``likelihood``,
 ``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``type_model`` <
-``types`` < ``estimation``, ``ddc``. Counterfactuals on a fitted model live in the
+``types`` < ``estimation``, ``ddc`` < ``type_counterfactuals``. Counterfactuals on a fitted model live in the
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """
 
-from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_structural
+from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_structural, type_fit
 from .fit_checks import ProjectionWarning
 from .results import LRTestResult, StructuralSummary, lr_test
 from .separation import Separation, find_separation
 from .types import LatentTypeWarning, TypedStructuralFit, estimate_types
+from .type_counterfactuals import type_counterfactuals
 
 __all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
            "Separation", "find_separation", "ProjectionWarning", "estimate_types", "TypedStructuralFit",
-           "LatentTypeWarning"]
+           "LatentTypeWarning", "type_fit", "type_counterfactuals"]

@@ -358,6 +358,32 @@ def _typed(estimator, features, kernel, gamma, n_types, episodes, **kwargs):
     return estimate_types(estimator, features, episodes, kernel, gamma, n_types=int(n_types), **kwargs)
 
 
+def type_fit(typed, m: int) -> StructuralFit:
+    """Type ``m`` of a mixture MLE (:class:`~genpqr.structural.types.TypedStructuralFit`, ``npl``
+    or ``nfxp``) as a single-type :class:`StructuralFit`: its parameters (shared ones included)
+    with their block of the mixture covariance, its choice probabilities, its posterior-weighted
+    choice counts, its kernel and the discount. Ready for :meth:`StructuralFit.counterfactual`:
+    a counterfactual per type (e.g. ``type_fit(typed, 1).counterfactual({"RC": "*2"})``)."""
+    if typed.estimator not in ("npl", "nfxp"):
+        raise ValueError(f"type_fit needs the mixture MLE (estimator npl or nfxp) and its covariance, got "
+                         f"{typed.estimator!r}")
+    if not 0 <= int(m) < typed.n_types:
+        raise ValueError(f"m must be a type in 0..{typed.n_types - 1}, got {m!r}")
+    space, m = typed.space, int(m)
+    S, K, cols = space.n_states, space.n_actions, space.columns[m]
+    block = slice(m * S, (m + 1) * S)
+    cov, cov_robust = typed.cov[np.ix_(cols, cols)], typed.cov_robust[np.ix_(cols, cols)]
+    kernel = space.type_kernels[m] if space.type_kernels is not None else tabular.TransitionKernel(
+        space.kernel.matrix[m * S * K:(m + 1) * S * K][:, block], S, K)
+    counts = space.counts(typed.data, typed.posteriors)[block]
+    return StructuralFit(
+        typed.estimator, list(space.base_names), typed.theta[cols], _std_errors(cov), _std_errors(cov_robust),
+        SE_KINDS[typed.estimator] + f"; type {m} of a {typed.n_types}-type mixture", cov, cov_robust, typed.loglik,
+        int(round(counts.sum())), int(sum(typed.iterations.values())), typed.converged, np.nan, typed.type_policy(m),
+        counts, typed.seconds, space.features[block][:, :, cols], space.offset[block], kernel, space.gamma,
+        None, iterations=dict(typed.iterations), convergence=typed.convergence)
+
+
 def _inputs(estimator, features, counts, offset, kernel, gamma, names):
     """``(X, counts, offset, kernel, gamma, names)`` checked (each error names its argument)."""
     if estimator not in ESTIMATORS:

@@ -27,16 +27,13 @@ The model and the augmented space on which every type is one dynamic logit:
   choice probabilities. It stops when ``theta`` changes by less than ``em_tol``. No analytic
   standard error (use :meth:`TypedStructuralFit.bootstrap`).
 
-Types are labelled by their first type-specific parameter, ascending (a mixture's labels are
-arbitrary). With ``n_types=1`` the estimates are those of
-:func:`genpqr.structural.estimation.estimate_structural` on the counts (the standard errors
-then are the per-episode OPG, clustered by episode, not the per-choice one).
-
-Choosing ``M``: ``loglik``, ``aic`` (``2 k - 2 L``) and ``bic`` (``k log(n_episodes) - 2 L``,
-``k`` all parameters, mixing ones included). A :class:`LatentTypeWarning` says when the types
-are not separated (the mean total-variation distance of the posteriors from the prior,
-:func:`genpqr.stage1.separation_share`, below :data:`MIN_SEPARATION`) or a type is empty (its
-mixing proportion times the number of episodes below 1).
+Types are labelled by their first type-specific parameter, ascending. With ``n_types=1`` the
+estimates are those of :func:`genpqr.structural.estimation.estimate_structural` on the counts
+(the standard errors then are the per-episode OPG, clustered by episode). Choosing ``M``:
+``loglik``, ``aic`` (``2 k - 2 L``), ``bic`` (``k log(n_episodes) - 2 L``, ``k`` all parameters);
+a :class:`LatentTypeWarning` when the types are not separated (posteriors near the prior:
+:func:`genpqr.stage1.separation_share` below :data:`MIN_SEPARATION`) or a type is empty (its
+proportion times the number of episodes below 1).
 """
 
 from __future__ import annotations
@@ -295,6 +292,16 @@ def _relabel(space, data, mixing, covariates, params, q, policy):
     return np.concatenate([theta, mixing.alpha_of(lp, coef)]), policy
 
 
+def _permuted(space, mixing, params, order) -> np.ndarray:
+    """``params`` with type ``order[m]`` relabelled ``m``: the type-specific parameters permuted, the
+    mixing logit's rows permuted and re-based on the new type 0 (the same proportions)."""
+    P = len(space.names)
+    coef = np.zeros((space.n_types, mixing.design.shape[1]))
+    coef[1:] = np.reshape(params[P:], coef[1:].shape)
+    coef = coef[np.asarray(order)] - coef[order[0]]
+    return np.concatenate([space.permute(params[:P], order), coef[1:].ravel()])
+
+
 def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter):
     """EM to a small gain per episode. Returns ``(params, policy, iterations)``."""
     ev = evaluate_mixture(space, data, mixing, params, policy0=policy)
@@ -331,7 +338,11 @@ def _newton(space, data, mixing, params, policy, max_iter):
             break
         step, improved = 1.0, False
         for _ in range(30):
-            trial = evaluate_mixture(space, data, mixing, params + step * direction, policy0=ev.policy)
+            try:
+                trial = evaluate_mixture(space, data, mixing, params + step * direction, policy0=ev.policy)
+            except ValueError:  # a step so long that some episode's likelihood underflows under every type
+                step *= 0.5
+                continue
             if trial.loglik >= ev.loglik - 1e-12 * abs(ev.loglik):
                 params, ev, improved = params + step * direction, trial, True
                 break
@@ -445,6 +456,11 @@ def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, m
     params, policy, n_em = _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol,
                                em_max_iter)
     params, ev, H, n_newton, converged = _newton(space, data, mixing, params, policy, max_iter)
+    order = space.canonical_order(params[:len(space.names)])
+    if np.any(order != np.arange(space.n_types)):  # Newton crossed the labels: relabel, exactly
+        params = _permuted(space, mixing, params, order)
+        ev = evaluate_mixture(space, data, mixing, params, policy0=None)
+        H = mixture_hessian(space, data, mixing, params, policy0=ev.policy)
     cov, h_inv = _inverse(ev.opg), _inverse(-H)
     return params, ev, cov, h_inv @ ev.opg @ h_inv, {"EM": n_em, "Newton": n_newton}, converged
 
