@@ -67,15 +67,13 @@ MIN_SEPARATION = 0.05
 
 
 class LatentTypeWarning(GenPQRWarning):
-    """The latent types are not separated by the data, or a type is empty: the per-type
-    parameters and mixing proportions are in doubt (try fewer types)."""
+    """Types not separated by the data, or a type empty: per-type parameters and proportions in doubt."""
 
 
 @dataclass(frozen=True)
 class TypeBootstrap:
-    """Bootstrap over episodes of a typed fit: ``replicates`` (B, P + A), in the order of
-    ``names`` (structural parameters, then mixing parameters); ``std_error`` their standard
-    deviations; ``failed`` the replicates that raised (dropped)."""
+    """Bootstrap over episodes of a typed fit: ``replicates`` (B, P + A) in the order of ``names``
+    (structural, then mixing parameters), their ``std_error``; ``failed``: replicates dropped."""
 
     names: list
     replicates: np.ndarray
