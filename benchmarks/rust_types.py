@@ -28,6 +28,9 @@ from the call to the result (the pooled one-type start included); ``--panels 0``
 
     OMP_NUM_THREADS=1 python benchmarks/rust_types.py [--panels 100] [--buses 100] [--months 300] [--seed0 0]
         [--out rust_types.csv] [--timing 5]
+
+The kept run: ``docs/results/rust_types/rust_types.csv``; ``--table-only --out FILE`` prints the
+tables from a results file without fitting.
 """
 
 from __future__ import annotations
@@ -140,6 +143,19 @@ def timing(n: int) -> list[float]:
     return seconds
 
 
+def print_tables(frame: pd.DataFrame) -> None:
+    """The three tables and the mean seconds per fit, from the results file."""
+    print(f"{frame.seed.nunique()} panels; RC = {TYPED_RC}, mixing 0.5/0.5")
+    print("\nfull-information mixture MLE (EM + Newton, NPL M-step):")
+    print(mle_table(frame).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print("\nsequential CCP-EM, distance to the MLE in units of the MLE's OPG SE:")
+    print(ccp_table(frame).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print("\none-type fit on the same panels (RC against the types' mean 11.5):")
+    print(one_type_table(frame).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    seconds = frame.groupby("method").seconds.mean()
+    print("\nmean seconds per fit: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--panels", type=int, default=100)
@@ -148,9 +164,13 @@ def main() -> None:
     parser.add_argument("--seed0", type=int, default=0)
     parser.add_argument("--out", default="rust_types.csv")
     parser.add_argument("--timing", type=int, default=5)
+    parser.add_argument("--table-only", dest="table_only", action="store_true")
     args = parser.parse_args()
     from tqdm.auto import tqdm
 
+    if args.table_only:
+        print_tables(pd.read_csv(args.out))
+        return
     if args.timing:
         seconds = timing(args.timing)
         print(f"2-type mixture MLE on 50 buses x 100 months (5,000 bus-months), {args.timing} panels: median "
@@ -162,17 +182,7 @@ def main() -> None:
     for i in tqdm(range(args.panels), desc="panels"):
         rows += one_panel(args.seed0 + i, args.buses, args.months)
         pd.DataFrame(rows).to_csv(args.out, index=False)
-    frame = pd.read_csv(args.out)
-    pd.set_option("display.width", 200)
-    print(f"{args.panels} panels of {args.buses} buses x {args.months} months; RC = {TYPED_RC}, mixing 0.5/0.5")
-    print("\nfull-information mixture MLE (EM + Newton, NPL M-step):")
-    print(mle_table(frame).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print("\nsequential CCP-EM, distance to the MLE in units of the MLE's OPG SE:")
-    print(ccp_table(frame).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    print("\none-type fit on the same panels (RC against the types' mean 11.5):")
-    print(one_type_table(frame).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    seconds = frame.groupby("method").seconds.mean()
-    print("\nmean seconds per fit: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
+    print_tables(pd.read_csv(args.out))
     print(f"total {time.perf_counter() - start:.0f} s on {platform.machine()} ({os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f})")
 
