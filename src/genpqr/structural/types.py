@@ -56,14 +56,13 @@ from .type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_
 __all__ = ["LatentTypeWarning", "TYPE_ESTIMATORS", "MIN_SEPARATION", "TypedStructuralFit", "TypeBootstrap",
            "estimate_types", "m_step", "check_types"]
 
-#: The estimators with latent types and what each is.
-TYPE_ESTIMATORS = {
+TYPE_ESTIMATORS = {  # the estimators with latent types and what each is
     "npl": "full-information mixture MLE: EM with an NPL M-step, finished by Newton steps",
     "nfxp": "full-information mixture MLE: EM with an NFXP M-step, finished by Newton steps",
     "ccp-em": "sequential CCP-EM (Arcidiacono-Miller 2011): pseudo-likelihood M-steps with updated type CCPs",
 }
-#: Below this mean total-variation distance between posteriors and prior the types are called not separated.
-MIN_SEPARATION = 0.05
+MIN_SEPARATION = 0.05  # below this mean total-variation distance of posteriors from prior: not separated
+NEWTON_MAX_ITER = 50  # Newton steps on the mixture likelihood at most (a parameter running off: no maximum)
 
 
 class LatentTypeWarning(GenPQRWarning):
@@ -156,9 +155,7 @@ class TypedStructuralFit:
     def bic(self) -> float:
         return self.n_params * np.log(self.n_episodes) - 2.0 * self.loglik
 
-    @property
-    def se_label(self) -> str:
-        return "OPG" if np.any(np.isfinite(self.std_error)) else "none"
+    se_label = property(lambda self: "OPG" if np.any(np.isfinite(self.std_error)) else "none")
 
     @property
     def params_(self) -> pd.Series:
@@ -320,10 +317,13 @@ def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_ite
 
 def _newton(space, data, mixing, params, policy, max_iter):
     """Newton steps on the mixture log-likelihood (the OPG direction where the Hessian is not
-    negative definite), step halving. Returns ``(params, evaluation, hessian, iterations, converged)``."""
+    negative definite), step halving; stops unconverged when a type empties or after
+    :data:`NEWTON_MAX_ITER` steps. Returns ``(params, evaluation, hessian, iterations, converged)``."""
     ev = evaluate_mixture(space, data, mixing, params, policy0=policy)
     converged, it = False, 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, min(max_iter, NEWTON_MAX_ITER) + 1):
+        if np.exp(ev.log_prior).mean(axis=0).min() < 1e-8:  # a type emptied: a boundary, no interior maximum
+            break
         H = mixture_hessian(space, data, mixing, params, policy0=ev.policy)
         A = -H if np.all(np.linalg.eigvalsh(H) < 0) else ev.opg
         try:
