@@ -322,7 +322,7 @@ def _newton(space, data, mixing, params, policy, max_iter):
     ev = evaluate_mixture(space, data, mixing, params, policy0=policy)
     converged, it = False, 0
     for it in range(1, min(max_iter, NEWTON_MAX_ITER) + 1):
-        if np.exp(ev.log_prior).mean(axis=0).min() < 1e-8:  # a type emptied: a boundary, no interior maximum
+        if np.exp(ev.log_prior).sum(axis=0).min() < 0.1:  # a type emptied (< 0.1 episode): a boundary maximum
             break
         H = mixture_hessian(space, data, mixing, params, policy0=ev.policy)
         A = -H if np.all(np.linalg.eigvalsh(H) < 0) else ev.opg
