@@ -54,3 +54,16 @@ def test_page_tables_are_their_benchmarks_tables(script, folder, page, n_tables,
     text = (ROOT / "docs" / page).read_text(encoding="utf-8")
     for table in printed:
         assert table.strip() in text, f"docs/{page} does not show this table of docs/results/{folder}:\n{table}"
+
+
+def test_latent_types_tables_are_their_benchmarks_tables(monkeypatch, capsys):
+    """docs/benchmarks.md shows the tables benchmarks/rust_types.py rebuilds from the kept run."""
+    spec = importlib.util.spec_from_file_location("rust_types_tables", ROOT / "benchmarks" / "rust_types.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["rust_types", "--table-only", "--out",
+                                      str(RESULTS / "rust_types" / "rust_types.csv")])
+    capsys.readouterr()
+    module.main()
+    printed = capsys.readouterr().out.strip()
+    assert printed in (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")

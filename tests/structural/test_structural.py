@@ -350,7 +350,10 @@ def test_docs_page_main_command_runs(tmp_path, capsys, monkeypatch):
     shown = [code for kind, code in blocks if kind == ""]
     fit_out = next(out for source, out in printed_by if source.startswith("genpqr fit "))
     assert not output_differences(next(s for s in shown if s.startswith("genpqr fit: ")), fit_out)
-    assert not output_differences(next(s for s in shown if "Structural estimation results" in s), printed_by[-1][1])
+    lr_out = next(out for source, out in printed_by if "compare_lr" in source)
+    assert not output_differences(next(s for s in shown if "Structural estimation results" in s), lr_out)
+    types_out = next(out for source, out in printed_by if "n_types=2" in source)
+    assert not output_differences(next(s for s in shown if "full-information mixture MLE" in s), types_out)
     comment = re.search(r"print\(fit.names, fit.theta.round\(3\)\) +# (.*)", page).group(1)
     source, out = next((source, out) for source, out in printed_by if "print(fit.names" in source)
     assert not output_differences(comment, next(line for line in out.splitlines() if line.startswith("['RC'")))

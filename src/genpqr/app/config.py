@@ -147,7 +147,8 @@ class FitConfig:
         address (``tcp://host:8786``), or ``local:N`` for a local cluster of N worker
         processes started for the fit. Every worker must be able to read the data path.
     types : int
-        Latent agent types M (default 1); M > 1: per-type rewards and ``types.csv`` (:mod:`genpqr.app.latent_types`).
+        Latent agent types M (default 1); M > 1: per-type rewards and ``types.csv`` (:mod:`genpqr.app.latent_types`);
+        with ``features``: the mixture MLE of the structural parameters (:mod:`genpqr.structural.types`).
     action_features : str, optional
         Discrete actions: a CSV or Parquet file with one row per action, the labels in the
         ``action`` column (actions never taken included) and numeric feature columns: the

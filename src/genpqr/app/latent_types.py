@@ -42,8 +42,7 @@ def check_types_config(config) -> None:
                                      ("--bootstrap", bool(config.bootstrap)),
                                      ("--chunk-rows", config.chunk_rows is not None),
                                      ("a folder of Parquet files", bool(config.data) and Path(config.data).is_dir()),
-                                     ("--dask-scheduler", bool(config.dask_scheduler)),
-                                     ("--features", bool(config.features))) if on]
+                                     ("--dask-scheduler", bool(config.dask_scheduler))) if on]
     if refused:
         raise ValueError(f"--types {M} (latent types, nonparametric) cannot be combined with {', '.join(refused)}: "
                          f"fit the per-type rewards in memory with discrete actions, without them")

@@ -50,7 +50,8 @@ from ..evaluation import plain_text
 from .report_base import ReportFigure, new_figure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
-           "parameters_table", "choice_fit_table", "fig_choice_fit", "report_section", "console_lines"]
+           "parameters_table", "typed_parameters_table", "choice_fit_table", "fig_choice_fit", "report_section",
+           "console_lines"]
 
 #: Printed and reported with them.
 MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and the discount, not on "
@@ -58,7 +59,7 @@ MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and t
             "these estimates")
 
 
-def structural_from_model(model, data, features, names, estimator: str):
+def structural_from_model(model, data, features, names, estimator: str, n_types: int = 1):
     """:func:`genpqr.structural.fit_structural` on a fitted exact-path GenPQR (the
     choices of the likelihood are the model's choice counts, those of ``data``).
 
@@ -71,10 +72,16 @@ def structural_from_model(model, data, features, names, estimator: str):
     features : ndarray (S, K, p)
     names : list of str
     estimator : {"npl", "nfxp", "pml", "projection"}
+    n_types : int
+        Latent types (``--types``): above 1, the mixture MLE over the model's episodes
+        (:func:`genpqr.structural.types.estimate_types`, every parameter type-specific), a
+        :class:`~genpqr.structural.types.TypedStructuralFit`.
     """
     from ..structural.estimation import fit_structural
 
-    return fit_structural(model, features, names=names, estimator=estimator)
+    if int(n_types) == 1:
+        return fit_structural(model, features, names=names, estimator=estimator)
+    return fit_structural(model, features, names=names, estimator=estimator, n_types=int(n_types))
 
 
 class StructuralStatistic:
@@ -127,6 +134,8 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
 
     from ..structural.results import coefficient_frame
 
+    if hasattr(fit, "posterior_frame"):
+        return typed_parameters_table(fit, level)
     p = fit.theta.size
     frame = coefficient_frame(fit, level).reset_index()
     table = frame[["parameter", "estimate", "std_error", "ci_low", "ci_high", "std_error_robust"]].copy()
@@ -157,9 +166,43 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     return table
 
 
+def typed_parameters_table(fit, level: float = 0.95):
+    """``parameters.csv`` of a fit with latent types: one row per type-specific or shared
+    parameter, per mixing coefficient and per mixing proportion (``mixing proportion[type m]``,
+    delta-method SE); the columns of :func:`parameters_table` plus ``n_types, aic, bic``."""
+    import pandas as pd
+    from scipy.stats import norm
+
+    frame = fit.to_frame(level).reset_index()
+    z = norm.ppf(0.5 + level / 2)
+    props = pd.DataFrame({"parameter": [f"mixing proportion[type {m}]" for m in range(fit.n_types)],
+                          "estimate": fit.mixing_proportions, "std_error": fit.mixing_proportions_se})
+    props["ci_low"] = props.estimate - z * props.std_error
+    props["ci_high"] = props.estimate + z * props.std_error
+    props["z"] = props.estimate / props.std_error
+    props["p_value"] = 2.0 * norm.sf(np.abs(props.z))
+    table = pd.concat([frame.drop(columns="std_error_kind"), props], ignore_index=True)
+    table["std_error_kind"] = ("OPG of the mixture likelihood's per-episode scores (all parameters, mixing ones "
+                               "included; proportions by the delta method), conditional on the kernel")
+    table["ci_kind"] = f"Wald, estimate -+ z std_error ({level:.0%})"
+    for column, value in (("estimator", f"{fit.estimator} (mixture MLE, {fit.n_types} types)"),
+                          ("loglik", fit.loglik), ("n_choices", fit.n_choices),
+                          ("iterations", sum(fit.iterations.values())), ("convergence", fit.convergence),
+                          ("converged", fit.converged), ("n_types", fit.n_types), ("aic", fit.aic), ("bic", fit.bic)):
+        table[column] = value
+    return table
+
+
 def console_lines(fit, parameters) -> list:
     """What ``genpqr fit`` prints about the structural step: every standard error with its kind,
     beside the interval computed from it."""
+    if hasattr(fit, "posterior_frame"):
+        return [f"  structural parameters with {fit.n_types} latent types, estimator {fit.estimator}: mixture MLE",
+                f"    log-likelihood {fit.loglik:.4f} over {fit.n_episodes} episodes ({fit.n_choices} choices); "
+                f"AIC {fit.aic:.3f}, BIC {fit.bic:.3f}; iterations: {fit.convergence}",
+                f"    std_error: {parameters['std_error_kind'].iloc[0]}"] + [
+            f"    {row['parameter']}: {row['estimate']:.4g} (SE {row['std_error']:.4g})"
+            for _, row in parameters.iterrows()]
     boot = "std_error_analytic" in parameters.columns
     kind = "bootstrap" if boot else fit.se_label
     mle = ("" if fit.estimator in MLE_ESTIMATORS else
@@ -249,6 +292,8 @@ def report_section(ctx) -> dict:
     choice probabilities)."""
     fit = ctx.structural
     labels = [str(a) for a in ctx.model.encoder_.labels]
+    if hasattr(fit, "posterior_frame"):
+        return _typed_report_section(ctx, fit, labels)
     columns = ["parameter", "estimate", "std_error", "ci_low", "ci_high", "z", "p_value", "std_error_robust",
                "std_error_analytic"]
     table = ctx.parameters[[c for c in columns if c in ctx.parameters.columns]]
@@ -274,3 +319,32 @@ def report_section(ctx) -> dict:
     return {"heading": ESTIMATOR_LABELS[fit.estimator], "table": table, "summary": summary,
             "mle_note": MLE_NOTE if fit.estimator in MLE_ESTIMATORS else None,
             "figure": ReportFigure("structural", caption, fig_choice_fit(fit, labels, ctx.level, state_name))}
+
+
+def _typed_report_section(ctx, fit, labels) -> dict:
+    """The section for a fit with latent types: parameters per type and mixing, the choice of M
+    (log-likelihood, AIC, BIC), the separation of the types, and the observed vs fitted choice
+    probabilities (fitted: each type's, weighted by the posterior share of the type at the state)."""
+    from types import SimpleNamespace
+
+    table = ctx.parameters[["parameter", "estimate", "std_error", "ci_low", "ci_high", "z", "p_value"]]
+    summary = [("estimator", f"{fit.estimator}: {fit.n_types} latent types, mixture MLE"),
+               ("log-likelihood", f"{fit.loglik:.4f}"), ("AIC", f"{fit.aic:.3f}"), ("BIC", f"{fit.bic:.3f}"),
+               ("episodes", fit.n_episodes), ("choices in the likelihood", fit.n_choices),
+               ("iterations", fit.convergence), ("converged", fit.converged),
+               ("separation of the types (mean total-variation distance of posteriors from prior)",
+                f"{fit.separation:.3f}"),
+               ("std_error", ctx.parameters["std_error_kind"].iloc[0]),
+               ("posterior type probabilities per episode", "types.csv")]
+    S = fit.space.n_states
+    typed_counts = fit.space.counts(fit.data, fit.posteriors).reshape(fit.n_types, S, -1)
+    share = typed_counts.sum(axis=2, keepdims=True)
+    share = share / np.maximum(share.sum(axis=0, keepdims=True), 1e-300)
+    fitted = np.sum(share * fit.policy.reshape(fit.n_types, S, -1), axis=0)
+    view = SimpleNamespace(counts=typed_counts.sum(axis=0), policy=fitted,
+                           estimator=f"{fit.estimator}, {fit.n_types} types")
+    caption = ("Observed choice frequency per state (points; bars: binomial Wilson intervals) and the fitted mixture's "
+               "choice probability (line): each type's, weighted by the posterior share of the type at the state.")
+    return {"heading": f"{fit.n_types} latent types: full-information mixture MLE ({fit.estimator})", "table": table,
+            "summary": summary, "mle_note": MLE_NOTE,
+            "figure": ReportFigure("structural", caption, fig_choice_fit(view, labels, ctx.level))}

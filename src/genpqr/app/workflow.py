@@ -244,7 +244,8 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
 
         with warnings.catch_warnings(record=True) as caught:  # printed apart: they concern parameters.csv
             warnings.simplefilter("always")
-            fit.structural = structural_from_model(model, data, fit.features, fit.names, config.estimator)
+            fit.structural = structural_from_model(model, data, fit.features, fit.names, config.estimator,
+                                                   n_types=config.types)
         fit.structural_warnings = warning_messages(caught)
         model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
     return fit
@@ -269,7 +270,8 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
     return FitOutputs(config, fit.model, fit.data, rewards, parameters, fit.boot,
                       list(dict.fromkeys(messages + fit.structural_warnings)), {}, tabular, fit.index, r2,
                       fit.first_stage, fit.structural, structural_warnings=fit.structural_warnings,
-                      types=types_table(fit.model) if hasattr(fit.model, "type_models_") else None,
+                      types=types_table(fit.model) if hasattr(fit.model, "type_models_") else
+                      fit.structural.posterior_frame() if hasattr(fit.structural, "posterior_frame") else None,
                       sources=None if fit.sources is None else sources_frame(fit.model, fit.sources, labels))
 
 
@@ -283,6 +285,12 @@ def check_before_fit(config: FitConfig, data, index) -> None:
 
     if config.bootstrap:
         check_bootstrap_episodes(data.n_episodes, "--bootstrap")
+    if config.types < 1:
+        raise ValueError(f"--types must be a positive number of latent types, got {config.types}")
+    if config.types > 1 and config.features and (config.bootstrap or config.estimator not in ("npl", "nfxp")):
+        raise ValueError(f"--types {config.types} with --features estimates the mixture MLE (--estimator npl or "
+                         f"nfxp, got {config.estimator}) without --bootstrap (bootstrap in Python: "
+                         "TypedStructuralFit.bootstrap)")
     if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
         raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                          f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
@@ -414,6 +422,10 @@ def _add_tabular_flags(p) -> None:
     p.add_argument("--estimator", default=S, metavar="NAME",
                    help="with --features: npl (iterated to convergence = the MLE), nfxp, pml or projection "
                         "(default: npl)")
+    p.add_argument("--types", type=int, default=S, metavar="M",
+                   help="latent agent types: a finite mixture of M types over episodes (with --features: the "
+                        "mixture MLE by EM with --estimator npl or nfxp, all parameters type-specific; writes "
+                        "types.csv, the posterior type probabilities per episode) (default: 1)")
 
 
 def _add_run_flags(p, required) -> None:

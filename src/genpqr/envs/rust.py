@@ -57,11 +57,15 @@ from ..data.validation import check_random_state
 from ..data import Transitions, from_arrays
 from ..stage2 import SoftOptimalSolution, TabularMDP, TransitionKernel, soft_optimal_solution
 
-__all__ = ["BusEngine", "RustPanel", "bus_engine", "simulate_buses", "increment_matrix", "SU_JUDD"]
+__all__ = ["BusEngine", "RustPanel", "bus_engine", "simulate_buses", "simulate_typed_buses", "increment_matrix",
+           "SU_JUDD", "TYPED_RC"]
 
 #: Su and Judd (2012), Table 1 design (true parameter values).
 SU_JUDD = dict(n_states=175, beta=0.975, rc=11.7257, theta11=2.4569,
                theta3=(0.0937, 0.4475, 0.4459, 0.0127, 0.0002), cost_scale=0.001)
+
+#: Replacement costs of the two bus types of :func:`simulate_typed_buses` (other parameters Su-Judd's).
+TYPED_RC = (10.0, 13.0)
 
 ACTIONS = ("keep", "replace")
 KEEP, REPLACE = 0, 1
@@ -212,10 +216,12 @@ def bus_engine(*, n_states: int = 175, beta: float = 0.975, rc: float = 11.7257,
 @dataclass(frozen=True, eq=False)
 class RustPanel:
     """A simulated panel: genpqr :class:`~genpqr.data.Transitions` and the same rows as a
-    long-format frame (columns ``bus, month, mileage, action, next_mileage``)."""
+    long-format frame (columns ``bus, month, mileage, action, next_mileage``; with latent types
+    also ``type``). ``types``: the true type of each bus, shape (n_buses,) (None without types)."""
 
     transitions: Transitions
     frame: object
+    types: np.ndarray | None = None
 
 
 def simulate_buses(model: BusEngine | None = None, n_buses: int = 50, n_periods: int = 120, *,
@@ -239,28 +245,74 @@ def simulate_buses(model: BusEngine | None = None, n_buses: int = 50, n_periods:
         ``transitions`` (states = mileage bins, actions labelled ``"keep"``/``"replace"``,
         rewards = Rust's flow utility) and ``frame``.
     """
-    import pandas as pd
-
     model = bus_engine() if model is None else model
     if n_buses < 1 or n_periods < 1:
         raise ValueError(f"n_buses and n_periods must be positive, got {n_buses}, {n_periods}")
+    return _simulate((model,), np.zeros(n_buses, dtype=np.int64), n_periods, initial,
+                     check_random_state(random_state), typed=False)
+
+
+def simulate_typed_buses(models=None, n_buses: int = 50, n_periods: int = 120, *, mixing=None,
+                         initial: str = "stationary", random_state=None) -> RustPanel:
+    """A panel of buses of latent types: each bus draws its type ``m`` with probability
+    ``mixing[m]`` once, then behaves as ``models[m]`` for all its months (a finite mixture,
+    Arcidiacono and Miller 2011).
+
+    Parameters
+    ----------
+    models : sequence of BusEngine, optional
+        One engine per type, on the same states (default: two Su-Judd engines with replacement
+        costs :data:`TYPED_RC` = (10, 13), the other parameters shared).
+    n_buses, n_periods : int
+    mixing : sequence of float, optional
+        Type probabilities (default uniform: 0.5/0.5 for two types).
+    initial : {"stationary", "zero"}
+        Initial mileage: a draw from the stationary distribution of the bus's own type, or 0.
+    random_state : int or Generator
+
+    Returns
+    -------
+    RustPanel
+        With ``types`` (n_buses,), the true type of each bus, and a ``type`` column in ``frame``;
+        the rows' rewards are each bus's own type's flow utility.
+    """
+    models = tuple(bus_engine(rc=rc) for rc in TYPED_RC) if models is None else tuple(models)
+    if len(models) < 1 or not all(isinstance(m, BusEngine) for m in models):
+        raise TypeError(f"models must be a sequence of BusEngine, got {models!r}")
+    if len({m.n_states for m in models}) != 1:
+        raise ValueError(f"models must share their states, got n_states {[m.n_states for m in models]}")
+    mixing = np.full(len(models), 1.0 / len(models)) if mixing is None else np.asarray(mixing, dtype=np.float64)
+    if mixing.shape != (len(models),) or mixing.min() < 0 or abs(mixing.sum() - 1.0) > 1e-8:
+        raise ValueError(f"mixing must be {len(models)} probabilities summing to 1, got {np.ravel(mixing).tolist()}")
+    if n_buses < 1 or n_periods < 1:
+        raise ValueError(f"n_buses and n_periods must be positive, got {n_buses}, {n_periods}")
     rng = check_random_state(random_state)
-    S = model.n_states
+    types = _draw(rng, np.broadcast_to(mixing, (n_buses, len(models))))
+    return _simulate(models, types, n_periods, initial, rng, typed=True)
+
+
+def _simulate(models, types, n_periods, initial, rng, typed) -> RustPanel:
+    """The months of ``len(types)`` buses, bus ``b`` following ``models[types[b]]``."""
+    import pandas as pd
+
+    n_buses, S = types.size, models[0].n_states
     if initial == "stationary":
-        x = _draw(rng, np.broadcast_to(model.stationary_distribution(), (n_buses, S)))
+        stationary = np.stack([m.stationary_distribution() for m in models])
+        x = _draw(rng, stationary[types])
     elif initial == "zero":
         x = np.zeros(n_buses, dtype=np.int64)
     else:
         raise ValueError(f"initial must be 'stationary' or 'zero', got {initial!r}")
-    p_replace = model.policy[:, REPLACE]
-    inc_cdf = np.cumsum(model.theta3)
+    p_replace = np.stack([m.policy[:, REPLACE] for m in models])
+    inc_cdf = np.stack([np.cumsum(m.theta3) for m in models])[types]
+    n_inc = np.array([m.theta3.size for m in models])[types]
     states = np.empty((n_periods, n_buses), dtype=np.int64)
     actions = np.empty((n_periods, n_buses), dtype=np.int64)
     nexts = np.empty((n_periods, n_buses), dtype=np.int64)
     for t in range(n_periods):
-        d = (rng.random(n_buses) < p_replace[x]).astype(np.int64)
-        j = np.minimum(np.searchsorted(inc_cdf, rng.random(n_buses) * inc_cdf[-1], side="right"),
-                       model.theta3.size - 1)
+        d = (rng.random(n_buses) < p_replace[types, x]).astype(np.int64)
+        draw = rng.random(n_buses) * inc_cdf[:, -1]
+        j = np.minimum((inc_cdf <= draw[:, None]).sum(axis=1), n_inc - 1)
         x_next = np.minimum(np.where(d == REPLACE, 0, x) + j, S - 1)
         states[t], actions[t], nexts[t] = x, d, x_next
         x = x_next
@@ -269,11 +321,15 @@ def simulate_buses(model: BusEngine | None = None, n_buses: int = 50, n_periods:
     bus = np.repeat(np.arange(n_buses), n_periods)
     month = np.tile(np.arange(n_periods), n_buses)
     labels = np.asarray(ACTIONS)[a]
+    utility = np.stack([m.flow_utility for m in models])
+    row_type = types[bus]
     transitions = from_arrays(s, labels, s2, truncated=month == n_periods - 1, episode_ids=bus,
-                              rewards=model.flow_utility[s, a], timesteps=month, action_labels=list(ACTIONS),
+                              rewards=utility[row_type, s, a], timesteps=month, action_labels=list(ACTIONS),
                               state_names=["mileage"])
     frame = pd.DataFrame({"bus": bus, "month": month, "mileage": s, "action": labels, "next_mileage": s2})
-    return RustPanel(transitions, frame)
+    if typed:
+        frame["type"] = row_type
+    return RustPanel(transitions, frame, types.copy() if typed else None)
 
 
 def _draw(rng, probs: np.ndarray) -> np.ndarray:

@@ -35,10 +35,19 @@
     baseline in :mod:`genpqr.baselines`.
 :mod:`~genpqr.structural.checks`
     Argument checks shared by the estimators.
+:mod:`~genpqr.structural.type_model`
+    Latent agent types: the augmented (type, state) space, the mixing proportions and the
+    mixture likelihood with its per-episode scores.
+:mod:`~genpqr.structural.types`
+    Estimation with latent types (:func:`~genpqr.structural.types.estimate_types`, also
+    ``estimate_structural(..., n_types=M, episodes=...)``): the full-information mixture MLE, the
+    sequential CCP-EM, :class:`~genpqr.structural.types.TypedStructuralFit`.
+:mod:`~genpqr.structural.type_counterfactuals`
+    Counterfactuals per latent type and averaged over the type distribution.
 
 Layers (no import circles): ``checks``, ``identification`` < ``kernels``, ``projection``, ``likelihood``,
-``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``estimation``,
-``ddc``. Counterfactuals on a fitted model live in the
+``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``type_model`` <
+``types`` < ``estimation``, ``ddc`` < ``type_counterfactuals``. Counterfactuals on a fitted model live in the
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """
 
@@ -47,7 +56,10 @@ from .fit_checks import ProjectionWarning
 from .identification import Identification, IdentifiedCombination, identification
 from .results import LRTestResult, StructuralSummary, lr_test
 from .separation import Separation, find_separation
+from .types import LatentTypeWarning, TypedStructuralFit, estimate_types
+from .type_counterfactuals import type_counterfactuals, type_fit
 
 __all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
            "Separation", "find_separation", "ProjectionWarning", "Identification", "IdentifiedCombination",
-           "identification"]
+           "identification", "estimate_types", "TypedStructuralFit", "LatentTypeWarning", "type_fit",
+           "type_counterfactuals"]

@@ -82,7 +82,7 @@ from .identification import Identification, generalized_inverse, identification
 from .separation import Separation, find_separation
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
-           "estimate_structural", "fit_structural", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS", "ProjectionWarning"]
+           "estimate_structural", "fit_structural", "std_errors", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS", "ProjectionWarning"]
 
 #: The structural estimators of :func:`estimate_structural` (:mod:`genpqr.structural.estimation`).
 ESTIMATORS = ("npl", "nfxp", "pml", "projection")
@@ -286,8 +286,11 @@ def _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_tab
 
 def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offset=None, start_policy=None,
                         reward_table=None, names=None, tol: float = 1e-10, max_iter: int = 200,
-                        action_labels=None) -> StructuralFit:
+                        action_labels=None, n_types: int = 1, episodes=None, **type_options):
     r"""Estimate ``theta`` of ``u_theta = features @ theta + offset`` by ``estimator``.
+
+    With ``episodes`` (``counts`` may be None) and ``n_types`` latent types: a ``TypedStructuralFit``
+    of :func:`genpqr.structural.types.estimate_types` (``type_options``: its keywords).
 
     Parameters
     ----------
@@ -319,6 +322,16 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter; no convergence; parameters not
         identified, or separated choices (no MLE); the projection far from the MLE.
     """
+    if episodes is not None or int(n_types) != 1 or type_options:
+        return _typed(estimator, features, kernel, gamma, n_types, episodes, offset=offset, start_policy=start_policy,
+                      names=names, tol=tol, max_iter=max_iter, **type_options)
+    return _estimate_one(estimator, features, counts, kernel, gamma, offset, start_policy, reward_table, names, tol,
+                         max_iter, action_labels)
+
+
+def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_policy, reward_table, names, tol, max_iter,
+                  action_labels) -> StructuralFit:
+    """:func:`estimate_structural` without latent types."""
     start = time.perf_counter()
     X, n, off, kernel, gamma, names = _inputs(estimator, features, counts, offset, kernel, gamma, names)
     separation = find_separation(X, n, kernel, gamma)
@@ -342,13 +355,24 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
         check_projection(run.theta, d.loglik, mle_theta, mle_loglik, names, compare_signs=mle_identified)
     hidden = np.where(ident.identified, 1.0, np.nan)  # no standard error for a parameter not identified
     return StructuralFit(
-        estimator, names, np.asarray(run.theta, dtype=np.float64), *(_std_errors(c) * hidden for c in (cov, cov_robust)),
+        estimator, names, np.asarray(run.theta, dtype=np.float64), *(std_errors(c) * hidden for c in (cov, cov_robust)),
         SE_KINDS[estimator], cov, cov_robust, d.loglik, int(round(n.sum())),
         int(sum(count or 0 for _, count, _ in run.parts)), run.converged is not False and not no_mle, gradient_norm,
         d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
         None if action_labels is None else np.asarray(action_labels),
         iterations={name: count or 0 for name, count, _ in run.parts}, convergence=convergence, separation=separation,
         mle_theta=mle_theta, mle_loglik=mle_loglik, identification=ident)
+
+
+def _typed(estimator, features, kernel, gamma, n_types, episodes, **kwargs):
+    """The latent-type route of :func:`estimate_structural` (:mod:`genpqr.structural.types`)."""
+    from .types import estimate_types
+
+    if episodes is None:
+        raise ValueError(f"n_types={n_types} needs episodes: the choices with their episode ids, e.g. "
+                         "(episode_ids, states, actions) or the Transitions (counts do not say which choices "
+                         "belong to one agent)")
+    return estimate_types(estimator, features, episodes, kernel, gamma, n_types=int(n_types), **kwargs)
 
 
 def _inputs(estimator, features, counts, offset, kernel, gamma, names):
@@ -367,7 +391,8 @@ def _inputs(estimator, features, counts, offset, kernel, gamma, names):
     return X, n, off, kernel, gamma, names
 
 
-def fit_structural(model, features, *, names=None, estimator: str = "npl", offset=None, **kwargs) -> StructuralFit:
+def fit_structural(model, features, *, names=None, estimator: str = "npl", offset=None, n_types: int = 1,
+                   **kwargs) -> StructuralFit:
     """:func:`estimate_structural` on a fitted exact-path :class:`~genpqr.GenPQR`: its choice
     counts (every observed choice; kept in a model saved without its data), kernel, discount and
     action labels; its first-stage choice probabilities start NPL and plug into PML; its reward
@@ -381,8 +406,12 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
     names : list of str, optional
     estimator : {"npl", "nfxp", "pml", "projection"}
     offset : ndarray (S, K), optional
+    n_types : int
+        Latent types (:mod:`genpqr.structural.types`): above 1, the episodes of the model's
+        training data (``model.training_data_``) enter the mixture likelihood.
     **kwargs
-        ``tol``, ``max_iter`` of :func:`estimate_structural`.
+        ``tol``, ``max_iter`` of :func:`estimate_structural` (with types also ``type_specific``,
+        ``mixing_covariates``, ...).
 
     Returns
     -------
@@ -395,6 +424,13 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
                          f"{type(model).__name__}{'' if stage2 is None else ' fitted on another path'}")
     rec = stage2.recovery
     labels = getattr(getattr(model, "encoder_", None), "labels", None)
+    if int(n_types) != 1:
+        from ..estimator import require_data
+
+        require_data(model, "the episodes of a fit with latent types")
+        kwargs["episodes"] = model.training_data_
+        kwargs["n_types"] = n_types
+        labels = None
     return estimate_structural(estimator, features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
                                offset=offset, start_policy=np.exp(rec.log_policy), reward_table=rec.reward,
                                names=names, action_labels=labels, **kwargs)
@@ -458,7 +494,7 @@ def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p, no_mle=False, 
     return nan, nan
 
 
-def _std_errors(cov):
+def std_errors(cov):
     """Square roots of the covariance's diagonal; NaN where it is not finite or negative (an
     inverse of a matrix that is not positive definite: no standard error, rather than 0)."""
     diag = np.diag(cov) if np.all(np.isfinite(cov)) else np.full(cov.shape[0], np.nan)

@@ -1,0 +1,236 @@
+"""Latent types in structural estimation: the mixture MLE, the sequential CCP-EM, their
+agreement with the single-type estimators, the known-types M-step, scores and warnings."""
+
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from genpqr.envs.rust import TYPED_RC, bus_engine, simulate_typed_buses
+from genpqr.exceptions import GenPQRWarning
+from genpqr.structural import estimate_structural, type_counterfactuals, type_fit
+from genpqr.structural.kernels import choice_counts
+from genpqr.structural.type_model import Mixing, as_episode_choices, build_type_space, evaluate_mixture
+from genpqr.structural.types import LatentTypeWarning, TypedStructuralFit, check_types, estimate_types, m_step
+
+S = 60
+NAMES = ["RC", "theta11"]
+
+
+def engines(rcs=TYPED_RC):
+    return tuple(bus_engine(n_states=S, rc=rc, cost_scale=0.005) for rc in rcs)
+
+
+def panel(n_buses=60, months=150, seed=0, rcs=TYPED_RC, **kwargs):
+    return simulate_typed_buses(engines(rcs), n_buses, months, random_state=seed, **kwargs)
+
+
+def episodes_of(p):
+    tr = p.transitions
+    return (tr.episode_ids, tr.states, tr.actions)
+
+
+@pytest.fixture(scope="module")
+def typed_panel():
+    return panel()
+
+
+@pytest.fixture(scope="module")
+def mle(typed_panel):
+    m = engines()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GenPQRWarning)
+        return estimate_types("npl", m.features("rust"), episodes_of(typed_panel), m.kernel, m.beta, n_types=2,
+                              type_specific=["RC"], names=NAMES)
+
+
+def test_simulated_types_per_bus():
+    p = panel(n_buses=40, months=5, seed=3, mixing=(0.25, 0.75))
+    assert p.types.shape == (40,)
+    assert set(np.unique(p.types)) <= {0, 1}
+    assert np.array_equal(p.frame.groupby("bus")["type"].first().to_numpy(), p.types)
+    rewards = np.asarray(p.transitions.rewards)
+    replace = p.frame.action.to_numpy() == "replace"
+    assert np.allclose(rewards[replace], -np.asarray(TYPED_RC)[p.frame.type.to_numpy()[replace]])
+    with pytest.raises(ValueError, match="mixing"):
+        simulate_typed_buses(engines(), 5, 5, mixing=(0.5, 0.6))
+
+
+@pytest.mark.parametrize("estimator", ["npl", "nfxp", "ccp-em"])
+def test_one_type_equals_the_single_type_estimator(typed_panel, estimator):
+    m = engines()[0]
+    X, tr = m.features("rust"), typed_panel.transitions
+    reference = estimate_structural("npl" if estimator == "ccp-em" else estimator, X, choice_counts(tr, S), m.kernel,
+                                    m.beta, names=NAMES)
+    typed = estimate_structural(estimator, X, None, m.kernel, m.beta, names=NAMES, episodes=tr, n_types=1,
+                                em_tol=1e-12)
+    assert isinstance(typed, TypedStructuralFit)
+    assert typed.names == NAMES
+    np.testing.assert_allclose(typed.theta, reference.theta, rtol=0, atol=1e-8)
+    assert typed.loglik == pytest.approx(reference.loglik, abs=1e-8)
+    np.testing.assert_allclose(typed.mixing_proportions, [1.0])
+
+
+def test_known_types_m_step_equals_separate_fits(typed_panel):
+    m = engines()[0]
+    X, tr = m.features("rust"), typed_panel.transitions
+    space = build_type_space(X, m.kernel, m.beta, 2, type_specific="all", names=NAMES)
+    data = as_episode_choices(tr, S, 2)
+    weights = np.eye(2)[typed_panel.types]  # the true types, fixed
+    theta = m_step(space, data, weights)
+    for t in range(2):
+        rows = typed_panel.types[tr.episode_ids] == t
+        counts = choice_counts(tr.subset(rows), S)
+        alone = estimate_structural("npl", X, counts, m.kernel, m.beta, names=NAMES)
+        np.testing.assert_allclose(space.type_params(theta)[t], alone.theta, rtol=0, atol=1e-8)
+
+
+def test_mixture_scores_are_the_gradient(typed_panel):
+    m = engines()[0]
+    space = build_type_space(m.features("rust"), m.kernel, m.beta, 2, type_specific=["RC"], names=NAMES)
+    data = as_episode_choices(typed_panel.transitions, S, 2)
+    mixing = Mixing.of(data.n_episodes, 2, covariates=np.arange(data.n_episodes) % 3)
+    params = np.array([9.5, 12.5, 2.2, 0.3, -0.1])
+    ev = evaluate_mixture(space, data, mixing, params)
+    for j in range(params.size):
+        h = 1e-5
+        up, down = params.copy(), params.copy()
+        up[j] += h
+        down[j] -= h
+        numeric = (evaluate_mixture(space, data, mixing, up).loglik
+                   - evaluate_mixture(space, data, mixing, down).loglik) / (2 * h)
+        assert ev.grad[j] == pytest.approx(numeric, rel=1e-5, abs=1e-5)
+    np.testing.assert_allclose(ev.episode_scores.sum(axis=0), ev.grad)
+
+
+def test_types_stay_in_order_on_a_small_panel():
+    m = engines()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GenPQRWarning)
+        fit = estimate_types("npl", m.features("rust"), episodes_of(panel(n_buses=20, months=50)), m.kernel, m.beta,
+                             n_types=2, type_specific=["RC"], names=NAMES)
+    assert fit.theta[0] <= fit.theta[1]
+    space, lp = fit.space, np.log(fit.mixing_proportions)
+    assert fit.mixing_params[0] == pytest.approx(lp[1] - lp[0])
+
+
+def test_mixture_mle_is_a_maximum_and_ccp_em_reaches_it(typed_panel, mle):
+    assert mle.converged
+    assert mle.names == ["RC[type 0]", "RC[type 1]", "theta11"]
+    assert mle.theta[0] < mle.theta[1]  # types labelled by RC, ascending
+    truth = evaluate_mixture(mle.space, mle.data, Mixing.of(mle.n_episodes, 2), [*TYPED_RC, 2.4569, 0.0])
+    assert mle.loglik >= truth.loglik
+    assert np.all(np.isfinite(mle.std_error)) and np.all(np.isfinite(mle.std_error_robust))
+    assert np.all(np.abs(mle.theta - [*TYPED_RC, 2.4569]) < 4 * mle.std_error)
+    assert mle.mixing_proportions.sum() == pytest.approx(1.0)
+    assert mle.aic == pytest.approx(2 * 4 - 2 * mle.loglik)
+    assert mle.bic == pytest.approx(4 * np.log(60) - 2 * mle.loglik)
+    m = engines()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GenPQRWarning)
+        ccp = estimate_types("ccp-em", m.features("rust"), episodes_of(typed_panel), m.kernel, m.beta, n_types=2,
+                             type_specific=["RC"], names=NAMES, em_tol=1e-9)
+    assert ccp.converged
+    assert np.all(np.abs(ccp.theta - mle.theta) < 1e-3 * mle.std_error)
+    assert np.all(np.isnan(ccp.std_error))
+
+
+def test_results_tables(mle):
+    frame = mle.posterior_frame()
+    assert list(frame.columns) == ["episode", "posterior_type_0", "posterior_type_1"]
+    np.testing.assert_allclose(frame.iloc[:, 1:].sum(axis=1), 1.0)
+    table = mle.to_frame()
+    assert list(table.index) == mle.names + mle.mixing_names
+    types = mle.type_params()
+    assert list(types.columns) == ["RC", "theta11", "mixing_proportion"]
+    assert types.theta11.nunique() == 1
+    text = str(mle.summary())
+    assert "AIC" in text and "mixing proportions" in text and "RC[type 1]" in text
+    assert mle.type_policy(1).shape == (S, 2)
+
+
+def test_counterfactual_per_type(mle):
+    base = [type_fit(mle, m) for m in range(2)]
+    for m, fit in enumerate(base):
+        assert fit.names == NAMES and fit.theta[0] == mle.theta[m] and fit.theta[1] == mle.theta[2]
+        np.testing.assert_allclose(fit.std_error, mle.std_error[[m, 2]])
+        # the type's fitted policy is the soft-optimal policy of its flow utility under its kernel
+        from genpqr.stage2 import soft_optimal_solution
+        solved = soft_optimal_solution(fit.flow_utility(), fit.kernel, fit.gamma, tol=1e-13).policy
+        np.testing.assert_allclose(fit.policy, solved, atol=1e-8)
+    table = type_counterfactuals(mle, parameter_change={"RC": "*2"})
+    per_type = table[table.type != "mixture"]
+    mixture = table[table.type == "mixture"].set_index(["distribution", "statistic"])
+    for key, rows in per_type.groupby(["distribution", "statistic"]):
+        for column in ("baseline", "counterfactual", "difference"):
+            expected = float(np.sum(rows[column] * mle.mixing_proportions[rows.type.astype(int)]))
+            assert mixture.loc[key, column] == pytest.approx(expected, abs=1e-12)
+    rate = per_type[per_type.statistic == "rate[1]"]  # action code 1: replace
+    assert len(rate) == 2 and np.all(rate.difference < 0)  # doubling the replacement cost lowers it for each type
+    with pytest.raises(ValueError, match="type"):
+        type_fit(mle, 2)
+
+
+def test_bootstrap_over_episodes(mle):
+    boot = mle.bootstrap(2, random_state=0)
+    assert boot.replicates.shape == (2, 4) and boot.failed == 0
+    assert np.all(np.isfinite(boot.std_error))
+
+
+def test_mixing_covariates_and_type_kernels():
+    m = engines()[0]
+    tr = panel(n_buses=30, months=100, seed=2).transitions
+    first = tr.states[np.r_[0, np.flatnonzero(np.diff(tr.episode_ids)) + 1], 0] / S
+    kw = dict(n_types=2, type_specific=["RC"], names=NAMES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GenPQRWarning)
+        fit = estimate_types("npl", m.features("rust"), tr, m.kernel, m.beta, mixing_covariates=first,
+                             covariate_names=["initial mileage"], **kw)
+        shared = estimate_types("npl", m.features("rust"), tr, m.kernel, m.beta, **kw)
+        typed_kernels = estimate_types("npl", m.features("rust"), tr, [m.kernel, m.kernel], m.beta, **kw)
+    assert fit.mixing_names == ["mixing[type 1]: const", "mixing[type 1]: initial mileage"]
+    assert fit.loglik >= shared.loglik - 1e-8
+    # equal known kernels: the transitions' likelihood is the same under both types and cancels
+    np.testing.assert_allclose(typed_kernels.theta, shared.theta, atol=1e-5)
+
+
+def test_warns_when_types_are_not_separated_or_empty(mle):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LatentTypeWarning)
+        check_types(mle)  # the simulated types are separated: no warning
+    with pytest.warns(LatentTypeWarning, match="not separated"):
+        check_types(replace(mle, separation=0.01))
+    with pytest.warns(LatentTypeWarning, match=r"type\(s\) \[1\] are empty"):
+        check_types(replace(mle, mixing_proportions=np.array([0.999, 0.001])))
+
+
+def test_errors_name_their_argument(typed_panel):
+    m = engines()[0]
+    X, tr = m.features("rust"), typed_panel.transitions
+    with pytest.raises(ValueError, match="episodes"):
+        estimate_structural("npl", X, choice_counts(tr, S), m.kernel, m.beta, n_types=2)
+    with pytest.raises(ValueError, match="type_specific"):
+        estimate_types("npl", X, tr, m.kernel, m.beta, type_specific=["cost"], names=NAMES)
+    with pytest.raises(ValueError, match="estimator"):
+        estimate_types("pml", X, tr, m.kernel, m.beta)
+    with pytest.raises(TypeError, match="episodes"):
+        estimate_types("npl", X, 3, m.kernel, m.beta)
+
+
+@pytest.mark.slow
+def test_mixture_mle_unbiased_over_panels():
+    """12 panels of 60 buses x 150 months (60 states): the mean estimate of each type's RC and of
+    theta11 within 3 Monte Carlo standard errors of the truth (a loose tolerance for 12 panels)."""
+    m = engines()[0]
+    estimates = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GenPQRWarning)
+        for seed in range(100, 112):
+            fit = estimate_types("npl", m.features("rust"), episodes_of(panel(seed=seed)), m.kernel, m.beta,
+                                 n_types=2, type_specific=["RC"], names=NAMES)
+            estimates.append(fit.theta)
+    estimates = np.array(estimates)
+    bias = estimates.mean(axis=0) - [*TYPED_RC, 2.4569]
+    mc_se = estimates.std(axis=0, ddof=1) / np.sqrt(len(estimates))
+    assert np.all(np.abs(bias) < 3 * mc_se + 1e-3), (bias, mc_se)
