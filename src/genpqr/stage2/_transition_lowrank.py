@@ -1,0 +1,177 @@
+r"""Low-rank transition kernels: ``P(s'|s,a) = sum_k phi_k(s,a) psi_k(s')``.
+
+The rows of ``psi`` (r, S+1) are next-state profiles on the simplex (termination is outcome
+``S+1``), the rows of ``phi`` (S*K, r) mixture weights on the simplex. Maximum likelihood on
+the sparse count matrix ``N`` (S*K, S+1) by EM, i.e. the multiplicative updates of KL
+non-negative matrix factorization (Lee and Seung, 2001): with ``R = N / (phi psi)`` on the
+non-zeros of ``N``,
+
+.. math::
+
+    \phi \leftarrow \phi \odot (R \psi^\top) + c\,\pi, \qquad
+    \psi \leftarrow \psi \odot (\phi^\top R) + \alpha
+
+(each then renormalized to rows on the simplex). The prior ``pi(s,a)`` shrinks a thin cell's
+weights toward its state's weights pooled over actions, tilted by its action's shift of the
+weights pooled over states (a Dirichlet prior of weight ``c`` observations: the MAP-EM update).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data.validation import check_random_state
+from ._transition_models import KernelModel, TransitionMoves
+
+__all__ = ["LowRankKernel"]
+
+
+def _normalize(x, axis):
+    total = x.sum(axis=axis, keepdims=True)
+    return x / np.where(total > 0, total, 1.0)
+
+
+def _prior(expected: np.ndarray, S: int, K: int, tilt: bool) -> np.ndarray:
+    """``pi(s, a)`` (S*K, r): the state's pooled weights, times the action's tilt."""
+    r = expected.shape[1]
+    cube = expected.reshape(S, K, r)
+    overall = _normalize(cube.sum(axis=(0, 1)) + 1.0, 0)
+    state = _normalize(cube.sum(axis=1) + overall, 1)  # (S, r)
+    if not tilt:
+        return np.repeat(state, K, axis=0)
+    action = _normalize(cube.sum(axis=0) + K * overall, 1)  # (K, r)
+    prior = state[:, None, :] * (action / overall)[None]
+    return _normalize(prior.reshape(S * K, r), 1)
+
+
+def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration: float, *, tilt=True,
+                 smoothing=0.1, max_iter=300, tol=1e-7, random_state=None):
+    """Penalized EM for ``counts ~ phi psi``; returns ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
+    rng = check_random_state(random_state)
+    coo = counts.tocoo()
+    rows, cols, n = coo.row, coo.col, coo.data
+    pooled = sp.csr_matrix(sp.kron(sp.eye(S), np.ones((1, K))) @ counts)
+    pick = rng.choice(S, size=rank, replace=S < rank)
+    psi = _normalize(_normalize(pooled[pick].toarray(), 1) + rng.uniform(0.5, 1.5, (rank, S + 1)) / (S + 1), 1)
+    phi = np.full((S * K, rank), 1.0 / rank)
+    total, previous = n.sum(), -np.inf
+    for it in range(1, max_iter + 1):
+        denom = np.einsum("ik,ki->i", phi[rows], psi[:, cols])
+        R = sp.csr_matrix((n / denom, (rows, cols)), shape=counts.shape)
+        expected = phi * (R @ psi.T)
+        psi_new = _normalize(psi * (R.T @ phi).T + smoothing / (S + 1), 1)
+        phi = _normalize(expected + concentration * _prior(expected, S, K, tilt), 1)
+        psi = psi_new
+        loglik = float(n @ np.log(denom)) / total
+        if loglik - previous < tol:
+            break
+        previous = loglik
+    return phi, psi, it
+
+
+class LowRankKernel(KernelModel):
+    r"""A low-rank kernel ``P(s'|s,a) = sum_k phi_k(s,a) psi_k(s')`` with shrunk weights.
+
+    Parameters
+    ----------
+    rank : None or int
+        ``r``; None: chosen among ``ranks`` by the held-out next-state log-likelihood
+        over ``n_splits`` episode folds.
+    concentration : None or float
+        Weight ``c`` (in observations) of the prior that pulls a cell's mixture weights
+        toward its state's, tilted by its action's; None: chosen among ``concentrations``
+        by the same cross-validation (after the rank).
+    ranks, concentrations : sequences
+        The cross-validation grids.
+    action_tilt : bool
+        Whether the prior tilts the state's weights by the action's shift (else the state's
+        pooled weights).
+    smoothing : float
+        Pseudo-count spread over the ``S+1`` outcomes of each profile ``psi_k`` (a held-out
+        move into a state never reached has a small positive probability).
+    max_iter, tol : int, float
+        EM stops when the mean log-likelihood per move improves by less than ``tol``.
+    n_splits : int
+    random_state : None, int or Generator
+        The initial profiles (and the folds).
+
+    Attributes
+    ----------
+    rank_, concentration_ : int, float
+    phi_ : ndarray of shape (S*K, r)
+    psi_ : ndarray of shape (r, S+1)
+        Profiles; column ``S`` is termination.
+    cv_scores_ : dict
+        ``(rank, concentration) -> mean held-out log-likelihood per move`` (empty when both are given).
+    n_iter_ : int
+    """
+
+    _param_names = ("rank", "concentration", "ranks", "concentrations", "action_tilt", "smoothing", "max_iter",
+                    "tol", "n_splits", "random_state")
+
+    def __init__(self, rank=None, concentration=None, ranks=(2, 5, 10, 20), concentrations=(1.0, 10.0, 100.0),
+                 action_tilt=True, smoothing=0.1, max_iter=300, tol=1e-7, n_splits=5, random_state=None):
+        self.rank = rank
+        self.concentration = concentration
+        self.ranks = ranks
+        self.concentrations = concentrations
+        self.action_tilt = action_tilt
+        self.smoothing = smoothing
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_splits = n_splits
+        self.random_state = random_state
+
+    def _settings(self, rank, concentration):
+        return dict(tilt=self.action_tilt, smoothing=self.smoothing, max_iter=self.max_iter, tol=self.tol,
+                    random_state=self.random_state)
+
+    def _fit(self, moves):
+        S, K = moves.n_states, moves.n_actions
+        self.cv_scores_ = {}
+        rank, conc = self.rank, self.concentration
+        if rank is not None and (int(rank) != rank or rank < 1):
+            raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        if conc is not None and not conc >= 0:
+            raise ValueError(f"concentration must be non-negative, got {conc!r}")
+        if rank is None or conc is None:
+            rank, conc = self._cross_validate(moves, rank, conc)
+        self.rank_, self.concentration_ = int(rank), float(conc)
+        self.phi_, self.psi_, self.n_iter_ = fit_low_rank(self.counts_, S, K, self.rank_, self.concentration_,
+                                                          **self._settings(rank, conc))
+
+    def _cross_validate(self, moves, rank, conc):
+        folds = [(moves.subset(tr).counts(), moves.subset(te)) for tr, te in moves.folds(self.n_splits,
+                                                                                          self.random_state)]
+        S, K = moves.n_states, moves.n_actions
+
+        def held_out(r, c):
+            if (r, c) not in self.cv_scores_:
+                total = 0.0
+                for train, test in folds:
+                    phi, psi, _ = fit_low_rank(train, S, K, r, c, **self._settings(r, c))
+                    total += np.sum(np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])))
+                self.cv_scores_[(r, c)] = total / moves.n
+            return self.cv_scores_[(r, c)]
+
+        ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})
+        grid = [conc] if conc is not None else list(self.concentrations)
+        first_c = conc if conc is not None else grid[len(grid) // 2]
+        rank = max(ranks, key=lambda r: held_out(r, first_c))
+        conc = max(grid, key=lambda c: held_out(rank, c))
+        return rank, conc
+
+    def _rows(self, flat_rows):
+        return self.phi_[flat_rows] @ self.psi_
+
+    def expect(self, values):
+        v = self._values(values)
+        out = self.phi_ @ (self.psi_[:, : self.n_states_] @ v)
+        return out.reshape((self.n_states_, self.n_actions_) + v.shape[1:])
+
+    def push(self, weights):
+        return (self._weights(weights) @ self.phi_) @ self.psi_[:, : self.n_states_]
+
+    def _move_proba(self, moves: TransitionMoves):
+        return np.einsum("ik,ki->i", self.phi_[moves.rows], self.psi_[:, moves.outcomes])

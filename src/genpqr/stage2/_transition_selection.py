@@ -1,0 +1,203 @@
+r"""Choosing a tabular transition model by held-out next-state log-likelihood over episodes.
+
+Each candidate is fitted on the training episodes of every fold and scored on the moves of
+the held-out episodes, never in-sample. Counts give probability 0 to a move never seen from
+its cell, so every candidate is scored on the same footing: its held-out probability mixed
+with a uniform outcome, ``(1 - floor) P(s'|s,a) + floor / (S + 1)``; the share of held-out
+moves a candidate gives probability 0 is reported beside it. Counts are kept unless another
+candidate's held-out log-likelihood beats theirs by more than ``threshold`` standard errors
+of the paired per-episode difference.
+
+A candidate whose hyperparameters are chosen by its own cross-validation (concentrations,
+rank) chooses them once on all moves with the same folds; the fold fits then hold them fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._transition_models import CountKernel, KernelModel, ShrinkageKernel, as_moves
+from ._transition_lowrank import LowRankKernel
+
+__all__ = ["TransitionSelection", "select_transition_model", "default_candidates", "AutoTransition",
+           "TRANSITION_MODELS"]
+
+TRANSITION_MODELS = ("counts", "shrinkage", "lowrank", "classifier")
+"""The names of the transition models ``genpqr fit --transition`` takes (besides ``auto``)."""
+
+
+def default_candidates(random_state=None) -> dict:
+    """``{"counts", "shrinkage", "lowrank"}`` with their default settings."""
+    return {"counts": CountKernel(), "shrinkage": ShrinkageKernel(random_state=random_state),
+            "lowrank": LowRankKernel(random_state=random_state)}
+
+
+def fixed_params(model: KernelModel) -> dict:
+    """The parameters of a fitted model with its cross-validated hyperparameters fixed."""
+    params = model.get_params()
+    if isinstance(model, ShrinkageKernel):
+        params["concentrations"] = tuple(float(c) for c in model.concentrations_)
+    if isinstance(model, LowRankKernel):
+        params.update(rank=model.rank_, concentration=model.concentration_)
+    return params
+
+
+@dataclass(frozen=True)
+class TransitionSelection:
+    """The outcome of :func:`select_transition_model`.
+
+    Attributes
+    ----------
+    chosen : str
+        The chosen candidate's name.
+    model : fitted transition model
+        The chosen candidate fitted on every move.
+    scores : list of dict
+        Per candidate: ``name``, ``log_likelihood`` (mean held-out log-likelihood per move),
+        ``difference`` and ``standard_error`` (versus counts, per move; paired over episodes),
+        ``unexplained`` (share of held-out moves given probability 0) and ``settings``.
+    reason : str
+    n_moves, n_episodes, n_splits : int
+    """
+
+    chosen: str
+    model: object
+    scores: list = field(default_factory=list)
+    reason: str = ""
+    n_moves: int = 0
+    n_episodes: int = 0
+    n_splits: int = 0
+
+    def summary(self) -> str:
+        """A few lines: the held-out log-likelihood of every candidate and the choice."""
+        lines = [f"transition model: {self.chosen} ({self.reason})",
+                 f"  held-out next-state log-likelihood per move ({self.n_splits} episode folds, {self.n_moves} moves):"]
+        for row in self.scores:
+            diff = ("" if row["name"] == "counts" or not np.isfinite(row["standard_error"]) else
+                    f", {row['difference']:+.4f} vs counts (SE {row['standard_error']:.4f})")
+            lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
+                         f"held-out moves unexplained{row['settings']}")
+        return "\n".join(lines)
+
+
+def _settings(model) -> str:
+    if isinstance(model, ShrinkageKernel):
+        return "; concentrations " + ", ".join(f"{c:.3g}" for c in model.concentrations_)
+    if isinstance(model, LowRankKernel):
+        return f"; rank {model.rank_}, concentration {model.concentration_:.3g}"
+    return ""
+
+
+def select_transition_model(transitions, candidates=None, *, n_splits=5, random_state=None, n_states=None,
+                            threshold=2.0, floor=1e-4) -> TransitionSelection:
+    r"""Choose a transition model by held-out next-state log-likelihood over episode folds.
+
+    Parameters
+    ----------
+    transitions : :class:`~genpqr.data.Transitions` (tabular states) or :class:`TransitionMoves`
+    candidates : None or dict of name -> unfitted transition model
+        None: :func:`default_candidates`. Must hold ``"counts"`` for the rule below; without
+        it the best held-out candidate is chosen.
+    n_splits : int
+        Episode folds (fewer when there are fewer episodes; at least 2).
+    random_state : None, int or Generator
+        The folds.
+    n_states : int, optional
+    threshold : float
+        Another candidate replaces counts when its mean held-out log-likelihood beats
+        theirs by more than ``threshold`` standard errors of the paired per-episode difference.
+    floor : float
+        Weight of the uniform outcome mixed into every held-out probability.
+
+    Returns
+    -------
+    TransitionSelection
+    """
+    moves = as_moves(transitions, n_states)
+    candidates = default_candidates(random_state) if candidates is None else dict(candidates)
+    if not candidates:
+        raise ValueError("candidates must name at least one transition model")
+    episodes, codes = np.unique(moves.episodes, return_inverse=True)
+    n_splits = min(int(n_splits), episodes.size)
+    if n_splits < 2:
+        raise ValueError(f"choosing a transition model needs at least 2 episodes, got {episodes.size}")
+    fitted = {name: type(m)(**m.get_params()).fit(moves) for name, m in candidates.items()}
+    folds = moves.folds(n_splits, random_state)
+    logs, zeros = {}, {}
+    for name, model in fitted.items():
+        params = fixed_params(model)
+        ll, zero = np.empty(moves.n), np.zeros(moves.n, bool)
+        for train, test in folds:
+            p = type(model)(**params).fit(moves.subset(train)).move_proba(moves.subset(test))
+            zero[test] = p <= 0
+            ll[test] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
+        logs[name], zeros[name] = np.bincount(codes, ll, episodes.size), float(zero.mean())
+    scores, base = [], logs.get("counts")
+    for name, per_episode in logs.items():
+        diff, se = np.nan, np.nan
+        if base is not None and name != "counts":
+            d = per_episode - base
+            diff = d.sum() / moves.n
+            se = d.std(ddof=1) * np.sqrt(d.size) / moves.n if d.size > 1 else np.inf
+        scores.append(dict(name=name, log_likelihood=per_episode.sum() / moves.n, difference=diff,
+                           standard_error=se, unexplained=zeros[name], settings=_settings(fitted[name])))
+    chosen, reason = _choose(scores, threshold, base is not None)
+    return TransitionSelection(chosen, fitted[chosen], scores, reason, moves.n, int(episodes.size), n_splits)
+
+
+def _choose(scores, threshold, has_counts):
+    best = max(scores, key=lambda r: r["log_likelihood"])
+    if not has_counts:
+        return best["name"], "the highest held-out log-likelihood"
+    better = [r for r in scores if r["name"] != "counts" and r["difference"] > threshold * r["standard_error"]]
+    if not better:
+        return "counts", f"no other model's held-out log-likelihood beats the counts' by {threshold:g} standard errors"
+    top = max(better, key=lambda r: r["log_likelihood"])
+    return top["name"], (f"the highest held-out log-likelihood, {top['difference']:+.4f} per move over counts "
+                         f"= {top['difference'] / top['standard_error']:.1f} standard errors")
+
+
+class AutoTransition(KernelModel):
+    """:func:`select_transition_model` as a transition model: ``fit`` chooses among the
+    candidates and fits the choice (``selection_``); the protocol forwards to it.
+
+    Parameters
+    ----------
+    candidates : None or dict of name -> unfitted transition model
+    n_splits : int
+    random_state : None, int or Generator
+    threshold : float
+    """
+
+    _param_names = ("candidates", "n_splits", "random_state", "threshold")
+
+    def __init__(self, candidates=None, n_splits=5, random_state=None, threshold=2.0):
+        self.candidates = candidates
+        self.n_splits = n_splits
+        self.random_state = random_state
+        self.threshold = threshold
+
+    def _fit(self, moves):
+        self.selection_ = select_transition_model(moves, self.candidates, n_splits=self.n_splits,
+                                                  random_state=self.random_state, threshold=self.threshold)
+        self.model_ = self.selection_.model
+
+    def kernel(self):
+        self._check_fitted()
+        return self.model_.kernel()
+
+    def _rows(self, flat_rows):
+        return self.model_._rows(flat_rows)
+
+    def expect(self, values):
+        self._check_fitted()
+        return self.model_.expect(values)
+
+    def push(self, weights):
+        self._check_fitted()
+        return self.model_.push(weights)
+
+    def _move_proba(self, moves):
+        return self.model_._move_proba(moves)
