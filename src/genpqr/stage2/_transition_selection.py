@@ -4,9 +4,14 @@ Each candidate is fitted on the training episodes of every fold and scored on th
 the held-out episodes, never in-sample. Counts give probability 0 to a move never seen from
 its cell, so every candidate is scored on the same footing: its held-out probability mixed
 with a uniform outcome, ``(1 - floor) P(s'|s,a) + floor / (S + 1)``; the share of held-out
-moves a candidate gives probability 0 is reported beside it. Counts are kept unless another
-candidate's held-out log-likelihood beats theirs by more than ``threshold`` standard errors
-of the paired per-episode difference.
+moves a candidate gives probability 0 is reported beside it.
+
+Counts are kept unless another candidate's held-out log-likelihood beats theirs by more than
+``threshold`` standard errors of the paired per-episode difference. Where counts miss few
+held-out moves (at most ``max_missing_mass``, by default 5%: the Good-Turing estimate of the
+probability mass the counts kernel leaves out), cells are well filled and the comparison is made
+on the held-out moves counts explain, so that a smoothed model does not displace counts merely
+by covering rare moves; otherwise it is made on every held-out move.
 
 A candidate whose hyperparameters are chosen by its own cross-validation (concentrations,
 rank) chooses them once on all moves with the same folds; the fold fits then hold them fixed.
@@ -60,6 +65,8 @@ class TransitionSelection:
         ``unexplained`` (share of held-out moves given probability 0) and ``settings``.
     reason : str
     n_moves, n_episodes, n_splits : int
+    well_filled : bool
+        Whether counts missed at most ``max_missing_mass`` of the held-out moves.
     """
 
     chosen: str
@@ -69,6 +76,7 @@ class TransitionSelection:
     n_moves: int = 0
     n_episodes: int = 0
     n_splits: int = 0
+    well_filled: bool = False
 
     def summary(self) -> str:
         """A few lines: the held-out log-likelihood of every candidate and the choice."""
@@ -76,7 +84,7 @@ class TransitionSelection:
                  f"  held-out next-state log-likelihood per move ({self.n_splits} episode folds, {self.n_moves} moves):"]
         for row in self.scores:
             diff = ("" if row["name"] == "counts" or not np.isfinite(row["standard_error"]) else
-                    f", {row['difference']:+.4f} vs counts (SE {row['standard_error']:.4f})")
+                    f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.4f})")
             lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
                          f"held-out moves unexplained{row['settings']}")
         return "\n".join(lines)
@@ -91,7 +99,7 @@ def _settings(model) -> str:
 
 
 def select_transition_model(transitions, candidates=None, *, n_splits=5, random_state=None, n_states=None,
-                            threshold=2.0, floor=1e-4) -> TransitionSelection:
+                            threshold=2.0, floor=1e-4, max_missing_mass=0.05) -> TransitionSelection:
     r"""Choose a transition model by held-out next-state log-likelihood over episode folds.
 
     Parameters
@@ -110,6 +118,11 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         theirs by more than ``threshold`` standard errors of the paired per-episode difference.
     floor : float
         Weight of the uniform outcome mixed into every held-out probability.
+    max_missing_mass : float
+        Cells count as well filled when counts give probability 0 to at most this share of
+        the held-out moves (the Good-Turing estimate of the probability mass counts miss);
+        then the candidates are compared with counts on the held-out moves counts explain,
+        else on every held-out move.
 
     Returns
     -------
@@ -125,7 +138,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         raise ValueError(f"choosing a transition model needs at least 2 episodes, got {episodes.size}")
     fitted = {name: type(m)(**m.get_params()).fit(moves) for name, m in candidates.items()}
     folds = moves.folds(n_splits, random_state)
-    logs, zeros = {}, {}
+    lls, zeros = {}, {}
     for name, model in fitted.items():
         params = fixed_params(model)
         ll, zero = np.empty(moves.n), np.zeros(moves.n, bool)
@@ -133,30 +146,37 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
             p = type(model)(**params).fit(moves.subset(train)).move_proba(moves.subset(test))
             zero[test] = p <= 0
             ll[test] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
-        logs[name], zeros[name] = np.bincount(codes, ll, episodes.size), float(zero.mean())
-    scores, base = [], logs.get("counts")
-    for name, per_episode in logs.items():
+        lls[name], zeros[name] = ll, zero
+    missing = float(zeros["counts"].mean()) if "counts" in lls else np.nan
+    compared = ~zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
+    scores = []
+    for name, ll in lls.items():
         diff, se = np.nan, np.nan
-        if base is not None and name != "counts":
-            d = per_episode - base
-            diff = d.sum() / moves.n
-            se = d.std(ddof=1) * np.sqrt(d.size) / moves.n if d.size > 1 else np.inf
-        scores.append(dict(name=name, log_likelihood=per_episode.sum() / moves.n, difference=diff,
-                           standard_error=se, unexplained=zeros[name], settings=_settings(fitted[name])))
-    chosen, reason = _choose(scores, threshold, base is not None)
-    return TransitionSelection(chosen, fitted[chosen], scores, reason, moves.n, int(episodes.size), n_splits)
+        if "counts" in lls and name != "counts":
+            d = np.bincount(codes[compared], (ll - lls["counts"])[compared], episodes.size)
+            diff = d.sum() / compared.sum()
+            se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
+        scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
+                           unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
+    chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
+    return TransitionSelection(chosen, fitted[chosen], scores, reason, moves.n, int(episodes.size), n_splits,
+                               missing <= max_missing_mass)
 
 
-def _choose(scores, threshold, has_counts):
-    best = max(scores, key=lambda r: r["log_likelihood"])
-    if not has_counts:
+def _choose(scores, threshold, missing, max_missing_mass):
+    if np.isnan(missing):
+        best = max(scores, key=lambda r: r["log_likelihood"])
         return best["name"], "the highest held-out log-likelihood"
+    where = (f"counts miss {missing:.1%} of held-out moves (at most {max_missing_mass:.0%}: cells are well filled), "
+             f"compared on the moves counts explain" if missing <= max_missing_mass else
+             f"counts miss {missing:.1%} of held-out moves (over {max_missing_mass:.0%}: cells are thin), compared on "
+             f"every held-out move")
     better = [r for r in scores if r["name"] != "counts" and r["difference"] > threshold * r["standard_error"]]
     if not better:
-        return "counts", f"no other model's held-out log-likelihood beats the counts' by {threshold:g} standard errors"
-    top = max(better, key=lambda r: r["log_likelihood"])
-    return top["name"], (f"the highest held-out log-likelihood, {top['difference']:+.4f} per move over counts "
-                         f"= {top['difference'] / top['standard_error']:.1f} standard errors")
+        return "counts", f"{where}; no other model beats them by {threshold:g} standard errors"
+    top = max(better, key=lambda r: r["difference"])
+    return top["name"], (f"{where}; it beats counts by {top['difference']:+.4f} per move = "
+                         f"{top['difference'] / top['standard_error']:.1f} standard errors, the most")
 
 
 class AutoTransition(KernelModel):
