@@ -86,7 +86,7 @@ def test_count_kernel_equals_estimate_transitions():
 def test_shrinkage_with_zero_concentrations_is_counts():
     rng = np.random.default_rng(3)
     S, K = 10, 4
-    moves = draw_moves(random_kernel(S, K, rng, termination=0.1), 150, rng)
+    moves = draw_moves(random_kernel(S, K, rng, termination=0.1), 60, rng)
     counts = CountKernel().fit(moves).to_dense()
     shrunk = ShrinkageKernel(concentrations=(0, 0, 0, 0)).fit(moves).to_dense()
     visited = np.bincount(moves.rows, minlength=S * K).reshape(S, K) > 0

@@ -99,7 +99,8 @@ class FitConfig:
     bins : dict column -> list of float
         Cut points per state column (tabular mode).
     transition : str
-        Tabular mode: ``counts`` (maximum likelihood), ``increment:MAX[:RESET_ACTION]``
+        Tabular mode: ``auto`` (:func:`genpqr.stage2.select_transition_model`), ``counts``
+        (maximum likelihood), ``shrinkage``, ``lowrank``, ``classifier``, ``increment:MAX[:RESET_ACTION]``
         (increments ``0..MAX`` whose distribution does not depend on the state; under the
         reset action the state restarts at 0 and that period's increment is added from 0,
         the timing of Rust (1987): ``P(.|x, reset) = P(.|0, keep)``; the increment after a
@@ -174,7 +175,7 @@ class FitConfig:
     bootstrap: int = 0
     n_jobs: int = 1
     bins: dict = field(default_factory=dict)
-    transition: str = "counts"
+    transition: str = "auto"
     n_states: int | None = None
     features: str | None = None
     estimator: str = "npl"
@@ -497,10 +498,13 @@ def parse_integration(spec: str) -> tuple[str, int]:
 
 
 def parse_transition(spec: str):
-    """``counts`` | ``increment:MAX[:RESET_ACTION]`` | ``FILE.npy`` -> (kind, argument)."""
+    """``auto`` | ``counts`` | ``shrinkage`` | ``lowrank`` | ``classifier`` | ``increment:MAX[:RESET_ACTION]`` |
+    ``FILE.npy`` -> (kind, argument): ``("model", name)`` for the three models."""
     spec = str(spec)
-    if spec == "counts":
-        return "counts", None
+    if spec in ("auto", "counts"):
+        return spec, None
+    if spec in ("shrinkage", "lowrank", "classifier"):
+        return "model", spec
     if spec.startswith("increment:"):
         parts = spec.split(":", 2)
         try:
@@ -512,4 +516,5 @@ def parse_transition(spec: str):
         return "increment", (max_inc, parts[2] if len(parts) > 2 and parts[2] != "" else None)
     if spec.endswith(".npy"):
         return "file", spec
-    raise ValueError(f"--transition must be counts, increment:MAX[:RESET_ACTION] or a .npy file, got {spec!r}")
+    raise ValueError(f"--transition must be auto, counts, shrinkage, lowrank, classifier, increment:MAX[:RESET] or "
+                     f"FILE.npy, got {spec!r}")

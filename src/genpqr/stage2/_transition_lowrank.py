@@ -46,21 +46,28 @@ def _prior(expected: np.ndarray, S: int, K: int, tilt: bool) -> np.ndarray:
 
 
 def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration: float, *, tilt=True,
-                 smoothing=0.1, max_iter=300, tol=1e-7, random_state=None):
-    """Penalized EM for ``counts ~ phi psi``; returns ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
+                 smoothing=0.1, max_iter=200, tol=1e-5, termination=True, random_state=None):
+    """Penalized EM for ``counts ~ phi psi`` (``termination``: whether the last outcome can
+    occur; else its column stays 0); returns ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
     rng = check_random_state(random_state)
-    coo = counts.tocoo()
-    rows, cols, n = coo.row, coo.col, coo.data
+    counts = sp.csr_matrix(counts)
+    counts.sum_duplicates()
+    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    cols, n = counts.indices, counts.data
     pooled = sp.csr_matrix(sp.kron(sp.eye(S), np.ones((1, K))) @ counts)
     pick = rng.choice(S, size=rank, replace=S < rank)
     psi = _normalize(_normalize(pooled[pick].toarray(), 1) + rng.uniform(0.5, 1.5, (rank, S + 1)) / (S + 1), 1)
+    if not termination:
+        psi[:, S] = 0.0
     phi = np.full((S * K, rank), 1.0 / rank)
     total, previous = n.sum(), -np.inf
+    n_out = S + 1 if termination else S
+    spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)
     for it in range(1, max_iter + 1):
-        denom = np.einsum("ik,ki->i", phi[rows], psi[:, cols])
-        R = sp.csr_matrix((n / denom, (rows, cols)), shape=counts.shape)
+        denom = np.einsum("ik,ik->i", phi[rows], psi.T[cols])
+        R = sp.csr_matrix((n / denom, counts.indices, counts.indptr), shape=counts.shape)
         expected = phi * (R @ psi.T)
-        psi_new = _normalize(psi * (R.T @ phi).T + smoothing / (S + 1), 1)
+        psi_new = _normalize(psi * (R.T @ phi).T + spread, 1)
         phi = _normalize(expected + concentration * _prior(expected, S, K, tilt), 1)
         psi = psi_new
         loglik = float(n @ np.log(denom)) / total
@@ -89,10 +96,12 @@ class LowRankKernel(KernelModel):
         pooled weights).
     smoothing : float
         Pseudo-count spread over the ``S+1`` outcomes of each profile ``psi_k`` (a held-out
-        move into a state never reached has a small positive probability).
+        move into a state never reached has a small positive probability; termination is
+        left out when no move in the data terminates).
     max_iter, tol : int, float
         EM stops when the mean log-likelihood per move improves by less than ``tol``.
     n_splits : int
+        Episode folds of the cross-validation.
     random_state : None, int or Generator
         The initial profiles (and the folds).
 
@@ -111,7 +120,7 @@ class LowRankKernel(KernelModel):
                     "tol", "n_splits", "random_state")
 
     def __init__(self, rank=None, concentration=None, ranks=(2, 5, 10, 20), concentrations=(1.0, 10.0, 100.0),
-                 action_tilt=True, smoothing=0.1, max_iter=300, tol=1e-7, n_splits=5, random_state=None):
+                 action_tilt=True, smoothing=0.1, max_iter=200, tol=1e-5, n_splits=3, random_state=None):
         self.rank = rank
         self.concentration = concentration
         self.ranks = ranks
@@ -125,10 +134,11 @@ class LowRankKernel(KernelModel):
 
     def _settings(self, rank, concentration):
         return dict(tilt=self.action_tilt, smoothing=self.smoothing, max_iter=self.max_iter, tol=self.tol,
-                    random_state=self.random_state)
+                    termination=self.termination_, random_state=self.random_state)
 
     def _fit(self, moves):
         S, K = moves.n_states, moves.n_actions
+        self.termination_ = bool(np.any(moves.outcomes == S))
         self.cv_scores_ = {}
         rank, conc = self.rank, self.concentration
         if rank is not None and (int(rank) != rank or rank < 1):
@@ -140,6 +150,10 @@ class LowRankKernel(KernelModel):
         self.rank_, self.concentration_ = int(rank), float(conc)
         self.phi_, self.psi_, self.n_iter_ = fit_low_rank(self.counts_, S, K, self.rank_, self.concentration_,
                                                           **self._settings(rank, conc))
+
+    def fixed_copy(self):
+        self._check_fitted()
+        return type(self)(**{**self.get_params(), "rank": self.rank_, "concentration": self.concentration_})
 
     def _cross_validate(self, moves, rank, conc):
         folds = [(moves.subset(tr).counts(), moves.subset(te)) for tr, te in moves.folds(self.n_splits,

@@ -143,6 +143,11 @@ class KernelModel:
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
 
+    def fixed_copy(self):
+        """An unfitted copy whose settings chosen by cross-validation (if any) are fixed to
+        the fitted values (for refitting on resampled data without choosing again)."""
+        return type(self)(**self.get_params())
+
     def fit(self, X, y=None, n_states=None):
         """Fit on the complete moves of ``X`` (:class:`~genpqr.data.Transitions` with tabular
         states, or :class:`TransitionMoves`); ``n_states`` defaults to the largest state + 1."""
@@ -331,10 +336,11 @@ def _frac(num, n):
     return np.divide(num, n, out=np.zeros(np.broadcast_shapes(np.shape(num), np.shape(n))), where=n > 0)
 
 
-def shrunk_move_proba(at, c, n_outcomes: int) -> np.ndarray:
-    """``P(s'|s,a)`` at moves from :meth:`_Levels.at` and concentrations ``c`` (4,)."""
+def shrunk_move_proba(at, c, n_outcomes: int, outcomes) -> np.ndarray:
+    """``P(s'|s,a)`` at moves from :meth:`_Levels.at` and concentrations ``c`` (4,); the
+    global level's pseudo-counts cover the first ``n_outcomes`` outcomes."""
     n1, d1, n2, d2, n3, d3, n4, d4 = at
-    p = (n4 + c[3] / n_outcomes) / (d4 + c[3])
+    p = (n4 + c[3] / n_outcomes * (outcomes < n_outcomes)) / (d4 + c[3])
     for num, den, conc in ((n3, d3, c[2]), (n2, d2, c[1]), (n1, d1, c[0])):
         w = _weight(den, conc)
         p = w * _frac(num, den) + (1.0 - w) * p
@@ -352,7 +358,8 @@ class ShrinkageKernel(KernelModel):
         P_4 = \frac{n(\cdot,\cdot,s') + c_4/(S+1)}{n + c_4}
 
     (cell -> its state pooled over actions -> the action pooled over states -> global;
-    termination is outcome ``S+1``). A cell seen often keeps its counts; a thin one borrows
+    termination is outcome ``S+1``, left out of the global pseudo-counts when no move in the
+    data terminates). A cell seen often keeps its counts; a thin one borrows
     its state's row, tilted toward its action's. With every ``c`` 0 a visited cell's row is
     its counts'.
 
@@ -381,6 +388,7 @@ class ShrinkageKernel(KernelModel):
 
     def _fit(self, moves):
         S, K = moves.n_states, moves.n_actions
+        self.n_outcomes_ = S + 1 if np.any(moves.outcomes == S) else S  # no termination seen: none predicted
         self.cv_log_likelihood_ = None
         if self.concentrations is None:
             self.concentrations_, self.cv_log_likelihood_ = self._cross_validate(moves)
@@ -392,15 +400,20 @@ class ShrinkageKernel(KernelModel):
             self.concentrations_ = c
         self.levels_ = _Levels(self.counts_, S, K)
 
+    def fixed_copy(self):
+        self._check_fitted()
+        return type(self)(**{**self.get_params(), "concentrations": tuple(float(c) for c in self.concentrations_)})
+
     def _cross_validate(self, moves):
         folds = moves.folds(self.n_splits, self.random_state)
-        tables = [_Levels(moves.subset(tr).counts(), moves.n_states, moves.n_actions).at(moves.subset(te))
-                  for tr, te in folds]
-        n_out = moves.n_states + 1
+        tables = [(_Levels(moves.subset(tr).counts(), moves.n_states, moves.n_actions).at(moves.subset(te)),
+                   moves.outcomes[te]) for tr, te in folds]
+        n_out = self.n_outcomes_
 
         def loss(log_c):
             c = np.exp(log_c)
-            return -sum(np.sum(np.log(np.maximum(shrunk_move_proba(t, c, n_out), 1e-300))) for t in tables) / moves.n
+            return -sum(np.sum(np.log(np.maximum(shrunk_move_proba(t, c, n_out, o), 1e-300)))
+                        for t, o in tables) / moves.n
 
         start = np.log([5.0, 5.0, 20.0, 1.0])
         res = minimize(loss, start, method="L-BFGS-B", bounds=[(-7.0, 14.0)] * 4)
@@ -411,7 +424,7 @@ class ShrinkageKernel(KernelModel):
         w1 = _weight(L.n_cell, c[0])
         w2 = _weight(L.n_state, c[1])
         w3 = _weight(L.n_action, c[2])
-        p4 = (L.total + c[3] / (L.S + 1)) / (L.n_total + c[3])
+        p4 = (L.total + c[3] / self.n_outcomes_ * (np.arange(L.S + 1) < self.n_outcomes_)) / (L.n_total + c[3])
         return w1, w2, w3, p4
 
     def _rows(self, flat_rows):
@@ -451,4 +464,4 @@ class ShrinkageKernel(KernelModel):
         return np.asarray(out).ravel()[: L.S]
 
     def _move_proba(self, moves):
-        return shrunk_move_proba(self.levels_.at(moves), self.concentrations_, self.n_states_ + 1)
+        return shrunk_move_proba(self.levels_.at(moves), self.concentrations_, self.n_outcomes_, moves.outcomes)

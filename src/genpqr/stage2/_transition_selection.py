@@ -39,16 +39,6 @@ def default_candidates(random_state=None) -> dict:
             "lowrank": LowRankKernel(random_state=random_state)}
 
 
-def fixed_params(model: KernelModel) -> dict:
-    """The parameters of a fitted model with its cross-validated hyperparameters fixed."""
-    params = model.get_params()
-    if isinstance(model, ShrinkageKernel):
-        params["concentrations"] = tuple(float(c) for c in model.concentrations_)
-    if isinstance(model, LowRankKernel):
-        params.update(rank=model.rank_, concentration=model.concentration_)
-    return params
-
-
 @dataclass(frozen=True)
 class TransitionSelection:
     """The outcome of :func:`select_transition_model`.
@@ -59,6 +49,8 @@ class TransitionSelection:
         The chosen candidate's name.
     model : fitted transition model
         The chosen candidate fitted on every move.
+    models : dict of name -> fitted transition model
+        Every candidate fitted on every move.
     scores : list of dict
         Per candidate: ``name``, ``log_likelihood`` (mean held-out log-likelihood per move),
         ``difference`` and ``standard_error`` (versus counts, per move; paired over episodes),
@@ -71,6 +63,7 @@ class TransitionSelection:
 
     chosen: str
     model: object
+    models: dict = field(default_factory=dict)
     scores: list = field(default_factory=list)
     reason: str = ""
     n_moves: int = 0
@@ -80,8 +73,8 @@ class TransitionSelection:
 
     def summary(self) -> str:
         """A few lines: the held-out log-likelihood of every candidate and the choice."""
-        lines = [f"transition model: {self.chosen} ({self.reason})",
-                 f"  held-out next-state log-likelihood per move ({self.n_splits} episode folds, {self.n_moves} moves):"]
+        lines = [f"transition model: {self.chosen} ({self.reason})", f"  held-out next-state log-likelihood per move "
+                 f"({self.n_splits} episode folds, {self.n_moves} moves):"]
         for row in self.scores:
             diff = ("" if row["name"] == "counts" or not np.isfinite(row["standard_error"]) else
                     f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.4f})")
@@ -140,10 +133,9 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     folds = moves.folds(n_splits, random_state)
     lls, zeros = {}, {}
     for name, model in fitted.items():
-        params = fixed_params(model)
         ll, zero = np.empty(moves.n), np.zeros(moves.n, bool)
         for train, test in folds:
-            p = type(model)(**params).fit(moves.subset(train)).move_proba(moves.subset(test))
+            p = model.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
             zero[test] = p <= 0
             ll[test] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
         lls[name], zeros[name] = ll, zero
@@ -159,7 +151,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
                            unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
     chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
-    return TransitionSelection(chosen, fitted[chosen], scores, reason, moves.n, int(episodes.size), n_splits,
+    return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
                                missing <= max_missing_mass)
 
 
