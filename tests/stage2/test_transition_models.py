@@ -209,3 +209,46 @@ def test_errors_name_the_argument():
         CountKernel().fit(np.zeros((3, 3)))
     with pytest.raises(ValueError, match="at least 2 episodes"):
         select_transition_model(TransitionMoves([0, 1], [0, 1], [1, 0], 2, 2))
+
+
+# ---------------------------------------------------------------------------- the docs page
+@pytest.mark.slow
+@pytest.mark.usefixtures("checkout_unchanged")
+def test_choosing_a_transition_model_page_runs(tmp_path, monkeypatch, capsys):
+    """Every python block of docs/choosing_a_transition_model.md in one namespace, then its
+    command; the page's claims hold."""
+    import re
+    import shlex
+
+    from genpqr.app.cli import main
+
+    from ..doc_warnings import ROOT, check_warnings, printed, recording
+
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "docs" / "choosing_a_transition_model.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 2
+    ns: dict = {}
+    with recording() as found:
+        for block in blocks:
+            exec(compile(block, "docs/choosing_a_transition_model.md", "exec"), ns)
+    check_warnings("docs/choosing_a_transition_model.md", "python", found)
+    selection, errors = ns["selection"], ns["errors"]
+    rows = {r["name"]: r for r in selection.scores}
+    assert selection.chosen == "lowrank" and selection.model.rank_ == 20
+    assert 0.4 < rows["counts"]["unexplained"] < 0.6 and rows["shrinkage"]["difference"] > 4
+    assert errors["counts"] == pytest.approx(3.6, abs=0.1) and errors["lowrank"] == pytest.approx(1.3, abs=0.1)
+    command = re.search(r"```bash\n(genpqr fit .*?)```", text, re.S).group(1).replace("\\\n", " ")
+    command = command.replace('"$(python -m genpqr.datasets choices)"', str(datasets_path("choices")))
+    capsys.readouterr()
+    with recording() as found:
+        assert main(shlex.split(command)[1:]) == 0
+    console = capsys.readouterr().out
+    check_warnings("docs/choosing_a_transition_model.md", "shell", found + printed(console))
+    assert "transition model: counts (counts miss" in console and "at most 5%: cells are well filled" in console
+
+
+def datasets_path(name):
+    from genpqr import datasets
+
+    return datasets.path(name)
