@@ -29,7 +29,7 @@ def random_kernel(S, K, rng, termination=0.0, alpha=0.3):
 
 def fixed_models():
     return [CountKernel(), ShrinkageKernel(concentrations=(2.0, 5.0, 10.0, 1.0)),
-            LowRankKernel(rank=3, concentration=5.0, random_state=0, max_iter=50),
+            LowRankKernel(rank=3, concentration=5.0, n_groups=0, random_state=0, max_iter=50),
             ClassifierKernel(LogisticRegression(max_iter=200))]
 
 
@@ -120,10 +120,10 @@ def test_low_rank_recovers_a_planted_rank_two_kernel():
     phi = rng.dirichlet(np.ones(2), size=(S, K))
     P = phi @ psi
     moves = draw_moves(P, 200_000, rng, episode_length=100)
-    model = LowRankKernel(rank=2, concentration=0.0, random_state=0, max_iter=2000, tol=1e-10).fit(moves)
+    model = LowRankKernel(rank=2, concentration=0.0, n_groups=0, random_state=0, max_iter=2000, tol=1e-10).fit(moves)
     tv = 0.5 * np.abs(model.to_dense() - P).sum(axis=2)
     assert tv.max() < 0.03
-    chosen = LowRankKernel(ranks=(1, 2, 4), concentrations=(1.0,), random_state=0, n_splits=3).fit(
+    chosen = LowRankKernel(ranks=(1, 2, 4), concentrations=(1.0,), n_groups=0, random_state=0, n_splits=3).fit(
         draw_moves(P, 20_000, rng, episode_length=100))
     assert chosen.rank_ == 2
 
@@ -197,6 +197,8 @@ def test_errors_name_the_argument():
         ShrinkageKernel(concentrations=(1, 2)).fit(moves)
     with pytest.raises(ValueError, match="rank must be a positive integer"):
         LowRankKernel(rank=0).fit(moves)
+    with pytest.raises(ValueError, match="n_groups must be 'cv', None or a non-negative integer"):
+        LowRankKernel(rank=1, concentration=1.0, n_groups=-2).fit(moves)
     with pytest.raises(ValueError, match="target must be one of"):
         ClassifierKernel(target="delta").fit(moves)
     with pytest.raises(ValueError, match="max_bytes"):

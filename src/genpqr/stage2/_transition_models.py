@@ -93,12 +93,15 @@ class TransitionMoves:
         return m
 
     def folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(train, test) index pairs of a K-fold split keeping episodes whole."""
+        """(train, test) index pairs of a K-fold split keeping episodes whole (at most one fold
+        per episode)."""
         from sklearn.model_selection import GroupKFold
 
         n_groups = np.unique(self.episodes).size
-        if n_splits < 2 or n_groups < n_splits:
-            raise ValueError(f"n_splits must be in [2, number of episodes = {n_groups}], got {n_splits}")
+        if n_splits < 2 or n_groups < 2:
+            raise ValueError(f"cross-validation needs n_splits >= 2 and at least 2 episodes, got n_splits={n_splits} "
+                             f"and {n_groups} episode(s)")
+        n_splits = min(int(n_splits), n_groups)
         splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
         return list(splitter.split(self.states, groups=self.episodes))
 

@@ -87,7 +87,7 @@ def _settings(model) -> str:
     if isinstance(model, ShrinkageKernel):
         return "; concentrations " + ", ".join(f"{c:.3g}" for c in model.concentrations_)
     if isinstance(model, LowRankKernel):
-        return f"; rank {model.rank_}, concentration {model.concentration_:.3g}"
+        return f"; rank {model.rank_}, concentration {model.concentration_:.3g}, {model.n_groups_} state groups"
     return ""
 
 
