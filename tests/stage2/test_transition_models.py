@@ -172,9 +172,10 @@ def test_auto_chooses_counts_on_a_bus_panel():
     auto = AutoTransition(random_state=0).fit(panel, n_states=175)
     assert auto.selection_.chosen == "counts", auto.selection_.summary()
     base = GenPQR(N.anchor_action("keep"), gamma=0.975, q_model="exact", n_states=175, random_state=0).fit(panel)
-    given = GenPQR(N.anchor_action("keep"), gamma=0.975, q_model="exact", n_states=175, random_state=0,
-                   transition_model=CountKernel()).fit(panel)
-    np.testing.assert_array_equal(base.stage2_.recovery.reward, given.stage2_.recovery.reward)
+    for given in (CountKernel(), "auto"):
+        other = GenPQR(N.anchor_action("keep"), gamma=0.975, q_model="exact", n_states=175, random_state=0,
+                       transition_model=given).fit(panel)
+        np.testing.assert_array_equal(base.stage2_.recovery.reward, other.stage2_.recovery.reward)
 
 
 def test_a_fitted_model_feeds_genpqr():
@@ -254,3 +255,10 @@ def datasets_path(name):
     from genpqr import datasets
 
     return datasets.path(name)
+
+
+
+def test_genpqr_refuses_another_string():
+    panel = simulate_buses(n_buses=5, n_periods=20, random_state=1).transitions
+    with pytest.raises(ValueError, match="transition_model must be None, 'auto'"):
+        GenPQR(N.anchor_action("keep"), q_model="exact", transition_model="counts").fit(panel)
