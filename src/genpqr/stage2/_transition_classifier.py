@@ -11,7 +11,7 @@ import numpy as np
 from ..data.validation import as_float_array, clone_learner
 from ._transition_models import KernelModel, TransitionMoves
 
-__all__ = ["ClassifierKernel", "TARGETS"]
+__all__ = ["ClassifierKernel"]
 
 TARGETS = ("next_state", "increment")
 
