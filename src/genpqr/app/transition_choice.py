@@ -19,7 +19,8 @@ class TransitionChoice:
     summary: str
 
     def describe(self) -> str:
-        return self.summary
+        """The summary, indented as the lines of the model's summary it follows."""
+        return "\n".join("  " + line for line in self.summary.splitlines())
 
 
 def _candidates(kind: str, arg, seed, state_features):

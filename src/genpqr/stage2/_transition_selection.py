@@ -77,7 +77,7 @@ class TransitionSelection:
                  f"({self.n_splits} episode folds, {self.n_moves} moves):"]
         for row in self.scores:
             diff = ("" if row["name"] == "counts" or not np.isfinite(row["standard_error"]) else
-                    f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.4f})")
+                    f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.2g})")
             lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
                          f"held-out moves unexplained{row['settings']}")
         return "\n".join(lines)
