@@ -96,7 +96,8 @@ def main():
     ap.add_argument("--rows", type=int, default=40_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--classifier", action="store_true", help="also a multinomial logistic next-state classifier "
-                                                              "on the cluster (one-hot) and the action")
+                                                              "on the cluster (one-hot) and the action (100 L-BFGS "
+                                                              "steps; slow)")
     args = ap.parse_args()
     t_start = time.perf_counter()
     mdp, cluster = clustered_mdp(random_state=args.seed)
@@ -115,8 +116,11 @@ def main():
     if args.classifier:
         from sklearn.linear_model import LogisticRegression
 
+        from sklearn.exceptions import ConvergenceWarning
+
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)  # 100 L-BFGS steps: a budget, stated
         onehot = np.eye(cluster.max() + 1)[cluster]
-        candidates["classifier"] = stage2.ClassifierKernel(LogisticRegression(C=10.0, max_iter=300), onehot)
+        candidates["classifier"] = stage2.ClassifierKernel(LogisticRegression(C=10.0, max_iter=100), onehot)
     t0 = time.perf_counter()
     selection = stage2.select_transition_model(data, candidates, random_state=args.seed, n_states=S)
     t_select = time.perf_counter() - t0
