@@ -42,6 +42,7 @@ EXPECTED = {
     },
     "docs/distributed.md": {"python": []},
     "docs/engine_replacement.md": {"python": [COVERAGE]},
+    "docs/choosing_a_transition_model.md": {"python": [], "shell": []},
     "docs/large_action_spaces.md": {"python": [], "shell": []},
     "docs/latent_types.md": {"python": [], "shell": []},
     "docs/model_selection.md": {"python": []},

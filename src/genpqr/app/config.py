@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .config_checks import check_dask_scheduler, check_output_folder
+from .transition_choice import parse_transition
 
 __all__ = ["FitConfig", "action_columns", "parse_normalization", "parse_transition", "parse_bins",
            "parse_integration", "POLICY_MODELS", "Q_MODELS", "NORMALIZATION_FORMS", "ACTION_TYPES",
@@ -99,7 +100,8 @@ class FitConfig:
     bins : dict column -> list of float
         Cut points per state column (tabular mode).
     transition : str
-        Tabular mode: ``counts`` (maximum likelihood), ``increment:MAX[:RESET_ACTION]``
+        Tabular mode: ``auto`` (:func:`genpqr.stage2.select_transition_model`), ``counts``
+        (maximum likelihood), ``shrinkage``, ``lowrank``, ``classifier``, ``increment:MAX[:RESET_ACTION]``
         (increments ``0..MAX`` whose distribution does not depend on the state; under the
         reset action the state restarts at 0 and that period's increment is added from 0,
         the timing of Rust (1987): ``P(.|x, reset) = P(.|0, keep)``; the increment after a
@@ -177,7 +179,7 @@ class FitConfig:
     bootstrap: int = 0
     n_jobs: int = 1
     bins: dict = field(default_factory=dict)
-    transition: str = "counts"
+    transition: str = "auto"
     n_states: int | None = None
     features: str | None = None
     estimator: str = "npl"
@@ -498,22 +500,3 @@ def parse_integration(spec: str) -> tuple[str, int]:
     if kind not in ("mc", "gauss-hermite", "gauss-legendre") or n < 1:
         raise ValueError(f"--integration must be {INTEGRATION_FORMS} with a positive integer N, got {spec!r}")
     return kind, n
-
-
-def parse_transition(spec: str):
-    """``counts`` | ``increment:MAX[:RESET_ACTION]`` | ``FILE.npy`` | ``FILE.npz`` -> (kind, argument)."""
-    spec = str(spec)
-    if spec == "counts":
-        return "counts", None
-    if spec.startswith("increment:"):
-        parts = spec.split(":", 2)
-        try:
-            max_inc = int(parts[1])
-        except ValueError:
-            max_inc = -1
-        if max_inc < 0:
-            raise ValueError(f"--transition increment:MAX needs a non-negative integer MAX, got {spec!r}")
-        return "increment", (max_inc, parts[2] if len(parts) > 2 and parts[2] != "" else None)
-    if spec.endswith((".npy", ".npz")):
-        return "file", spec
-    raise ValueError(f"--transition must be counts, increment:MAX[:RESET_ACTION] or a .npy/.npz file, got {spec!r}")

@@ -218,7 +218,7 @@ def run_continuous_fit(config: FitConfig, frame):
     from ..estimator import GenPQR
 
     unsupported = [flag for flag, on in (("--bins", config.bins), ("--features", config.features),
-                                         ("--transition", config.transition != "counts"),
+                                         ("--transition", config.transition not in ("counts", "auto")),
                                          ("--n-states", config.n_states), ("--bootstrap", config.bootstrap))
                    if on]
     if unsupported:

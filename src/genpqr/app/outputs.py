@@ -61,6 +61,8 @@ class FitOutputs:
     tabular : bool
     state_index : genpqr.app.states.StateIndex or None
     projection_r2 : float or None
+    transition : genpqr.app.transition_choice.TransitionChoice or None
+        The tabular transition model used and why (``--transition auto`` and the named models).
     first_stage : genpqr.stage1.FirstStageChoice or None
         Tabular mode: which first stage ``--policy-model auto``/``spline`` chose and why, or
         that another ``--policy-model`` was requested (with the cells' sparsity); also the
@@ -94,6 +96,7 @@ class FitOutputs:
     structural_warnings: list = field(default_factory=list)
     types: object = None
     sources: object = None
+    transition: object = None
 
     def describe(self) -> str:
         """The lines ``genpqr fit`` prints."""
@@ -119,6 +122,8 @@ class FitOutputs:
         from .action_features import never_taken_line
 
         lines += [line for line in [never_taken_line(base)] if line]
+        if self.transition is not None:
+            lines.append(self.transition.describe())
         if self.structural is not None:
             from .structural import console_lines
 

@@ -53,6 +53,8 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
         summary["rows without an observed next state (dropped)"] = n_rows - data.n
     if getattr(outputs, "first_stage", None) is not None:
         summary["first stage (policy model)"] = outputs.first_stage.describe()
+    if getattr(outputs, "transition", None) is not None:
+        summary["transition model"] = outputs.transition.describe()
     d = model.diagnostics_
     summary["probability clip"] = (f"({d.clip[0]:.3g}, {d.clip[1]:.3g}) [{d.clip_rule}]; observed actions at a bound: "
                                    f"{d.fraction_clipped:.2%}; rows with an action at the floor: "

@@ -274,7 +274,7 @@ def tabular_states(config: FitConfig, frame, labels):
 
         reset = None if targ[1] is None else match_labels([targ[1]], labels, "reset action", config.action)[0]
         transition_model = IncrementKernel(targ[0], reset)
-    index = StateIndex.build(frame, config.state, config.bins, ordered=tkind != "counts", n_states=n_states)
+    index = StateIndex.build(frame, config.state, config.bins, ordered=tkind not in ("counts", "auto", "model"), n_states=n_states)
     return index, transition_model
 
 

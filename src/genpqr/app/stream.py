@@ -92,7 +92,7 @@ def _check_parquet_path(config) -> None:
 
 def _refuse_unsupported(config) -> None:
     given = [flag for flag, bad in (("--bins", bool(config.bins)), ("--features", bool(config.features)),
-                                    ("--transition", config.transition != "counts"),
+                                    ("--transition", config.transition not in ("counts", "auto")),
                                     ("--bootstrap", bool(config.bootstrap)),
                                     ("--action-type continuous", config.action_type == "continuous"),
                                     ("--outcome", bool(config.outcome))) if bad]

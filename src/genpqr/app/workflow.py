@@ -92,6 +92,7 @@ from .latent_types import check_types_config, type_rewards, types_table
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
                       run_bootstrap_sources, sources_frame, tabular_rewards)
 from .states import NearestStateLookup, StateIndex, decide_tabular, make_normalization, tabular_states
+from .transition_choice import choose_transition
 
 __all__ = [
     "FitConfig",
@@ -124,6 +125,7 @@ class _DiscreteFit:
     structural: object = None
     structural_warnings: list = field(default_factory=list)
     sources: object = None
+    transition: object = None
 
 
 def run_fit(config: FitConfig) -> FitOutputs:
@@ -149,7 +151,7 @@ def run_fit(config: FitConfig) -> FitOutputs:
     config = replace(config, q_model=config.q_model or ("exact" if tabular else "hgb"),
                      policy_model=config.policy_model or ("conditional-logit" if config.action_features
                                                           else "auto" if tabular else "logistic"))
-    if not tabular and (config.features or config.transition != "counts" or config.n_states):
+    if not tabular and (config.features or config.transition not in ("counts", "auto") or config.n_states):
         raise ValueError("--features, --transition and --n-states need the tabular mode (--q-model exact, --bins, "
                          "or integer state columns)")
     labels = _action_labels(config, frame)
@@ -222,13 +224,15 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
     """Fit GenPQR, read the features, bootstrap and estimate the structural parameters."""
     data, index, index_rows, transition_model = _transitions(config, frame, labels, tabular)
     check_before_fit(config, data, index)
+    chosen, transition = choose_transition(config, data, index) if tabular else (None, None)
+    transition_model = transition_model if chosen is None else chosen
     normalization = make_normalization(kind, arg, frame=frame, config=config, labels=labels, index_rows=index_rows,
                                        n_states=index.n_states if tabular else None)
     policy_model, first_stage = choose_first_stage(config, data, index, transition_model)
     model = make_estimator(config, normalization, index, transition_model, policy_model).fit(data)
     if first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
         model.first_stage_ = first_stage
-    fit = _DiscreteFit(data, index, model, first_stage)
+    fit = _DiscreteFit(data, index, model, first_stage, transition=transition)
     if config.features:
         fit.features, fit.names = read_features(config.features, config, index, labels, model.stage2_.counts)
     if config.bootstrap:
@@ -272,7 +276,8 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
                       fit.first_stage, fit.structural, structural_warnings=fit.structural_warnings,
                       types=types_table(fit.model) if hasattr(fit.model, "type_models_") else
                       fit.structural.posterior_frame() if hasattr(fit.structural, "posterior_frame") else None,
-                      sources=None if fit.sources is None else sources_frame(fit.model, fit.sources, labels))
+                      sources=None if fit.sources is None else sources_frame(fit.model, fit.sources, labels),
+                      transition=fit.transition)
 
 
 def check_before_fit(config: FitConfig, data, index) -> None:
@@ -409,10 +414,13 @@ def _add_tabular_flags(p) -> None:
     p.add_argument("--bins", action="append", default=S, metavar="COL=e1,e2,...",
                    help="cut a state column at these points (tabular mode; repeatable) (default: none)")
     p.add_argument("--transition", default=S, metavar="SPEC",
-                   help="tabular transitions: counts, increment:MAX[:RESET_ACTION] (the state grows by 0..MAX with "
-                        "a state-independent distribution; under RESET_ACTION it restarts at 0 and the period's "
+                   help="tabular transitions: auto (counts, shrinkage or lowrank, whichever predicts held-out "
+                        "episodes' next states best; counts unless another beats them by 2 standard errors; printed "
+                        "with the reason), counts, shrinkage, lowrank, classifier (a next-state logistic regression on "
+                        "the state columns and the action), increment:MAX[:RESET_ACTION] (the state grows by 0..MAX "
+                        "with a state-independent distribution; under RESET_ACTION it restarts at 0 and the period's "
                         "increment is added from 0, Rust's timing: P(.|x, reset) = P(.|0, keep)), FILE.npy "
-                        "(dense) or FILE.npz (sparse (S*K, S), scipy.sparse.save_npz) (default: counts)")
+                        "(dense) or FILE.npz (sparse (S*K, S), scipy.sparse.save_npz) (default: auto)")
     p.add_argument("--n-states", dest="n_states", type=int, default=S, metavar="S",
                    help="tabular: number of states of one integer state column, when the top states never occur "
                         "(default: none: the largest state in the data + 1)")

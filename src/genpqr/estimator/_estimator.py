@@ -103,12 +103,12 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         ``cross_fit=None`` and ``genpqr fit``'s default ``--cross-fit 5`` give the same reward.
     n_states : int, optional
         Number of tabular states (exact path; default max index + 1).
-    transition_model : None, kernel, or callable, optional
-        Exact path: where ``P`` comes from. None: maximum likelihood from counts
-        (:func:`genpqr.stage2.estimate_transitions`, sparse); a kernel (dense (S, K, S), sparse
-        (S*K, S), or any object with ``expect``/``push``: :func:`~genpqr.stage2.as_kernel`); a callable
-        ``(transitions, n_states, n_actions) -> kernel``: a structured estimator (e.g.
-        :func:`genpqr.structural.ddc.increment_kernel`).
+    transition_model : None, "auto", kernel, transition model or callable, optional
+        Exact path: where ``P`` comes from. None: counts (:func:`genpqr.stage2.estimate_transitions`, sparse);
+        ``"auto"``: :class:`genpqr.stage2.AutoTransition`; a kernel (dense (S, K, S), sparse (S*K, S) or any
+        object with ``expect``/``push``: :func:`~genpqr.stage2.as_kernel`): known transitions; a transition model
+        of :mod:`genpqr.stage2` or a callable ``(transitions, n_states, n_actions) -> kernel``: an estimator
+        (e.g. :class:`genpqr.stage2.ShrinkageKernel`, :func:`genpqr.structural.ddc.increment_kernel`).
     solver : str
         Linear solver of the exact path (:func:`genpqr.stage2.solve_linear_bellman`).
     validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.stage2.FQE`).

@@ -150,7 +150,13 @@ class FinitePath:
         counts = np.bincount(s * K + choices.actions, weights=choices.sample_weight,
                              minlength=S * K).reshape(S, K).astype(np.float64)
         if self.transition_model is not None:
-            given = self.transition_model(data, S, K) if callable(self.transition_model) else self.transition_model
+            given = self.transition_model
+            if isinstance(given, str):
+                if given != "auto":
+                    raise ValueError(f"transition_model must be None, 'auto', a kernel or a transition model, got "
+                                     f"{given!r}")
+                given = tabular.AutoTransition(random_state=self.random_state)
+            given = given(data, S, K) if callable(given) else given
             kernel = tabular.as_kernel(given, K)
             if kernel.n_states != S:
                 raise ValueError(f"transition_model has {kernel.n_states} states but the data has {S}")

@@ -17,6 +17,11 @@ from ._tabular import (SoftOptimalSolution, TabularMDP, TabularRecovery, Transit
                        soft_optimal_policy, soft_optimal_solution, transition_counts, value_difference)
 from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
 from ._stages import ExactStage2, ReferenceWeights, SampleStage2
+from ._transition_models import CountKernel, ShrinkageKernel, TransitionMoves
+from ._transition_lowrank import LowRankKernel
+from ._transition_classifier import ClassifierKernel
+from ._transition_selection import (TRANSITION_MODELS, AutoTransition, TransitionSelection, default_candidates,
+                                    select_transition_model)
 
 __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint_features", "mu_sum", "TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model",
            "warm_start_ok", "predict_columns", "predict_at", "fit_regressor", "BellmanProblem", "BellmanStatistics",
@@ -25,6 +30,7 @@ __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint
            "is_kernel_like", "DENSE_KERNEL_MAX_BYTES", "TabularMDP", "TabularRecovery",
            "SoftOptimalSolution", "as_kernel", "soft_optimal_policy", "soft_optimal_solution", "policy_evaluation",
            "normalized_reward", "recover_reward", "value_difference", "estimate_transitions", "transition_counts",
-           "kernel_from_counts", "ROW_SUM_TOL",
-           "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
-           "SampleStage2", "ReferenceWeights"]
+           "kernel_from_counts", "ROW_SUM_TOL", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman",
+           "ExactStage2", "SampleStage2", "ReferenceWeights", "TransitionMoves", "CountKernel", "ShrinkageKernel",
+           "LowRankKernel", "ClassifierKernel", "AutoTransition", "TransitionSelection", "select_transition_model",
+           "default_candidates", "TRANSITION_MODELS"]

@@ -1,0 +1,238 @@
+r"""Low-rank transition kernels: ``P(s'|s,a) = sum_k phi_k(s,a) psi_k(s')``.
+
+The rows of ``psi`` (r, S+1) are next-state profiles on the simplex (termination is outcome
+``S+1``), the rows of ``phi`` (S*K, r) mixture weights on the simplex. Maximum likelihood on
+the sparse count matrix ``N`` (S*K, S+1) by EM, i.e. the multiplicative updates of KL
+non-negative matrix factorization (Lee and Seung, 2001): with ``R = N / (phi psi)`` on the
+non-zeros of ``N``,
+
+.. math::
+
+    \phi \leftarrow \phi \odot (R \psi^\top) + c\,\pi, \qquad
+    \psi \leftarrow \psi \odot (\phi^\top R) + \alpha
+
+(each then renormalized to rows on the simplex). The prior ``pi(s,a)`` shrinks a thin cell's
+weights toward its state's weights pooled over actions, tilted by its action's shift of the
+weights pooled over states (a Dirichlet prior of weight ``c`` observations: the MAP-EM update).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data.validation import check_random_state
+from ._transition_models import KernelModel, TransitionMoves
+
+__all__ = ["LowRankKernel"]
+
+
+def _normalize(x, axis):
+    total = x.sum(axis=axis, keepdims=True)
+    return x / np.where(total > 0, total, 1.0)
+
+
+def _prior(expected: np.ndarray, S: int, K: int, tilt: bool, groups=None) -> np.ndarray:
+    """``pi(s, a)`` (S*K, r): the state's pooled weights, times the action's tilt (within the
+    state's group when ``groups`` (S,) is given, shrunk toward the overall tilt)."""
+    r = expected.shape[1]
+    cube = expected.reshape(S, K, r)
+    overall = _normalize(cube.sum(axis=(0, 1)) + 1.0, 0)
+    state = _normalize(cube.sum(axis=1) + overall, 1)  # (S, r)
+    if not tilt:
+        return np.repeat(state, K, axis=0)
+    action = _normalize(cube.sum(axis=0) + K * overall, 1)  # (K, r)
+    ratio = (action / overall)[None]
+    if groups is not None:
+        member = sp.csr_matrix((np.ones(S), (groups, np.arange(S))), shape=(int(groups.max()) + 1, S))
+        within = (member @ cube.reshape(S, K * r)).reshape(-1, K, r)  # (G, K, r)
+        group_action = _normalize(within + GROUP_PRIOR * action[None], 2)
+        group_mean = _normalize(within.sum(axis=1) + GROUP_PRIOR * K * overall, 1)
+        ratio = (group_action / group_mean[:, None, :])[groups]
+    prior = state[:, None, :] * ratio
+    return _normalize(prior.reshape(S * K, r), 1)
+
+
+WARM_UP = 20
+GROUP_PRIOR = 10.0
+"""Weight (in observations) of the overall action tilt in a group's action tilt."""
+
+
+def _state_groups(expected, S, K, n_groups, rng):
+    """Groups of states with similar pooled weights (k-means on their weight profiles)."""
+    from sklearn.cluster import KMeans
+
+    r = expected.shape[1]
+    cube = expected.reshape(S, K, r).sum(axis=1)
+    profiles = _normalize(cube + 1.0 / r, 1)
+    n_groups = int(min(n_groups, S))
+    km = KMeans(n_clusters=n_groups, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
+    return km.fit(profiles, sample_weight=cube.sum(axis=1) + 1e-3).labels_
+
+
+def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration: float, *, tilt=True,
+                 smoothing=0.1, max_iter=200, tol=1e-5, termination=True, n_groups=None, random_state=None):
+    """Penalized EM for ``counts ~ phi psi`` (``termination``: whether the last outcome can
+    occur; else its column stays 0; ``n_groups``: the action tilt is taken within groups of
+    states, found by k-means on their pooled weights after a warm-up); returns ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
+    rng = check_random_state(random_state)
+    counts = sp.csr_matrix(counts)
+    counts.sum_duplicates()
+    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    cols, n = counts.indices, counts.data
+    pooled = sp.csr_matrix(sp.kron(sp.eye(S), np.ones((1, K))) @ counts)
+    pick = rng.choice(S, size=rank, replace=S < rank)
+    psi = _normalize(_normalize(pooled[pick].toarray(), 1) + rng.uniform(0.5, 1.5, (rank, S + 1)) / (S + 1), 1)
+    if not termination:
+        psi[:, S] = 0.0
+    phi = np.full((S * K, rank), 1.0 / rank)
+    total, previous = n.sum(), -np.inf
+    n_out = S + 1 if termination else S
+    spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)
+    groups = None
+    for it in range(1, max_iter + 1):
+        if n_groups and it == WARM_UP:
+            groups = _state_groups(expected, S, K, n_groups, rng)
+            previous = -np.inf
+        denom = np.einsum("ik,ik->i", phi[rows], psi.T[cols])
+        R = sp.csr_matrix((n / denom, counts.indices, counts.indptr), shape=counts.shape)
+        expected = phi * (R @ psi.T)
+        psi_new = _normalize(psi * (R.T @ phi).T + spread, 1)
+        phi = _normalize(expected + concentration * _prior(expected, S, K, tilt, groups), 1)
+        psi = psi_new
+        loglik = float(n @ np.log(denom)) / total
+        if loglik - previous < tol and (not n_groups or it > WARM_UP):
+            break
+        previous = loglik
+    return phi, psi, it
+
+
+class LowRankKernel(KernelModel):
+    r"""A low-rank kernel ``P(s'|s,a) = sum_k phi_k(s,a) psi_k(s')`` with shrunk weights.
+
+    Parameters
+    ----------
+    rank : None or int
+        ``r``; None: chosen among ``ranks`` by the held-out next-state log-likelihood
+        over ``n_splits`` episode folds.
+    concentration : None or float
+        Weight ``c`` (in observations) of the prior that pulls a cell's mixture weights
+        toward its state's, tilted by its action's; None: chosen among ``concentrations``
+        by the same cross-validation (after the rank).
+    n_groups : "cv", None or int
+        The action tilt of the prior is taken within ``n_groups`` groups of states with similar
+        pooled weights (k-means after a warm-up; the treatment effects may differ between
+        groups), shrunk toward the overall tilt; None or 0: one overall tilt; ``"cv"``: chosen
+        among ``group_counts`` by the same cross-validation (after the concentration).
+    ranks, concentrations, group_counts : sequences
+        The cross-validation grids (tried in turn: the rank, then the concentration, then the
+        groups).
+    action_tilt : bool
+        Whether the prior tilts the state's weights by the action's shift (else the state's
+        pooled weights).
+    smoothing : float
+        Pseudo-count spread over the ``S+1`` outcomes of each profile ``psi_k`` (a held-out
+        move into a state never reached has a small positive probability; termination is
+        left out when no move in the data terminates).
+    max_iter, tol : int, float
+        EM stops when the mean log-likelihood per move improves by less than ``tol``.
+    n_splits : int
+        Episode folds of the cross-validation.
+    random_state : None, int or Generator
+        The initial profiles (and the folds).
+
+    Attributes
+    ----------
+    rank_, concentration_ : int, float
+    phi_ : ndarray of shape (S*K, r)
+    psi_ : ndarray of shape (r, S+1)
+        Profiles; column ``S`` is termination.
+    n_groups_ : int
+    cv_scores_ : dict
+        ``(rank, concentration, n_groups) -> mean held-out log-likelihood per move`` (empty when
+        all three are given).
+    n_iter_ : int
+    """
+
+    _param_names = ("rank", "concentration", "n_groups", "ranks", "concentrations", "group_counts", "action_tilt",
+                    "smoothing", "max_iter", "tol", "n_splits", "random_state")
+
+    def __init__(self, rank=None, concentration=None, n_groups="cv", ranks=(2, 5, 10, 20),
+                 concentrations=(1.0, 10.0, 100.0), group_counts=(0, 10, 30), action_tilt=True, smoothing=0.1,
+                 max_iter=200, tol=1e-5, n_splits=3, random_state=None):
+        self.rank = rank
+        self.concentration = concentration
+        self.n_groups = n_groups
+        self.ranks = ranks
+        self.concentrations = concentrations
+        self.group_counts = group_counts
+        self.action_tilt = action_tilt
+        self.smoothing = smoothing
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_splits = n_splits
+        self.random_state = random_state
+
+    def _settings(self, groups):
+        return dict(tilt=self.action_tilt, smoothing=self.smoothing, max_iter=self.max_iter, tol=self.tol,
+                    termination=self.termination_, n_groups=groups or None, random_state=self.random_state)
+
+    def _fit(self, moves):
+        S, K = moves.n_states, moves.n_actions
+        self.termination_ = bool(np.any(moves.outcomes == S))
+        self.cv_scores_ = {}
+        rank, conc, groups = self.rank, self.concentration, None if self.n_groups == "cv" else self.n_groups or 0
+        if rank is not None and (int(rank) != rank or rank < 1):
+            raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        if conc is not None and not conc >= 0:
+            raise ValueError(f"concentration must be non-negative, got {conc!r}")
+        if groups is not None and (int(groups) != groups or groups < 0):
+            raise ValueError(f"n_groups must be 'cv', None or a non-negative integer, got {self.n_groups!r}")
+        if rank is None or conc is None or groups is None:
+            rank, conc, groups = self._cross_validate(moves, rank, conc, groups)
+        self.rank_, self.concentration_, self.n_groups_ = int(rank), float(conc), int(groups)
+        self.phi_, self.psi_, self.n_iter_ = fit_low_rank(self.counts_, S, K, self.rank_, self.concentration_,
+                                                          **self._settings(self.n_groups_))
+
+    def fixed_copy(self):
+        self._check_fitted()
+        return type(self)(**{**self.get_params(), "rank": self.rank_, "concentration": self.concentration_,
+                             "n_groups": self.n_groups_})
+
+    def _cross_validate(self, moves, rank, conc, groups):
+        folds = [(moves.subset(tr).counts(), moves.subset(te)) for tr, te in moves.folds(self.n_splits,
+                                                                                          self.random_state)]
+        S, K = moves.n_states, moves.n_actions
+
+        def held_out(r, c, g=0):
+            if (r, c, g) not in self.cv_scores_:
+                total = 0.0
+                for train, test in folds:
+                    phi, psi, _ = fit_low_rank(train, S, K, r, c, **self._settings(g))
+                    total += np.sum(np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])))
+                self.cv_scores_[(r, c, g)] = total / moves.n
+            return self.cv_scores_[(r, c, g)]
+
+        ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})
+        grid = [conc] if conc is not None else list(self.concentrations)
+        first_c = conc if conc is not None else grid[len(grid) // 2]
+        first_g = groups or 0
+        rank = max(ranks, key=lambda r: held_out(r, first_c, first_g))
+        conc = max(grid, key=lambda c: held_out(rank, c, first_g))
+        if groups is None:
+            groups = max([int(min(g, S)) for g in self.group_counts], key=lambda g: held_out(rank, conc, g))
+        return rank, conc, groups
+
+    def _rows(self, flat_rows):
+        return self.phi_[flat_rows] @ self.psi_
+
+    def expect(self, values):
+        v = self._values(values)
+        out = self.phi_ @ (self.psi_[:, : self.n_states_] @ v)
+        return out.reshape((self.n_states_, self.n_actions_) + v.shape[1:])
+
+    def push(self, weights):
+        return (self._weights(weights) @ self.phi_) @ self.psi_[:, : self.n_states_]
+
+    def _move_proba(self, moves: TransitionMoves):
+        return np.einsum("ik,ki->i", self.phi_[moves.rows], self.psi_[:, moves.outcomes])

@@ -1,0 +1,52 @@
+"""`genpqr fit --transition auto|counts|shrinkage|lowrank|classifier` (genpqr.app.transition_choice)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genpqr import GenPQR, datasets, from_pandas, normalization as N
+from genpqr.app.workflow import parse_transition
+from genpqr.stage2 import ShrinkageKernel
+
+from .test_workflow import LABELS, base_flags, fit_cli, write_tabular_csv
+
+
+def test_parse_transition_kinds():
+    assert parse_transition("auto") == ("auto", None)
+    assert parse_transition("counts") == ("counts", None)
+    assert parse_transition("lowrank") == ("model", "lowrank")
+    with pytest.raises(ValueError, match="--transition must be auto, counts, shrinkage, lowrank, classifier"):
+        parse_transition("smooth")
+
+
+def test_auto_keeps_counts_on_the_bundled_example(tmp_path, capsys):
+    path = datasets.path("choices")
+    flags = [path, "--episode", "episode", "--time", "time", "--state", "state", "--action", "action", "--gamma", 0.9,
+             "--normalization", "anchor:a"]
+    code, out, err = fit_cli(flags + ["--out", tmp_path / "auto"], capsys)
+    assert code == 0, err
+    assert "transition model: counts (counts miss" in out and "held-out next-state log-likelihood" in out
+    code, out, err = fit_cli(flags + ["--out", tmp_path / "counts", "--transition", "counts"], capsys)
+    assert code == 0, err and "transition model" not in out
+    a, b = (pd.read_csv(tmp_path / d / "rewards.csv") for d in ("auto", "counts"))
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_thin_cells_choose_a_model_that_shares_strength(tmp_path, capsys):
+    path = tmp_path / "thin.csv"
+    frame, _ = write_tabular_csv(path, n_episodes=40, horizon=6, S=40)
+    code, out, err = fit_cli(base_flags(path, tmp_path / "auto"), capsys)
+    assert code == 0, err
+    assert "cells are thin" in out and "transition model: counts" not in out
+    code, out, err = fit_cli(base_flags(path, tmp_path / "shrink") + ["--transition", "shrinkage"], capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if "shrinkage  " in x)
+    concentrations = tuple(float(c) for c in line.split("concentrations ")[1].split(", "))
+    # the same numbers as GenPQR given the model with the printed concentrations
+    data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
+    direct = GenPQR(N.anchor_action("left"), gamma=0.9, q_model="exact", cross_fit=5, random_state=0,
+                    transition_model=ShrinkageKernel(concentrations=concentrations)).fit(data).reward_table()
+    r = pd.read_csv(tmp_path / "shrink" / "rewards.csv")
+    np.testing.assert_allclose(r[[f"reward_{a}" for a in direct.columns]].to_numpy(), direct.to_numpy(), rtol=1e-2,
+                               atol=1e-2)  # the printed concentrations are rounded to 3 digits
+    assert "transition model: shrinkage" in out and set(LABELS) <= set(direct.columns)

@@ -1,0 +1,264 @@
+"""Tabular transition models (counts, shrinkage, low-rank, classifier) and their selection."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from sklearn.linear_model import LogisticRegression
+
+from genpqr import GenPQR, normalization as N
+from genpqr.envs.rust import simulate_buses
+from genpqr.envs.tabular import simulate_tabular
+from genpqr.exceptions import NotFittedError
+from genpqr.stage2 import (AutoTransition, ClassifierKernel, CountKernel, LowRankKernel, ShrinkageKernel, TabularMDP,
+                           TransitionMoves, estimate_transitions, select_transition_model)
+
+
+def draw_moves(P, n, rng, episode_length=10):
+    """``n`` moves from uniformly drawn cells of a (S, K, S) kernel (termination = missing mass)."""
+    S, K, _ = P.shape
+    s, a = rng.integers(0, S, n), rng.integers(0, K, n)
+    cdf = np.cumsum(P[s, a], axis=1)
+    s2 = (rng.random(n)[:, None] > cdf).sum(axis=1)
+    term = s2 == S
+    return TransitionMoves(s, a, np.where(term, 0, s2), S, K, terminated=term, episodes=np.arange(n) // episode_length)
+
+
+def random_kernel(S, K, rng, termination=0.0, alpha=0.3):
+    return rng.dirichlet(np.full(S, alpha), size=(S, K)) * (1.0 - termination)
+
+
+def fixed_models():
+    return [CountKernel(), ShrinkageKernel(concentrations=(2.0, 5.0, 10.0, 1.0)),
+            LowRankKernel(rank=3, concentration=5.0, n_groups=0, random_state=0, max_iter=50),
+            ClassifierKernel(LogisticRegression(max_iter=200))]
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), S=st.integers(2, 7), K=st.integers(1, 3), n=st.integers(20, 120))
+def test_rows_sum_to_one_without_termination(seed, S, K, n):
+    rng = np.random.default_rng(seed)
+    moves = draw_moves(random_kernel(S, K, rng), n, rng)
+    for model in fixed_models():
+        if np.unique(moves.outcomes).size < 2 and isinstance(model, ClassifierKernel):
+            continue
+        dense = model.fit(moves).to_dense()
+        assert dense.min() >= 0
+        np.testing.assert_allclose(dense.sum(axis=2), 1.0, atol=1e-10, err_msg=type(model).__name__)
+
+
+@pytest.mark.parametrize("model", fixed_models(), ids=lambda m: type(m).__name__)
+def test_protocol_agrees_with_the_dense_kernel(model):
+    rng = np.random.default_rng(1)
+    S, K = 9, 3
+    moves = draw_moves(random_kernel(S, K, rng, termination=0.1), 400, rng)
+    model.fit(moves)
+    D = model.to_dense()
+    assert D.shape == (S, K, S) and np.all(D.sum(axis=2) <= 1 + 1e-12)
+    v, w = rng.normal(size=(S, 4)), rng.random((S, K))
+    np.testing.assert_allclose(model.expect(v), np.einsum("sat,tk->sak", D, v), atol=1e-10)
+    np.testing.assert_allclose(model.expect(v[:, 0]), D @ v[:, 0], atol=1e-10)
+    np.testing.assert_allclose(model.push(w), np.einsum("sa,sat->t", w, D), atol=1e-10)
+    proba = model.predict_proba(moves.states[:5], moves.actions[:5])
+    proba = proba.toarray() if hasattr(proba, "toarray") else proba
+    np.testing.assert_allclose(proba, D[moves.states[:5], moves.actions[:5]], atol=1e-12)
+    term = moves.outcomes == S
+    expected = np.where(term, 1 - D[moves.states, moves.actions].sum(axis=1),
+                        D[moves.states, moves.actions, np.minimum(moves.outcomes, S - 1)])
+    np.testing.assert_allclose(model.move_proba(moves), expected, atol=1e-12)
+    s2 = np.where(term, 0, moves.outcomes)
+    with np.errstate(divide="ignore"):
+        assert model.score(moves.states, moves.actions, s2, term) == pytest.approx(np.mean(np.log(expected)))
+
+
+def test_count_kernel_equals_estimate_transitions():
+    rng = np.random.default_rng(2)
+    S, K = 12, 3
+    moves = draw_moves(random_kernel(S, K, rng, termination=0.2), 60, rng)  # some cells unvisited
+    s2 = np.where(moves.outcomes == S, 0, moves.outcomes)
+    for unvisited in ("self", "uniform"):
+        kernel, _ = estimate_transitions(moves.states, moves.actions, s2, S, K, terminated=moves.outcomes == S,
+                                         unvisited=unvisited)
+        model = CountKernel(unvisited).fit(moves)
+        assert np.array_equal(model.to_dense(), kernel.dense())
+        assert model.kernel().matrix.nnz == kernel.matrix.nnz
+
+
+def test_shrinkage_with_zero_concentrations_is_counts():
+    rng = np.random.default_rng(3)
+    S, K = 10, 4
+    moves = draw_moves(random_kernel(S, K, rng, termination=0.1), 60, rng)
+    counts = CountKernel().fit(moves).to_dense()
+    shrunk = ShrinkageKernel(concentrations=(0, 0, 0, 0)).fit(moves).to_dense()
+    visited = np.bincount(moves.rows, minlength=S * K).reshape(S, K) > 0
+    assert not visited.all()
+    np.testing.assert_allclose(shrunk[visited], counts[visited], atol=1e-14)
+    # an unvisited cell borrows its state's row (not "stay put")
+    s, a = np.argwhere(~visited)[0]
+    assert shrunk[s, a].sum() > 0
+
+
+def test_shrinkage_cross_validates_toward_pooling_on_thin_cells():
+    rng = np.random.default_rng(4)
+    S, K = 30, 5
+    base = random_kernel(S, 1, rng, alpha=0.5)
+    P = np.repeat(base, K, axis=1)  # actions do not matter: the state's pooled row is the truth
+    moves = draw_moves(P, 600, rng)
+    model = ShrinkageKernel(random_state=0).fit(moves)
+    c_cell, c_state = model.concentrations_[:2]
+    assert c_cell > 5 and c_cell > c_state
+    err = np.abs(model.to_dense() - P).sum(axis=2).mean()
+    err_counts = np.abs(CountKernel().fit(moves).to_dense() - P).sum(axis=2).mean()
+    assert err < 0.7 * err_counts
+
+
+def test_low_rank_recovers_a_planted_rank_two_kernel():
+    """200,000 moves of a rank-2 kernel over 15 states, 3 actions: every row within 0.03 in
+    total variation of the truth."""
+    rng = np.random.default_rng(5)
+    S, K = 15, 3
+    psi = rng.dirichlet(np.full(S, 0.5), size=2)
+    phi = rng.dirichlet(np.ones(2), size=(S, K))
+    P = phi @ psi
+    moves = draw_moves(P, 200_000, rng, episode_length=100)
+    model = LowRankKernel(rank=2, concentration=0.0, n_groups=0, random_state=0, max_iter=2000, tol=1e-10).fit(moves)
+    tv = 0.5 * np.abs(model.to_dense() - P).sum(axis=2)
+    assert tv.max() < 0.03
+    chosen = LowRankKernel(ranks=(1, 2, 4), concentrations=(1.0,), n_groups=0, random_state=0, n_splits=3).fit(
+        draw_moves(P, 20_000, rng, episode_length=100))
+    assert chosen.rank_ == 2
+
+
+def test_classifier_over_increments():
+    rng = np.random.default_rng(6)
+    S, K, n = 40, 2, 3000
+    s, a = rng.integers(0, S - 3, n), rng.integers(0, K, n)
+    s2 = s + rng.choice(3, size=n, p=[0.2, 0.5, 0.3])
+    model = ClassifierKernel(LogisticRegression(max_iter=500), target="increment").fit(
+        TransitionMoves(s, a, s2, S, K, episodes=np.arange(n) // 10))
+    row = model.predict_proba([10], [1])[0]
+    np.testing.assert_allclose(row[10:13], [0.2, 0.5, 0.3], atol=0.05)
+    assert row.sum() == pytest.approx(1.0) and model.to_dense()[S - 1, 0, S - 1] == pytest.approx(1.0)
+
+
+def test_selection_uses_held_out_folds_only():
+    """Counts maximize the in-sample likelihood; on thin cells the held-out comparison
+    prefers shrinkage, and says why."""
+    rng = np.random.default_rng(7)
+    S, K = 40, 5
+    P = np.repeat(random_kernel(S, 1, rng, alpha=0.3), K, axis=1)
+    moves = draw_moves(P, 800, rng)
+    selection = select_transition_model(moves, {"counts": CountKernel(), "shrinkage": ShrinkageKernel(random_state=0)},
+                                        random_state=0)
+    in_sample = {name: np.mean(np.log(np.maximum(m.fit(moves).move_proba(moves), 1e-300)))
+                 for name, m in (("counts", CountKernel()), ("shrinkage", selection.model))}
+    assert in_sample["counts"] > in_sample["shrinkage"]  # an in-sample choice would be counts
+    assert selection.chosen == "shrinkage"
+    rows = {r["name"]: r for r in selection.scores}
+    assert rows["counts"]["unexplained"] > 0.2 and rows["shrinkage"]["unexplained"] == 0
+    assert rows["shrinkage"]["difference"] > 2 * rows["shrinkage"]["standard_error"]
+    assert "shrinkage" in selection.summary() and "counts" in selection.summary()
+
+
+def test_selection_keeps_counts_on_well_filled_cells():
+    rng = np.random.default_rng(8)
+    S, K = 5, 2
+    moves = draw_moves(random_kernel(S, K, rng, alpha=2.0), 20_000, rng)
+    selection = select_transition_model(moves, random_state=0)
+    assert selection.chosen == "counts", selection.summary()
+
+
+def test_auto_chooses_counts_on_a_bus_panel():
+    panel = simulate_buses(n_buses=50, n_periods=120, random_state=0).transitions
+    auto = AutoTransition(random_state=0).fit(panel, n_states=175)
+    assert auto.selection_.chosen == "counts", auto.selection_.summary()
+    base = GenPQR(N.anchor_action("keep"), gamma=0.975, q_model="exact", n_states=175, random_state=0).fit(panel)
+    for given in (CountKernel(), "auto"):
+        other = GenPQR(N.anchor_action("keep"), gamma=0.975, q_model="exact", n_states=175, random_state=0,
+                       transition_model=given).fit(panel)
+        np.testing.assert_array_equal(base.stage2_.recovery.reward, other.stage2_.recovery.reward)
+
+
+def test_a_fitted_model_feeds_genpqr():
+    rng = np.random.default_rng(9)
+    S, K = 8, 3
+    mdp = TabularMDP.create(random_kernel(S, K, rng, termination=0.05), 0.9, rng.normal(size=(S, K)))
+    data = simulate_tabular(mdp, np.full((S, K), 1 / K), 100, 10, random_state=0)
+    model = ShrinkageKernel(concentrations=(3.0, 3.0, 3.0, 1.0))
+    fit = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, transition_model=model).fit(data)
+    np.testing.assert_allclose(fit.stage2_.kernel.dense(), model.fit(data, n_states=S).to_dense(), atol=1e-14)
+    assert not hasattr(ShrinkageKernel(), "n_states_")
+
+
+def test_errors_name_the_argument():
+    rng = np.random.default_rng(10)
+    moves = draw_moves(random_kernel(4, 2, rng), 50, rng)
+    with pytest.raises(NotFittedError, match="not fitted"):
+        CountKernel().expect(np.zeros(4))
+    with pytest.raises(ValueError, match="concentrations must be 4 non-negative"):
+        ShrinkageKernel(concentrations=(1, 2)).fit(moves)
+    with pytest.raises(ValueError, match="rank must be a positive integer"):
+        LowRankKernel(rank=0).fit(moves)
+    with pytest.raises(ValueError, match="n_groups must be 'cv', None or a non-negative integer"):
+        LowRankKernel(rank=1, concentration=1.0, n_groups=-2).fit(moves)
+    with pytest.raises(ValueError, match="target must be one of"):
+        ClassifierKernel(target="delta").fit(moves)
+    with pytest.raises(ValueError, match="max_bytes"):
+        CountKernel().fit(moves).to_dense(max_bytes=10)
+    with pytest.raises(ValueError, match="values must have shape"):
+        CountKernel().fit(moves).expect(np.zeros(5))
+    with pytest.raises(ValueError, match="weights must have shape"):
+        CountKernel().fit(moves).push(np.zeros(4))
+    with pytest.raises(TypeError, match="X must be genpqr Transitions"):
+        CountKernel().fit(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="at least 2 episodes"):
+        select_transition_model(TransitionMoves([0, 1], [0, 1], [1, 0], 2, 2))
+
+
+# ---------------------------------------------------------------------------- the docs page
+@pytest.mark.slow
+@pytest.mark.usefixtures("checkout_unchanged")
+def test_choosing_a_transition_model_page_runs(tmp_path, monkeypatch, capsys):
+    """Every python block of docs/choosing_a_transition_model.md in one namespace, then its
+    command; the page's claims hold."""
+    import re
+    import shlex
+
+    from genpqr.app.cli import main
+
+    from ..doc_warnings import ROOT, check_warnings, printed, recording
+
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "docs" / "choosing_a_transition_model.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 2
+    ns: dict = {}
+    with recording() as found:
+        for block in blocks:
+            exec(compile(block, "docs/choosing_a_transition_model.md", "exec"), ns)
+    check_warnings("docs/choosing_a_transition_model.md", "python", found)
+    selection, errors = ns["selection"], ns["errors"]
+    rows = {r["name"]: r for r in selection.scores}
+    assert selection.chosen == "lowrank" and selection.model.rank_ == 20
+    assert 0.4 < rows["counts"]["unexplained"] < 0.6 and rows["shrinkage"]["difference"] > 4
+    assert errors["counts"] == pytest.approx(3.6, abs=0.1) and errors["lowrank"] == pytest.approx(1.3, abs=0.1)
+    command = re.search(r"```bash\n(genpqr fit .*?)```", text, re.S).group(1).replace("\\\n", " ")
+    command = command.replace('"$(python -m genpqr.datasets choices)"', str(datasets_path("choices")))
+    capsys.readouterr()
+    with recording() as found:
+        assert main(shlex.split(command)[1:]) == 0
+    console = capsys.readouterr().out
+    check_warnings("docs/choosing_a_transition_model.md", "shell", found + printed(console))
+    assert "transition model: counts (counts miss" in console and "at most 5%: cells are well filled" in console
+
+
+def datasets_path(name):
+    from genpqr import datasets
+
+    return datasets.path(name)
+
+
+
+def test_genpqr_refuses_another_string():
+    panel = simulate_buses(n_buses=5, n_periods=20, random_state=1).transitions
+    with pytest.raises(ValueError, match="transition_model must be None, 'auto'"):
+        GenPQR(N.anchor_action("keep"), q_model="exact", transition_model="counts").fit(panel)
