@@ -80,7 +80,7 @@ from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_PO
                      parse_transition)
 from .action_features import read_action_table
 from .data_file import read_features, read_frame
-from .model_choice import choose_first_stage, make_estimator
+from .model_choice import ENCODINGS, choose_first_stage, make_estimator
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
                       tabular_rewards)
@@ -367,6 +367,9 @@ def _add_model_flags(p, required) -> None:
                    help=f"{', '.join(Q_MODELS)} or package.module:Class; continuous actions: "
                         f"{', '.join(CONTINUOUS_Q_MODELS)} (default: exact for tabular states, hgb for continuous "
                         f"states, linear for continuous actions)")
+    p.add_argument("--encoding", choices=ENCODINGS, default=S,
+                   help="how stage 2 sees discrete actions, GenPQR's encoding (default: auto); action_features: one "
+                        "Q-model on [s, x_a] from --action-features, pair features phi(s) (x) x_a for --q-model lstd")
 
 
 def _add_tabular_flags(p) -> None:
