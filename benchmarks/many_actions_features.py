@@ -21,7 +21,7 @@ Methods (each one fit of stage 1 and stage 2 per seed and K):
 * ``cl-attr+af``: ``cl-attr`` + stage 2 ``encoding="action_features"`` (one
   HistGradientBoostingRegressor on ``[s, x_a]``, 16 iterations);
 * ``tt-mlp``: ``TwoTowerClassifier(interaction="mlp")`` on the attribute features (score
-  ``g(f(s) * h(x_a))``: state tower (64,), affine action tower, embedding 16, ``g`` (32,); settings
+  ``g(f(s) * h(x_a))``: state tower (64,), affine action tower, embedding 8, ``g`` (32,), 10 epochs;
   in ``TT_MLP``) + the same neural FQE;
 * ``oracle``: the correctly specified first stage (the benchmark's own parametric form, W and b
   unknown, maximum likelihood; ``many_actions_heads.py``'s "oracle" head) + neural FQE: the reference.
@@ -60,7 +60,7 @@ from many_actions_heads import HeadClassifier  # noqa: E402  (the correctly spec
 
 METHODS = ("bc", "cl-move", "cl-attr", "cl-attr+af", "tt-mlp", "oracle")
 #: TwoTowerClassifier settings of ``tt-mlp`` (chosen on seeds 0-3 at K = 40, docs/benchmarks.md).
-TT_MLP = dict(interaction="mlp", max_epochs=20)
+TT_MLP = dict(interaction="mlp", embedding_dim=8, max_epochs=10)
 
 
 class OracleForm:
