@@ -21,8 +21,8 @@ Methods (each one fit of stage 1 and stage 2 per seed and K):
 * ``cl-attr+af``: ``cl-attr`` + stage 2 ``encoding="action_features"`` (one
   HistGradientBoostingRegressor on ``[s, x_a]``, 16 iterations);
 * ``tt-mlp``: ``TwoTowerClassifier(interaction="mlp")`` on the attribute features (score
-  ``g(f(s) * h(x_a))``: state tower (64,), affine action tower, embedding 8, ``g`` (32,), 10 epochs;
-  in ``TT_MLP``) + the same neural FQE;
+  ``g(f(s) * h(x_a))``: state tower (64,), affine action tower, embedding 8, ``g`` (32,), 10 epochs:
+  ``TT_MLP``) + the same neural FQE;
 * ``oracle``: the correctly specified first stage (the benchmark's own parametric form, W and b
   unknown, maximum likelihood; ``many_actions_heads.py``'s "oracle" head) + neural FQE: the reference.
 
