@@ -20,6 +20,9 @@ Methods (each one fit of stage 1 and stage 2 per seed and K):
   ``[1, s, s*s]``, C = 1, + the same neural FQE (every neural stage 2 here is ``bc``'s);
 * ``cl-attr+af``: ``cl-attr`` + stage 2 ``encoding="action_features"`` (one
   HistGradientBoostingRegressor on ``[s, x_a]``, 16 iterations);
+* ``tt-mlp``: ``TwoTowerClassifier(interaction="mlp")`` on the attribute features (score
+  ``g(f(s) * h(x_a))``: state tower (64,), affine action tower, embedding 8, ``g`` (32,), 10 epochs:
+  ``TT_MLP``) + the same neural FQE;
 * ``oracle``: the correctly specified first stage (the benchmark's own parametric form, W and b
   unknown, maximum likelihood; ``many_actions_heads.py``'s "oracle" head) + neural FQE: the reference.
 
@@ -55,7 +58,9 @@ from genpqr.stage1 import ConditionalLogit
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from many_actions_heads import HeadClassifier  # noqa: E402  (the correctly specified "oracle" form)
 
-METHODS = ("bc", "cl-move", "cl-attr", "cl-attr+af", "oracle")
+METHODS = ("bc", "cl-move", "cl-attr", "cl-attr+af", "tt-mlp", "oracle")
+#: TwoTowerClassifier settings of ``tt-mlp`` (chosen on seeds 0-3 at K = 40, docs/benchmarks.md).
+TT_MLP = dict(interaction="mlp", embedding_dim=8, max_epochs=10)
 
 
 class OracleForm:
@@ -99,6 +104,10 @@ def stage1(method, d, seed, tiny=False):
         return MLPClassifier(random_state=seed, **kw).fit(X, y)
     if method.startswith("oracle"):
         return OracleForm(d.env.n_actions, seed, tiny).fit(X, y)
+    if method == "tt-mlp":
+        from genpqr.models import TwoTowerClassifier
+        kw = {**TT_MLP, **({"max_epochs": 1} if tiny else {})}
+        return TwoTowerClassifier(features(d.env, "attr"), random_state=seed, **kw).fit(X, y)
     kind = "move" if "move" in method else "attr"
     return ConditionalLogit(features(d.env, kind), state_basis=quadratic_basis, C=1.0).fit(X, y)
 

@@ -82,6 +82,28 @@ def test_cli_and_api_give_the_same_reward_continuous_states(tmp_path, capsys):
     assert model.diagnostics_.n_never_taken == 1
 
 
+def test_encoding_flag_gives_the_api_stage_2_on_action_features(tmp_path, capsys):
+    """``--encoding action_features --q-model lstd`` is ``LSTDQ(encoding="action_features")`` (pair
+    features ``phi(s) (x) x_a``): the API's reward to 1e-8, and it differs from the per-action
+    default; ``--encoding action_features`` without ``--action-features`` is refused by name."""
+    frame, items = _write(tmp_path)
+    data = from_pandas(pd.read_csv(tmp_path / "data.csv"), episode="episode", time="time", state="x",
+                       action="action", action_features=items)
+    kw = dict(policy_model=ConditionalLogit(), cross_fit=5, random_state=0, progress=False)
+    model = GenPQR(N.anchor_action("a"), gamma=0.9, q_model=LSTDQ(encoding="action_features", random_state=0),
+                   **kw).fit(data)
+    _fit_cli(tmp_path, capsys, "--state", "x", "--q-model", "lstd", "--encoding", "action_features",
+             "--out", tmp_path / "fit")
+    rewards = pd.read_csv(tmp_path / "fit" / "rewards.csv")[[f"reward_{a}" for a in data.action_labels]].to_numpy()
+    np.testing.assert_allclose(rewards, model.reward(frame[["x"]].to_numpy()), rtol=0, atol=1e-8)
+    per_action = GenPQR(N.anchor_action("a"), gamma=0.9, q_model=LSTDQ(random_state=0), **kw).fit(data)
+    assert np.abs(rewards - per_action.reward(frame[["x"]].to_numpy())).max() > 1e-6
+    code = main(["fit", str(tmp_path / "data.csv"), "--episode", "episode", "--time", "time", "--action", "action",
+                 "--state", "x", "--gamma", "0.9", "--normalization", "anchor:a", "--q-model", "lstd",
+                 "--encoding", "action_features", "--quiet", "--out", str(tmp_path / "fit2")])
+    assert code == 2 and "--encoding action_features" in capsys.readouterr().err
+
+
 def test_without_a_table_no_never_taken_figure(tmp_path):
     frame, _ = _write(tmp_path)
     data = from_pandas(frame, episode="episode", time="time", state="state", action="action")

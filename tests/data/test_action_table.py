@@ -51,6 +51,23 @@ def _other_labels():
     return GenPQR(gamma=0.5, policy_model=ConditionalLogit(action_features=table), q_model="lstd").fit(_data())
 
 
+def _two_tower_dimension():
+    from genpqr.models import TwoTowerClassifier
+
+    pytest.importorskip("torch")
+    model = GenPQR(gamma=0.5, policy_model=TwoTowerClassifier(action_features=np.eye(4), max_epochs=1),
+                   q_model="lstd")
+    return model.fit(_data())
+
+
+def _lstd_rows():
+    from genpqr.normalization import anchor_action
+    from genpqr.stage2 import LSTDQ
+
+    return GenPQR(anchor_action("a"), gamma=0.5, policy_model=ConditionalLogit(),
+                  q_model=LSTDQ(encoding="action_features", action_features=np.eye(3))).fit(_data())
+
+
 # (case, callable, error, fragments the message must contain)
 BAD_INPUTS = [
     ("duplicate labels", lambda: _table(labels=["a", "b", "a", "new"]), DuplicateActionLabelError, ["'a'"]),
@@ -64,6 +81,9 @@ BAD_INPUTS = [
     ("ragged mapping", lambda: as_action_table({"a": [1.0], "b": [1.0, 2.0]}), ActionFeatureError,
      ["same length"]),
     ("model's feature dimension", _bad_dimension, ActionFeatureError, ["(4, 4)", "(4, 2)"]),
+    ("two tower's feature dimension", _two_tower_dimension, ActionFeatureError, ["TwoTowerClassifier", "(4, 4)",
+                                                                                 "(4, 2)"]),
+    ("LSTD pair features, rows", _lstd_rows, ActionTableError, ["3 rows", "4 actions"]),
     ("model's table, other labels", _other_labels, ActionTableError, ["'zzz'", "same labels"]),
     ("feature model, no table", _no_table, ActionTableError, ["no action table", "action_features="]),
 ]

@@ -23,14 +23,16 @@ from genpqr.stage1 import ConditionalLogit  # noqa: E402
 LINEAR = dict(state_layers=(), embedding_dim=3, learning_rate=2e-2)  # the bilinear model class of ConditionalLogit
 
 
-def bilinear_choices(n, K, seed, feature_seed=99):
+def bilinear_choices(n, K, seed, feature_seed=99, link=None):
     """States (n, 2) ~ N(0, I), items x (K, 3) ~ N(0, I) (fixed by ``feature_seed``), actions from
-    pi(a|s) ~ exp([1, s] W x_a); returns the true log-probabilities too."""
+    pi(a|s) ~ exp(link([1, s] W x_a)) (no link: the identity); returns the true log-probabilities
+    too."""
     rng = np.random.default_rng(seed)
     x = np.random.default_rng(feature_seed).normal(size=(K, 3))
     states = rng.normal(size=(n, 2))
     W = np.array([[1.0, -0.5, 0.3], [0.5, 0.0, 0.4], [0.0, 0.4, -0.3]])
     scores = np.hstack([np.ones((n, 1)), states]) @ W @ x.T
+    scores = scores if link is None else link(scores)
     log_pi = scores - scores.max(axis=1, keepdims=True)
     log_pi -= np.log(np.exp(log_pi).sum(axis=1, keepdims=True))
     y = (np.exp(log_pi).cumsum(axis=1) > rng.random(n)[:, None]).argmax(axis=1)
@@ -149,3 +151,62 @@ def test_genpqr_with_a_two_tower_stage_1_gives_every_action_a_finite_reward():
     rewards = model.reward_table()
     assert rewards.shape == (S, K) and np.isfinite(rewards.to_numpy()).all()
     assert rewards.attrs["never_taken"] == ["item5"]
+
+
+MLP_PAIR = dict(interaction="mlp", interaction_layers=(16,), embedding_dim=8, max_epochs=3)
+
+
+def test_mlp_interaction_contract_probabilities_and_reproducibility():
+    """``interaction="mlp"`` and ``"mlp+dot"``: (n, K) probabilities that sum to one, the scores'
+    log-softmax, the same fit for the same random_state (full and sampled softmax), blocks."""
+    x, states, y, _ = bilinear_choices(500, 9, seed=2)
+    for interaction in ("mlp", "mlp+dot"):
+        model = TwoTowerClassifier(x, random_state=0, **{**MLP_PAIR, "interaction": interaction}).fit(states, y)
+        assert model.interaction_network_.sizes == (8, 16, 1)
+        log_proba = model.predict_log_proba(states[:25])
+        assert log_proba.shape == (25, 9) and np.allclose(np.exp(log_proba).sum(axis=1), 1.0, atol=1e-12)
+        scores = model.decision_function(states[:25])
+        np.testing.assert_allclose(log_proba, scores - np.log(np.exp(scores).sum(axis=1, keepdims=True)),
+                                   atol=1e-12)
+        np.testing.assert_array_equal(clone(model).fit(states, y).predict_log_proba(states[:25]), log_proba)
+        blocked = clone(model).set_params(block_size=5).fit(states, y)  # one action per block
+        np.testing.assert_allclose(blocked.predict_log_proba(states[:25]), log_proba, atol=1e-12)
+        np.testing.assert_allclose(blocked.decision_function(states[:25]), scores, atol=1e-12)
+        sampled = clone(model).set_params(loss="sampled", n_negatives=4).fit(states, y)
+        again = clone(sampled).fit(states, y)
+        np.testing.assert_array_equal(sampled.predict_proba(states[:25]), again.predict_proba(states[:25]))
+        assert np.allclose(sampled.predict_proba(states[:25]).sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="interaction must be one of"):
+        TwoTowerClassifier(x, interaction="cosine").fit(states, y)
+    with pytest.raises(ValueError, match="interaction_layers|hidden"):
+        TwoTowerClassifier(x, interaction="mlp", interaction_layers=(0,)).fit(states, y)
+    assert TwoTowerClassifier(x, max_epochs=1, random_state=0).fit(states, y).interaction_network_ is None
+
+
+def test_mlp_score_is_the_documented_function_of_the_towers():
+    """decision_function == g(f(s) * h(x_a)) (+ f(s)^T h(x_a)) recomputed by hand from the fitted
+    networks, to 1e-10."""
+    x, states, y, _ = bilinear_choices(300, 6, seed=3)
+    for interaction, plus in (("mlp", 0.0), ("mlp+dot", 1.0)):
+        model = TwoTowerClassifier(x, random_state=1, **{**MLP_PAIR, "interaction": interaction}).fit(states, y)
+        F, H = model._towers(states[:10])
+        g = model.interaction_network_
+        (W1, b1), (W2, b2) = [(W.double().numpy(), b.double().numpy()) for W, b in zip(g.weights, g.biases)]
+        P = F[:, None, :] * H[None, :, :]
+        by_hand = np.maximum(P @ W1.T + b1, 0.0) @ W2[0] + b2[0] + plus * np.einsum("ie,ke->ik", F, H)
+        np.testing.assert_allclose(model.decision_function(states[:10]), by_hand, atol=1e-10)
+
+
+def test_mlp_interaction_beats_the_dot_product_when_the_score_is_a_monotone_link_of_a_bilinear_form():
+    """True score ``4 tanh([1, s]' W x_a)`` (K=20 items in R^3, n=5,000, seed 0; held-out seed 1):
+    no dot product of an affine action tower can bend the score in x_a; the MLP interaction
+    reaches a held-out log loss below the dot product's by at least 0.03 (measured: 2.315 against
+    2.398, the true policy's 2.307; mean KL to the truth 0.011 against 0.085)."""
+    x, states, y, _ = bilinear_choices(5000, 20, seed=0, link=lambda t: 4 * np.tanh(t))
+    _, test_states, test_y, test_log_pi = bilinear_choices(3000, 20, seed=1, link=lambda t: 4 * np.tanh(t))
+    truth = -np.mean(test_log_pi[np.arange(test_y.size), test_y])
+    dot = TwoTowerClassifier(x, max_epochs=20, random_state=0).fit(states, y)
+    mlp = TwoTowerClassifier(x, max_epochs=20, random_state=0, interaction="mlp").fit(states, y)
+    loss_dot, loss_mlp = held_out_log_loss(dot, test_states, test_y), held_out_log_loss(mlp, test_states, test_y)
+    assert loss_mlp <= loss_dot - 0.03, (loss_mlp, loss_dot, truth)
+    assert mean_kl(test_log_pi, mlp, test_states) < 0.03

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from genpqr import stage2
-from genpqr.data import from_arrays
+from genpqr.data import ActionTable, from_arrays
+from genpqr.exceptions import ActionFeatureError, ActionTableError
 from genpqr.estimator import GenPQR
 from genpqr.stage2 import (BellmanProblem, BellmanStatistics, LSTDQ, PolicyFeatures, fourier_features, onehot_features,
                            spline_features)
@@ -216,3 +217,90 @@ def test_mlp_hidden_representation_spans_the_logits():
     assert h.shape == (300, 6) and (h >= 0).all()
     W, b = (t.double().numpy() for t in (clf.network_.weights[-1], clf.network_.biases[-1]))
     np.testing.assert_allclose(log_softmax(h @ W.T + b, axis=1), clf.predict_log_proba(X), atol=1e-10)
+
+
+@pytest.mark.parametrize("target", ["continuation", "q"])
+def test_action_feature_lstd_with_onehot_codes_equals_the_exact_solve(target):
+    """``encoding="action_features"`` with one-hot action codes ``x_a = e_a`` and one-hot states:
+    ``phi(s) (x) e_a`` is the per-action encoding, so the solve is the exact tabular one (1e-8)."""
+    S, K = 6, 3
+    s, a, s2, term, u = _tabular_case(5, S, K)
+    rng = np.random.default_rng(7)
+    norm = weighted(rng.dirichlet(np.ones(K), size=S), rng.normal(size=S))
+    kernel, _ = stage2.estimate_transitions(s, a, s2, S, K, terminated=term)
+    exact = stage2.recover_reward(u, kernel, GAMMA, norm)
+    problem = _problem(s, a, s2, term, u, exact.mu, exact.g)
+    kw = dict(features=onehot_features(S), alpha=0.0, fit_intercept=False, target=target)
+    model = LSTDQ(encoding="action_features", action_features=np.eye(K), **kw).fit_bellman(problem)
+    grid = np.arange(S, dtype=float)[:, None]
+    np.testing.assert_allclose(model.predict_q(grid), exact.q, rtol=0, atol=1e-8)
+    assert model.coef_.shape == (S, K)
+    # the action features may come with the problem instead (as GenPQR passes the data's table)
+    problem.action_features = np.eye(K)
+    from_problem = LSTDQ(encoding="action_features", **kw).fit_bellman(problem)
+    np.testing.assert_allclose(from_problem.predict_q(grid), exact.q, rtol=0, atol=1e-8)
+
+
+def test_action_feature_lstd_shares_across_actions_and_predicts_a_never_taken_action():
+    """Actions with a scalar feature ``lam`` = 0, 1 (logged) and 0.5 (never taken),
+    ``P(.|s, a) = lam_a P1(.|s) + (1 - lam_a) P0(.|s)`` and a reward linear in ``lam``: Q is
+    ``q0(s) + lam_a q1(s)``, in the span of ``onehot(s) (x) [1, lam_a]``. P0 and P1 are quarters and
+    every state logs four rows of each taken action, so the data reproduce them exactly and the
+    solve is the true Q on all three actions (1e-9), the never-taken one included."""
+    rng = np.random.default_rng(7)
+    S, lam = 5, np.array([0.0, 1.0, 0.5])
+    nxt1, nxt0 = rng.integers(0, S, size=(S, 4)), rng.integers(0, S, size=(S, 4))
+    P1 = np.stack([np.bincount(r, minlength=S) / 4 for r in nxt1])
+    P0 = np.stack([np.bincount(r, minlength=S) / 4 for r in nxt0])
+    P = lam[None, :, None] * P1[:, None, :] + (1 - lam)[None, :, None] * P0[:, None, :]
+    reward = rng.normal(size=(S, 1)) + lam[None, :] * rng.normal(size=(S, 1))
+    sol = stage2.soft_optimal_solution(reward, P, GAMMA)
+    for norm in (mean_zero(g=0.1), anchor_action(0)):
+        rec = stage2.recover_reward(sol.log_policy, P, GAMMA, norm)
+        u = rec.log_policy
+        s = np.repeat(np.arange(S), 8)
+        a = np.tile(np.repeat([0, 1], 4), S)
+        s2 = np.where(a == 1, nxt1[s, np.tile(np.arange(4), 2 * S)], nxt0[s, np.tile(np.arange(4), 2 * S)])
+        problem = _problem(s, a, s2, np.zeros(s.size, bool), u, rec.mu, rec.g)
+        problem.action_features = np.column_stack([np.ones(3), lam])
+        for target in ("continuation", "q"):
+            model = LSTDQ(features=onehot_features(S), encoding="action_features", alpha=0.0, fit_intercept=False,
+                          target=target).fit_bellman(problem)
+            np.testing.assert_allclose(model.predict_q(np.arange(S, dtype=float)[:, None]), rec.q, rtol=0, atol=1e-9)
+
+
+def test_action_feature_lstd_named_errors():
+    s, a, s2, term, u = _tabular_case(0, 4, 2)
+    problem = _problem(s, a, s2, term, u, np.full((4, 2), 0.5), np.zeros(4))
+    kw = dict(features=onehot_features(4), encoding="action_features")
+    with pytest.raises(ActionTableError, match="needs action features"):
+        LSTDQ(**kw).fit_bellman(problem)
+    with pytest.raises(ActionTableError, match="3 rows but the problem has 2 actions"):
+        LSTDQ(action_features=np.eye(3), **kw).fit_bellman(problem)
+    with pytest.raises(ActionFeatureError, match="NaN"):
+        LSTDQ(action_features=np.array([[1.0, np.nan], [0.0, 1.0]]), **kw).fit_bellman(problem)
+    with pytest.raises(ValueError, match="encoding must be one of"):
+        LSTDQ(features=onehot_features(4), encoding="pairs").fit_bellman(problem)
+
+
+def test_genpqr_lstd_on_a_one_hot_action_table_equals_the_exact_path():
+    """GenPQR(q_model="lstd" or an LSTDQ, encoding="action_features") on data whose action table
+    holds one-hot codes reproduces the exact tabular path to 1e-8."""
+    S, K = 6, 3
+    s, a, s2, term, _ = _tabular_case(4, S, K, reps=6, terminate=0.0)
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, K, size=s.size)
+    a[: S * K] = np.repeat(np.arange(K), S)  # every cell visited
+    s[: S * K] = np.tile(np.arange(S), K)
+    data = from_arrays(s[:, None], a, s2[:, None], episode_ids=np.arange(s.size),
+                       action_features=ActionTable(np.arange(K), np.eye(K)))
+    kw = dict(normalization=anchor_action(0), gamma=GAMMA, policy_model=FrequencyClassifier(n_states=S),
+              clip=(0.01, 0.99))
+    exact = GenPQR(q_model="exact", n_states=S, **kw).fit(data)
+    lstd = GenPQR(q_model=LSTDQ(features="onehot", n_states=S, alpha=0.0, fit_intercept=False,
+                                encoding="action_features"), **kw).fit(data)
+    grid = np.arange(S)[:, None]
+    np.testing.assert_allclose(lstd.reward(grid), exact.reward(grid), atol=1e-8)
+    np.testing.assert_allclose(lstd.continuation(grid), exact.continuation(grid), atol=1e-8)
+    default = GenPQR(q_model="lstd", encoding="action_features", **kw).fit(data)
+    assert default.diagnostics_.solver == "lstd" and np.all(np.isfinite(default.reward(grid)))

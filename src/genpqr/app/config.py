@@ -156,6 +156,8 @@ class FitConfig:
         ``action`` column (actions never taken included) and numeric feature columns: the
         action set of the fit (:func:`genpqr.app.action_features.read_action_table`); the policy model
         defaults to ``conditional-logit`` (:class:`genpqr.stage1.ConditionalLogit`).
+    encoding : str, optional
+        Stage 2's ``GenPQR(encoding=)`` (default: the API's ``auto``); ``action_features`` needs ``action_features``.
     """
 
     data: str | None = None
@@ -195,6 +197,7 @@ class FitConfig:
     dask_scheduler: str | None = None
     action_features: str | None = None
     types: int = 1
+    encoding: str | None = None
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -314,6 +317,8 @@ def check_action_features(config: FitConfig) -> None:
     if config.policy_model == "conditional-logit" and not config.action_features:
         raise ValueError("--policy-model conditional-logit scores actions by their features: give --action-features "
                          "FILE (one row per action label, numeric feature columns)")
+    if config.encoding == "action_features" and not config.action_features:
+        raise ValueError("--encoding action_features fits stage 2 on the actions' features: give --action-features FILE")
     if not config.action_features:
         return
     if config.action_type == "continuous":

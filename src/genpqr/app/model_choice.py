@@ -8,7 +8,10 @@ from __future__ import annotations
 from .config import POLICY_MODELS, Q_MODELS, FitConfig
 
 __all__ = ["LEARNER_METHODS", "import_object", "make_policy_model", "q_model_settings", "make_estimator",
-           "choose_first_stage"]
+           "choose_first_stage", "ENCODINGS", "with_encoding"]
+
+#: The values of ``--encoding`` (``GenPQR(encoding=)`` for discrete actions).
+ENCODINGS = ("auto", "per_action", "joint", "action_features")
 
 
 #: The methods a class named by an import path must have, by what it is (what genpqr calls on it).
@@ -152,7 +155,19 @@ def make_estimator(config: FitConfig, normalization, index, transition_model, po
         cross_fit=config.cross_fit if config.cross_fit >= 2 else None, n_states=n_states,
         transition_model=transition_model, random_state=config.seed, progress=False if config.quiet else None,
         n_types=getattr(config, "types", 1),
-        **q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations))
+        **with_encoding(q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations),
+                        config.encoding))
+
+
+def with_encoding(settings: dict, encoding: str | None) -> dict:
+    """``--encoding`` over a Q model's own: ``GenPQR(encoding=)`` for FQE, ``LSTDQ(encoding=)`` for
+    ``lstd`` (``auto`` keeps its per-action default); None keeps ``settings``."""
+    if encoding is None:
+        return settings
+    q = settings.get("q_model")
+    if hasattr(q, "fit_bellman") and "encoding" in q.get_params():
+        q.set_params(encoding="per_action" if encoding == "auto" else encoding)
+    return {**settings, "encoding": encoding}
 
 
 def choose_first_stage(config: FitConfig, data, index, transition_model=None):

@@ -86,7 +86,7 @@ from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_PO
                      parse_transition)
 from .action_features import read_action_table
 from .data_file import read_features, read_frame
-from .model_choice import choose_first_stage, make_estimator
+from .model_choice import ENCODINGS, choose_first_stage, make_estimator
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
 from .latent_types import check_types_config, type_rewards, types_table
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
@@ -396,6 +396,9 @@ def _add_model_flags(p, required) -> None:
                    help=f"{', '.join(Q_MODELS)} or package.module:Class; continuous actions: "
                         f"{', '.join(CONTINUOUS_Q_MODELS)} (default: exact for tabular states, hgb for continuous "
                         f"states, linear for continuous actions)")
+    p.add_argument("--encoding", choices=ENCODINGS, default=S,
+                   help="how stage 2 sees discrete actions, GenPQR's encoding (default: auto); action_features: one "
+                        "Q-model on [s, x_a] from --action-features, pair features phi(s) (x) x_a for --q-model lstd")
 
 
 def _add_tabular_flags(p) -> None:
@@ -431,9 +434,10 @@ def _add_tabular_flags(p) -> None:
                    help="with --features: npl (iterated to convergence = the MLE), nfxp, pml or projection "
                         "(default: npl)")
     p.add_argument("--types", type=int, default=S, metavar="M",
-                   help="latent agent types: a finite mixture of M types over episodes (with --features: the "
-                        "mixture MLE by EM with --estimator npl or nfxp, all parameters type-specific; writes "
-                        "types.csv, the posterior type probabilities per episode) (default: 1)")
+                   help="latent agent types: a finite mixture of M types over episodes by EM: per-type rewards "
+                        "(rewards.csv, a type column), types.csv (the posterior type probabilities per episode), log "
+                        "likelihood, AIC and BIC; with --features: the mixture MLE (--estimator npl or nfxp, all "
+                        "parameters type-specific) (default: 1)")
 
 
 def _add_run_flags(p, required) -> None:

@@ -68,7 +68,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
         Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and the Bellman equation
         is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
-        is ``LSTDQ()`` with its defaults). Otherwise FQE with this regressor (default
+        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE (default
         ``HistGradientBoostingRegressor``).
     encoding : {"auto", "per_action", "joint", "action_features", "native"}
         How a regressor sees actions (see :mod:`genpqr.stage2`); ``"action_features"``: one

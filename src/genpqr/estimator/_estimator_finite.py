@@ -197,14 +197,14 @@ class FinitePath:
 
     def _fit_closed_form(self, data, reward, next_mu, next_proba, g_fn):
         """Stage 2 by one linear solve in features (:class:`genpqr.stage2.LSTDQ`)."""
-        from ..stage2 import LSTDQ, BellmanProblem
+        from ..stage2 import BellmanProblem
 
-        model = LSTDQ(random_state=self.random_state) if isinstance(self.q_model, str) else clone(self.q_model)
+        model = self._lstd_model()
         next_reward = mu_expectation(next_mu, next_proba, g_fn(data.next_states))
         problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, reward, next_mu,
                                  self.gamma_, next_reward=next_reward, log_policy=self.policy_.log_policy,
                                  offset=g_fn, policy_models=list(self.policy_.models),
-                                 sample_weight=data.sample_weight)
+                                 sample_weight=data.sample_weight, action_features=_action_features(data))
         return model.fit_bellman(problem)
 
     def _diagnostics(self, data, raw, proba, clipped, mu_rows):
@@ -336,13 +336,24 @@ class FinitePath:
 
     def _closed_form_value(self, data, u_rows, next_p):
         """``Q^{mu}_u`` by LSTD on the Q target (no offset), for policy value differences."""
-        from ..stage2 import LSTDQ, BellmanProblem
+        from ..stage2 import BellmanProblem
 
-        model = LSTDQ(random_state=self.random_state) if isinstance(self.q_model, str) else clone(self.q_model)
+        model = self._lstd_model()
         model.set_params(target="q")
         problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, u_rows, next_p,
-                                 self.gamma_, policy_models=list(self.policy_.models))
+                                 self.gamma_, policy_models=list(self.policy_.models),
+                                 action_features=_action_features(data))
         return model.fit_bellman(problem)
+
+    def _lstd_model(self):
+        """A clone of the user's LSTDQ, or for ``q_model="lstd"`` the default one (pair features
+        ``phi(s) (x) x_a`` with ``encoding="action_features"``)."""
+        from ..stage2 import LSTDQ
+
+        if not isinstance(self.q_model, str):
+            return clone(self.q_model)
+        encoding = "action_features" if self.encoding == "action_features" else "per_action"
+        return LSTDQ(encoding=encoding, random_state=self.random_state)
 
     def _finite_summary(self) -> FitSummary:
         d = self.diagnostics_

@@ -12,6 +12,21 @@ embedding of width ``embedding_dim``; temperature 1. With no hidden layers it is
 at most ``embedding_dim``. An action never taken in the data gets the probability its features
 predict.
 
+**Interaction.** ``interaction="dot"`` (the default) is the score above. ``interaction="mlp"``
+replaces the dot product by a small ReLU MLP ``g`` on the towers' elementwise product,
+
+.. math::
+
+    \mathrm{score}(s, a) = g\big(f(s) \odot h(x_a)\big)
+
+(``interaction="mlp+dot"`` adds ``f(s)^T h(x_a)``), the generalized matrix factorization / neural
+collaborative filtering interaction (He et al. 2017, "Neural collaborative filtering", WWW). It
+contains the dot product (``g`` a sum) and every score that is a smooth function of a few bilinear
+forms of the state and the action, e.g. ``G(f_1(s)^T h_1(x_a), f_2(s)^T h_2(x_a))``: each hidden
+unit of ``g`` is a ridge function of the product, so ``g`` can apply a nonlinear link to the
+bilinear indices that a conditional logit or a plain two-tower model leaves linear. It costs
+``K x width`` hidden activations per row instead of ``K`` dot products.
+
 Training (Adam on mini-batches, :mod:`genpqr.models.torch_training`'s conventions) uses the full
 softmax over the K actions when K is moderate, and a **sampled softmax with the log-Q
 correction** when K is large: per mini-batch, ``m`` negatives are drawn (with replacement) from a
@@ -55,10 +70,12 @@ from .torch_training import (
     training_session,
 )
 
-__all__ = ["TwoTowerClassifier", "LOSSES"]
+__all__ = ["TwoTowerClassifier", "LOSSES", "INTERACTIONS"]
 
 #: The training losses by name (``"auto"``: full up to ``full_softmax_max_actions`` actions).
 LOSSES = ("auto", "full", "sampled")
+#: How the towers meet: the dot product, an MLP on their elementwise product, or both summed.
+INTERACTIONS = ("dot", "mlp", "mlp+dot")
 
 
 class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
@@ -75,6 +92,11 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
         (default (): an affine map of the features).
     embedding_dim : int
         Width of both towers' output (the rank of the bilinear score).
+    interaction : {"dot", "mlp", "mlp+dot"}
+        How the towers' outputs make the score (module docstring): ``f(s)^T h(x_a)``, an MLP
+        ``g(f(s) * h(x_a))`` on their elementwise product, or the sum of the two.
+    interaction_layers : tuple of int
+        Hidden widths of ``g`` (default (32,)); unused with ``interaction="dot"``.
     loss : {"auto", "full", "sampled"}
         ``"full"``: softmax over all K actions at every step; ``"sampled"``: sampled softmax with
         the log-Q correction (module docstring); ``"auto"``: full when
@@ -99,6 +121,8 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
     action_features_ : ndarray of shape (K, d)
     n_features_in_ : int
     state_network_, action_network_ : genpqr.models.torch_modules.MLP
+    interaction_network_ : genpqr.models.torch_modules.MLP or None
+        ``g`` (``embedding_dim`` inputs, one output); None with ``interaction="dot"``.
     loss_ : str
         ``"full"`` or ``"sampled"``, the loss used.
     proposal_ : ndarray of shape (K,) or None
@@ -114,11 +138,13 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, action_features=None, state_layers=(64,), action_layers=(), embedding_dim=16, loss="auto",
                  full_softmax_max_actions=2048, n_negatives=256, proposal_floor=0.1, learning_rate=5e-3,
                  batch_size=256, max_epochs=40, weight_decay=0.0, block_size=2 ** 20, random_state=None,
-                 verbose=False, device="cpu"):
+                 verbose=False, device="cpu", interaction="dot", interaction_layers=(32,)):
         self.action_features = action_features
         self.state_layers = state_layers
         self.action_layers = action_layers
         self.embedding_dim = embedding_dim
+        self.interaction = interaction
+        self.interaction_layers = interaction_layers
         self.loss = loss
         self.full_softmax_max_actions = full_softmax_max_actions
         self.n_negatives = n_negatives
@@ -154,6 +180,8 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
     def _check_params(self) -> dict:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        if self.interaction not in INTERACTIONS:
+            raise ValueError(f"interaction must be one of {INTERACTIONS}, got {self.interaction!r}")
         floor = self.proposal_floor
         if not (np.isscalar(floor) and 0 < floor <= 1):
             raise ValueError(f"proposal_floor must be a number in (0, 1], got {floor!r}")
@@ -162,6 +190,7 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
         return dict(
             loss=self.loss, state=check_hidden_layer_sizes(self.state_layers),
             action=check_hidden_layer_sizes(self.action_layers),
+            pair=check_hidden_layer_sizes(self.interaction_layers),
             dim=check_positive(self.embedding_dim, "embedding_dim", integer=True),
             m=check_positive(self.n_negatives, "n_negatives", integer=True),
             lr=check_positive(self.learning_rate, "learning_rate"),
@@ -178,7 +207,10 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
         with training_session(device):
             f = MLP((X.shape[1], *cfg["state"], cfg["dim"]), generator).to(device)
             h = MLP((self.action_features_.shape[1], *cfg["action"], cfg["dim"]), generator).to(device)
-            adam = make_optimizer("adam", [*f.parameters(), *h.parameters()], lr=cfg["lr"], weight_decay=cfg["decay"])
+            g = None if self.interaction == "dot" else MLP((cfg["dim"], *cfg["pair"], 1), generator).to(device)
+            params = [*f.parameters(), *h.parameters(), *(g.parameters() if g is not None else ())]
+            adam = make_optimizer("adam", params, lr=cfg["lr"], weight_decay=cfg["decay"])
+            score = _TorchScore(g, self.interaction)
             data = dict(S=to_tensor(X, self.mean_, self.scale_, device),
                         A=to_tensor(self.action_features_, self.action_mean_, self.action_scale_, device),
                         y=torch.as_tensor(codes, dtype=torch.int64).to(device),
@@ -189,15 +221,16 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
             self.loss_curve_, self.epoch_seconds_ = [], []
             for epoch in range(cfg["epochs"]):
                 start = time.perf_counter()
-                self.loss_curve_.append(self._epoch(f, h, adam, data, cfg, generator))
+                self.loss_curve_.append(self._epoch(f, h, score, adam, data, cfg, generator))
                 self.epoch_seconds_.append(time.perf_counter() - start)
                 if self.verbose:
                     print(f"[TwoTowerClassifier] epoch {epoch + 1}/{cfg['epochs']}  {self.loss_} loss "
                           f"{self.loss_curve_[-1]:.5f}")
         self.state_network_, self.action_network_ = f.to("cpu"), h.to("cpu")
+        self.interaction_network_ = None if g is None else g.to("cpu")
         self.device_, self.n_iter_ = str(device), cfg["epochs"]
 
-    def _epoch(self, f, h, adam, data, cfg, generator) -> float:
+    def _epoch(self, f, h, score, adam, data, cfg, generator) -> float:
         """One shuffled pass; returns the mean (weighted) training loss."""
         torch = import_torch()
         n, m = data["S"].shape[0], cfg["m"]
@@ -208,11 +241,11 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
             state, chosen, weight = f(data["S"].index_select(0, rows)), data["y"].index_select(0, rows), \
                 data["w"].index_select(0, rows)
             if self.loss_ == "full":
-                logits = state @ h(data["A"]).t()  # (B, K)
+                logits = score.matrix(state, h(data["A"]))  # (B, K)
                 picked = torch.log_softmax(logits, dim=1).gather(1, chosen[:, None])[:, 0]
             else:
                 negatives = torch.multinomial(data["Q"], m, replacement=True, generator=generator).to(state.device)
-                picked = _sampled_log_softmax(state, h, data, chosen, negatives)
+                picked = _sampled_log_softmax(state, h, score, data, chosen, negatives)
             loss = (picked * weight).sum().div(-(stop - start))
             optimization_step(loss, adam)
             losses.append(loss.detach())
@@ -235,18 +268,34 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
         H = evaluate(self.action_network_, self.action_features_, self.action_mean_, self.action_scale_, exact=True)
         return F, H
 
+    def _score(self):
+        """The float64 numpy score ``(F (r, e), H (k, e)) -> (r, k)`` and the number of values it
+        holds per (row, action) pair (for the block sizes)."""
+        net = getattr(self, "interaction_network_", None)
+        if net is None:
+            return _dot_score, 1
+        layers = [(W.double().numpy(), b.double().numpy()) for W, b in zip(net.weights, net.biases)]
+        return (lambda F, H: _mlp_score(F, H, layers, self.interaction == "mlp+dot")), max(net.sizes[:-1])
+
     def decision_function(self, X) -> np.ndarray:
-        """Scores ``f(s)^T h(x_a)``, shape (n, K)."""
+        """Scores ``f(s)^T h(x_a)`` (or ``g(f(s) * h(x_a))``, ``interaction``), shape (n, K)."""
         F, H = self._towers(X)
-        return F @ H.T
+        score, width = self._score()
+        out = np.empty((F.shape[0], H.shape[0]))
+        for r0, r1 in batches(F.shape[0], PREDICT_CHUNK):
+            step = max(1, int(self.block_size) // max((r1 - r0) * width, 1))
+            for a0 in range(0, H.shape[0], step):
+                out[r0:r1, a0:a0 + step] = score(F[r0:r1], H[a0:a0 + step])
+        return out
 
     def predict_log_proba(self, X) -> np.ndarray:
         """``log pi(a|s)`` for every action of the table (never-taken ones included), (n, K), the
         softmax normalised over all K actions in blocks of rows and actions."""
         F, H = self._towers(X)
+        score, width = self._score()
         out = np.empty((F.shape[0], H.shape[0]))
         for r0, r1 in batches(F.shape[0], PREDICT_CHUNK):
-            out[r0:r1] = blocked_log_softmax(F[r0:r1], H, int(self.block_size))
+            out[r0:r1] = blocked_log_softmax(F[r0:r1], H, max(1, int(self.block_size) // width), score)
         return out
 
     def predict_proba(self, X) -> np.ndarray:
@@ -264,13 +313,51 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
 
 
 # ---------------------------------------------------------------------------- helpers
-def _sampled_log_softmax(state, h, data, chosen, negatives):
+class _TorchScore:
+    """The training score: ``matrix(F (B, e), H (k, e)) -> (B, k)`` for every row against every
+    action, ``pairs(F (B, e), H (B, e)) -> (B,)`` for row ``i`` against action ``i``."""
+
+    def __init__(self, g, interaction: str):
+        self.g, self.plus_dot = g, interaction == "mlp+dot"
+
+    def matrix(self, F, H):
+        if self.g is None:
+            return F @ H.t()
+        B, k, e = F.shape[0], H.shape[0], F.shape[1]
+        out = self.g.forward_t((F[:, None, :] * H[None, :, :]).reshape(B * k, e)).reshape(B, k)
+        return out + F @ H.t() if self.plus_dot else out
+
+    def pairs(self, F, H):
+        dot = (F * H).sum(dim=1)
+        if self.g is None:
+            return dot
+        out = self.g.forward_t(F * H)[0]
+        return out + dot if self.plus_dot else out
+
+
+def _dot_score(F: np.ndarray, H: np.ndarray) -> np.ndarray:
+    return F @ H.T
+
+
+def _mlp_score(F: np.ndarray, H: np.ndarray, layers, plus_dot: bool) -> np.ndarray:
+    """``g(F_i * H_j)`` (r, k) in float64 (``layers``: ``g``'s ``(W (out, in), b)``), plus
+    ``F H^T`` with ``plus_dot``."""
+    x = (F[:, None, :] * H[None, :, :]).reshape(-1, F.shape[1])
+    for i, (W, b) in enumerate(layers):
+        x = x @ W.T + b
+        if i < len(layers) - 1:
+            np.maximum(x, 0.0, out=x)
+    out = x.reshape(F.shape[0], H.shape[0])
+    return out + F @ H.T if plus_dot else out
+
+
+def _sampled_log_softmax(state, h, score, data, chosen, negatives):
     """Each row's corrected log-softmax of its own action among ``{y_i} + negatives``: logits
-    ``f(s)^T h(x_a) - log(m Q(a))``; accidental hits (a negative equal to ``y_i``) masked."""
+    ``score(s, a) - log(m Q(a))``; accidental hits (a negative equal to ``y_i``) masked."""
     torch = import_torch()
     logmQ = data["logmQ"]
-    positive = (state * h(data["A"].index_select(0, chosen))).sum(dim=1) - logmQ.index_select(0, chosen)
-    negative = state @ h(data["A"].index_select(0, negatives)).t() - logmQ.index_select(0, negatives)[None, :]
+    positive = score.pairs(state, h(data["A"].index_select(0, chosen))) - logmQ.index_select(0, chosen)
+    negative = score.matrix(state, h(data["A"].index_select(0, negatives))) - logmQ.index_select(0, negatives)[None, :]
     negative = negative.masked_fill(negatives[None, :] == chosen[:, None], float("-inf"))
     logits = torch.cat([positive[:, None], negative], dim=1)
     return positive - torch.logsumexp(logits, dim=1)
@@ -283,21 +370,22 @@ def proposal(codes, K: int, weights, floor: float) -> np.ndarray:
     return (1.0 - floor) * freq / freq.sum() + floor / K
 
 
-def blocked_log_softmax(F: np.ndarray, H: np.ndarray, block_size: int) -> np.ndarray:
-    """``log softmax(F H^T)`` over all rows of ``H`` (n, K): an online log-sum-exp over blocks of
-    at most ``block_size`` scores, then the scores minus the normaliser, block by block."""
+def blocked_log_softmax(F: np.ndarray, H: np.ndarray, block_size: int, score=_dot_score) -> np.ndarray:
+    """``log softmax(score(F, H))`` over all rows of ``H`` (n, K) (``score`` defaults to ``F H^T``):
+    an online log-sum-exp over blocks of at most ``block_size`` scores, then the scores minus the
+    normaliser, block by block."""
     n, K = F.shape[0], H.shape[0]
     step = max(1, block_size // max(n, 1))
     top, total = np.full(n, -np.inf), np.zeros(n)
     for start in range(0, K, step):
-        scores = F @ H[start:start + step].T
+        scores = score(F, H[start:start + step])
         new_top = np.maximum(top, scores.max(axis=1))
         total = total * np.exp(top - new_top) + np.exp(scores - new_top[:, None]).sum(axis=1)
         top = new_top
     log_z = top + np.log(total)
     out = np.empty((n, K))
     for start in range(0, K, step):
-        out[:, start:start + step] = F @ H[start:start + step].T - log_z[:, None]
+        out[:, start:start + step] = score(F, H[start:start + step]) - log_z[:, None]
     return out
 
 

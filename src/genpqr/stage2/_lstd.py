@@ -18,8 +18,12 @@ value), which solves its own Bellman equation ``Z = P[mu (u - g)] + gamma P mu Z
 when the features can represent the solution (one-hot cells: the tabular solve).
 
 Encodings of the action: ``"per_action"`` (blocks ``phi(s, a) = e_a (x) phi(s)``, one weight
-vector per action) or ``"joint"`` (``phi(s, a) = [phi(s), e_a]``: shared state features and
-action intercepts).
+vector per action), ``"joint"`` (``phi(s, a) = [phi(s), e_a]``: shared state features and
+action intercepts) or ``"action_features"`` (``phi(s, a) = phi(s) (x) x_a`` with ``x_a`` the
+action's row of an action table (K, d): ``q d`` weights whatever K, shared by every action, so an
+action never taken gets the Q its features predict; with one-hot ``x_a`` it is ``"per_action"``).
+Its next features are ``phi'_{mu,i} = phi(s'_i) (x) sum_a' mu(a'|s'_i) x_a'``: one (n, K) x
+(K, d) product, never an (n, K, q d) array.
 
 ``A`` and ``b`` are sums over transitions: :class:`BellmanStatistics` accumulates them chunk
 by chunk (``accumulate``), merges partial sums (``merge``: out-of-core or distributed
@@ -35,11 +39,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from ..data.validation import as_float_array, check_gamma
-from ..exceptions import NotFittedError
+from ..exceptions import ActionFeatureError, ActionTableError, NotFittedError
 from ._features import bind_policy, learned_representation, make_features
 from ._qeval import FQEHistory
 
 __all__ = ["BellmanProblem", "BellmanStatistics", "LSTDQ"]
+
+#: LSTDQ's encodings of the action (module docstring).
+ENCODINGS = ("per_action", "joint", "action_features")
 
 
 @dataclass
@@ -67,6 +74,8 @@ class BellmanProblem:
     sample_weight : ndarray of shape (n,), optional
         Row weights ``w_i``: the weighted normal equations ``sum_i w_i phi_i (phi_i - x_i)^T w =
         sum_i w_i phi_i y_i`` (integer weights: rows repeated).
+    action_features : ndarray of shape (K, d), optional
+        The actions' features (the data's action table), for ``encoding="action_features"``.
     """
 
     states: np.ndarray
@@ -81,6 +90,7 @@ class BellmanProblem:
     offset: object = None
     policy_models: list | None = None
     sample_weight: np.ndarray | None = None
+    action_features: np.ndarray | None = None
 
     _ROWWISE = ("states", "actions", "next_states", "continues", "reward", "next_mu", "next_reward", "sample_weight")
 
@@ -112,7 +122,8 @@ class BellmanProblem:
                              None if self.next_reward is None else as_float_array(self.next_reward, "next_reward", ndim=1),
                              self.log_policy, self.offset, self.policy_models,
                              None if self.sample_weight is None else as_float_array(self.sample_weight,
-                                                                                    "sample_weight", ndim=1))
+                                                                                    "sample_weight", ndim=1),
+                             self.action_features)
         for name in self._ROWWISE:
             value = getattr(out, name)
             if value is not None and value.shape[0] != n:
@@ -263,8 +274,9 @@ class LSTDQ(BaseEstimator):
     features : None, {"spline", "rff", "onehot", "policy"} or transformer
         The state feature map (:mod:`genpqr.stage2`). None: ``"policy"`` when the stage-1
         model has a learned representation (``hidden_representation``), else ``"spline"``.
-    encoding : {"per_action", "joint"}
-        ``phi(s, a) = e_a (x) phi(s)`` or ``[phi(s), e_a]``.
+    encoding : {"per_action", "joint", "action_features"}
+        ``phi(s, a) = e_a (x) phi(s)``, ``[phi(s), e_a]`` or ``phi(s) (x) x_a`` (module docstring;
+        add a constant column to ``x_a`` for terms shared by all actions).
     alpha : float >= 0
         Ridge penalty on the mean-scaled system ``(A / n + alpha I) w = b / n``.
     n_iterations : int or None
@@ -280,11 +292,15 @@ class LSTDQ(BaseEstimator):
         Number of tabular states, for ``features="onehot"``.
     random_state : int or None
         Seed of random feature maps (``"rff"``).
+    action_features : array-like of shape (K, d), optional
+        ``x_a`` for ``encoding="action_features"``; None: the ``BellmanProblem``'s (inside
+        :class:`genpqr.GenPQR`, the data's action table).
 
     Attributes
     ----------
     features_ : fitted feature map
-    coef_ : ndarray of shape (K, q) (per_action) or (q + K,) (joint)
+    coef_ : ndarray of shape (K, q) (per_action), (q + K,) (joint) or (q, d) (action_features)
+    action_features_ : ndarray of shape (K, d) or None
     statistics_ : BellmanStatistics
     history_ : FQEHistory
         ``bellman_residual``: RMS of the sample Bellman residual of Q at the solution.
@@ -297,7 +313,8 @@ class LSTDQ(BaseEstimator):
     """
 
     def __init__(self, features=None, encoding="per_action", alpha=1e-4, n_iterations=None, target="continuation",
-                 fit_intercept=True, chunk_size=65536, n_states=None, random_state=None):
+                 fit_intercept=True, chunk_size=65536, n_states=None, random_state=None, action_features=None):
+        self.action_features = action_features
         self.features = features
         self.n_iterations = n_iterations
         self.encoding = encoding
@@ -343,7 +360,8 @@ class LSTDQ(BaseEstimator):
             raise NotFittedError("no statistics accumulated; call partial_fit or fit_bellman first")
         w = self.statistics_.solve(self.alpha, self.n_iterations)
         q = self._n_state_features
-        self.coef_ = w.reshape(self.n_actions_, q) if self.encoding == "per_action" else w
+        self.coef_ = w.reshape(self.n_actions_, q) if self.encoding == "per_action" else \
+            w.reshape(q, -1) if self.encoding == "action_features" else w
         self.history_ = FQEHistory()
         if problem is not None:
             self.history_.bellman_residual.append(self._residual(problem))
@@ -354,8 +372,8 @@ class LSTDQ(BaseEstimator):
     def _check(self, problem):
         if not isinstance(problem, BellmanProblem):
             raise TypeError(f"problem must be a genpqr.stage2.BellmanProblem, got {type(problem).__name__}")
-        if self.encoding not in ("per_action", "joint"):
-            raise ValueError(f"encoding must be 'per_action' or 'joint', got {self.encoding!r}")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
         if self.target not in ("continuation", "q"):
             raise ValueError(f"target must be 'continuation' or 'q', got {self.target!r}")
         if not (np.isscalar(self.alpha) and np.isfinite(self.alpha) and self.alpha >= 0):
@@ -385,6 +403,9 @@ class LSTDQ(BaseEstimator):
         self.n_actions_ = problem.n_actions
         self.gamma_ = problem.gamma
         self.log_policy_, self.offset_ = problem.log_policy, problem.offset
+        self.action_features_ = _check_action_features(
+            self.action_features if self.action_features is not None else problem.action_features,
+            problem.n_actions) if self.encoding == "action_features" else None
         self.statistics_ = None
 
     def _state_phi(self, states) -> np.ndarray:
@@ -398,10 +419,16 @@ class LSTDQ(BaseEstimator):
         q, K = phi.shape[1], self.n_actions_
         if self.statistics_ is None:
             self._n_state_features = q
-            self.statistics_ = BellmanStatistics(K * q if self.encoding == "per_action" else q + K)
+            size = K * q if self.encoding == "per_action" else q + K if self.encoding == "joint" else \
+                q * self.action_features_.shape[1]
+            self.statistics_ = BellmanStatistics(size)
         weights = chunk.gamma * chunk.continues[:, None] * chunk.next_mu
         y = chunk.reward if self.target == "q" else chunk.continues * chunk.next_reward
-        if self.encoding == "per_action":
+        if self.encoding == "action_features":
+            X = self.action_features_
+            self.statistics_.accumulate(_row_kron(phi, X[chunk.actions]), _row_kron(next_phi, weights @ X), y,
+                                        chunk.sample_weight)
+        elif self.encoding == "per_action":
             self.statistics_.accumulate_blocks(phi, chunk.actions, next_phi, weights, y, chunk.sample_weight)
         else:
             design = np.hstack([phi, np.eye(K)[chunk.actions]])
@@ -414,6 +441,8 @@ class LSTDQ(BaseEstimator):
         phi = self._state_phi(states)
         if self.encoding == "per_action":
             return phi @ self.coef_.T
+        if self.encoding == "action_features":
+            return phi @ self.coef_ @ self.action_features_.T
         q = phi.shape[1]
         return (phi @ self.coef_[:q])[:, None] + self.coef_[q:][None, :]
 
@@ -450,3 +479,25 @@ class LSTDQ(BaseEstimator):
                 res = c.gamma * res
             total += float(np.sum(res ** 2))
         return float(np.sqrt(total / max(rows_all, 1)))
+
+
+def _row_kron(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Row-wise Kronecker product ``out[i] = A[i] (x) B[i]``, shape (m, p_A p_B)."""
+    return (A[:, :, None] * B[:, None, :]).reshape(A.shape[0], A.shape[1] * B.shape[1])
+
+
+def _check_action_features(features, n_actions: int) -> np.ndarray:
+    """The (K, d) action features of ``encoding="action_features"``, finite, one row per action."""
+    if features is None:
+        raise ActionTableError("LSTDQ(encoding='action_features') needs action features: pass "
+                               "action_features=(K, d) array, or fit data that carry an action table")
+    features = np.asarray(getattr(features, "features", features), dtype=np.float64)
+    if features.ndim != 2:
+        raise ActionTableError(f"action_features must be a (K, d) array, got shape {features.shape}")
+    if features.shape[0] != n_actions:
+        raise ActionTableError(f"action_features has {features.shape[0]} rows but the problem has {n_actions} "
+                               "actions (next_mu columns); one row per action is expected")
+    if not np.all(np.isfinite(features)):
+        raise ActionFeatureError(f"action_features holds {int((~np.isfinite(features)).sum())} NaN or infinite "
+                                 "value(s); every action needs finite features")
+    return features
