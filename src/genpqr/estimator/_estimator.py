@@ -299,9 +299,10 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
             self._box_needs_actions(actions, "reward")
             return self._box_reward(*self._box_inputs(self._states(states), actions))
         X = self._states(states)
+        if actions is not None and hasattr(self.stage2_, "reward_at"):  # many actions: only the pairs asked
+            return self.stage2_.reward_at(X, self.encoder_.encode(actions))
         q = self.stage2_.q(X)
-        mu_q = np.sum(self.stage2_.mu(X) * q, axis=1)
-        return self._select(q - mu_q[:, None] + self.stage2_.g(X)[:, None], actions)
+        return self._select(q - np.sum(self.stage2_.mu(X) * q, axis=1)[:, None] + self.stage2_.g(X)[:, None], actions)
 
     def continuation(self, states, actions=None) -> np.ndarray:
         """``v = (u - g - Q) / gamma`` (= ``-P mu Q``): (n, K) or (n,). Zero when gamma = 0."""

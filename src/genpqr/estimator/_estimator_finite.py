@@ -23,6 +23,7 @@ from ..stage1 import (FirstStageChoice, choose_tabular_policy, clip_fractions, c
                       given_first_stage, mu_expectation, safe_log, state_is_ordered)
 from ._diagnostic_checks import emit, failed_diagnostics, poorly_covered
 from ._diagnostics import Diagnostics, FitSummary
+from ._estimator_large import fit_large_stage2, large_path_applies
 from ..normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
 from ._offsets import fit_offset, state_means
 from ._persistence import require_data
@@ -100,6 +101,9 @@ class FinitePath:
         data = self.training_data_  # every observed choice (stage 1, diagnostics)
         trans = data.with_next()  # the complete transitions (stage 2)
         norm = normalization.bind(data.encoder.encode)
+        if large_path_applies(self, data, norm):  # many actions: no (n, K) arrays
+            fit_large_stage2(self, norm, data)
+            return
         raw = self.policy_.training_raw_proba(data.states)
         proba, clipped = clip_proba(raw, self.policy_.clip)
         mu_rows = norm.weights(data.states, self.n_actions_, proba)

@@ -195,6 +195,15 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
             out[:, start:stop] = G @ self.action_features_[start:stop].T - log_z[:, None]
         return out
 
+    def predict_log_proba_at(self, X, codes, max_bytes: int | None = None) -> np.ndarray:
+        """``log pi(a_ij|s_i)`` at action codes ``codes`` (n,) or (n, c), same shape: the
+        log-partition by :func:`genpqr.stage1.bilinear_log_partition` in blocks of at most
+        ``max_bytes`` (default ``8 * block_size``) of scores; no (n, K) matrix."""
+        from ._blocked import bilinear_log_proba_at
+
+        limit = 8 * int(self.block_size) if max_bytes is None else max_bytes
+        return bilinear_log_proba_at(self._tower(X), self.action_features_, codes, limit)
+
     def predict_proba(self, X) -> np.ndarray:
         """``pi(a|s)``, shape (n, K)."""
         return np.exp(self.predict_log_proba(X))

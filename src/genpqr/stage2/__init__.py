@@ -15,6 +15,7 @@ from ._tabular import (SoftOptimalSolution, TabularMDP, TabularRecovery, Transit
                        soft_optimal_policy, soft_optimal_solution, transition_counts, value_difference)
 from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
 from ._stages import ExactStage2, ReferenceWeights, SampleStage2
+from ._column_weights import ColumnWeights, column_mu_sum, sample_columns
 
 __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint_features", "mu_sum", "TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model",
            "warm_start_ok", "predict_columns", "predict_at", "fit_regressor", "BellmanProblem", "BellmanStatistics",
@@ -23,4 +24,4 @@ __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint
            "SoftOptimalSolution", "as_kernel", "soft_optimal_policy", "soft_optimal_solution", "policy_evaluation",
            "normalized_reward", "recover_reward", "value_difference", "estimate_transitions", "transition_counts",
            "kernel_from_counts", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman", "ExactStage2",
-           "SampleStage2", "ReferenceWeights"]
+           "SampleStage2", "ReferenceWeights", "ColumnWeights", "column_mu_sum", "sample_columns"]
