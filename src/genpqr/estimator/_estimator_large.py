@@ -107,7 +107,13 @@ def fit_large_stage2(est, norm, data, max_bytes: int | None = None):
     max_bytes = DENSE_LIMIT_BYTES if max_bytes is None else max_bytes
     trans, rows, K, policy = data.with_next(), data.next_observed, est.n_actions_, est.policy_
     seed = seed_from(est.random_state)
-    u_taken, clipped = log_policy_at(policy, data.states, data.actions, max_bytes, return_clipped=True)
+    anchored = isinstance(norm.mu, (AnchorWeights, StateAnchorWeights))
+    codes = data.actions
+    if anchored:  # u at the row's anchor too (diagnostics), from the same log-partition
+        w = reference_columns(norm, policy, data.states, K, max_bytes=max_bytes)
+        codes = np.column_stack([data.actions, w.columns[np.argmax(w.values, axis=1)]])
+    u_both, clipped = log_policy_at(policy, data.states, codes, max_bytes, return_clipped=True)
+    u_taken, clipped = (u_both[:, 0], clipped[:, 0]) if anchored else (u_both, clipped)
     next_w = reference_columns(norm, policy, trans.next_states, K, random_state=seed, max_bytes=max_bytes,
                                proposal=behaviour_proposal(norm, data))
     _check_large_support(est, norm, data, next_w.columns, next_w.sampled)
@@ -131,21 +137,21 @@ def fit_large_stage2(est, norm, data, max_bytes: int | None = None):
     if next_w.sampled and next_w.columns.size > 1:
         m = next_w.columns.size
         se = float(np.mean(np.sqrt(np.maximum((terms ** 2).sum(1) - next_reward ** 2 / m, 0) * m / (m - 1))))
-    est.diagnostics_ = _large_diagnostics(est, data, u_taken, clipped, se, max_bytes)
+    anchor = (codes[:, 1], u_both[:, 1]) if anchored else None
+    est.diagnostics_ = _large_diagnostics(est, data, u_taken, clipped, se, anchor)
     return est
 
 
-def _large_diagnostics(est, data, u_taken, clipped, se, max_bytes):
-    """The fit's diagnostics from ``u`` at the taken actions (and at an anchor's columns)."""
+def _large_diagnostics(est, data, u_taken, clipped, se, anchor):
+    """The fit's diagnostics from ``u`` at the taken actions and, for an anchor, ``anchor =
+    (the row's anchor code, u there)``; ``max_mu_over_pi`` and ``coverage_share`` NaN otherwise."""
     hist, fqe, norm = est.stage2_.fqe.history_, est.stage2_.fqe, est.normalization_
     ratio = coverage = float("nan")
     support = int(data.n)  # a sampled mu (uniform or pi) weighs every action
-    if isinstance(norm.mu, (AnchorWeights, StateAnchorWeights)):
-        w = reference_columns(norm, est.policy_, data.states, est.n_actions_, max_bytes=max_bytes)
-        anchor = w.columns[np.argmax(w.values, axis=1)]  # the row's anchor code
-        inv = np.exp(-log_policy_at(est.policy_, data.states, anchor, max_bytes))  # mu / pi on the anchor
+    if anchor is not None:
+        inv = np.exp(-anchor[1])  # mu / pi on the row's anchor
         ratio, coverage = float(inv.max()), float(np.mean(inv > COVERAGE_LIMIT))
-        support = int(np.sum(anchor == data.actions))
+        support = int(np.sum(anchor[0] == data.actions))
     diag = Diagnostics(
         n_transitions=data.n, n_episodes=data.n_episodes,
         action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
