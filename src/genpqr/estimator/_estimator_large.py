@@ -33,11 +33,14 @@ from ..stage2 import FQE, ColumnWeights, SampleStage2, column_mu_sum, sample_col
 from ._diagnostic_checks import COVERAGE_LIMIT, emit, failed_diagnostics
 from ._diagnostics import Diagnostics
 
-__all__ = ["DENSE_LIMIT_BYTES", "MU_SAMPLES", "LargeStage2", "large_path_applies", "fit_large_stage2",
+__all__ = ["DENSE_LIMIT_BYTES", "MU_SAMPLES", "EXACT_READ_PAIRS", "LargeStage2", "large_path_applies", "fit_large_stage2",
            "reference_columns", "behaviour_proposal"]
 
 #: Actions drawn for a sampled mu-sum (mean-zero or behaviour weights over many actions).
 MU_SAMPLES = 64
+#: Reading the reward off at most this many (state, action) pairs ``n K``, a mean-zero or
+#: behaviour mu-sum is exact (all K columns, in blocks); above it, sampled like the fit's.
+EXACT_READ_PAIRS = 2 ** 22
 
 
 def large_path_applies(est, data, norm, max_bytes: int | None = None) -> bool:
@@ -59,12 +62,17 @@ def large_path_applies(est, data, norm, max_bytes: int | None = None) -> bool:
 
 
 def reference_columns(norm, policy, states, n_actions: int, n_samples: int | None = None, random_state=None,
-                      max_bytes: int = DENSE_LIMIT_BYTES, proposal=None) -> ColumnWeights:
+                      max_bytes: int = DENSE_LIMIT_BYTES, proposal=None, exact_pairs: int = 0) -> ColumnWeights:
     """``mu(.|s)`` at ``states`` as :class:`~genpqr.stage2.ColumnWeights`: exact on an anchor's
-    column(s), else ``n_samples`` (default :data:`MU_SAMPLES`) draws from ``proposal`` (K,)
-    (default uniform) with importance weights."""
+    column(s), on all K columns when ``n K <= exact_pairs``, else ``n_samples`` (default
+    :data:`MU_SAMPLES`) draws from ``proposal`` (K,) (default uniform) with importance weights."""
     n_samples = MU_SAMPLES if n_samples is None else n_samples
     mu, n, K = norm.mu, states.shape[0], int(n_actions)
+    if not isinstance(mu, (AnchorWeights, StateAnchorWeights)) and n * K <= exact_pairs:
+        every = np.arange(K)
+        values = np.exp(log_policy_at(policy, states, np.broadcast_to(every, (n, K)), max_bytes)) \
+            if mu.needs_policy else np.full((n, K), 1.0 / K)
+        return ColumnWeights(every, values, K)
     if isinstance(mu, AnchorWeights):
         return ColumnWeights(np.array([mu.action]), np.ones((n, 1)), K)
     if isinstance(mu, StateAnchorWeights):
@@ -181,14 +189,16 @@ class LargeStage2(SampleStage2):
 
     def reward_at(self, states, codes) -> np.ndarray:
         """``r(s_i, a_i) = Q(s_i, a_i) - (mu Q)(s_i) + g(s_i)``, shape (n,), from ``u`` and the
-        Q-model at ``a_i`` and at ``mu``'s columns (exact for an anchor; a sampled mu uses
-        :data:`MU_SAMPLES` draws seeded by the fit's ``random_state``)."""
+        Q-model at ``a_i`` and at ``mu``'s columns (exact for an anchor, and for mean-zero or
+        behaviour weights up to :data:`EXACT_READ_PAIRS` pairs; above, :data:`MU_SAMPLES` draws
+        seeded by the fit's ``random_state``)."""
         codes = np.asarray(codes, dtype=np.int64)
         n = states.shape[0]
         if codes.shape != (n,):
             raise ValueError(f"actions has {codes.shape[0]} entries but states has {n} rows")
         w = reference_columns(self.normalization, self.policy, states, self.n_actions, random_state=self.random_state,
-                              max_bytes=self.max_bytes, proposal=getattr(self, "proposal", None))
+                              max_bytes=self.max_bytes, proposal=getattr(self, "proposal", None),
+                              exact_pairs=EXACT_READ_PAIRS)
         model, g = self.fqe.model_, self.g(states)
         q_at, mu_q = model.predict_q_at(states, codes), column_mu_sum(model, states, w, model.block_size)
         if getattr(self.fqe, "continuation_", False):
