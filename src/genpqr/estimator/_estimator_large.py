@@ -33,7 +33,7 @@ from ..stage2 import FQE, ColumnWeights, SampleStage2, column_mu_sum, sample_col
 from ._diagnostic_checks import COVERAGE_LIMIT, emit, failed_diagnostics
 from ._diagnostics import Diagnostics
 
-__all__ = ["DENSE_LIMIT_BYTES", "MU_SAMPLES", "EXACT_READ_PAIRS", "LargeStage2", "large_path_applies", "fit_large_stage2",
+__all__ = ["MU_SAMPLES", "EXACT_READ_PAIRS", "LargeStage2", "large_path_applies", "fit_large_stage2",
            "reference_columns", "behaviour_proposal"]
 
 #: Actions drawn for a sampled mu-sum (mean-zero or behaviour weights over many actions).

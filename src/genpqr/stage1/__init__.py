@@ -11,7 +11,8 @@ from ._clipping import (AUTO_LOW_FRACTION, AUTO_LOW_MAX, CLIP_WARN_FRACTION, PAP
                         auto_clip_from_summary, check_bounds, clip_binds_message, clip_fractions, mu_expectation,
                         parse_clip, safe_log, warn_if_clip_binds)
 from ._stage1 import FittedStage1, cross_fit_models
-from ._blocked import DENSE_LIMIT_BYTES, bilinear_log_partition, bilinear_log_proba_at, block_rows, log_policy_at
+from ._bilinear import DENSE_LIMIT_BYTES, bilinear_log_partition, bilinear_log_proba_at, block_rows
+from ._blocked import log_policy_at
 from ._latent_types import (TypePosterior, episode_codes, mixing_log_prior, separation_share, type_posteriors,
                             type_row_weights)
 from ._first_stage import (C_GRID, DEFAULT_SEED, FirstStageChoice, KNOT_GRID, SPARSE_MEDIAN_VISITS, SPARSE_ZERO_SHARE,

@@ -24,6 +24,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..data import ActionTable, FiniteActions
 from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, short_list
 from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
+from ._bilinear import bilinear_log_proba_at
 
 __all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim", "action_feature_matrix",
            "action_codes"]
@@ -199,8 +200,6 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
         """``log pi(a_ij|s_i)`` at action codes ``codes`` (n,) or (n, c), same shape: the
         log-partition by :func:`genpqr.stage1.bilinear_log_partition` in blocks of at most
         ``max_bytes`` (default ``8 * block_size``) of scores; no (n, K) matrix."""
-        from ._blocked import bilinear_log_proba_at
-
         limit = 8 * int(self.block_size) if max_bytes is None else max_bytes
         return bilinear_log_proba_at(self._tower(X), self.action_features_, codes, limit)
 
