@@ -28,6 +28,14 @@ and ``oracle+af``, fit seconds, peak resident memory (``ru_maxrss`` of the proce
 large part alone for its own peak), and the reward MSE over the test states x (actions taken >= 50
 times) and x (never-taken actions) (at most ``--eval-actions`` actions per group).
 
+``--rec K`` adds the recommendation-style part (``rec_data``: K items, ``--rec-trajectories`` episodes of 10
+steps, ground truth known): stage 1 ``two-tower+af`` (the default ``TwoTowerClassifier``), ``bilinear+af`` (the
+true form ``[1, s]' W x_a`` as linear towers of rank 3, fitted like the two tower) or ``cl-true+af`` (the true
+form by exact maximum likelihood, ``ConditionalLogit``), each with stage 2 ``encoding="action_features"`` (HGB of
+``--rec-q-iter`` trees, ``--rec-fqe-iter`` FQE iterations), anchor on item 0. It prints the fit's wall and CPU
+seconds, its peak resident memory (``ru_maxrss``; run one ``--rec-methods`` per process for its own peak) and the
+reward MSE on actions taken >= 50 times and on never-taken ones (500 fresh states x up to 50 actions each).
+
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/many_actions_features.py --seeds 0,1 --out /tmp/maf
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/many_actions_features.py --actions "" --large 1000
 """
