@@ -51,7 +51,7 @@ def large_path_applies(est, data, norm, max_bytes: int | None = None) -> bool:
     if getattr(est, "encoding", None) != "action_features" or est._exact or isinstance(est.q_model, str) \
             or hasattr(est.q_model, "fit_bellman"):
         return False
-    if 8 * data.n * data.n_actions <= max_bytes:
+    if 8 * data.n * data.n_actions <= max_bytes or data.action_table is None:
         return False
     policy = est.policy_
     if policy.fold_of_row is not None or len(policy.models) != 1 or not isinstance(norm.g, FixedOffset):
