@@ -22,21 +22,32 @@ def block_rows(n_columns: int, max_bytes: int) -> int:
     return max(1, int(max_bytes) // (8 * max(int(n_columns), 1)))
 
 
+#: Most scores in one block of the online log-sum-exp (8 MiB of float64: the block stays in cache).
+CACHE_BLOCK = 2 ** 20
+
+
 def bilinear_log_partition(F, H, max_bytes: int = DENSE_LIMIT_BYTES) -> np.ndarray:
     r"""``log Z(s_i) = log sum_a exp(F_i^T H_a)``, shape (n,), for ``F`` (n, e) and ``H`` (K, e):
-    an online log-sum-exp over blocks of at most ``max_bytes`` of scores."""
+    an online log-sum-exp over blocks of at most ``min(max_bytes / 8, CACHE_BLOCK)`` scores,
+    shifted and exponentiated in place."""
     F, H = np.asarray(F, dtype=np.float64), np.asarray(H, dtype=np.float64)
     n, K = F.shape[0], H.shape[0]
     out = np.empty(n)
-    rows = max(1, min(n, block_rows(min(K, 4096), max_bytes)))
-    step = max(1, int(max_bytes) // (8 * rows))
+    entries = max(1, min(block_rows(1, max_bytes), CACHE_BLOCK))
+    rows = max(1, min(n, entries // min(K, 4096)))
+    step = max(1, entries // rows)
+    towers = [np.ascontiguousarray(H[a0:a0 + step].T) for a0 in range(0, K, step)]
+    buffer = np.empty((rows, min(step, K)))
     for r0 in range(0, n, rows):
         Fb = F[r0:r0 + rows]
         top, total = np.full(Fb.shape[0], -np.inf), np.zeros(Fb.shape[0])
-        for a0 in range(0, K, step):
-            scores = Fb @ H[a0:a0 + step].T
+        for Hb in towers:
+            scores = buffer[:Fb.shape[0], :Hb.shape[1]]
+            np.matmul(Fb, Hb, out=scores)
             new_top = np.maximum(top, scores.max(axis=1))
-            total = total * np.exp(top - new_top) + np.exp(scores - new_top[:, None]).sum(axis=1)
+            scores -= new_top[:, None]
+            np.exp(scores, out=scores)
+            total = total * np.exp(top - new_top) + scores.sum(axis=1)
             top = new_top
         out[r0:r0 + rows] = top + np.log(total)
     return out
