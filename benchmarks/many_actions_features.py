@@ -203,12 +203,12 @@ def rss_mb() -> float:
         return float("nan")
 
 
-def rec_policy(method, x, data, seed, epochs, batch, tiny=False):
+def rec_policy(method, x, data, seed, epochs, batch, tiny=False, loss="auto"):
     """Stage 1 of a ``--rec`` row: the generic two tower, the true form as linear towers of rank 3
     (``bilinear``, the same score ``[1, s]' W x_a`` fitted by the same stochastic optimiser), or the
     true form by exact maximum likelihood (``cl-true``, :class:`ConditionalLogit`)."""
     from genpqr.models import TwoTowerClassifier
-    common = dict(max_epochs=2 if tiny else epochs, batch_size=batch, random_state=seed)
+    common = dict(max_epochs=2 if tiny else epochs, batch_size=batch, random_state=seed, loss=loss)
     if method.startswith("two-tower"):
         return TwoTowerClassifier(x, **common).fit(data.states, data.actions)
     if method.startswith("bilinear"):
@@ -219,12 +219,12 @@ def rec_policy(method, x, data, seed, epochs, batch, tiny=False):
 
 
 def run_rec(K, method, trajectories, seed=0, eval_actions=50, tiny=False, epochs=20, batch=256, q_iter=100,
-            fqe_iter=16):
+            fqe_iter=16, loss="auto"):
     data, x, reward = rec_data(K, trajectories, seed)
     counts = np.bincount(data.actions, minlength=K)
     rss_before = rss_mb()
     t, cpu = time.perf_counter(), time.process_time()
-    pol = rec_policy(method, x, data, seed, epochs, batch, tiny)
+    pol = rec_policy(method, x, data, seed, epochs, batch, tiny, loss)
     t1 = time.perf_counter() - t
     est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
                  clip=None, random_state=seed, progress=False, encoding="action_features",
@@ -272,6 +272,7 @@ def main(argv=None):
     p.add_argument("--rec-batch", type=int, default=256, help="two-tower / bilinear rows per mini-batch")
     p.add_argument("--rec-q-iter", type=int, default=100, help="boosting iterations of the stage-2 HGB")
     p.add_argument("--rec-fqe-iter", type=int, default=16, help="FQE iterations")
+    p.add_argument("--rec-loss", default="auto", help="two-tower / bilinear loss: auto, full or sampled")
     p.add_argument("--eval-actions", type=int, default=50)
     p.add_argument("--tiny", action="store_true", help="tiny networks and iterations (smoke test)")
     p.add_argument("--out", help="a new folder for results.csv (must not exist)")
@@ -311,7 +312,7 @@ def main(argv=None):
         for K in [int(k) for k in a.rec.split(",") if k]:
             for m in a.rec_methods.split(","):
                 r = run_rec(K, m, a.rec_trajectories, eval_actions=a.eval_actions, tiny=a.tiny, epochs=a.rec_epochs,
-                            batch=a.rec_batch, q_iter=a.rec_q_iter, fqe_iter=a.rec_fqe_iter)
+                            batch=a.rec_batch, q_iter=a.rec_q_iter, fqe_iter=a.rec_fqe_iter, loss=a.rec_loss)
                 large.append({**r, "method": "rec " + m})
                 print(r, flush=True)
         if large:
