@@ -31,6 +31,14 @@ and ``oracle+af``, fit seconds, peak resident memory (``ru_maxrss`` of the proce
 large part alone for its own peak), and the reward MSE over the test states x (actions taken >= 50
 times) and x (never-taken actions) (at most ``--eval-actions`` actions per group).
 
+``--rec K`` adds the recommendation-style part (``rec_data``: K items, ``--rec-trajectories`` episodes of 10
+steps, ground truth known): stage 1 ``two-tower+af`` (the default ``TwoTowerClassifier``), ``bilinear+af`` (the
+true form ``[1, s]' W x_a`` as linear towers of rank 3, fitted like the two tower) or ``cl-true+af`` (the true
+form by exact maximum likelihood, ``ConditionalLogit``), each with stage 2 ``encoding="action_features"`` (HGB of
+``--rec-q-iter`` trees, ``--rec-fqe-iter`` FQE iterations), anchor on item 0. It prints the fit's wall and CPU
+seconds, its peak resident memory (``ru_maxrss``; run one ``--rec-methods`` per process for its own peak) and the
+reward MSE on actions taken >= 50 times and on never-taken ones (500 fresh states x up to 50 actions each).
+
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/many_actions_features.py --seeds 0,1 --out /tmp/maf
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/many_actions_features.py --actions "" --large 1000
 """
@@ -181,10 +189,11 @@ def rec_data(K, trajectories, seed, horizon=10):
     scores = np.hstack([np.ones((n, 1)), states]) @ REC_W
     y = np.empty(n, dtype=np.int64)
     u = rng.random(n)
-    for lo in range(0, n, 20000):  # inverse CDF in row blocks (n x K never dense)
-        z = scores[lo:lo + 20000] @ x.T
+    step = max(1, 2 ** 22 // K)
+    for lo in range(0, n, step):  # inverse CDF in row blocks of 4M entries (n x K never dense)
+        z = scores[lo:lo + step] @ x.T
         p = np.exp(z - z.max(1, keepdims=True))
-        y[lo:lo + 20000] = (p.cumsum(1) > u[lo:lo + 20000, None] * p.sum(1, keepdims=True)).argmax(1)
+        y[lo:lo + step] = (p.cumsum(1) > u[lo:lo + step, None] * p.sum(1, keepdims=True)).argmax(1)
     truncated = np.zeros((trajectories, horizon), bool)
     truncated[:, -1] = True
     data = from_arrays(states, y, next_states, terminated=np.zeros(n, bool), truncated=truncated.ravel(),
@@ -194,21 +203,46 @@ def rec_data(K, trajectories, seed, horizon=10):
     return data, x, reward
 
 
-def run_rec(K, method, trajectories, seed=0, eval_actions=50, tiny=False):
+def rss_mb() -> float:
+    """The process's current resident memory (MB), from /proc (NaN where there is none)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    except OSError:
+        return float("nan")
+
+
+def rec_policy(method, x, data, seed, epochs, batch, tiny=False, loss="auto"):
+    """Stage 1 of a ``--rec`` row: the generic two tower, the true form as linear towers of rank 3
+    (``bilinear``, the same score ``[1, s]' W x_a`` fitted by the same stochastic optimiser), or the
+    true form by exact maximum likelihood (``cl-true``, :class:`ConditionalLogit`)."""
     from genpqr.models import TwoTowerClassifier
+    common = dict(max_epochs=2 if tiny else epochs, batch_size=batch, random_state=seed, loss=loss)
+    if method.startswith("two-tower"):
+        return TwoTowerClassifier(x, **common).fit(data.states, data.actions)
+    if method.startswith("bilinear"):
+        return TwoTowerClassifier(x, state_layers=(), action_layers=(), embedding_dim=3, **common) \
+            .fit(data.states, data.actions)
+    return ConditionalLogit(x, state_basis="linear", C=np.inf, max_iter=50 if tiny else 1000) \
+        .fit(data.states, data.actions)
+
+
+def run_rec(K, method, trajectories, seed=0, eval_actions=50, tiny=False, epochs=20, batch=256, q_iter=100,
+            fqe_iter=16, loss="auto"):
     data, x, reward = rec_data(K, trajectories, seed)
     counts = np.bincount(data.actions, minlength=K)
-    t = time.perf_counter()
-    if method.startswith("two-tower"):
-        pol = TwoTowerClassifier(x, max_epochs=2 if tiny else 20, random_state=seed).fit(data.states, data.actions)
-    else:  # the true policy's form
-        pol = ConditionalLogit(x, state_basis="linear", C=np.inf, max_iter=50 if tiny else 1000) \
-            .fit(data.states, data.actions)
+    rss_before = rss_mb()
+    t, cpu = time.perf_counter(), time.process_time()
+    pol = rec_policy(method, x, data, seed, epochs, batch, tiny, loss)
+    t1 = time.perf_counter() - t
     est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
                  clip=None, random_state=seed, progress=False, encoding="action_features",
-                 q_model=HistGradientBoostingRegressor(max_iter=10 if tiny else 100, random_state=seed),
-                 n_iterations=2 if tiny else 16, tol=None, structure="continuation").fit(data)
-    sec = time.perf_counter() - t
+                 q_model=HistGradientBoostingRegressor(max_iter=10 if tiny else q_iter, random_state=seed),
+                 n_iterations=2 if tiny else fqe_iter, tol=None, structure="continuation").fit(data)
+    sec, cpu = time.perf_counter() - t, time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"K {K} {method}: fit {sec:.1f} s wall, {cpu:.1f} s CPU (stage 1 {t1:.1f} s), peak RSS {peak:.0f} MB "
+          f"({rss_before:.0f} MB before the fit)", flush=True)
     rng = np.random.default_rng(0)
     pick = lambda a: np.sort(rng.choice(a, min(eval_actions, len(a)), replace=False)) if len(a) else a
     S = rng.normal(size=(500, 2))
@@ -220,8 +254,8 @@ def run_rec(K, method, trajectories, seed=0, eval_actions=50, tiny=False):
         return float(np.mean((est.reward(SS, AA) - reward(SS, AA)) ** 2))
 
     logged = np.arange(min(5000, data.n))
-    return {"seed": seed, "K": K, "method": method, "n": data.n, "fit_s": sec,
-            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    return {"seed": seed, "K": K, "method": method, "n": data.n, "fit_s": sec, "fit_cpu_s": cpu, "stage1_s": t1,
+            "maxrss_mb": peak, "rss_before_mb": rss_before, "large_path": type(est.stage2_).__name__ == "LargeStage2",
             "taken>=50": int((counts >= 50).sum()), "never_taken": int((counts == 0).sum()),
             "mse": float(np.mean(
                 (est.reward(data.states[logged], data.actions[logged])
@@ -241,7 +275,13 @@ def main(argv=None):
     p.add_argument("--large-methods", default="cl-attr+af,oracle+af")
     p.add_argument("--rec", default="", help="K of the recommendation-style part, e.g. 1000,10000")
     p.add_argument("--rec-trajectories", type=int, default=10000)
-    p.add_argument("--rec-methods", default="two-tower+af,cl-true+af")
+    p.add_argument("--rec-methods", default="two-tower+af,cl-true+af",
+                   help="two-tower+af, bilinear+af (the true form, linear towers), cl-true+af (the true form, MLE)")
+    p.add_argument("--rec-epochs", type=int, default=20, help="two-tower / bilinear epochs")
+    p.add_argument("--rec-batch", type=int, default=256, help="two-tower / bilinear rows per mini-batch")
+    p.add_argument("--rec-q-iter", type=int, default=100, help="boosting iterations of the stage-2 HGB")
+    p.add_argument("--rec-fqe-iter", type=int, default=16, help="FQE iterations")
+    p.add_argument("--rec-loss", default="auto", help="two-tower / bilinear loss: auto, full or sampled")
     p.add_argument("--eval-actions", type=int, default=50)
     p.add_argument("--tiny", action="store_true", help="tiny networks and iterations (smoke test)")
     p.add_argument("--out", help="a new folder for results.csv (must not exist)")
@@ -280,16 +320,17 @@ def main(argv=None):
                 print(r, flush=True)
         for K in [int(k) for k in a.rec.split(",") if k]:
             for m in a.rec_methods.split(","):
-                r = run_rec(K, m, a.rec_trajectories, eval_actions=a.eval_actions, tiny=a.tiny)
+                r = run_rec(K, m, a.rec_trajectories, eval_actions=a.eval_actions, tiny=a.tiny, epochs=a.rec_epochs,
+                            batch=a.rec_batch, q_iter=a.rec_q_iter, fqe_iter=a.rec_fqe_iter, loss=a.rec_loss)
                 large.append({**r, "method": "rec " + m})
                 print(r, flush=True)
         if large:
-            print("| K | method | n | taken >= 50 | never taken | fit (s) | peak RSS (MB) | MSE logged | "
-                  "MSE taken >= 50 | MSE never taken |\n|---|---|---|---|---|---|---|---|---|---|")
+            print("| K | method | n | taken >= 50 | never taken | fit (s) | fit CPU (s) | peak RSS (MB) | MSE logged | "
+                  "MSE taken >= 50 | MSE never taken |\n|---|---|---|---|---|---|---|---|---|---|---|")
             for r in large:
                 print(f"| {r['K']:,} | {r['method']} | {r['n']:,} | {r['taken>=50']} | {r['never_taken']} | "
-                      f"{r['fit_s']:.1f} | {r['maxrss_mb']:.0f} | {r['mse']:.3f} | {r['mse_taken>=50']:.3f} | "
-                      f"{r['mse_never']:.3f} |")
+                      f"{r['fit_s']:.1f} | {r.get('fit_cpu_s', float('nan')):.1f} | {r['maxrss_mb']:.0f} | "
+                      f"{r['mse']:.4f} | {r['mse_taken>=50']:.4f} | {r['mse_never']:.4f} |")
     print(f"load average after: {os.getloadavg()}")
     if a.out:
         keys = sorted({k for r in rows + large for k in r})

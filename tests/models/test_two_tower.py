@@ -210,3 +210,16 @@ def test_mlp_interaction_beats_the_dot_product_when_the_score_is_a_monotone_link
     loss_dot, loss_mlp = held_out_log_loss(dot, test_states, test_y), held_out_log_loss(mlp, test_states, test_y)
     assert loss_mlp <= loss_dot - 0.03, (loss_mlp, loss_dot, truth)
     assert mean_kl(test_log_pi, mlp, test_states) < 0.03
+
+
+def test_log_proba_at_pairs_equals_the_full_log_proba_in_small_blocks():
+    """``predict_log_proba_at`` with a 1 kB block (n x K x 8 = 240 kB) equals the (n, K) matrix
+    at the pairs asked, to 1e-10."""
+    x, states, y, _ = bilinear_choices(300, 100, seed=3)
+    model = TwoTowerClassifier(x, max_epochs=2, random_state=0).fit(states, y)
+    codes = np.random.default_rng(0).integers(0, 100, size=(300, 5))
+    full = model.predict_log_proba(states)
+    assert np.allclose(model.predict_log_proba_at(states, codes, max_bytes=1024),
+                       np.take_along_axis(full, codes, axis=1), atol=1e-10, rtol=0)
+    assert np.allclose(model.predict_log_proba_at(states, y, max_bytes=1024), full[np.arange(300), y],
+                       atol=1e-10, rtol=0)

@@ -6,6 +6,8 @@ files and output folders as transactions in the public module :mod:`genpqr.estim
 from ._estimator import GenPQR, load
 from ._estimator_finite import FinitePath, as_weights, is_closed_form, mu_expectation, safe_log
 from ._estimator_box import BoxPath
+from ._estimator_large import (EXACT_READ_PAIRS, MU_SAMPLES, LargeStage2, behaviour_proposal, fit_large_stage2,
+                               large_path_applies, reference_columns)
 from ._diagnostics import ContinuousDiagnostics, Diagnostics, FitDiagnostics, FitSummary
 from ._diagnostic_checks import (CLIP_SHARE, COVERAGE_LIMIT, COVERAGE_SHARE, MLE_UNAFFECTED, REWARD_OUTPUT,
                                  THIN_SHARE, THIN_TRANSITIONS, emit, failed_diagnostics, poorly_covered,
@@ -23,4 +25,6 @@ __all__ = ["GenPQR", "load", "FinitePath", "is_closed_form", "as_weights", "BoxP
            "default_regressor", "outcomes", "state_means", "fit_offset", "dump", "read_model", "without_data",
            "require_data", "pickled_parts", "HOLDS", "MODEL_FILE", "safe_log", "mu_expectation",
            "SEPARATION_WARN", "LatentTypeWarning", "TypeFit", "ccp_parameter_count", "fit_latent_types", "fit_type_models",
-           "information_criteria", "type_criteria", "type_loglik_terms", "type_warnings"]
+           "information_criteria", "type_criteria", "type_loglik_terms", "type_warnings", "MU_SAMPLES",
+           "EXACT_READ_PAIRS", "behaviour_proposal", "LargeStage2", "fit_large_stage2", "large_path_applies",
+           "reference_columns"]

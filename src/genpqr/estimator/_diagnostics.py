@@ -159,6 +159,11 @@ class Diagnostics(FitDiagnostics):
         With an action table (:class:`genpqr.data.ActionTable`): the number of its actions that
         no row takes (``~taken_actions_``; their rewards are predictions from their features);
         None without a table.
+    mu_sum_standard_error : float or None
+        Many actions with a sampled mu-sum (mean-zero or behaviour weights, see
+        :mod:`genpqr.estimator`'s large-K path): the mean over rows of the standard error of the
+        sampled ``sum_a mu(a|s') (u(s', a) - g(s'))``; NaN when the sum is exact there, None on
+        the dense paths.
     """
 
     action_counts: dict
@@ -174,6 +179,7 @@ class Diagnostics(FitDiagnostics):
     n_thin_cells: int = 0
     thin_cells: list = field(default_factory=list)
     n_never_taken: int | None = None
+    mu_sum_standard_error: float | None = None
 
 
 @dataclass(kw_only=True, repr=False)

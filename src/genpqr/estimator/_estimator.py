@@ -26,7 +26,7 @@ from ..data.validation import as_float_array
 from ..data import Transitions
 from ._diagnostics import Diagnostics, FitSummary
 from ._estimator_box import BoxPath
-from ._estimator_finite import FinitePath, as_weights
+from ._estimator_finite import FinitePath
 from ..exceptions import NotFittedError
 from ..normalization import Normalization
 from ._persistence import require_data
@@ -312,9 +312,10 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
             self._box_needs_actions(actions, "reward")
             return self._box_reward(*self._box_inputs(self._states(states), actions))
         X = self._states(states)
+        if actions is not None and hasattr(self.stage2_, "reward_at"):  # many actions: only the pairs asked
+            return self.stage2_.reward_at(X, self.encoder_.encode(actions))
         q = self.stage2_.q(X)
-        mu_q = np.sum(self.stage2_.mu(X) * q, axis=1)
-        return self._select(q - mu_q[:, None] + self.stage2_.g(X)[:, None], actions)
+        return self._select(q - np.sum(self.stage2_.mu(X) * q, axis=1)[:, None] + self.stage2_.g(X)[:, None], actions)
 
     def continuation(self, states, actions=None) -> np.ndarray:
         """``v = (u - g - Q) / gamma`` (= ``-P mu Q``): (n, K) or (n,). Zero when gamma = 0."""
@@ -428,21 +429,6 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         new.normalization = normalization
         new._fit_stage2(normalization)
         return new
-
-    def policy_value_difference(self, policy_1, policy_2, states=None) -> np.ndarray:
-        r"""``V^{pi_1}(s) - V^{pi_2}(s)`` under the reward ``u = log pi_hat`` (no normalization
-        needed: Theorem "Identification of policy value differences").
-
-        Policies are a Normalization (its ``mu``), an (S, K) / (K,) array of probabilities or a
-        callable ``states -> (n, K)``. Returns shape (S,) on the exact path (or at ``states``),
-        else at ``states`` (default: the training states).
-        """
-        self._check_fitted()
-        pols = [as_weights(p.bind(self.encoder_.encode) if isinstance(p, Normalization) else p)
-                for p in (policy_1, policy_2)]
-        if isinstance(self.stage2_, ExactStage2):
-            return self._exact_value_difference(pols, states)
-        return self._sample_value_difference(pols, states)
 
     # ------------------------------------------------------------------ counterfactuals
     def counterfactual(self, reward_change=None, transitions=None, gamma=None, *, parameter_change=None,

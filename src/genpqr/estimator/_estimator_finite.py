@@ -23,6 +23,7 @@ from ..stage1 import (FirstStageChoice, choose_tabular_policy, clip_fractions, c
                       given_first_stage, mu_expectation, safe_log, state_is_ordered)
 from ._diagnostic_checks import emit, failed_diagnostics, poorly_covered, thin_transitions
 from ._diagnostics import Diagnostics, FitSummary
+from ._estimator_large import fit_large_stage2, large_path_applies
 from ..normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
 from ._offsets import fit_offset, state_means
 from ._persistence import require_data
@@ -34,6 +35,21 @@ __all__ = ["FinitePath", "is_closed_form", "safe_log", "mu_expectation", "as_wei
 class FinitePath:
     """The finite-action steps of :class:`genpqr.GenPQR` (a mixin: it reads the estimator's
     parameters and sets its fitted attributes)."""
+
+    def policy_value_difference(self, policy_1, policy_2, states=None) -> np.ndarray:
+        r"""``V^{pi_1}(s) - V^{pi_2}(s)`` under the reward ``u = log pi_hat`` (no normalization
+        needed: Theorem "Identification of policy value differences").
+
+        Policies are a Normalization (its ``mu``), an (S, K) / (K,) array of probabilities or a
+        callable ``states -> (n, K)``. Returns shape (S,) on the exact path (or at ``states``),
+        else at ``states`` (default: the training states).
+        """
+        self._check_fitted()
+        pols = [as_weights(p.bind(self.encoder_.encode) if isinstance(p, Normalization) else p)
+                for p in (policy_1, policy_2)]
+        if isinstance(self.stage2_, ExactStage2):
+            return self._exact_value_difference(pols, states)
+        return self._sample_value_difference(pols, states)
 
     def _fit_finite(self, data):
         """Both stages on transitions with a finite action set; returns self."""
@@ -100,6 +116,9 @@ class FinitePath:
         data = self.training_data_  # every observed choice (stage 1, diagnostics)
         trans = data.with_next()  # the complete transitions (stage 2)
         norm = normalization.bind(data.encoder.encode)
+        if large_path_applies(self, data, norm):  # many actions: no (n, K) arrays
+            fit_large_stage2(self, norm, data)
+            return
         raw = self.policy_.training_raw_proba(data.states)
         proba, clipped = clip_proba(raw, self.policy_.clip)
         mu_rows = norm.weights(data.states, self.n_actions_, proba)

@@ -51,7 +51,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..data import ActionTable
 from ..data.validation import as_float_array
 from ..exceptions import NotFittedError
-from ..stage1 import action_codes, action_feature_matrix
+from ..stage1 import action_codes, action_feature_matrix, bilinear_log_proba_at
 from .torch_training import (
     PREDICT_CHUNK,
     batch_mean,
@@ -297,6 +297,14 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
         for r0, r1 in batches(F.shape[0], PREDICT_CHUNK):
             out[r0:r1] = blocked_log_softmax(F[r0:r1], H, max(1, int(self.block_size) // width), score)
         return out
+
+    def predict_log_proba_at(self, X, codes, max_bytes: int | None = None) -> np.ndarray:
+        """``log pi(a_ij|s_i)`` at action codes ``codes`` (n,) or (n, c), same shape: the softmax
+        normalised over all K actions by an online log-sum-exp in blocks of at most ``max_bytes``
+        (default ``8 * block_size``) of scores (:func:`genpqr.stage1.bilinear_log_proba_at`); no
+        (n, K) matrix. Equals ``predict_log_proba(X)[i, codes[i]]``."""
+        F, H = self._towers(X)
+        return bilinear_log_proba_at(F, H, codes, 8 * int(self.block_size) if max_bytes is None else max_bytes)
 
     def predict_proba(self, X) -> np.ndarray:
         """``pi(a|s)``, shape (n, K)."""

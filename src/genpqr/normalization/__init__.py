@@ -2,10 +2,11 @@
 ``g`` (``from genpqr import normalization as N; N.anchor_action(0)``).
 """
 
-from ._normalization import (ActionWeights, AnchorWeights, FixedOffset, FixedWeights, Normalization, Offset,
-                             OutcomeOffset, ValueOffset, anchor_action, behavior, gaussian, kernel, mean_zero,
+from ._normalization import (ActionWeights, AnchorWeights, BehaviorWeights, FixedOffset, FixedWeights, Normalization,
+                             Offset, OutcomeOffset, StateAnchorWeights, ValueOffset, anchor_action, behavior, gaussian, kernel, mean_zero,
                              point_anchor, state_anchor, uniform, value, weighted)
 
-__all__ = ["Normalization", "ActionWeights", "Offset", "anchor_action", "state_anchor", "mean_zero", "weighted",
+__all__ = ["Normalization", "ActionWeights", "BehaviorWeights", "StateAnchorWeights", "Offset", "anchor_action",
+           "state_anchor", "mean_zero", "weighted",
            "value", "behavior", "point_anchor", "gaussian", "uniform", "kernel", "AnchorWeights", "FixedOffset",
            "FixedWeights", "OutcomeOffset", "ValueOffset"]

@@ -12,13 +12,16 @@ from ._clipping import (AUTO_LOW_FRACTION, AUTO_LOW_MAX, CLIP_WARN_FRACTION, PAP
                         parse_clip, safe_log, warn_if_clip_binds)
 from ._stage1 import FittedStage1, cross_fit_models
 from ._weights import check_sample_weight, fit_weighted
+from ._bilinear import DENSE_LIMIT_BYTES, bilinear_log_partition, bilinear_log_proba_at, block_rows
+from ._blocked import log_policy_at
 from ._latent_types import (TypePosterior, episode_codes, mixing_log_prior, separation_share, type_posteriors,
                             type_row_weights)
 from ._first_stage import (C_GRID, DEFAULT_SEED, FirstStageChoice, KNOT_GRID, SPARSE_MEDIAN_VISITS, SPARSE_ZERO_SHARE,
                            SplineLogit, cells_are_sparse, choose_tabular_policy, given_first_stage, select_spline_logit,
                            sparsity, state_is_ordered)
 
-__all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim", "action_feature_matrix",
+__all__ = ["DENSE_LIMIT_BYTES", "bilinear_log_partition", "bilinear_log_proba_at", "block_rows", "log_policy_at",
+           "ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim", "action_feature_matrix",
            "action_codes", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
            "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
            "fit_stage1", "check_classifier", "check_clip", "is_auto", "DEFAULT_CLIP", "PAPER_CLIP",

@@ -24,6 +24,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..data import ActionTable, FiniteActions
 from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, short_list
 from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
+from ._bilinear import bilinear_log_proba_at
 
 __all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim", "action_feature_matrix",
            "action_codes"]
@@ -194,6 +195,13 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
         for start, stop in _blocks(G.shape[0], out.shape[1], self.block_size):
             out[:, start:stop] = G @ self.action_features_[start:stop].T - log_z[:, None]
         return out
+
+    def predict_log_proba_at(self, X, codes, max_bytes: int | None = None) -> np.ndarray:
+        """``log pi(a_ij|s_i)`` at action codes ``codes`` (n,) or (n, c), same shape: the
+        log-partition by :func:`genpqr.stage1.bilinear_log_partition` in blocks of at most
+        ``max_bytes`` (default ``8 * block_size``) of scores; no (n, K) matrix."""
+        limit = 8 * int(self.block_size) if max_bytes is None else max_bytes
+        return bilinear_log_proba_at(self._tower(X), self.action_features_, codes, limit)
 
     def predict_proba(self, X) -> np.ndarray:
         """``pi(a|s)``, shape (n, K)."""

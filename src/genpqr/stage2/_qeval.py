@@ -68,6 +68,7 @@ from tqdm.auto import tqdm
 from ..data.validation import as_float_array, check_gamma, check_random_state, clone_learner as clone
 from ..exceptions import ConvergenceWarning, NotFittedError
 from ..actions import Nodes
+from ._column_weights import ColumnWeights
 from ._qmodels import (BellmanTargets, FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at,
                        q_from_continuation, warm_start_ok)
 
@@ -154,8 +155,9 @@ class FQE(BaseEstimator):
             ``1 - terminated``.
         reward : ndarray of shape (n,)
             ``u(s_i, a_i) - g(s_i)``.
-        next_mu : ndarray of shape (n, K), or Nodes
-            ``mu(.|s'_i)``: weights over the K actions, or continuous ``mu``-nodes at the next
+        next_mu : ndarray of shape (n, K), ColumnWeights, or Nodes
+            ``mu(.|s'_i)``: weights over the K actions (or on a few, or sampled, columns: a
+            :class:`genpqr.stage2.ColumnWeights`, no (n, K) matrix), or continuous ``mu``-nodes at the next
             states (actions (n', J, m), weights (n', J)).
         gamma : float
         groups : ndarray of shape (n,), optional
@@ -403,7 +405,10 @@ def _finite_inputs(states, actions, next_states, continues, reward, next_mu, nex
     next_states = as_float_array(next_states, "next_states", ndim=2)
     actions = np.asarray(actions, dtype=np.int64)
     reward = as_float_array(reward, "reward", ndim=1)
-    next_mu = as_float_array(next_mu, "next_mu", ndim=2)
+    if not isinstance(next_mu, ColumnWeights):
+        next_mu = as_float_array(next_mu, "next_mu", ndim=2)
+    elif next_mu.shape[0] != reward.shape[0]:
+        raise ValueError(f"next_mu must have one row per transition ({reward.shape[0]}), got {next_mu.shape[0]}")
     continues = as_float_array(continues, "continues", ndim=1)
     if continuation and next_reward is not None:
         next_reward = as_float_array(next_reward, "next_reward", ndim=1)

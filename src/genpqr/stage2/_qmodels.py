@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from ..data.validation import check_state_indices, clone_learner as clone
+from ._column_weights import ColumnWeights, column_mu_sum
 from ._feature_q import FeatureQ
 from ._regress import fit_regressor
 
@@ -223,12 +224,14 @@ class BellmanTargets:
     None) or ``f = P mu Q`` (continuation, ``Q = reward + gamma f``), shared by the in-memory
     (:class:`genpqr.stage2.FQE`) and the streamed (:mod:`genpqr.scale`) iteration.
 
-    ``reward``, ``continues``, ``next_reward``: shape (n,); ``next_mu``: (n, K)."""
+    ``reward``, ``continues``, ``next_reward``: shape (n,); ``next_mu``: (n, K), or a
+    :class:`genpqr.stage2.ColumnWeights` (a few or sampled columns)."""
 
     def __init__(self, reward, continues, next_mu, next_reward, gamma):
         self.reward, self.next_mu, self.next_reward, self.gamma = reward, next_mu, next_reward, gamma
         self.bootstrap = gamma * continues if next_reward is None else continues
-        self.support = np.flatnonzero(np.any(next_mu != 0, axis=0))  # actions mu ever weighs
+        self.sparse = isinstance(next_mu, ColumnWeights)  # mu on a few (or sampled) columns: no (n, K)
+        self.support = next_mu.columns if self.sparse else np.flatnonzero(np.any(next_mu != 0, axis=0))
 
     def first(self) -> np.ndarray:
         """The targets of the first fit (``Q_0 = 0`` / ``f_0 = 0``)."""
@@ -238,7 +241,8 @@ class BellmanTargets:
 
     def targets(self, model, next_states) -> np.ndarray:
         """The next iteration's targets from the fitted ``model``."""
-        mu_next = mu_sum(model, next_states, self.next_mu, self.support)
+        mu_next = column_mu_sum(model, next_states, self.next_mu, getattr(model, "block_size", 65536)) \
+            if self.sparse else mu_sum(model, next_states, self.next_mu, self.support)
         if self.next_reward is None:
             return self.reward + self.bootstrap * mu_next
         return self.bootstrap * (self.next_reward + self.gamma * mu_next)
