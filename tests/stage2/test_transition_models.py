@@ -189,6 +189,24 @@ def test_a_fitted_model_feeds_genpqr():
     assert not hasattr(ShrinkageKernel(), "n_states_")
 
 
+def test_a_model_above_the_dense_limit_feeds_genpqr_matrix_free(monkeypatch):
+    """Above the dense limit a transition model reaches GenPQR as itself (expect/push, a
+    KernelOperator) and the rewards equal the dense kernel's to 1e-8."""
+    import genpqr.stage2._transition_models as models
+
+    rng = np.random.default_rng(9)
+    S, K = 8, 3
+    mdp = TabularMDP.create(random_kernel(S, K, rng, termination=0.05), 0.9, rng.normal(size=(S, K)))
+    data = simulate_tabular(mdp, np.full((S, K), 1 / K), 100, 10, random_state=0)
+    model = ShrinkageKernel(concentrations=(3.0, 3.0, 3.0, 1.0))
+    dense = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, transition_model=model).fit(data)
+    monkeypatch.setattr(models, "DENSE_KERNEL_MAX_BYTES", 0)
+    assert model.fit(data, n_states=S).kernel() is model
+    free = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, transition_model=model).fit(data)
+    assert type(free.stage2_.kernel).__name__ == "KernelOperator"
+    np.testing.assert_allclose(free.stage2_.recovery.reward, dense.stage2_.recovery.reward, atol=1e-8)
+
+
 def test_errors_name_the_argument():
     rng = np.random.default_rng(10)
     moves = draw_moves(random_kernel(4, 2, rng), 50, rng)

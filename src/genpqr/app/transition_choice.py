@@ -37,14 +37,12 @@ def choose_transition(config, data, index):
     """``(transition_model for GenPQR or None (counts), TransitionChoice or None)`` for the
     ``--transition`` kinds ``auto``, ``shrinkage``, ``lowrank`` and ``classifier``; ``(None, None)``
     for the others (counts, increments, a kernel file: handled by the state index)."""
-    from ..stage2 import DENSE_KERNEL_MAX_BYTES, select_transition_model
+    from ..stage2 import select_transition_model
+
     kind, arg = parse_transition(config.transition)
     if kind not in ("auto", "model"):
         return None, None
-    S, K = index.n_states, data.n_actions
-    if 8 * S * K * S > DENSE_KERNEL_MAX_BYTES:
-        return None, TransitionChoice("counts", f"transition model: counts ({S} states x {K} actions: the other "
-                                                "models' dense kernel would exceed 2 GiB)")
+    S = index.n_states
     if data.n_episodes < 2:
         return None, TransitionChoice("counts", "transition model: counts (one episode: no held-out comparison)")
     candidates = _candidates(kind, arg, config.seed, index.keys)

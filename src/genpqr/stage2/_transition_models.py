@@ -182,8 +182,12 @@ class KernelModel:
         return model.kernel()
 
     def kernel(self):
-        """The fitted kernel in a form :func:`~genpqr.stage2.as_kernel` accepts."""
-        return self.to_dense()
+        """The fitted kernel in a form :func:`~genpqr.stage2.as_kernel` accepts: a dense (S, K, S)
+        array up to :data:`~genpqr.stage2.DENSE_KERNEL_MAX_BYTES`, else the model itself (its
+        ``expect`` / ``push``: a matrix-free kernel, solved by Krylov iterations)."""
+        self._check_fitted()
+        S, K = self.n_states_, self.n_actions_
+        return self.to_dense() if 8 * S * K * S <= DENSE_KERNEL_MAX_BYTES else self
 
     def rows(self, flat_rows) -> np.ndarray:
         """``P(.|s, a)`` for flat cells ``s * K + a``, shape (m, S) (termination dropped)."""
