@@ -109,6 +109,9 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         object with ``expect``/``push``: :func:`~genpqr.stage2.as_kernel`): known transitions; a transition model
         of :mod:`genpqr.stage2` or a callable ``(transitions, n_states, n_actions) -> kernel``: an estimator
         (e.g. :class:`genpqr.stage2.ShrinkageKernel`, :func:`genpqr.structural.ddc.increment_kernel`).
+        ``genpqr fit`` on tabular data defaults to ``--transition auto``, the same as ``"auto"`` here; the
+        API's None keeps the counts (``"auto"`` costs a cross-validated comparison per fit; on well-filled
+        cells it chooses the counts and gives the same reward).
     solver : str
         Linear solver of the exact path (:func:`genpqr.stage2.solve_linear_bellman`).
     validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.stage2.FQE`).
