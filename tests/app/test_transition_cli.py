@@ -38,6 +38,11 @@ def test_thin_cells_choose_a_model_that_shares_strength(tmp_path, capsys):
     code, out, err = fit_cli(base_flags(path, tmp_path / "auto"), capsys)
     assert code == 0, err
     assert "cells are thin" in out and "transition model: counts" not in out
+    source = next(x for x in out.splitlines() if "where the reward's uncertainty comes from" in x)
+    moves = pd.read_csv(tmp_path / "auto" / "rewards.csv").filter(like="transitions_").to_numpy()
+    thin = (moves > 0) & (moves < 10)
+    assert f"{moves[thin].sum() / moves.sum():.1%} of the observed moves are on {int(thin.sum())} " in source
+    assert "which pools cells" in source and "--bootstrap N splits" in source
     code, out, err = fit_cli(base_flags(path, tmp_path / "shrink") + ["--transition", "shrinkage"], capsys)
     assert code == 0, err
     line = next(x for x in out.splitlines() if "shrinkage  " in x)

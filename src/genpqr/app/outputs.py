@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .config import FitConfig
 from .report_base import warning_sections
 
 __all__ = ["FitOutputs", "write_outputs", "write_fit_folder", "check_fit_target", "fit_inputs", "warning_messages",
+           "thin_cells_line",
            "closing_lines"]
 
 KIND = "fit"  # the manifest's kind of a fit folder
@@ -35,6 +38,28 @@ def closing_lines(files: dict, warnings_: list, where: str = "", structural_warn
         lines.append(f"{len(group)} warning(s){' ' + heading if heading else ''}{where}:")
         lines += [f"  {w}" for w in group]
     return lines
+
+
+def thin_cells_line(model, transition=None) -> str | None:
+    """Where the reward's uncertainty comes from, when the transitions are thin (more than
+    :data:`genpqr.estimator.THIN_SHARE` of the observed moves on cells with fewer than
+    :data:`genpqr.estimator.THIN_TRANSITIONS`); None otherwise or off the exact path."""
+    from ..estimator import THIN_SHARE, THIN_TRANSITIONS
+
+    counts = getattr(model, "transition_counts_", None)
+    if counts is None or counts.sum() <= 0:
+        return None
+    thin = (counts > 0) & (counts < THIN_TRANSITIONS)
+    share = float(counts[thin].sum() / counts.sum())
+    if share <= THIN_SHARE:
+        return None
+    per_state = counts.sum(axis=1)
+    kernel = "counts" if transition is None else transition.name
+    pooled = "the counts of each cell" if kernel == "counts" else f"{kernel}, which pools cells"
+    return (f"  where the reward's uncertainty comes from: the transitions -- {share:.1%} of the observed moves are "
+            f"on {int(thin.sum())} (state, action) cells with fewer than {THIN_TRANSITIONS} (kernel: {pooled}); "
+            f"the policy -- a median of {np.median(per_state[per_state > 0]):.0f} observed moves per visited state. "
+            f"--bootstrap N splits the reward's SE by source (reward_se_by_source.csv)")
 
 
 def warning_messages(caught) -> list:
@@ -137,6 +162,8 @@ class FitOutputs:
             from .results import source_lines
 
             lines += source_lines(self.sources, self.config.bootstrap)
+        else:
+            lines += [line for line in [thin_cells_line(base, self.transition)] if line]
         estimator = None if self.structural is None else self.config.estimator
         return "\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)",
                                                self.structural_warnings, estimator))
