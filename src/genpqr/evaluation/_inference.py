@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ..data.validation import check_random_state, clone_learner as clone
 from ..data import Transitions
 
-__all__ = ["BootstrapResult", "bootstrap", "resample_episodes", "check_bootstrap_episodes",
+__all__ = ["BootstrapResult", "bootstrap", "resample_episodes", "check_bootstrap_episodes", "check_bootstrap_args",
            "MIN_BOOTSTRAP_EPISODES"]
 
 #: Fewest episodes :func:`bootstrap` accepts. With n episodes a replicate is one of at most
@@ -37,6 +37,18 @@ def check_bootstrap_episodes(n_episodes: int, name: str = "data") -> None:
             f"{name}: the bootstrap resamples whole episodes and needs at least {MIN_BOOTSTRAP_EPISODES} of them, but "
             f"the data has {n_episodes}; with so few episodes the intervals would be meaningless (one episode gives "
             f"zero-width intervals)")
+
+
+def check_bootstrap_args(n_boot: int, data, n_jobs: int) -> None:
+    """The bootstrap's arguments: ``n_boot >= 2``, ``data`` a Transitions with enough episodes
+    (:func:`check_bootstrap_episodes`), ``n_jobs`` not 0."""
+    if n_boot < 2:
+        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
+    if not isinstance(data, Transitions):
+        raise TypeError(f"data must be genpqr.data.Transitions, got {type(data).__name__}")
+    check_bootstrap_episodes(data.n_episodes, "data")
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be a positive number of workers or negative (-1: one per core), got 0")
 
 
 def resample_episodes(data: Transitions, rng: np.random.Generator) -> Transitions:
@@ -183,13 +195,7 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
     """
     if resample not in ("both", "policy", "transitions"):
         raise ValueError(f"resample must be 'both', 'policy' or 'transitions', got {resample!r}")
-    if n_boot < 2:
-        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
-    if not isinstance(data, Transitions):
-        raise TypeError(f"data must be genpqr.data.Transitions, got {type(data).__name__}")
-    check_bootstrap_episodes(data.n_episodes, "data")
-    if n_jobs == 0:
-        raise ValueError("n_jobs must be a positive number of workers or negative (-1: one per core), got 0")
+    check_bootstrap_args(n_boot, data, n_jobs)
     statistic = statistic or _default_statistic
     full = fitted if fitted is not None else refit_copy(estimator).fit(data)
     if resample != "both":

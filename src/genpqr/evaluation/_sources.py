@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from ..data import Transitions
 from ..data.validation import check_random_state
-from ._inference import (BootstrapResult, check_bootstrap_episodes, check_exact, refit_copy, replicate_parts,
+from ._inference import (BootstrapResult, check_bootstrap_args, check_exact, refit_copy, replicate_parts,
                          resample_episodes)
 
 __all__ = ["BootstrapSources", "bootstrap_sources", "RESAMPLE_SOURCES", "reward_table_statistic"]
@@ -137,13 +137,7 @@ def bootstrap_sources(estimator, data: Transitions, *, n_boot: int = 200, statis
         As in :func:`genpqr.evaluation.bootstrap`; with the same ``random_state`` the ``both``
         part is that function's result.
     """
-    if n_boot < 2:
-        raise ValueError(f"n_boot must be at least 2, got {n_boot}")
-    if not isinstance(data, Transitions):
-        raise TypeError(f"data must be genpqr.data.Transitions, got {type(data).__name__}")
-    check_bootstrap_episodes(data.n_episodes, "data")
-    if n_jobs == 0:
-        raise ValueError("n_jobs must be a positive number of workers or negative (-1: one per core), got 0")
+    check_bootstrap_args(n_boot, data, n_jobs)
     statistic = statistic or reward_table_statistic
     both_statistic = both_statistic or statistic
     full = fitted if fitted is not None else refit_copy(estimator).fit(data)

@@ -32,7 +32,7 @@ from ..data import BoxActions, Transitions
 from ._conditional_logit import bind_action_features, check_feature_dim
 from ..actions import check_density
 from ._stage1 import FittedStage1, cross_fit_models
-from ._weights import fit_weighted
+from ..data import fit_weighted
 
 __all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
            "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
