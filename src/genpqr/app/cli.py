@@ -185,11 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     from .workflow import add_fit_parser
 
-    parser_fit = add_fit_parser(sub)
-    # default SUPPRESS like every fit flag: unset, a --config file's types (else FitConfig's 1) stands
-    parser_fit.add_argument("--types", type=int, default=argparse.SUPPRESS, help="latent agent types M: EM over "
-                            "episodes, per-type rewards (rewards.csv, a type column), types.csv, log likelihood, AIC "
-                            "and BIC (default: 1)")
+    add_fit_parser(sub)  # (--types among its flags)
     from .counterfactual import add_counterfactual_parser
 
     add_counterfactual_parser(sub)
