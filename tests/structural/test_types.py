@@ -218,6 +218,7 @@ def test_one_warning_class_and_rule():
     assert genpqr.LatentTypeWarning is genpqr.exceptions.LatentTypeWarning is estimator.LatentTypeWarning \
         is structural.LatentTypeWarning is types.LatentTypeWarning
     assert types.MIN_SEPARATION == estimator.SEPARATION_WARN == stage1.SEPARATION_WARN
+    assert types.std_errors is structural.estimation.std_errors  # one standard-error function for every fit
     # separated types at a 0.9/0.1 prior: separation share 0.158 of its ceiling 1 - sum prior^2 = 0.193, no warning
     q = np.array([[0.98, 0.02]] * 36 + [[0.1, 0.9]] * 4)
     lp = np.log(q.mean(axis=0))

@@ -50,7 +50,7 @@ from ..exceptions import ConvergenceWarning, GenPQRWarning, LatentTypeWarning
 from ..stage1 import SEPARATION_WARN, latent_type_warnings, mixing_log_prior, separation_share, type_posteriors
 from .ccp import fit_npl
 from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
-from .results import StructuralSummary, check_level
+from .results import StructuralSummary, check_level, std_errors
 from .type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_space, evaluate_mixture,
                          mixture_hessian)
 
@@ -189,7 +189,7 @@ class TypedStructuralFit:
         level = check_level(level)
         est = np.concatenate([self.theta, self.mixing_params])
         se = np.concatenate([self.std_error, self.mixing_std_error])
-        robust = _std_errors(self.cov_robust)
+        robust = std_errors(self.cov_robust)
         z = est / se
         half = norm.ppf(0.5 + level / 2) * se
         return pd.DataFrame({"estimate": est, "std_error": se, "std_error_kind": self.se_label, "z": z,
@@ -241,11 +241,6 @@ class TypedStructuralFit:
                 continue
             rows.append(np.concatenate([fit.theta, fit.mixing_params]))
         return TypeBootstrap(list(self.names) + list(self.mixing_names), np.array(rows), failed)
-
-
-def _std_errors(cov) -> np.ndarray:
-    diag = np.diag(cov) if np.all(np.isfinite(cov)) else np.full(cov.shape[0], np.nan)
-    return np.sqrt(np.where(diag >= 0, diag, np.nan))
 
 
 def _inverse(A) -> np.ndarray:
@@ -487,14 +482,14 @@ def _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, conve
               seconds, spec) -> TypedStructuralFit:
     """The result object, with the mixing proportions' delta-method standard errors."""
     P = len(space.names)
-    se = _std_errors(cov)
+    se = std_errors(cov)
     props, jac = mixing.proportions(params[P:])
     cov_alpha = cov[P:, P:]
     props_se = np.sqrt(np.clip(np.einsum("ma,ab,mb->m", jac, cov_alpha, jac), 0, None)) \
         if np.all(np.isfinite(cov_alpha)) else np.full(space.n_types, np.nan)
     q = ev.posterior.weights
     return TypedStructuralFit(
-        estimator, list(space.names), params[:P], se[:P], _std_errors(cov_robust)[:P], list(mixing.names),
+        estimator, list(space.names), params[:P], se[:P], std_errors(cov_robust)[:P], list(mixing.names),
         params[P:], se[P:], props, props_se, q, data.labels, cov, cov_robust, ev.loglik, space.n_types, data.n,
         data.n_episodes, converged, iterations, convergence, separation_share(q, ev.log_prior), seconds, space, data,
         ev.policy, spec, ev.log_prior)
