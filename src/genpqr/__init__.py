@@ -9,8 +9,8 @@ off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 from . import data, normalization, stage2
 from .data import ActionTable, BoxActions, FiniteActions, Transitions, from_arrays, from_episodes, from_pandas
 from .estimator import Diagnostics, GenPQR, load
-from .exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, NotFittedError,
-                         ThinTransitionsWarning, WeakSupportWarning)
+from .exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, LatentTypeWarning,
+                         NotFittedError, ThinTransitionsWarning, WeakSupportWarning)
 
 __version__ = "0.1.0"
 
@@ -34,5 +34,6 @@ __all__ = [
     "ConvergenceWarning",
     "CoverageWarning",
     "ThinTransitionsWarning",
+    "LatentTypeWarning",
     "NotFittedError",
 ]

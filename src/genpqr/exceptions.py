@@ -24,6 +24,14 @@ class ConvergenceWarning(GenPQRWarning):
     """An iterative solver stopped before reaching its tolerance."""
 
 
+class LatentTypeWarning(GenPQRWarning):
+    """A fit with latent types is in doubt: the data do not separate the types (the posterior
+    type probabilities stay near the mixing proportions), or a type is empty (its posteriors sum
+    to less than one episode). The message names the outputs in doubt (per-type rewards of
+    :class:`genpqr.GenPQR`, per-type parameters of :mod:`genpqr.structural.types`); the rule is
+    :func:`genpqr.stage1.latent_type_warnings`."""
+
+
 class NotFittedError(_SklearnNotFittedError):
     """An estimator was used before ``fit`` (a scikit-learn ``NotFittedError``, hence also
     a ``ValueError`` and an ``AttributeError``)."""

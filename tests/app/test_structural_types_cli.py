@@ -9,6 +9,7 @@ import pandas as pd
 import genpqr
 from genpqr.app.workflow import add_fit_parser
 from genpqr.envs.rust import bus_engine, simulate_typed_buses
+from genpqr.estimator import fit_type_models
 from genpqr.structural import fit_structural
 
 S = 40
@@ -50,6 +51,16 @@ def test_types_flag_matches_the_api(tmp_path, capsys):
     np.testing.assert_allclose(types.iloc[:, 1:].to_numpy(), api.posteriors, atol=1e-8)
     assert params["aic"].iloc[0] == api.aic and params["n_types"].iloc[0] == 2
     assert "latent types" in (tmp_path / "o" / "report.html").read_text()
+    assert "types in the same order as parameters.csv" in out
+    # one set of types: rewards.csv is GenPQR's per-type fit at the MLE's posteriors held fixed
+    assert not hasattr(model, "type_models_")
+    rewards = pd.read_csv(tmp_path / "o" / "rewards.csv")
+    assert list(rewards.columns[:2]) == ["type", "state_index"]
+    typed = fit_type_models(model, model.training_data_, api.posteriors)
+    for m, one in enumerate(typed):
+        mine = rewards[rewards.type == m][["reward_keep", "reward_replace"]].to_numpy()
+        np.testing.assert_allclose(mine, one.reward_table().to_numpy(), rtol=0, atol=1e-8)
+    assert not np.allclose(typed[0].reward_table().to_numpy(), typed[1].reward_table().to_numpy(), atol=1e-3)
 
 
 def test_types_flag_refuses_bootstrap_and_pml(tmp_path, capsys):

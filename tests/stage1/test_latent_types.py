@@ -60,3 +60,34 @@ def test_row_weights_and_errors():
         type_posteriors(np.array([[-np.inf, -np.inf]]), np.array([0]), np.log([0.5, 0.5]))
     with pytest.raises(ValueError, match="episode_code has 1 rows"):
         type_posteriors(np.zeros((2, 2)), np.array([0]), np.zeros(2))
+
+
+@pytest.mark.parametrize("prior", [[0.5, 0.5], [0.9, 0.1], [0.5, 0.3, 0.2]])
+@pytest.mark.parametrize("t", [0.1, 0.2, 0.3, 0.6, 1.0])
+def test_one_separation_rule_is_the_share_of_the_way_to_certain_types(prior, t):
+    """Posteriors t of the way from the prior to each episode's true type (types drawn in the
+    prior's proportions): the normalized share is t whatever M and the prior, and the rule warns
+    exactly when t < SEPARATION_WARN."""
+    from genpqr.stage1 import SEPARATION_WARN, latent_type_warnings
+
+    p = np.array(prior)
+    n = 100
+    types = np.repeat(np.arange(p.size), np.round(p * n).astype(int))
+    q = (1 - t) * p + t * np.eye(p.size)[types]
+    ceiling = 1.0 - np.sum(p ** 2)
+    assert separation_share(q, np.log(p)) / ceiling == pytest.approx(t, abs=1e-12)
+    messages = latent_type_warnings(q, np.log(p), "the per-type outputs")
+    assert any("barely separate" in m and "the per-type outputs are in doubt" in m for m in messages) == \
+        (t < SEPARATION_WARN)
+    assert not any("empty" in m for m in messages)
+
+
+def test_empty_type_rule_counts_posterior_episodes():
+    from genpqr.stage1 import latent_type_warnings
+
+    q = np.eye(2)[np.zeros(20, dtype=int)]
+    q[0] = [0.2, 0.8]  # type 1: 0.8 of an episode
+    messages = latent_type_warnings(q, np.log(q.mean(axis=0)), "the per-type outputs")
+    assert any(m.startswith("latent type 1 is empty: its posterior weights sum to 0.8 episode(s)") for m in messages)
+    q[1] = [0.6, 0.4]  # 1.2 episodes: not empty
+    assert not any("empty" in m for m in latent_type_warnings(q, np.log(q.mean(axis=0)), "x"))

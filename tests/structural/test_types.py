@@ -199,10 +199,34 @@ def test_warns_when_types_are_not_separated_or_empty(mle):
     with warnings.catch_warnings():
         warnings.simplefilter("error", LatentTypeWarning)
         check_types(mle)  # the simulated types are separated: no warning
-    with pytest.warns(LatentTypeWarning, match="not separated"):
-        check_types(replace(mle, separation=0.01))
-    with pytest.warns(LatentTypeWarning, match=r"type\(s\) \[1\] are empty"):
-        check_types(replace(mle, mixing_proportions=np.array([0.999, 0.001])))
+    flat = np.broadcast_to(np.exp(mle.log_prior), mle.posteriors.shape)  # posteriors at the prior
+    with pytest.warns(LatentTypeWarning, match="barely separate the 2 latent types.*per-type parameters"):
+        check_types(replace(mle, posteriors=flat))
+    n = mle.posteriors.shape[0]
+    emptied = np.column_stack([np.ones(n), np.zeros(n)])
+    emptied[0] = [0.5, 0.5]  # type 1: half an episode
+    with pytest.warns(LatentTypeWarning, match="latent type 1 is empty.*per-type parameters"):
+        check_types(replace(mle, posteriors=emptied, log_prior=np.log([0.99, 0.01])))
+
+
+def test_one_warning_class_and_rule():
+    """Both estimators warn with genpqr.LatentTypeWarning by the same rule and threshold."""
+    import genpqr
+    from genpqr import estimator, stage1, structural
+    from genpqr.structural import types
+
+    assert genpqr.LatentTypeWarning is genpqr.exceptions.LatentTypeWarning is estimator.LatentTypeWarning \
+        is structural.LatentTypeWarning is types.LatentTypeWarning
+    assert types.MIN_SEPARATION == estimator.SEPARATION_WARN == stage1.SEPARATION_WARN
+    assert types.std_errors is structural.estimation.std_errors  # one standard-error function for every fit
+    # separated types at a 0.9/0.1 prior: separation share 0.158 of its ceiling 1 - sum prior^2 = 0.193, no warning
+    q = np.array([[0.98, 0.02]] * 36 + [[0.1, 0.9]] * 4)
+    lp = np.log(q.mean(axis=0))
+    assert stage1.latent_type_warnings(q, lp, "x") == []
+    assert estimator.type_warnings(q, lp) == []
+    weak = 0.9 * np.exp(lp) + 0.1 * q  # 10% of the way: both warn, each naming its own outputs
+    assert "per-type rewards" in estimator.type_warnings(weak, lp)[0]
+    assert "x are in doubt" in stage1.latent_type_warnings(weak, lp, "x")[0]
 
 
 def test_errors_name_their_argument(typed_panel):

@@ -19,6 +19,10 @@ What the fit folder then holds, beside ``model.joblib`` (the fitted mixture; its
 and the console and the report state the log likelihood, AIC, BIC (with the parameter count),
 the mixing proportions, the EM iterations and the separation of the types. Every number is the
 API's: ``GenPQR(..., n_types=M)`` on the same data and settings gives the same tables.
+
+With ``--features`` the structural mixture MLE decides the types instead (one fit, one
+posterior): ``types.csv`` holds its posteriors and ``rewards.csv`` each type's GenPQR fit at those
+posteriors held fixed (:func:`structural_type_models`), so both name the types of ``parameters.csv``.
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["check_types_config", "type_rewards", "types_table", "type_rows", "console_lines"]
+__all__ = ["check_types_config", "type_rewards", "structural_type_models", "types_table", "type_rows",
+           "console_lines"]
 
 
 def check_types_config(config) -> None:
     """``--types``: an int >= 1; M > 1 needs an in-memory discrete-action fit without
-    ``--bootstrap`` or ``--features`` (the structural route of types is separate)."""
+    ``--bootstrap`` (with ``--features`` the structural mixture MLE decides the types,
+    :func:`structural_type_models`; its own checks are in :func:`genpqr.app.workflow.check_before_fit`)."""
     M = config.types
     if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or M < 1:
         raise ValueError(f"--types must be a number of latent types >= 1, got {M!r}")
@@ -48,15 +54,17 @@ def check_types_config(config) -> None:
                          f"fit the per-type rewards in memory with discrete actions, without them")
 
 
-def type_rewards(model, index, data, labels, frame, config):
+def type_rewards(type_models, index, data, labels, frame, config):
     """``rewards.csv`` of a fit with types: each type's table (:func:`genpqr.app.results.tabular_rewards`
-    or :func:`~genpqr.app.results.row_rewards`) with a ``type`` column in front, stacked."""
+    or :func:`~genpqr.app.results.row_rewards`) with a ``type`` column in front, stacked.
+    ``type_models``: the one-type GenPQR fit of each type (``model.type_models_``, or
+    :func:`structural_type_models`)."""
     import pandas as pd
 
     from .results import row_rewards, tabular_rewards
 
     tables = []
-    for m, typed in enumerate(model.type_models_):
+    for m, typed in enumerate(type_models):
         if index is not None:
             table = tabular_rewards(typed, index, data, labels, None, config.level)
             weights = typed.training_data_.weights
@@ -67,6 +75,33 @@ def type_rewards(model, index, data, labels, frame, config):
         table.insert(0, "type", m)
         tables.append(table)
     return pd.concat(tables, ignore_index=True)
+
+
+def structural_type_models(model, data, structural) -> list:
+    """``--features F --types M``: the per-type rewards at the structural mixture MLE's types.
+
+    The mixture MLE (``structural``, a :class:`~genpqr.structural.types.TypedStructuralFit`)
+    decides the types; each type's nonparametric fit is GenPQR's M-step at its posterior type
+    probabilities held fixed (:func:`genpqr.estimator.fit_type_models`; the nonparametric EM is
+    not run), so ``rewards.csv``, ``types.csv`` and ``parameters.csv`` speak of the same types in
+    the same order.
+
+    Parameters
+    ----------
+    model : GenPQR
+        The one-type fit on ``data`` (its parameters define every type's fit).
+    data : Transitions
+    structural : TypedStructuralFit
+        Fitted on ``data``'s episodes: ``posteriors`` (n_episodes, M), rows in the order of the
+        sorted episode ids.
+    """
+    from ..estimator import fit_type_models
+    from ..stage1 import episode_codes
+
+    labels, _ = episode_codes(data.episode_ids)
+    if not np.array_equal(labels, np.asarray(structural.episode_labels)):
+        raise ValueError("structural was fitted on other episodes than data: its posteriors cannot weigh data's rows")
+    return fit_type_models(model, data, structural.posteriors)
 
 
 def types_table(model):

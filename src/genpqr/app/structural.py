@@ -51,12 +51,16 @@ from .report_base import ReportFigure, new_figure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
            "parameters_table", "typed_parameters_table", "choice_fit_table", "fig_choice_fit", "report_section",
-           "console_lines"]
+           "console_lines", "TYPES_NOTE"]
 
 #: Printed and reported with them.
 MLE_NOTE = ("the MLE depends only on the features, the choices, the kernel and the discount, not on "
             "--normalization, --clip or the first stage (NPL's start): warnings about those concern rewards.csv, not "
             "these estimates")
+
+#: With latent types: how types.csv, rewards.csv and parameters.csv relate (printed and reported).
+TYPES_NOTE = ("one set of types: the mixture MLE's posteriors (types.csv) decide them, and rewards.csv holds GenPQR's "
+              "per-type rewards fitted at those posteriors held fixed, types in the same order as parameters.csv")
 
 
 def structural_from_model(model, data, features, names, estimator: str, n_types: int = 1):
@@ -200,7 +204,7 @@ def console_lines(fit, parameters) -> list:
         return [f"  structural parameters with {fit.n_types} latent types, estimator {fit.estimator}: mixture MLE",
                 f"    log-likelihood {fit.loglik:.4f} over {fit.n_episodes} episodes ({fit.n_choices} choices); "
                 f"AIC {fit.aic:.3f}, BIC {fit.bic:.3f}; iterations: {fit.convergence}",
-                f"    std_error: {parameters['std_error_kind'].iloc[0]}"] + [
+                f"    std_error: {parameters['std_error_kind'].iloc[0]}", f"    {TYPES_NOTE}"] + [
             f"    {row['parameter']}: {row['estimate']:.4g} (SE {row['std_error']:.4g})"
             for _, row in parameters.iterrows()]
     boot = "std_error_analytic" in parameters.columns
@@ -335,7 +339,7 @@ def _typed_report_section(ctx, fit, labels) -> dict:
                ("separation of the types (mean total-variation distance of posteriors from prior)",
                 f"{fit.separation:.3f}"),
                ("std_error", ctx.parameters["std_error_kind"].iloc[0]),
-               ("posterior type probabilities per episode", "types.csv")]
+               ("posterior type probabilities per episode", "types.csv"), ("types of rewards.csv", TYPES_NOTE)]
     S = fit.space.n_states
     typed_counts = fit.space.counts(fit.data, fit.posteriors).reshape(fit.n_types, S, -1)
     share = typed_counts.sum(axis=2, keepdims=True)

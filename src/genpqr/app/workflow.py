@@ -88,7 +88,7 @@ from .action_features import read_action_table
 from .data_file import read_features, read_frame
 from .model_choice import ENCODINGS, choose_first_stage, make_estimator
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
-from .latent_types import check_types_config, type_rewards, types_table
+from .latent_types import check_types_config, structural_type_models, type_rewards, types_table
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
                       run_bootstrap_sources, sources_frame, tabular_rewards)
 from .states import NearestStateLookup, StateIndex, decide_tabular, make_normalization, tabular_states
@@ -126,6 +126,7 @@ class _DiscreteFit:
     structural_warnings: list = field(default_factory=list)
     sources: object = None
     transition: object = None
+    type_models: list | None = None
 
 
 def run_fit(config: FitConfig) -> FitOutputs:
@@ -229,7 +230,9 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
     normalization = make_normalization(kind, arg, frame=frame, config=config, labels=labels, index_rows=index_rows,
                                        n_states=index.n_states if tabular else None)
     policy_model, first_stage = choose_first_stage(config, data, index, transition_model)
-    model = make_estimator(config, normalization, index, transition_model, policy_model).fit(data)
+    # with --features the structural mixture MLE decides the types: GenPQR is fitted with one type
+    model = make_estimator(replace(config, types=1) if config.features else config, normalization, index,
+                           transition_model, policy_model).fit(data)
     if first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
         model.first_stage_ = first_stage
     fit = _DiscreteFit(data, index, model, first_stage, transition=transition)
@@ -252,14 +255,17 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
                                                    n_types=config.types)
         fit.structural_warnings = warning_messages(caught)
         model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
+        if hasattr(fit.structural, "posterior_frame"):  # per-type rewards at the MLE's posteriors, held fixed
+            fit.type_models = structural_type_models(model, data, fit.structural)
     return fit
 
 
 def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messages: list) -> FitOutputs:
     """The rewards and parameters tables of a fit, gathered in :class:`FitOutputs`."""
     tabular = fit.index is not None
-    if hasattr(fit.model, "type_models_"):  # latent types: one table, a type column
-        rewards = type_rewards(fit.model, fit.index, fit.data, labels, frame, config)
+    typed = getattr(fit.model, "type_models_", None) or fit.type_models
+    if typed:  # latent types: one table, a type column
+        rewards = type_rewards(typed, fit.index, fit.data, labels, frame, config)
     elif tabular:
         rewards = tabular_rewards(fit.model, fit.index, fit.data, labels, fit.boot, config.level)
     else:
@@ -434,10 +440,11 @@ def _add_tabular_flags(p) -> None:
                    help="with --features: npl (iterated to convergence = the MLE), nfxp, pml or projection "
                         "(default: npl)")
     p.add_argument("--types", type=int, default=S, metavar="M",
-                   help="latent agent types: a finite mixture of M types over episodes by EM: per-type rewards "
-                        "(rewards.csv, a type column), types.csv (the posterior type probabilities per episode), log "
-                        "likelihood, AIC and BIC; with --features: the mixture MLE (--estimator npl or nfxp, all "
-                        "parameters type-specific) (default: 1)")
+                   help="latent agent types: a finite mixture of M types over episodes; writes types.csv (the "
+                        "posterior type probabilities per episode) and rewards.csv per type (a type column). "
+                        "Without --features: EM over episodes, log likelihood, AIC and BIC; with --features: the "
+                        "mixture MLE (--estimator npl or nfxp, all parameters type-specific) decides the types and "
+                        "each type's rewards are fitted at its posteriors held fixed (default: 1)")
 
 
 def _add_run_flags(p, required) -> None:

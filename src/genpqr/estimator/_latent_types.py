@@ -27,22 +27,13 @@ import warnings
 import numpy as np
 
 from ..data.validation import clone_learner as clone, seed_from
-from ..exceptions import GenPQRWarning
-from ..stage1 import (episode_codes, fit_policy, mixing_log_prior, separation_share, type_posteriors,
-                      type_row_weights)
+from ..exceptions import LatentTypeWarning
+from ..stage1 import (SEPARATION_WARN, episode_codes, fit_policy, latent_type_warnings, mixing_log_prior,
+                      separation_share, type_posteriors, type_row_weights)
 from .. import stage2 as tabular
 
 __all__ = ["LatentTypeWarning", "TypeFit", "fit_latent_types", "fit_type_models", "type_loglik_terms",
            "ccp_parameter_count", "information_criteria", "type_criteria", "type_warnings", "SEPARATION_WARN"]
-
-#: Warn when the posteriors moved less than this share of the way from the prior to certainty
-#: (``separation_share / (1 - sum_m prior_m^2)``; 1: every episode's type is certain).
-SEPARATION_WARN = 0.25
-
-
-class LatentTypeWarning(GenPQRWarning):
-    """The latent types are not separated by the data, or a type is (nearly) empty."""
-
 
 @dataclasses.dataclass
 class TypeFit:
@@ -364,26 +355,17 @@ def information_criteria(loglik: float, n_params, n_episodes: int) -> tuple[floa
     return 2.0 * n_params - 2.0 * loglik, n_params * float(np.log(n_episodes)) - 2.0 * loglik
 
 
+#: What a nonparametric mixture's warnings say is in doubt.
+REWARDS_IN_DOUBT = ("the per-episode type probabilities (type_weights_; genpqr fit: types.csv) and the per-type "
+                    "rewards (type_models_; rewards.csv)")
+
+
 def type_warnings(type_weights, log_prior) -> list[str]:
-    """What is in doubt about a mixture fit, as messages: a type whose posterior weights sum to
-    less than one episode (empty), and posteriors that moved less than :data:`SEPARATION_WARN`
-    of the way from the mixing proportions ``exp(log_prior)`` (M,) or (n_episodes, M) to certain
-    types (``separation_share / (1 - sum_m prior_m^2)``, episode-averaged: not separated)."""
-    q = np.asarray(type_weights, dtype=np.float64)
-    prior = np.broadcast_to(np.exp(np.asarray(log_prior, dtype=np.float64)), q.shape)
-    ceiling = float(np.mean(1.0 - np.sum(prior ** 2, axis=1)))
-    separation = separation_share(q, log_prior)
-    share = separation / ceiling if ceiling > 0 else 0.0
-    in_doubt = ("the per-episode type probabilities (type_weights_; genpqr fit: types.csv) and the per-type "
-                "rewards (type_models_; rewards.csv)")
-    expected = q.sum(axis=0)
-    out = [f"latent type {m} is empty: its posterior weights sum to {expected[m]:.3g} episode(s), so {in_doubt} of "
-           f"type {m} rest on no episode; fit fewer types" for m in np.flatnonzero(expected < 1.0)]
-    if share < SEPARATION_WARN:
-        out.append(f"the data barely separate the {q.shape[1]} latent types: the posteriors moved {share:.0%} of the "
-                   f"way from the mixing proportions to certain types (separation share {separation:.3g}), so "
-                   f"{in_doubt} are in doubt; compare bic_ with fewer types")
-    return out
+    """What is in doubt about a nonparametric mixture fit, as messages: the shared rule
+    :func:`genpqr.stage1.latent_type_warnings` (an empty type; posteriors that moved less than
+    :data:`~genpqr.stage1.SEPARATION_WARN` of the way from the mixing proportions to certain
+    types) worded for the per-type rewards."""
+    return latent_type_warnings(type_weights, log_prior, REWARDS_IN_DOUBT)
 
 
 def _warn_types(estimator, log_prior):

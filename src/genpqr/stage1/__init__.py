@@ -13,7 +13,8 @@ from ._clipping import (AUTO_LOW_FRACTION, AUTO_LOW_MAX, CLIP_WARN_FRACTION, PAP
 from ._stage1 import FittedStage1, cross_fit_models
 from ._bilinear import DENSE_LIMIT_BYTES, bilinear_log_partition, bilinear_log_proba_at, block_rows
 from ._blocked import log_policy_at
-from ._latent_types import (TypePosterior, episode_codes, mixing_log_prior, separation_share, type_posteriors,
+from ._latent_types import (SEPARATION_WARN, latent_type_warnings, TypePosterior, episode_codes, mixing_log_prior,
+                            separation_share, type_posteriors,
                             type_row_weights)
 from ._first_stage import (C_GRID, DEFAULT_SEED, FirstStageChoice, KNOT_GRID, SPARSE_MEDIAN_VISITS, SPARSE_ZERO_SHARE,
                            SplineLogit, cells_are_sparse, choose_tabular_policy, given_first_stage, select_spline_logit,
@@ -26,7 +27,8 @@ __all__ = ["DENSE_LIMIT_BYTES", "bilinear_log_partition", "bilinear_log_proba_at
            "fit_stage1", "check_classifier", "check_clip", "is_auto", "DEFAULT_CLIP", "PAPER_CLIP",
            "CLIP_WARN_FRACTION", "AUTO_LOW_MAX", "AUTO_LOW_FRACTION", "parse_clip", "check_bounds",
            "auto_clip_from_summary", "auto_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds",
-           "safe_log", "mu_expectation", "FittedStage1", "cross_fit_models", "TypePosterior", "episode_codes",
+           "safe_log", "mu_expectation", "FittedStage1", "cross_fit_models", "TypePosterior", "SEPARATION_WARN",
+           "latent_type_warnings", "episode_codes",
            "type_posteriors", "mixing_log_prior", "type_row_weights", "separation_share", "SplineLogit", "select_spline_logit",
            "cells_are_sparse", "choose_tabular_policy", "FirstStageChoice", "state_is_ordered", "given_first_stage",
            "sparsity", "SPARSE_MEDIAN_VISITS", "SPARSE_ZERO_SHARE", "KNOT_GRID", "C_GRID", "DEFAULT_SEED"]

@@ -22,7 +22,12 @@ import numpy as np
 from scipy.special import logsumexp
 
 __all__ = ["TypePosterior", "episode_codes", "type_posteriors", "mixing_log_prior", "type_row_weights",
-           "separation_share"]
+           "separation_share", "SEPARATION_WARN", "latent_type_warnings"]
+
+
+#: Warn when the posteriors moved less than this share of the way from the mixing proportions to
+#: certain types (:func:`latent_type_warnings`).
+SEPARATION_WARN = 0.25
 
 
 @dataclass(frozen=True)
@@ -138,3 +143,49 @@ def separation_share(weights, log_prior) -> float:
     q = np.asarray(weights, dtype=float)
     prior = np.broadcast_to(np.exp(np.asarray(log_prior, dtype=float)), q.shape)
     return float(0.5 * np.abs(q - prior).sum(axis=1).mean())
+
+
+def latent_type_warnings(type_weights, log_prior, in_doubt: str) -> list[str]:
+    """The one rule for a mixture fit's doubts (nonparametric and structural), as messages.
+
+    * **empty type**: type ``m``'s posterior weights sum to less than one episode,
+      ``sum_e q[e, m] < 1``;
+    * **not separated**: ``separation_share(q, log_prior) / (1 - mean_e sum_m prior[e, m]^2)``
+      below :data:`SEPARATION_WARN`.
+
+    The scale: :func:`separation_share` (the mean total-variation distance of the posteriors from
+    the prior) is 0 when the data say nothing about the types and, when every episode's type is
+    certain and the prior calibrated, ``sum_m prior_m (1 - prior_m) = 1 - sum_m prior_m^2`` -- a
+    ceiling that depends on ``M`` and the proportions (0.5 for two even types, 0.18 for 0.9/0.1).
+    Divided by its ceiling the share is the fraction of the way from the prior to certain types
+    (0 to 1) whatever ``M`` and the proportions, so one threshold means the same for every fit.
+    0.25: a quarter of the way; below it most episodes' types are close to a coin flip at the
+    mixing proportions, so type-specific outputs mostly average the types.
+
+    Parameters
+    ----------
+    type_weights : array (n_episodes, M)
+        Posterior type probabilities ``q``.
+    log_prior : array (M,) or (n_episodes, M)
+        Log mixing proportions, common or per episode.
+    in_doubt : str
+        The caller's outputs that are in doubt (e.g. ``"the per-type rewards"``); it fills the
+        messages' ``so ... of type m rest on no episode`` and ``so ... are in doubt``.
+
+    Returns
+    -------
+    list of str (empty: nothing in doubt).
+    """
+    q = np.asarray(type_weights, dtype=float)
+    prior = np.broadcast_to(np.exp(np.asarray(log_prior, dtype=float)), q.shape)
+    ceiling = float(np.mean(1.0 - np.sum(prior ** 2, axis=1)))
+    separation = separation_share(q, log_prior)
+    share = separation / ceiling if ceiling > 0 else 0.0
+    expected = q.sum(axis=0)
+    out = [f"latent type {m} is empty: its posterior weights sum to {expected[m]:.3g} episode(s), so {in_doubt} of "
+           f"type {m} rest on no episode; fit fewer types" for m in np.flatnonzero(expected < 1.0)]
+    if q.shape[1] > 1 and share < SEPARATION_WARN:
+        out.append(f"the data barely separate the {q.shape[1]} latent types: the posteriors moved {share:.0%} of the "
+                   f"way from the mixing proportions to certain types (separation share {separation:.3g}, below "
+                   f"{SEPARATION_WARN:.0%} of the way), so {in_doubt} are in doubt; compare the BIC with fewer types")
+    return out

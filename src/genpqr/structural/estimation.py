@@ -76,7 +76,7 @@ from .fit_checks import (MIN_CHOICES_PER_PARAMETER, ProjectionWarning, check_con
 from .likelihood import LikelihoodDerivatives, likelihood_derivatives, relative_solve
 from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from .projection import project_reward
-from .results import (SE_KINDS, SE_LABELS, coefficient_frame, conf_int, describe_iterations, lr_test,
+from .results import (SE_KINDS, SE_LABELS, coefficient_frame, conf_int, describe_iterations, lr_test, std_errors,
                       summary_of)
 from .identification import Identification, generalized_inverse, identification
 from .separation import Separation, find_separation
@@ -492,10 +492,3 @@ def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p, no_mle=False, 
     if estimator == "pml":
         return pml_cov, nan
     return nan, nan
-
-
-def std_errors(cov):
-    """Square roots of the covariance's diagonal; NaN where it is not finite or negative (an
-    inverse of a matrix that is not positive definite: no standard error, rather than 0)."""
-    diag = np.diag(cov) if np.all(np.isfinite(cov)) else np.full(cov.shape[0], np.nan)
-    return np.sqrt(np.where(diag >= 0, diag, np.nan))

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["ESTIMATOR_LABELS", "SE_KINDS", "SE_LABELS", "MLE_ESTIMATORS", "describe_iterations", "check_level",
-           "conf_int", "coefficient_frame", "StructuralSummary", "summary_of", "LRTestResult", "lr_test"]
+           "conf_int", "coefficient_frame", "StructuralSummary", "summary_of", "LRTestResult", "lr_test",
+           "std_errors"]
 
 #: The estimators whose answer is the maximum likelihood estimator.
 MLE_ESTIMATORS = ("npl", "nfxp")
@@ -323,3 +324,12 @@ def lr_test(restricted, unrestricted) -> LRTestResult:
     statistic = max(0.0, 2.0 * gap)
     return LRTestResult(statistic, df, float(chi2.sf(statistic, df)), float(restricted.loglik),
                         float(unrestricted.loglik))
+
+
+def std_errors(cov):
+    """Square roots of the covariance's diagonal; NaN where it is not finite or negative (an
+    inverse of a matrix that is not positive definite: no standard error, rather than 0). Also
+    :func:`genpqr.structural.estimation.std_errors` (one function for every structural fit,
+    latent types included)."""
+    diag = np.diag(cov) if np.all(np.isfinite(cov)) else np.full(cov.shape[0], np.nan)
+    return np.sqrt(np.where(diag >= 0, diag, np.nan))

@@ -31,9 +31,10 @@ Types are labelled by their first type-specific parameter, ascending. With ``n_t
 estimates are those of :func:`genpqr.structural.estimation.estimate_structural` on the counts
 (the standard errors then are the per-episode OPG, clustered by episode). Choosing ``M``:
 ``loglik``, ``aic`` (``2 k - 2 L``), ``bic`` (``k log(n_episodes) - 2 L``, ``k`` all parameters);
-a :class:`LatentTypeWarning` when the types are not separated (posteriors near the prior:
-:func:`genpqr.stage1.separation_share` below :data:`MIN_SEPARATION`) or a type is empty (its
-proportion times the number of episodes below 1).
+a :class:`~genpqr.exceptions.LatentTypeWarning` by the rule the nonparametric types share
+(:func:`genpqr.stage1.latent_type_warnings`): the types are not separated (the posteriors moved
+less than :data:`MIN_SEPARATION`, a quarter, of the way from the prior to certain types) or a
+type is empty (its posteriors sum to less than one episode).
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..exceptions import ConvergenceWarning, GenPQRWarning
-from ..stage1 import mixing_log_prior, separation_share, type_posteriors
+from ..exceptions import ConvergenceWarning, GenPQRWarning, LatentTypeWarning
+from ..stage1 import SEPARATION_WARN, latent_type_warnings, mixing_log_prior, separation_share, type_posteriors
 from .ccp import fit_npl
 from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
-from .results import StructuralSummary, check_level
+from .results import StructuralSummary, check_level, std_errors
 from .type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_space, evaluate_mixture,
                          mixture_hessian)
 
@@ -61,12 +62,8 @@ TYPE_ESTIMATORS = {  # the estimators with latent types and what each is
     "nfxp": "full-information mixture MLE: EM with an NFXP M-step, finished by Newton steps",
     "ccp-em": "sequential CCP-EM (Arcidiacono-Miller 2011): pseudo-likelihood M-steps with updated type CCPs",
 }
-MIN_SEPARATION = 0.05  # below this mean total-variation distance of posteriors from prior: not separated
+MIN_SEPARATION = SEPARATION_WARN  # the shared threshold (genpqr.stage1.latent_type_warnings)
 NEWTON_MAX_ITER = 50  # Newton steps on the mixture likelihood at most (a parameter running off: no maximum)
-
-
-class LatentTypeWarning(GenPQRWarning):
-    """Types not separated by the data, or a type empty: per-type parameters and proportions in doubt."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +109,8 @@ class TypedStructuralFit:
     separation : float
         :func:`genpqr.stage1.separation_share` of the posteriors.
     seconds : float
+    log_prior : ndarray (M,) or (n_episodes, M)
+        Log mixing proportions at the estimate (per episode with mixing covariates).
     """
 
     estimator: str
@@ -141,6 +140,7 @@ class TypedStructuralFit:
     data: EpisodeChoices = field(default=None, repr=False)
     policy: np.ndarray = field(default=None, repr=False)
     spec: dict = field(default_factory=dict, repr=False)
+    log_prior: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_params(self) -> int:
@@ -189,7 +189,7 @@ class TypedStructuralFit:
         level = check_level(level)
         est = np.concatenate([self.theta, self.mixing_params])
         se = np.concatenate([self.std_error, self.mixing_std_error])
-        robust = _std_errors(self.cov_robust)
+        robust = std_errors(self.cov_robust)
         z = est / se
         half = norm.ppf(0.5 + level / 2) * se
         return pd.DataFrame({"estimate": est, "std_error": se, "std_error_kind": self.se_label, "z": z,
@@ -241,11 +241,6 @@ class TypedStructuralFit:
                 continue
             rows.append(np.concatenate([fit.theta, fit.mixing_params]))
         return TypeBootstrap(list(self.names) + list(self.mixing_names), np.array(rows), failed)
-
-
-def _std_errors(cov) -> np.ndarray:
-    diag = np.diag(cov) if np.all(np.isfinite(cov)) else np.full(cov.shape[0], np.nan)
-    return np.sqrt(np.where(diag >= 0, diag, np.nan))
 
 
 def _inverse(A) -> np.ndarray:
@@ -487,17 +482,22 @@ def _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, conve
               seconds, spec) -> TypedStructuralFit:
     """The result object, with the mixing proportions' delta-method standard errors."""
     P = len(space.names)
-    se = _std_errors(cov)
+    se = std_errors(cov)
     props, jac = mixing.proportions(params[P:])
     cov_alpha = cov[P:, P:]
     props_se = np.sqrt(np.clip(np.einsum("ma,ab,mb->m", jac, cov_alpha, jac), 0, None)) \
         if np.all(np.isfinite(cov_alpha)) else np.full(space.n_types, np.nan)
     q = ev.posterior.weights
     return TypedStructuralFit(
-        estimator, list(space.names), params[:P], se[:P], _std_errors(cov_robust)[:P], list(mixing.names),
+        estimator, list(space.names), params[:P], se[:P], std_errors(cov_robust)[:P], list(mixing.names),
         params[P:], se[P:], props, props_se, q, data.labels, cov, cov_robust, ev.loglik, space.n_types, data.n,
         data.n_episodes, converged, iterations, convergence, separation_share(q, ev.log_prior), seconds, space, data,
-        ev.policy, spec)
+        ev.policy, spec, ev.log_prior)
+
+
+#: What a structural mixture's warnings say is in doubt.
+PARAMETERS_IN_DOUBT = ("the per-type parameters, the mixing proportions and the posterior type probabilities "
+                       "(genpqr fit: parameters.csv, types.csv)")
 
 
 def check_types(fit: TypedStructuralFit) -> None:
@@ -507,13 +507,6 @@ def check_types(fit: TypedStructuralFit) -> None:
                       ConvergenceWarning, stacklevel=3)
     if fit.n_types < 2:
         return
-    if fit.separation < MIN_SEPARATION:
-        warnings.warn(f"the {fit.n_types} types are not separated: the posterior type probabilities stay near the "
-                      f"prior (mean total-variation distance {fit.separation:.3f} < {MIN_SEPARATION}); the per-type "
-                      "parameters and mixing proportions are in doubt; compare the BIC with fewer types",
-                      LatentTypeWarning, stacklevel=3)
-    empty = np.flatnonzero(fit.mixing_proportions * fit.n_episodes < 1.0)
-    if empty.size:
-        warnings.warn(f"type(s) {empty.tolist()} are empty: mixing proportion(s) "
-                      f"{np.round(fit.mixing_proportions[empty], 6).tolist()} (less than one of {fit.n_episodes} "
-                      "episodes); their parameters are in doubt; fit fewer types", LatentTypeWarning, stacklevel=3)
+    log_prior = fit.log_prior if fit.log_prior is not None else np.log(fit.mixing_proportions)
+    for message in latent_type_warnings(fit.posteriors, log_prior, PARAMETERS_IN_DOUBT):
+        warnings.warn(message, LatentTypeWarning, stacklevel=3)
