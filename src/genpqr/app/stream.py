@@ -77,6 +77,8 @@ class StreamFitOutputs:
             lines.append("  first stage: cell frequencies (out of core, the counts are all that is kept; the "
                          "smooth spline first stage that --policy-model auto picks for sparse ordered cells needs "
                          "the rows in memory: fit a CSV/Parquet file without --chunk-rows for it)")
+            lines.append("  transition model: counts (out of core; the held-out comparison of --transition auto, the "
+                         "in-memory default, needs the rows in memory: fit without --chunk-rows for it)")
         return "\n".join(lines + closing_lines(self.files, self.warnings))
 
 

@@ -145,8 +145,11 @@ class FinitePath:
 
     def _check_transition_support(self, norm, trans, mu_trans):
         """An action weighted by ``mu`` must be seen with a next state (``P(.|s, a)`` enters
-        ``P mu Q``), unless a given transition model supplies it."""
-        if trans.n == self.training_data_.n or (self._exact and self.transition_model is not None):
+        ``P mu Q``), unless a given kernel or structure supplies it (a transition model fitted on
+        these data, ``"auto"`` included, would only lend it other actions' moves: refused too)."""
+        given = self.transition_model
+        learned = isinstance(given, str) or hasattr(given, "predict_proba")
+        if trans.n == self.training_data_.n or (self._exact and given is not None and not learned):
             return
         seen = np.bincount(trans.actions, minlength=self.n_actions_) > 0
         needed = np.flatnonzero((mu_trans.max(axis=0) > 0) & ~seen)
@@ -155,7 +158,8 @@ class FinitePath:
             raise ValueError(
                 f"the normalization ({norm.describe()}) puts weight on action(s) {short_list(labels)} that never "
                 f"occur in the data with an observed next state (only as the last choice of an episode), so "
-                f"P(.|s, a) cannot be estimated for them; give a transition_model or another normalization"
+                f"P(.|s, a) cannot be estimated for them; give a known kernel or structure (transition_model) "
+                f"or another normalization"
                 f"{continuous_hint(trans, labels)}")
 
     def _fit_exact(self, norm, data, choices):
