@@ -24,7 +24,9 @@ Methods (each one fit of stage 1 and stage 2 per seed and K):
   ``g(f(s) * h(x_a))``: state tower (64,), affine action tower, embedding 8, ``g`` (32,), 10 epochs:
   ``TT_MLP``) + the same neural FQE;
 * ``oracle``: the correctly specified first stage (the benchmark's own parametric form, W and b
-  unknown, maximum likelihood; ``many_actions_heads.py``'s "oracle" head) + neural FQE: the reference.
+  unknown, maximum likelihood; ``many_actions_heads.py``'s "oracle" head) + neural FQE: the reference;
+* ``deeppqr``: the paper's baseline, the registered "DeepPQR" method with the "many-actions" experiment's
+  options (the specification's settings on ``bc``'s behaviour-cloning estimate: same network, same seed).
 
 ``--large K`` adds a large-K part on the same dynamics (``--large-trajectories``): ``cl-attr+af``
 and ``oracle+af``, fit seconds, peak resident memory (``ru_maxrss`` of the process so far: run the
@@ -66,7 +68,7 @@ from genpqr.stage1 import ConditionalLogit
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from many_actions_heads import HeadClassifier  # noqa: E402  (the correctly specified "oracle" form)
 
-METHODS = ("bc", "cl-move", "cl-attr", "cl-attr+af", "tt-mlp", "oracle")
+METHODS = ("bc", "cl-move", "cl-attr", "cl-attr+af", "tt-mlp", "oracle", "deeppqr")
 #: TwoTowerClassifier settings of ``tt-mlp`` (chosen on seeds 0-3 at K = 40, docs/benchmarks.md).
 TT_MLP = dict(interaction="mlp", embedding_dim=8, max_epochs=10)
 
@@ -136,11 +138,21 @@ def stage2(method, pol, d, seed, tiny=False):
     return GenPQR(q_model=DuelingQNetwork(random_state=seed, **q), **common, **fqe).fit(d.train)
 
 
+def deeppqr(d, seed, tiny=False):
+    """DeepPQR fitted on ``d.train`` as the "many-actions" experiment runs it (``get_method("DeepPQR")`` with
+    that experiment's options: behaviour cloning with ``bc``'s weight decay, the specification's DeepPQR)."""
+    method = M.get_method("DeepPQR")
+    options = method.resolve(C.get_config("many-actions").options["DeepPQR"], tiny=tiny)
+    return method.build(d, seed, options).fit(d.train)
+
+
 def run_small(seed, K, method, trajectories, tiny=False):
     d = make_synthetic_data(seed, trajectories, n_actions=K)
     t = time.perf_counter()
-    pol = stage1(method, d, seed, tiny)
-    est = stage2(method, pol, d, seed, tiny)
+    if method == "deeppqr":
+        est = deeppqr(d, seed, tiny)
+    else:
+        est = stage2(method, stage1(method, d, seed, tiny), d, seed, tiny)
     sec = time.perf_counter() - t
     truth, r = d.true_test_reward(), est.reward(d.test.states, d.test.actions)
     return {"seed": seed, "K": K, "method": method, "mse": float(np.mean((r - truth) ** 2)), "fit_s": sec}

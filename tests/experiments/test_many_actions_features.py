@@ -30,3 +30,15 @@ def test_tiny_many_actions_features(script, tmp_path):
         assert len(list(csv.DictReader(f))) == len(rows) + len(large)
     with pytest.raises(FileExistsError):  # never overwrites: --out must be a fresh folder
         script.main(["--actions", "", "--out", str(out)])
+
+
+def test_deeppqr_row_shares_bc_policy_estimate(script):
+    """The deeppqr row is DeepPQR on the bc row's behaviour-cloning estimate (same settings, same seed)."""
+    from genpqr.envs import make_synthetic_data
+
+    d = make_synthetic_data(0, 30, n_actions=5)
+    est = script.deeppqr(d, 0, tiny=True)
+    assert type(est).__name__ == "DeepPQR" and est.anchor_ == 0 and est.gamma_ == 0.9
+    bc = script.stage1("bc", d, 0, tiny=True)
+    S = d.test.states[:50]
+    np.testing.assert_allclose(est.policy_.raw_proba(S), bc.predict_proba(S), rtol=0, atol=1e-8)
