@@ -38,7 +38,7 @@ __all__ = ["check_types_config", "type_rewards", "structural_type_models", "type
 def check_types_config(config) -> None:
     """``--types``: an int >= 1; M > 1 needs an in-memory discrete-action fit without
     ``--bootstrap`` (with ``--features`` the structural mixture MLE decides the types,
-    :func:`structural_type_models`; its own checks are in :func:`genpqr.app.workflow.check_before_fit`)."""
+    :func:`structural_type_models`; its own checks are in ``genpqr.app.workflow.check_before_fit``)."""
     M = config.types
     if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or M < 1:
         raise ValueError(f"--types must be a number of latent types >= 1, got {M!r}")

@@ -1,7 +1,7 @@
 r"""Stage 2 of :class:`genpqr.GenPQR` for many actions (``encoding="action_features"``, ``n x K``
 too large for dense arrays): nothing of shape ``(n, K)`` is built.
 
-When the data's ``n x K`` float64 matrix would exceed :data:`DENSE_LIMIT_BYTES` and stage 1 is one
+When the data's ``n x K`` float64 matrix would exceed :data:`genpqr.stage1.DENSE_LIMIT_BYTES` and stage 1 is one
 model fitted on all rows (a prefit policy or ``cross_fit=None``), the finite path takes these steps:
 
 * ``u = log pi_hat`` only at the taken actions and at ``mu``'s columns
@@ -46,7 +46,7 @@ EXACT_READ_PAIRS = 2 ** 22
 def large_path_applies(est, data, norm, max_bytes: int | None = None) -> bool:
     """Whether the finite path runs without (n, K) arrays: ``encoding="action_features"``, FQE,
     one stage-1 model, a supported ``mu`` with a fixed offset, and ``n K`` floats over ``max_bytes``
-    (default :data:`DENSE_LIMIT_BYTES`, read at call time)."""
+    (default :data:`genpqr.stage1.DENSE_LIMIT_BYTES`, read at call time)."""
     max_bytes = DENSE_LIMIT_BYTES if max_bytes is None else max_bytes
     if getattr(est, "encoding", None) != "action_features" or est._exact or isinstance(est.q_model, str) \
             or hasattr(est.q_model, "fit_bellman"):
@@ -111,7 +111,7 @@ def _check_large_support(est, norm, data, columns, sampled):
 def fit_large_stage2(est, norm, data, max_bytes: int | None = None):
     """Stage 2 of ``est`` (a :class:`genpqr.GenPQR` after stage 1) without (n, K) arrays: sets
     ``normalization_``, ``stage2_`` (a :class:`LargeStage2`) and ``diagnostics_``; blocks of at
-    most ``max_bytes`` (default :data:`DENSE_LIMIT_BYTES`)."""
+    most ``max_bytes`` (default :data:`genpqr.stage1.DENSE_LIMIT_BYTES`)."""
     max_bytes = DENSE_LIMIT_BYTES if max_bytes is None else max_bytes
     trans, rows, K, policy = data.with_next(), data.next_observed, est.n_actions_, est.policy_
     seed = seed_from(est.random_state)
@@ -180,7 +180,7 @@ def _large_diagnostics(est, data, u_taken, clipped, se, anchor):
 
 class LargeStage2(SampleStage2):
     """A :class:`~genpqr.stage2.SampleStage2` that also reads the reward off at given pairs
-    without (n, K) arrays (:meth:`reward_at`)."""
+    without (n, K) arrays (:meth:`LargeStage2.reward_at`)."""
 
     def __init__(self, fqe, normalization, policy, g_fn, n_actions, max_bytes=DENSE_LIMIT_BYTES,
                  random_state=None):
