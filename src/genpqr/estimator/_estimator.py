@@ -103,15 +103,19 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         ``cross_fit=None`` and ``genpqr fit``'s default ``--cross-fit 5`` give the same reward.
     n_states : int, optional
         Number of tabular states (exact path; default max index + 1).
-    transition_model : None, "auto", kernel, transition model or callable, optional
-        Exact path: where ``P`` comes from. None: counts (:func:`genpqr.stage2.estimate_transitions`, sparse);
-        ``"auto"``: :class:`genpqr.stage2.AutoTransition`; a kernel (dense (S, K, S), sparse (S*K, S) or any
-        object with ``expect``/``push``: :func:`~genpqr.stage2.as_kernel`): known transitions; a transition model
-        of :mod:`genpqr.stage2` or a callable ``(transitions, n_states, n_actions) -> kernel``: an estimator
-        (e.g. :class:`genpqr.stage2.ShrinkageKernel`, :func:`genpqr.structural.ddc.increment_kernel`).
-        ``genpqr fit`` on tabular data defaults to ``--transition auto``, the same as ``"auto"`` here; the
-        API's None keeps the counts (``"auto"`` costs a cross-validated comparison per fit; on well-filled
-        cells it chooses the counts and gives the same reward).
+    transition_model : "auto", "counts", None, kernel, transition model or callable
+        Exact path: where ``P`` comes from. ``"auto"`` (default, the same as ``genpqr fit``'s
+        ``--transition auto``): chosen by held-out next-state log-likelihood over episode folds among
+        counts, :class:`~genpqr.stage2.ShrinkageKernel` and :class:`~genpqr.stage2.LowRankKernel`
+        (:func:`genpqr.stage2.select_transition_model`; counts stay unless another model beats them by
+        2 standard errors, so well-filled cells keep the counts and their reward); the comparison is
+        ``transition_selection_`` and a line of :meth:`summary`. ``"counts"`` or None: the count
+        kernel (:func:`genpqr.stage2.estimate_transitions`, sparse). A kernel (dense (S, K, S), sparse
+        (S*K, S) or any object with ``expect``/``push``: :func:`~genpqr.stage2.as_kernel`): known
+        transitions. A transition model of :mod:`genpqr.stage2` or a callable ``(transitions,
+        n_states, n_actions) -> kernel``: an estimator (e.g. :class:`genpqr.stage2.ShrinkageKernel`,
+        :func:`genpqr.structural.ddc.increment_kernel`). Weighted rows and a single episode keep the
+        counts under ``"auto"``; so do streamed fits.
     solver : str
         Linear solver of the exact path (:func:`genpqr.stage2.solve_linear_bellman`).
     validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.stage2.FQE`).
@@ -170,6 +174,10 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         Exact path: states with an observed choice; rewards elsewhere are not identified (see :meth:`reward_table`).
     transition_counts_ : ndarray of shape (S, K)
         Exact path: observed moves (s, a) -> s' per cell, terminated ones included (not choices).
+    transition_model_ : None or object
+        Exact path: None when the kernel is the counts, else the transition model or kernel used.
+    transition_selection_ : None or :class:`~genpqr.stage2.TransitionSelection`
+        Exact path with ``transition_model="auto"``: the held-out comparison and its reason.
     state_dim_ : int
         Number of state columns.
     data_fingerprint_ : str
@@ -191,7 +199,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
                  encoding="auto",
                  n_iterations=100, tol=1e-6, warm_start="auto", clip="auto", cross_fit=None, n_states=None,
-                 transition_model=None, solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
+                 transition_model="auto", solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
                  random_state=None, progress=None, structure="continuation", integration=None, reference=None,
                  min_log_density=None, check_density=True, density_tol=1e-2, freeze_transformers=True, n_types=1,
                  type_covariates=None, type_specific_transitions=False, n_em_starts=3, max_em_iter=200, em_tol=1e-8):

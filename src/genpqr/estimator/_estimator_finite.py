@@ -148,8 +148,8 @@ class FinitePath:
         ``P mu Q``), unless a given kernel or structure supplies it (a transition model fitted on
         these data, ``"auto"`` included, would only lend it other actions' moves: refused too)."""
         given = self.transition_model
-        learned = isinstance(given, str) or hasattr(given, "predict_proba")
-        if trans.n == self.training_data_.n or (self._exact and given is not None and not learned):
+        learned = tabular.is_estimated_spec(given) or hasattr(given, "predict_proba")
+        if trans.n == self.training_data_.n or (self._exact and not learned):
             return
         seen = np.bincount(trans.actions, minlength=self.n_actions_) > 0
         needed = np.flatnonzero((mu_trans.max(axis=0) > 0) & ~seen)
@@ -172,14 +172,14 @@ class FinitePath:
         s = check_state_indices(choices.states, S, "states")
         counts = np.bincount(s * K + choices.actions, weights=choices.sample_weight,
                              minlength=S * K).reshape(S, K).astype(np.float64)
-        if self.transition_model is not None:
-            given = self.transition_model
-            if isinstance(given, str):
-                if given != "auto":
-                    raise ValueError(f"transition_model must be None, 'auto', a kernel or a transition model, got "
-                                     f"{given!r}")
-                given = tabular.AutoTransition(random_state=self.random_state)
-            given = given(data, S, K) if callable(given) else given
+        given, self.transition_selection_ = tabular.resolve_transition_model(
+            self.transition_model, data, S, random_state=seed_from(self.random_state))
+        self.transition_model_ = given
+        if given is not None:
+            if self.transition_selection_ is not None:  # "auto": the chosen model, fitted on every move
+                given = given.kernel()
+            elif callable(given):
+                given = given(data, S, K)
             kernel = tabular.as_kernel(given, K)
             if kernel.n_states != S:
                 raise ValueError(f"transition_model has {kernel.n_states} states but the data has {S}")
@@ -244,7 +244,7 @@ class FinitePath:
                          converged=True, solver=info.solver, n_states=int(self.n_states_),
                          unvisited_states=np.flatnonzero(~self.visited_states_).tolist(),
                          **thin_transitions(stage2.counts, self.transition_counts_, data.encoder.decode,
-                                            estimated=self.transition_model is None))
+                                            estimated=getattr(self, "transition_model_", None) is None))
         diag = Diagnostics(
             n_transitions=data.n,
             n_episodes=data.n_episodes,
@@ -400,6 +400,10 @@ class FinitePath:
         first = getattr(self, "first_stage_", None)  # absent from models fitted before it existed
         if first is not None:
             lines.append(("first stage", first.describe()))
+        selection = getattr(self, "transition_selection_", None)
+        if selection is not None:
+            text = selection.summary().removeprefix("transition model: ")
+            lines.append(("transition model", text.replace("\n", "\n  ")))
         kernel_note = getattr(getattr(self.stage2_, "kernel", None), "note", "")
         if kernel_note:
             lines.append(("transition kernel", kernel_note))

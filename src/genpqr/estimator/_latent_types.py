@@ -182,8 +182,9 @@ def _check_parameters(estimator, data):
         raise ValueError(f"n_types must be an int >= 1, got {M!r}")
     if not data.is_finite:
         raise NotImplementedError("n_types > 1 is implemented for finite actions")
-    if estimator.type_specific_transitions and (not estimator._exact or estimator.transition_model is not None):
-        raise ValueError("type_specific_transitions=True needs tabular states (q_model='exact') and no "
+    if estimator.type_specific_transitions and (not estimator._exact or
+                                                 not tabular.is_estimated_spec(estimator.transition_model)):
+        raise ValueError("type_specific_transitions=True needs tabular states (q_model='exact') and no given "
                          "transition_model: each type's kernel is estimated from its weighted transition counts")
     for name in ("max_em_iter", "n_em_starts"):
         value = getattr(estimator, name)
@@ -206,8 +207,10 @@ def _type_models(estimator, data, q, learner, choice, n_states) -> list:
     params.update(policy_model=learner)
     given = estimator.transition_model
     if estimator._exact and not estimator.type_specific_transitions:  # one kernel for all types, from all rows
-        if given is None:
-            given = _type_kernel(data, n_states, data.n_actions, base)
+        if tabular.is_estimated_spec(given):  # "auto" chooses on every row (weighted rows keep the counts)
+            model, _ = tabular.resolve_transition_model(given, data.with_next(), n_states,
+                                                        random_state=seed_from(estimator.random_state))
+            given = _type_kernel(data, n_states, data.n_actions, base) if model is None else model.kernel()
         elif callable(given):
             given = given(data.with_next(), n_states, data.n_actions)
         params.update(transition_model=given)

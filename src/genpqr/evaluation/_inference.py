@@ -154,6 +154,18 @@ def refit_copy(estimator):
     return copy_
 
 
+def replicate_template(estimator, full):
+    """The unfitted estimator each replicate refits: ``estimator``, with ``transition_model="auto"``
+    held at the full sample's choice (counts, or the chosen model with its cross-validated
+    settings fixed, refitted on each replicate's moves), so replicates do not choose again."""
+    copy_ = refit_copy(estimator)
+    if isinstance(getattr(estimator, "transition_model", None), str) and \
+            getattr(full, "transition_selection_", None) is not None:
+        chosen = full.transition_model_
+        copy_.set_params(transition_model="counts" if chosen is None else chosen.fixed_copy())
+    return copy_
+
+
 def _replicate(estimator, data, seed, statistic, resample="both", full=None):
     """One replicate; the full-sample fit already raised any warnings, so replicates are quiet."""
     import warnings
@@ -202,7 +214,8 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
         check_exact(full)
     estimate = np.asarray(statistic(full), dtype=np.float64)
     seeds = check_random_state(random_state).integers(0, 2**63 - 1, size=n_boot)
-    tasks = (delayed(_replicate)(estimator, data, int(s), statistic, resample, full) for s in seeds)
+    template = replicate_template(estimator, full)
+    tasks = (delayed(_replicate)(template, data, int(s), statistic, resample, full) for s in seeds)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
     reps = list(tqdm(results, total=n_boot, desc="bootstrap", disable=(None if progress is None else not progress)))
     return BootstrapResult(estimate, np.stack(reps))

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from ..data import Transitions
 from ..data.validation import check_random_state
 from ._inference import (BootstrapResult, check_bootstrap_args, check_exact, refit_copy, replicate_parts,
-                         resample_episodes)
+                         replicate_template, resample_episodes)
 
 __all__ = ["BootstrapSources", "bootstrap_sources", "RESAMPLE_SOURCES", "reward_table_statistic"]
 
@@ -144,7 +144,8 @@ def bootstrap_sources(estimator, data: Transitions, *, n_boot: int = 200, statis
     check_exact(full)
     estimate, both_estimate = (np.asarray(f(full), dtype=np.float64) for f in (statistic, both_statistic))
     seeds = check_random_state(random_state).integers(0, 2**63 - 1, size=n_boot)
-    tasks = (delayed(_replicate)(estimator, full, data, int(s), statistic, both_statistic) for s in seeds)
+    template = replicate_template(estimator, full)
+    tasks = (delayed(_replicate)(template, full, data, int(s), statistic, both_statistic) for s in seeds)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
     reps = list(tqdm(results, total=n_boot, desc="bootstrap", disable=(None if progress is None else not progress)))
     policy, moves, both = (np.stack([r[i] for r in reps]) for i in range(3))

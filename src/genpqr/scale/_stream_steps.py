@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.validation import clone_learner as clone
+from .. import stage2
 
 __all__ = ["start", "path_kind", "resolve_clip", "prefitted_policy", "sample_policy", "closed_form_model",
            "finish_closed_form", "check_actions", "make_diagnostics", "clone_estimator"]
@@ -156,7 +157,8 @@ def check_actions(est, summary):
     if needed.size:
         raise ValueError(f"the normalization ({norm.describe()}) puts weight on action(s) {labels[needed].tolist()} "
                          "that never occur in the data; the data cannot support this normalization")
-    exact_given = isinstance(est.q_model, str) and est.q_model == "exact" and est.transition_model is not None
+    exact_given = isinstance(est.q_model, str) and est.q_model == "exact" and not stage2.is_estimated_spec(
+        est.transition_model)
     needed = np.flatnonzero((summary.trans_mu_max > 0) & (summary.trans_action_counts == 0))
     if needed.size and summary.n_choice_only and not exact_given:
         raise ValueError(f"the normalization ({norm.describe()}) puts weight on action(s) {labels[needed].tolist()} "

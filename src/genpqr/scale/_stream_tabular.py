@@ -55,7 +55,7 @@ def fit_counts(est, counts):
     policy = _policy(est, choices, counts)
     est.policy_ = policy
     kernel, est.transition_counts_ = stage2.kernel_from_counts(counts.moves, counts.visits)
-    if est.transition_model is not None:
+    if not stage2.is_estimated_spec(est.transition_model):  # "auto" keeps the counts out of core
         if callable(est.transition_model):
             raise ValueError("a callable transition_model needs the transitions in memory; pass a kernel out of core")
         kernel = stage2.as_kernel(est.transition_model, K)
@@ -71,7 +71,7 @@ def fit_counts(est, counts):
     est.stage2_ = ExactStage2(recovery, kernel, choices)
     info = recovery.solve
     thin = thin_transitions(choices, est.transition_counts_, est.encoder_.decode,
-                            estimated=est.transition_model is None)
+                            estimated=stage2.is_estimated_spec(est.transition_model))
     est.diagnostics_ = make_diagnostics(est, summary, dict(bellman_residuals=[info.residual],
                                                            n_iterations=info.iterations, converged=True,
                                                            solver=info.solver, n_states=int(S),

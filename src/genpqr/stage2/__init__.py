@@ -22,6 +22,7 @@ from ._transition_lowrank import LowRankKernel
 from ._transition_classifier import ClassifierKernel
 from ._transition_selection import (TRANSITION_MODELS, AutoTransition, TransitionSelection, default_candidates,
                                     select_transition_model)
+from ._transition_spec import TRANSITION_SPECS, is_count_spec, is_estimated_spec, resolve_transition_model
 from ._column_weights import ColumnWeights, column_mu_sum, sample_columns
 
 __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint_features", "mu_sum", "TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model",
@@ -34,4 +35,5 @@ __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint
            "kernel_from_counts", "ROW_SUM_TOL", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman",
            "ExactStage2", "SampleStage2", "ReferenceWeights", "TransitionMoves", "CountKernel", "ShrinkageKernel",
            "LowRankKernel", "ClassifierKernel", "AutoTransition", "TransitionSelection", "select_transition_model",
-           "default_candidates", "TRANSITION_MODELS", "ColumnWeights", "column_mu_sum", "sample_columns"]
+           "default_candidates", "TRANSITION_MODELS", "TRANSITION_SPECS", "is_count_spec", "is_estimated_spec",
+           "resolve_transition_model", "ColumnWeights", "column_mu_sum", "sample_columns"]

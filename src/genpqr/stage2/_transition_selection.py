@@ -73,8 +73,11 @@ class TransitionSelection:
 
     def summary(self) -> str:
         """A few lines: the held-out log-likelihood of every candidate and the choice."""
-        lines = [f"transition model: {self.chosen} ({self.reason})", f"  held-out next-state log-likelihood per move "
-                 f"({self.n_splits} episode folds, {self.n_moves} moves):"]
+        lines = [f"transition model: {self.chosen} ({self.reason})"]
+        if not self.scores:
+            return lines[0]
+        lines.append(f"  held-out next-state log-likelihood per move ({self.n_splits} episode folds, {self.n_moves} "
+                     f"moves):")
         for row in self.scores:
             diff = ("" if row["name"] == "counts" or not np.isfinite(row["standard_error"]) else
                     f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.2g})")
