@@ -1,0 +1,185 @@
+"""Thin transitions through the front door: ``genpqr fit`` run as a user runs it on the clustered MDP.
+
+The MDP and its logged policy are those of ``benchmarks/transition_models.py`` (700 states in 20
+clusters, 25 actions, gamma 0.99, the soft-optimal policy of a known reward). Episodes of at most
+20 steps are written to a CSV (columns ``patient, t, state, action, terminated``; state and action
+as integer codes) and fitted by the command line, in a child process, as
+
+    genpqr fit DATA.csv --episode patient --time t --state state --action action --terminated terminated
+        --gamma 0.99 --normalization anchor:0 --out DIR [--transition FLAG]
+
+once per flag: none (the default, ``auto``), ``counts`` and ``true`` (the true kernel written to
+``true.npy``). For each run the table gives the transition model the fit used (from its console
+output), the child's wall time and peak resident memory (``os.wait4``), and the visit-weighted
+total-variation distance between the logged policy and the soft-optimal policy of the reward in
+``rewards.csv`` re-solved under the true kernel. ``rewards.csv`` has one row per state label; an
+integer state column is its own state index, so the label is the MDP's state. A state never logged
+has no observed choice: it weighs 0 in the distance (the weights are the data's visits), and its
+reward is the fit's own (a row marked ``visited`` False) or, when the fit has no row for it, 0.
+
+    python benchmarks/transition_front_door.py [--episodes 5000] [--seed 0] [--keep DIR]
+        [--flags auto,counts,true]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from genpqr import stage2
+from genpqr.envs.tabular import simulate_tabular
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from transition_models import clustered_mdp, visit_weighted_tv  # noqa: E402  (benchmarks/ is the script's folder)
+
+FLAGS = ("auto", "counts", "true")
+COMMAND = ["--episode", "patient", "--time", "t", "--state", "state", "--action", "action", "--terminated",
+           "terminated", "--gamma", "0.99", "--normalization", "anchor:0"]
+
+
+def write_data(mdp, behaviour, n_episodes, seed, path):
+    """Simulate ``n_episodes`` episodes and write the CSV; returns the per-state visits (S,) and row count."""
+    import pandas as pd
+
+    data = simulate_tabular(mdp, behaviour, n_episodes=n_episodes, horizon=20, random_state=seed)
+    s = data.states[:, 0].astype(np.int64)
+    frame = pd.DataFrame({"patient": data.episode_ids, "t": data.timesteps, "state": s, "action": data.actions,
+                          "terminated": data.terminated.astype(int)})
+    frame.to_csv(path, index=False)
+    return np.bincount(s, minlength=mdp.n_states).astype(float), frame
+
+
+#: a small process between this one and ``genpqr fit``: a child's peak RSS counts the memory of the
+#: process it was started from (Linux carries it over ``exec``), so the child of a fresh, small
+#: interpreter is measured, by ``os.wait4``; it writes "seconds peak_kib" to its first argument.
+LAUNCHER = ("import os, subprocess, sys, time; t0 = time.perf_counter(); child = subprocess.Popen(sys.argv[2:]); "
+            "_, status, usage = os.wait4(child.pid, 0); "
+            "open(sys.argv[1], 'w').write(f'{time.perf_counter() - t0} {usage.ru_maxrss}'); "
+            "sys.exit(os.waitstatus_to_exitcode(status))")
+
+
+def run_cli(data_path, out, flag, kernel_path):
+    """``genpqr fit`` in a child process: (console output, seconds, peak RSS in MB)."""
+    cmd = [sys.executable, "-m", "genpqr", "fit", str(data_path), *COMMAND, "--out", str(out)]
+    if flag != "auto":
+        cmd += ["--transition", str(kernel_path) if flag == "true" else flag]
+    log, usage = Path(str(out) + ".log"), Path(str(out) + ".usage")
+    with open(log, "w") as f:
+        done = subprocess.run([sys.executable, "-c", LAUNCHER, str(usage), *cmd], stdout=f, stderr=subprocess.STDOUT)
+    text = log.read_text()
+    if done.returncode != 0:
+        raise RuntimeError(f"genpqr fit --transition {flag} failed ({done.returncode}):\n{text[-3000:]}")
+    seconds, kib = usage.read_text().split()
+    return text, float(seconds), int(kib) / 1024.0  # ru_maxrss: KiB on Linux
+
+
+def chosen_model(text, flag):
+    """The transition model named in the console output (``transition model: NAME (...``)."""
+    found = re.search(r"transition model: (\w+)", text)
+    if found:
+        return found.group(1)
+    return "true kernel (the file)" if flag == "true" else f"{flag} (the flag; not printed)"
+
+
+def reward_table(path, n_states, n_actions):
+    """The (S, K) reward of ``rewards.csv`` on the MDP's states and actions: the state column's
+    label is the MDP state, ``reward_<a>`` the action; states without a row get 0, actions
+    without a column (never logged) 10 below the table's least reward. Also the unlogged count."""
+    import pandas as pd
+
+    table = pd.read_csv(path)
+    r = np.zeros((n_states, n_actions))
+    states = table["state"].to_numpy(dtype=np.int64)
+    missing = []
+    for a in range(n_actions):
+        if f"reward_{a}" in table:
+            r[states, a] = table[f"reward_{a}"].to_numpy()
+        else:
+            missing.append(a)
+    if missing:
+        r[:, missing] = np.min(r[states][:, [a for a in range(n_actions) if a not in missing]]) - 10.0
+    no_row = n_states - np.unique(states).size
+    unvisited = int((~table["visited"].astype(bool)).sum()) + no_row
+    return r, {"no_row": no_row, "unvisited": unvisited, "missing_actions": missing}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=5000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", default=None, help="keep the data, the kernel and the output folders here "
+                                                 "(a new folder; default: a temporary one, removed)")
+    ap.add_argument("--flags", default=",".join(FLAGS), help="comma-separated runs among auto (no --transition "
+                                                             "flag), counts and true (the true kernel file)")
+    args = ap.parse_args(argv)
+    args.flags = [f for f in args.flags.split(",") if f]
+    unknown = sorted(set(args.flags) - set(FLAGS))
+    if unknown:
+        ap.error(f"--flags: unknown {unknown}; choose among {list(FLAGS)}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    t_start = time.perf_counter()
+    mdp, _ = clustered_mdp(random_state=args.seed)
+    S, K = mdp.n_states, mdp.n_actions
+    behaviour = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, mdp.gamma)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), python {platform.python_version()}")
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.keep or tmp)
+        rows = run_all(args, mdp, behaviour, folder)
+    print(f"total time {time.perf_counter() - t_start:.0f} s")
+    return rows
+
+
+def run_all(args, mdp, behaviour, folder):
+    S, K = mdp.n_states, mdp.n_actions
+    data_path = folder / "data.csv"
+    visits, frame = write_data(mdp, behaviour, args.episodes, args.seed, data_path)
+    logged_actions = np.unique(frame["action"].to_numpy())
+    kernel_path = folder / "true.npy"
+    if "true" in args.flags:  # (S, K, S) over the data's actions in sorted label order
+        np.save(kernel_path, mdp.kernel.dense()[:, logged_actions, :])
+    print(f"MDP: S={S} K={K} gamma={mdp.gamma}; data: {len(frame)} rows, {args.episodes} episodes, "
+          f"{int(frame['terminated'].sum())} terminated; {np.count_nonzero(visits)} of {S} states and "
+          f"{logged_actions.size} of {K} actions logged")
+    print(f"command: genpqr fit data.csv {' '.join(COMMAND)} --out DIR [--transition FLAG]\n")
+    rows = []
+    for flag in args.flags:
+        text, seconds, rss = run_cli(data_path, folder / f"fit-{flag}", flag, kernel_path)
+        r, info = reward_table(folder / f"fit-{flag}" / "rewards.csv", S, K)
+        resolved = stage2.soft_optimal_policy(r, mdp.kernel, mdp.gamma)
+        tv = visit_weighted_tv(resolved, behaviour, visits)
+        rows.append({"flag": flag, "model": chosen_model(text, flag), "seconds": seconds, "rss_mb": rss, "tv": tv,
+                     **info})
+    print("| transition flag | transition model used | seconds | peak RSS (MB) | policy TV under the true kernel |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        flag = {"auto": "(none: auto)", "true": "true.npy"}.get(row["flag"], row["flag"])
+        print(f"| {flag} | {row['model']} | {row['seconds']:.1f} | {row['rss_mb']:.0f} | {row['tv']:.3f} |")
+    for row in rows:
+        if row["unvisited"] or row["missing_actions"]:
+            print(f"{row['flag']}: {row['unvisited']} states never logged (weight 0; {row['no_row']} without a row "
+                  f"in rewards.csv, reward 0), actions never logged: {row['missing_actions']}")
+    s = frame["state"].to_numpy()
+    freq = np.bincount(s * K + frame["action"].to_numpy(), minlength=S * K).reshape(S, K).astype(float)
+    freq /= np.maximum(freq.sum(axis=1, keepdims=True), 1)
+    print(f"\nsampling floor: the logged policy's empirical frequencies are "
+          f"{visit_weighted_tv(freq, behaviour, visits):.3f} from it (policy TV)")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
