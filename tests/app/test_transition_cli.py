@@ -55,3 +55,24 @@ def test_thin_cells_choose_a_model_that_shares_strength(tmp_path, capsys):
     np.testing.assert_allclose(r[[f"reward_{a}" for a in direct.columns]].to_numpy(), direct.to_numpy(), rtol=1e-2,
                                atol=1e-2)  # the printed concentrations are rounded to 3 digits
     assert "transition model: shrinkage" in out and set(LABELS) <= set(direct.columns)
+
+
+def test_the_api_default_is_the_cli_default_on_thin_cells(tmp_path, capsys):
+    """One answer per question: ``GenPQR()`` chooses the transition model as ``genpqr fit`` does."""
+    path = tmp_path / "thin.csv"
+    frame, _ = write_tabular_csv(path, n_episodes=40, horizon=6, S=40)
+    code, out, err = fit_cli(base_flags(path, tmp_path / "auto")[:-1], capsys)
+    assert code == 0, err
+    data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
+    model = GenPQR(N.anchor_action("left"), gamma=0.9, q_model="exact", cross_fit=5, random_state=0).fit(data)
+    selection = model.transition_selection_
+    assert selection.chosen != "counts" and model.transition_model_ is not None
+    assert selection.summary().splitlines()[0] in out
+    assert f"transition model: {selection.chosen} (" in str(model.summary())
+    api = model.reward_table()
+    cli = pd.read_csv(tmp_path / "auto" / "rewards.csv")
+    np.testing.assert_allclose(cli[[f"reward_{a}" for a in api.columns]].to_numpy(), api.to_numpy(), rtol=0,
+                               atol=1e-8)
+    counts = GenPQR(N.anchor_action("left"), gamma=0.9, q_model="exact", random_state=0, transition_model="counts")
+    assert counts.fit(data).transition_selection_ is None and counts.transition_model_ is None
+    assert not np.allclose(counts.reward_table().to_numpy(), api.to_numpy(), atol=1e-3)

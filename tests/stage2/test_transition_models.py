@@ -172,7 +172,8 @@ def test_auto_chooses_counts_on_a_bus_panel():
     auto = AutoTransition(random_state=0).fit(panel, n_states=175)
     assert auto.selection_.chosen == "counts", auto.selection_.summary()
     base = GenPQR(N.anchor_action("keep"), gamma=0.975, q_model="exact", n_states=175, random_state=0).fit(panel)
-    for given in (CountKernel(), "auto"):
+    assert base.transition_selection_.chosen == "counts" and base.transition_model_ is None
+    for given in (CountKernel(), "counts", None):
         other = GenPQR(N.anchor_action("keep"), gamma=0.975, q_model="exact", n_states=175, random_state=0,
                        transition_model=given).fit(panel)
         np.testing.assert_array_equal(base.stage2_.recovery.reward, other.stage2_.recovery.reward)
@@ -278,5 +279,35 @@ def datasets_path(name):
 
 def test_genpqr_refuses_another_string():
     panel = simulate_buses(n_buses=5, n_periods=20, random_state=1).transitions
-    with pytest.raises(ValueError, match="transition_model must be None, 'auto'"):
-        GenPQR(N.anchor_action("keep"), q_model="exact", transition_model="counts").fit(panel)
+    with pytest.raises(ValueError, match="transition_model must be 'auto', 'counts', None"):
+        GenPQR(N.anchor_action("keep"), q_model="exact", transition_model="smooth").fit(panel)
+
+
+def test_bootstrap_replicates_hold_the_full_sample_choice(monkeypatch):
+    """``transition_model="auto"``: the replicates refit the chosen model with its settings fixed
+    instead of choosing again."""
+    import genpqr.stage2._transition_spec as spec
+    from genpqr.evaluation import bootstrap
+
+    rng = np.random.default_rng(3)
+    S, K = 30, 3
+    mdp = TabularMDP.create(random_kernel(S, K, rng, termination=0.05), 0.9, rng.normal(size=(S, K)))
+    data = simulate_tabular(mdp, np.full((S, K), 1 / K), 60, 6, random_state=0)
+    model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, random_state=0).fit(data)
+    chosen = model.transition_selection_.chosen
+    assert chosen != "counts", model.transition_selection_.summary()
+    calls = []
+    monkeypatch.setattr(spec, "select_transition_model", lambda *a, **k: calls.append(1))
+    result = bootstrap(model, data, n_boot=3, fitted=model, random_state=0, progress=False)
+    assert not calls and np.all(np.isfinite(result.std_error))
+    fixed = model.transition_model_.fixed_copy().get_params()
+    assert all(v is not None for k, v in fixed.items() if k in ("rank", "concentration", "concentrations"))
+
+
+def test_auto_keeps_counts_on_weighted_rows_and_one_episode():
+    rng = np.random.default_rng(4)
+    S, K = 30, 3
+    mdp = TabularMDP.create(random_kernel(S, K, rng, termination=0.05), 0.9, rng.normal(size=(S, K)))
+    data = simulate_tabular(mdp, np.full((S, K), 1 / K), 1, 200, random_state=0)
+    model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, random_state=0).fit(data)
+    assert model.transition_selection_.chosen == "counts" and "one episode" in str(model.summary())

@@ -54,12 +54,17 @@ def thin_cells_line(model, transition=None) -> str | None:
     if share <= THIN_SHARE:
         return None
     per_state = counts.sum(axis=1)
-    kernel = "counts" if transition is None else transition.name
+    policy = f"a median of {np.median(per_state[per_state > 0]):.0f} observed moves per visited state"
+    given = getattr(model, "transition_model_", None)
+    if transition is None and given is not None and not callable(given):  # a kernel file: nothing estimated
+        return (f"  where the reward's uncertainty comes from: the policy -- {policy}; the transitions are the "
+                f"given kernel, not estimated from the {share:.1%} of the observed moves on thin cells")
+    kernel = (transition.name if transition is not None else
+              "counts" if given is None else type(given).__name__)
     pooled = "the counts of each cell" if kernel == "counts" else f"{kernel}, which pools cells"
     return (f"  where the reward's uncertainty comes from: the transitions -- {share:.1%} of the observed moves are "
             f"on {int(thin.sum())} (state, action) cells with fewer than {THIN_TRANSITIONS} (kernel: {pooled}); "
-            f"the policy -- a median of {np.median(per_state[per_state > 0]):.0f} observed moves per visited state. "
-            f"--bootstrap N splits the reward's SE by source (reward_se_by_source.csv)")
+            f"the policy -- {policy}. --bootstrap N splits the reward's SE by source (reward_se_by_source.csv)")
 
 
 def warning_messages(caught) -> list:

@@ -27,7 +27,7 @@ from ._transition_models import CountKernel, KernelModel, ShrinkageKernel, as_mo
 from ._transition_lowrank import LowRankKernel
 
 __all__ = ["TransitionSelection", "select_transition_model", "default_candidates", "AutoTransition",
-           "TRANSITION_MODELS"]
+           "TRANSITION_MODELS", "singleton_share"]
 
 TRANSITION_MODELS = ("counts", "shrinkage", "lowrank", "classifier")
 """The names of the transition models ``genpqr fit --transition`` takes (besides ``auto``)."""
@@ -94,8 +94,16 @@ def _settings(model) -> str:
     return ""
 
 
+def singleton_share(moves) -> float:
+    """Share of the moves that are the only move from their cell to their outcome: the
+    Good-Turing estimate of the probability mass the counts kernel gives to no observed move."""
+    pairs = moves.rows.astype(np.int64) * (moves.n_states + 1) + moves.outcomes
+    return float(np.count_nonzero(np.bincount(np.unique(pairs, return_inverse=True)[1]) == 1) / max(moves.n, 1))
+
+
 def select_transition_model(transitions, candidates=None, *, n_splits=5, random_state=None, n_states=None,
-                            threshold=2.0, floor=1e-4, max_missing_mass=0.05) -> TransitionSelection:
+                            threshold=2.0, floor=1e-4, max_missing_mass=0.05,
+                            settled_mass=0.01, thin_only=("lowrank",)) -> TransitionSelection:
     r"""Choose a transition model by held-out next-state log-likelihood over episode folds.
 
     Parameters
@@ -120,6 +128,16 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         then the candidates are compared with counts on the held-out moves counts explain,
         else on every held-out move.
 
+    settled_mass : float
+        Counts are kept without the held-out comparison when at most this share of the moves are
+        the only move from their cell to their outcome (:func:`singleton_share`, the Good-Turing
+        estimate of the mass counts miss): every cell's row is then estimated from repeated moves
+        and pooling cells has nothing to add. 0 always compares.
+    thin_only : tuple of str
+        Candidates tried only when more than ``max_missing_mass`` of the moves are the only move
+        from their cell to their outcome (thin cells): the low-rank model shares next-state
+        profiles between cells, which pays where the counts miss much of the mass.
+
     Returns
     -------
     TransitionSelection
@@ -128,6 +146,16 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     candidates = default_candidates(random_state) if candidates is None else dict(candidates)
     if not candidates:
         raise ValueError("candidates must name at least one transition model")
+    singletons = singleton_share(moves)
+    if "counts" in candidates and singletons <= settled_mass:
+        counts = type(candidates["counts"])(**candidates["counts"].get_params()).fit(moves)
+        reason = (f"{singletons:.1%} of the moves are the only one from their cell to their next state, at most "
+                  f"{settled_mass:.0%}: cells are well filled, no held-out comparison")
+        return TransitionSelection("counts", counts, {"counts": counts}, [], reason, moves.n,
+                                   int(np.unique(moves.episodes).size), 0, True)
+    skipped = [name for name in candidates if name in thin_only] if singletons <= max_missing_mass else []
+    if skipped and "counts" in candidates:
+        candidates = {name: m for name, m in candidates.items() if name not in skipped}
     episodes, codes = np.unique(moves.episodes, return_inverse=True)
     n_splits = min(int(n_splits), episodes.size)
     if n_splits < 2:
@@ -154,6 +182,9 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
                            unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
     chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
+    if skipped and "counts" in fitted:
+        reason += (f"; {', '.join(skipped)} not tried: {singletons:.1%} of the moves are the only one from their "
+                   f"cell to their next state, at most {max_missing_mass:.0%}")
     return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
                                missing <= max_missing_mass)
 
