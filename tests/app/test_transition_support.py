@@ -80,7 +80,7 @@ def test_thin_share_and_api_warning():
 
     data = simulate_tabular(mdp, policy, n_episodes=150, horizon=8, random_state=1)
     with pytest.warns(ThinTransitionsWarning, match="rewards.csv"):
-        model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=20,
+        model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=20, transition_model="counts",
                        policy_model=FrequencyClassifier()).fit(data)
     trans = data.with_next()
     cells = np.zeros((20, 26))
@@ -93,7 +93,11 @@ def test_thin_share_and_api_warning():
         warnings.simplefilter("error", ThinTransitionsWarning)
         given = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=20,
                        policy_model=FrequencyClassifier(), transition_model=mdp.kernel).fit(data)
+        # the default chooses a model that pools the thin cells: its kernel is not the counts of each cell
+        pooled = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=20, random_state=0,
+                        policy_model=FrequencyClassifier()).fit(data)
     assert np.isnan(given.diagnostics_.thin_transition_share)
+    assert pooled.transition_selection_.chosen != "counts" and np.isnan(pooled.diagnostics_.thin_transition_share)
 
 
 def test_no_thin_warning_on_the_bundled_example():

@@ -59,7 +59,7 @@ def test_last_row_of_each_episode_is_a_choice_without_a_next_state():
 def test_stage_one_uses_every_choice_and_the_kernel_every_transition():
     t = _panel()
     est = GenPQR(N.anchor_action("r"), gamma=0.9, q_model="exact", n_states=6, clip=(1e-3, 1.0),
-                 policy_model=FrequencyClassifier(n_states=6)).fit(t)
+                 policy_model=FrequencyClassifier(n_states=6), transition_model="counts").fit(t)
     hand_counts = choice_counts(t, 6)
     np.testing.assert_array_equal(est.stage2_.counts, hand_counts)
     np.testing.assert_array_equal(est.policy_.models[0].counts_, hand_counts)  # stage 1 saw all 9 choices

@@ -219,5 +219,5 @@ def test_given_transition_estimator_is_shared_by_the_types(two_types):
     pooled = counts(data, S, K).dense()
     for model in models:
         np.testing.assert_allclose(model.stage2_.kernel.dense(), pooled, atol=1e-12)
-    with pytest.raises(ValueError, match="and no transition_model"):
+    with pytest.raises(ValueError, match="and no given transition_model"):
         exact(n_types=2, transition_model=counts, type_specific_transitions=True).fit(data)

@@ -515,7 +515,8 @@ def test_scan_sees_the_whole_data(tmp_path):
 def test_split_at_gaps_equals_in_memory_at_any_chunk_size(tmp_path, chunk_rows):
     frame = _two_clocks()
     folder = write_folder(frame, tmp_path / "d")
-    est = GenPQR(q_model="exact", gamma=0.9, normalization=anchor_action("stay"), progress=False)
+    est = GenPQR(q_model="exact", gamma=0.9, normalization=anchor_action("stay"), progress=False,
+                 transition_model="counts")  # streamed fits use the counts
     ref = GenPQR(**est.get_params(deep=False)).fit(from_pandas(frame, state="s", time_gaps="split", **COLS))
     got = fit_parquet(est, folder, state="s", time_gaps="split", chunk_rows=chunk_rows, progress=False, **COLS)
     np.testing.assert_allclose(got.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)

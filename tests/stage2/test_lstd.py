@@ -75,7 +75,7 @@ def test_genpqr_lstd_equals_exact_path():
     data = from_arrays(s[:, None], a, s2[:, None], episode_ids=np.arange(s.size))
     for norm in (anchor_action(0), mean_zero()):
         kw = dict(normalization=norm, gamma=GAMMA, policy_model=FrequencyClassifier(n_states=S), clip=(0.01, 0.99))
-        exact = GenPQR(q_model="exact", n_states=S, **kw).fit(data)
+        exact = GenPQR(q_model="exact", n_states=S, transition_model="counts", **kw).fit(data)
         lstd = GenPQR(q_model=LSTDQ(features="onehot", n_states=S, alpha=0.0, fit_intercept=False), **kw).fit(data)
         grid = np.arange(S)[:, None]
         np.testing.assert_allclose(lstd.reward(grid), exact.reward(grid), atol=1e-8)
@@ -296,7 +296,7 @@ def test_genpqr_lstd_on_a_one_hot_action_table_equals_the_exact_path():
                        action_features=ActionTable(np.arange(K), np.eye(K)))
     kw = dict(normalization=anchor_action(0), gamma=GAMMA, policy_model=FrequencyClassifier(n_states=S),
               clip=(0.01, 0.99))
-    exact = GenPQR(q_model="exact", n_states=S, **kw).fit(data)
+    exact = GenPQR(q_model="exact", n_states=S, transition_model="counts", **kw).fit(data)
     lstd = GenPQR(q_model=LSTDQ(features="onehot", n_states=S, alpha=0.0, fit_intercept=False,
                                 encoding="action_features"), **kw).fit(data)
     grid = np.arange(S)[:, None]

@@ -13,6 +13,11 @@ probability mass the counts kernel leaves out), cells are well filled and the co
 on the held-out moves counts explain, so that a smoothed model does not displace counts merely
 by covering rare moves; otherwise it is made on every held-out move.
 
+Two shortcuts read the share of moves that are the only move from their cell to their outcome
+(the in-sample Good-Turing estimate of the mass counts miss): at most ``settled_mass`` (1%)
+keeps counts without a comparison; at most ``max_missing_mass`` leaves out the models that pay
+only on thin cells (``thin_only``: the low-rank model).
+
 A candidate whose hyperparameters are chosen by its own cross-validation (concentrations,
 rank) chooses them once on all moves with the same folds; the fold fits then hold them fixed.
 """
@@ -128,15 +133,9 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         then the candidates are compared with counts on the held-out moves counts explain,
         else on every held-out move.
 
-    settled_mass : float
-        Counts are kept without the held-out comparison when at most this share of the moves are
-        the only move from their cell to their outcome (:func:`singleton_share`, the Good-Turing
-        estimate of the mass counts miss): every cell's row is then estimated from repeated moves
-        and pooling cells has nothing to add. 0 always compares.
-    thin_only : tuple of str
-        Candidates tried only when more than ``max_missing_mass`` of the moves are the only move
-        from their cell to their outcome (thin cells): the low-rank model shares next-state
-        profiles between cells, which pays where the counts miss much of the mass.
+    settled_mass, thin_only : float, tuple of str
+        The shortcuts of the module docstring (:func:`singleton_share`): counts kept without a
+        comparison up to ``settled_mass``; ``thin_only`` candidates tried above ``max_missing_mass``.
 
     Returns
     -------
@@ -146,30 +145,15 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     candidates = default_candidates(random_state) if candidates is None else dict(candidates)
     if not candidates:
         raise ValueError("candidates must name at least one transition model")
-    singletons = singleton_share(moves)
-    if "counts" in candidates and singletons <= settled_mass:
-        counts = type(candidates["counts"])(**candidates["counts"].get_params()).fit(moves)
-        reason = (f"{singletons:.1%} of the moves are the only one from their cell to their next state, at most "
-                  f"{settled_mass:.0%}: cells are well filled, no held-out comparison")
-        return TransitionSelection("counts", counts, {"counts": counts}, [], reason, moves.n,
-                                   int(np.unique(moves.episodes).size), 0, True)
-    skipped = [name for name in candidates if name in thin_only] if singletons <= max_missing_mass else []
-    if skipped and "counts" in candidates:
-        candidates = {name: m for name, m in candidates.items() if name not in skipped}
+    settled, candidates, skipped = _shortcuts(moves, candidates, settled_mass, max_missing_mass, thin_only)
+    if settled is not None:
+        return settled
     episodes, codes = np.unique(moves.episodes, return_inverse=True)
     n_splits = min(int(n_splits), episodes.size)
     if n_splits < 2:
         raise ValueError(f"choosing a transition model needs at least 2 episodes, got {episodes.size}")
     fitted = {name: type(m)(**m.get_params()).fit(moves) for name, m in candidates.items()}
-    folds = moves.folds(n_splits, random_state)
-    lls, zeros = {}, {}
-    for name, model in fitted.items():
-        ll, zero = np.empty(moves.n), np.zeros(moves.n, bool)
-        for train, test in folds:
-            p = model.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
-            zero[test] = p <= 0
-            ll[test] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
-        lls[name], zeros[name] = ll, zero
+    lls, zeros = _held_out(fitted, moves, moves.folds(n_splits, random_state), floor)
     missing = float(zeros["counts"].mean()) if "counts" in lls else np.nan
     compared = ~zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
     scores = []
@@ -182,11 +166,42 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
                            unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
     chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
-    if skipped and "counts" in fitted:
-        reason += (f"; {', '.join(skipped)} not tried: {singletons:.1%} of the moves are the only one from their "
-                   f"cell to their next state, at most {max_missing_mass:.0%}")
+    reason += skipped
     return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
                                missing <= max_missing_mass)
+
+
+def _held_out(fitted, moves, folds, floor):
+    """Per candidate: the held-out log-likelihood of every move (floored) and whether its held-out
+    probability is 0, each (n,), from fold fits with the candidate's settings fixed."""
+    lls, zeros = {}, {}
+    for name, model in fitted.items():
+        ll, zero = np.empty(moves.n), np.zeros(moves.n, bool)
+        for train, test in folds:
+            p = model.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
+            zero[test] = p <= 0
+            ll[test] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
+        lls[name], zeros[name] = ll, zero
+    return lls, zeros
+
+
+def _shortcuts(moves, candidates, settled_mass, max_missing_mass, thin_only):
+    """``(selection or None, candidates, note)``: counts kept outright on settled cells, else the
+    candidates to compare (``thin_only`` ones left out on well-filled cells, said in ``note``)."""
+    if "counts" not in candidates:
+        return None, candidates, ""
+    singletons = singleton_share(moves)
+    share = f"{singletons:.1%} of the moves are the only one from their cell to their next state"
+    if singletons <= settled_mass:
+        counts = type(candidates["counts"])(**candidates["counts"].get_params()).fit(moves)
+        reason = f"{share}, at most {settled_mass:.0%}: cells are well filled, no held-out comparison"
+        return (TransitionSelection("counts", counts, {"counts": counts}, [], reason, moves.n,
+                                    int(np.unique(moves.episodes).size), 0, True), candidates, "")
+    skipped = [name for name in candidates if name in thin_only] if singletons <= max_missing_mass else []
+    if not skipped:
+        return None, candidates, ""
+    kept = {name: m for name, m in candidates.items() if name not in skipped}
+    return None, kept, f"; {', '.join(skipped)} not tried: {share}, at most {max_missing_mass:.0%}"
 
 
 def _choose(scores, threshold, missing, max_missing_mass):

@@ -10,6 +10,8 @@ keep the counts: the held-out comparison scores unweighted moves over episode fo
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ._transition_selection import TransitionSelection, select_transition_model
@@ -35,7 +37,7 @@ def is_count_spec(spec) -> bool:
 def is_estimated_spec(spec) -> bool:
     """Whether ``spec`` leaves the kernel to be estimated from the data's moves by a rule of the
     library (None, ``"counts"`` or ``"auto"``), as opposed to a kernel or model the caller gave."""
-    return is_count_spec(spec) or spec == "auto"
+    return is_count_spec(spec) or (isinstance(spec, str) and spec == "auto")
 
 
 def _kept_counts(reason: str, n_moves: int, n_episodes: int) -> TransitionSelection:
@@ -60,7 +62,8 @@ def resolve_transition_model(spec, transitions, n_states: int, *, random_state=N
         None: the count kernel; else what the estimator turns into a kernel (the chosen
         transition model fitted on every move, or ``spec`` itself when it is not a name).
     selection : None or :class:`TransitionSelection`
-        For ``"auto"``: the comparison and the reason for the choice.
+        For ``"auto"``: the comparison and the reason for the choice (its ``model`` is ``model``;
+        the other candidates' fits are not kept).
     """
     if is_count_spec(spec):
         return None, None
@@ -74,4 +77,5 @@ def resolve_transition_model(spec, transitions, n_states: int, *, random_state=N
         return None, _kept_counts("weighted rows: the held-out comparison scores unweighted moves",
                                   n_moves, n_episodes)
     selection = select_transition_model(transitions, random_state=random_state, n_states=n_states)
-    return (None if selection.chosen == "counts" else selection.model), selection
+    model = None if selection.chosen == "counts" else selection.model
+    return model, dataclasses.replace(selection, model=model, models={})  # the comparison, not every fit
