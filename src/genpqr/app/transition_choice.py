@@ -2,7 +2,8 @@
 model): chosen by held-out next-state log-likelihood over episode folds
 (:func:`genpqr.stage2.select_transition_model`), printed with the reason, and handed to the
 estimator as a model with its cross-validated settings fixed (so the bootstrap refits it on each
-replicate); counts are handed over as the estimator's own default, unchanged."""
+replicate); counts are handed over as None, the estimator's counts. The choice is the one
+``GenPQR(transition_model="auto")`` makes on the same data (the same function, folds and seed)."""
 
 from __future__ import annotations
 

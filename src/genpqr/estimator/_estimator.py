@@ -66,8 +66,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         is: not cloned, not refitted. Lets several estimators share one policy estimate. Incompatible with
         ``cross_fit``.
     q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
-        Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated from counts and the Bellman equation
-        is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
+        Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated (``transition_model``) and the
+        Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
         is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE (default
         ``HistGradientBoostingRegressor``).
     encoding : {"auto", "per_action", "joint", "action_features", "native"}
