@@ -32,6 +32,18 @@ def test_auto_keeps_counts_on_the_bundled_example(tmp_path, capsys):
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_a_named_model_is_fitted_on_well_filled_cells(tmp_path, capsys):
+    """The shortcuts of auto (counts kept outright, the low-rank model only on thin cells) do not
+    apply to a model the user names: it is fitted and compared with the counts."""
+    path = datasets.path("choices")
+    flags = [path, "--episode", "episode", "--time", "time", "--state", "state", "--action", "action", "--gamma", 0.9,
+             "--normalization", "anchor:a", "--transition", "lowrank", "--out", tmp_path / "lowrank"]
+    code, out, err = fit_cli(flags, capsys)
+    assert code == 0, err
+    assert "transition model: lowrank (requested; by held-out likelihood: counts" in out
+    assert "held-out next-state log-likelihood" in out and "    lowrank " in out
+
+
 def test_thin_cells_choose_a_model_that_shares_strength(tmp_path, capsys):
     path = tmp_path / "thin.csv"
     frame, _ = write_tabular_csv(path, n_episodes=40, horizon=6, S=40)

@@ -47,7 +47,8 @@ def choose_transition(config, data, index):
     if data.n_episodes < 2:
         return None, TransitionChoice("counts", "transition model: counts (one episode: no held-out comparison)")
     candidates = _candidates(kind, arg, config.seed, index.keys)
-    selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S)
+    shortcuts = {} if kind == "auto" else dict(settled_mass=0.0, thin_only=())  # a named model is always fitted
+    selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S, **shortcuts)
     summary = selection.summary()
     name = selection.chosen
     if kind == "model" and name != arg:
