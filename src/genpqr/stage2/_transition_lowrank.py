@@ -32,25 +32,17 @@ def _normalize(x, axis):
     return x / np.where(total > 0, total, 1.0)
 
 
-def _prior(expected: np.ndarray, S: int, K: int, tilt: bool, groups=None) -> np.ndarray:
-    """``pi(s, a)`` (S*K, r): the state's pooled weights, times the action's tilt (within the
-    state's group when ``groups`` (S,) is given, shrunk toward the overall tilt)."""
-    r = expected.shape[1]
-    cube = expected.reshape(S, K, r)
-    overall = _normalize(cube.sum(axis=(0, 1)) + 1.0, 0)
-    state = _normalize(cube.sum(axis=1) + overall, 1)  # (S, r)
-    if not tilt:
-        return np.repeat(state, K, axis=0)
-    action = _normalize(cube.sum(axis=0) + K * overall, 1)  # (K, r)
-    ratio = (action / overall)[None]
-    if groups is not None:
-        member = sp.csr_matrix((np.ones(S), (groups, np.arange(S))), shape=(int(groups.max()) + 1, S))
-        within = (member @ cube.reshape(S, K * r)).reshape(-1, K, r)  # (G, K, r)
-        group_action = _normalize(within + GROUP_PRIOR * action[None], 2)
-        group_mean = _normalize(within.sum(axis=1) + GROUP_PRIOR * K * overall, 1)
-        ratio = (group_action / group_mean[:, None, :])[groups]
-    prior = state[:, None, :] * ratio
-    return _normalize(prior.reshape(S * K, r), 1)
+def _to_simplex(x):
+    """``x`` (n, r) with its rows scaled in place to sum to 1 (rows of zeros are left)."""
+    total = x @ np.ones(x.shape[1])
+    x /= np.where(total > 0, total, 1.0)[:, None]
+    return x
+
+
+def _positive_to_simplex(x):
+    """``x`` (..., r), positive, scaled in place to sum to 1 over its last axis."""
+    x /= (x @ np.ones(x.shape[-1]))[..., None]
+    return x
 
 
 WARM_UP = 20
@@ -58,53 +50,127 @@ GROUP_PRIOR = 10.0
 """Weight (in observations) of the overall action tilt in a group's action tilt."""
 
 
-def _state_groups(expected, S, K, n_groups, rng):
-    """Groups of states with similar pooled weights (k-means on their weight profiles)."""
+class _Ratios:
+    """``R = N / (phi psi)`` on the non-zeros of ``N`` (S*K, S+1): the sparse structures of
+    ``R`` and ``R^T`` are built once, each EM iteration only replaces their values."""
+
+    def __init__(self, counts):
+        self.n, self.cols = counts.data, counts.indices
+        self.rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+        self.order = np.argsort(self.cols, kind="stable")
+        self.R = sp.csr_matrix((self.n.astype(float), self.cols, counts.indptr), shape=counts.shape)
+        starts = np.concatenate([[0], np.cumsum(np.bincount(self.cols, minlength=counts.shape[1]))])
+        self.RT = sp.csr_matrix((self.n[self.order].astype(float), self.rows[self.order], starts),
+                                shape=counts.shape[::-1])
+
+    def update(self, phi, psiT):
+        """Sets ``R`` for ``phi`` (S*K, r) and ``psi^T`` (S+1, r); returns ``phi psi`` on the non-zeros."""
+        denom = np.einsum("ik,ik->i", np.take(phi, self.rows, axis=0), np.take(psiT, self.cols, axis=0))
+        np.divide(self.n, denom, out=self.R.data)
+        np.take(self.R.data, self.order, out=self.RT.data)
+        return denom
+
+
+def _tilt(cube, action, overall, grouping):
+    """The action's tilt of the state's weights, (K, r) or, within groups of states, (S, K, r)."""
+    if grouping is None:
+        return action / overall
+    groups, member = grouping
+    S, K, r = cube.shape
+    within = (member @ cube.reshape(S, K * r)).reshape(-1, K, r)  # (G, K, r)
+    group_action = _positive_to_simplex(within + GROUP_PRIOR * action)
+    group_mean = _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)
+    group_action /= group_mean[:, None, :]
+    return np.take(group_action, groups, axis=0)
+
+
+def _map_weights(expected, S, K, concentration, tilt, grouping=None):
+    """The MAP-EM update of ``phi``: ``expected + c pi(s, a)`` with rows on the simplex (in place
+    of ``expected``; ``pi``: the state's pooled weights, times the action's tilt (within the
+    state's group when ``grouping`` = (groups (S,), membership (G, S)) is given, shrunk toward the
+    overall tilt)); returns it and the state's pooled weights (S, r)."""
+    r = expected.shape[1]
+    cube = expected.reshape(S, K, r)
+    by_state = np.einsum("sak->sk", cube)
+    if concentration == 0:
+        return _to_simplex(expected), by_state
+    overall = by_state.sum(axis=0) + 1.0
+    overall /= overall.sum()
+    state = _positive_to_simplex(by_state + overall)
+    if not tilt:
+        expected += np.repeat(concentration * state, K, axis=0)
+        return _positive_to_simplex(expected), by_state
+    action = _positive_to_simplex(cube.sum(axis=0) + K * overall)  # (K, r)
+    ratio = _tilt(cube, action, overall, grouping)
+    prior = np.multiply(state[:, None, :], ratio, out=ratio if ratio.ndim == 3 else None)
+    prior *= (concentration / (prior @ np.ones(r)))[..., None]
+    expected += prior.reshape(S * K, r)
+    return _positive_to_simplex(expected), by_state
+
+
+def _state_groups(by_state, n_groups, rng):
+    """Groups of states with similar pooled weights (k-means on their weight profiles); returns
+    ``(groups (S,), membership (G, S))``."""
     from sklearn.cluster import KMeans
 
-    r = expected.shape[1]
-    cube = expected.reshape(S, K, r).sum(axis=1)
-    profiles = _normalize(cube + 1.0 / r, 1)
+    S, r = by_state.shape
+    profiles = _normalize(by_state + 1.0 / r, 1)
     n_groups = int(min(n_groups, S))
     km = KMeans(n_clusters=n_groups, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
-    return km.fit(profiles, sample_weight=cube.sum(axis=1) + 1e-3).labels_
+    groups = km.fit(profiles, sample_weight=by_state.sum(axis=1) + 1e-3).labels_
+    return groups, sp.csr_matrix((np.ones(S), (groups, np.arange(S))), shape=(int(groups.max()) + 1, S))
 
 
-def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration: float, *, tilt=True,
-                 smoothing=0.1, max_iter=200, tol=1e-5, termination=True, n_groups=None, random_state=None):
-    """Penalized EM for ``counts ~ phi psi`` (``termination``: whether the last outcome can
-    occur; else its column stays 0; ``n_groups``: the action tilt is taken within groups of
-    states, found by k-means on their pooled weights after a warm-up); returns ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
-    rng = check_random_state(random_state)
-    counts = sp.csr_matrix(counts)
-    counts.sum_duplicates()
-    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-    cols, n = counts.indices, counts.data
+def _initial_profiles(counts, S, K, rank, termination, rng):
     pooled = sp.csr_matrix(sp.kron(sp.eye(S), np.ones((1, K))) @ counts)
     pick = rng.choice(S, size=rank, replace=S < rank)
     psi = _normalize(_normalize(pooled[pick].toarray(), 1) + rng.uniform(0.5, 1.5, (rank, S + 1)) / (S + 1), 1)
     if not termination:
         psi[:, S] = 0.0
-    phi = np.full((S * K, rank), 1.0 / rank)
-    total, previous = n.sum(), -np.inf
+    return psi
+
+
+def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration: float, *, tilt=True,
+                 smoothing=0.1, max_iter=200, tol=1e-5, termination=True, n_groups=None, random_state=None,
+                 start=None):
+    """Penalized EM for ``counts ~ phi psi`` (``termination``: whether the last outcome can
+    occur; else its column stays 0; ``n_groups``: the action tilt is taken within groups of
+    states, found by k-means on their pooled weights after a warm-up; ``start``: ``(phi, psi)``
+    to start from instead of random profiles, e.g. a fit at neighbouring settings, whose
+    weights are already settled: the groups are then found after one iteration); returns
+    ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
+    rng = check_random_state(random_state)
+    counts = sp.csr_matrix(counts)
+    counts.sum_duplicates()
+    ratios = _Ratios(counts)
+    if start is None:
+        phi, psiT = np.full((S * K, rank), 1.0 / rank), _initial_profiles(counts, S, K, rank, termination, rng).T
+        warm_up = WARM_UP
+    else:
+        phi, psiT, warm_up = start[0].copy(), start[1].T, 2
+    psiT = np.ascontiguousarray(psiT)
+    total, previous = ratios.n.sum(), -np.inf
     n_out = S + 1 if termination else S
-    spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)
-    groups = None
+    spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None]
+    grouping = None
     for it in range(1, max_iter + 1):
-        if n_groups and it == WARM_UP:
-            groups = _state_groups(expected, S, K, n_groups, rng)
+        if n_groups and it == warm_up:
+            grouping = _state_groups(by_state, n_groups, rng)
             previous = -np.inf
-        denom = np.einsum("ik,ik->i", phi[rows], psi.T[cols])
-        R = sp.csr_matrix((n / denom, counts.indices, counts.indptr), shape=counts.shape)
-        expected = phi * (R @ psi.T)
-        psi_new = _normalize(psi * (R.T @ phi).T + spread, 1)
-        phi = _normalize(expected + concentration * _prior(expected, S, K, tilt, groups), 1)
-        psi = psi_new
-        loglik = float(n @ np.log(denom)) / total
-        if loglik - previous < tol and (not n_groups or it > WARM_UP):
+        denom = ratios.update(phi, psiT)
+        psiT_new = psiT * (ratios.RT @ phi)
+        psiT_new += spread
+        psiT_new /= np.where((out := np.ones(S + 1) @ psiT_new) > 0, out, 1.0)
+        expected = ratios.R @ psiT
+        expected *= phi
+        phi, by_state = _map_weights(expected, S, K, concentration, tilt, grouping)
+        psiT = psiT_new
+        loglik = float(ratios.n @ np.log(denom)) / total
+        change = loglik - previous if start is None else abs(loglik - previous)
+        if change < tol and (not n_groups or it > warm_up):
             break
         previous = loglik
-    return phi, psi, it
+    return phi, np.ascontiguousarray(psiT.T), it
 
 
 class LowRankKernel(KernelModel):
@@ -126,7 +192,11 @@ class LowRankKernel(KernelModel):
         among ``group_counts`` by the same cross-validation (after the concentration).
     ranks, concentrations, group_counts : sequences
         The cross-validation grids (tried in turn: the rank, then the concentration, then the
-        groups).
+        groups). The ranks and concentrations start from random profiles; each group count
+        starts, on every fold, from the fit without groups at the chosen rank and concentration
+        (a warm start: a fraction of the iterations; its EM stops when the log-likelihood
+        changes by less than ``tol`` either way). A warm start of the concentrations was tried
+        and dropped: a fit started from another concentration's can settle in a worse optimum.
     action_tilt : bool
         Whether the prior tilts the state's weights by the action's shift (else the state's
         pooled weights).
@@ -203,24 +273,28 @@ class LowRankKernel(KernelModel):
         folds = [(moves.subset(tr).counts(), moves.subset(te)) for tr, te in moves.folds(self.n_splits,
                                                                                           self.random_state)]
         S, K = moves.n_states, moves.n_actions
+        fits = {}
 
-        def held_out(r, c, g=0):
-            if (r, c, g) not in self.cv_scores_:
-                total = 0.0
-                for train, test in folds:
-                    phi, psi, _ = fit_low_rank(train, S, K, r, c, **self._settings(g))
+        def held_out(setting, start=None):
+            if setting not in self.cv_scores_:
+                total, fits[setting] = 0.0, []
+                for i, (train, test) in enumerate(folds):
+                    phi, psi, _ = fit_low_rank(train, S, K, *setting[:2], **self._settings(setting[2]),
+                                               start=None if start is None else fits[start][i])
+                    fits[setting].append((phi, psi))
                     total += np.sum(np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])))
-                self.cv_scores_[(r, c, g)] = total / moves.n
-            return self.cv_scores_[(r, c, g)]
+                self.cv_scores_[setting] = total / moves.n
+            return self.cv_scores_[setting]
 
         ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})
         grid = [conc] if conc is not None else list(self.concentrations)
         first_c = conc if conc is not None else grid[len(grid) // 2]
         first_g = groups or 0
-        rank = max(ranks, key=lambda r: held_out(r, first_c, first_g))
-        conc = max(grid, key=lambda c: held_out(rank, c, first_g))
+        rank = max(ranks, key=lambda r: held_out((r, first_c, first_g)))
+        conc = max(grid, key=lambda c: held_out((rank, c, first_g)))
         if groups is None:
-            groups = max([int(min(g, S)) for g in self.group_counts], key=lambda g: held_out(rank, conc, g))
+            groups = max([int(min(g, S)) for g in self.group_counts], key=lambda g: held_out((rank, conc, g),
+                                                                                                (rank, conc, first_g)))
         return rank, conc, groups
 
     def _rows(self, flat_rows):
