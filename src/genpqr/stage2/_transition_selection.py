@@ -95,7 +95,10 @@ def _settings(model) -> str:
     if isinstance(model, ShrinkageKernel):
         return "; concentrations " + ", ".join(f"{c:.3g}" for c in model.concentrations_)
     if isinstance(model, LowRankKernel):
-        return f"; rank {model.rank_}, concentration {model.concentration_:.3g}, {model.n_groups_} state groups"
+        capped = (f" (EM stopped at max_iter={model.max_iter} before its tol={model.tol:g})"
+                  if model.n_iter_ >= model.max_iter else "")
+        return (f"; rank {model.rank_}, concentration {model.concentration_:.3g}, {model.n_groups_} state "
+                f"groups{capped}")
     return ""
 
 
