@@ -64,6 +64,9 @@ def test_given_kernel_float32_accepted_and_no_thin_warning(tmp_path, capsys):
     assert code == 0, err
     assert "renormalized to sum to 1" in out and "ThinTransitionsWarning" not in out
     assert "from the transitions: 0 " in out and "no transition part" in out  # the kernel is given
+    code, out, err = fit_cli(_argv(csv, tmp_path / "fit1", "--transition", str(kernel)), capsys)
+    source = next(x for x in out.splitlines() if "where the reward's uncertainty comes from" in x)
+    assert "the policy -- a median of" in source and "the transitions are the given kernel" in source
     bad = mdp.kernel.dense()
     bad[2, 2, 0] += 1e-4
     np.save(kernel, bad)
