@@ -135,3 +135,13 @@ def test_action_features_encoding_needs_an_action_table():
         make_q_model(LinearRegression(), "action_features", 2, action_features=np.eye(2), block_size=0)
     with pytest.raises(ValueError, match="action_features"):
         make_q_model(LinearRegression(), "features", 2)
+
+
+@pytest.mark.parametrize("bad, message", [(np.full((K, 2), np.nan), "action_features must be finite"),
+                                          (np.ones((K + 1, 2)), r"action_features must have shape \(n_actions=")])
+def test_bad_action_features_are_named(problem, bad, message):
+    d = problem["data"]
+    fqe = FQE(LinearRegression(fit_intercept=False), n_iterations=2, tol=None, encoding="action_features")
+    with pytest.raises(ValueError, match=message):
+        fqe.fit(problem["onehot"], d.actions, problem["next_onehot"], d.continues, problem["reward"],
+                problem["next_mu"], GAMMA, next_reward=problem["next_reward"], action_features=bad)

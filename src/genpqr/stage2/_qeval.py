@@ -65,7 +65,7 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 
-from ..data.validation import as_float_array, check_gamma, check_random_state, clone_learner as clone
+from ..data.validation import as_float_array, check_finite, check_gamma, check_random_state, clone_learner as clone
 from ..exceptions import ConvergenceWarning, NotFittedError
 from ..actions import Nodes
 from ._column_weights import ColumnWeights
@@ -187,7 +187,7 @@ class FQE(BaseEstimator):
         if self.n_iterations < 1:
             raise ValueError(f"n_iterations must be at least 1, got {self.n_iterations}")
         self.n_actions_ = data[5].shape[1]
-        self.action_features_ = action_features
+        self.action_features_ = _check_action_features(action_features, self.n_actions_)
         self.continuation_, self.gamma_ = data[6] is not None, gamma
         self.history_ = FQEHistory()
         model, converged = self._run(data, gamma, groups)
@@ -418,3 +418,14 @@ def _finite_inputs(states, actions, next_states, continues, reward, next_mu, nex
     else:
         next_reward = None
     return states, actions, next_states, continues, reward, next_mu, next_reward
+
+
+def _check_action_features(action_features, n_actions):
+    """``action_features`` as a finite (K, d_x) float array (None stays None)."""
+    if action_features is None:
+        return None
+    arr = np.asarray(action_features, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] != n_actions:
+        raise ValueError(f"action_features must have shape (n_actions={n_actions}, d_x), got {arr.shape}")
+    check_finite(arr, "action_features")
+    return arr
