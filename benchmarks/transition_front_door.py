@@ -18,12 +18,22 @@ has no observed choice: it weighs 0 in the distance (the weights are the data's 
 reward is the fit's own (a row marked ``visited`` False) or, when the fit has no row for it, 0.
 
     python benchmarks/transition_front_door.py [--episodes 5000] [--seed 0] [--keep DIR]
-        [--flags auto,counts,true]
+        [--flags auto,counts,true] [--horizon 20] [--icu-sepsis PATH]
+
+With ``--icu-sepsis PATH`` the MDP is ICU-Sepsis instead (Choudhary et al. 2024, MIT licence;
+``pip download --no-deps icu-sepsis==2.0.1`` gives the wheel; PATH is the wheel or its
+``dynamics.npz``, read without installing the package): 716 states, of which 0..712 are live patient
+states and 713 (death), 714 (discharge) and 715 (absorbing) end a stay, 25 actions, and the
+clinicians' policy ``expert_policy`` estimated from MIMIC-III. The kernel is restricted to the 713
+live states; the moves into 713-715 are its missing mass, a stay's termination (``terminated`` 1 on
+its last row). Stays start from ``d_0`` and follow ``expert_policy``; one cut at the horizon is
+truncated. The logged policy of the distance is ``expert_policy`` on the live states.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import platform
 import re
@@ -31,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +57,41 @@ COMMAND = ["--episode", "patient", "--time", "t", "--state", "state", "--action"
            "terminated", "--gamma", "0.99", "--normalization", "anchor:0"]
 
 
-def write_data(mdp, behaviour, n_episodes, seed, path):
-    """Simulate ``n_episodes`` episodes and write the CSV; returns the per-state visits (S,) and row count."""
+def load_dynamics(path):
+    """The arrays of ICU-Sepsis' ``dynamics.npz``, from the wheel (a zip) or from the file itself."""
+    path = Path(path)
+    if zipfile.is_zipfile(path) and path.suffix == ".whl":
+        with zipfile.ZipFile(path) as wheel:
+            raw = wheel.read("icu_sepsis/envs/assets/dynamics.npz")
+    else:
+        raw = path.read_bytes()
+    with np.load(io.BytesIO(raw)) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def icu_sepsis_mdp(path, gamma=0.99):
+    """``(TabularMDP, expert policy, initial distribution, facts)`` on ICU-Sepsis' live states: the
+    kernel (713, 25, 713) is the full one restricted to them, its missing mass the termination.
+    The last three states (713 death, 714 discharge, 715 absorbing) are the ones that end a stay."""
+    d = load_dynamics(path)
+    P, expert, d0 = d["tx_mat"], d["expert_policy"], d["d_0"]
+    L = P.shape[0] - 3
+    absorbing = bool(np.allclose(P[L:, :, -1], 1.0))  # 713, 714 and 715 all move to 715
+    facts = {"states": P.shape[0], "actions": P.shape[1], "ends_absorbing": absorbing,
+             "live_to_715": float(P[:L, :, L + 2].max()), "initial_off_live": float(d0[L:].sum()),
+             "initial_zero": int(np.sum(d0[:L] == 0)), "expert_zeros": int(np.sum(expert[:L] == 0)),
+             "states_with_zeros": int(np.sum((expert[:L] == 0).any(axis=1)))}
+    behaviour = expert[:L] / expert[:L].sum(axis=1, keepdims=True)
+    mdp = stage2.TabularMDP.create(np.ascontiguousarray(P[:L, :, :L]), gamma, n_actions=P.shape[1])
+    return mdp, behaviour, d0[:L] / d0[:L].sum(), facts
+
+
+def write_data(mdp, behaviour, n_episodes, seed, path, horizon=20, initial=None):
+    """Simulate ``n_episodes`` episodes and write the CSV; returns the per-state visits (S,) and the rows."""
     import pandas as pd
 
-    data = simulate_tabular(mdp, behaviour, n_episodes=n_episodes, horizon=20, random_state=seed)
+    data = simulate_tabular(mdp, behaviour, n_episodes=n_episodes, horizon=horizon, initial=initial,
+                            random_state=seed)
     s = data.states[:, 0].astype(np.int64)
     frame = pd.DataFrame({"patient": data.episode_ids, "t": data.timesteps, "state": s, "action": data.actions,
                           "terminated": data.terminated.astype(int)})
@@ -116,6 +157,9 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--horizon", type=int, default=20, help="steps at most per episode")
+    ap.add_argument("--icu-sepsis", default=None, metavar="PATH",
+                    help="ICU-Sepsis' wheel or dynamics.npz: run on that MDP instead of the clustered one")
     ap.add_argument("--keep", default=None, help="keep the data, the kernel and the output folders here "
                                                  "(a new folder; default: a temporary one, removed)")
     ap.add_argument("--flags", default=",".join(FLAGS), help="comma-separated runs among auto (no --transition "
@@ -131,28 +175,37 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     t_start = time.perf_counter()
-    mdp, _ = clustered_mdp(random_state=args.seed)
-    S, K = mdp.n_states, mdp.n_actions
-    behaviour = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, mdp.gamma)
+    initial = None
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), python {platform.python_version()}")
+    if args.icu_sepsis:
+        mdp, behaviour, initial, facts = icu_sepsis_mdp(args.icu_sepsis)
+        print(f"ICU-Sepsis: {facts['states']} states, {facts['actions']} actions; the last 3 move to the last: "
+              f"{facts['ends_absorbing']}; largest live move into the last: {facts['live_to_715']}; d_0 mass off the "
+              f"live states: {facts['initial_off_live']}, live states with d_0 = 0: {facts['initial_zero']}; "
+              f"expert_policy zeros on live states: {facts['expert_zeros']} cells in {facts['states_with_zeros']} "
+              f"states")
+    else:
+        mdp, _ = clustered_mdp(random_state=args.seed)
+        behaviour = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, mdp.gamma)
     if args.keep:
         Path(args.keep).mkdir(parents=True, exist_ok=False)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.keep or tmp)
-        rows = run_all(args, mdp, behaviour, folder)
+        rows = run_all(args, mdp, behaviour, folder, initial)
     print(f"total time {time.perf_counter() - t_start:.0f} s")
     return rows
 
 
-def run_all(args, mdp, behaviour, folder):
+def run_all(args, mdp, behaviour, folder, initial=None):
     S, K = mdp.n_states, mdp.n_actions
     data_path = folder / "data.csv"
-    visits, frame = write_data(mdp, behaviour, args.episodes, args.seed, data_path)
+    visits, frame = write_data(mdp, behaviour, args.episodes, args.seed, data_path, args.horizon, initial)
     logged_actions = np.unique(frame["action"].to_numpy())
     kernel_path = folder / "true.npy"
     if "true" in args.flags:  # (S, K, S) over the data's actions in sorted label order
         np.save(kernel_path, mdp.kernel.dense()[:, logged_actions, :])
-    print(f"MDP: S={S} K={K} gamma={mdp.gamma}; data: {len(frame)} rows, {args.episodes} episodes, "
+    print(f"MDP: S={S} K={K} gamma={mdp.gamma}; data: {len(frame)} rows, {args.episodes} episodes of at most "
+          f"{args.horizon} steps, "
           f"{int(frame['terminated'].sum())} terminated; {np.count_nonzero(visits)} of {S} states and "
           f"{logged_actions.size} of {K} actions logged")
     print(f"command: genpqr fit data.csv {' '.join(COMMAND)} --out DIR [--transition FLAG]\n")
