@@ -395,3 +395,16 @@ def test_auto_keeps_counts_on_weighted_rows_and_one_episode():
     data = simulate_tabular(mdp, np.full((S, K), 1 / K), 1, 200, random_state=0)
     model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, random_state=0).fit(data)
     assert model.transition_selection_.chosen == "counts" and "one episode" in str(model.summary())
+
+
+def test_auto_without_random_state_is_seed_zero():
+    """The exact path's reward does not change from run to run: None folds are seed 0 (genpqr fit's default)."""
+    rng = np.random.default_rng(3)
+    S, K = 30, 3
+    mdp = TabularMDP.create(random_kernel(S, K, rng, termination=0.05), 0.9, rng.normal(size=(S, K)))
+    data = simulate_tabular(mdp, np.full((S, K), 1 / K), 60, 6, random_state=0)
+    fits = [GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, random_state=seed).fit(data)
+            for seed in (None, None, 0)]
+    assert fits[0].transition_selection_.chosen != "counts"
+    for other in fits[1:]:
+        np.testing.assert_array_equal(fits[0].stage2_.recovery.reward, other.stage2_.recovery.reward)

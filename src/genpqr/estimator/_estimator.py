@@ -115,7 +115,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         transitions. A transition model of :mod:`genpqr.stage2` or a callable ``(transitions,
         n_states, n_actions) -> kernel``: an estimator (e.g. :class:`genpqr.stage2.ShrinkageKernel`,
         :func:`genpqr.structural.ddc.increment_kernel`). Weighted rows and a single episode keep the
-        counts under ``"auto"``; so do streamed fits.
+        counts under ``"auto"``; so do streamed fits. The comparison's episode folds come from
+        ``random_state`` (None: seed 0, as ``genpqr fit``'s default ``--seed``).
     solver : str
         Linear solver of the exact path (:func:`genpqr.stage2.solve_linear_bellman`).
     validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.stage2.FQE`).

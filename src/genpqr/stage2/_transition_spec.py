@@ -54,7 +54,9 @@ def resolve_transition_model(spec, transitions, n_states: int, *, random_state=N
         Complete transitions (every row has its next state or terminates).
     n_states : int
     random_state : None or int
-        The episode folds of the held-out comparison.
+        The episode folds of the held-out comparison (and the low-rank model's start). None is
+        seed 0, ``genpqr fit``'s default ``--seed``: the choice, and so the exact path's reward,
+        do not change from run to run.
 
     Returns
     -------
@@ -76,6 +78,7 @@ def resolve_transition_model(spec, transitions, n_states: int, *, random_state=N
     if weights is not None and not np.all(weights == 1):
         return None, _kept_counts("weighted rows: the held-out comparison scores unweighted moves",
                                   n_moves, n_episodes)
-    selection = select_transition_model(transitions, random_state=random_state, n_states=n_states)
+    seed = 0 if random_state is None else random_state
+    selection = select_transition_model(transitions, random_state=seed, n_states=n_states)
     model = None if selection.chosen == "counts" else selection.model
     return model, dataclasses.replace(selection, model=model, models={})  # the comparison, not every fit
