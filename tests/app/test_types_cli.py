@@ -92,3 +92,15 @@ def test_types_with_continuous_states(two_type_csv, tmp_path, capsys):
     rewards = pd.read_csv(out / "rewards.csv")
     assert len(rewards) == 2 * len(frame) and list(rewards.columns[:3]) == ["type", "episode", "time"]
     assert len(pd.read_csv(out / "types.csv")) == frame.episode.nunique()
+
+
+def test_counterfactual_on_a_typed_fit_says_what_to_use(two_type_csv, tmp_path, capsys):
+    """A typed fit folder is not mistaken for a continuous one: the error names the types and the routes."""
+    csv, _ = two_type_csv
+    out = tmp_path / "fit"
+    assert main(flags(csv, out, "--types", "2")) == 0
+    capsys.readouterr()
+    assert main(["counterfactual", str(out), "--gamma", "0.8"]) == 2
+    err = capsys.readouterr().err
+    assert "latent types (--types)" in err and "type_models_[m].counterfactual" in err
+    assert "continuous" not in err

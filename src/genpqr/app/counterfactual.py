@@ -277,6 +277,11 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     inputs = [fit_dir / "model.joblib", fit_dir / "config.json", fit_dir / "rewards.csv", spec.get("transitions")]
     check_target(out, inputs=inputs, kind="counterfactual")  # before the work (bootstrap refits)
     model, config = load(fit_dir / "model.joblib", trusted=trusted), FitConfig.from_json(fit_dir / "config.json")
+    if hasattr(model, "type_models_"):
+        raise ValueError(f"{fit_dir} holds a fit with {len(model.type_models_)} latent types (--types); genpqr "
+                         f"counterfactual does not take typed fits: in Python, each type's model "
+                         f"(genpqr.load(...).type_models_[m].counterfactual(...)), or with --features the mixture "
+                         f"MLE's per-type and averaged answers (genpqr.structural.type_counterfactuals)")
     if not hasattr(model, "n_states_"):
         raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
                          "tabular fit (--q-model exact); use genpqr.counterfactuals.soft_counterfactual in Python instead")
