@@ -184,3 +184,24 @@ def test_uniform_fill_of_many_unvisited_pairs_is_refused():
     kernel, counts = T.estimate_transitions(states, np.zeros(10, int), states + 1, S, K)
     assert kernel.is_sparse and kernel.matrix.nnz == S * K and counts.sum() == 10
 
+
+
+def test_kernel_from_counts_divides_tiny_weighted_counts_without_overflow():
+    """Weighted counts as small as a latent type's posterior on a foreign episode (subnormal) give
+    the same rows as any other scale; the caller's matrix is left as it was."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    from genpqr.stage2 import kernel_from_counts
+
+    rows = np.array([[2.0, 1.0, 1.0], [0.0, 3.0, 1.0], [0.0, 0.0, 0.0]])  # 3 states, 1 action; cell 2 unvisited
+    matrix = sp.csr_matrix(rows)
+    before = matrix.toarray().copy()
+    expected = kernel_from_counts(matrix, matrix.toarray().sum(axis=1))[0].dense()
+    tiny = matrix * 1e-310
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = kernel_from_counts(tiny, tiny.toarray().sum(axis=1))[0].dense()
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    np.testing.assert_array_equal(matrix.toarray(), before)

@@ -40,6 +40,8 @@ __all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "cl
 
 #: The paper's clip: the default of the paper's baselines (GenPQR's default is ``"auto"``).
 DEFAULT_CLIP = PAPER_CLIP
+#: Rows weighing less than this share of the largest row weight do not set the auto clip.
+_NEGLIGIBLE_WEIGHT = 1e-6
 
 
 def check_clip(clip) -> tuple[float, float]:
@@ -320,8 +322,9 @@ def _resolve_clip(policy: FittedPolicy, clip, transitions: Transitions) -> Fitte
     raw_rows = policy.training_raw_proba(transitions.states)
     live = transitions.next_observed & ~transitions.terminated
     actions = transitions.actions
-    if transitions.sample_weight is not None:  # rows of weight zero are not data of this fit
-        keep = np.asarray(transitions.sample_weight) > 0
+    if transitions.sample_weight is not None:  # rows of (all but) zero weight are not data of this fit:
+        weights = np.asarray(transitions.sample_weight)  # e.g. episodes a latent type's posterior excludes
+        keep = weights > _NEGLIGIBLE_WEIGHT * weights.max()
         raw_rows, actions, live = raw_rows[keep], actions[keep], live & keep
     raw_next = policy.training_raw_proba(transitions.next_states[live], rows=live) if live.any() else None
     policy.clip, policy.clip_rule = auto_clip(raw_rows, actions, raw_next)

@@ -352,7 +352,7 @@ def transition_counts(states, actions, next_states, n_states: int, n_actions: in
 def kernel_from_counts(matrix, counts, *, unvisited: str = "self") -> tuple[TransitionKernel, np.ndarray]:
     """``P_hat(s'|s,a) = n(s, a, s') / n(s, a)`` from :func:`transition_counts` (``matrix``
     (S*K, S) sparse, ``counts`` (S*K,)); unvisited pairs as in :func:`estimate_transitions`."""
-    matrix = sp.csr_matrix(matrix, dtype=np.float64)
+    matrix = sp.csr_matrix(matrix, dtype=np.float64, copy=True)  # normalized in place below
     counts = np.asarray(counts, dtype=np.float64)
     n_states = matrix.shape[1]
     n_actions = matrix.shape[0] // n_states
@@ -375,7 +375,8 @@ def kernel_from_counts(matrix, counts, *, unvisited: str = "self") -> tuple[Tran
         else:
             raise ValueError(f"unvisited must be 'self', 'uniform' or 'error', got {unvisited!r}")
     denom = np.where(counts > 0, counts, 1.0)
-    matrix = sp.diags(1.0 / denom) @ matrix
+    matrix.sum_duplicates()  # each row's entries divided by its count (not times 1 / count, which
+    matrix.data /= np.repeat(denom, np.diff(matrix.indptr))  # overflows for subnormal weighted counts)
     if empty.size:
         matrix = matrix + fill
     return TransitionKernel(sp.csr_matrix(matrix), int(n_states), int(n_actions)), counts.reshape(n_states, n_actions)
