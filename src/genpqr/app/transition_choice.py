@@ -24,11 +24,9 @@ class TransitionChoice:
         return "\n".join("  " + line for line in self.summary.splitlines())
 
 
-def _candidates(kind: str, arg, seed, state_features):
-    from ..stage2 import ClassifierKernel, CountKernel, LowRankKernel, ShrinkageKernel, default_candidates
+def _candidates(arg, seed, state_features):
+    from ..stage2 import ClassifierKernel, CountKernel, LowRankKernel, ShrinkageKernel
 
-    if kind == "auto":
-        return default_candidates(seed)
     models = {"shrinkage": ShrinkageKernel(random_state=seed), "lowrank": LowRankKernel(random_state=seed),
               "classifier": ClassifierKernel(state_features=state_features)}
     return {"counts": CountKernel(), arg: models[arg]}
@@ -38,17 +36,21 @@ def choose_transition(config, data, index):
     """``(transition_model for GenPQR or None (counts), TransitionChoice or None)`` for the
     ``--transition`` kinds ``auto``, ``shrinkage``, ``lowrank`` and ``classifier``; ``(None, None)``
     for the others (counts, increments, a kernel file: handled by the state index)."""
-    from ..stage2 import select_transition_model
+    from ..stage2 import resolve_transition_model, select_transition_model
 
     kind, arg = parse_transition(config.transition)
     if kind not in ("auto", "model"):
         return None, None
     S = index.n_states
+    if kind == "auto":  # GenPQR(transition_model="auto")'s own rule, on the same data and seed
+        model, selection = resolve_transition_model("auto", data, S, random_state=config.seed)
+        return (None if model is None else model.fixed_copy()), TransitionChoice(selection.chosen,
+                                                                                 selection.summary())
     if data.n_episodes < 2:
         return None, TransitionChoice("counts", "transition model: counts (one episode: no held-out comparison)")
-    candidates = _candidates(kind, arg, config.seed, index.keys)
-    shortcuts = {} if kind == "auto" else dict(settled_mass=0.0, thin_only=())  # a named model is always fitted
-    selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S, **shortcuts)
+    candidates = _candidates(arg, config.seed, index.keys)  # a named model is always fitted and compared
+    selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S, settled_mass=0.0,
+                                        thin_only=())
     summary = selection.summary()
     name = selection.chosen
     if kind == "model" and name != arg:
