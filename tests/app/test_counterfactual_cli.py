@@ -172,3 +172,25 @@ def test_slim_model_renormalizes_exactly(fit_dir, tmp_path):
         np.testing.assert_allclose(r_slim.reward_table().to_numpy(dtype=float),
                                    r_full.reward_table().to_numpy(dtype=float), atol=1e-10)
         assert r_slim.diagnostics_.max_mu_over_pi > 0
+
+
+def test_episodes_that_end_need_an_initial_state(tmp_path, capsys):
+    """A fit whose kernel terminates has no long-run distribution: no empty table, but a note that
+    names --initial; with it the statistics are printed."""
+    frame = pd.read_csv(DATA)
+    last = frame.groupby("episode")["time"].transform("max") == frame["time"]
+    frame["terminated"] = (last & (frame["episode"] % 2 == 0)).astype(int)  # half the episodes end
+    data = tmp_path / "ending.csv"
+    frame.to_csv(data, index=False)
+    fit = tmp_path / "fit"
+    assert main(["fit", str(data), "--episode", "episode", "--time", "time", "--state", "state", "--action", "action",
+                 "--terminated", "terminated", "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0",
+                 "--out", str(fit), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["counterfactual", str(fit), "--reward-change", "b=-0.5", "--out", str(tmp_path / "cf")]) == 0
+    printed = capsys.readouterr().out
+    assert "Empty DataFrame" not in printed and "no summary statistics: the fitted kernel ends episodes" in printed
+    assert "--initial STATE" in printed
+    assert main(["counterfactual", str(fit), "--reward-change", "b=-0.5", "--initial", "0", "--horizon", "20",
+                 "--out", str(tmp_path / "cf0")]) == 0
+    assert "rate[b]" in capsys.readouterr().out

@@ -390,9 +390,14 @@ def counterfactual_command(args) -> int:
         return 2
     import pandas as pd
 
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(result.to_frame().drop(columns=["interval_kind"], errors="ignore")
-              .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    frame = result.to_frame().drop(columns=["interval_kind"], errors="ignore")
+    if frame.empty:  # no state distribution: the fitted kernel ends episodes and no --initial was given
+        print("no summary statistics: the fitted kernel ends episodes (terminations), so there is no long-run "
+              "distribution to average over; give --initial STATE (and --horizon N) for the statistics from a "
+              f"starting state. {out}/states.csv holds the per-state policies and values")
+    else:
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(result.describe())
     seen = set()
     for w in caught:
