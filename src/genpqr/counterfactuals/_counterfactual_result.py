@@ -101,7 +101,7 @@ class CounterfactualResult:
         share = "n/a" if self.support is None else f"{self.support.share:.1%}"
         return (f"CounterfactualResult(route={self.route!r}, changes={self.changes}, parameter_change="
                 f"{self.parameter_change!r}, interval_kind={self.interval_kind!r}, thin_state_share={share}; "
-                f"to_frame() for the numbers, describe() for the reading)")
+                f"summary() for the table, to_frame() for every column, describe() for the reading)")
 
     def summary_keys(self) -> list:
         return list(self.baseline.summary(self.action_labels, self.state_values))

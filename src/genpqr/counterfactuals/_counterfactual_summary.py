@@ -149,25 +149,32 @@ def counterfactual_intervals(result, level=None, kind=None):
     return frame
 
 
+def _intervals(result, kind, level) -> str:
+    if kind == "delta":
+        cov = (result.se_kind or "the fit's").split(":")[0]
+        return (f"delta method ({level:.0%}) from the parameters' {cov} covariance, conditional on the kernel "
+                f"(rates and the mean state on the logit scale of their range)")
+    return result._interval_label(kind, level) if kind != "none" else "none"
+
+
 def _header(result, kind, level) -> list:
     what = result.parameter_change if result.parameter_change != "none" else ", ".join(result.changes) or "none"
     route = ("structural: the estimated flow utility x @ theta" if result.route == "structural" else
              f"nonparametric: the recovered reward table ({result.normalization})")
     ident = ("by the model's functional form" if result.route == "structural" else
              "invariant to the normalization" if result.invariant else "NOT invariant to the normalization")
-    header = [("Change", what), ("Route", route), ("Identified", ident),
-              ("Intervals", result._interval_label(kind, level) if kind != "none" else "none")]
+    header = [("Change", what), ("Route", route), ("Identified", ident), ("Intervals", _intervals(result, kind, level))]
     if result.support is not None:
         shares = ", ".join(f"{name} {v[0]:.1%}" for name, v in result.support.counterfactual.items())
-        header.append(("Thin support", f"{shares} of the counterfactual's occupancy on states seen fewer than "
+        header.append(("Thin support", f"{shares} of the counterfactual's occupancy on states seen < "
                                        f"{result.support.min_visits} times"))
     welfare = getattr(result, "welfare", None)
     if welfare is not None:
         where = "baseline's stationary distribution" if welfare.distribution == "stationary" else \
             "initial distribution"
         money = "" if welfare.money_parameter is None else \
-            f"; 1 {welfare.money_parameter} unit = {welfare.money_value:.4g} utility"
-        header.append(("Welfare", f"expected discounted utility (log-sum) at the {where}{money}"))
+            f"; 1 {welfare.money_parameter} = {welfare.money_value:.4g} utility"
+        header.append(("Welfare", f"log-sum at the {where}{money}"))
     return header
 
 
@@ -177,13 +184,17 @@ def _notes(result) -> list:
         notes.append(f"not identified under every normalization: {result.rule}")
     if result.alternative is not None:
         other = result.alternative["route"]
-        notes.append(f"the {other} route answers the rates and mean state differently by up to "
-                     f"{result.route_gap():.1%} (to_frame(): {other}_counterfactual, route_gap)")
+        notes.append(f"the {other} route's rates and mean state differ from these by up to {result.route_gap():.1%}: "
+                     f"the reward table and the structural model disagree where the counterfactual goes "
+                     f"(to_frame(): {other}_counterfactual, route_gap)")
     welfare = getattr(result, "welfare", None)
     if welfare is not None:
         notes.append("welfare change: positive a gain, negative a loss" + (
             f" (in {welfare.money_parameter} units: the compensating variation, paid once at the start; per period: "
             "the same paid every period)" if welfare.money_parameter is not None else ""))
+        if result.route == "structural":
+            notes.append("welfare is that of the flow utility as written (x @ theta): features that add the same "
+                         "utility to every action choose alike but move it; write the money where it is paid")
         if "gamma" in result.changes:
             notes.append("the discount changed: the welfare criterion itself changed (levels leave out Euler's "
                          "constant over 1 - gamma)")

@@ -25,11 +25,12 @@ MAX_WIDTH = 100
 
 
 def format_number(x, width: int = 10) -> str:
-    """``x`` right-aligned in ``width`` characters: four decimals between 1e-3 and 1e6, else
-    scientific, fewer digits where that would not leave a space before it; ``-`` for NaN."""
+    """``x`` right-aligned in ``width`` characters: four decimals between 1e-3 and 1e4, two up to
+    1e7, else scientific; fewer digits where that would not leave a space before it; ``-`` for NaN."""
     if x is None or not np.isfinite(x):
         return f"{'-':>{width}}" if x is None or np.isnan(x) else f"{x:>{width}}"
-    text = f"{x:.4f}" if 1e-3 <= abs(x) < 1e6 or x == 0 else f"{x:.3e}"
+    size = abs(x)
+    text = f"{x:.4f}" if 1e-3 <= size < 1e4 or x == 0 else f"{x:.2f}" if 1e4 <= size < 1e7 else f"{x:.3e}"
     for digits in (6, 5, 4, 3, 2, 1):
         if len(text) < width:
             break

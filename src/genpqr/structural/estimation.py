@@ -34,8 +34,10 @@ one that says so, and no standard error is given.
 
 ``StructuralFit.iterations`` records each algorithm's iterations (``{"BHHH": 200, "Newton":
 2}``) and ``convergence`` says which one converged (``"BHHH 200 (hit the cap) + Newton 2,
-converged by Newton"``). Results as objects: ``params_``, ``bse_``, ``conf_int``, ``to_frame``,
-``summary`` and ``compare_lr`` (:mod:`genpqr.structural.results`).
+converged by Newton"``). Results as objects in statsmodels' words (``params``, ``bse``,
+``tvalues``, ``pvalues``, ``llf``, ``nobs``, ``aic``, ``bic``, ``cov_params()``, ``conf_int(alpha)``,
+``summary()``; :mod:`genpqr.structural.results`), ``to_frame``, ``compare_lr`` and another
+covariance kind by ``with_cov_type`` or ``bootstrap`` (:mod:`genpqr.structural.covariance`).
 
 Standard errors (:func:`likelihood_derivatives`) are those of the *full* likelihood, the
 derivative taken through the fixed point, identical for NPL and NFXP. With
