@@ -200,3 +200,32 @@ def test_summary_after_another_summary(pair):
     assert both.lines == first.lines and both.to_frame().equals(first.to_frame())
     assert len(both.tables) == 3 and both.as_html().count("<table") == 3
     assert "\\begin{verbatim}" in both.as_latex() and "\\begin{tabular}" in both.as_latex()
+
+
+def test_bootstrap_over_episodes_re_estimates_each_replicate():
+    """``fit.bootstrap(model, B)``: the parameters re-estimated on B resamples of the buses (the
+    library's bootstrap, the same draws for the same seed), their covariance and percentiles."""
+    import warnings
+
+    from genpqr import GenPQR, normalization as N
+    from genpqr.evaluation import bootstrap
+    from genpqr.stage1 import FrequencyClassifier
+    from genpqr.structural import fit_structural
+    from genpqr.structural.kernels import IncrementKernel
+
+    truth = bus_engine(n_states=40, rc=4.0, theta11=40.0)
+    panel = simulate_buses(truth, n_buses=30, n_periods=60, random_state=0).transitions
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = GenPQR(N.anchor_action("replace"), gamma=truth.beta, q_model="exact", n_states=40,
+                       policy_model=FrequencyClassifier(40, smoothing=0.5),
+                       transition_model=IncrementKernel(4, "replace")).fit(panel)
+        fit = fit_structural(model, truth.features("rust"), names=NAMES)
+        boot = fit.bootstrap(model, n_boot=5, random_state=3)
+        reps = bootstrap(model, model.training_data_, n_boot=5, statistic=lambda m: fit.refit(m).theta,
+                         random_state=3, fitted=model).replicates
+    assert boot.cov_type == "bootstrap" and "5 replicates (episodes resampled, re-estimated each)" in boot.se_kind
+    np.testing.assert_allclose(boot.bootstrap_replicates, reps, rtol=1e-12)
+    np.testing.assert_allclose(boot.bse, reps.std(axis=0, ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(boot.conf_int().lower, np.quantile(reps, 0.025, axis=0), rtol=1e-12)
+    np.testing.assert_array_equal(boot.params, fit.params)
