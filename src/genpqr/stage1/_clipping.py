@@ -132,15 +132,18 @@ def auto_clip_from_summary(smallest: float, smallest_observed: float | None, zer
                         f"probability 0 to some action at the states of {zero_rows:.1%} of the rows")
 
 
-def clip_fractions(raw_rows: np.ndarray, actions: np.ndarray, bounds) -> tuple[float, float]:
+def clip_fractions(raw_rows: np.ndarray, actions: np.ndarray, bounds, index=None) -> tuple[float, float]:
     """``(observed, floored)``: the share of rows whose observed action's probability hits a
     bound, and the share of rows at whose state some action's probability is below ``low``
-    (its ``log pi_hat`` is the floor)."""
+    (its ``log pi_hat`` is the floor). ``index`` (n,): ``raw_rows`` holds the distinct states
+    and row ``i``'s probabilities are ``raw_rows[index[i]]`` (:class:`genpqr.stage1.RowTable`)."""
     low, high = bounds
     raw_rows = np.asarray(raw_rows, dtype=np.float64)
-    hit = (raw_rows < low) | (raw_rows > high)
-    observed = hit[np.arange(raw_rows.shape[0]), np.asarray(actions, dtype=np.int64)]
-    floored = np.any(raw_rows < low, axis=1)
+    actions = np.asarray(actions, dtype=np.int64)
+    rows = np.arange(actions.shape[0]) if index is None else np.asarray(index)
+    observed = raw_rows[rows, actions]
+    observed = (observed < low) | (observed > high)
+    floored = np.any(raw_rows < low, axis=1)[rows]
     return float(np.mean(observed)), float(np.mean(floored))
 
 

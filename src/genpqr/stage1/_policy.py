@@ -27,14 +27,15 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..data.validation import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
-from ._clipping import PAPER_CLIP, auto_clip, check_bounds
+from ._clipping import PAPER_CLIP, auto_clip, auto_clip_from_summary, check_bounds
 from ..data import BoxActions, Transitions
 from ._conditional_logit import bind_action_features, check_feature_dim
 from ..actions import check_density
 from ._stage1 import FittedStage1, cross_fit_models
+from ._cells import present_keys, repeated_rows
 from ..data import fit_weighted
 
-__all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
+__all__ = ["FittedStage1", "RowTable", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
            "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
            "fit_stage1", "check_classifier", "check_clip", "is_auto", "DEFAULT_CLIP"]
 
@@ -215,7 +216,15 @@ def _check_index_input(X, name: str) -> np.ndarray:
 
 
 def _proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarray:
-    """``predict_proba`` mapped onto codes 0..K-1 with sanity checks (named messages)."""
+    """``predict_proba`` mapped onto codes 0..K-1 with sanity checks (named messages); asked once
+    per distinct state when the states repeat (tabular states), then spread over the rows."""
+    repeated = repeated_rows(X)
+    if repeated is not None:
+        return _distinct_proba_on_codes(model, repeated[0], n_actions, name)[repeated[1]]
+    return _distinct_proba_on_codes(model, X, n_actions, name)
+
+
+def _distinct_proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarray:
     raw = np.asarray(model.predict_proba(X), dtype=np.float64)
     if raw.ndim != 2:
         raise ValueError(f"{name}.predict_proba returned shape {raw.shape}, expected a 2-D (n_samples, n_classes) array")
@@ -233,6 +242,39 @@ def _proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarr
     proba = np.zeros((X.shape[0], n_actions))
     proba[:, classes.astype(np.int64)] = raw
     return proba
+
+
+@dataclass
+class RowTable:
+    """Per-row ``(n, K)`` values held once per distinct (fold, state) row: row ``i``'s values are
+    ``values[index[i]]`` (``index`` None: one row of ``values`` per row). With tabular states the
+    table has one row per visited state (and fold) instead of one per logged choice.
+
+    Attributes
+    ----------
+    states : ndarray of shape (m, d)
+        The distinct states (the rows' states when ``index`` is None).
+    values : ndarray of shape (m, K)
+    index : ndarray of shape (n,) or None
+    """
+
+    states: np.ndarray
+    values: np.ndarray
+    index: np.ndarray | None = None
+
+    def rows(self, values: np.ndarray | None = None) -> np.ndarray:
+        """``values`` (default: the table's) spread over the rows, shape (n, ...)."""
+        values = self.values if values is None else values
+        return values if self.index is None else values[self.index]
+
+    def at(self, values: np.ndarray, codes) -> np.ndarray:
+        """Row ``i``'s entry of ``values`` (m, K) at action code ``codes[i]``, shape (n,)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        rows = np.arange(codes.shape[0]) if self.index is None else self.index
+        return values[rows, codes]
+
+    def with_values(self, values: np.ndarray) -> "RowTable":
+        return RowTable(self.states, values, self.index)
 
 
 @dataclass
@@ -280,6 +322,32 @@ class FittedPolicy(FittedStage1):
         folds = self._training_folds(states.shape[0], rows)
         return self._by_fold(folds, lambda k, sel: self.raw_proba(states[sel], fold=k), (self.n_actions,))
 
+    def training_table(self, states, rows=None) -> RowTable:
+        """:meth:`training_raw_proba` as a :class:`RowTable`: once per distinct (fold, state) row
+        when the rows repeat (tabular states), else one row per row."""
+        distinct = self.distinct_training_raw_proba(states, rows)
+        if distinct is None:
+            X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+            return RowTable(X, self.training_raw_proba(X, rows))
+        raw, index, X = distinct
+        return RowTable(X, raw, index)
+
+    def distinct_training_raw_proba(self, states, rows=None):
+        """:meth:`training_raw_proba` once per distinct (fold, state) row when the rows repeat
+        (tabular states): ``(raw (m, K), index (n,), states (m, d))`` with ``raw[index]`` the rows'
+        values; None when they do not repeat enough to pay (:func:`genpqr.stage1.repeated_rows`)."""
+        X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+        folds = None if self.fold_of_row is None else self._training_folds(X.shape[0], rows)
+        repeated = repeated_rows(X if folds is None else np.column_stack([folds, X]))
+        if repeated is None:
+            return None
+        distinct, index = repeated
+        if folds is None:
+            return self.raw_proba(distinct), index, distinct
+        fold = distinct[:, 0].astype(np.int64)
+        raw = self._by_fold(fold, lambda k, sel: self.raw_proba(distinct[sel, 1:], fold=k), (self.n_actions,))
+        return raw, index, distinct[:, 1:]
+
     def log_policy(self, states, actions=None, *, return_clipped: bool = False):
         """``u = log pi_hat`` (clipped, renormalized): (n, K), or (n,) at action codes ``actions``."""
         return self._u(self.raw_proba(states), actions, return_clipped)
@@ -315,20 +383,52 @@ def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) ->
 
 def _resolve_clip(policy: FittedPolicy, clip, transitions: Transitions) -> FittedPolicy:
     """Set ``policy.clip``: the given bounds, or the data-aware rule of :func:`genpqr.stage1.auto_clip`
-    from the raw probabilities at the training rows and their observed next states."""
+    from the raw probabilities at the training rows and their observed next states (once per
+    distinct (fold, state) when the states repeat: the same three numbers)."""
     if not _is_auto(clip):
         policy.clip, policy.clip_rule = _check_clip(clip), ("given" if clip is not None else "none (no clip)")
         return policy
-    raw_rows = policy.training_raw_proba(transitions.states)
     live = transitions.next_observed & ~transitions.terminated
     actions = transitions.actions
+    keep = np.ones(transitions.n, dtype=bool)
     if transitions.sample_weight is not None:  # rows of (all but) zero weight are not data of this fit:
         weights = np.asarray(transitions.sample_weight)  # e.g. episodes a latent type's posterior excludes
         keep = weights > _NEGLIGIBLE_WEIGHT * weights.max()
-        raw_rows, actions, live = raw_rows[keep], actions[keep], live & keep
+        live = live & keep
+    summary = _clip_summary_distinct(policy, transitions, actions, keep, live)
+    if summary is not None:
+        policy.clip, policy.clip_rule = auto_clip_from_summary(*summary)
+        return policy
+    raw_rows = policy.training_raw_proba(transitions.states)
+    if transitions.sample_weight is not None:
+        raw_rows, actions = raw_rows[keep], actions[keep]
     raw_next = policy.training_raw_proba(transitions.next_states[live], rows=live) if live.any() else None
     policy.clip, policy.clip_rule = auto_clip(raw_rows, actions, raw_next)
     return policy
+
+
+def _clip_summary_distinct(policy: FittedPolicy, transitions: Transitions, actions, keep, live):
+    """:func:`auto_clip`'s three numbers (smallest probability at the kept rows and the live next
+    states, smallest positive one of an observed action, share of kept rows with a zero) from the
+    distinct (fold, state) rows and (fold, state, action) cells when the states repeat, else None."""
+    rows = np.flatnonzero(keep)
+    if rows.size == 0:
+        return None
+    at_rows = policy.distinct_training_raw_proba(transitions.states[rows], rows)
+    if at_rows is None:
+        return None
+    raw, index, _ = at_rows
+    cells = present_keys(index * policy.n_actions + actions[rows], raw.shape[0] * policy.n_actions)[0]
+    observed = raw[cells // policy.n_actions, cells % policy.n_actions]
+    positive = observed[observed > 0]
+    zero_rows = float(np.bincount(index, minlength=raw.shape[0]) @ np.any(raw <= 0, axis=1) / rows.size)
+    smallest = float(raw.min())
+    nxt = np.flatnonzero(live)
+    if nxt.size:
+        at_next = policy.distinct_training_raw_proba(transitions.next_states[nxt], nxt)
+        raw_next = at_next[0] if at_next is not None else policy.training_raw_proba(transitions.next_states[nxt], nxt)
+        smallest = min(smallest, float(raw_next.min()))
+    return smallest, (float(positive.min()) if positive.size else None), zero_rows
 
 
 class _LabelledClassifier:
@@ -341,12 +441,23 @@ class _LabelledClassifier:
         return self.model.predict_proba(X)
 
 
+def _forward_progress(model, progress):
+    """A model with a ``progress`` parameter of its own left at None (its bar shown only on a
+    terminal; :class:`genpqr.stage1.ConditionalLogit`, ``genpqr.models.TwoTowerClassifier``) gets
+    the fit's ``progress`` (a clone): ``GenPQR(progress=False)`` silences it."""
+    params = model.get_params(deep=False) if hasattr(model, "get_params") else {}
+    if progress is None or "progress" not in params or params["progress"] is not None:
+        return model
+    return clone(model).set_params(progress=progress)
+
+
 def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,
                random_state=None, progress: bool | None = False) -> FittedPolicy:
     """Fit stage 1 on ``(states, actions)`` (every observed choice); with ``cross_fit = k``, k
-    episode folds (a tqdm bar over the folds with ``progress``; None: only on a terminal).
+    episode folds (a tqdm bar over the folds with ``progress``; None: only on a terminal; a model
+    with a ``progress`` parameter left at None gets this one).
     ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.stage1`)."""
-    classifier = bind_action_features(check_classifier(classifier), transitions)
+    classifier = _forward_progress(bind_action_features(check_classifier(classifier), transitions), progress)
     if not _is_auto(clip):
         _check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions

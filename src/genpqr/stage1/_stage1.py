@@ -19,7 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-__all__ = ["FittedStage1", "cross_fit_models"]
+__all__ = ["FittedStage1", "cross_fit_models", "PROGRESS_DELAY"]
+
+#: Seconds a stage-1 step (the folds, a conditional logit's optimizer, a two tower's epochs) runs
+#: before its progress bar appears: quick fits print nothing.
+PROGRESS_DELAY = 2.0
 
 
 @dataclass
@@ -77,11 +81,12 @@ class FittedStage1:
 def cross_fit_models(data, cross_fit: int, fit_fold, *, random_state=None, progress: bool | None = False,
                      desc: str = "policy folds"):
     """Fit one model per episode fold: ``fit_fold(k, train_rows)`` for each of ``cross_fit``
-    folds of ``data.episode_folds`` (a tqdm bar with ``progress``; None: only on a terminal).
+    folds of ``data.episode_folds`` (a tqdm bar with ``progress``, shown once the folds have taken 2
+    seconds; None: only on a terminal).
     Returns ``(models, fold_of_row)``."""
     folds = data.episode_folds(int(cross_fit), random_state=random_state)
     models, fold_of_row = [], np.empty(data.n, dtype=np.int64)
-    bar = tqdm(folds, desc=desc, disable=None if progress is None else not progress, leave=False)
+    bar = tqdm(folds, desc=desc, disable=None if progress is None else not progress, leave=False, delay=PROGRESS_DELAY)
     for k, (train, test) in enumerate(bar):
         models.append(fit_fold(k, train))
         fold_of_row[test] = k
