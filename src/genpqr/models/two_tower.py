@@ -414,12 +414,9 @@ def _epoch_bar(progress, epochs: int, loss: str):
     """The tqdm bar over the training epochs (None with ``progress=False``)."""
     if progress is False:
         return None
-    from tqdm.auto import tqdm
+    from ..stage1 import progress_bar
 
-    from ..stage1 import _stage1
-
-    return tqdm(total=epochs, desc=f"two-tower ({loss} softmax)", unit="epoch", leave=False,
-                delay=_stage1.PROGRESS_DELAY, disable=None if progress is None else not progress)
+    return progress_bar(progress, total=epochs, desc=f"two-tower ({loss} softmax)", unit="epoch")
 
 
 def _check_weights(sample_weight, n: int) -> np.ndarray:

@@ -20,7 +20,8 @@ the per-state totals and feature sums a conditional logit needs and the rows of 
 (:meth:`ChoiceCells.as_rows`). :func:`distinct_rows` numbers the distinct state rows (a count
 for state indices, else one sort); :func:`repeated_rows` does so only when it pays
 (:data:`COMPRESS_SHARE`). :class:`FitOnCells` fits any classifier whose weighted fit is a sum
-over rows (a multinomial logit) on the cells.
+over rows (a multinomial logit) on the cells; :class:`RowTable` holds per-row values once per
+distinct (fold, state) row.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 __all__ = ["ChoiceCells", "choice_cells", "distinct_rows", "repeated_rows", "present_keys", "COMPRESS_SHARE",
-           "compresses", "FitOnCells"]
+           "compresses", "FitOnCells", "RowTable"]
 
 #: Fit on the cells when there are at most this share as many distinct states as rows (else on
 #: the rows: every state distinct, as with continuous states, and counting would only reorder them).
@@ -197,6 +198,39 @@ class ChoiceCells:
         out = np.zeros((self.states.shape[0], self.n_actions))
         out[self.state, self.action] = self.weight
         return out
+
+
+@dataclass
+class RowTable:
+    """Per-row ``(n, K)`` values held once per distinct (fold, state) row: row ``i``'s values are
+    ``values[index[i]]`` (``index`` None: one row of ``values`` per row). With tabular states the
+    table has one row per visited state (and fold) instead of one per logged choice.
+
+    Attributes
+    ----------
+    states : ndarray of shape (m, d)
+        The distinct states (the rows' states when ``index`` is None).
+    values : ndarray of shape (m, K)
+    index : ndarray of shape (n,) or None
+    """
+
+    states: np.ndarray
+    values: np.ndarray
+    index: np.ndarray | None = None
+
+    def rows(self, values: np.ndarray | None = None) -> np.ndarray:
+        """``values`` (default: the table's) spread over the rows, shape (n, ...)."""
+        values = self.values if values is None else values
+        return values if self.index is None else values[self.index]
+
+    def at(self, values: np.ndarray, codes) -> np.ndarray:
+        """Row ``i``'s entry of ``values`` (m, K) at action code ``codes[i]``, shape (n,)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        rows = np.arange(codes.shape[0]) if self.index is None else self.index
+        return values[rows, codes]
+
+    def with_values(self, values: np.ndarray) -> "RowTable":
+        return RowTable(self.states, values, self.index)
 
 
 def choice_cells(X, codes, n_actions: int, sample_weight=None, *, index=None) -> ChoiceCells:

@@ -40,7 +40,7 @@ from ..data.validation import as_float_array, check_state_indices, clone_learner
 from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
 from ._bilinear import bilinear_log_partition, bilinear_log_proba_at
 from ._cells import choice_cells, repeated_rows
-from . import _stage1
+from ._stage1 import progress_bar
 
 __all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim", "action_feature_matrix",
            "action_codes"]
@@ -429,10 +429,7 @@ class _Progress:
 
     def __enter__(self):
         if self.progress is not False:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.total, desc="conditional logit (L-BFGS)", unit="it", leave=False,
-                            delay=_stage1.PROGRESS_DELAY, disable=None if self.progress is None else not self.progress)
+            self.bar = progress_bar(self.progress, total=self.total, desc="conditional logit (L-BFGS)")
         return self
 
     def step(self, intermediate_result=None):

@@ -27,22 +27,20 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..data.validation import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
-from ._clipping import PAPER_CLIP, auto_clip, auto_clip_from_summary, check_bounds
+from ._clipping import PAPER_CLIP, check_bounds, resolve_policy_clip
 from ..data import BoxActions, Transitions
 from ._conditional_logit import bind_action_features, check_feature_dim
 from ..actions import check_density
-from ._stage1 import FittedStage1, cross_fit_models
-from ._cells import present_keys, repeated_rows
+from ._stage1 import FittedStage1, cross_fit_models, forward_progress
+from ._cells import RowTable, repeated_rows
 from ..data import fit_weighted
 
-__all__ = ["FittedStage1", "RowTable", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
+__all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
            "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
            "fit_stage1", "check_classifier", "check_clip", "is_auto", "DEFAULT_CLIP"]
 
 #: The paper's clip: the default of the paper's baselines (GenPQR's default is ``"auto"``).
 DEFAULT_CLIP = PAPER_CLIP
-#: Rows weighing less than this share of the largest row weight do not set the auto clip.
-_NEGLIGIBLE_WEIGHT = 1e-6
 
 
 def check_clip(clip) -> tuple[float, float]:
@@ -245,39 +243,6 @@ def _distinct_proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) ->
 
 
 @dataclass
-class RowTable:
-    """Per-row ``(n, K)`` values held once per distinct (fold, state) row: row ``i``'s values are
-    ``values[index[i]]`` (``index`` None: one row of ``values`` per row). With tabular states the
-    table has one row per visited state (and fold) instead of one per logged choice.
-
-    Attributes
-    ----------
-    states : ndarray of shape (m, d)
-        The distinct states (the rows' states when ``index`` is None).
-    values : ndarray of shape (m, K)
-    index : ndarray of shape (n,) or None
-    """
-
-    states: np.ndarray
-    values: np.ndarray
-    index: np.ndarray | None = None
-
-    def rows(self, values: np.ndarray | None = None) -> np.ndarray:
-        """``values`` (default: the table's) spread over the rows, shape (n, ...)."""
-        values = self.values if values is None else values
-        return values if self.index is None else values[self.index]
-
-    def at(self, values: np.ndarray, codes) -> np.ndarray:
-        """Row ``i``'s entry of ``values`` (m, K) at action code ``codes[i]``, shape (n,)."""
-        codes = np.asarray(codes, dtype=np.int64)
-        rows = np.arange(codes.shape[0]) if self.index is None else self.index
-        return values[rows, codes]
-
-    def with_values(self, values: np.ndarray) -> "RowTable":
-        return RowTable(self.states, values, self.index)
-
-
-@dataclass
 class FittedPolicy(FittedStage1):
     """Stage-1 result for finite actions: fitted classifier(s), clipping, and out-of-fold
     bookkeeping; ``u = log pi_hat`` of the clipped, renormalized probabilities.
@@ -378,57 +343,7 @@ def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) ->
     codes = np.arange(transitions.n_actions)
     if not np.all(np.isin(classes, codes)) or classes.dtype.kind not in "iu":
         classifier = _LabelledClassifier(classifier, transitions.encoder.encode(classes, "policy_model.classes_"))
-    return _resolve_clip(FittedPolicy([classifier], None, transitions.n_actions, (0.0, 1.0)), clip, transitions)
-
-
-def _resolve_clip(policy: FittedPolicy, clip, transitions: Transitions) -> FittedPolicy:
-    """Set ``policy.clip``: the given bounds, or the data-aware rule of :func:`genpqr.stage1.auto_clip`
-    from the raw probabilities at the training rows and their observed next states (once per
-    distinct (fold, state) when the states repeat: the same three numbers)."""
-    if not _is_auto(clip):
-        policy.clip, policy.clip_rule = _check_clip(clip), ("given" if clip is not None else "none (no clip)")
-        return policy
-    live = transitions.next_observed & ~transitions.terminated
-    actions = transitions.actions
-    keep = np.ones(transitions.n, dtype=bool)
-    if transitions.sample_weight is not None:  # rows of (all but) zero weight are not data of this fit:
-        weights = np.asarray(transitions.sample_weight)  # e.g. episodes a latent type's posterior excludes
-        keep = weights > _NEGLIGIBLE_WEIGHT * weights.max()
-        live = live & keep
-    summary = _clip_summary_distinct(policy, transitions, actions, keep, live)
-    if summary is not None:
-        policy.clip, policy.clip_rule = auto_clip_from_summary(*summary)
-        return policy
-    raw_rows = policy.training_raw_proba(transitions.states)
-    if transitions.sample_weight is not None:
-        raw_rows, actions = raw_rows[keep], actions[keep]
-    raw_next = policy.training_raw_proba(transitions.next_states[live], rows=live) if live.any() else None
-    policy.clip, policy.clip_rule = auto_clip(raw_rows, actions, raw_next)
-    return policy
-
-
-def _clip_summary_distinct(policy: FittedPolicy, transitions: Transitions, actions, keep, live):
-    """:func:`auto_clip`'s three numbers (smallest probability at the kept rows and the live next
-    states, smallest positive one of an observed action, share of kept rows with a zero) from the
-    distinct (fold, state) rows and (fold, state, action) cells when the states repeat, else None."""
-    rows = np.flatnonzero(keep)
-    if rows.size == 0:
-        return None
-    at_rows = policy.distinct_training_raw_proba(transitions.states[rows], rows)
-    if at_rows is None:
-        return None
-    raw, index, _ = at_rows
-    cells = present_keys(index * policy.n_actions + actions[rows], raw.shape[0] * policy.n_actions)[0]
-    observed = raw[cells // policy.n_actions, cells % policy.n_actions]
-    positive = observed[observed > 0]
-    zero_rows = float(np.bincount(index, minlength=raw.shape[0]) @ np.any(raw <= 0, axis=1) / rows.size)
-    smallest = float(raw.min())
-    nxt = np.flatnonzero(live)
-    if nxt.size:
-        at_next = policy.distinct_training_raw_proba(transitions.next_states[nxt], nxt)
-        raw_next = at_next[0] if at_next is not None else policy.training_raw_proba(transitions.next_states[nxt], nxt)
-        smallest = min(smallest, float(raw_next.min()))
-    return smallest, (float(positive.min()) if positive.size else None), zero_rows
+    return resolve_policy_clip(FittedPolicy([classifier], None, transitions.n_actions, (0.0, 1.0)), clip, transitions)
 
 
 class _LabelledClassifier:
@@ -441,30 +356,20 @@ class _LabelledClassifier:
         return self.model.predict_proba(X)
 
 
-def _forward_progress(model, progress):
-    """A model with a ``progress`` parameter of its own left at None (its bar shown only on a
-    terminal; :class:`genpqr.stage1.ConditionalLogit`, ``genpqr.models.TwoTowerClassifier``) gets
-    the fit's ``progress`` (a clone): ``GenPQR(progress=False)`` silences it."""
-    params = model.get_params(deep=False) if hasattr(model, "get_params") else {}
-    if progress is None or "progress" not in params or params["progress"] is not None:
-        return model
-    return clone(model).set_params(progress=progress)
-
-
 def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,
                random_state=None, progress: bool | None = False) -> FittedPolicy:
     """Fit stage 1 on ``(states, actions)`` (every observed choice); with ``cross_fit = k``, k
     episode folds (a tqdm bar over the folds with ``progress``; None: only on a terminal; a model
     with a ``progress`` parameter left at None gets this one).
     ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.stage1`)."""
-    classifier = _forward_progress(bind_action_features(check_classifier(classifier), transitions), progress)
+    classifier = forward_progress(bind_action_features(check_classifier(classifier), transitions), progress)
     if not _is_auto(clip):
         _check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions
     w = transitions.sample_weight
     if cross_fit is None:
         fitted = fit_weighted(clone(classifier), X, y, w, "policy_model")
-        return _resolve_clip(FittedPolicy([fitted], None, K, (0.0, 1.0)), clip, transitions)
+        return resolve_policy_clip(FittedPolicy([fitted], None, K, (0.0, 1.0)), clip, transitions)
 
     def fit_fold(k, train):
         if np.unique(y[train]).size < 2:
@@ -475,7 +380,7 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
 
     models, fold_of_row = cross_fit_models(transitions, cross_fit, fit_fold, random_state=random_state,
                                            progress=progress)
-    return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)
+    return resolve_policy_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)
 
 
 # ============================================================================ continuous actions
