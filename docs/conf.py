@@ -352,6 +352,53 @@ def constant_docstring(app, what, name, obj, options, lines) -> None:
         lines[:] = _defining_comment(name, obj)
 
 
+#: The parameters of the estimators with many, by role: a table at the top of the class's page,
+#: above numpydoc's full list (in the docstring's order). Every parameter of the signature must be
+#: in one group (a parameter added or removed is a warning: the strict build fails until the
+#: table says where it belongs; tests/docs/test_docstring_examples.py checks the same).
+PARAMETER_GROUPS = {
+    "genpqr.GenPQR": {
+        "The model": ["normalization", "gamma", "random_state", "progress"],
+        "Stage 1: the policy": ["policy_model", "policy_prefit", "clip", "cross_fit"],
+        "Stage 2: Q-evaluation": ["q_model", "encoding", "structure", "n_iterations", "tol", "warm_start",
+                                  "validation_fraction", "n_iter_no_change", "solver"],
+        "Tabular states": ["n_states", "transition_model"],
+        "Offsets and support": ["offset_model", "min_support"],
+        "Continuous actions": ["integration", "reference", "min_log_density", "check_density", "density_tol",
+                               "freeze_transformers"],
+        "Latent types": ["n_types", "type_covariates", "type_specific_transitions", "n_em_starts", "max_em_iter",
+                         "em_tol"],
+    },
+}
+
+
+def parameter_group_problems(name: str, cls) -> list[str]:
+    """What :data:`PARAMETER_GROUPS` lacks or has too many for ``cls``'s signature."""
+    grouped = [p for group in PARAMETER_GROUPS[name].values() for p in group]
+    signature = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    return ([f"{p} is in no group" for p in signature if p not in grouped]
+            + [f"{p} is not a parameter" for p in grouped if p not in signature]
+            + [f"{p} is in two groups" for p in set(grouped) if grouped.count(p) > 1])
+
+
+def parameter_groups(app, what, name, obj, options, lines) -> None:
+    """The "Parameters at a glance" table of a class of :data:`PARAMETER_GROUPS` (its aliases
+    included), inserted above its Parameters section."""
+    from sphinx.util import logging
+
+    home = _ALIASES.get(name, name)
+    if what != "class" or home not in PARAMETER_GROUPS:
+        return
+    for problem in parameter_group_problems(home, obj):
+        logging.getLogger(__name__).warning("docs/conf.py PARAMETER_GROUPS[%r]: %s", home, problem)
+    table = ["", ".. rubric:: Parameters at a glance", "", ".. list-table::", "   :widths: 30 70", ""]
+    for group, names in PARAMETER_GROUPS[home].items():
+        table += [f"   * - {group}", f"     - {', '.join(f'``{n}``' for n in names)}"]
+    table.append("")
+    at = next((i for i, line in enumerate(lines) if line.strip() == "Parameters"), len(lines))
+    lines[at:at] = table
+
+
 def skip_foreign_member(app, what, name, obj, skip, options):
     """Document a class's members defined in genpqr, not those it inherits from another library
     (scikit-learn's ``get_params``, ``Exception.add_note``, ...)."""
@@ -448,5 +495,6 @@ def setup(app):
     app.connect("config-inited", write_api_pages)  # before Sphinx lists the sources and autosummary writes stubs
     app.connect("autodoc-skip-member", skip_foreign_member)
     app.connect("autodoc-process-docstring", constant_docstring, priority=400)  # before numpydoc (500)
+    app.connect("autodoc-process-docstring", parameter_groups, priority=400)
     app.connect("autodoc-process-bases", public_bases)
     app.connect("missing-reference", resolve_alias)

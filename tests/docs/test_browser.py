@@ -228,46 +228,57 @@ def measured(browser, site) -> dict:
     return results
 
 
-def test_no_page_of_the_site_overflows_its_column(measured):
-    problems = {page: found[:5] for page, (found, _, _) in measured.items() if found}
-    assert not problems, f"elements wider than their column in a {WINDOW[0]} px window: {problems}"
+def overflow_problems(measured: dict) -> dict:
+    return {page: found[:5] for page, (found, _, _) in measured.items() if found}
 
 
-def test_the_maths_is_rendered(measured):
+def maths_problems(measured: dict) -> dict:
     problems = {page: maths[1][:5] for page, (_, maths, _) in measured.items() if maths[1]}
-    assert not problems, problems
     counts = {page: maths[0] for page, (_, maths, _) in measured.items()}
     # the pages that have maths do show it: the guide, the glossary and a docstring's formulas
     for page in ("python_api.html", "glossary.html", "api/genpqr.structural.html"):
-        if page in counts:
-            assert counts[page] > 0, f"{page} shows no maths"
-    assert sum(counts.values()) >= 20
+        if counts.get(page) == 0:
+            problems[page] = ["shows no maths"]
+    if sum(counts.values()) < 20:
+        problems["(the site)"] = [f"only {sum(counts.values())} formulas in all"]
+    return problems
 
 
-def test_every_page_has_navigation(measured):
+def navigation_problems(measured: dict) -> dict:
     problems = {}
     for page, (_, _, (top, side, empty)) in measured.items():
         sidebar = not page.startswith("api/generated/")  # conf.py: no sidebar on single names' pages
         if top < 4 or empty or (sidebar and side < 4):
             problems[page] = f"top-bar links {top}, sidebar links {side}, empty navigation titles {empty}"
-    assert not problems, problems
+    return problems
 
 
-def test_the_main_classes_have_examples(site):
-    """The API pages of the main classes have a numpydoc Examples section (the doctests of
-    test_docstring_examples.py run them)."""
+def content_problems(site: Path) -> dict:
+    """The API pages of the main classes have a numpydoc Examples section (run as doctests by
+    test_docstring_examples.py), and no gallery cell ending in a plotting call shows a
+    ``<matplotlib.legend.Legend at 0x...>`` line."""
+    problems = {}
     for name in ("genpqr.GenPQR", "genpqr.Transitions", "genpqr.structural.StructuralFit",
                  "genpqr.counterfactuals.CounterfactualResult"):
         page = site / "api" / "generated" / f"{name}.html"
-        assert page.exists(), f"no API page {page.name}"
-        assert re.search(r"<p class=\"rubric\">Examples</p>", page.read_text(encoding="utf-8")), (
-            f"{name}'s page has no Examples section")
-
-
-def test_the_gallery_prints_no_object_reprs(site):
-    """A cell ending in a plotting call shows no ``<matplotlib.legend.Legend at 0x...>`` line."""
+        if not page.exists() or '<p class="rubric">Examples</p>' not in page.read_text(encoding="utf-8"):
+            problems[f"api/generated/{page.name}"] = "no Examples section"
     for page in sorted((site / "gallery").glob("plot_*.html")):
-        assert not re.search(r"&lt;matplotlib\.\w+\.\w+ (object )?at 0x", page.read_text(encoding="utf-8")), page.name
+        if re.search(r"&lt;matplotlib\.\w+\.\w+ (object )?at 0x", page.read_text(encoding="utf-8")):
+            problems[f"gallery/{page.name}"] = "shows a matplotlib object's repr"
+    return problems
+
+
+@pytest.mark.slow
+def test_the_documentation_site_reads_well(measured, site):
+    """Every page: nothing wider than its column, the maths rendered, navigation; the main
+    classes' Examples and a gallery without stray reprs (one test: the site is built once)."""
+    problems = {"elements wider than their column in a {0} px window".format(WINDOW[0]): overflow_problems(measured),
+                "maths not rendered": maths_problems(measured),
+                "navigation missing": navigation_problems(measured),
+                "content": content_problems(site)}
+    problems = {kind: found for kind, found in problems.items() if found}
+    assert not problems, "\n".join(f"{kind}: {found}" for kind, found in problems.items())
 
 
 # ------------------------------------------------------------------------------- the report

@@ -149,6 +149,31 @@ class StructuralFit:
         still gives the fitted flow utility, for counterfactuals), ``std_error`` is NaN, and
         the tables (``to_frame``, ``params_``, ``summary``, ``parameters.csv``) show no number;
         ``cov`` is then the generalized inverse on the identified directions.
+
+    Examples
+    --------
+    The bundled data set's reward is linear in two features: a ``bonus`` for leaving action
+    ``a`` and a ``level`` that rises with the state for ``b`` and falls for ``c``.
+
+    >>> import numpy as np
+    >>> from genpqr import GenPQR, datasets, from_pandas
+    >>> from genpqr import normalization as N
+    >>> from genpqr.structural import fit_structural
+    >>> frame = datasets.load("choices")
+    >>> data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
+    >>> model = GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", random_state=0).fit(data)
+    >>> x = np.arange(15) / 14
+    >>> features = np.zeros((15, 3, 2))  # (states, actions, parameters)
+    >>> features[:, 1:, 0] = 1.0
+    >>> features[:, 1, 1], features[:, 2, 1] = x, -x
+    >>> fit = fit_structural(model, features, names=["bonus", "level"])
+    >>> fit.theta.round(3)
+    array([-0.287,  1.134])
+    >>> fit.conf_int().round(3)
+               lower  upper
+    parameter
+    bonus     -0.347 -0.227
+    level      1.070  1.198
     """
 
     estimator: str
