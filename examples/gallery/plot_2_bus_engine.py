@@ -50,7 +50,7 @@ with warnings.catch_warnings(record=True) as caught:
                    transition_model=IncrementKernel(2, "replace"), random_state=0)
     model.fit(panel)
 for w in caught:
-    print(f"{w.category.__name__}: {str(w.message)[:70]}...")
+    print(f"{w.category.__name__}: {str(w.message)[:110]}...")
 
 # features of u(x, keep) = RC - 0.001 theta11 x; u(x, replace) = 0
 X = np.zeros((90, 2, 2))
