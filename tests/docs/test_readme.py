@@ -246,3 +246,20 @@ def check_continuous_claims(folder: Path) -> None:
     model = genpqr.load(folder / "model.joblib")
     assert type(model) is getattr(genpqr, model_class)
     assert type(model.action_space_) is getattr(genpqr, space_class)
+
+
+def test_the_readme_picture_is_made_by_its_script(tmp_path):
+    """docs/readme.png (the README's and the site's front page's picture) is what
+    examples/readme_figure.py draws: the script runs (a short bootstrap here) and draws a picture
+    of the same size."""
+    import subprocess
+    import sys
+
+    import matplotlib.image
+
+    out = tmp_path / "readme.png"
+    env = {"PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "readme_figure.py"), "--out", str(out),
+                           "--n-boot", "10"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert matplotlib.image.imread(out).shape == matplotlib.image.imread(ROOT / "docs" / "readme.png").shape
