@@ -111,7 +111,7 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 templates_path = ["_templates"]
 # docs/results/ holds the experiments' output tables (written by `genpqr report`), not pages of the guide
-exclude_patterns = ["results/**"]
+exclude_patterns = ["results/**", "_examples/**"]
 
 nitpicky = True
 # third-party names: no intersphinx (the CI machine is offline), so they cannot resolve
@@ -381,6 +381,20 @@ def parameter_group_problems(name: str, cls) -> list[str]:
             + [f"{p} is in two groups" for p in set(grouped) if grouped.count(p) > 1])
 
 
+#: Examples sections kept beside the site: ``_examples/<documented name>.rst`` (numpydoc's
+#: "Examples" section, doctest format) is appended to that class's docstring on its page, for a
+#: class whose module has no room left under tests/test_architecture.py's module size
+#: (``genpqr.GenPQR``); tests/docs/test_docstring_examples.py runs them as it runs the others.
+EXAMPLES = DOCS / "_examples"
+
+
+def class_examples(app, what, name, obj, options, lines) -> None:
+    """Append ``_examples/<name>.rst`` to the docstring of the class ``name`` (its aliases included)."""
+    path = EXAMPLES / f"{_ALIASES.get(name, name)}.rst"
+    if what == "class" and path.exists():
+        lines += ["", *path.read_text(encoding="utf-8").splitlines(), ""]
+
+
 def parameter_groups(app, what, name, obj, options, lines) -> None:
     """The "Parameters at a glance" table of a class of :data:`PARAMETER_GROUPS` (its aliases
     included), inserted above its Parameters section."""
@@ -496,5 +510,6 @@ def setup(app):
     app.connect("autodoc-skip-member", skip_foreign_member)
     app.connect("autodoc-process-docstring", constant_docstring, priority=400)  # before numpydoc (500)
     app.connect("autodoc-process-docstring", parameter_groups, priority=400)
+    app.connect("autodoc-process-docstring", class_examples, priority=400)
     app.connect("autodoc-process-bases", public_bases)
     app.connect("missing-reference", resolve_alias)

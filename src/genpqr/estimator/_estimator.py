@@ -195,26 +195,6 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     ``Transitions`` is split by scikit-learn's splitters, so ``GridSearchCV(GenPQR(...),
     {"q_model": [...]}, cv=GroupKFold(5)).fit(data, groups=data.episode_ids)`` chooses the Q
     model (docs/model_selection.md).
-
-    Examples
-    --------
-    The bundled data set: 600 episodes of choices among ``a``, ``b`` and ``c`` at 15 states.
-
-    >>> from genpqr import GenPQR, datasets, from_pandas
-    >>> from genpqr import normalization as N
-    >>> frame = datasets.load("choices")
-    >>> data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
-    >>> model = GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", random_state=0).fit(data)
-    >>> model.reward_table().round(2).head(3)
-         a     b     c
-    0  0.0 -0.53 -0.38
-    1  0.0 -0.10 -0.47
-    2  0.0 -0.07 -0.17
-
-    The coverage constant ``max mu/pi_hat`` is small: the anchor ``a`` is common at every state.
-
-    >>> round(model.diagnostics_.max_mu_over_pi, 2)
-    3.44
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
