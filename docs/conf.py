@@ -71,6 +71,7 @@ API = {
     "Structural estimation": ["genpqr.structural", "genpqr.structural.ddc", "genpqr.structural.kernels",
                               "genpqr.structural.projection", "genpqr.structural.ccp", "genpqr.structural.likelihood",
                               "genpqr.structural.estimation", "genpqr.structural.results",
+                              "genpqr.structural.summary", "genpqr.structural.covariance",
                               "genpqr.structural.separation", "genpqr.structural.fit_checks",
                               "genpqr.structural.identification",
                               "genpqr.structural.maximize", "genpqr.structural.nfxp", "genpqr.structural.checks",

@@ -1,5 +1,6 @@
 """The Examples sections of the main classes' docstrings run as doctests and print what they show
-(GenPQR's is kept in docs/_examples/ and shown on its page: its module is at the size limit).
+(GenPQR's and StructuralFit's are kept in docs/_examples/ and shown on their pages: their
+modules are at the size limit).
 
 The API pages of these classes show their Examples (tests/docs/test_browser.py checks that the
 built pages have the section); here each is run with :mod:`doctest` (whitespace normalized,
@@ -25,11 +26,17 @@ CLASSES = [GenPQR, Transitions, StructuralFit, CounterfactualResult]
 SITE_EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "_examples"
 
 
+#: Where each class is documented (its API page, and its file in docs/_examples if it has one).
+DOCUMENTED = {GenPQR: "genpqr.GenPQR", Transitions: "genpqr.Transitions",
+              StructuralFit: "genpqr.structural.StructuralFit",
+              CounterfactualResult: "genpqr.counterfactuals.CounterfactualResult"}
+
+
 def _examples_of(cls):
-    name = f"genpqr.{cls.__name__}" if (SITE_EXAMPLES / f"genpqr.{cls.__name__}.rst").exists() else None
-    if name is not None:
-        text = (SITE_EXAMPLES / f"{name}.rst").read_text(encoding="utf-8")
-        return [doctest.DocTestParser().get_doctest(text, {}, name, str(SITE_EXAMPLES / f"{name}.rst"), 0)]
+    path = SITE_EXAMPLES / f"{DOCUMENTED[cls]}.rst"
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        return [doctest.DocTestParser().get_doctest(text, {}, DOCUMENTED[cls], str(path), 0)]
     return doctest.DocTestFinder(recurse=False).find(cls, cls.__name__, globs={})
 
 
