@@ -463,6 +463,5 @@ def continuous_hint(data, labels) -> str:
     """When many numeric labels look like real-valued actions: point to the continuous path."""
     if np.asarray(labels).dtype.kind in "iuf" and data.n_actions > 20:
         return (f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
-                f"(continuous) actions build the transitions with genpqr.from_arrays(..., action_space='box') "
-                f"(genpqr fit: --action-type continuous)")
+                f"(continuous) actions build the transitions with genpqr.from_arrays(..., action_space='box')")
     return ""
