@@ -352,6 +352,14 @@ def test_counterfactual_results_of_older_genpqr_need_trust(fitted, tmp_path):
 
 
 # ----------------------------------------------------------------------------- import paths
+def import_object(path, what):
+    """A learner from its import path, as ``genpqr fit --policy-model/--q-model`` makes it."""
+    from genpqr.registry import DENSITIES, POLICY_MODELS, Q_MODELS, import_learner
+
+    registry = {"policy model": POLICY_MODELS, "Q model": Q_MODELS, "density": DENSITIES}[what]
+    return import_learner(path, what, registry.learner[1], registry.param)
+
+
 @pytest.mark.parametrize("path, what, phrase", [
     ("tests.estimator.test_persistence:evil_function", "policy model", "is a function, not a class"),
     ("os:getcwd", "Q model", "is a function, not a class"),
@@ -363,14 +371,6 @@ def test_counterfactual_results_of_older_genpqr_need_trust(fitted, tmp_path):
     ("sklearn.pipeline:Pipeline", "policy model", "cannot be made with no arguments"),
     ("tests.estimator.test_persistence", "Q model", "must look like package.module:Class"),
 ])
-def import_object(path, what):
-    """A learner from its import path, as ``genpqr fit --policy-model/--q-model`` makes it."""
-    from genpqr.registry import DENSITIES, POLICY_MODELS, Q_MODELS, import_learner
-
-    registry = {"policy model": POLICY_MODELS, "Q model": Q_MODELS, "density": DENSITIES}[what]
-    return import_learner(path, what, registry.learner[1], registry.param)
-
-
 def test_import_paths_accept_only_learner_classes(path, what, phrase, tmp_path, monkeypatch):
     from genpqr.app.flags import console_text
 

@@ -202,7 +202,7 @@ def _check_demo(args) -> str | None:
         check_output_folder(args.out, "--out")
         check_target(args.out, kind="demo")
     except ValueError as exc:
-        return str(exc)
+        return console_text(exc)
     if args.states < 2 or args.actions < 2 or args.episodes < 1:
         return "--states and --actions must be at least 2 and --episodes at least 1"
     if not 0 <= args.gamma < 1:

@@ -74,7 +74,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
