@@ -85,16 +85,23 @@ def _label(text, labels, what: str = "reward_change (--reward-change)"):
 
 
 def _check_normalization(text, labels):
-    from ..normalization import anchor_action, mean_zero
+    """The second normalization of the identification check, a name of
+    :data:`genpqr.registry.NORMALIZATIONS` that reads no data column (``mean-zero``,
+    ``anchor:LABEL``)."""
+    from ..registry import COLUMN, NORMALIZATIONS
 
     if text is None:
         return None
-    if text == "mean-zero":
-        return mean_zero()
-    if text.startswith("anchor:"):
-        return anchor_action(_label(text.split(":", 1)[1], labels, f"check_normalization (--check-normalization) "
-                                                                   f"{text!r}"))
-    raise ValueError(f"check_normalization must be 'mean-zero' or 'anchor:LABEL', got {text!r}")
+    what = f"check_normalization (--check-normalization) {text!r}"
+    try:
+        spec = NORMALIZATIONS.parse(text)
+    except ValueError:
+        spec = None
+    if spec is None or spec.can(COLUMN):
+        raise ValueError(f"check_normalization (--check-normalization) must be one of "
+                         f"{NORMALIZATIONS.forms(without=(COLUMN,))} (a normalization that reads no data column), got "
+                         f"{text!r}")
+    return spec.build(label=lambda action, _: _label(action, labels, what), state_column=None)
 
 
 def _pairs(items, flag: str, form: str) -> dict:
