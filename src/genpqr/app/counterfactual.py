@@ -98,9 +98,8 @@ def _check_normalization(text, labels):
     except ValueError:
         spec = None
     if spec is None or spec.can(COLUMN):
-        raise ValueError(f"check_normalization (--check-normalization) must be one of "
-                         f"{NORMALIZATIONS.forms(without=(COLUMN,))} (a normalization that reads no data column), got "
-                         f"{text!r}")
+        raise ValueError(f"check_normalization must be {NORMALIZATIONS.forms(without=(COLUMN,))} (--check-normalization: "
+                         f"a normalization that reads no data column), got {text!r}")
     return spec.build(label=lambda action, _: _label(action, labels, what), state_column=None)
 
 
