@@ -253,7 +253,7 @@ class Registry:
 
     # -------------------------------------------------------------- parsing
     def parse(self, text) -> Spec:
-        """``text`` as a :class:`Spec` of this registry; ``ValueError`` naming :attr:`param` otherwise."""
+        """``text`` as a :class:`Spec` of this registry; ``ValueError`` naming ``param`` otherwise."""
         if isinstance(text, Spec) and text.registry is self:
             return text
         if not isinstance(text, str):

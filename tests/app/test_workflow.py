@@ -346,6 +346,21 @@ def test_features_give_parameters_with_bootstrap_intervals(tmp_path, capsys):
     r = pd.read_csv(tmp_path / "o" / "rewards.csv")
     for col in ("reward_b_se", "reward_b_lo", "reward_b_hi"):
         assert col in r.columns
+    # the saved model's summary carries the structural table the console printed (statsmodels' shape)
+    model = genpqr.load(tmp_path / "o")
+    summary = model.summary()
+    text = summary.as_text()
+    assert "f_bonus" in text and "f_level" in text and text.index("f_bonus") > text.index(summary.title)
+    assert "f_bonus" in summary.as_html() and "tabular" in summary.as_latex()
+    assert len(summary.tables) >= 2 and summary.to_frame().shape[1] == 2  # the fit's figures, then the table
+    np.testing.assert_allclose(model.structural_.params, params["estimate"], rtol=1e-6)
+    # labelled rewards: columns are the action labels, the same numbers as the array
+    states = np.arange(S)[:, None]
+    frame = model.reward(states, as_frame=True)
+    assert list(frame.columns) == ["a", "b", "c"]
+    np.testing.assert_array_equal(frame.to_numpy(), model.reward(states))
+    at = model.reward(states, labels[np.arange(S) % K], as_frame=True)
+    assert at.name == "reward" and at.shape == (S,)
     # a features file that misses a visited pair is refused
     pd.DataFrame(rows[1:]).to_csv(tmp_path / "f2.csv", index=False)
     flags[flags.index(tmp_path / "f.csv")] = tmp_path / "f2.csv"

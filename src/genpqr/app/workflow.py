@@ -376,9 +376,10 @@ def config_from_args(args) -> FitConfig:
 def fit_command(args) -> int:
     """Run ``genpqr fit``; 0 on success, 2 with a one-line message on bad input."""
     try:
-        outputs = run_fit(config_from_args(args))
+        config = config_from_args(args)
+        outputs = run_fit(config)
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        print(f"genpqr fit: error: {console_text(exc)}", file=sys.stderr)
+        print(f"genpqr fit: error: {console_text(exc)}", file=sys.stderr)  # one line, whatever its length
         return 2
-    print(outputs.describe())
+    print(outputs.describe(verbose=config.verbose))
     return 0

@@ -107,7 +107,7 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
     ``bse``, ``tvalues``, ``pvalues``, ``llf``, ``nobs`` (the choices), ``df_model``,
     ``df_resid``, ``aic``, ``bic``, ``cov_type``, ``cov_params()``, ``conf_int(alpha)`` and
     ``summary(alpha)``; :meth:`with_cov_type` (``"opg"``, ``"hessian"``, ``"sandwich"``) and
-    :meth:`bootstrap` give the same fit with another covariance.
+    ``bootstrap()`` give the same fit with another covariance.
 
     Attributes
     ----------
@@ -164,7 +164,7 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
     cov_kind : str or None
         The kind of ``cov`` when another than the estimator's own (:meth:`with_cov_type`).
     bootstrap_replicates : ndarray (B, p) or None
-        A bootstrap fit's replicates (:meth:`bootstrap`): its intervals are their percentiles.
+        A bootstrap fit's replicates (``bootstrap()``): its intervals are their percentiles.
     """
 
     estimator: str
