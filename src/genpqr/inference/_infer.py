@@ -1,0 +1,212 @@
+r"""The debiased (one-step) estimator with influence-function inference.
+
+For targets ``psi`` (:mod:`genpqr.inference._targets`) and rows ``O_i = (S_i, A_i, S'_i)``:
+
+1. split the *episodes* into ``cross_fit`` folds;
+2. on the other folds refit the GenPQR template (its data-driven choices held at the
+   full-sample fit's) and read the nuisances ``eta_k``: ``pi_hat``, the kernel, the state law
+   and the normalization;
+3. on the held-out rows compute ``phi_i = psi(eta_k) + chi(O_i; eta_k)``: the plug-in plus the
+   efficient influence function at the fold's nuisances (the Riesz representers exact on the
+   tabular path);
+4. ``psi_hat = mean_i phi_i`` (paper eq. 11; notes Sec. 6), ``chi_i = phi_i - psi_hat`` and
+   ``Var = sum_e (sum_{i in e} chi_i)^2 / n^2`` over episodes ``e`` (the trajectory version of
+   ``Var chi / n``), a Wald interval.
+
+The plug-in reported beside it is ``psi`` at the full-sample fit.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..exceptions import InferenceWarning
+from . import _algebra as alg
+from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
+                         tabular_law)
+from ._result import InferenceResult
+from ._targets import Target
+
+__all__ = ["infer", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+
+#: Warn when the Riesz weights of the reward rest on fewer effective rows than this ...
+ESS_WARN = 100
+#: ... or a single row carries more than this share of their second moment (thin overlap) ...
+WEIGHT_WARN = 0.1
+#: ... or one episode carries more than this share of the variance (with at least 20 episodes) ...
+EPISODE_WARN = 0.25
+#: ... or the correction exceeds this many standard errors.
+CORRECTION_WARN = 10.0
+
+
+def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: float = 0.95, random_state=None,
+          progress: bool | None = None, warn: bool = True) -> InferenceResult:
+    r"""Debiased estimates of ``target`` with efficient-influence-function standard errors.
+
+    Parameters
+    ----------
+    model : GenPQR
+        The template (fitted or not): its policy model, Q model, normalization, transition
+        model and discount define the nuisances. When it was fitted on ``data`` it is the
+        full-sample fit (the plug-in); otherwise a copy is fitted on ``data``.
+    target : Target or list of Target
+        :func:`policy_value`, :func:`softmax_value`, :func:`value_difference`,
+        :func:`reward_mean`, :func:`reward_at`, :func:`reward_projection` (or their
+        differences ``a - b``). Several targets: one result with their joint covariance.
+    data : Transitions
+        The rows; finite actions, unweighted.
+    riesz : None or "exact"
+        The Riesz representers. Tabular states (``q_model="exact"``): ``None``/``"exact"``, the
+        closed forms with the fold's estimated state law and policy.
+    cross_fit : int or None
+        Episode folds (default 5). None: the full-sample nuisances (no splitting; valid when
+        the first stage is a finite-dimensional model, e.g. cell frequencies).
+    level : float
+        Level of the intervals (``result.conf_int(level)`` gives others).
+    random_state : int, Generator or None
+        The folds.
+    progress : bool or None
+        A progress bar over folds (None: only on a terminal).
+    warn : bool
+        Raise :class:`~genpqr.exceptions.InferenceWarning` when a diagnostic is large.
+
+    Returns
+    -------
+    InferenceResult
+    """
+    start = time.perf_counter()
+    check_inputs(model, data)
+    targets = _targets(target)
+    riesz = _check_riesz(riesz)
+    if cross_fit is not None and (int(cross_fit) != cross_fit or cross_fit < 2):
+        raise ValueError(f"cross_fit must be an integer >= 2 (episode folds) or None, got {cross_fit!r}")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    full = fitted_on(model, data)
+    if not is_exact(full):
+        raise ValueError("infer is implemented for the exact tabular path (q_model='exact') in this release")
+    ctx = context_of(full)
+    bound = [t.bind(ctx) for t in targets]
+    rows = Rows.of(data, tabular=True)
+    plug = alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
+    run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress)
+    names = [c for t in bound for c in t.components()]
+    described = [t.describe() for t in bound for _ in t.components()]
+    return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
+
+
+def _targets(target) -> list:
+    items = [target] if isinstance(target, Target) else list(target) if isinstance(target, (list, tuple)) else None
+    if not items or not all(isinstance(t, Target) for t in items):
+        raise TypeError(f"target must be a genpqr.inference target (policy_value, softmax_value, value_difference, "
+                        f"reward_mean, reward_at, reward_projection) or a list of them, got {type(target).__name__}")
+    names = [c for t in items for c in t.components()]
+    if len(set(names)) != len(names):
+        raise ValueError(f"the targets' components must have distinct names (pass name=...), got {names}")
+    return items
+
+
+def _check_riesz(riesz):
+    if riesz is None or (isinstance(riesz, str) and riesz == "exact"):
+        return "exact"
+    raise ValueError(f"riesz must be None or 'exact' on the exact tabular path, got {riesz!r}")
+
+
+class _Run:
+    """What the folds produced: ``phi`` (n, m), fold ids, the fold table, the reward weights."""
+
+    def __init__(self, n, m):
+        self.phi = np.full((n, m), np.nan)
+        self.alpha = np.full((n, m), np.nan)
+        self.fold = np.zeros(n, dtype=np.int64)
+        self.records = []
+
+
+def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress) -> _Run:
+    n = data.n
+    folds = [(np.arange(n), np.arange(n))] if cross_fit is None else data.episode_folds(int(cross_fit), random_state)
+    template = None if cross_fit is None else fold_template(full)
+    m = sum(len(t.components()) for t in bound)
+    run = _Run(n, m)
+    disable = None if progress is None else not progress
+    for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
+        fitted = full if template is None else fit_quietly(template, data.subset(train))
+        law = tabular_law(fitted, rows.take(train), 0.0 if template is None else STATE_PRIOR)
+        pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
+        held = rows.take(test)
+        chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+        run.phi[test] = pieces.value[None] + chi
+        alpha = alg.representers(pieces, law)[0]
+        run.alpha[test] = alpha[:, held.s, held.a].T
+        run.fold[test] = k
+        for j in range(m):
+            run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(pieces.value[j]),
+                                    correction=float(chi[:, j].mean()), estimate=float(run.phi[test, j].mean())))
+    return run
+
+
+def clustered_cov(influence, episodes) -> np.ndarray:
+    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e``."""
+    _, inverse = np.unique(episodes, return_inverse=True)
+    sums = np.zeros((inverse.max() + 1, influence.shape[1]))
+    np.add.at(sums, inverse, influence)
+    n = influence.shape[0]
+    return sums.T @ sums / n ** 2, sums
+
+
+def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start) -> InferenceResult:
+    estimate = run.phi.mean(axis=0)
+    infl = run.phi - estimate
+    cov, sums = clustered_cov(infl, rows.episodes)
+    se = np.sqrt(np.diag(cov))
+    folds = pd.DataFrame(run.records)
+    folds["component"] = [names[j] for j in folds["component"]]
+    fold_plug = folds.groupby("component", sort=False).apply(
+        lambda f: np.average(f.plug_in, weights=f.n_rows), include_groups=False).reindex(names).to_numpy()
+    diag = _diagnostics(names, estimate, fold_plug, se, run.alpha, sums)
+    messages = _warnings(diag, described, int(np.unique(rows.episodes).size))
+    if warn:
+        for message in messages:
+            warnings.warn(message, InferenceWarning, stacklevel=3)
+    route = "exact tabular (closed-form Riesz representers; state law and policy of the training folds)"
+    return InferenceResult(names, described, estimate, se, cov, np.asarray(plug, dtype=np.float64), float(level),
+                           int(data.n), int(data.n_episodes), None if cross_fit is None else int(cross_fit), route,
+                           folds, diag, infl, rows.episodes, messages, time.perf_counter() - start)
+
+
+def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
+    a = np.abs(alpha)
+    mean = np.maximum(a.mean(axis=0), 1e-300)
+    second = np.maximum((a ** 2).sum(axis=0), 1e-300)
+    share = (sums ** 2).max(axis=0) / np.maximum((sums ** 2).sum(axis=0), 1e-300)
+    return pd.DataFrame({
+        "correction_to_se": np.abs(estimate - fold_plug) / se,
+        "weight_max": a.max(axis=0) / mean,
+        "weight_q99": np.quantile(a, 0.99, axis=0) / mean,
+        "effective_rows": a.sum(axis=0) ** 2 / second,
+        "top_row_share": (a ** 2).max(axis=0) / second,
+        "top_episode_share": share,
+    }, index=pd.Index(names, name="component"))
+
+
+def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
+    out = []
+    for (name, row), what in zip(diag.iterrows(), described):
+        why = []
+        if row.effective_rows < ESS_WARN or row.top_row_share > WEIGHT_WARN:
+            why.append(f"the Riesz weights rest on few rows (effective {row.effective_rows:.0f} rows; one row holds "
+                       f"{row.top_row_share:.0%} of their square, the largest is {row.weight_max:.0f}x their mean): thin "
+                       f"overlap between the target and the behaviour")
+        if n_episodes >= 20 and row.top_episode_share > EPISODE_WARN:
+            why.append(f"one episode carries {row.top_episode_share:.0%} of the variance")
+        if row.correction_to_se > CORRECTION_WARN:
+            why.append(f"the correction is {row.correction_to_se:.1f} standard errors: the first stage is far from "
+                       f"the truth and the second-order remainder may not be small")
+        if why:
+            out.append(f"{name} ({what}): the interval may not be reliable: " + "; ".join(why))
+    return out

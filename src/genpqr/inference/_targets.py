@@ -1,0 +1,518 @@
+r"""What a user asks of a reward: the targets of :func:`genpqr.inference.infer`.
+
+Every target is a smooth functional ``psi(P_0)`` of the law of the logged rows
+``(S, A, S')`` (notation of the debiased-inference notes, shared/references/debiased-inference.md,
+and of van der Laan, Bibaut & Kallus, arXiv 2512.24407): ``rho`` the law of a row's state,
+``pi`` the behaviour, ``P`` the kernel, ``u = log pi`` the pseudo-reward, ``(mu, g)`` the
+normalization ``sum_a mu(a|s) r(s,a) = g(s)`` and ``rbar = Q - mu Q + g`` the normalized reward
+GenPQR recovers (``Q = u - g + gamma P mu Q``; notes Thm 3).
+
+Two rewards can be valued (``reward=``):
+
+* ``"normalized"`` (default): ``rbar``, at any discount ``gamma'``. The answer depends on the
+  normalization, as the reward does.
+* ``"log_policy"``: ``u = log pi`` (notes Lemma 1), at the agent's discount only. ``u`` differs
+  from the agent's reward by potential shaping, so a value under ``u`` equals the value under
+  any reward of the class minus ``E_rho V^dagger``: differences of such values are the
+  normalization-free answer (notes Thm 2), and each level is "the value under the log-policy
+  reward". At another discount the shaping no longer cancels: refused.
+
+The influence function of each target is derived and checked numerically (pathwise derivative
+along random submodels, tests/inference/test_derivative.py); the closed forms are in
+:mod:`genpqr.inference._algebra`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..data.validation import plain, short_list
+from ..normalization import AnchorWeights, BehaviorWeights, FixedOffset, FixedWeights, Normalization, StateAnchorWeights
+from . import _algebra as alg
+
+__all__ = ["Target", "policy_value", "softmax_value", "value_difference", "reward_mean", "reward_at",
+           "reward_projection"]
+
+REWARDS = ("normalized", "log_policy")
+BEHAVIOR = ("behavior", "behaviour")
+
+
+# ============================================================================ context
+@dataclass(frozen=True)
+class Context:
+    """What a target is checked against: the fitted model's actions, discount, normalization,
+    and (tabular) states."""
+
+    n_actions: int
+    gamma: float
+    labels: np.ndarray
+    encode: object
+    taken: np.ndarray
+    normalization: Normalization | None
+    n_states: int | None = None
+    visited: np.ndarray | None = None
+
+    @property
+    def tabular(self) -> bool:
+        return self.n_states is not None
+
+    def grid(self) -> np.ndarray:
+        return np.arange(self.n_states, dtype=np.float64)[:, None]
+
+
+class Target:
+    """A functional of the law of the data (base class). Build with :func:`policy_value`,
+    :func:`softmax_value`, :func:`value_difference`, :func:`reward_mean`, :func:`reward_at`,
+    :func:`reward_projection`; ``a - b`` of two scalar targets is their difference."""
+
+    name: str = ""
+
+    def components(self) -> list:
+        """Names of the target's components (one for a scalar target)."""
+        return [self.name]
+
+    def describe(self) -> str:
+        return self.name
+
+    def bind(self, ctx: Context) -> "Target":
+        """A checked copy for the fitted model ``ctx`` (labels -> codes, arrays resolved)."""
+        raise NotImplementedError
+
+    def pieces(self, law: alg.TabularLaw) -> alg.Pieces:
+        """Exact tabular value and gradient (:mod:`genpqr.inference._algebra`)."""
+        raise NotImplementedError
+
+    def __sub__(self, other):
+        if not isinstance(other, Target):
+            return NotImplemented
+        return Difference(self, other)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.describe()})"
+
+
+# ============================================================================ checks
+def _check_reward(reward, gamma, ctx: Context | None, what: str) -> float | None:
+    if reward not in REWARDS:
+        raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
+    if gamma is not None and not 0.0 <= float(gamma) < 1.0:
+        raise ValueError(f"gamma must be in [0, 1), got {gamma!r}")
+    if ctx is None:
+        return gamma
+    g = ctx.gamma if gamma is None else float(gamma)
+    if reward == "log_policy" and abs(g - ctx.gamma) > 1e-12:
+        raise ValueError(
+            f"{what}: reward='log_policy' is identified only at the agent's discount gamma={ctx.gamma:g} (the log-"
+            f"policy reward differs from the agent's by potential shaping, which cancels in value differences at "
+            f"that discount only; notes Thm 2); at gamma={g:g} value the normalized reward: reward='normalized'")
+    if reward == "normalized":
+        check_normalization(ctx.normalization, what)
+    return g
+
+
+def check_normalization(norm, what: str) -> None:
+    """Normalized-reward targets need fixed weights ``mu`` and a fixed offset ``g``."""
+    if norm is None:
+        raise ValueError(f"{what}: the model has no normalization to define the normalized reward")
+    if not isinstance(norm.mu, (AnchorWeights, FixedWeights, StateAnchorWeights)):
+        raise ValueError(
+            f"{what}: the normalization ({norm.describe()}) weights by the estimated behaviour policy, so the "
+            f"normalized reward moves with the first stage in a way these influence functions do not carry; use "
+            f"fixed weights (anchor_action, state_anchor, mean_zero, weighted), or reward='log_policy' for a policy value")
+    if not isinstance(norm.g, FixedOffset):
+        raise ValueError(
+            f"{what}: the normalization's offset ({norm.g.describe()}) is estimated from the data (or from the "
+            f"kernel), which these influence functions do not carry; give a fixed g (scalar, (S,) array or callable)")
+
+
+def resolve_policy(policy, ctx: Context, what: str):
+    """A policy argument as ``(S, K)`` probabilities on the tabular grid, a callable
+    ``states -> (n, K)``, or None for the behaviour policy; refused when it puts weight on an
+    action the data never shows."""
+    if isinstance(policy, str):
+        if policy.lower() in BEHAVIOR:
+            return None
+        raise ValueError(f"{what}: a policy given by name must be 'behavior', got {policy!r}")
+    if isinstance(policy, Normalization):
+        policy = policy.mu.bind(ctx.encode)
+        if isinstance(policy, BehaviorWeights):
+            return None
+        weights = policy
+        fn = (lambda states: weights.probabilities(states, ctx.n_actions, None))
+    elif isinstance(policy, dict):
+        table = np.zeros(ctx.n_actions)
+        codes = ctx.encode(list(policy), "policy")
+        table[codes] = [float(v) for v in policy.values()]
+        fn = _constant(table)
+    elif callable(policy):
+        fn = policy
+    else:
+        arr = np.asarray(policy, dtype=np.float64)
+        if arr.ndim == 1:
+            fn = _constant(arr)
+        elif arr.ndim == 2 and ctx.tabular:
+            if arr.shape != (ctx.n_states, ctx.n_actions):
+                raise ValueError(f"{what}: policy must have shape (S, K) = ({ctx.n_states}, {ctx.n_actions}) (or "
+                                 f"(K,) for every state), got {arr.shape}")
+            fn = (lambda states, a=arr: a[states[:, 0].astype(np.int64)])
+        else:
+            raise ValueError(f"{what}: policy must be 'behavior', a Normalization, a dict label -> probability, a "
+                             f"(K,) array{', an (S, K) array' if ctx.tabular else ''} or a callable states -> (n, K); "
+                             f"got an array of shape {arr.shape}")
+    return _checked_policy(fn, ctx, what)
+
+
+def _constant(row):
+    row = np.asarray(row, dtype=np.float64)
+    return lambda states: np.broadcast_to(row, (len(states), row.size)).copy()
+
+
+def _checked_policy(fn, ctx: Context, what: str):
+    if not ctx.tabular:
+        return PolicyFunction(fn, ctx, what)
+    table = check_probabilities(fn(ctx.grid()), (ctx.n_states, ctx.n_actions), what)
+    check_taken(table, ctx, what)
+    return table
+
+
+def check_probabilities(p, shape, what: str) -> np.ndarray:
+    p = np.asarray(p, dtype=np.float64)
+    if p.shape != tuple(shape):
+        raise ValueError(f"{what}: policy probabilities must have shape {tuple(shape)}, got {p.shape}")
+    if not np.all(np.isfinite(p)) or np.any(p < 0) or np.max(np.abs(p.sum(axis=1) - 1.0), initial=0) > 1e-8:
+        raise ValueError(f"{what}: policy probabilities must be non-negative and sum to 1 over the actions")
+    return p
+
+
+def check_taken(table, ctx: Context, what: str) -> None:
+    unseen = np.flatnonzero((np.max(table, axis=0) > 0) & ~ctx.taken)
+    if unseen.size:
+        raise ValueError(
+            f"{what}: the policy puts probability on action(s) {short_list([plain(x) for x in ctx.labels[unseen]])} "
+            f"that the data never shows: no choice reveals their reward, so the value is not identified")
+
+
+@dataclass(frozen=True)
+class PolicyFunction:
+    """A policy on continuous states: ``states -> (n, K)`` probabilities, checked when called."""
+
+    fn: object
+    ctx: Context
+    what: str
+
+    def __call__(self, states) -> np.ndarray:
+        p = check_probabilities(self.fn(states), (len(states), self.ctx.n_actions), self.what)
+        check_taken(p, self.ctx, self.what)
+        return p
+
+
+def _start(start, ctx: Context | None, what: str):
+    if start is None or (isinstance(start, str) and start == "data"):
+        return None
+    if isinstance(start, str):
+        raise ValueError(f"{what}: start must be 'data' or an (S,) distribution over states, got {start!r}")
+    if ctx is None:
+        return np.asarray(start, dtype=np.float64)
+    if not ctx.tabular:
+        raise ValueError(f"{what}: a start distribution (S,) needs tabular states; on continuous states values "
+                         f"start from the data's state law (start='data')")
+    arr = np.asarray(start, dtype=np.float64)
+    if arr.shape != (ctx.n_states,) or np.any(arr < 0) or abs(arr.sum() - 1.0) > 1e-8:
+        raise ValueError(f"{what}: start must be a distribution over the {ctx.n_states} states (shape "
+                         f"({ctx.n_states},), non-negative, summing to 1), got shape {arr.shape}")
+    check_visited(arr, ctx, what, "start")
+    return arr
+
+
+def check_visited(mass, ctx: Context, what: str, name: str) -> None:
+    """Weight on states no row visits: the reward there is the first stage's extrapolation."""
+    if ctx.visited is None:
+        return
+    off = np.flatnonzero((np.abs(mass) > 0) & ~ctx.visited)
+    if off.size:
+        raise ValueError(f"{what}: {name} puts weight on state(s) {short_list(off.tolist())} that no row visits: "
+                         f"the reward there is not identified by the data")
+
+
+# ============================================================================ policy values
+@dataclass
+class PolicyValue(Target):
+    r"""``psi = E_{rho0}[V^sigma(S)]``, ``V^sigma = sigma Q``, ``Q = r + gamma' P V^sigma``.
+
+    ``reward="log_policy"``: notes Example 1a (Thm 9, checked): with ``d = w_sigma sigma / pi``,
+    ``chi = w_sigma(s)(sigma/pi - 1) + d delta[u; sigma] + V(s) - psi``. ``reward="normalized"``:
+    Example 2 (Thm 11 corrected, notes Sec. 5.6): the representer carries the propagation through
+    ``mu``. ``policy="behavior"``: the behaviour's own value (notes Sec. 5.2), which moves with the
+    data. ``start``: the rows' state law (``"data"``, the paper's ``rho0``) or a fixed (S,) law.
+    """
+
+    policy: object
+    reward: str = "normalized"
+    gamma: float | None = None
+    start: object = "data"
+    name: str = ""
+    _sigma: object = field(default=None, repr=False)
+    _bound: bool = field(default=False, repr=False)
+
+    def describe(self) -> str:
+        who = "behaviour" if isinstance(self.policy, str) else "policy"
+        g = "" if self.gamma is None else f", gamma={self.gamma:g}"
+        return f"value of the {who} under the {_reward_words(self.reward)}{g}"
+
+    def bind(self, ctx):
+        gamma = _check_reward(self.reward, self.gamma, ctx, self.name)
+        sigma = resolve_policy(self.policy, ctx, self.name)
+        return replace(self, gamma=gamma, start=_start(self.start, ctx, self.name), _sigma=sigma, _bound=True)
+
+    def functional(self):
+        return alg.policy_value_functional(self._sigma, self.start)
+
+    def pieces(self, law):
+        return _mapped(self.reward, law, self.functional(), self.gamma)
+
+
+@dataclass
+class SoftmaxValue(Target):
+    r"""``psi = E_{rho0}[V*(S)]``: the (hard) value under the reward of the counterfactual policy
+    ``pi* = softmax_{A*}((r + gamma' v*) / tau)`` with ``v* = P Phi*`` its restricted soft fixed
+    point (notes Example 1b; influence function: Thm 10 corrected, notes Sec. 5.3; under the
+    normalized reward, notes Sec. 5.7). ``actions``: the counterfactual choice set ``A*``
+    (labels; default every action), ``temperature``: ``tau``. The policy is invariant to
+    shaping, its value is not: under ``"log_policy"`` the value is a level under ``u``.
+    """
+
+    actions: object = None
+    temperature: float = 1.0
+    reward: str = "normalized"
+    gamma: float | None = None
+    start: object = "data"
+    name: str = ""
+    _mask: object = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        acts = "every action" if self.actions is None else f"actions {short_list([plain(a) for a in self.actions])}"
+        g = "" if self.gamma is None else f", gamma={self.gamma:g}"
+        return (f"value of the softmax policy over {acts} (temperature {self.temperature:g}) under the "
+                f"{_reward_words(self.reward)}{g}")
+
+    def bind(self, ctx):
+        if not float(self.temperature) > 0:
+            raise ValueError(f"{self.name}: temperature must be positive, got {self.temperature!r}")
+        gamma = _check_reward(self.reward, self.gamma, ctx, self.name)
+        mask = np.ones(ctx.n_actions, dtype=bool)
+        if self.actions is not None:
+            acts = list(self.actions) if not isinstance(self.actions, str) else [self.actions]
+            if not acts:
+                raise ValueError(f"{self.name}: actions must name at least one action")
+            mask[:] = False
+            mask[ctx.encode(acts, "actions")] = True
+        check_taken(mask[None].astype(float), ctx, self.name)
+        if not ctx.tabular:
+            raise ValueError(f"{self.name}: the softmax value is implemented for tabular states (q_model='exact'); "
+                             f"on continuous states use policy_value with a fixed policy")
+        return replace(self, gamma=gamma, start=_start(self.start, ctx, self.name),
+                       _mask=np.broadcast_to(mask, (ctx.n_states, ctx.n_actions)).copy())
+
+    def pieces(self, law):
+        return _mapped(self.reward, law, alg.softmax_value_functional(self._mask, float(self.temperature), self.start),
+                       self.gamma)
+
+
+@dataclass
+class Difference(Target):
+    """``psi = psi_first - psi_second`` of two scalar targets; influence ``chi_1 - chi_2``."""
+
+    first: Target = None
+    second: Target = None
+    name: str = ""
+
+    def __post_init__(self):
+        if not self.name:
+            self.name = f"{self.first.name} - {self.second.name}"
+
+    def describe(self) -> str:
+        return f"({self.first.describe()}) - ({self.second.describe()})"
+
+    def bind(self, ctx):
+        first, second = self.first.bind(ctx), self.second.bind(ctx)
+        for t in (first, second):
+            if len(t.components()) != 1:
+                raise ValueError(f"{self.name}: a difference needs scalar targets, {t.name} has "
+                                 f"{len(t.components())} components")
+        return replace(self, first=first, second=second)
+
+    def pieces(self, law):
+        return self.first.pieces(law).combine(self.second.pieces(law), -1.0)
+
+
+def _reward_words(reward: str) -> str:
+    return "normalized reward" if reward == "normalized" else "log-policy reward u = log pi"
+
+
+def _mapped(reward, law, functional, gamma):
+    if reward == "log_policy":
+        return alg.log_policy_map(law, functional)
+    return alg.normalized_map(law, functional, gamma)
+
+
+# ============================================================================ reward functionals
+@dataclass
+class RewardFunctional(Target):
+    r"""A linear functional of the normalized reward (notes Sec. 5.8, corrected): ``kind``
+
+    * ``"data_mean"``: ``E_0[w(S, A) rbar(S, A)]`` over the rows' law (``w`` = 1: the mean reward);
+    * ``"measure"``: ``sum_{s,a} W(s, a) rbar(s, a)`` for a user's measure ``W`` (a distribution
+      over cells, or point masses: the reward at chosen cells). No ``m - psi`` term;
+    * ``"projection"``: ``theta = G^{-1} E_0[x (rbar - offset)]``, ``G = E_0[x x^T]``: the
+      least-squares projection on features, the semiparametric counterpart of structural
+      parameters (no linear form assumed).
+    """
+
+    kind: str = "data_mean"
+    weights: object = None
+    names: list = None
+    offset: object = None
+    name: str = ""
+
+    def components(self):
+        return list(self.names) if self.names else [self.name]
+
+    def describe(self) -> str:
+        return {"data_mean": "mean of the normalized reward over the data",
+                "measure": "normalized reward under a given distribution of (state, action)",
+                "projection": "projection of the normalized reward on features"}[self.kind]
+
+    def bind(self, ctx):
+        check_normalization(ctx.normalization, self.name)
+        if not ctx.tabular:
+            raise ValueError(f"{self.name}: reward functionals on continuous states are computed by the sieve "
+                             f"route (not yet available for this target)")
+        shape = (ctx.n_states, ctx.n_actions)
+        weights = np.ones(shape) if self.weights is None else self.weights
+        W = _table_stack(weights, shape, self.name, "weights" if self.kind != "projection" else "features")
+        if self.kind == "measure":
+            for j in range(W.shape[0]):
+                check_visited(np.abs(W[j]).sum(axis=1), ctx, self.name, "the distribution")
+                check_taken(np.abs(W[j]), ctx, self.name)
+        offset = None if self.offset is None else _table_stack(self.offset, shape, self.name, "offset")[0]
+        return replace(self, weights=W, offset=offset)
+
+    def pieces(self, law):
+        W = self.weights
+        if self.kind == "data_mean":
+            fn = alg.data_mean_functional(W)
+        elif self.kind == "measure":
+            fn = alg.weighted_sum_functional(W)
+        else:
+            fn = alg.projection_functional(np.moveaxis(W, 0, -1), self.offset)
+        return alg.normalized_map(law, fn, law.gamma)
+
+
+def _table_stack(x, shape, what, name) -> np.ndarray:
+    """``x`` as (m, S, K): one (S, K) table, or (S, K, m) features, or a list of tables."""
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.shape == shape:
+        return arr[None]
+    if arr.ndim == 3 and arr.shape[:2] == shape:
+        return np.moveaxis(arr, -1, 0)
+    raise ValueError(f"{what}: {name} must have shape (S, K) = {shape} or (S, K, m), got {arr.shape}")
+
+
+# ============================================================================ constructors
+def policy_value(policy, *, reward: str = "normalized", gamma: float | None = None, start="data",
+                 name: str | None = None) -> PolicyValue:
+    """The value of a known policy (or of the behaviour, ``policy="behavior"``) under the
+    recovered reward: ``E_{rho0}[V^policy(S)]`` (notes Example 1a / Example 2; see
+    :class:`PolicyValue`).
+
+    Parameters
+    ----------
+    policy : "behavior", Normalization, dict label -> probability, ndarray (K,) or (S, K), or callable
+        ``states -> (n, K)`` probabilities (columns in the data's action order).
+    reward : {"normalized", "log_policy"}
+    gamma : float, optional
+        The discount of the value (default: the model's). ``"log_policy"`` only at the model's.
+    start : "data" or ndarray (S,)
+        The start law: the rows' state law (default) or a fixed distribution (tabular).
+    name : str, optional
+    """
+    _check_reward(reward, gamma, None, "policy_value")
+    return PolicyValue(policy, reward, gamma, start, name or _default_name("V", policy, reward))
+
+
+def softmax_value(actions=None, temperature: float = 1.0, *, reward: str = "normalized", gamma: float | None = None,
+                  start="data", name: str | None = None) -> SoftmaxValue:
+    """The value of the counterfactual softmax policy over ``actions`` at ``temperature``
+    under the recovered reward (notes Example 1b; see :class:`SoftmaxValue`)."""
+    _check_reward(reward, gamma, None, "softmax_value")
+    return SoftmaxValue(None if actions is None else list(np.atleast_1d(actions)), float(temperature), reward, gamma,
+                        start, name or f"V(softmax{'' if actions is None else ' ' + '|'.join(map(str, np.atleast_1d(actions)))}, "
+                                       f"tau={float(temperature):g})")
+
+
+def value_difference(first, second="behavior", *, reward: str = "log_policy", gamma: float | None = None,
+                     name: str | None = None) -> Difference:
+    """``psi_first - psi_second`` of two policy values. ``first``/``second``: targets, or
+    policies (as in :func:`policy_value`, valued under ``reward`` at ``gamma``). Under
+    ``reward="log_policy"`` (default) at the agent's discount the difference is the same under
+    every reward of the class: no normalization enters (notes Thm 2)."""
+    parts = [p if isinstance(p, Target) else policy_value(p, reward=reward, gamma=gamma) for p in (first, second)]
+    return Difference(parts[0], parts[1], name or "")
+
+
+def reward_mean(weights=None, *, distribution=None, name: str | None = None) -> RewardFunctional:
+    """The mean of the normalized reward: over the data's (state, action) law, times ``weights``
+    (S, K) if given (``E_0[w rbar]``); or under a given ``distribution`` (S, K) of cells (a fixed
+    measure; see :class:`RewardFunctional`)."""
+    if distribution is not None:
+        dist = np.asarray(distribution, dtype=np.float64)
+        if np.any(dist < 0) or abs(dist.sum() - 1.0) > 1e-8:
+            raise ValueError(f"distribution must be non-negative and sum to 1, got a total of {dist.sum():.6g}")
+        W = dist if weights is None else dist * np.asarray(weights, dtype=np.float64)
+        return RewardFunctional("measure", W, None, None, name or "E_dist[r]")
+    return RewardFunctional("data_mean", weights, None, None, name or "E[r]")
+
+
+def reward_at(cells, *, name: str | None = None) -> RewardFunctional:
+    """The normalized reward at chosen cells ``[(state, action label), ...]`` (tabular states:
+    a point value is root-n estimable only on a finite state space)."""
+    cells = [tuple(c) for c in cells]
+    if not cells or any(len(c) != 2 for c in cells):
+        raise ValueError(f"cells must be a non-empty list of (state, action) pairs, got {cells!r}")
+    return CellReward("measure", cells, [f"r({plain(s)}, {plain(a)})" for s, a in cells], None, name or "r(cells)")
+
+
+@dataclass
+class CellReward(RewardFunctional):
+    """:func:`reward_at`: point masses, built when the states and labels are known."""
+
+    def bind(self, ctx):
+        if not ctx.tabular:
+            raise ValueError(f"{self.name}: the reward at a cell is root-n estimable only for tabular states; on "
+                             f"continuous states ask for a mean over a distribution or a projection")
+        W = np.zeros((len(self.weights), ctx.n_states, ctx.n_actions))
+        for j, (s, a) in enumerate(self.weights):
+            if not (float(s).is_integer() and 0 <= int(s) < ctx.n_states):
+                raise ValueError(f"{self.name}: state {s!r} is not a state index in 0..{ctx.n_states - 1}")
+            W[j, int(s), ctx.encode([a], "action")[0]] = 1.0
+        return RewardFunctional.bind(replace(self, kind="measure", weights=np.moveaxis(W, 0, -1)), ctx)
+
+
+def reward_projection(features, *, names=None, offset=None, name: str | None = None) -> RewardFunctional:
+    """The least-squares projection ``theta`` of the normalized reward on ``features``
+    (S, K, p) under the data's (state, action) law (``offset`` (S, K): a known part of the
+    reward): the structural parameters without assuming the linear form (notes Example 3)."""
+    X = np.asarray(features, dtype=np.float64)
+    if X.ndim != 3:
+        raise ValueError(f"features must have shape (S, K, p), got {X.shape}")
+    names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
+    if len(names) != X.shape[2]:
+        raise ValueError(f"names must name the {X.shape[2]} features, got {len(names)}")
+    return RewardFunctional("projection", X, names, offset, name or "projection")
+
+
+def _default_name(prefix, policy, reward) -> str:
+    who = "behavior" if isinstance(policy, str) else "pi"
+    return f"{prefix}({who})" + (" [u]" if reward == "log_policy" else "")
