@@ -66,6 +66,9 @@ class TabularLaw:
     observed : ndarray (S, K), optional
         Probability that a row at ``(s, a)`` has its next state (default 1; rows without one,
         the last choices of episodes, carry no kernel information).
+    cells : ndarray (S, K), optional
+        The law of ``(S, A)`` the Riesz representers divide by (default ``rho pi``); e.g. the
+        smoothed cell frequencies of the rows (the saturated Riesz regression).
     """
 
     rho: np.ndarray
@@ -75,6 +78,7 @@ class TabularLaw:
     mu: np.ndarray | None = None
     g: np.ndarray | None = None
     observed: np.ndarray | None = None
+    cells: np.ndarray | None = None
 
     @classmethod
     def create(cls, rho, policy, P, gamma, mu=None, g=None, observed=None) -> "TabularLaw":
@@ -377,7 +381,7 @@ def projection_functional(features, offset=None):
 # ============================================================================ the EIF
 def representers(pieces: Pieces, law: TabularLaw):
     """``alpha = grad_u / (rho pi)`` and ``lambda_k = omega_k / (rho pi observed)``."""
-    dens = law.density
+    dens = law.density if law.cells is None else law.cells
     obs = dens if law.observed is None else dens * law.observed
     alpha = pieces.grad_u / dens[None]
     lams = [e.omega / obs[None] for e in pieces.equations]

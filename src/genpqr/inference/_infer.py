@@ -32,7 +32,7 @@ from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietl
 from ._result import InferenceResult
 from ._targets import Target
 
-__all__ = ["infer", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+__all__ = ["infer", "plug_in", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
 
 #: Warn when the Riesz weights of the reward rest on fewer effective rows than this ...
 ESS_WARN = 100
@@ -87,17 +87,28 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
         raise ValueError(f"cross_fit must be an integer >= 2 (episode folds) or None, got {cross_fit!r}")
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    full = fitted_on(model, data)
-    if not is_exact(full):
+    if not is_exact(model):
         raise ValueError("infer is implemented for the exact tabular path (q_model='exact') in this release")
-    ctx = context_of(full)
-    bound = [t.bind(ctx) for t in targets]
+    bound = [t.bind(context_of(model, data)) for t in targets]
+    full = fitted_on(model, data)
     rows = Rows.of(data, tabular=True)
     plug = alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
-    run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress)
+    run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, riesz == "cells")
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
     return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
+
+
+def plug_in(model, target) -> np.ndarray:
+    """The plug-in value of ``target`` (a target or a list) at a fitted exact-path GenPQR: the
+    target at the model's own first stage, kernel and normalization, the state law of its
+    training rows (e.g. the statistic of an episode bootstrap, :func:`genpqr.evaluation.bootstrap`)."""
+    targets = _targets(target)
+    if not hasattr(model, "stage2_") or not is_exact(model):
+        raise ValueError("plug_in needs a GenPQR fitted on the exact tabular path (q_model='exact')")
+    bound = [t.bind(context_of(model, model.training_data_)) for t in targets]
+    rows = Rows.of(model.training_data_, tabular=True)
+    return alg.Pieces.stack([t.pieces(tabular_law(model, rows, 0.0)) for t in bound]).value
 
 
 def _targets(target) -> list:
@@ -112,9 +123,11 @@ def _targets(target) -> list:
 
 
 def _check_riesz(riesz):
-    if riesz is None or (isinstance(riesz, str) and riesz == "exact"):
+    if riesz is None:
         return "exact"
-    raise ValueError(f"riesz must be None or 'exact' on the exact tabular path, got {riesz!r}")
+    if isinstance(riesz, str) and riesz in ("exact", "cells"):
+        return riesz
+    raise ValueError(f"riesz must be None, 'exact' or 'cells' on the exact tabular path, got {riesz!r}")
 
 
 class _Run:
@@ -127,7 +140,7 @@ class _Run:
         self.records = []
 
 
-def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress) -> _Run:
+def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, cells=False) -> _Run:
     n = data.n
     folds = [(np.arange(n), np.arange(n))] if cross_fit is None else data.episode_folds(int(cross_fit), random_state)
     template = None if cross_fit is None else fold_template(full)
@@ -136,7 +149,7 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress) -> _R
     disable = None if progress is None else not progress
     for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
-        law = tabular_law(fitted, rows.take(train), 0.0 if template is None else STATE_PRIOR)
+        law = tabular_law(fitted, rows.take(train), 0.0 if template is None else STATE_PRIOR, cells)
         pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
         held = rows.take(test)
         chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)

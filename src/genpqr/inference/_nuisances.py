@@ -88,17 +88,25 @@ def is_exact(model) -> bool:
     return isinstance(model.q_model, str) and model.q_model == "exact"
 
 
-def context_of(full) -> Context:
-    """The :class:`Context` targets are checked against."""
-    encoder = full.encoder_
-    data = getattr(full, "training_data_", None)
-    taken = np.asarray(getattr(full, "taken_actions_", np.ones(full.n_actions_, dtype=bool)), dtype=bool)
-    if data is not None:
-        taken = taken & (data.action_counts() > 0)
-    exact = is_exact(full)
-    return Context(int(full.n_actions_), float(full.gamma_), np.asarray(encoder.labels), encoder.encode, taken,
-                   getattr(full, "normalization_", None), int(full.n_states_) if exact else None,
-                   np.asarray(full.visited_states_, dtype=bool) if exact else None)
+def context_of(model, data) -> Context:
+    """The :class:`Context` targets are checked against, from the estimator's settings and the
+    data (before any fit: a refused target costs nothing)."""
+    from ..data.validation import check_gamma
+    from ..normalization import mean_zero
+
+    encoder = data.encoder
+    norm = model.normalization if model.normalization is not None else mean_zero()
+    exact = is_exact(model)
+    n_states = visited = None
+    if exact:
+        if data.state_dim != 1:
+            raise ValueError(f"q_model='exact' needs tabular states (one index column), got {data.state_dim} columns")
+        nxt = data.next_states[data.next_observed, 0]
+        n_states = int(model.n_states) if model.n_states is not None else int(max(data.states.max(), nxt.max(
+            initial=0))) + 1
+        visited = np.bincount(data.states[:, 0].astype(np.int64), minlength=n_states) > 0
+    return Context(int(data.n_actions), check_gamma(model.gamma), np.asarray(encoder.labels), encoder.encode,
+                   data.action_counts() > 0, norm.bind(encoder.encode), n_states, visited)
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ class Rows:
                     self.episodes[index])
 
 
-def tabular_law(fitted, rows: Rows, prior: float) -> alg.TabularLaw:
+def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False) -> alg.TabularLaw:
     """The law of the data at an exact-path fit: its clipped ``pi_hat`` (the ``u`` it solved
     with), kernel and normalization, and the state law of ``rows`` (``prior`` pseudo-rows per
     state); ``observed``: the share of a cell's rows with a next state (1 when all have one)."""
@@ -144,4 +152,8 @@ def tabular_law(fitted, rows: Rows, prior: float) -> alg.TabularLaw:
         n = np.bincount(cell, minlength=S * K)
         n_next = np.bincount(cell[rows.has_next], minlength=S * K)
         observed = ((n_next + 1.0) / (n + 1.0)).reshape(S, K)
-    return alg.TabularLaw(rho, policy, fitted.stage2_.kernel, float(fitted.gamma_), rec.mu, rec.g, observed)
+    cell_law = None
+    if cells:  # the saturated Riesz regression: cell frequencies, the prior spread by pi_hat
+        n_cells = np.bincount(rows.s * K + rows.a, minlength=S * K).reshape(S, K)
+        cell_law = (n_cells + prior * policy) / (counts.sum() + prior * S)
+    return alg.TabularLaw(rho, policy, fitted.stage2_.kernel, float(fitted.gamma_), rec.mu, rec.g, observed, cell_law)

@@ -1,0 +1,141 @@
+"""Coverage of genpqr.inference's debiased intervals, with the plug-in and its episode
+bootstrap side by side (issue 34; debiased-inference notes Sec. 9.4).
+
+Design ``ring30``: the notes' ring-30 reference design (30 states on a ring, stay / -1 / +1 with
+slips, gamma = 0.9, behaviour soft-optimal, rows i.i.d. from its stationary law). Nuisances
+*estimated*: the first stage is the notes' deliberately biased smoother (action counts smoothed
+over ring neighbours, bandwidth 20 n^(-1/5) states, clipped at 1e-3), the kernel the counts
+(``transition_model="counts"``). Targets: 1a the value of pi_fix under u at gamma = 0.9, 1b the
+softmax over {stay, +1} at tau = 0.5 under u, 2 the value of pi_fix under the anchor-normalized
+reward (anchor stay, g = 0) at gamma' = 0.8. True values from the exact algebra.
+
+Per replication and sample size n: ``infer(model, targets, data, cross_fit=K)`` (one-step,
+influence-function SE, Wald 95%), the plug-in at the full-sample fit, and (on the first
+``--boot-reps`` replications) the percentile interval of ``--boot`` episode-bootstrap refits of the
+plug-in. Prints, per n, target and method: coverage (with its binomial SE), bias, SD, RMSE, mean
+interval width, mean SE / SD, seconds per replication.
+
+    OMP_NUM_THREADS=1 python benchmarks/inference_coverage.py ring30 [--reps 500] [--sizes 1000,4000,16000]
+        [--cross-fit 5] [--boot 100] [--boot-reps 100] [--out /tmp/ring30.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import genpqr  # noqa: E402
+from genpqr.evaluation import bootstrap  # noqa: E402
+from genpqr.inference import infer, plug_in, policy_value, softmax_value  # noqa: E402
+from genpqr.inference import _algebra as alg  # noqa: E402
+from genpqr.normalization import anchor_action  # noqa: E402
+from inference_designs import RingSmoother, ring30, simulate_rows  # noqa: E402
+
+
+def ring30_setup():
+    law, pi_fix, _ = ring30()
+    targets = [policy_value(pi_fix, reward="log_policy", name="1a"),
+               softmax_value([0, 2], 0.5, reward="log_policy", name="1b"),
+               policy_value(pi_fix, gamma=0.8, name="2")]
+    mask = np.zeros((30, 3), dtype=bool)
+    mask[:, [0, 2]] = True
+    truth = np.concatenate([alg.log_policy_map(law, alg.policy_value_functional(pi_fix)).value,
+                            alg.log_policy_map(law, alg.softmax_value_functional(mask, 0.5)).value,
+                            alg.normalized_map(law, alg.policy_value_functional(pi_fix), 0.8).value])
+
+    def make(n, rng):
+        s, a, s2 = simulate_rows(law, n, rng)
+        data = genpqr.from_arrays(s[:, None].astype(float), a, s2[:, None].astype(float), episode_ids=np.arange(n))
+        model = genpqr.GenPQR(q_model="exact", normalization=anchor_action(0), gamma=0.9, n_states=30,
+                              policy_model=RingSmoother(30, 20 * n ** -0.2), transition_model="counts",
+                              clip=(1e-3, 1.0))
+        return model, data
+
+    return targets, truth, make
+
+
+DESIGNS = {"ring30": ring30_setup}
+
+
+def one(make, targets, truth, n, seed, cross_fit, n_boot):
+    rng = np.random.default_rng(seed)
+    model, data = make(n, rng)
+    t0 = time.perf_counter()
+    model.fit(data)
+    t_fit = time.perf_counter() - t0
+    res = infer(model, targets, data, cross_fit=cross_fit, random_state=seed, warn=False)
+    lo, hi = res.conf_int().to_numpy().T
+    rows = []
+    for j, name in enumerate(res.names):
+        rows.append(dict(n=n, seed=seed, target=name, method="one-step (EIF)", estimate=res.estimate[j],
+                         se=res.std_error[j], lo=lo[j], hi=hi[j], truth=truth[j], seconds=res.seconds, fit_seconds=t_fit,
+                         warned=bool(res.warnings)))
+        rows.append(dict(n=n, seed=seed, target=name, method="plug-in", estimate=res.plug_in[j], se=np.nan,
+                         lo=np.nan, hi=np.nan, truth=truth[j], seconds=t_fit, fit_seconds=t_fit))
+    if n_boot:
+        t0 = time.perf_counter()
+        boot = bootstrap(model, data, n_boot=n_boot, statistic=lambda m: plug_in(m, targets), fitted=model,
+                         random_state=seed)
+        t_boot = time.perf_counter() - t0
+        blo, bhi = boot.interval(0.95)
+        for j, name in enumerate(res.names):
+            rows.append(dict(n=n, seed=seed, target=name, method=f"plug-in + bootstrap ({n_boot})",
+                             estimate=res.plug_in[j], se=boot.std_error[j], lo=blo[j], hi=bhi[j], truth=truth[j],
+                             seconds=t_boot + t_fit, fit_seconds=t_fit))
+    return rows
+
+
+def summarize(frame: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    for (n, target, method), f in frame.groupby(["n", "target", "method"], sort=False):
+        err = f.estimate - f.truth
+        cover = ((f.lo <= f.truth) & (f.truth <= f.hi)).astype(float) if f.lo.notna().all() else pd.Series([np.nan])
+        sd = f.estimate.std(ddof=1)
+        out.append(dict(n=n, target=target, method=method, reps=len(f), coverage=cover.mean(),
+                        cov_se=np.sqrt(cover.mean() * (1 - cover.mean()) / len(f)), bias=err.mean(), sd=sd,
+                        rmse=np.sqrt((err ** 2).mean()), width=(f.hi - f.lo).mean(), se_over_sd=f.se.mean() / sd,
+                        seconds=f.seconds.mean(), cost_vs_fit=(f.seconds / f.fit_seconds).median()))
+    return pd.DataFrame(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("design", choices=sorted(DESIGNS))
+    parser.add_argument("--reps", type=int, default=500)
+    parser.add_argument("--sizes", default="1000,4000,16000")
+    parser.add_argument("--cross-fit", type=int, default=5)
+    parser.add_argument("--boot", type=int, default=100)
+    parser.add_argument("--boot-reps", type=int, default=100)
+    parser.add_argument("--seed0", type=int, default=0)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    targets, truth, make = DESIGNS[args.design]()
+    rows, start = [], time.time()
+    for n in [int(x) for x in args.sizes.split(",")]:
+        for i in range(args.reps):
+            rows += one(make, targets, truth, n, args.seed0 + i, args.cross_fit, args.boot if i < args.boot_reps else 0)
+            if args.out and (i + 1) % 25 == 0:
+                pd.DataFrame(rows).to_csv(args.out, index=False)
+    frame = pd.DataFrame(rows)
+    if args.out:
+        frame.to_csv(args.out, index=False)
+    table = summarize(frame)
+    print(f"design {args.design}, cross_fit={args.cross_fit}, {args.reps} replications, {time.time() - start:.0f} s, "
+          f"{platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.1f}")
+    with pd.option_context("display.width", 100, "display.max_columns", 20, "display.float_format", "{:.3f}".format):
+        print(table.drop(columns=["cov_se"]).to_string(index=False))
+    return table
+
+
+if __name__ == "__main__":
+    main()
