@@ -357,22 +357,24 @@ def data_mean_functional(weights):
     return functional
 
 
-def projection_functional(features, offset=None):
+def projection_functional(features, offset=None, weights=None):
     r"""``theta = G^{-1} E_0[x (r - offset)]``, ``G = E_0[x x^T]`` (notes Example 3, Sec. 5.8):
-    the least-squares projection of ``r`` on features ``x`` (S, K, p) under the law of ``(S, A)``.
+    the least-squares projection of ``r`` on features ``x`` (S, K, p) under the law of ``(S, A)``
+    (times fixed ``weights`` (S, K) if given: ``E_0[w x x^T]``, ``E_0[w x (r - offset)]``).
     With ``e = r - offset - x theta``: ``grad_r = rho pi G^{-1} x``, ``grad_rho = G^{-1} sum_a pi x e``,
     ``pi d theta / d pi = G^{-1} rho pi x e`` (the notes' ``G^{-1}[chi_b - (x x^T - G) theta]``)."""
     X = np.asarray(features, dtype=np.float64)
+    w = 1.0 if weights is None else np.asarray(weights, dtype=np.float64)
 
     def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
-        dens = law.density
+        dens = law.density * w
         y = r - (0.0 if offset is None else offset)
         G = np.einsum("sa,sap,saq->pq", dens, X, X)
         Ginv = np.linalg.inv(G)
         theta = Ginv @ np.einsum("sa,sap,sa->p", dens, X, y)
         e = y - X @ theta
         Xg = np.einsum("pq,saq->psa", Ginv, X)  # G^{-1} x, (p, S, K)
-        return RewardGradient(theta, dens[None] * Xg, np.sum(law.policy[None] * Xg * e[None], axis=2),
+        return RewardGradient(theta, dens[None] * Xg, np.sum(law.policy[None] * w * Xg * e[None], axis=2),
                               dens[None] * Xg * e[None], [], {"gram": G, "residual": e})
 
     return functional

@@ -30,9 +30,9 @@ from . import _algebra as alg
 from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
                          tabular_law)
 from ._result import InferenceResult
-from ._targets import Target
+from ._targets import Target, reward_projection
 
-__all__ = ["infer", "plug_in", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+__all__ = ["infer", "plug_in", "projection_inference", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
 
 #: Warn when the Riesz weights of the reward rest on fewer effective rows than this ...
 ESS_WARN = 100
@@ -109,6 +109,26 @@ def plug_in(model, target) -> np.ndarray:
     bound = [t.bind(context_of(model, model.training_data_)) for t in targets]
     rows = Rows.of(model.training_data_, tabular=True)
     return alg.Pieces.stack([t.pieces(tabular_law(model, rows, 0.0)) for t in bound]).value
+
+
+def projection_inference(model, features, *, names=None, offset=None, data=None, cross_fit: int | None = None,
+                         level: float = 0.95, warn: bool = True) -> InferenceResult:
+    r"""Influence-function inference for the least-squares projection of the normalized reward on
+    ``features`` (S, K, p) under the rows' (state, action) law (:func:`reward_projection`): what
+    the structural ``projection`` estimator reports as its standard errors
+    (:func:`genpqr.structural.fit_structural`). The projection is a functional of the data's
+    law whatever the reward's form, so these standard errors assume no linear form.
+
+    ``model``: a GenPQR on the exact path, fitted on ``data`` (default: its training data).
+    ``cross_fit=None`` (default): the full-sample nuisances (no refits, the delta method of the
+    fitted first stage and kernel); an int: the cross-fitted one-step estimate as :func:`infer`.
+    """
+    if data is None:
+        if not hasattr(model, "training_data_"):
+            raise ValueError("projection_inference needs the rows: pass data=, or a model saved with its data")
+        data = model.training_data_
+    return infer(model, reward_projection(features, names=names, offset=offset), data, cross_fit=cross_fit,
+                 level=level, warn=warn)
 
 
 def _targets(target) -> list:

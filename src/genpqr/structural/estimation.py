@@ -59,6 +59,7 @@ well conditioned up to ``gamma = 1``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -107,7 +108,9 @@ class StructuralFit:
     names : list of str
     theta, std_error, std_error_robust : ndarray (p,)
         Estimates, the standard errors of ``se_kind`` and the sandwich (robust) ones (NaN
-        where not defined: ``pml``, ``projection``, and separated choices).
+        where not defined: the robust ones of ``pml`` and ``projection``, and separated choices).
+        ``projection`` (from :func:`fit_structural`): the projection's efficient influence
+        function (:func:`genpqr.inference.projection_inference`), NaN for a model without its rows.
     se_kind : str
         What ``std_error`` is, in full (``se_label``: in short, e.g. ``"OPG"``).
     cov, cov_robust : ndarray (p, p)
@@ -431,9 +434,29 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
         kwargs["episodes"] = model.training_data_
         kwargs["n_types"] = n_types
         labels = None
-    return estimate_structural(estimator, features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
-                               offset=offset, start_policy=np.exp(rec.log_policy), reward_table=rec.reward,
-                               names=names, action_labels=labels, **kwargs)
+    fit = estimate_structural(estimator, features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
+                              offset=offset, start_policy=np.exp(rec.log_policy), reward_table=rec.reward,
+                              names=names, action_labels=labels, **kwargs)
+    if estimator == "projection" and int(n_types) == 1:
+        fit = projection_std_errors(fit, model, offset)
+    return fit
+
+
+def projection_std_errors(fit: StructuralFit, model, offset=None) -> StructuralFit:
+    """The projection's standard errors: the efficient influence function of the least-squares
+    projection of the normalized reward (:func:`genpqr.inference.projection_inference`, at the
+    model's first stage and kernel). None (NaN) when the model has no rows (saved without its
+    data) or a normalization those influence functions do not carry (``mu = pi``, an estimated ``g``)."""
+    from ..inference import projection_inference
+
+    if not hasattr(model, "training_data_"):
+        return fit
+    try:
+        res = projection_inference(model, fit.features, names=fit.names, offset=offset, warn=False)
+    except ValueError:
+        return fit
+    hidden = np.where(fit.identified, 1.0, np.nan)
+    return dataclasses.replace(fit, std_error=res.std_error * hidden, cov=res.cov)
 
 
 
