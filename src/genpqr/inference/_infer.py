@@ -30,6 +30,7 @@ from . import _algebra as alg
 from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
                          tabular_law)
 from ._result import InferenceResult
+from ._sieve import SieveFold
 from ._targets import Target, reward_projection
 
 __all__ = ["infer", "plug_in", "projection_inference", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
@@ -60,9 +61,13 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
         differences ``a - b``). Several targets: one result with their joint covariance.
     data : Transitions
         The rows; finite actions, unweighted.
-    riesz : None or "exact"
-        The Riesz representers. Tabular states (``q_model="exact"``): ``None``/``"exact"``, the
-        closed forms with the fold's estimated state law and policy.
+    riesz : None, "exact", "cells", a feature-map name or a transformer
+        How the Riesz representers are learned. Tabular states (``q_model="exact"``):
+        ``None``/``"exact"``, the closed forms divided by the fold's estimated law
+        ``rho_hat pi_hat``; ``"cells"``, by the fold's (smoothed) cell frequencies (the saturated
+        Riesz regression). Other states: the state feature map of the linear-sieve Riesz regression
+        (:mod:`genpqr.inference._sieve`): any scikit-learn transformer, or ``"spline"`` (default) /
+        ``"rff"`` (:func:`genpqr.stage2.make_features`).
     cross_fit : int or None
         Episode folds (default 5). None: the full-sample nuisances (no splitting; valid when
         the first stage is a finite-dimensional model, e.g. cell frequencies).
@@ -82,18 +87,18 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
     start = time.perf_counter()
     check_inputs(model, data)
     targets = _targets(target)
-    riesz = _check_riesz(riesz)
     if cross_fit is not None and (int(cross_fit) != cross_fit or cross_fit < 2):
         raise ValueError(f"cross_fit must be an integer >= 2 (episode folds) or None, got {cross_fit!r}")
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    if not is_exact(model):
-        raise ValueError("infer is implemented for the exact tabular path (q_model='exact') in this release")
+    exact = is_exact(model)
+    riesz = _check_riesz(riesz, exact)
     bound = [t.bind(context_of(model, data)) for t in targets]
     full = fitted_on(model, data)
-    rows = Rows.of(data, tabular=True)
-    plug = alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
-    run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, riesz == "cells")
+    rows = Rows.of(data, tabular=exact)
+    step = _TabularStep(riesz == "cells") if exact else _SieveStep(riesz)
+    plug = step.plug_in(full, bound, rows)
+    run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
     return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
@@ -104,11 +109,13 @@ def plug_in(model, target) -> np.ndarray:
     target at the model's own first stage, kernel and normalization, the state law of its
     training rows (e.g. the statistic of an episode bootstrap, :func:`genpqr.evaluation.bootstrap`)."""
     targets = _targets(target)
-    if not hasattr(model, "stage2_") or not is_exact(model):
-        raise ValueError("plug_in needs a GenPQR fitted on the exact tabular path (q_model='exact')")
+    if not hasattr(model, "stage2_") or not hasattr(model, "training_data_"):
+        raise ValueError("plug_in needs a fitted GenPQR with its training data")
+    exact = is_exact(model)
     bound = [t.bind(context_of(model, model.training_data_)) for t in targets]
-    rows = Rows.of(model.training_data_, tabular=True)
-    return alg.Pieces.stack([t.pieces(tabular_law(model, rows, 0.0)) for t in bound]).value
+    rows = Rows.of(model.training_data_, tabular=exact)
+    step = _TabularStep(False) if exact else _SieveStep(_check_riesz(None, False))
+    return step.plug_in(model, bound, rows)
 
 
 def projection_inference(model, features, *, names=None, offset=None, data=None, cross_fit: int | None = None,
@@ -142,12 +149,22 @@ def _targets(target) -> list:
     return items
 
 
-def _check_riesz(riesz):
+def _check_riesz(riesz, exact: bool):
+    if exact:
+        if riesz is None:
+            return "exact"
+        if isinstance(riesz, str) and riesz in ("exact", "cells"):
+            return riesz
+        raise ValueError(f"riesz must be None, 'exact' or 'cells' on the exact tabular path, got {riesz!r}")
+    from ..stage2 import make_features
+
     if riesz is None:
-        return "exact"
+        return "spline"
     if isinstance(riesz, str) and riesz in ("exact", "cells"):
-        return riesz
-    raise ValueError(f"riesz must be None, 'exact' or 'cells' on the exact tabular path, got {riesz!r}")
+        raise ValueError(f"riesz={riesz!r} needs tabular states (q_model='exact'); on continuous states give a "
+                         f"feature map (a transformer, or 'spline', 'rff')")
+    make_features(riesz)  # a name it knows or a transformer: its error names what is expected
+    return riesz
 
 
 class _Run:
@@ -160,26 +177,62 @@ class _Run:
         self.records = []
 
 
-def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, cells=False) -> _Run:
+class _TabularStep:
+    """One fold on the exact tabular path: the law of the fold's fit, the exact pieces."""
+
+    route = "exact tabular (closed-form Riesz representers; state law and policy of the fold's fit)"
+
+    def __init__(self, cells: bool):
+        self.cells = cells
+
+    def plug_in(self, full, bound, rows):
+        return alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
+
+    def __call__(self, fitted, bound, train_rows, held, prior):
+        law = tabular_law(fitted, train_rows, prior, self.cells)
+        pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
+        chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+        alpha = alg.representers(pieces, law)[0]
+        return pieces.value, pieces.value[None] + chi, alpha[:, held.s, held.a].T
+
+
+class _SieveStep:
+    """One fold on non-tabular states: the fold model's nuisances, sieve Riesz representers."""
+
+    def __init__(self, features):
+        self.features = features
+        name = features if isinstance(features, str) else type(features).__name__
+        self.route = (f"linear-sieve Riesz regression on {name} state features x actions (dual LSTD); "
+                      f"the fold model's first stage and normalized reward")
+
+    def plug_in(self, full, bound, rows):
+        fold = SieveFold(full, rows, self.features)
+        first = rows.take(np.arange(1))
+        return np.concatenate([t.sieve(fold, first).value for t in bound])
+
+    def __call__(self, fitted, bound, train_rows, held, prior):
+        fold = SieveFold(fitted, train_rows, self.features)
+        parts = [t.sieve(fold, held) for t in bound]
+        return (np.concatenate([p.value for p in parts]), np.hstack([p.phi for p in parts]),
+                np.hstack([p.alpha for p in parts]))
+
+
+def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step) -> _Run:
     n = data.n
     folds = [(np.arange(n), np.arange(n))] if cross_fit is None else data.episode_folds(int(cross_fit), random_state)
     template = None if cross_fit is None else fold_template(full)
     m = sum(len(t.components()) for t in bound)
     run = _Run(n, m)
+    run.route = step.route
     disable = None if progress is None else not progress
     for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
-        law = tabular_law(fitted, rows.take(train), 0.0 if template is None else STATE_PRIOR, cells)
-        pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
-        held = rows.take(test)
-        chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
-        run.phi[test] = pieces.value[None] + chi
-        alpha = alg.representers(pieces, law)[0]
-        run.alpha[test] = alpha[:, held.s, held.a].T
-        run.fold[test] = k
+        value, phi, alpha = step(fitted, bound, rows.take(train), rows.take(test),
+                                 0.0 if template is None else STATE_PRIOR)
+        run.phi[test], run.alpha[test], run.fold[test] = phi, alpha, k
         for j in range(m):
-            run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(pieces.value[j]),
-                                    correction=float(chi[:, j].mean()), estimate=float(run.phi[test, j].mean())))
+            run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),
+                                    correction=float(phi[:, j].mean() - value[j]), estimate=float(phi[:, j].mean())))
     return run
 
 
@@ -206,9 +259,8 @@ def _result(run, names, described, plug, data, rows, cross_fit, level, warn, sta
     if warn:
         for message in messages:
             warnings.warn(message, InferenceWarning, stacklevel=3)
-    route = "exact tabular (closed-form Riesz representers; state law and policy of the training folds)"
     return InferenceResult(names, described, estimate, se, cov, np.asarray(plug, dtype=np.float64), float(level),
-                           int(data.n), int(data.n_episodes), None if cross_fit is None else int(cross_fit), route,
+                           int(data.n), int(data.n_episodes), None if cross_fit is None else int(cross_fit), run.route,
                            folds, diag, infl, rows.episodes, messages, time.perf_counter() - start)
 
 

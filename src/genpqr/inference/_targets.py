@@ -272,6 +272,11 @@ class PolicyValue(Target):
     def pieces(self, law):
         return _mapped(self.reward, law, self.functional(), self.gamma)
 
+    def sieve(self, fold, held):
+        from ._sieve import policy_value_parts
+
+        return policy_value_parts(fold, held, self._sigma, self.reward, self.gamma)
+
 
 @dataclass
 class SoftmaxValue(Target):
@@ -346,6 +351,9 @@ class Difference(Target):
     def pieces(self, law):
         return self.first.pieces(law).combine(self.second.pieces(law), -1.0)
 
+    def sieve(self, fold, held):
+        return self.first.sieve(fold, held).minus(self.second.sieve(fold, held))
+
 
 def _reward_words(reward: str) -> str:
     return "normalized reward" if reward == "normalized" else "log-policy reward u = log pi"
@@ -387,17 +395,48 @@ class RewardFunctional(Target):
     def bind(self, ctx):
         check_normalization(ctx.normalization, self.name)
         if not ctx.tabular:
-            raise ValueError(f"{self.name}: reward functionals on continuous states are computed by the sieve "
-                             f"route (not yet available for this target)")
+            return self._bind_states(ctx)
         shape = (ctx.n_states, ctx.n_actions)
         weights = np.ones(shape) if self.weights is None else self.weights
+        if callable(weights):
+            weights = weights(ctx.grid())
+        if isinstance(weights, tuple):
+            raise ValueError(f"{self.name}: on tabular states give the distribution as an (S, K) array")
         W = _table_stack(weights, shape, self.name, "weights" if self.kind != "projection" else "features")
         if self.kind == "measure":
             for j in range(W.shape[0]):
                 check_visited(np.abs(W[j]).sum(axis=1), ctx, self.name, "the distribution")
                 check_taken(np.abs(W[j]), ctx, self.name)
-        offset = None if self.offset is None else _table_stack(self.offset, shape, self.name, "offset")[0]
+        offset = self.offset(ctx.grid()) if callable(self.offset) else self.offset
+        offset = None if offset is None else _table_stack(offset, shape, self.name, "offset")[0]
         return replace(self, weights=W, offset=offset)
+
+    def _bind_states(self, ctx):
+        """Continuous states: callables ``states -> (n, K)`` / ``(n, K, p)``, or (states, weights) points."""
+        if self.kind == "projection":
+            if not callable(self.weights):
+                raise ValueError(f"{self.name}: on continuous states features must be a callable states -> (n, K, p)")
+            if self.offset is not None and not callable(self.offset):
+                raise ValueError(f"{self.name}: on continuous states offset must be a callable states -> (n, K)")
+            return replace(self, weights=_checked_callable(self.weights, ctx, self.name, 3), offset=None if self.offset
+                           is None else _checked_callable(self.offset, ctx, self.name, 2))
+        if self.kind == "measure":
+            if not (isinstance(self.weights, tuple) and len(self.weights) == 2):
+                raise ValueError(f"{self.name}: on continuous states give the distribution as (states (n, d), action "
+                                 f"probabilities (n, K)) points")
+            states = np.asarray(self.weights[0], dtype=np.float64)
+            probs = check_probabilities(self.weights[1], (len(states), ctx.n_actions), self.name)
+            check_taken(probs, ctx, self.name)
+            return replace(self, weights=(states, probs))
+        if self.weights is not None and not callable(self.weights):
+            raise ValueError(f"{self.name}: on continuous states weights must be a callable states -> (n, K)")
+        return replace(self, weights=None if self.weights is None else _checked_callable(self.weights, ctx, self.name, 2))
+
+    def sieve(self, fold, held):
+        from ._sieve import reward_parts
+
+        spec = (self.weights, self.offset) if self.kind == "projection" else self.weights
+        return reward_parts(fold, held, self.kind, spec)
 
     def pieces(self, law):
         W = self.weights
@@ -408,6 +447,17 @@ class RewardFunctional(Target):
         else:
             fn = alg.projection_functional(np.moveaxis(W, 0, -1), self.offset)
         return alg.normalized_map(law, fn, law.gamma)
+
+
+def _checked_callable(fn, ctx: Context, what: str, ndim: int):
+    """``fn(states)`` checked for shape (n, K) or (n, K, p) when called."""
+    def call(states):
+        out = np.asarray(fn(states), dtype=np.float64)
+        if out.ndim != ndim or out.shape[:2] != (len(states), ctx.n_actions):
+            raise ValueError(f"{what}: the callable must return shape (n, K{', p' if ndim == 3 else ''}) = "
+                             f"({len(states)}, {ctx.n_actions}{', p' if ndim == 3 else ''}), got {out.shape}")
+        return out
+    return call
 
 
 def _table_stack(x, shape, what, name) -> np.ndarray:
@@ -464,8 +514,11 @@ def value_difference(first, second="behavior", *, reward: str = "log_policy", ga
 
 def reward_mean(weights=None, *, distribution=None, name: str | None = None) -> RewardFunctional:
     """The mean of the normalized reward: over the data's (state, action) law, times ``weights``
-    (S, K) if given (``E_0[w rbar]``); or under a given ``distribution`` (S, K) of cells (a fixed
-    measure; see :class:`RewardFunctional`)."""
+    if given (``E_0[w rbar]``; (S, K) on tabular states, a callable ``states -> (n, K)`` on any);
+    or under a given ``distribution``: an (S, K) array of cells (tabular) or ``(states, action
+    probabilities)`` points (any states; the mean over the points). See :class:`RewardFunctional`."""
+    if isinstance(distribution, tuple):
+        return RewardFunctional("measure", distribution, None, None, name or "E_dist[r]")
     if distribution is not None:
         dist = np.asarray(distribution, dtype=np.float64)
         if np.any(dist < 0) or abs(dist.sum() - 1.0) > 1e-8:
@@ -504,9 +557,13 @@ def reward_projection(features, *, names=None, offset=None, name: str | None = N
     """The least-squares projection ``theta`` of the normalized reward on ``features``
     (S, K, p) under the data's (state, action) law (``offset`` (S, K): a known part of the
     reward): the structural parameters without assuming the linear form (notes Example 3)."""
+    if callable(features):
+        if names is None:
+            raise ValueError("features given as a callable need their names (names=[...], one per feature)")
+        return RewardFunctional("projection", features, list(names), offset, name or "projection")
     X = np.asarray(features, dtype=np.float64)
     if X.ndim != 3:
-        raise ValueError(f"features must have shape (S, K, p), got {X.shape}")
+        raise ValueError(f"features must have shape (S, K, p) or be a callable states -> (n, K, p), got {X.shape}")
     names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
     if len(names) != X.shape[2]:
         raise ValueError(f"names must name the {X.shape[2]} features, got {len(names)}")
