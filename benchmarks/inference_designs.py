@@ -86,3 +86,36 @@ class RingSmoother:
 
     def predict_proba(self, X):
         return self.table_[np.asarray(X)[:, 0].astype(int)]
+
+
+# ============================================================================ Experiment 2 (synthetic env)
+def exp2_features(states) -> np.ndarray:
+    """Features of the reward projection on the synthetic environment: for each non-anchor action
+    ``a``, an intercept and the mean state coordinate (8 parameters); zero for the anchor."""
+    states = np.asarray(states, dtype=np.float64)
+    n, K = states.shape[0], 5
+    X = np.zeros((n, K, 2 * (K - 1)))
+    m = states.mean(axis=1)
+    for a in range(1, K):
+        X[:, a, 2 * (a - 1)] = 1.0
+        X[:, a, 2 * (a - 1) + 1] = m
+    return X
+
+
+EXP2_NAMES = [f"a{a}:{w}" for a in range(1, 5) for w in ("const", "mean_s")]
+
+
+def exp2_truth(env, n_trajectories: int = 200_000, chunk: int = 20_000, seed: int = 12345) -> np.ndarray:
+    """``theta_0 = E_0[x x^T]^{-1} E_0[x rbar]`` under the rows' law, actions integrated out with the
+    true policy (Monte Carlo over states, ``n_trajectories`` x 10 rows)."""
+    rng = np.random.default_rng(seed)
+    G, b = 0.0, 0.0
+    for start in range(0, n_trajectories, chunk):
+        data = env.simulate(min(chunk, n_trajectories - start), 10, random_state=rng)
+        s = data.states
+        pi = env.policy_proba(s)
+        X = exp2_features(s)
+        r = np.column_stack([env.true_reward(s, np.full(len(s), a)) for a in range(5)])
+        G = G + np.einsum("na,nap,naq->pq", pi, X, X)
+        b = b + np.einsum("na,nap,na->p", pi, X, r)
+    return np.linalg.solve(G, b)

@@ -51,6 +51,7 @@ API = {
     "The estimator": ["genpqr.estimator", "genpqr.estimator.manifest", "genpqr.estimator.folder_ops"],
     "Evaluation": ["genpqr.evaluation"],
     "Counterfactuals: using the reward": ["genpqr.counterfactuals"],
+    "Inference: debiased estimates and intervals": ["genpqr.inference"],
     "Scale: out of core and on a cluster": ["genpqr.scale"],
     "Stage models": ["genpqr.models", "genpqr.models.nn", "genpqr.models.qnetwork", "genpqr.models.torch_modules",
                      "genpqr.models.torch_training", "genpqr.models.two_tower", "genpqr.models.boosting", "genpqr.models.neural_densities",

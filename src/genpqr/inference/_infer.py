@@ -66,8 +66,9 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
         ``None``/``"exact"``, the closed forms divided by the fold's estimated law
         ``rho_hat pi_hat``; ``"cells"``, by the fold's (smoothed) cell frequencies (the saturated
         Riesz regression). Other states: the state feature map of the linear-sieve Riesz regression
-        (:mod:`genpqr.inference._sieve`): any scikit-learn transformer, or ``"spline"`` (default) /
-        ``"rff"`` (:func:`genpqr.stage2.make_features`).
+        (:mod:`genpqr.inference._sieve`): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
+        (:func:`genpqr.stage2.make_features`); default (None): each coordinate to [0, 1] by its
+        quantiles, then cubic B-splines (bounded features).
     cross_fit : int or None
         Episode folds (default 5). None: the full-sample nuisances (no splitting; valid when
         the first stage is a finite-dimensional model, e.g. cell frequencies).
@@ -159,7 +160,7 @@ def _check_riesz(riesz, exact: bool):
     from ..stage2 import make_features
 
     if riesz is None:
-        return "spline"
+        return None
     if isinstance(riesz, str) and riesz in ("exact", "cells"):
         raise ValueError(f"riesz={riesz!r} needs tabular states (q_model='exact'); on continuous states give a "
                          f"feature map (a transformer, or 'spline', 'rff')")
@@ -201,7 +202,8 @@ class _SieveStep:
 
     def __init__(self, features):
         self.features = features
-        name = features if isinstance(features, str) else type(features).__name__
+        name = ("quantile-spline" if features is None else features if isinstance(features, str)
+                else type(features).__name__)
         self.route = (f"linear-sieve Riesz regression on {name} state features x actions (dual LSTD); "
                       f"the fold model's first stage and normalized reward")
 

@@ -153,23 +153,24 @@ class InferenceSummary:
     def lines(self) -> list:
         r, bar = self.result, "=" * WIDTH
         split = "none (full-sample nuisances)" if r.cross_fit is None else f"{r.cross_fit} episode folds"
-        head = [_fit("Debiased inference (one-step, efficient influence function): " + ", ".join(dict.fromkeys(r.targets))),
-                bar,
-                _pair("rows", f"{r.n_rows}", "episodes", f"{r.n_episodes}"),
-                _pair("cross-fitting", split, "time", f"{r.seconds:.2f} s"),
-                _fit(f"route: {r.route}"),
-                _fit(f"std. errors: {r.se_kind}, clustered by episode; intervals: Wald ({self.level:.0%})"),
-                "-" * WIDTH]
+        head = ["Debiased inference: one-step estimator, efficient influence function", bar]
+        head += textwrap.wrap("targets: " + "; ".join(dict.fromkeys(r.targets)), WIDTH, subsequent_indent="  ")
+        head += [_pair("rows", f"{r.n_rows}", "episodes", f"{r.n_episodes}"),
+                 _pair("cross-fitting", split, "time", f"{r.seconds:.2f} s")]
+        head += textwrap.wrap(f"route: {r.route}", WIDTH, subsequent_indent="  ")
+        head += textwrap.wrap(f"std. errors: {r.se_kind}, clustered by episode; intervals: Wald ({self.level:.0%})",
+                              WIDTH, subsequent_indent="  ")
+        head.append("-" * WIDTH)
         lo, hi = r._interval(self.level)
         q = (1 - self.level) / 2
-        cols = f"{'component':<24}{'estimate':>11}{'std err':>10}{'z':>8}{'P>|z|':>7}"
-        cols += f"{f'[{q:.3f}':>11}{f'{1 - q:.3f}]':>11}{'plug-in':>11}"
+        cols = f"{'component':<27}{'estimate':>10}{'std err':>10}{'z':>8}{'P>|z|':>7}"
+        cols += f"{f'[{q:.3f}':>10}{f'{1 - q:.3f}]':>10}{'plug-in':>10}"
         body = [cols]
         for j, name in enumerate(r.names):
             z = r.estimate[j] / r.std_error[j]
             p = 2.0 * norm.sf(abs(z))
-            body.append(f"{_short(name, 23):<24}{_num(r.estimate[j]):>11}{_num(r.std_error[j]):>10}{z:>8.2f}"
-                        f"{p:>7.3f}{_num(lo[j]):>11}{_num(hi[j]):>11}{_num(r.plug_in[j]):>11}")
+            body.append(f"{_short(name, 26):<27}{_num(r.estimate[j]):>10}{_num(r.std_error[j]):>10}{z:>8.2f}"
+                        f"{p:>7.3f}{_num(lo[j]):>10}{_num(hi[j]):>10}{_num(r.plug_in[j]):>10}")
         tail = ["-" * WIDTH] + self._diagnostic_lines() + [bar]
         return head + body + tail
 
@@ -177,12 +178,12 @@ class InferenceSummary:
         r = self.result
         if r.diagnostics is None:
             return []
-        out = [f"{'diagnostics':<24}{'correction/SE':>14}{'weight max':>12}{'weight q99':>12}{'effective rows':>16}"
+        out = [f"{'diagnostics':<27}{'correction/SE':>14}{'weight max':>11}{'weight q99':>11}{'effective rows':>15}"
                f"{'top row':>10}{'top episode':>12}",
-               f"{'':<24}{'':>14}{'(x mean)':>12}{'(x mean)':>12}{'(Riesz)':>16}{'share':>10}{'share':>12}"]
+               f"{'':<27}{'':>14}{'(x mean)':>11}{'(x mean)':>11}{'(Riesz)':>15}{'share':>10}{'share':>12}"]
         for name, row in r.diagnostics.iterrows():
-            out.append(f"{_short(name, 23):<24}{row.correction_to_se:>14.2f}{row.weight_max:>12.1f}"
-                       f"{row.weight_q99:>12.1f}{row.effective_rows:>16.0f}{row.top_row_share:>10.3f}"
+            out.append(f"{_short(name, 26):<27}{row.correction_to_se:>14.2f}{row.weight_max:>11.1f}"
+                       f"{row.weight_q99:>11.1f}{row.effective_rows:>15.0f}{row.top_row_share:>10.3f}"
                        f"{row.top_episode_share:>12.3f}")
         for message in r.warnings:
             out.extend(textwrap.wrap("warning: " + message, WIDTH, subsequent_indent="  "))

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import QuantileTransformer, SplineTransformer
+
 from ..data.validation import clone_learner as clone
 from ..stage2 import make_features
 
@@ -32,6 +35,14 @@ __all__ = []
 
 #: Ridge added to the sieve's systems, relative to the mean diagonal of the Gram matrix.
 RIDGE = 1e-8
+
+
+def default_riesz_features(n_knots: int = 5, degree: int = 3):
+    """The default state feature map of the Riesz regression: each coordinate mapped to [0, 1] by
+    its empirical quantiles, then cubic B-splines (bounded: no extrapolation in the tails, where a
+    ratio-type representer would otherwise blow up)."""
+    return make_pipeline(QuantileTransformer(n_quantiles=200, output_distribution="uniform"),
+                         SplineTransformer(n_knots=n_knots, degree=degree, extrapolation="constant"))
 
 
 @dataclass
@@ -56,7 +67,9 @@ class SieveFold:
         self.gamma = float(fitted.gamma_)
         keep = rows.has_next
         self.s, self.a, self.s2, self.c = rows.s[keep], rows.a[keep], rows.s_next[keep], rows.cont[keep]
-        self.features = clone(make_features(features)).fit(np.vstack([self.s, self.s2[self.c > 0]]))
+        fmap = default_riesz_features() if features is None else make_features(features)
+        self.features = clone(fmap).fit(np.vstack([self.s, self.s2[self.c > 0]]))
+        self._cache = {}
         self.psi, self.psi2 = self.state_features(self.s), self.state_features(self.s2)
         self.pi, self.pi2 = self.policy(self.s), self.policy(self.s2)
         self.mu, self.mu2 = self.weights(self.s, self.pi), self.weights(self.s2, self.pi2)
@@ -69,12 +82,28 @@ class SieveFold:
         self.ridge = RIDGE * max(float(np.trace(self.G)) / self.G.shape[0], 1e-12)
 
     # ------------------------------------------------------------------ the fold's functions
+    def cached(self, name, states, fn):
+        """``fn(states)``, computed once per fold and state array (the fold model's predictions
+        are the expensive part of the route)."""
+        key = (name, id(states))
+        if key not in self._cache:
+            self._cache[key] = (states, fn(states))  # the array is kept: its id stays unique
+        return self._cache[key][1]
+
     def state_features(self, states) -> np.ndarray:
-        psi = np.asarray(self.features.transform(states), dtype=np.float64)
-        return np.column_stack([np.ones(len(psi)), psi])
+        def make(x):
+            psi = np.asarray(self.features.transform(x), dtype=np.float64)
+            return np.column_stack([np.ones(len(psi)), psi])
+        return self.cached("psi", states, make)
 
     def policy(self, states) -> np.ndarray:
-        return np.exp(self.model.log_policy(states))
+        return np.exp(self.log_policy(states))
+
+    def log_policy(self, states) -> np.ndarray:
+        return self.cached("u", states, self.model.log_policy)
+
+    def reward(self, states) -> np.ndarray:
+        return self.cached("rbar", states, self.model.reward)
 
     def weights(self, states, pi) -> np.ndarray:
         return self.model.normalization_.weights(states, self.K, pi)
@@ -110,10 +139,10 @@ class SieveFold:
     def normalization_residual(self, held):
         """``Delta_i = u - g + gamma c (mu Q)(S') - Q`` of the fold model at held-out rows."""
         model, rows = self.model, np.arange(len(held.s))
-        q = model.q(held.s)
-        u = model.log_policy(held.s)
-        g = model.stage2_.g(held.s)
-        cont = np.where(held.cont > 0, model.mu_q(held.s_next), 0.0)
+        q = self.cached("q", held.s, model.q)
+        u = self.log_policy(held.s)
+        g = self.cached("g", held.s, model.stage2_.g)
+        cont = np.where(held.cont > 0, self.cached("muq", held.s_next, model.mu_q), 0.0)
         return np.where(held.has_next, u[rows, held.a] - g + self.gamma * held.cont * cont - q[rows, held.a], 0.0)
 
 
@@ -141,9 +170,8 @@ def policy_value_parts(fold: SieveFold, held, sigma, reward: str, gamma: float) 
     r"""``E_rho[V^sigma]`` under ``u`` (notes Example 1a) or ``rbar`` at ``gamma`` (Example 2):
     ``phi_i = V(s_i) + alpha°_i + lambda_i delta_i (+ alpha_mu Delta_i)``; ``sigma=None``: the
     behaviour (its direct term ``lambda q`` joins the reward representer, notes Sec. 5.2)."""
-    model = fold.model
-    sig_t, sig_n, sig_h = ((fold.pi, fold.pi2, None) if sigma is None else (sigma(fold.s), sigma(fold.s2), None))
-    rew = model.log_policy if reward == "log_policy" else model.reward
+    sig_t, sig_n = (fold.pi, fold.pi2) if sigma is None else (sigma(fold.s), sigma(fold.s2))
+    rew = fold.log_policy if reward == "log_policy" else fold.reward
     A, beta = fold.lstd(rew(fold.s), rew(fold.s2), sig_t, sig_n, gamma)
     psi_h, pi_h = fold.state_features(held.s), fold.policy(held.s)
     sig_h = pi_h if sigma is None else sigma(held.s)
@@ -191,9 +219,9 @@ def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
     r"""Linear functionals of ``rbar`` (notes Sec. 5.8): ``data_mean`` (``spec``: weights callable
     or None), ``measure`` (``spec``: (states, action weights)), ``projection`` (``spec``:
     (features callable states -> (n, K, p), offset callable or None))."""
-    model, n = fold.model, len(fold.s)
+    n = len(fold.s)
     idx_t, idx_h = np.arange(n), np.arange(len(held.s))
-    r_t, r_h = model.reward(fold.s)[idx_t, fold.a], model.reward(held.s)[idx_h, held.a]
+    r_t, r_h = fold.reward(fold.s)[idx_t, fold.a], fold.reward(held.s)[idx_h, held.a]
     cell_t = fold.phi_at(fold.psi, fold.a) - fold.averaged(fold.psi, fold.mu)  # (e_a - mu) (x) psi at the rows
     if kind == "data_mean":
         w_t = np.ones(n) if spec is None else spec(fold.s)[idx_t, fold.a]
@@ -204,7 +232,7 @@ def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
         states, probs = spec
         pi_z = fold.policy(states)
         mu_z = fold.weights(states, pi_z)
-        rbar_z = model.reward(states)
+        rbar_z = fold.reward(states)
         rho_R = fold.averaged(fold.state_features(states), probs - mu_z * probs.sum(axis=1, keepdims=True)).mean(axis=0)
         value = np.array([np.mean(np.sum(probs * rbar_z, axis=1))])
         return _through_normalization(fold, held, rho_R[:, None], value, np.repeat(value[None], len(held.s), 0), 0.0)
