@@ -13,7 +13,7 @@ from ..data import Transitions
 from ..data.validation import clone_learner as clone
 from ..exceptions import GenPQRWarning
 from . import _algebra as alg
-from ._targets import Context
+from ._context import Context
 
 __all__ = []
 
