@@ -31,6 +31,8 @@ TARGETS = {
     "user measure of rbar (cells)": lambda L: alg.normalized_map(L, alg.weighted_sum_functional(W), L.gamma),
     "data mean of w rbar": lambda L: alg.normalized_map(L, alg.data_mean_functional(WEIGHTS), L.gamma),
     "projection of rbar": lambda L: alg.normalized_map(L, alg.projection_functional(X, OFFSET), L.gamma),
+    "weighted projection of rbar": lambda L: alg.normalized_map(L, alg.projection_functional(X, OFFSET, WEIGHTS[0] ** 2),
+                                                                L.gamma),
     "difference of values": lambda L: alg.log_policy_map(L, alg.policy_value_functional(SIGMA)).combine(
         alg.log_policy_map(L, alg.policy_value_functional(None)), -1.0),
 }

@@ -32,7 +32,7 @@ def targets(tabular: bool):
     return [policy_value(pi, reward="log_policy", name="V_u"), policy_value("behavior", reward="log_policy", name="B_u"),
             policy_value(pi, gamma=0.7, name="V_rbar"), policy_value("behavior", gamma=0.7, name="B_rbar"),
             value_difference(pi, "behavior", name="diff"), reward_mean(w, name="mean"),
-            reward_projection(x, names=["x1", "x2"])]
+            reward_projection(x, names=["x1", "x2"]), reward_projection(x, names=["w1", "w2"], weights=w)]
 
 
 @pytest.fixture(scope="module")

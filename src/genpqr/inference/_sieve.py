@@ -218,7 +218,7 @@ def _through_normalization(fold, held, rho_R, value, phi, direct) -> Parts:
 def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
     r"""Linear functionals of ``rbar`` (notes Sec. 5.8): ``data_mean`` (``spec``: weights callable
     or None), ``measure`` (``spec``: (states, action weights)), ``projection`` (``spec``:
-    (features callable states -> (n, K, p), offset callable or None))."""
+    (features callable states -> (n, K, p), offset and weights callables or None))."""
     n = len(fold.s)
     idx_t, idx_h = np.arange(n), np.arange(len(held.s))
     r_t, r_h = fold.reward(fold.s)[idx_t, fold.a], fold.reward(held.s)[idx_h, held.a]
@@ -236,15 +236,17 @@ def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
         rho_R = fold.averaged(fold.state_features(states), probs - mu_z * probs.sum(axis=1, keepdims=True)).mean(axis=0)
         value = np.array([np.mean(np.sum(probs * rbar_z, axis=1))])
         return _through_normalization(fold, held, rho_R[:, None], value, np.repeat(value[None], len(held.s), 0), 0.0)
-    features, offset = spec
+    features, offset, weights = spec
     x_t = features(fold.s)[idx_t, fold.a]  # (n, p)
     x_h = features(held.s)[idx_h, held.a]
     off_t = 0.0 if offset is None else offset(fold.s)[idx_t, fold.a]
     off_h = 0.0 if offset is None else offset(held.s)[idx_h, held.a]
-    Gx = x_t.T @ x_t / n
+    w_t = np.ones(n) if weights is None else weights(fold.s)[idx_t, fold.a]
+    w_h = np.ones(len(held.s)) if weights is None else weights(held.s)[idx_h, held.a]
+    Gx = (w_t[:, None] * x_t).T @ x_t / n
     Ginv = np.linalg.inv(Gx)
-    theta = Ginv @ (x_t.T @ (r_t - off_t)) / n
+    theta = Ginv @ (x_t.T @ (w_t * (r_t - off_t))) / n
     e_h = r_h - off_h - x_h @ theta
-    phi = theta[None] + (x_h @ Ginv.T) * e_h[:, None]
-    rho_R = cell_t.T @ (x_t @ Ginv.T) / n  # (p_sieve, p)
+    phi = theta[None] + (x_h @ Ginv.T) * (w_h * e_h)[:, None]
+    rho_R = cell_t.T @ ((w_t[:, None] * x_t) @ Ginv.T) / n  # (p_sieve, p)
     return _through_normalization(fold, held, rho_R, theta, phi, 0.0)

@@ -214,6 +214,7 @@ class RewardFunctional(Target):
     names: list = None
     offset: object = None
     name: str = ""
+    row_weights: object = None
 
     def components(self):
         return list(self.names) if self.names else [self.name]
@@ -240,7 +241,11 @@ class RewardFunctional(Target):
                 check_taken(np.abs(W[j]), ctx, self.name)
         offset = self.offset(ctx.grid()) if callable(self.offset) else self.offset
         offset = None if offset is None else _table_stack(offset, shape, self.name, "offset")[0]
-        return replace(self, weights=W, offset=offset)
+        rw = self.row_weights(ctx.grid()) if callable(self.row_weights) else self.row_weights
+        rw = None if rw is None else _table_stack(rw, shape, self.name, "weights")[0]
+        if rw is not None and (not np.all(np.isfinite(rw)) or np.any(rw < 0)):
+            raise ValueError(f"{self.name}: weights must be finite and non-negative")
+        return replace(self, weights=W, offset=offset, row_weights=rw)
 
     def _bind_states(self, ctx):
         """Continuous states: callables ``states -> (n, K)`` / ``(n, K, p)``, or (states, weights) points."""
@@ -249,8 +254,11 @@ class RewardFunctional(Target):
                 raise ValueError(f"{self.name}: on continuous states features must be a callable states -> (n, K, p)")
             if self.offset is not None and not callable(self.offset):
                 raise ValueError(f"{self.name}: on continuous states offset must be a callable states -> (n, K)")
-            return replace(self, weights=_checked_callable(self.weights, ctx, self.name, 3), offset=None if self.offset
-                           is None else _checked_callable(self.offset, ctx, self.name, 2))
+            if self.row_weights is not None and not callable(self.row_weights):
+                raise ValueError(f"{self.name}: on continuous states weights must be a callable states -> (n, K)")
+            checked = (lambda fn, nd: None if fn is None else _checked_callable(fn, ctx, self.name, nd))
+            return replace(self, weights=checked(self.weights, 3), offset=checked(self.offset, 2),
+                           row_weights=checked(self.row_weights, 2))
         if self.kind == "measure":
             if not (isinstance(self.weights, tuple) and len(self.weights) == 2):
                 raise ValueError(f"{self.name}: on continuous states give the distribution as (states (n, d), action "
@@ -266,7 +274,7 @@ class RewardFunctional(Target):
     def sieve(self, fold, held):
         from ._sieve import reward_parts
 
-        spec = (self.weights, self.offset) if self.kind == "projection" else self.weights
+        spec = (self.weights, self.offset, self.row_weights) if self.kind == "projection" else self.weights
         return reward_parts(fold, held, self.kind, spec)
 
     def pieces(self, law):
@@ -276,7 +284,7 @@ class RewardFunctional(Target):
         elif self.kind == "measure":
             fn = alg.weighted_sum_functional(W)
         else:
-            fn = alg.projection_functional(np.moveaxis(W, 0, -1), self.offset)
+            fn = alg.projection_functional(np.moveaxis(W, 0, -1), self.offset, self.row_weights)
         return alg.normalized_map(law, fn, law.gamma)
 
 
@@ -384,21 +392,27 @@ class CellReward(RewardFunctional):
         return RewardFunctional.bind(replace(self, kind="measure", weights=np.moveaxis(W, 0, -1)), ctx)
 
 
-def reward_projection(features, *, names=None, offset=None, name: str | None = None) -> RewardFunctional:
+def reward_projection(features, *, names=None, offset=None, weights=None, name: str | None = None) -> RewardFunctional:
     """The least-squares projection ``theta`` of the normalized reward on ``features``
     (S, K, p) under the data's (state, action) law (``offset`` (S, K): a known part of the
-    reward): the structural parameters without assuming the linear form (notes Example 3)."""
+    reward): the structural parameters without assuming the linear form (notes Example 3).
+
+    ``weights`` (S, K) (or a callable ``states -> (n, K)``), fixed: the projection under
+    ``w(s, a)`` times the data's law, ``E_0[w x x^T]^{-1} E_0[w x rbar]``. When the linear form
+    holds every weighting has the same target and the weights only change the precision: the
+    inverse variance of a log-odds, ``pi(a|s) (1 - pi(a|s))``, approaches the MLE's where choices
+    are rare (docs/benchmarks.md, "Debiased inference")."""
     if callable(features):
         if names is None:
             raise ValueError("features given as a callable need their names (names=[...], one per feature)")
-        return RewardFunctional("projection", features, list(names), offset, name or "projection")
+        return RewardFunctional("projection", features, list(names), offset, name or "projection", weights)
     X = np.asarray(features, dtype=np.float64)
     if X.ndim != 3:
         raise ValueError(f"features must have shape (S, K, p) or be a callable states -> (n, K, p), got {X.shape}")
     names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
     if len(names) != X.shape[2]:
         raise ValueError(f"names must name the {X.shape[2]} features, got {len(names)}")
-    return RewardFunctional("projection", X, names, offset, name or "projection")
+    return RewardFunctional("projection", X, names, offset, name or "projection", weights)
 
 
 def _default_name(prefix, policy, reward) -> str:
