@@ -119,3 +119,76 @@ def exp2_truth(env, n_trajectories: int = 200_000, chunk: int = 20_000, seed: in
         G = G + np.einsum("na,nap,naq->pq", pi, X, X)
         b = b + np.einsum("na,nap,na->p", pi, X, r)
     return np.linalg.solve(G, b)
+
+
+# ============================================================================ the paper's continuous design (Sec. 7)
+def paper_grid(n_grid: int = 61, box: float = 2.5, noise: float = 0.2, gamma: float = 0.9, tau: float = 0.8):
+    """The paper's simulation design on its ``n_grid`` x ``n_grid`` grid (notes Sec. 8): returns
+    ``(law, coords, pi_fix)``; ``law`` the true TabularLaw (states = grid cells, the stationary law
+    of the behaviour, anchor on action 0 with g = 0), ``coords`` (S, 2) the cell centres."""
+    from scipy.special import ndtr
+    import scipy.sparse as sp
+
+    g = np.linspace(-box, box, n_grid)
+    X, Z = np.meshgrid(g, g, indexing="ij")
+    x, z = X.ravel(), Z.ravel()
+    S, K = x.size, 4
+    means = [(0.80 * x + 0.15 * np.sin(z), 0.85 * z + 0.10 * np.tanh(x)),
+             (0.65 * x + 0.10 * np.sin(z) - 0.45, 0.85 * z + 0.15 * np.tanh(x) + 0.20),
+             (0.55 * x + 0.10 * np.sin(z) - 0.80, 0.80 * z + 0.20 * np.tanh(x) + 0.45),
+             (0.90 * x + 0.10 * np.sin(z) + 0.35, 0.75 * z + 0.10 * np.tanh(x) - 0.30)]
+    edges = np.concatenate([[-np.inf], (g[1:] + g[:-1]) / 2, [np.inf]])  # outer cells open
+
+    def masses(m):  # (S, n_grid) cell masses of N(m, noise^2), m clipped to the box
+        m = np.clip(m, -box, box)[:, None]
+        return np.diff(ndtr((edges[None] - m) / noise), axis=1)
+
+    rows, cols, vals = [], [], []
+    for a, (mx, mz) in enumerate(means):
+        px, pz = masses(mx), masses(mz)
+        px[px < 1e-10], pz[pz < 1e-10] = 0.0, 0.0
+        for s in range(S):
+            ix, iz = np.flatnonzero(px[s]), np.flatnonzero(pz[s])
+            p = np.outer(px[s, ix], pz[s, iz])
+            rows.append(np.full(p.size, s * K + a))
+            cols.append((ix[:, None] * n_grid + iz[None, :]).ravel())
+            vals.append((p / p.sum()).ravel())
+    P = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(S * K, S))
+    r = np.column_stack([np.zeros(S), 1.2 * np.tanh(0.55 * x - 0.35 * z - 0.10 * x * z - 0.15),
+                         1.2 * np.tanh(0.90 * x - 0.80 * z - 0.15 * x * z - 0.60),
+                         1.2 * np.tanh(-0.45 * x + 0.30 * z - 0.05 * x ** 2 - 0.10)])
+    pi0 = soft_optimal_solution(r / tau, P, gamma).policy
+    rho = _stationary(P, pi0)
+    mu = np.zeros((S, K))
+    mu[:, 0] = 1.0
+    law = alg.TabularLaw.create(rho, pi0, P, gamma, mu, np.zeros(S))
+    logits = np.column_stack([0.2 - 0.2 * np.abs(x) - 0.1 * np.abs(z), 1.4 * (x - 0.6) - 1.0 * (z - 0.7),
+                              -1.5 + 0.3 * x - 0.3 * z, 1.1 * (-x - 0.3) + 1.0 * (z - 1.0)]) / tau
+    pi_fix = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return law, np.column_stack([x, z]), pi_fix / pi_fix.sum(axis=1, keepdims=True)
+
+
+def _stationary(P, pi, n_iter: int = 5000, tol: float = 1e-13) -> np.ndarray:
+    """The stationary law of the state chain under ``pi`` (power iteration on the sparse kernel)."""
+    S, K = pi.shape
+    M = TransitionKernel(P, S, K).under(pi)
+    d = np.full(S, 1.0 / S)
+    for _ in range(n_iter):
+        new = M.T @ d
+        new /= new.sum()
+        if np.abs(new - d).sum() < tol:
+            break
+        d = new
+    return new
+
+
+def exp2_riesz_features():
+    """Riesz features for the synthetic environment: quantile splines of each state coordinate and
+    of their mean (the direction every move shifts the state along)."""
+    from sklearn.pipeline import make_pipeline, make_union
+    from sklearn.preprocessing import FunctionTransformer
+
+    from genpqr.inference._sieve import default_riesz_features
+
+    mean = FunctionTransformer(lambda s: np.asarray(s).mean(axis=1, keepdims=True))
+    return make_union(default_riesz_features(), make_pipeline(mean, default_riesz_features(n_knots=8)))

@@ -76,3 +76,17 @@ def test_continuous_route_refusals(fits):
             infer(sieve, target, panel, cross_fit=None)
     with pytest.raises(ValueError, match="needs tabular states"):
         infer(sieve, reward_mean(), panel, riesz="exact")
+
+
+def test_tabular_riesz_regression_on_indicator_features_is_the_cells_route(fits):
+    """A transformer on the exact path: the Riesz regression of the closed-form measures on its
+    features; with the state indicators it divides by the cell frequencies (riesz='cells' without
+    a prior, i.e. without splitting)."""
+    panel, exact, _ = fits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r1 = infer(exact, targets(True), panel, cross_fit=None, riesz="cells")
+        r2 = infer(exact, targets(True), panel, cross_fit=None, riesz=onehot_features(S))
+    np.testing.assert_allclose(r2.estimate, r1.estimate, rtol=1e-6)
+    np.testing.assert_allclose(r2.std_error, r1.std_error, rtol=1e-6)
+    assert "sieve of state features" in r2.route

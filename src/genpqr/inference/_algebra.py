@@ -69,6 +69,9 @@ class TabularLaw:
     cells : ndarray (S, K), optional
         The law of ``(S, A)`` the Riesz representers divide by (default ``rho pi``); e.g. the
         smoothed cell frequencies of the rows (the saturated Riesz regression).
+    project : callable, optional
+        ``measure (m, S, K) -> representer (m, S, K)``: a Riesz regression on a sieve, used
+        instead of the division (large state spaces; :class:`SieveProjector`).
     """
 
     rho: np.ndarray
@@ -79,6 +82,7 @@ class TabularLaw:
     g: np.ndarray | None = None
     observed: np.ndarray | None = None
     cells: np.ndarray | None = None
+    project: object = None
 
     @classmethod
     def create(cls, rho, policy, P, gamma, mu=None, g=None, observed=None) -> "TabularLaw":
@@ -380,9 +384,33 @@ def projection_functional(features, offset=None, weights=None):
     return functional
 
 
+class SieveProjector:
+    r"""Riesz regression of a measure ``M`` (m, S, K) on the sieve ``phi(s, a) = e_a (x) psi(s)``:
+    ``alpha = phi^T theta``, ``theta = argmin E_n[(phi^T theta)^2] - 2 sum M phi^T theta``, i.e.
+    per action ``theta_a = (sum_s p_n(s, a) psi psi^T + ridge)^{-1} sum_s M(s, a) psi(s)`` with
+    ``p_n`` the rows' cell frequencies (notes Sec. 5.1). With indicator features it is the
+    division by the cell frequencies."""
+
+    def __init__(self, psi, cell_freq, ridge: float = 1e-8):
+        self.psi = np.asarray(psi, dtype=np.float64)  # (S, m)
+        S, K = cell_freq.shape
+        m = self.psi.shape[1]
+        grams = np.einsum("sk,sm,sn->kmn", cell_freq, self.psi, self.psi)
+        scale = max(float(np.mean(np.trace(grams, axis1=1, axis2=2))) / m, 1e-300)
+        self.inv = np.linalg.inv(grams + ridge * scale * np.eye(m)[None])  # (K, m, m)
+
+    def __call__(self, measure):
+        moments = np.einsum("jsk,sm->jkm", measure, self.psi)
+        theta = np.einsum("kmn,jkn->jkm", self.inv, moments)
+        return np.einsum("sm,jkm->jsk", self.psi, theta)
+
+
 # ============================================================================ the EIF
 def representers(pieces: Pieces, law: TabularLaw):
-    """``alpha = grad_u / (rho pi)`` and ``lambda_k = omega_k / (rho pi observed)``."""
+    """``alpha = grad_u / (rho pi)`` and ``lambda_k = omega_k / (rho pi observed)`` (or their Riesz
+    regressions on a sieve, ``law.project``)."""
+    if law.project is not None:
+        return law.project(pieces.grad_u), [law.project(e.omega) for e in pieces.equations]
     dens = law.density if law.cells is None else law.cells
     obs = dens if law.observed is None else dens * law.observed
     alpha = pieces.grad_u / dens[None]

@@ -65,7 +65,9 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
         How the Riesz representers are learned. Tabular states (``q_model="exact"``):
         ``None``/``"exact"``, the closed forms divided by the fold's estimated law
         ``rho_hat pi_hat``; ``"cells"``, by the fold's (smoothed) cell frequencies (the saturated
-        Riesz regression). Other states: the state feature map of the linear-sieve Riesz regression
+        Riesz regression); a transformer of the state index, the closed forms' Riesz regression on
+        its features (large state spaces, e.g. a grid: map the index to coordinates, then splines).
+        Other states: the state feature map of the linear-sieve Riesz regression
         (:mod:`genpqr.inference._sieve`): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
         (:func:`genpqr.stage2.make_features`); default (None): each coordinate to [0, 1] by its
         quantiles, then cubic B-splines (bounded features).
@@ -97,7 +99,7 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
     bound = [t.bind(context_of(model, data)) for t in targets]
     full = fitted_on(model, data)
     rows = Rows.of(data, tabular=exact)
-    step = _TabularStep(riesz == "cells") if exact else _SieveStep(riesz)
+    step = _TabularStep(riesz) if exact else _SieveStep(riesz)
     plug = step.plug_in(full, bound, rows)
     run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     names = [c for t in bound for c in t.components()]
@@ -115,7 +117,7 @@ def plug_in(model, target) -> np.ndarray:
     exact = is_exact(model)
     bound = [t.bind(context_of(model, model.training_data_)) for t in targets]
     rows = Rows.of(model.training_data_, tabular=exact)
-    step = _TabularStep(False) if exact else _SieveStep(_check_riesz(None, False))
+    step = _TabularStep("exact") if exact else _SieveStep(_check_riesz(None, False))
     return step.plug_in(model, bound, rows)
 
 
@@ -151,13 +153,17 @@ def _targets(target) -> list:
 
 
 def _check_riesz(riesz, exact: bool):
+    from ..stage2 import make_features
+
     if exact:
         if riesz is None:
             return "exact"
         if isinstance(riesz, str) and riesz in ("exact", "cells"):
             return riesz
-        raise ValueError(f"riesz must be None, 'exact' or 'cells' on the exact tabular path, got {riesz!r}")
-    from ..stage2 import make_features
+        if isinstance(riesz, str) or not (hasattr(riesz, "fit") and hasattr(riesz, "transform")):
+            raise ValueError(f"riesz must be None, 'exact', 'cells' or a feature map (a transformer of the state "
+                             f"index) on the exact tabular path, got {riesz!r}")
+        return riesz
 
     if riesz is None:
         return None
@@ -181,16 +187,19 @@ class _Run:
 class _TabularStep:
     """One fold on the exact tabular path: the law of the fold's fit, the exact pieces."""
 
-    route = "exact tabular (closed-form Riesz representers; state law and policy of the fold's fit)"
-
-    def __init__(self, cells: bool):
-        self.cells = cells
+    def __init__(self, riesz):
+        self.cells = isinstance(riesz, str) and riesz == "cells"
+        self.features = None if isinstance(riesz, str) else riesz
+        how = ("Riesz regression on a sieve of state features" if self.features is not None else
+               "closed-form Riesz representers over the cell frequencies" if self.cells else
+               "closed-form Riesz representers over the fold's state law and policy")
+        self.route = f"exact tabular ({how})"
 
     def plug_in(self, full, bound, rows):
         return alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
 
     def __call__(self, fitted, bound, train_rows, held, prior):
-        law = tabular_law(fitted, train_rows, prior, self.cells)
+        law = tabular_law(fitted, train_rows, prior, self.cells, self.features)
         pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
         chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
         alpha = alg.representers(pieces, law)[0]

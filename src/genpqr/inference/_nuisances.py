@@ -136,7 +136,7 @@ class Rows:
                     self.episodes[index])
 
 
-def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False) -> alg.TabularLaw:
+def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False, features=None) -> alg.TabularLaw:
     """The law of the data at an exact-path fit: its clipped ``pi_hat`` (the ``u`` it solved
     with), kernel and normalization, and the state law of ``rows`` (``prior`` pseudo-rows per
     state); ``observed``: the share of a cell's rows with a next state (1 when all have one)."""
@@ -156,4 +156,12 @@ def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False) -> alg.Ta
     if cells:  # the saturated Riesz regression: cell frequencies, the prior spread by pi_hat
         n_cells = np.bincount(rows.s * K + rows.a, minlength=S * K).reshape(S, K)
         cell_law = (n_cells + prior * policy) / (counts.sum() + prior * S)
-    return alg.TabularLaw(rho, policy, fitted.stage2_.kernel, float(fitted.gamma_), rec.mu, rec.g, observed, cell_law)
+    project = None
+    if features is not None:  # Riesz regression on a sieve of state features (large state spaces)
+        grid = np.arange(S, dtype=np.float64)[:, None]
+        fmap = clone(features).fit(rows.s[:, None].astype(np.float64))
+        psi = np.column_stack([np.ones(S), np.asarray(fmap.transform(grid), dtype=np.float64)])
+        freq = np.bincount(rows.s * K + rows.a, minlength=S * K).reshape(S, K) / max(len(rows.s), 1)
+        project = alg.SieveProjector(psi, freq)
+    return alg.TabularLaw(rho, policy, fitted.stage2_.kernel, float(fitted.gamma_), rec.mu, rec.g, observed, cell_law,
+                          project)
