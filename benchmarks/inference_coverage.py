@@ -15,8 +15,18 @@ influence-function SE, Wald 95%), the plug-in at the full-sample fit, and (on th
 plug-in. Prints, per n, target and method: coverage (with its binomial SE), bias, SD, RMSE, mean
 interval width, mean SE / SD, seconds per replication.
 
+Design ``paper``: the paper's continuous design (its Sec. 7; notes Sec. 8: 4 actions, the dynamics,
+reward, behaviour at temperature 0.8 and pi_fix of its code) on a 31 x 31 grid of the state box
+(the paper solved on 61 x 61; the coarser grid keeps 500 replications within this machine), rows
+i.i.d. from the behaviour's stationary law. As in the paper the kernel is known; the first stage is
+a boosted classifier on the cells' coordinates, clipped to [1e-3, 0.999]; the Riesz representers
+are *estimated* (Riesz regression on tensor cubic splines of the coordinates; the paper's were
+oracle). Targets: 1a (pi_fix, gamma 0.9, under u), 1b (softmax over actions {0, 1, 3}, tau 0.6,
+under u), 2 (pi_fix under the anchor-normalized reward, anchor 0, at gamma' = 0.92).
+
     OMP_NUM_THREADS=1 python benchmarks/inference_coverage.py ring30 [--reps 500] [--sizes 1000,4000,16000]
         [--cross-fit 5] [--boot 100] [--boot-reps 100] [--out /tmp/ring30.csv]
+    OMP_NUM_THREADS=1 python benchmarks/inference_coverage.py paper --sizes 1000,2500,5000,10000 ...
 """
 
 from __future__ import annotations
@@ -60,19 +70,52 @@ def ring30_setup():
                               clip=(1e-3, 1.0))
         return model, data
 
-    return targets, truth, make
+    return targets, truth, make, None
 
 
-DESIGNS = {"ring30": ring30_setup}
+def paper_setup(n_grid: int = 31, cross_riesz: bool = True):
+    """The paper's continuous design (notes Sec. 8) on an ``n_grid`` x ``n_grid`` grid: the kernel
+    known (as in the paper), the first stage a boosted classifier on the cells' coordinates, the
+    Riesz representers by Riesz regression on tensor splines of the coordinates."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.pipeline import make_pipeline
+
+    from inference_designs import GridCoordinates, TensorSplines, paper_grid
+
+    law, coords, pi_fix = paper_grid(n_grid)
+    S = coords.shape[0]
+    mask = np.zeros((S, 4), dtype=bool)
+    mask[:, [0, 1, 3]] = True
+    targets = [policy_value(pi_fix, reward="log_policy", name="1a"),
+               softmax_value([0, 1, 3], 0.6, reward="log_policy", name="1b"),
+               policy_value(pi_fix, gamma=0.92, name="2")]
+    truth = np.concatenate([alg.log_policy_map(law, alg.policy_value_functional(pi_fix)).value,
+                            alg.log_policy_map(law, alg.softmax_value_functional(mask, 0.6)).value,
+                            alg.normalized_map(law, alg.policy_value_functional(pi_fix), 0.92).value])
+    kernel = law.kernel.matrix
+    riesz = TensorSplines(GridCoordinates(coords), n_knots=6) if cross_riesz else None
+
+    def make(n, rng):
+        s, a, s2 = simulate_rows(law, n, rng)
+        data = genpqr.from_arrays(s[:, None].astype(float), a, s2[:, None].astype(float), episode_ids=np.arange(n))
+        policy = make_pipeline(GridCoordinates(coords), HistGradientBoostingClassifier(max_iter=100, random_state=0))
+        model = genpqr.GenPQR(q_model="exact", normalization=anchor_action(0), gamma=0.9, n_states=S,
+                              policy_model=policy, transition_model=kernel, clip=(1e-3, 0.999))
+        return model, data
+
+    return targets, truth, make, riesz
 
 
-def one(make, targets, truth, n, seed, cross_fit, n_boot):
+DESIGNS = {"ring30": ring30_setup, "paper": paper_setup}
+
+
+def one(make, targets, truth, n, seed, cross_fit, n_boot, riesz=None):
     rng = np.random.default_rng(seed)
     model, data = make(n, rng)
     t0 = time.perf_counter()
     model.fit(data)
     t_fit = time.perf_counter() - t0
-    res = infer(model, targets, data, cross_fit=cross_fit, random_state=seed, warn=False)
+    res = infer(model, targets, data, cross_fit=cross_fit, random_state=seed, warn=False, riesz=riesz)
     lo, hi = res.conf_int().to_numpy().T
     rows = []
     for j, name in enumerate(res.names):
@@ -119,11 +162,12 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    targets, truth, make = DESIGNS[args.design]()
+    targets, truth, make, riesz = DESIGNS[args.design]()
     rows, start = [], time.time()
     for n in [int(x) for x in args.sizes.split(",")]:
         for i in range(args.reps):
-            rows += one(make, targets, truth, n, args.seed0 + i, args.cross_fit, args.boot if i < args.boot_reps else 0)
+            rows += one(make, targets, truth, n, args.seed0 + i, args.cross_fit, args.boot if i < args.boot_reps else 0,
+                        riesz)
             if args.out and (i + 1) % 25 == 0:
                 pd.DataFrame(rows).to_csv(args.out, index=False)
     frame = pd.DataFrame(rows)

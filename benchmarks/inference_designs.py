@@ -192,3 +192,53 @@ def exp2_riesz_features():
 
     mean = FunctionTransformer(lambda s: np.asarray(s).mean(axis=1, keepdims=True))
     return make_union(default_riesz_features(), make_pipeline(mean, default_riesz_features(n_knots=8)))
+
+
+class GridCoordinates:
+    """Grid cell index -> (x, z) coordinates (a transformer for a tabular state on a grid)."""
+
+    def __init__(self, coords=None):
+        self.coords = coords
+
+    def get_params(self, deep=True):
+        return {"coords": self.coords}
+
+    def set_params(self, **params):
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return np.asarray(self.coords)[np.asarray(X)[:, 0].astype(int)]
+
+
+class TensorSplines:
+    """Tensor-product cubic B-splines of two coordinates (``n_knots + 2`` per axis), after ``pre``."""
+
+    def __init__(self, pre=None, n_knots=6):
+        self.pre = pre
+        self.n_knots = n_knots
+
+    def get_params(self, deep=True):
+        return {"pre": self.pre, "n_knots": self.n_knots}
+
+    def set_params(self, **params):
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def fit(self, X, y=None):
+        from sklearn.preprocessing import SplineTransformer
+
+        Z = np.asarray(self.pre.transform(X) if self.pre is not None else X, dtype=np.float64)
+        self.splines_ = [SplineTransformer(n_knots=self.n_knots, degree=3, extrapolation="constant").fit(Z[:, [j]])
+                         for j in range(2)]
+        return self
+
+    def transform(self, X):
+        Z = np.asarray(self.pre.transform(X) if self.pre is not None else X, dtype=np.float64)
+        a, b = (sp.transform(Z[:, [j]]) for j, sp in enumerate(self.splines_))
+        return (a[:, :, None] * b[:, None, :]).reshape(len(Z), -1)

@@ -386,23 +386,45 @@ def projection_functional(features, offset=None, weights=None):
 
 class SieveProjector:
     r"""Riesz regression of a measure ``M`` (m, S, K) on the sieve ``phi(s, a) = e_a (x) psi(s)``:
-    ``alpha = phi^T theta``, ``theta = argmin E_n[(phi^T theta)^2] - 2 sum M phi^T theta``, i.e.
-    per action ``theta_a = (sum_s p_n(s, a) psi psi^T + ridge)^{-1} sum_s M(s, a) psi(s)`` with
-    ``p_n`` the rows' cell frequencies (notes Sec. 5.1). With indicator features it is the
-    division by the cell frequencies."""
+    ``alpha = phi^T theta``, ``theta = argmin E_n[(phi^T theta)^2] - 2 sum M phi^T theta + ridge |theta|^2``,
+    i.e. per action ``theta_a = (sum_s p_n(s, a) psi psi^T + ridge)^{-1} sum_s M(s, a) psi(s)`` with
+    ``p_n`` the rows' cell frequencies (notes Sec. 5.1). The ridge (relative to the Gram matrix's
+    mean diagonal) is chosen per measure by the held-out Riesz loss over two halves of the rows
+    (``counts`` given: where the data are thin the sieve must not extrapolate freely). With
+    indicator features and no ridge it is the division by the cell frequencies."""
 
-    def __init__(self, psi, cell_freq, ridge: float = 1e-8):
+    RIDGES = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+
+    def __init__(self, psi, cell_freq, ridge: float | None = 1e-8, halves=None):
         self.psi = np.asarray(psi, dtype=np.float64)  # (S, m)
-        S, K = cell_freq.shape
+        self.ridge = ridge
+        self.full = self._inverses(cell_freq)
+        self.halves = None if halves is None else [(self._inverses(f), f) for f in halves]
+        self.chosen = []
+
+    def _inverses(self, freq):
         m = self.psi.shape[1]
-        grams = np.einsum("sk,sm,sn->kmn", cell_freq, self.psi, self.psi)
+        grams = np.einsum("sk,sm,sn->kmn", freq, self.psi, self.psi)
         scale = max(float(np.mean(np.trace(grams, axis1=1, axis2=2))) / m, 1e-300)
-        self.inv = np.linalg.inv(grams + ridge * scale * np.eye(m)[None])  # (K, m, m)
+        ridges = self.RIDGES if self.ridge is None else (self.ridge,)
+        return {r: np.linalg.inv(grams + r * scale * np.eye(m)[None]) for r in ridges}
+
+    def _solve(self, inv, moments):
+        theta = np.einsum("kmn,jkn->jkm", inv, moments)
+        return np.einsum("sm,jkm->jsk", self.psi, theta)
 
     def __call__(self, measure):
         moments = np.einsum("jsk,sm->jkm", measure, self.psi)
-        theta = np.einsum("kmn,jkn->jkm", self.inv, moments)
-        return np.einsum("sm,jkm->jsk", self.psi, theta)
+        ridge = self.ridge
+        if ridge is None:
+            loss = {r: 0.0 for r in self.RIDGES}
+            for (inv, _), (_, other) in zip(self.halves, self.halves[::-1]):
+                for r in self.RIDGES:
+                    alpha = self._solve(inv[r], moments)
+                    loss[r] += float(np.sum(other[None] * alpha ** 2) - 2 * np.sum(measure * alpha))
+            ridge = min(loss, key=loss.get)
+        self.chosen.append(ridge)
+        return self._solve(self.full[ridge], moments)
 
 
 # ============================================================================ the EIF

@@ -161,7 +161,10 @@ def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False, features=
         grid = np.arange(S, dtype=np.float64)[:, None]
         fmap = clone(features).fit(rows.s[:, None].astype(np.float64))
         psi = np.column_stack([np.ones(S), np.asarray(fmap.transform(grid), dtype=np.float64)])
-        freq = np.bincount(rows.s * K + rows.a, minlength=S * K).reshape(S, K) / max(len(rows.s), 1)
-        project = alg.SieveProjector(psi, freq)
+        cell = rows.s * K + rows.a
+        freq = np.bincount(cell, minlength=S * K).reshape(S, K) / max(len(cell), 1)
+        half = np.random.default_rng(0).permutation(len(cell)) % 2 == 0
+        halves = [np.bincount(cell[h], minlength=S * K).reshape(S, K) / max(h.sum(), 1) for h in (half, ~half)]
+        project = alg.SieveProjector(psi, freq, ridge=None, halves=halves)
     return alg.TabularLaw(rho, policy, fitted.stage2_.kernel, float(fitted.gamma_), rec.mu, rec.g, observed, cell_law,
                           project)

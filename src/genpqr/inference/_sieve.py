@@ -29,7 +29,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import QuantileTransformer, SplineTransformer
 
 from ..data.validation import clone_learner as clone
-from ..stage2 import make_features
+from ..stage2 import bind_policy, make_features
 
 __all__ = []
 
@@ -67,8 +67,9 @@ class SieveFold:
         self.gamma = float(fitted.gamma_)
         keep = rows.has_next
         self.s, self.a, self.s2, self.c = rows.s[keep], rows.a[keep], rows.s_next[keep], rows.cont[keep]
-        fmap = default_riesz_features() if features is None else make_features(features)
-        self.features = clone(fmap).fit(np.vstack([self.s, self.s2[self.c > 0]]))
+        fmap = default_riesz_features() if features is None else clone(make_features(features))
+        fmap = bind_policy(fmap, list(fitted.policy_.models))  # "policy": the fold's stage-1 representation
+        self.features = fmap.fit(np.vstack([self.s, self.s2[self.c > 0]]))
         self._cache = {}
         self.psi, self.psi2 = self.state_features(self.s), self.state_features(self.s2)
         self.pi, self.pi2 = self.policy(self.s), self.policy(self.s2)
