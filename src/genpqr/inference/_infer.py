@@ -218,8 +218,7 @@ class _SieveStep:
 
     def plug_in(self, full, bound, rows):
         fold = SieveFold(full, rows, self.features)
-        first = rows.take(np.arange(1))
-        return np.concatenate([t.sieve(fold, first).value for t in bound])
+        return np.concatenate([t.sieve(fold, None).value for t in bound])
 
     def __call__(self, fitted, bound, train_rows, held, prior):
         fold = SieveFold(fitted, train_rows, self.features)

@@ -22,6 +22,7 @@ whatever its Q model), and policy values by LSTD on the same features (continuat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -67,20 +68,34 @@ class SieveFold:
         self.gamma = float(fitted.gamma_)
         keep = rows.has_next
         self.s, self.a, self.s2, self.c = rows.s[keep], rows.a[keep], rows.s_next[keep], rows.cont[keep]
-        fmap = default_riesz_features() if features is None else clone(make_features(features))
-        fmap = bind_policy(fmap, list(fitted.policy_.models))  # "policy": the fold's stage-1 representation
-        self.features = fmap.fit(np.vstack([self.s, self.s2[self.c > 0]]))
+        self._features = features
         self._cache = {}
-        self.psi, self.psi2 = self.state_features(self.s), self.state_features(self.s2)
-        self.pi, self.pi2 = self.policy(self.s), self.policy(self.s2)
-        self.mu, self.mu2 = self.weights(self.s, self.pi), self.weights(self.s2, self.pi2)
+
+    @cached_property
+    def features(self):
+        fmap = default_riesz_features() if self._features is None else clone(make_features(self._features))
+        fmap = bind_policy(fmap, list(self.model.policy_.models))  # "policy": the fold's stage-1 representation
+        return fmap.fit(np.vstack([self.s, self.s2[self.c > 0]]))
+
+    psi = cached_property(lambda self: self.state_features(self.s))
+    psi2 = cached_property(lambda self: self.state_features(self.s2))
+    pi = cached_property(lambda self: self.policy(self.s))
+    pi2 = cached_property(lambda self: self.policy(self.s2))
+    mu = cached_property(lambda self: self.weights(self.s))
+    mu2 = cached_property(lambda self: self.weights(self.s2))
+
+    @cached_property
+    def G(self) -> np.ndarray:
         n, m = self.psi.shape
         G = np.zeros((self.K, m, m))
         for k in range(self.K):
             rows_k = self.psi[self.a == k]
             G[k] = rows_k.T @ rows_k / n
-        self.G = _block_diag(G)
-        self.ridge = RIDGE * max(float(np.trace(self.G)) / self.G.shape[0], 1e-12)
+        return _block_diag(G)
+
+    @cached_property
+    def ridge(self) -> float:
+        return RIDGE * max(float(np.trace(self.G)) / self.G.shape[0], 1e-12)
 
     # ------------------------------------------------------------------ the fold's functions
     def cached(self, name, states, fn):
@@ -103,10 +118,21 @@ class SieveFold:
     def log_policy(self, states) -> np.ndarray:
         return self.cached("u", states, self.model.log_policy)
 
-    def reward(self, states) -> np.ndarray:
-        return self.cached("rbar", states, self.model.reward)
+    def q(self, states) -> np.ndarray:
+        """The fold model's ``Q_mu`` (its stage 2), (n, K)."""
+        return self.cached("q", states, self.model.q)
 
-    def weights(self, states, pi) -> np.ndarray:
+    def mu_q(self, states) -> np.ndarray:
+        return np.sum(self.weights(states) * self.q(states), axis=1)
+
+    def reward(self, states) -> np.ndarray:
+        """``rbar = Q - mu Q + g`` of the fold model (as ``GenPQR.reward``), from the cached ``Q``."""
+        def make(x):
+            return self.q(x) - self.mu_q(x)[:, None] + self.model.stage2_.g(x)[:, None]
+        return self.cached("rbar", states, make)
+
+    def weights(self, states, pi=None) -> np.ndarray:
+        """The normalization's (fixed) weights ``mu`` at ``states`` (n, K)."""
         return self.model.normalization_.weights(states, self.K, pi)
 
     def phi_at(self, psi, actions) -> np.ndarray:
@@ -140,10 +166,10 @@ class SieveFold:
     def normalization_residual(self, held):
         """``Delta_i = u - g + gamma c (mu Q)(S') - Q`` of the fold model at held-out rows."""
         model, rows = self.model, np.arange(len(held.s))
-        q = self.cached("q", held.s, model.q)
+        q = self.q(held.s)
         u = self.log_policy(held.s)
-        g = self.cached("g", held.s, model.stage2_.g)
-        cont = np.where(held.cont > 0, self.cached("muq", held.s_next, model.mu_q), 0.0)
+        g = model.stage2_.g(held.s)
+        cont = np.where(held.cont > 0, self.mu_q(held.s_next), 0.0)
         return np.where(held.has_next, u[rows, held.a] - g + self.gamma * held.cont * cont - q[rows, held.a], 0.0)
 
 
@@ -174,11 +200,13 @@ def policy_value_parts(fold: SieveFold, held, sigma, reward: str, gamma: float) 
     sig_t, sig_n = (fold.pi, fold.pi2) if sigma is None else (sigma(fold.s), sigma(fold.s2))
     rew = fold.log_policy if reward == "log_policy" else fold.reward
     A, beta = fold.lstd(rew(fold.s), rew(fold.s2), sig_t, sig_n, gamma)
+    v_t = np.sum(sig_t * (rew(fold.s) + gamma * table(fold.psi, beta)), axis=1)
+    if held is None:
+        return Parts(np.array([v_t.mean()]), None, None)
+    lam = fold.representer(A, fold.averaged(fold.psi, sig_t).mean(axis=0))
     psi_h, pi_h = fold.state_features(held.s), fold.policy(held.s)
     sig_h = pi_h if sigma is None else sigma(held.s)
     q_h = rew(held.s) + gamma * table(psi_h, beta)
-    v_t = np.sum(sig_t * (rew(fold.s) + gamma * table(fold.psi, beta)), axis=1)
-    lam = fold.representer(A, fold.averaged(fold.psi, sig_t).mean(axis=0))
     lam_h = table(psi_h, lam)
     idx = np.arange(len(held.s))
     psi_n = fold.state_features(held.s_next)
@@ -216,13 +244,32 @@ def _through_normalization(fold, held, rho_R, value, phi, direct) -> Parts:
     return Parts(value, phi, alpha[idx, held.a])
 
 
+def _reward_value(fold, kind, spec, r_t) -> np.ndarray:
+    """The plug-in of a reward functional (no representer: the full-sample answer)."""
+    idx = np.arange(len(fold.s))
+    if kind == "data_mean":
+        return np.array([np.mean(r_t if spec is None else spec(fold.s)[idx, fold.a] * r_t)])
+    if kind == "measure":
+        states, probs = spec
+        return np.array([np.mean(np.sum(probs * fold.reward(states), axis=1))])
+    features, offset, weights = spec
+    x = features(fold.s)[idx, fold.a]
+    w = np.ones(len(idx)) if weights is None else weights(fold.s)[idx, fold.a]
+    y = r_t - (0.0 if offset is None else offset(fold.s)[idx, fold.a])
+    return np.linalg.solve((w[:, None] * x).T @ x, x.T @ (w * y))
+
+
 def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
     r"""Linear functionals of ``rbar`` (notes Sec. 5.8): ``data_mean`` (``spec``: weights callable
     or None), ``measure`` (``spec``: (states, action weights)), ``projection`` (``spec``:
     (features callable states -> (n, K, p), offset and weights callables or None))."""
     n = len(fold.s)
-    idx_t, idx_h = np.arange(n), np.arange(len(held.s))
-    r_t, r_h = fold.reward(fold.s)[idx_t, fold.a], fold.reward(held.s)[idx_h, held.a]
+    idx_t = np.arange(n)
+    r_t = fold.reward(fold.s)[idx_t, fold.a]
+    if held is None:
+        return Parts(_reward_value(fold, kind, spec, r_t), None, None)
+    idx_h = np.arange(len(held.s))
+    r_h = fold.reward(held.s)[idx_h, held.a]
     cell_t = fold.phi_at(fold.psi, fold.a) - fold.averaged(fold.psi, fold.mu)  # (e_a - mu) (x) psi at the rows
     if kind == "data_mean":
         w_t = np.ones(n) if spec is None else spec(fold.s)[idx_t, fold.a]
@@ -231,8 +278,7 @@ def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
         return _through_normalization(fold, held, rho_R, np.array([np.mean(w_t * r_t)]), (w_h * r_h)[:, None], 0.0)
     if kind == "measure":
         states, probs = spec
-        pi_z = fold.policy(states)
-        mu_z = fold.weights(states, pi_z)
+        mu_z = fold.weights(states)
         rbar_z = fold.reward(states)
         rho_R = fold.averaged(fold.state_features(states), probs - mu_z * probs.sum(axis=1, keepdims=True)).mean(axis=0)
         value = np.array([np.mean(np.sum(probs * rbar_z, axis=1))])

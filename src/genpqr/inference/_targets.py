@@ -183,7 +183,10 @@ class Difference(Target):
         return self.first.pieces(law).combine(self.second.pieces(law), -1.0)
 
     def sieve(self, fold, held):
-        return self.first.sieve(fold, held).minus(self.second.sieve(fold, held))
+        first, second = self.first.sieve(fold, held), self.second.sieve(fold, held)
+        if held is None:
+            return type(first)(first.value - second.value, None, None)
+        return first.minus(second)
 
 
 def _reward_words(reward: str) -> str:
