@@ -27,6 +27,10 @@ under u), 2 (pi_fix under the anchor-normalized reward, anchor 0, at gamma' = 0.
     OMP_NUM_THREADS=1 python benchmarks/inference_coverage.py ring30 [--reps 500] [--sizes 1000,4000,16000]
         [--cross-fit 5] [--boot 100] [--boot-reps 100] [--out /tmp/ring30.csv]
     OMP_NUM_THREADS=1 python benchmarks/inference_coverage.py paper --sizes 1000,2500,5000,10000 ...
+
+Design ``exp2``: the paper's Experiment 2 environment with a neural first stage (see ``exp2_setup``).
+
+    OMP_NUM_THREADS=1 python benchmarks/inference_coverage.py exp2 --sizes 10000 --boot 0 ...
 """
 
 from __future__ import annotations
@@ -106,7 +110,34 @@ def paper_setup(n_grid: int = 31, cross_riesz: bool = True):
     return targets, truth, make, riesz
 
 
-DESIGNS = {"ring30": ring30_setup, "paper": paper_setup}
+def exp2_setup():
+    """The paper's Experiment 2 environment (genpqr.envs.SyntheticEnv, seed 0, anchor shift 0: 5
+    state coordinates, 5 actions, deterministic moves, gamma 0.9, anchor 0 with g = 0); 1,000
+    trajectories of 10 steps per replication (the sample size is the number of rows). First stage:
+    the paper's neural behaviour cloning (genpqr.models.nn.MLPClassifier, (64, 64), 40 epochs),
+    clipped to [0.01, 0.99]; stage 2 LSTD on the network's last hidden layer; Riesz features the
+    same representation (``riesz="policy"``). Target: the projection of the normalized reward on
+    an intercept and the mean state coordinate per non-anchor action (8 parameters); truth by
+    Monte Carlo over 200,000 trajectories with the true reward and policy."""
+    from genpqr.envs import SyntheticEnv
+    from genpqr.inference import reward_projection
+    from genpqr.models.nn import MLPClassifier
+
+    from inference_designs import EXP2_NAMES, exp2_features, exp2_truth
+
+    env = SyntheticEnv.from_seed(0, anchor_shift=0.0)
+    truth = exp2_truth(env)
+
+    def make(n, rng):
+        data = env.simulate(n // 10, 10, random_state=rng)
+        model = genpqr.GenPQR(normalization=anchor_action(0), gamma=0.9, q_model="lstd", clip=(0.01, 0.99),
+                              policy_model=MLPClassifier(random_state=0))
+        return model, data
+
+    return [reward_projection(exp2_features, names=EXP2_NAMES)], truth, make, "policy"
+
+
+DESIGNS = {"ring30": ring30_setup, "paper": paper_setup, "exp2": exp2_setup}
 
 
 def one(make, targets, truth, n, seed, cross_fit, n_boot, riesz=None):
@@ -153,6 +184,7 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("design", choices=sorted(DESIGNS))
+    parser.add_argument("--summarize", default=None, help="print the table of a results file (no runs)")
     parser.add_argument("--reps", type=int, default=500)
     parser.add_argument("--sizes", default="1000,4000,16000")
     parser.add_argument("--cross-fit", type=int, default=5)
@@ -162,6 +194,12 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.summarize:
+        table = summarize(pd.read_csv(args.summarize))
+        with pd.option_context("display.width", 100, "display.max_columns", 20, "display.float_format",
+                               "{:.3f}".format):
+            print(table.drop(columns=["cov_se"]).to_string(index=False))
+        return table
     targets, truth, make, riesz = DESIGNS[args.design]()
     rows, start = [], time.time()
     for n in [int(x) for x in args.sizes.split(",")]:
