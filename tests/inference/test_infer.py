@@ -187,3 +187,19 @@ def test_inputs_are_not_modified(panel):
     infer(model_for(), policy_value(pi), panel, cross_fit=2, random_state=0, warn=False)
     np.testing.assert_array_equal(pi, before)
     np.testing.assert_array_equal(panel.states, states)
+
+
+def test_rows_without_a_next_state(panel):
+    """The last choice of an episode (no next state) carries no kernel information: it enters the
+    policy's and the state law's terms, not the Bellman residuals. Saturated nuisances without
+    splitting still give the plug-in."""
+    last = np.r_[panel.episode_ids[1:] != panel.episode_ids[:-1], True]
+    nxt = panel.next_states.copy()
+    nxt[last] = np.nan
+    data = genpqr.from_arrays(panel.states, panel.labels_of(), nxt, episode_ids=panel.episode_ids,
+                              next_observed=~last)
+    assert data.n_choice_only == last.sum() > 0
+    res = infer(model_for(), TARGETS, data, cross_fit=None, warn=False)
+    np.testing.assert_allclose(res.estimate, res.plug_in, rtol=1e-9, atol=1e-9)
+    folded = infer(model_for(), TARGETS, data, cross_fit=3, random_state=0, warn=False)
+    assert np.all(np.isfinite(folded.estimate)) and np.all(folded.std_error > 0)

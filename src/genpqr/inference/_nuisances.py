@@ -151,7 +151,9 @@ def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False, features=
         cell = rows.s * K + rows.a
         n = np.bincount(cell, minlength=S * K)
         n_next = np.bincount(cell[rows.has_next], minlength=S * K)
-        observed = ((n_next + 1.0) / (n + 1.0)).reshape(S, K)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = (n_next + prior) / (n + prior)
+        observed = np.where(n > 0, share, 1.0).reshape(S, K)
     cell_law = None
     if cells:  # the saturated Riesz regression: cell frequencies, the prior spread by pi_hat
         n_cells = np.bincount(rows.s * K + rows.a, minlength=S * K).reshape(S, K)
