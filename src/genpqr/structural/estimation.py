@@ -445,14 +445,16 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
 def projection_std_errors(fit: StructuralFit, model, offset=None) -> StructuralFit:
     """The projection's standard errors: the efficient influence function of the least-squares
     projection of the normalized reward (:func:`genpqr.inference.projection_inference`, at the
-    model's first stage and kernel). None (NaN) when the model has no rows (saved without its
-    data) or a normalization those influence functions do not carry (``mu = pi``, an estimated ``g``)."""
+    model's first stage and kernel), with its :class:`~genpqr.exceptions.InferenceWarning` when the
+    Riesz weights are extreme (a normalization on a rarely taken action: the interval is then not to be
+    trusted). None (NaN) when the model has no rows (saved without its data) or a normalization those
+    influence functions do not carry (``mu = pi``, an estimated ``g``)."""
     from ..inference import projection_inference
 
     if not hasattr(model, "training_data_"):
         return fit
     try:
-        res = projection_inference(model, fit.features, names=fit.names, offset=offset, warn=False)
+        res = projection_inference(model, fit.features, names=fit.names, offset=offset)  # warns when fragile
     except ValueError:
         return fit
     hidden = np.where(fit.identified, 1.0, np.nan)
