@@ -56,10 +56,12 @@ def test_saturated_sieve_is_the_exact_route(fits, cross_fit):
         r2 = infer(sieve, targets(False), panel, cross_fit=cross_fit, random_state=0, riesz=onehot_features(S))
     # the sieve's systems carry a ridge of 1e-8 relative: agreement to 1e-6
     np.testing.assert_allclose(r2.plug_in, r1.plug_in, rtol=1e-6)
-    # without splitting both are exact; cross-fitted, the tabular route's cell law carries a 0.5 prior
-    rtol = 1e-6 if cross_fit is None else 1e-3
-    np.testing.assert_allclose(r2.estimate, r1.estimate, rtol=rtol, atol=rtol)
-    np.testing.assert_allclose(r2.std_error, r1.std_error, rtol=rtol)
+    if cross_fit is None:  # both exact
+        np.testing.assert_allclose(r2.estimate, r1.estimate, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(r2.std_error, r1.std_error, rtol=1e-6)
+    else:  # cross-fitted, the tabular route's state law is the whole sample's, the sieve's the fold's
+        np.testing.assert_allclose(r2.estimate, r1.estimate, atol=0.2 * r1.std_error.min())
+        np.testing.assert_allclose(r2.std_error, r1.std_error, rtol=0.02)
     assert "linear-sieve" in r2.route and "exact tabular" in r1.route
 
 

@@ -198,8 +198,8 @@ class _TabularStep:
     def plug_in(self, full, bound, rows):
         return alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
 
-    def __call__(self, fitted, bound, train_rows, held, prior):
-        law = tabular_law(fitted, train_rows, prior, self.cells, self.features)
+    def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
+        law = tabular_law(fitted, train_rows, prior, self.cells, self.features, states=all_states)
         pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
         chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
         alpha = alg.representers(pieces, law)[0]
@@ -220,7 +220,7 @@ class _SieveStep:
         fold = SieveFold(full, rows, self.features)
         return np.concatenate([t.sieve(fold, None).value for t in bound])
 
-    def __call__(self, fitted, bound, train_rows, held, prior):
+    def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
         fold = SieveFold(fitted, train_rows, self.features)
         parts = [t.sieve(fold, held) for t in bound]
         return (np.concatenate([p.value for p in parts]), np.hstack([p.phi for p in parts]),
@@ -238,7 +238,7 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
         value, phi, alpha = step(fitted, bound, rows.take(train), rows.take(test),
-                                 0.0 if template is None else STATE_PRIOR)
+                                 0.0 if template is None else STATE_PRIOR, rows.s if np.ndim(rows.s) == 1 else None)
         run.phi[test], run.alpha[test], run.fold[test] = phi, alpha, k
         for j in range(m):
             run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),

@@ -136,14 +136,23 @@ class Rows:
                     self.episodes[index])
 
 
-def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False, features=None) -> alg.TabularLaw:
+def tabular_law(fitted, rows: Rows, prior: float, cells: bool = False, features=None,
+                states=None) -> alg.TabularLaw:
     """The law of the data at an exact-path fit: its clipped ``pi_hat`` (the ``u`` it solved
-    with), kernel and normalization, and the state law of ``rows`` (``prior`` pseudo-rows per
-    state); ``observed``: the share of a cell's rows with a next state (1 when all have one)."""
+    with), kernel and normalization, and the state law of ``states`` (default: those of ``rows``;
+    ``prior`` pseudo-rows per state); ``observed``: the share of a cell's rows with a next state (1
+    when all have one). Cross-fitted, the state law is the whole sample's: it is a function of the
+    states alone, so a held-out row's own state in it leaves every term the representers multiply
+    (the policy score given the state, the Bellman residuals given the state and action) with the
+    same conditional mean; and no held-out row then sits on a state its fold never saw."""
     rec = fitted.stage2_.recovery
     S, K = rec.log_policy.shape
     counts = np.bincount(rows.s, minlength=S).astype(np.float64)
-    rho = (counts + prior) / (counts.sum() + prior * S)
+    if states is None:
+        rho = (counts + prior) / (counts.sum() + prior * S)
+    else:
+        rho = np.bincount(states, minlength=S).astype(np.float64)
+        rho /= rho.sum()
     policy = np.exp(rec.log_policy)
     policy /= policy.sum(axis=1, keepdims=True)
     observed = None
