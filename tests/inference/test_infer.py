@@ -162,7 +162,8 @@ def test_a_policy_on_an_action_the_data_never_shows_is_refused(panel):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(target="value"), "target must be a genpqr.inference target"),
-    (dict(cross_fit=1), "cross_fit must be an integer >= 2"),
+    (dict(cross_fit=1), "cross_fit must be .auto., an integer >= 2"),
+    (dict(cross_fit="many"), "cross_fit must be .auto., an integer >= 2"),
     (dict(level=1.5), r"level must be in \(0, 1\)"),
     (dict(riesz="neural"), "riesz must be"),
     (dict(data="rows"), "data must be genpqr.data.Transitions"),
@@ -203,3 +204,21 @@ def test_rows_without_a_next_state(panel):
     np.testing.assert_allclose(res.estimate, res.plug_in, rtol=1e-9, atol=1e-9)
     folded = infer(model_for(), TARGETS, data, cross_fit=3, random_state=0, warn=False)
     assert np.all(np.isfinite(folded.estimate)) and np.all(folded.std_error > 0)
+
+
+def test_auto_cross_fit(panel):
+    """``cross_fit="auto"``: no splitting with the tabular rule's first stage or cell frequencies,
+    5 episode folds with another first stage."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    assert infer(model_for(), reward_mean(), panel, warn=False).cross_fit is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ruled = infer(genpqr.GenPQR(q_model="exact", normalization=anchor_action(0), gamma=0.9, n_states=S),
+                      reward_mean(), panel, warn=False)
+    assert ruled.cross_fit is None
+    logit = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LogisticRegression(C=1.0, max_iter=500))
+    flexible = infer(model_for(policy_model=logit, clip="auto"), reward_mean(), panel, warn=False, random_state=0)
+    assert flexible.cross_fit == 5 and flexible.folds.fold.nunique() == 5

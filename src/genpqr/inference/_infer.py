@@ -33,8 +33,10 @@ from ._result import InferenceResult
 from ._sieve import SieveFold
 from ._targets import Target, reward_projection
 
-__all__ = ["infer", "plug_in", "projection_inference", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+__all__ = ["infer", "plug_in", "projection_inference", "AUTO_FOLDS", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
 
+#: Episode folds of ``cross_fit="auto"`` when the first stage is flexible.
+AUTO_FOLDS = 5
 #: Warn when the Riesz weights of the reward rest on fewer effective rows than this ...
 ESS_WARN = 100
 #: ... or a single row carries more than this share of their second moment (thin overlap) ...
@@ -45,7 +47,7 @@ EPISODE_WARN = 0.25
 CORRECTION_WARN = 10.0
 
 
-def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: float = 0.95, random_state=None,
+def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0.95, random_state=None,
           progress: bool | None = None, warn: bool = True) -> InferenceResult:
     r"""Debiased estimates of ``target`` with efficient-influence-function standard errors.
 
@@ -71,9 +73,14 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
         (:mod:`genpqr.inference._sieve`): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
         (:func:`genpqr.stage2.make_features`); default (None): each coordinate to [0, 1] by its
         quantiles, then cubic B-splines (bounded features).
-    cross_fit : int or None
-        Episode folds (default 5). None: the full-sample nuisances (no splitting; valid when
-        the first stage is a finite-dimensional model, e.g. cell frequencies).
+    cross_fit : "auto", int or None
+        Episode folds of the nuisances; None: the full-sample nuisances (no splitting, no refit:
+        the delta method of the fitted model; valid when the first stage and the kernel are of low
+        complexity). ``"auto"`` (default): None on the exact tabular path when the first stage is
+        the tabular rule's (cell frequencies or the spline logit; :func:`genpqr.stage1.choose_tabular_policy`)
+        or a :class:`~genpqr.stage1.FrequencyClassifier` (there, splitting only thins the cells: a
+        held-out row on a state its fold rarely saw gets an extreme weight), else
+        :data:`AUTO_FOLDS` folds (a flexible first stage: a network, boosting, a smoother).
     level : float
         Level of the intervals (``result.conf_int(level)`` gives others).
     random_state : int, Generator or None
@@ -90,14 +97,16 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
     start = time.perf_counter()
     check_inputs(model, data)
     targets = _targets(target)
-    if cross_fit is not None and (int(cross_fit) != cross_fit or cross_fit < 2):
-        raise ValueError(f"cross_fit must be an integer >= 2 (episode folds) or None, got {cross_fit!r}")
+    if not (cross_fit is None or (isinstance(cross_fit, str) and cross_fit == "auto") or
+            (not isinstance(cross_fit, str) and int(cross_fit) == cross_fit and cross_fit >= 2)):
+        raise ValueError(f"cross_fit must be 'auto', an integer >= 2 (episode folds) or None, got {cross_fit!r}")
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
     exact = is_exact(model)
     riesz = _check_riesz(riesz, exact)
     bound = [t.bind(context_of(model, data)) for t in targets]
     full = fitted_on(model, data)
+    cross_fit = resolve_cross_fit(cross_fit, full)
     rows = Rows.of(data, tabular=exact)
     step = _TabularStep(riesz) if exact else _SieveStep(riesz)
     plug = step.plug_in(full, bound, rows)
@@ -105,6 +114,18 @@ def infer(model, target, data, *, riesz=None, cross_fit: int | None = 5, level: 
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
     return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
+
+
+def resolve_cross_fit(cross_fit, full):
+    """``cross_fit="auto"`` (see :func:`infer`) for the full-sample fit ``full``."""
+    if not (isinstance(cross_fit, str) and cross_fit == "auto"):
+        return cross_fit
+    from ..stage1 import FrequencyClassifier
+
+    tabular_rule = getattr(getattr(full, "first_stage_", None), "name", "") in ("spline", "frequency")
+    low = is_exact(full) and not full.policy_prefit and (tabular_rule or isinstance(full.policy_model,
+                                                                                     FrequencyClassifier))
+    return None if low else AUTO_FOLDS
 
 
 def plug_in(model, target) -> np.ndarray:
