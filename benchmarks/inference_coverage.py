@@ -17,10 +17,10 @@ interval width, mean SE / SD, seconds per replication.
 
 Design ``paper``: the paper's continuous design (its Sec. 7; notes Sec. 8: 4 actions, the dynamics,
 reward, behaviour at temperature 0.8 and pi_fix of its code) on a 31 x 31 grid of the state box
-(the paper solved on 61 x 61; the coarser grid keeps 500 replications within this machine), rows
+(the paper solved on 61 x 61; the coarser grid keeps the runs within this machine), rows
 i.i.d. from the behaviour's stationary law. As in the paper the kernel is known; the first stage is
-a boosted classifier on the cells' coordinates, clipped to [1e-3, 0.999]; the Riesz representers
-are *estimated* (Riesz regression on tensor cubic splines of the coordinates; the paper's were
+a multinomial logit on cubic polynomials of the cells' coordinates, clipped to [1e-3, 0.999]
+(``paper-boosted``: gradient-boosted trees instead); the Riesz representers are *estimated* (Riesz regression on tensor cubic splines of the coordinates; the paper's were
 oracle). Targets: 1a (pi_fix, gamma 0.9, under u), 1b (softmax over actions {0, 1, 3}, tau 0.6,
 under u), 2 (pi_fix under the anchor-normalized reward, anchor 0, at gamma' = 0.92).
 
@@ -77,12 +77,15 @@ def ring30_setup():
     return targets, truth, make, None
 
 
-def paper_setup(n_grid: int = 31, cross_riesz: bool = True):
+def paper_setup(n_grid: int = 31, cross_riesz: bool = True, first_stage: str = "logistic"):
     """The paper's continuous design (notes Sec. 8) on an ``n_grid`` x ``n_grid`` grid: the kernel
-    known (as in the paper), the first stage a boosted classifier on the cells' coordinates, the
-    Riesz representers by Riesz regression on tensor splines of the coordinates."""
+    known (as in the paper), the first stage a multinomial logit on cubic polynomials of the cells'
+    coordinates (``"logistic"``; ``"boosted"``: gradient-boosted trees), the Riesz representers by
+    Riesz regression on tensor splines of the coordinates."""
     from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
     from inference_designs import GridCoordinates, TensorSplines, paper_grid
 
@@ -102,7 +105,10 @@ def paper_setup(n_grid: int = 31, cross_riesz: bool = True):
     def make(n, rng):
         s, a, s2 = simulate_rows(law, n, rng)
         data = genpqr.from_arrays(s[:, None].astype(float), a, s2[:, None].astype(float), episode_ids=np.arange(n))
-        policy = make_pipeline(GridCoordinates(coords), HistGradientBoostingClassifier(max_iter=100, random_state=0))
+        policy = (make_pipeline(GridCoordinates(coords), HistGradientBoostingClassifier(max_iter=100, random_state=0))
+                  if first_stage == "boosted" else
+                  make_pipeline(GridCoordinates(coords), StandardScaler(), PolynomialFeatures(3),
+                                LogisticRegression(C=10.0, max_iter=3000)))
         model = genpqr.GenPQR(q_model="exact", normalization=anchor_action(0), gamma=0.9, n_states=S,
                               policy_model=policy, transition_model=kernel, clip=(1e-3, 0.999))
         return model, data
@@ -137,7 +143,8 @@ def exp2_setup():
     return [reward_projection(exp2_features, names=EXP2_NAMES)], truth, make, "policy"
 
 
-DESIGNS = {"ring30": ring30_setup, "paper": paper_setup, "exp2": exp2_setup}
+DESIGNS = {"ring30": ring30_setup, "paper": paper_setup, "exp2": exp2_setup,
+           "paper-boosted": lambda: paper_setup(first_stage="boosted")}
 
 
 def one(make, targets, truth, n, seed, cross_fit, n_boot, riesz=None):
@@ -206,7 +213,7 @@ def main(argv=None):
         for i in range(args.reps):
             rows += one(make, targets, truth, n, args.seed0 + i, args.cross_fit, args.boot if i < args.boot_reps else 0,
                         riesz)
-            if args.out and (i + 1) % 25 == 0:
+            if args.out and (i + 1) % 5 == 0:
                 pd.DataFrame(rows).to_csv(args.out, index=False)
     frame = pd.DataFrame(rows)
     if args.out:
