@@ -1,5 +1,5 @@
 """The reward projection's influence-function intervals on the bus engine, beside the MLE
-(issue 34, "our own designs").
+(docs/inference.md).
 
 Design: Rust's bus engine in the Su-Judd (2012) Monte Carlo design (175 mileage bins, beta = 0.975,
 RC = 11.7257, theta11 = 2.4569; 50 buses x 120 months, stationary starts; genpqr.envs.rust). Per
@@ -119,7 +119,7 @@ def main(argv=None):
     parser.add_argument("--cross-fit", type=int, default=5)
     parser.add_argument("--out", default=None)
     parser.add_argument("--design", choices=["su-judd", "frequent"], default="su-judd",
-                        help="su-judd: the issue's bus engine (replacement 1%% of months); frequent: 40 bins, "
+                        help="su-judd: Su and Judd's design (replacement in 1%% of months); frequent: 40 bins, "
                              "beta 0.9, RC 2, theta11 60 (cost scale 0.001; replacement 24%% of months)")
     args = parser.parse_args(argv)
     truth = bus_engine() if args.design == "su-judd" else bus_engine(n_states=40, beta=0.9, rc=2.0, theta11=60.0)

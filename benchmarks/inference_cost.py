@@ -1,4 +1,4 @@
-"""Cost of debiased inference for one target relative to the fit it debiases (issue 34: at most 3x).
+"""Cost of debiased inference for one target relative to the fit it debiases (the goal: at most 3x).
 
 For each design: fit the model as a user does (``model.fit(data)``), then ``infer(model, target,
 data, cross_fit=K)`` for K = 2, 3 and 5 (the fitted model is the full-sample fit: infer refits one

@@ -1,9 +1,9 @@
 """Coverage of genpqr.inference's debiased intervals, with the plug-in and its episode
-bootstrap side by side (issue 34; debiased-inference notes Sec. 9.4).
+bootstrap side by side (docs/inference.md).
 
-Design ``ring30``: the notes' ring-30 reference design (30 states on a ring, stay / -1 / +1 with
+Design ``ring30``: the ring-30 reference design (30 states on a ring, stay / -1 / +1 with
 slips, gamma = 0.9, behaviour soft-optimal, rows i.i.d. from its stationary law). Nuisances
-*estimated*: the first stage is the notes' deliberately biased smoother (action counts smoothed
+*estimated*: the first stage is a deliberately biased (but consistent) smoother (action counts smoothed
 over ring neighbours, bandwidth 20 n^(-1/5) states, clipped at 1e-3), the kernel the counts
 (``transition_model="counts"``). Targets: 1a the value of pi_fix under u at gamma = 0.9, 1b the
 softmax over {stay, +1} at tau = 0.5 under u, 2 the value of pi_fix under the anchor-normalized
@@ -15,7 +15,7 @@ influence-function SE, Wald 95%), the plug-in at the full-sample fit, and (on th
 plug-in. Prints, per n, target and method: coverage (with its binomial SE), bias, SD, RMSE, mean
 interval width, mean SE / SD, seconds per replication.
 
-Design ``paper``: the paper's continuous design (its Sec. 7; notes Sec. 8: 4 actions, the dynamics,
+Design ``paper``: the paper's continuous design (its Sec. 7: 4 actions, the dynamics,
 reward, behaviour at temperature 0.8 and pi_fix of its code) on a 31 x 31 grid of the state box
 (the paper solved on 61 x 61; the coarser grid keeps the runs within this machine), rows
 i.i.d. from the behaviour's stationary law. As in the paper the kernel is known; the first stage is
@@ -78,7 +78,7 @@ def ring30_setup():
 
 
 def paper_setup(n_grid: int = 31, cross_riesz: bool = True, first_stage: str = "logistic"):
-    """The paper's continuous design (notes Sec. 8) on an ``n_grid`` x ``n_grid`` grid: the kernel
+    """The paper's continuous design on an ``n_grid`` x ``n_grid`` grid: the kernel
     known (as in the paper), the first stage a multinomial logit on cubic polynomials of the cells'
     coordinates (``"logistic"``; ``"boosted"``: gradient-boosted trees), the Riesz representers by
     Riesz regression on tensor splines of the coordinates."""

@@ -1,5 +1,5 @@
-"""Designs of the inference benchmarks (issue 34; shared/references/debiased-inference.md):
-the notes' ring-30 reference design, exact nuisances and true targets."""
+"""Designs of the inference benchmarks (van der Laan, Bibaut & Kallus, arXiv 2512.24407, and docs/inference.md):
+the ring-30 reference design, exact nuisances and true targets."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def simulate_rows(law, n: int, rng) -> tuple:
 
 class RingSmoother:
     """Action frequencies smoothed over ring neighbours with a Gaussian kernel (bandwidth in
-    states): the notes' deliberately biased but consistent first stage (Sec. 9.4)."""
+    states): a deliberately biased but consistent first stage."""
 
     def __init__(self, n_states=30, bandwidth=3.0):
         self.n_states = n_states
@@ -123,7 +123,7 @@ def exp2_truth(env, n_trajectories: int = 200_000, chunk: int = 20_000, seed: in
 
 # ============================================================================ the paper's continuous design (Sec. 7)
 def paper_grid(n_grid: int = 61, box: float = 2.5, noise: float = 0.2, gamma: float = 0.9, tau: float = 0.8):
-    """The paper's simulation design on its ``n_grid`` x ``n_grid`` grid (notes Sec. 8): returns
+    """The paper's simulation design on its ``n_grid`` x ``n_grid`` grid: returns
     ``(law, coords, pi_fix)``; ``law`` the true TabularLaw (states = grid cells, the stationary law
     of the behaviour, anchor on action 0 with g = 0), ``coords`` (S, 2) the cell centres."""
     from scipy.special import ndtr
