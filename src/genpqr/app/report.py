@@ -240,7 +240,12 @@ def _source_lines(ctx) -> list:
     from .results import source_lines
 
     n_boot = ctx.bootstrap.replicates.shape[0] if ctx.bootstrap is not None else 0
-    return [line.strip() for line in source_lines(ctx.sources, n_boot)]
+    lines = [line.strip() for line in source_lines(ctx.sources, n_boot)]
+    heading = "where the reward's uncertainty comes from"  # the report's heading of the list: not repeated
+    if lines and lines[0].lower().startswith(heading):
+        rest = lines[0][len(heading):].strip().rstrip(":").strip()
+        lines[0] = rest[1:-1] if rest.startswith("(") and rest.endswith(")") else rest
+    return [line for line in lines if line]
 
 
 def _unvisited(model, n_states: int) -> np.ndarray:

@@ -50,6 +50,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..data.validation import check_state_indices, seed_from
 from ..data import Transitions
 from ._policy import FrequencyClassifier
+from ._cells import choice_cells, compresses, repeated_rows
 
 __all__ = ["SplineLogit", "select_spline_logit", "cells_are_sparse", "choose_tabular_policy", "FirstStageChoice",
            "state_is_ordered", "given_first_stage", "sparsity", "SPARSE_MEDIAN_VISITS", "SPARSE_ZERO_SHARE",
@@ -87,7 +88,10 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
     ``X`` is 2-D, shape (n, d) (a single state column as (n, 1)), validated like any
     scikit-learn classifier: ``check_estimator`` passes with no exclusion
     (tests/stage2/test_model_selection.py). ``sample_weight`` also weights the knot range (zero-weight
-    rows do not move the knots), so a weight of 2 is a repeated row.
+    rows do not move the knots), so a weight of 2 is a repeated row. When the states repeat
+    (tabular states) the logit is fitted on the weighted (state, action) cells
+    (:func:`genpqr.stage1.choice_cells`: the same objective at ``S x K`` rows at most) and
+    predicts once per distinct state.
     """
 
     def __init__(self, n_knots=5, degree=3, C=1.0, max_iter=2000, tol=1e-4):
@@ -122,6 +126,7 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
         self.pipeline_ = make_pipeline(
             SplineTransformer(n_knots=int(self.n_knots), degree=int(self.degree), extrapolation="linear"),
             LogisticRegression(C=float(self.C), max_iter=int(self.max_iter), tol=self.tol))
+        X, y, sample_weight = _cells_or_rows(X, y, sample_weight)
         kw = {} if sample_weight is None else {"logisticregression__sample_weight": sample_weight,
                                                "splinetransformer__sample_weight": sample_weight}  # knot range
         self.pipeline_.fit(X, y, **kw)
@@ -137,7 +142,10 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64, reset=False)
         if self.pipeline_ is None:
             return np.tile(self.constant_, (X.shape[0], 1))
-        return self.pipeline_.predict_proba(X)
+        repeated = repeated_rows(X)  # tabular states: once per distinct state
+        if repeated is None:
+            return self.pipeline_.predict_proba(X)
+        return self.pipeline_.predict_proba(repeated[0])[repeated[1]]
 
     def predict(self, X):
         """The most probable action at each state, shape (n,)."""
@@ -146,6 +154,21 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
 
     def describe(self) -> str:
         return f"spline logit (n_knots={self.n_knots}, degree={self.degree}, C={self.C:g})"
+
+
+def _cells_or_rows(X, y, sample_weight):
+    """``(X, y, sample_weight)`` of the weighted (state, action) cells when the rows repeat
+    (:func:`~genpqr.stage1.choice_cells`: the same weighted log-likelihood, the same knot range --
+    the cells with positive weight span the rows with positive weight), else as given."""
+    repeated = repeated_rows(X)
+    if repeated is None:
+        return X, y, sample_weight
+    labels, codes = np.unique(y, return_inverse=True)
+    cells = choice_cells(X, codes.reshape(-1), labels.size, sample_weight, index=repeated)
+    if not compresses(cells.n_cells, X.shape[0]):
+        return X, y, sample_weight
+    Xc, yc, wc = cells.as_rows()
+    return Xc, labels[yc], wc
 
 
 @dataclass
