@@ -97,11 +97,7 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     start = time.perf_counter()
     check_inputs(model, data)
     targets = _targets(target)
-    if not (cross_fit is None or (isinstance(cross_fit, str) and cross_fit == "auto") or
-            (not isinstance(cross_fit, str) and int(cross_fit) == cross_fit and cross_fit >= 2)):
-        raise ValueError(f"cross_fit must be 'auto', an integer >= 2 (episode folds) or None, got {cross_fit!r}")
-    if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    _check_args(cross_fit, level)
     exact = is_exact(model)
     riesz = _check_riesz(riesz, exact)
     bound = [t.bind(context_of(model, data)) for t in targets]
@@ -114,6 +110,14 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
     return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
+
+
+def _check_args(cross_fit, level) -> None:
+    if not (cross_fit is None or (isinstance(cross_fit, str) and cross_fit == "auto") or
+            (not isinstance(cross_fit, str) and int(cross_fit) == cross_fit and cross_fit >= 2)):
+        raise ValueError(f"cross_fit must be 'auto', an integer >= 2 (episode folds) or None, got {cross_fit!r}")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
 
 
 def resolve_cross_fit(cross_fit, full):

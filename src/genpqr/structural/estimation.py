@@ -61,7 +61,6 @@ well conditioned up to ``gamma = 1``.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -79,7 +78,7 @@ from .fit_checks import (MIN_CHOICES_PER_PARAMETER, ProjectionWarning, check_con
                          check_projection, check_rare_action, check_separation)
 from .likelihood import LikelihoodDerivatives, likelihood_derivatives, relative_solve
 from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
-from .projection import project_reward
+from .projection import project_reward, projection_std_errors
 from .results import (SE_KINDS, SE_LABELS, LikelihoodResults, coefficient_frame, describe_iterations, lr_test,
                       std_errors, summary_of)
 from .identification import Identification, generalized_inverse, identification
@@ -457,26 +456,6 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
     if estimator == "projection" and int(n_types) == 1:
         fit = projection_std_errors(fit, model, offset)
     return fit
-
-
-def projection_std_errors(fit: StructuralFit, model, offset=None) -> StructuralFit:
-    """The projection's standard errors: the efficient influence function of the least-squares
-    projection of the normalized reward (:func:`genpqr.inference.projection_inference`, at the
-    model's first stage and kernel), with its :class:`~genpqr.exceptions.InferenceWarning` when the
-    Riesz weights are extreme (a normalization on a rarely taken action: the interval is then not to be
-    trusted). None (NaN) when the model has no rows (saved without its data) or a normalization those
-    influence functions do not carry (``mu = pi``, an estimated ``g``)."""
-    from ..inference import projection_inference
-
-    if not hasattr(model, "training_data_"):
-        return fit
-    try:
-        res = projection_inference(model, fit.features, names=fit.names, offset=offset)  # warns when fragile
-    except ValueError:
-        return fit
-    hidden = np.where(fit.identified, 1.0, np.nan)
-    return dataclasses.replace(fit, std_error=res.std_error * hidden, cov=res.cov)
-
 
 
 def _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter):
