@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..messages import Mention, Message
 from .summary import StructuralSummary
 
 __all__ = ["ESTIMATOR_LABELS", "SE_KINDS", "SE_LABELS", "MLE_ESTIMATORS", "describe_iterations", "check_level",
@@ -36,9 +37,11 @@ SE_KINDS = {
     "npl": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "nfxp": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "pml": "inverse Hessian of the pseudo-likelihood, conditional on the first stage (ignores its estimation error)",
-    "projection": "efficient influence function of the projection (no linear form assumed; genpqr.inference), "
-                  "clustered by episode, at the fitted first stage and kernel; none without the rows (the projection "
-                  "is not an MLE and has no likelihood standard error)",
+    "projection": Message("efficient influence function of the projection (no linear form assumed; genpqr.inference), "
+                          "clustered by episode, at the fitted first stage and kernel; none for a model without its "
+                          "rows (saved without ", Mention("include_data", True, python="save(path, include_data=True)"),
+                          ") or a normalization the influence functions do not carry: the projection is not an MLE "
+                          "and has no likelihood standard error (use ", Mention("n_boot", python="the bootstrap"), ")"),
 }
 
 
