@@ -14,10 +14,10 @@ normalized-reward targets corrected (docs/inference.md).
 
 from ._infer import AUTO_FOLDS, CORRECTION_WARN, EPISODE_WARN, ESS_WARN, WEIGHT_WARN, infer, plug_in, projection_inference
 from ._result import SE_KIND, InferenceResult, InferenceSummary
-from ._spec import TARGET_KINDS, parse_target
+from ._spec import TARGET_KINDS, parse_target, target_kind
 from ._targets import Target, policy_value, reward_at, reward_mean, reward_projection, softmax_value, value_difference
 from ..exceptions import InferenceWarning
 
 __all__ = ["infer", "plug_in", "projection_inference", "InferenceResult", "InferenceSummary", "SE_KIND", "Target", "policy_value", "softmax_value",
-           "value_difference", "reward_mean", "reward_at", "reward_projection", "InferenceWarning", "AUTO_FOLDS", "parse_target", "TARGET_KINDS", "WEIGHT_WARN",
+           "value_difference", "reward_mean", "reward_at", "reward_projection", "InferenceWarning", "AUTO_FOLDS", "parse_target", "target_kind", "TARGET_KINDS", "WEIGHT_WARN",
            "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]

@@ -20,7 +20,7 @@ from ..normalization import mean_zero
 from ._targets import (Target, policy_value, reward_at, reward_mean, reward_projection, softmax_value,
                        value_difference)
 
-__all__ = ["TARGET_KINDS", "parse_target"]
+__all__ = ["TARGET_KINDS", "parse_target", "target_kind"]
 
 #: The target kinds :func:`parse_target` knows, with their forms.
 TARGET_KINDS = {
@@ -40,15 +40,7 @@ def parse_target(spec: str, *, policies=None, labels=None, features=None, featur
     """The :class:`Target` of ``spec`` (module docstring). ``labels``: the data's action labels
     (a label written in ``spec`` is matched by its text); ``policies``: name -> policy;
     ``features``: (S, K, p) array or callable for ``projection``."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"an inference target must be a string like {TARGET_KINDS['value']!r}, got {spec!r}")
-    head, *parts = [p.strip() for p in spec.split(";")]
-    kind, _, arg = head.partition(":")
-    kind = kind.strip().lower().replace("_", "-")
-    if kind not in TARGET_KINDS:
-        raise ValueError(f"unknown inference target {kind!r} in {spec!r}; expected one of: "
-                         + "; ".join(TARGET_KINDS.values()))
-    options = _options(parts, kind, spec)
+    kind, arg, options = _split(spec)
     name = options.pop("name", None)
     gamma = float(options["gamma"]) if "gamma" in options else None
     policy = (lambda text: _policy(text, policies, labels, spec))
@@ -74,6 +66,29 @@ def parse_target(spec: str, *, policies=None, labels=None, features=None, featur
     if features is None:
         raise ValueError(f"projection needs the features of the reward (genpqr fit --features FILE), got {spec!r}")
     return reward_projection(features, names=feature_names, name=name)
+
+
+def target_kind(spec: str) -> str:
+    """The kind of ``spec`` (a key of :data:`TARGET_KINDS`), its form checked without the data
+    (the kind, its options, its argument): what a front end checks where the text enters."""
+    kind, arg, _ = _split(spec)
+    if kind in ("value", "difference", "reward-at"):
+        _needed(arg, kind, spec)
+    if arg.strip() and kind in ("reward-mean", "projection"):
+        raise ValueError(f"{kind} takes no argument, got {spec!r}")
+    return kind
+
+
+def _split(spec):
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"an inference target must be a string like {TARGET_KINDS['value']!r}, got {spec!r}")
+    head, *parts = [p.strip() for p in spec.split(";")]
+    kind, _, arg = head.partition(":")
+    kind = kind.strip().lower().replace("_", "-")
+    if kind not in TARGET_KINDS:
+        raise ValueError(f"unknown inference target {kind!r} in {spec!r}; expected one of: "
+                         + "; ".join(TARGET_KINDS.values()))
+    return kind, arg, _options(parts, kind, spec)
 
 
 def _options(parts, kind, spec) -> dict:
