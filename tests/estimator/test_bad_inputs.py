@@ -1261,7 +1261,7 @@ def _fitted(data):
 
 
 def _without_data(model):
-    from genpqr.estimator._persistence import without_data
+    from genpqr.estimator import without_data
 
     return without_data(model)
 

@@ -3,7 +3,7 @@ convenience, as ``GenPQR.counterfactual`` is to :mod:`genpqr.counterfactuals`)."
 
 from __future__ import annotations
 
-__all__ = ["infer"]
+__all__ = []  # reached as GenPQR.infer
 
 
 def infer(self, target, data=None, *, riesz=None, cross_fit="auto", level: float = 0.95, random_state=None,

@@ -29,7 +29,7 @@ TARGET_KINDS = {
     "softmax": "softmax[:A|B|...][;temperature=T][;gamma=G][;reward=normalized|log_policy]",
     "reward-mean": "reward-mean",
     "reward-at": "reward-at:STATE=ACTION[,STATE=ACTION...]",
-    "projection": "projection (the features of genpqr fit --features)",
+    "projection": "projection (on the features the caller gives)",
 }
 _OPTIONS = {"value": {"gamma", "reward", "name"}, "difference": {"gamma", "reward", "name"},
             "softmax": {"temperature", "gamma", "reward", "name"}, "reward-mean": {"name"}, "reward-at": {"name"},
@@ -64,7 +64,8 @@ def parse_target(spec: str, *, policies=None, labels=None, features=None, featur
     if kind == "reward-at":
         return reward_at([_cell(c, labels, spec) for c in _needed(arg, kind, spec).split(",")], name=name)
     if features is None:
-        raise ValueError(f"projection needs the features of the reward (genpqr fit --features FILE), got {spec!r}")
+        raise ValueError(f"projection needs the features the reward is projected on (features=, an (S, K, p) array "
+                         f"or a callable), got {spec!r}")
     return reward_projection(features, names=feature_names, name=name)
 
 
