@@ -89,7 +89,7 @@ API = {
     "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.workflow",
                            "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.options", "genpqr.app.flags", "genpqr.app.build", "genpqr.app.transition_choice",
                            "genpqr.app.results",
-                           "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.fit_continuous",
+                           "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.infer", "genpqr.app.fit_continuous",
                            "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.counterfactual_options", "genpqr.app.report",
                            "genpqr.app.report_continuous", "genpqr.app.report_base", "genpqr.app.demo",
                            "genpqr.app.latent_types"],
