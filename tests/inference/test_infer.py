@@ -222,3 +222,23 @@ def test_auto_cross_fit(panel):
     logit = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LogisticRegression(C=1.0, max_iter=500))
     flexible = infer(model_for(policy_model=logit, clip="auto"), reward_mean(), panel, warn=False, random_state=0)
     assert flexible.cross_fit == 5 and flexible.folds.fold.nunique() == 5
+
+
+# ---------------------------------------------------------------------------- GenPQR.infer
+def test_the_estimator_method_is_the_function_on_its_own_rows(panel):
+    """model.infer(target) == infer(model, target, its training data), the text forms equal the
+    constructors, and a fitted model is not modified."""
+    model = model_for().fit(panel)
+    before = model.reward_table().to_numpy().copy()
+    texts = ["value:uniform;gamma=0.7;name=V_rbar", "softmax:0|2;temperature=0.5;name=soft",
+             "reward-at:0=1,3=2;name=cells"]
+    by_text = model.infer(texts, cross_fit=2, random_state=3, warn=False)
+    by_function = infer(model, [TARGETS[1], TARGETS[2], TARGETS[5]], panel, cross_fit=2, random_state=3, warn=False)
+    assert by_text.names == by_function.names == ["V_rbar", "soft", "r(0, 1)", "r(3, 2)"]
+    np.testing.assert_allclose(by_text.estimate, by_function.estimate, rtol=1e-12)
+    np.testing.assert_allclose(by_text.cov, by_function.cov, rtol=1e-12)
+    pd.testing.assert_series_equal(by_text.params, by_function.params)
+    assert list(by_text.conf_int().columns) == ["lower", "upper"] and "std err" in str(by_text.summary())
+    np.testing.assert_array_equal(model.reward_table().to_numpy(), before)
+    one = model.infer(TARGETS[0], cross_fit=None, warn=False)
+    assert one.names == ["V_u"] and one.se_kind == "efficient influence function"
