@@ -15,6 +15,7 @@ import numpy as np
 from ..registry import (ACTION_FEATURES, CONTINUOUS_NORMALIZATIONS, CONTINUOUS_Q_MODELS, DENSITIES, INTEGRATION_RULES, MANY_ACTIONS, NORMALIZATIONS, POLICY_MODELS, Q_MODELS, STREAMS,
                         STRUCTURAL_ESTIMATORS, TRANSITION_MODELS)
 from .config_checks import check_dask_scheduler, check_output_folder
+from .infer import SPEC_HELP, check_specs, parse_specs
 from .options import ConfigBase, Option, Options, Parsed
 
 __all__ = ["FitConfig", "FIT_OPTIONS", "action_columns", "parse_bins", "ACTION_TYPES", "ENCODINGS", "DISCRETE",
@@ -267,6 +268,8 @@ FIT_OPTIONS = Options([
            check=_at_least("--n-iterations", 1), params=("n_iterations",),
            shown_default="per --q-model: linear 500, mlp 30, lightgbm 200, hgb 50, an import path 100; exact and "
                          "lstd: a closed-form solve"),
+    Option("infer", SPEC_HELP, default=[], parse=parse_specs, action="append", metavar="SPEC", shown_default="none",
+           refused=frozenset({CONTINUOUS, STREAMED, TYPED})),
     Option("level", "confidence level of the intervals", default=0.95, parse=_number, cli_type=float, check=_level),
     Option("seed", "random seed", default=0, parse=_integer, cli_type=int, params=("random_state",)),
     Option("out", "output folder (created; checked before fitting)", parse=_text, required=True, metavar="DIR",
@@ -324,6 +327,7 @@ class _FitRules(ConfigBase):
         if self.estimator != "npl" and not self.features:
             check_estimator_needs_features(self.estimator)
         check_action_features(self)
+        check_specs(self)
         unknown_bins = sorted(set(self.bins) - set(self.state))
         if unknown_bins:
             raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")

@@ -124,6 +124,8 @@ class FitOutputs:
     sources : DataFrame or None
         Tabular mode with a bootstrap: the reward's SE by source per (state, action)
         (``reward_se_by_source.csv``, :func:`genpqr.app.results.sources_frame`).
+    inference : InferenceResult or None
+        ``--infer``: the debiased targets (``inference.csv``, :mod:`genpqr.app.infer`).
     """
 
     config: FitConfig
@@ -143,6 +145,7 @@ class FitOutputs:
     types: object = None
     sources: object = None
     transition: object = None
+    inference: object = None
 
     def describe(self, verbose: bool = False) -> str:
         """The lines ``genpqr fit`` prints, each at most :data:`genpqr.app.console.WIDTH`
@@ -187,6 +190,10 @@ class FitOutputs:
             lines += source_lines(self.sources, self.config.bootstrap)
         else:
             lines += [line for line in [thin_cells_line(base, self.transition)] if line]
+        if self.inference is not None:
+            from .infer import console_lines as inference_lines
+
+            lines += inference_lines(self.inference)
         estimator = None if self.structural is None else self.config.estimator
         return fit_width("\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)",
                                                          self.structural_warnings, estimator, verbose)))
@@ -251,6 +258,8 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
         writers["reward_se_by_source.csv"] = lambda p: outputs.sources.to_csv(p, index=False)
     if outputs.parameters is not None:
         writers["parameters.csv"] = lambda p: outputs.parameters.to_csv(p, index=False)
+    if outputs.inference is not None:
+        writers["inference.csv"] = lambda p: outputs.inference.to_frame().to_csv(p)
     if outputs.types is not None:
         writers["types.csv"] = lambda p: outputs.types.to_csv(p, index=False)
     writers["config.json"] = config.to_json
@@ -258,5 +267,5 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
     paths = write_fit_folder(config, writers)
     keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
             "config.json": "config", "report.html": "report", "types.csv": "types",
-            "reward_se_by_source.csv": "sources", "manifest.json": "manifest"}
+            "reward_se_by_source.csv": "sources", "inference.csv": "inference", "manifest.json": "manifest"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})

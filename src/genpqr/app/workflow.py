@@ -125,6 +125,7 @@ class _DiscreteFit:
     sources: object = None
     transition: object = None
     type_models: list | None = None
+    inference: object = None
 
 
 def run_fit(config: FitConfig) -> FitOutputs:
@@ -240,6 +241,11 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool) -> _DiscreteF
         _bootstrap(config, fit, frame, labels)
     if fit.features is not None:
         _structural(config, fit)
+    if config.infer:  # --infer: debiased targets of the reward (genpqr.app.infer)
+        from .infer import inference_targets, run_inference
+
+        targets = inference_targets(config, data.encoder.labels, fit.features, fit.names)
+        fit.inference = run_inference(config, model, data, targets)
     return fit
 
 
@@ -291,7 +297,7 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
                       types=types_table(fit.model) if hasattr(fit.model, "type_models_") else
                       fit.structural.posterior_frame() if hasattr(fit.structural, "posterior_frame") else None,
                       sources=None if fit.sources is None else sources_frame(fit.model, fit.sources, labels),
-                      transition=fit.transition)
+                      transition=fit.transition, inference=fit.inference)
 
 
 def check_before_fit(config: FitConfig, data, index) -> None:

@@ -495,6 +495,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
                               random_state=random_state, progress=progress, warn=warn, min_visits=min_visits,
                               support_threshold=support_threshold, money_parameter=money_parameter)
 
+    from ._infer import infer  # GenPQR.infer(target): debiased inference on the reward (genpqr.inference)
+
     # ------------------------------------------------------------------ persistence
     def save(self, path, include_data: bool = False) -> None:
         """Save the fitted model to a signed file; reload with :func:`genpqr.load`.
