@@ -51,8 +51,8 @@ GROUP_PRIOR = 10.0
 
 
 class _Ratios:
-    """``R = N / (phi psi)`` on the non-zeros of ``N`` (S*K, S+1): the sparse structures of
-    ``R`` and ``R^T`` are built once, each EM iteration only replaces their values."""
+    """``R = N / (phi psi)`` on the non-zeros of ``N`` (m, S+1): the sparse structures of ``R``
+    and ``R^T`` are built once, each EM iteration only replaces their values."""
 
     def __init__(self, counts):
         self.n, self.cols = counts.data, counts.indices
@@ -64,61 +64,104 @@ class _Ratios:
                                 shape=counts.shape[::-1])
 
     def update(self, phi, psiT):
-        """Sets ``R`` for ``phi`` (S*K, r) and ``psi^T`` (S+1, r); returns ``phi psi`` on the non-zeros."""
+        """Sets ``R`` for ``phi`` (m, r) and ``psi^T`` (S+1, r); returns ``phi psi`` on the non-zeros."""
         denom = np.einsum("ik,ik->i", np.take(phi, self.rows, axis=0), np.take(psiT, self.cols, axis=0))
         np.divide(self.n, denom, out=self.R.data)
         np.take(self.R.data, self.order, out=self.RT.data)
         return denom
 
 
-def _tilt(cube, action, overall, grouping):
-    """The action's tilt of the state's weights, (K, r) or, within groups of states, (S, K, r)."""
-    if grouping is None:
-        return action / overall
-    groups, member = grouping
-    S, K, r = cube.shape
-    within = (member @ cube.reshape(S, K * r)).reshape(-1, K, r)  # (G, K, r)
-    group_action = _positive_to_simplex(within + GROUP_PRIOR * action)
-    group_mean = _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)
-    group_action /= group_mean[:, None, :]
-    return np.take(group_action, groups, axis=0)
+class _Cells:
+    """The observed cells of a count matrix ``N`` (S*K, S+1). The EM updates the mixture weights
+    there only: an unobserved cell has no expected count, so its weights are its prior's, which
+    no observed quantity reads; they are filled in once, after the last iteration
+    (:meth:`full`). Sums over the observed cells are sparse products."""
+
+    def __init__(self, counts, S, K):
+        self.S, self.K = S, K
+        self.cells = np.flatnonzero(np.diff(counts.indptr) > 0)
+        self.states, self.actions = np.divmod(self.cells, K)
+        self.ratios = _Ratios(counts[self.cells])
+        self.by_state = self._sum(self.states, S)
+        self.by_action = self._sum(self.actions, K)
+
+    def _sum(self, index, size):
+        """The (size, m) 0/1 matrix that sums the observed cells' rows by ``index``."""
+        m = self.cells.size
+        return sp.csr_matrix((np.ones(m), (index, np.arange(m))), shape=(size, m))
+
+    def grouping(self, groups):
+        """``(groups (S,), G, the (G*K, m) sum by (group, action))`` for state groups ``groups``."""
+        G = int(groups.max()) + 1
+        return groups, G, self._sum(groups[self.states] * self.K + self.actions, G * self.K)
+
+    def full(self, phi, prior):
+        """The (S*K, r) weights: ``phi`` at the observed cells, the normalized prior elsewhere."""
+        S, K = self.S, self.K
+        out = np.zeros((S * K, phi.shape[1]))
+        if prior is not None:
+            states, actions = np.divmod(np.arange(S * K), K)
+            out = prior(states, actions)
+            out = _positive_to_simplex(out)
+        out[self.cells] = phi
+        return out
 
 
-def _map_weights(expected, S, K, concentration, tilt, grouping=None):
-    """The MAP-EM update of ``phi``: ``expected + c pi(s, a)`` with rows on the simplex (in place
-    of ``expected``; ``pi``: the state's pooled weights, times the action's tilt (within the
-    state's group when ``grouping`` = (groups (S,), membership (G, S)) is given, shrunk toward the
-    overall tilt)); returns it and the state's pooled weights (S, r)."""
-    r = expected.shape[1]
-    cube = expected.reshape(S, K, r)
-    by_state = np.einsum("sak->sk", cube)
+def _prior(state, ratio, groups, K, concentration):
+    """``c pi(s, a)`` at cells ``(states, actions)``: the state's pooled weights ``state`` (S, r)
+    times the action's tilt ``ratio`` ((K, r); (G*K, r) within ``groups``), scaled to sum to c."""
+
+    def at(states, actions):
+        if ratio is None:
+            return concentration * np.take(state, states, axis=0)
+        index = actions if groups is None else np.take(groups, states) * K + actions
+        prior = np.take(state, states, axis=0)
+        prior *= np.take(ratio, index, axis=0)
+        prior *= (concentration / (prior @ np.ones(prior.shape[1])))[:, None]
+        return prior
+
+    return at
+
+
+def _map_weights(expected, cells, concentration, tilt, grouping=None):
+    """The MAP-EM update of ``phi`` at the observed cells: ``expected`` (m, r) ``+ c pi(s, a)``
+    with rows on the simplex (in place of ``expected``; ``pi``: the state's pooled weights, times
+    the action's tilt (within the state's group when ``grouping`` (:meth:`_Cells.grouping`) is
+    given, shrunk toward the overall tilt)); returns it, the state's pooled weights (S, r) and the
+    prior as a function of cells (None when ``c`` is 0)."""
+    by_state = cells.by_state @ expected
     if concentration == 0:
-        return _to_simplex(expected), by_state
+        return _to_simplex(expected), by_state, None
+    K = cells.K
     overall = by_state.sum(axis=0) + 1.0
     overall /= overall.sum()
     state = _positive_to_simplex(by_state + overall)
-    if not tilt:
-        expected += np.repeat(concentration * state, K, axis=0)
-        return _positive_to_simplex(expected), by_state
-    action = _positive_to_simplex(cube.sum(axis=0) + K * overall)  # (K, r)
-    ratio = _tilt(cube, action, overall, grouping)
-    prior = np.multiply(state[:, None, :], ratio, out=ratio if ratio.ndim == 3 else None)
-    prior *= (concentration / (prior @ np.ones(r)))[..., None]
-    expected += prior.reshape(S * K, r)
-    return _positive_to_simplex(expected), by_state
+    ratio, groups = None, None
+    if tilt:
+        action = _positive_to_simplex(cells.by_action @ expected + K * overall)  # (K, r)
+        if grouping is None:
+            ratio = action / overall
+        else:
+            groups, G, by_group = grouping
+            within = (by_group @ expected).reshape(G, K, -1)
+            ratio = _positive_to_simplex(within + GROUP_PRIOR * action)
+            ratio /= _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)[:, None, :]
+            ratio = ratio.reshape(G * K, -1)
+    prior = _prior(state, ratio, groups, K, concentration)
+    expected += prior(cells.states, cells.actions)
+    return _positive_to_simplex(expected), by_state, prior
+
 
 
 def _state_groups(by_state, n_groups, rng):
-    """Groups of states with similar pooled weights (k-means on their weight profiles); returns
-    ``(groups (S,), membership (G, S))``."""
+    """Groups of states with similar pooled weights (k-means on their weight profiles), (S,)."""
     from sklearn.cluster import KMeans
 
     S, r = by_state.shape
     profiles = _normalize(by_state + 1.0 / r, 1)
     n_groups = int(min(n_groups, S))
     km = KMeans(n_clusters=n_groups, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
-    groups = km.fit(profiles, sample_weight=by_state.sum(axis=1) + 1e-3).labels_
-    return groups, sp.csr_matrix((np.ones(S), (groups, np.arange(S))), shape=(int(groups.max()) + 1, S))
+    return km.fit(profiles, sample_weight=by_state.sum(axis=1) + 1e-3).labels_
 
 
 def _initial_profiles(counts, S, K, rank, termination, rng):
@@ -139,23 +182,25 @@ def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration
     to start from instead of random profiles, e.g. a fit at neighbouring settings, whose
     weights are already settled: the groups are then found after one iteration); returns
     ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
-    rng = check_random_state(random_state)
     counts = sp.csr_matrix(counts)
     counts.sum_duplicates()
-    ratios = _Ratios(counts)
+    rng = check_random_state(random_state)
+    cells = _Cells(counts, S, K)
+    ratios = cells.ratios
     if start is None:
-        phi, psiT = np.full((S * K, rank), 1.0 / rank), _initial_profiles(counts, S, K, rank, termination, rng).T
+        phi = np.full((cells.cells.size, rank), 1.0 / rank)
+        psiT = _initial_profiles(counts, S, K, rank, termination, rng).T
         warm_up = WARM_UP
     else:
-        phi, psiT, warm_up = start[0].copy(), start[1].T, 2
+        phi, psiT, warm_up = start[0][cells.cells], start[1].T, 2
     psiT = np.ascontiguousarray(psiT)
     total, previous = ratios.n.sum(), -np.inf
     n_out = S + 1 if termination else S
     spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None]
-    grouping = None
+    grouping, prior = None, None
     for it in range(1, max_iter + 1):
         if n_groups and it == warm_up:
-            grouping = _state_groups(by_state, n_groups, rng)
+            grouping = cells.grouping(_state_groups(by_state, n_groups, rng))
             previous = -np.inf
         denom = ratios.update(phi, psiT)
         psiT_new = psiT * (ratios.RT @ phi)
@@ -163,14 +208,29 @@ def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration
         psiT_new /= np.where((out := np.ones(S + 1) @ psiT_new) > 0, out, 1.0)
         expected = ratios.R @ psiT
         expected *= phi
-        phi, by_state = _map_weights(expected, S, K, concentration, tilt, grouping)
+        phi, by_state, prior = _map_weights(expected, cells, concentration, tilt, grouping)
         psiT = psiT_new
         loglik = float(ratios.n @ np.log(denom)) / total
         change = loglik - previous if start is None else abs(loglik - previous)
         if change < tol and (not n_groups or it > warm_up):
             break
         previous = loglik
-    return phi, np.ascontiguousarray(psiT.T), it
+    return cells.full(phi, prior), np.ascontiguousarray(psiT.T), it
+
+
+def _climb(grid, score, start):
+    """The best of an ordered ``grid`` found by climbing from ``grid[start]``: the next setting
+    up is tried while the score improves, then (if none up did) the next down likewise. It is
+    the grid's best wherever the score is unimodal along the grid, and skips the settings past
+    the peak (for the ranks, the costliest)."""
+    best, top = start, score(grid[start])
+    for step in (1, -1):
+        i = best + step
+        while 0 <= i < len(grid) and (value := score(grid[i])) > top:
+            best, top, i = i, value, i + step
+        if best != start:
+            break
+    return grid[best]
 
 
 class LowRankKernel(KernelModel):
@@ -269,32 +329,49 @@ class LowRankKernel(KernelModel):
         return type(self)(**{**self.get_params(), "rank": self.rank_, "concentration": self.concentration_,
                              "n_groups": self.n_groups_})
 
+    def _fit_held_out(self, moves, folds):
+        """As the protocol's, except where the settings were chosen by cross-validation: the
+        held-out probabilities are then those of its fold fits at the chosen settings
+        (``n_splits`` episode folds of its own), not refits on ``folds``."""
+        self._cv_proba = {}  # filled by the cross-validation, per setting; not kept on the model
+        try:
+            self.fit(moves)
+            proba = self._cv_proba.get((self.rank_, self.concentration_, self.n_groups_))
+        finally:
+            del self._cv_proba
+        if proba is None:
+            return self._refit_held_out(moves, folds), len(folds)
+        return proba, len(moves.folds(self.n_splits, self.random_state))
+
     def _cross_validate(self, moves, rank, conc, groups):
-        folds = [(moves.subset(tr).counts(), moves.subset(te)) for tr, te in moves.folds(self.n_splits,
-                                                                                          self.random_state)]
+        splits = moves.folds(self.n_splits, self.random_state)
+        folds = [(train, test, moves.subset(test)) for (_, test), train in zip(splits, moves.fold_counts(splits))]
         S, K = moves.n_states, moves.n_actions
-        fits = {}
+        fits, keep = {}, getattr(self, "_cv_proba", None)
 
         def held_out(setting, start=None):
             if setting not in self.cv_scores_:
-                total, fits[setting] = 0.0, []
-                for i, (train, test) in enumerate(folds):
+                proba, fits[setting] = np.empty(moves.n), []
+                for i, (train, index, test) in enumerate(folds):
                     phi, psi, _ = fit_low_rank(train, S, K, *setting[:2], **self._settings(setting[2]),
                                                start=None if start is None else fits[start][i])
                     fits[setting].append((phi, psi))
-                    total += np.sum(np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])))
-                self.cv_scores_[setting] = total / moves.n
+                    proba[index] = np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])
+                self.cv_scores_[setting] = float(np.sum(np.log(proba))) / moves.n
+                if keep is not None:
+                    keep[setting] = proba
             return self.cv_scores_[setting]
 
         ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})
-        grid = [conc] if conc is not None else list(self.concentrations)
-        first_c = conc if conc is not None else grid[len(grid) // 2]
+        grid = [conc] if conc is not None else sorted(set(self.concentrations))
+        first_c = conc if conc is not None else list(self.concentrations)[len(self.concentrations) // 2]
         first_g = groups or 0
-        rank = max(ranks, key=lambda r: held_out((r, first_c, first_g)))
-        conc = max(grid, key=lambda c: held_out((rank, c, first_g)))
+        rank = _climb(ranks, lambda r: held_out((r, first_c, first_g)), 0)
+        conc = _climb(grid, lambda c: held_out((rank, c, first_g)), grid.index(first_c))
         if groups is None:
-            groups = max([int(min(g, S)) for g in self.group_counts], key=lambda g: held_out((rank, conc, g),
-                                                                                                (rank, conc, first_g)))
+            counts = sorted({int(min(g, S)) for g in self.group_counts})
+            groups = _climb(counts, lambda g: held_out((rank, conc, g), (rank, conc, first_g)),
+                            counts.index(first_g) if first_g in counts else 0)
         return rank, conc, groups
 
     def _rows(self, flat_rows):

@@ -90,6 +90,12 @@ class TransitionMoves:
         m.sum_duplicates()
         return m
 
+    def fold_counts(self, folds) -> list[sp.csr_matrix]:
+        """The training counts of each ``(train, test)`` fold: the counts of every move less those
+        of the held-out ones (one pass over the moves in all, not one per fold)."""
+        total = self.counts()
+        return [total - self.subset(test).counts() for _, test in folds]
+
     def folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(train, test) index pairs of a K-fold split keeping episodes whole (at most one fold
         per episode)."""
@@ -158,6 +164,21 @@ class KernelModel:
         self.visits_ = np.asarray(self.counts_.sum(axis=1)).ravel()
         self._fit(moves)
         return self
+
+    def _fit_held_out(self, moves, folds):
+        """Fit on every move and return ``(p, n_folds)``: per move, its probability under this
+        model's settings (held fixed) fitted on the training episodes of its fold, (n,). The
+        folds are ``folds``, or a model's own cross-validation folds where its fit already made
+        those fold fits (``n_folds`` says how many)."""
+        self.fit(moves)
+        return self._refit_held_out(moves, folds), len(folds)
+
+    def _refit_held_out(self, moves, folds):
+        """Per move, its probability under :meth:`fixed_copy` fitted on the training moves of its fold."""
+        p = np.empty(moves.n)
+        for train, test in folds:
+            p[test] = self.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
+        return p
 
     def _check_fitted(self):
         if not hasattr(self, "n_states_"):
@@ -297,12 +318,25 @@ class CountKernel(KernelModel):
         return self.kernel_.matrix[s * self.n_actions_ + a]
 
     def _move_proba(self, moves):
-        rows = moves.rows
-        visits = self.visits_[rows]
-        p = lookup(self.counts_, rows, moves.outcomes) / np.where(visits > 0, visits, 1.0)
-        if self.unvisited != "self" or not np.any(visits == 0):
-            return np.where(visits > 0, p, 1.0 / self.n_states_ if self.unvisited == "uniform" else p)
-        return np.where(visits > 0, p, (moves.outcomes == moves.states).astype(float))
+        return _count_proba(self.counts_, self.visits_, moves, self.unvisited)
+
+    def _fit_held_out(self, moves, folds):
+        self.fit(moves)
+        p = np.empty(moves.n)
+        for (_, test), counts in zip(folds, moves.fold_counts(folds)):
+            p[test] = _count_proba(counts, np.asarray(counts.sum(axis=1)).ravel(), moves.subset(test), self.unvisited)
+        return p, len(folds)
+
+
+def _count_proba(counts, visits, moves, unvisited):
+    """``n(s,a,s') / n(s,a)`` at the moves from the counts (S*K, S+1) and visits (S*K,);
+    unvisited cells per ``unvisited`` (see :class:`CountKernel`)."""
+    rows = moves.rows
+    visits = visits[rows]
+    p = lookup(counts, rows, moves.outcomes) / np.where(visits > 0, visits, 1.0)
+    if unvisited != "self" or not np.any(visits == 0):
+        return np.where(visits > 0, p, 1.0 / moves.n_states if unvisited == "uniform" else p)
+    return np.where(visits > 0, p, (moves.outcomes == moves.states).astype(float))
 
 
 # ============================================================================ shrinkage
@@ -329,6 +363,16 @@ class _Levels:
         return (lookup(self.cell, moves.rows, o), self.n_cell[moves.rows], lookup(self.state, moves.states, o),
                 self.n_state[moves.states], lookup(self.action, moves.actions, o), self.n_action[moves.actions],
                 self.total[o], self.n_total)
+
+
+def _fold_tables(moves, folds):
+    """Per fold: the held-out indices, the training counts' levels at the held-out moves
+    (:meth:`_Levels.at`) and the training outcomes' count (``S+1`` if a training move
+    terminates, else ``S``)."""
+    S, K = moves.n_states, moves.n_actions
+    for (_, test), counts in zip(folds, moves.fold_counts(folds)):
+        levels = _Levels(counts, S, K)
+        yield test, levels.at(moves.subset(test)), S + 1 if levels.total[S] > 0 else S
 
 
 def _weight(n, c):
@@ -409,10 +453,16 @@ class ShrinkageKernel(KernelModel):
         self._check_fitted()
         return type(self)(**{**self.get_params(), "concentrations": tuple(float(c) for c in self.concentrations_)})
 
+    def _fit_held_out(self, moves, folds):
+        self.fit(moves)
+        p = np.empty(moves.n)
+        for test, table, n_out in _fold_tables(moves, folds):
+            p[test] = shrunk_move_proba(table, self.concentrations_, n_out, moves.outcomes[test])
+        return p, len(folds)
+
     def _cross_validate(self, moves):
-        folds = moves.folds(self.n_splits, self.random_state)
-        tables = [(_Levels(moves.subset(tr).counts(), moves.n_states, moves.n_actions).at(moves.subset(te)),
-                   moves.outcomes[te]) for tr, te in folds]
+        tables = [(t, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, moves.folds(self.n_splits,
+                                                                                               self.random_state))]
         n_out = self.n_outcomes_
 
         def loss(log_c):

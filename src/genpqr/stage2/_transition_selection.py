@@ -155,8 +155,8 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     n_splits = min(int(n_splits), episodes.size)
     if n_splits < 2:
         raise ValueError(f"choosing a transition model needs at least 2 episodes, got {episodes.size}")
-    fitted = {name: type(m)(**m.get_params()).fit(moves) for name, m in candidates.items()}
-    lls, zeros = _held_out(fitted, moves, moves.folds(n_splits, random_state), floor)
+    fitted = {name: type(m)(**m.get_params()) for name, m in candidates.items()}
+    lls, zeros, n_folds = _held_out(fitted, moves, moves.folds(n_splits, random_state), floor)
     missing = float(zeros["counts"].mean()) if "counts" in lls else np.nan
     compared = ~zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
     scores = []
@@ -167,7 +167,8 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
             diff = d.sum() / compared.sum()
             se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
-                           unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
+                           unexplained=float(zeros[name].mean()), settings=_settings(fitted[name]),
+                           n_splits=n_folds[name]))
     chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
     reason += skipped
     return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
@@ -175,17 +176,16 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
 
 
 def _held_out(fitted, moves, folds, floor):
-    """Per candidate: the held-out log-likelihood of every move (floored) and whether its held-out
-    probability is 0, each (n,), from fold fits with the candidate's settings fixed."""
-    lls, zeros = {}, {}
+    """Fits every candidate on every move (in place) and returns, per candidate, the held-out
+    log-likelihood of every move (floored) and whether its held-out probability is 0, each (n,),
+    and the number of episode folds they come from: fold fits with the candidate's settings fixed
+    (those of its own cross-validation where it made them, :meth:`KernelModel._fit_held_out`)."""
+    lls, zeros, n_folds = {}, {}, {}
     for name, model in fitted.items():
-        ll, zero = np.empty(moves.n), np.zeros(moves.n, bool)
-        for train, test in folds:
-            p = model.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
-            zero[test] = p <= 0
-            ll[test] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
-        lls[name], zeros[name] = ll, zero
-    return lls, zeros
+        p, n_folds[name] = model._fit_held_out(moves, folds)
+        zeros[name] = p <= 0
+        lls[name] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
+    return lls, zeros, n_folds
 
 
 def _shortcuts(moves, candidates, settled_mass, max_missing_mass, thin_only):
