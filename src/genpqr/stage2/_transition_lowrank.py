@@ -52,9 +52,10 @@ GROUP_PRIOR = 10.0
 
 class _Ratios:
     """``R = N / (phi psi)`` on the non-zeros of ``N`` (m, S+1): the sparse structures of ``R``
-    and ``R^T`` are built once, each EM iteration only replaces their values."""
+    and ``R^T`` are built once, each EM iteration only replaces their values (and fills two
+    buffers of shape (nnz, r))."""
 
-    def __init__(self, counts):
+    def __init__(self, counts, rank):
         self.n, self.cols = counts.data, counts.indices
         self.rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
         self.order = np.argsort(self.cols, kind="stable")
@@ -62,10 +63,13 @@ class _Ratios:
         starts = np.concatenate([[0], np.cumsum(np.bincount(self.cols, minlength=counts.shape[1]))])
         self.RT = sp.csr_matrix((self.n[self.order].astype(float), self.rows[self.order], starts),
                                 shape=counts.shape[::-1])
+        self._phi, self._psi, self._ones = np.empty((self.n.size, rank)), np.empty((self.n.size, rank)), np.ones(rank)
 
     def update(self, phi, psiT):
         """Sets ``R`` for ``phi`` (m, r) and ``psi^T`` (S+1, r); returns ``phi psi`` on the non-zeros."""
-        denom = np.einsum("ik,ik->i", np.take(phi, self.rows, axis=0), np.take(psiT, self.cols, axis=0))
+        np.take(phi, self.rows, axis=0, out=self._phi)
+        np.take(psiT, self.cols, axis=0, out=self._psi)
+        denom = np.multiply(self._phi, self._psi, out=self._phi) @ self._ones
         np.divide(self.n, denom, out=self.R.data)
         np.take(self.R.data, self.order, out=self.RT.data)
         return denom
@@ -75,25 +79,25 @@ class _Cells:
     """The observed cells of a count matrix ``N`` (S*K, S+1). The EM updates the mixture weights
     there only: an unobserved cell has no expected count, so its weights are its prior's, which
     no observed quantity reads; they are filled in once, after the last iteration
-    (:meth:`full`). Sums over the observed cells are sparse products."""
+    (:meth:`full`). The sums over the observed cells (by state, by action, by group and action)
+    are one sparse product."""
 
-    def __init__(self, counts, S, K):
+    def __init__(self, counts, S, K, rank):
         self.S, self.K = S, K
         self.cells = np.flatnonzero(np.diff(counts.indptr) > 0)
         self.states, self.actions = np.divmod(self.cells, K)
-        self.ratios = _Ratios(counts[self.cells])
-        self.by_state = self._sum(self.states, S)
-        self.by_action = self._sum(self.actions, K)
+        self.ratios = _Ratios(counts[self.cells], rank)
+        self.group(None)
 
-    def _sum(self, index, size):
-        """The (size, m) 0/1 matrix that sums the observed cells' rows by ``index``."""
-        m = self.cells.size
-        return sp.csr_matrix((np.ones(m), (index, np.arange(m))), shape=(size, m))
-
-    def grouping(self, groups):
-        """``(groups (S,), G, the (G*K, m) sum by (group, action))`` for state groups ``groups``."""
-        G = int(groups.max()) + 1
-        return groups, G, self._sum(groups[self.states] * self.K + self.actions, G * self.K)
+    def group(self, groups):
+        """Sets the state groups (S,) (None: none): the sums by (group, action) and each cell's
+        row of the action tilt (its action's, or its group's and action's)."""
+        m, S, K = self.cells.size, self.S, self.K
+        self.groups, self.n_groups = groups, 0 if groups is None else int(groups.max()) + 1
+        self.tilt_row = self.actions if groups is None else groups[self.states] * K + self.actions
+        index = np.concatenate([self.states, S + self.actions] + ([] if groups is None else [S + K + self.tilt_row]))
+        self.sums = sp.csr_matrix((np.ones(index.size), (index, np.tile(np.arange(m), index.size // m))),
+                                  shape=(S + K + self.n_groups * K, m))
 
     def full(self, phi, prior):
         """The (S*K, r) weights: ``phi`` at the observed cells, the normalized prior elsewhere."""
@@ -101,56 +105,54 @@ class _Cells:
         out = np.zeros((S * K, phi.shape[1]))
         if prior is not None:
             states, actions = np.divmod(np.arange(S * K), K)
-            out = prior(states, actions)
-            out = _positive_to_simplex(out)
+            out = _positive_to_simplex(prior(states, actions if self.groups is None else
+                                             self.groups[states] * K + actions))
         out[self.cells] = phi
         return out
 
 
-def _prior(state, ratio, groups, K, concentration):
-    """``c pi(s, a)`` at cells ``(states, actions)``: the state's pooled weights ``state`` (S, r)
-    times the action's tilt ``ratio`` ((K, r); (G*K, r) within ``groups``), scaled to sum to c."""
+def _prior(state, ratio, concentration):
+    """``c pi(s, a)`` at cells ``(states, tilt rows)``: the state's pooled weights ``state`` (S, r)
+    times the action's tilt ``ratio`` ((K, r), or (G*K, r) within groups), scaled to sum to c."""
 
-    def at(states, actions):
+    def at(states, rows):
         if ratio is None:
             return concentration * np.take(state, states, axis=0)
-        index = actions if groups is None else np.take(groups, states) * K + actions
         prior = np.take(state, states, axis=0)
-        prior *= np.take(ratio, index, axis=0)
+        prior *= np.take(ratio, rows, axis=0)
         prior *= (concentration / (prior @ np.ones(prior.shape[1])))[:, None]
         return prior
 
     return at
 
 
-def _map_weights(expected, cells, concentration, tilt, grouping=None):
+def _map_weights(expected, cells, concentration, tilt):
     """The MAP-EM update of ``phi`` at the observed cells: ``expected`` (m, r) ``+ c pi(s, a)``
     with rows on the simplex (in place of ``expected``; ``pi``: the state's pooled weights, times
-    the action's tilt (within the state's group when ``grouping`` (:meth:`_Cells.grouping`) is
-    given, shrunk toward the overall tilt)); returns it, the state's pooled weights (S, r) and the
-    prior as a function of cells (None when ``c`` is 0)."""
-    by_state = cells.by_state @ expected
+    the action's tilt (within the state's group when the cells are grouped (:meth:`_Cells.group`),
+    shrunk toward the overall tilt)); returns it, the state's pooled weights (S, r) and the prior
+    as a function of cells (None when ``c`` is 0)."""
+    S, K = cells.S, cells.K
+    sums = cells.sums @ expected
+    by_state = sums[:S]
     if concentration == 0:
         return _to_simplex(expected), by_state, None
-    K = cells.K
     overall = by_state.sum(axis=0) + 1.0
     overall /= overall.sum()
     state = _positive_to_simplex(by_state + overall)
-    ratio, groups = None, None
+    ratio = None
     if tilt:
-        action = _positive_to_simplex(cells.by_action @ expected + K * overall)  # (K, r)
-        if grouping is None:
+        action = _positive_to_simplex(sums[S:S + K] + K * overall)  # (K, r)
+        if cells.groups is None:
             ratio = action / overall
         else:
-            groups, G, by_group = grouping
-            within = (by_group @ expected).reshape(G, K, -1)
+            within = sums[S + K:].reshape(cells.n_groups, K, -1)
             ratio = _positive_to_simplex(within + GROUP_PRIOR * action)
             ratio /= _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)[:, None, :]
-            ratio = ratio.reshape(G * K, -1)
-    prior = _prior(state, ratio, groups, K, concentration)
-    expected += prior(cells.states, cells.actions)
+            ratio = ratio.reshape(cells.n_groups * K, -1)
+    prior = _prior(state, ratio, concentration)
+    expected += prior(cells.states, cells.tilt_row)
     return _positive_to_simplex(expected), by_state, prior
-
 
 
 def _state_groups(by_state, n_groups, rng):
@@ -185,7 +187,7 @@ def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration
     counts = sp.csr_matrix(counts)
     counts.sum_duplicates()
     rng = check_random_state(random_state)
-    cells = _Cells(counts, S, K)
+    cells = _Cells(counts, S, K, rank)
     ratios = cells.ratios
     if start is None:
         phi = np.full((cells.cells.size, rank), 1.0 / rank)
@@ -197,10 +199,10 @@ def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration
     total, previous = ratios.n.sum(), -np.inf
     n_out = S + 1 if termination else S
     spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None]
-    grouping, prior = None, None
+    prior = None
     for it in range(1, max_iter + 1):
         if n_groups and it == warm_up:
-            grouping = cells.grouping(_state_groups(by_state, n_groups, rng))
+            cells.group(_state_groups(by_state, n_groups, rng))
             previous = -np.inf
         denom = ratios.update(phi, psiT)
         psiT_new = psiT * (ratios.RT @ phi)
@@ -208,7 +210,7 @@ def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration
         psiT_new /= np.where((out := np.ones(S + 1) @ psiT_new) > 0, out, 1.0)
         expected = ratios.R @ psiT
         expected *= phi
-        phi, by_state, prior = _map_weights(expected, cells, concentration, tilt, grouping)
+        phi, by_state, prior = _map_weights(expected, cells, concentration, tilt)
         psiT = psiT_new
         loglik = float(ratios.n @ np.log(denom)) / total
         change = loglik - previous if start is None else abs(loglik - previous)
@@ -318,6 +320,11 @@ class LowRankKernel(KernelModel):
             raise ValueError(f"concentration must be non-negative, got {conc!r}")
         if groups is not None and (int(groups) != groups or groups < 0):
             raise ValueError(f"n_groups must be 'cv', None or a non-negative integer, got {self.n_groups!r}")
+        same = self.__dict__.pop("_fitted_as", None)
+        if same is not None and same._repeats(self, moves):  # this very fit was made already
+            self.rank_, self.concentration_, self.n_groups_ = same.rank_, same.concentration_, same.n_groups_
+            self.phi_, self.psi_, self.n_iter_ = same.phi_.copy(), same.psi_.copy(), same.n_iter_
+            return
         if rank is None or conc is None or groups is None:
             rank, conc, groups = self._cross_validate(moves, rank, conc, groups)
         self.rank_, self.concentration_, self.n_groups_ = int(rank), float(conc), int(groups)
@@ -325,29 +332,42 @@ class LowRankKernel(KernelModel):
                                                           **self._settings(self.n_groups_))
 
     def fixed_copy(self):
+        """An unfitted copy with the fitted rank, concentration and group count fixed. With an
+        integer ``random_state`` its first fit, if on the same moves, reuses this model's fit
+        instead of repeating it (``genpqr fit`` hands the estimator such a copy); a fit on other
+        moves (a bootstrap replicate) runs the EM."""
         self._check_fitted()
-        return type(self)(**{**self.get_params(), "rank": self.rank_, "concentration": self.concentration_,
-                             "n_groups": self.n_groups_})
+        copy = type(self)(**self._fixed_params())
+        if isinstance(self.random_state, (int, np.integer)):
+            copy._fitted_as = self
+        return copy
 
-    def _fit_held_out(self, moves, folds):
-        """As the protocol's, except where the settings were chosen by cross-validation: the
-        held-out probabilities are then those of its fold fits at the chosen settings
-        (``n_splits`` episode folds of its own), not refits on ``folds``."""
-        self._cv_proba = {}  # filled by the cross-validation, per setting; not kept on the model
-        try:
-            self.fit(moves)
-            proba = self._cv_proba.get((self.rank_, self.concentration_, self.n_groups_))
-        finally:
-            del self._cv_proba
-        if proba is None:
-            return self._refit_held_out(moves, folds), len(folds)
-        return proba, len(moves.folds(self.n_splits, self.random_state))
+    def _fixed_params(self):
+        return {**self.get_params(), "rank": self.rank_, "concentration": self.concentration_,
+                "n_groups": self.n_groups_}
+
+    def _unfitted_copy(self):
+        copy = super()._unfitted_copy()
+        if "_fitted_as" in self.__dict__:  # handed on once, to the copy GenPQR fits
+            copy._fitted_as = self.__dict__.pop("_fitted_as")
+        return copy
+
+    def _repeats(self, other, moves):
+        """Whether ``other`` (unfitted, its counts set) would repeat this fit: the same
+        settings, an integer seed and the same counts."""
+        mine, theirs = self._fixed_params(), other.get_params()
+        if set(mine) != set(theirs) or any(np.any(mine[k] != theirs[k]) for k in mine):
+            return False
+        if (self.n_states_, self.n_actions_) != (moves.n_states, moves.n_actions):
+            return False
+        a, b = self.counts_, other.counts_
+        return a.shape == b.shape and a.nnz == b.nnz and (a != b).nnz == 0
 
     def _cross_validate(self, moves, rank, conc, groups):
         splits = moves.folds(self.n_splits, self.random_state)
         folds = [(train, test, moves.subset(test)) for (_, test), train in zip(splits, moves.fold_counts(splits))]
         S, K = moves.n_states, moves.n_actions
-        fits, keep = {}, getattr(self, "_cv_proba", None)
+        fits = {}
 
         def held_out(setting, start=None):
             if setting not in self.cv_scores_:
@@ -358,8 +378,6 @@ class LowRankKernel(KernelModel):
                     fits[setting].append((phi, psi))
                     proba[index] = np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])
                 self.cv_scores_[setting] = float(np.sum(np.log(proba))) / moves.n
-                if keep is not None:
-                    keep[setting] = proba
             return self.cv_scores_[setting]
 
         ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})

@@ -166,15 +166,9 @@ class KernelModel:
         return self
 
     def _fit_held_out(self, moves, folds):
-        """Fit on every move and return ``(p, n_folds)``: per move, its probability under this
-        model's settings (held fixed) fitted on the training episodes of its fold, (n,). The
-        folds are ``folds``, or a model's own cross-validation folds where its fit already made
-        those fold fits (``n_folds`` says how many)."""
+        """Fit on every move and return, per move, its probability under this model's settings
+        (held fixed: :meth:`fixed_copy`) fitted on the training moves of its fold, (n,)."""
         self.fit(moves)
-        return self._refit_held_out(moves, folds), len(folds)
-
-    def _refit_held_out(self, moves, folds):
-        """Per move, its probability under :meth:`fixed_copy` fitted on the training moves of its fold."""
         p = np.empty(moves.n)
         for train, test in folds:
             p[test] = self.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
@@ -197,10 +191,14 @@ class KernelModel:
     def __call__(self, transitions, n_states, n_actions):
         """The kernel for :class:`~genpqr.GenPQR` (``transition_model=``): a copy of this model
         fitted on ``transitions``, as a (S, K, S) array."""
-        model = type(self)(**self.get_params()).fit(transitions, n_states=n_states)
+        model = self._unfitted_copy().fit(transitions, n_states=n_states)
         if model.n_actions_ != n_actions:
             raise ValueError(f"the transitions have {model.n_actions_} actions but {n_actions} were expected")
         return model.kernel()
+
+    def _unfitted_copy(self):
+        """An unfitted copy with the same parameters (what :meth:`__call__` fits)."""
+        return type(self)(**self.get_params())
 
     def kernel(self):
         """The fitted kernel in a form :func:`~genpqr.stage2.as_kernel` accepts: a dense (S, K, S)
@@ -325,7 +323,7 @@ class CountKernel(KernelModel):
         p = np.empty(moves.n)
         for (_, test), counts in zip(folds, moves.fold_counts(folds)):
             p[test] = _count_proba(counts, np.asarray(counts.sum(axis=1)).ravel(), moves.subset(test), self.unvisited)
-        return p, len(folds)
+        return p
 
 
 def _count_proba(counts, visits, moves, unvisited):
@@ -458,7 +456,7 @@ class ShrinkageKernel(KernelModel):
         p = np.empty(moves.n)
         for test, table, n_out in _fold_tables(moves, folds):
             p[test] = shrunk_move_proba(table, self.concentrations_, n_out, moves.outcomes[test])
-        return p, len(folds)
+        return p
 
     def _cross_validate(self, moves):
         tables = [(t, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, moves.folds(self.n_splits,

@@ -156,7 +156,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     if n_splits < 2:
         raise ValueError(f"choosing a transition model needs at least 2 episodes, got {episodes.size}")
     fitted = {name: type(m)(**m.get_params()) for name, m in candidates.items()}
-    lls, zeros, n_folds = _held_out(fitted, moves, moves.folds(n_splits, random_state), floor)
+    lls, zeros = _held_out(fitted, moves, moves.folds(n_splits, random_state), floor)
     missing = float(zeros["counts"].mean()) if "counts" in lls else np.nan
     compared = ~zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
     scores = []
@@ -167,8 +167,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
             diff = d.sum() / compared.sum()
             se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
-                           unexplained=float(zeros[name].mean()), settings=_settings(fitted[name]),
-                           n_splits=n_folds[name]))
+                           unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
     chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
     reason += skipped
     return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
@@ -178,14 +177,14 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
 def _held_out(fitted, moves, folds, floor):
     """Fits every candidate on every move (in place) and returns, per candidate, the held-out
     log-likelihood of every move (floored) and whether its held-out probability is 0, each (n,),
-    and the number of episode folds they come from: fold fits with the candidate's settings fixed
-    (those of its own cross-validation where it made them, :meth:`KernelModel._fit_held_out`)."""
-    lls, zeros, n_folds = {}, {}, {}
+    from fold fits with the candidate's settings fixed (:meth:`KernelModel._fit_held_out`: the
+    counts' and shrinkage's fold statistics are the totals less the held-out fold's)."""
+    lls, zeros = {}, {}
     for name, model in fitted.items():
-        p, n_folds[name] = model._fit_held_out(moves, folds)
+        p = model._fit_held_out(moves, folds)
         zeros[name] = p <= 0
         lls[name] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
-    return lls, zeros, n_folds
+    return lls, zeros
 
 
 def _shortcuts(moves, candidates, settled_mass, max_missing_mass, thin_only):
