@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.validation import check_random_state
+from ._kernels import DENSE_KERNEL_MAX_BYTES
 from ._transition_models import KernelModel, TransitionMoves
 
 __all__ = ["LowRankKernel"]
@@ -224,15 +225,31 @@ def _climb(grid, score, start):
     """The best of an ordered ``grid`` found by climbing from ``grid[start]``: the next setting
     up is tried while the score improves, then (if none up did) the next down likewise. It is
     the grid's best wherever the score is unimodal along the grid, and skips the settings past
-    the peak (for the ranks, the costliest)."""
-    best, top = start, score(grid[start])
+    the peak (for the ranks, the costliest). ``score(value, best)``: ``best`` is the grid value
+    it must beat (None for the first)."""
+    best, top = start, score(grid[start], None)
     for step in (1, -1):
         i = best + step
-        while 0 <= i < len(grid) and (value := score(grid[i])) > top:
+        while 0 <= i < len(grid) and (value := score(grid[i], grid[best])) > top:
             best, top, i = i, value, i + step
         if best != start:
             break
     return grid[best]
+
+
+RACE_Z = 3.0
+"""A setting of the cross-validation is dropped after a fold when its held-out moves so far trail
+those of the best setting by this many standard errors of their paired per-episode difference."""
+
+
+def _trails(log_p, best, seen, episodes) -> bool:
+    """Whether the held-out log-likelihoods ``log_p`` trail ``best`` on the moves ``seen`` by more
+    than :data:`RACE_Z` standard errors (episodes are the units; at least two)."""
+    d = np.bincount(episodes[seen], (log_p - best)[seen])
+    d = d[np.bincount(episodes[seen]) > 0]
+    if d.size < 2:
+        return False
+    return bool(d.sum() < -RACE_Z * d.std(ddof=1) * np.sqrt(d.size))
 
 
 class LowRankKernel(KernelModel):
@@ -256,9 +273,14 @@ class LowRankKernel(KernelModel):
         The cross-validation grids (tried in turn: the rank, then the concentration, then the
         groups). The ranks and concentrations start from random profiles; each group count
         starts, on every fold, from the fit without groups at the chosen rank and concentration
-        (a warm start: a fraction of the iterations; its EM stops when the log-likelihood
-        changes by less than ``tol`` either way). A warm start of the concentrations was tried
-        and dropped: a fit started from another concentration's can settle in a worse optimum.
+        (a warm start; its EM stops when the log-likelihood changes by less than ``tol``
+        either way). A warm start of the concentrations was tried and dropped: a fit started
+        from another concentration's can settle in a worse optimum. Each grid is climbed from
+        its start (the smallest rank, the middle concentration, no groups): the next setting
+        is tried while the held-out likelihood improves, so the settings past the peak are not
+        fitted (the same choice as the whole grid's wherever the likelihood is unimodal along
+        it); a setting whose held-out moves trail the best's by :data:`RACE_Z` standard errors
+        after a fold is dropped without its other folds (``cv_stopped_``).
     action_tilt : bool
         Whether the prior tilts the state's weights by the action's shift (else the state's
         pooled weights).
@@ -282,7 +304,11 @@ class LowRankKernel(KernelModel):
     n_groups_ : int
     cv_scores_ : dict
         ``(rank, concentration, n_groups) -> mean held-out log-likelihood per move`` (empty when
-        all three are given).
+        all three are given), for the settings scored on every fold.
+    cv_stopped_ : dict
+        ``(rank, concentration, n_groups) -> folds scored`` for the settings dropped before the
+        last fold: their held-out moves so far trailed the best setting's by :data:`RACE_Z`
+        standard errors of the paired per-episode difference.
     n_iter_ : int
     """
 
@@ -312,7 +338,7 @@ class LowRankKernel(KernelModel):
     def _fit(self, moves):
         S, K = moves.n_states, moves.n_actions
         self.termination_ = bool(np.any(moves.outcomes == S))
-        self.cv_scores_ = {}
+        self.cv_scores_, self.cv_stopped_ = {}, {}
         rank, conc, groups = self.rank, self.concentration, None if self.n_groups == "cv" else self.n_groups or 0
         if rank is not None and (int(rank) != rank or rank < 1):
             raise ValueError(f"rank must be a positive integer, got {rank!r}")
@@ -342,6 +368,17 @@ class LowRankKernel(KernelModel):
             copy._fitted_as = self
         return copy
 
+    def _fit_own_held_out(self, moves):
+        """Fit on every move; where the settings were chosen by cross-validation, return ``(p,
+        n_folds)``: per move, its probability under the fold fit of that cross-validation at the
+        chosen settings (``n_splits`` episode folds of its own); else ``(None, None)``."""
+        self._keep_held_out = True
+        try:
+            self.fit(moves)
+        finally:
+            del self._keep_held_out
+        return self.__dict__.pop("_own_held_out", (None, None))
+
     def _fixed_params(self):
         return {**self.get_params(), "rank": self.rank_, "concentration": self.concentration_,
                 "n_groups": self.n_groups_}
@@ -367,30 +404,50 @@ class LowRankKernel(KernelModel):
         splits = moves.folds(self.n_splits, self.random_state)
         folds = [(train, test, moves.subset(test)) for (_, test), train in zip(splits, moves.fold_counts(splits))]
         S, K = moves.n_states, moves.n_actions
-        fits = {}
+        episodes = np.unique(moves.episodes, return_inverse=True)[1]
+        fits, log_p = {}, {}
 
-        def held_out(setting, start=None):
-            if setting not in self.cv_scores_:
-                proba, fits[setting] = np.empty(moves.n), []
-                for i, (train, index, test) in enumerate(folds):
-                    phi, psi, _ = fit_low_rank(train, S, K, *setting[:2], **self._settings(setting[2]),
-                                               start=None if start is None else fits[start][i])
-                    fits[setting].append((phi, psi))
-                    proba[index] = np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])
-                self.cv_scores_[setting] = float(np.sum(np.log(proba))) / moves.n
+        def held_out(setting, start=None, against=None):
+            """The setting's mean held-out log-likelihood per move; -inf when it is dropped
+            after a fold, trailing ``against`` (a setting scored in full) by RACE_Z standard errors."""
+            if setting in self.cv_scores_:
+                return self.cv_scores_[setting]
+            log_p[setting], fits[setting] = np.empty(moves.n), []
+            seen = np.zeros(moves.n, bool)
+            for i, (train, index, test) in enumerate(folds):
+                phi, psi, _ = fit_low_rank(train, S, K, *setting[:2], **self._settings(setting[2]),
+                                           start=None if start is None else fits[start][i])
+                fits[setting].append((phi, psi))
+                log_p[setting][index] = np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes]))
+                seen[index] = True
+                if against is not None and i < len(folds) - 1 and _trails(log_p[setting], log_p[against], seen,
+                                                                          episodes):
+                    self.cv_stopped_[setting] = i + 1
+                    return -np.inf
+            self.cv_scores_[setting] = float(np.sum(log_p[setting])) / moves.n
             return self.cv_scores_[setting]
 
         ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})
         grid = [conc] if conc is not None else sorted(set(self.concentrations))
         first_c = conc if conc is not None else list(self.concentrations)[len(self.concentrations) // 2]
         first_g = groups or 0
-        rank = _climb(ranks, lambda r: held_out((r, first_c, first_g)), 0)
-        conc = _climb(grid, lambda c: held_out((rank, c, first_g)), grid.index(first_c))
+        rank = _climb(ranks, lambda r, best: held_out((r, first_c, first_g),
+                                                      against=None if best is None else (best, first_c, first_g)), 0)
+        conc = _climb(grid, lambda c, best: held_out((rank, c, first_g),
+                                                     against=None if best is None else (rank, best, first_g)),
+                      grid.index(first_c))
         if groups is None:
             counts = sorted({int(min(g, S)) for g in self.group_counts})
-            groups = _climb(counts, lambda g: held_out((rank, conc, g), (rank, conc, first_g)),
+            groups = _climb(counts, lambda g, best: held_out((rank, conc, g), (rank, conc, first_g),
+                                                               against=None if best is None else (rank, conc, best)),
                             counts.index(first_g) if first_g in counts else 0)
+        if getattr(self, "_keep_held_out", False):  # for the selection (_fit_own_held_out); not kept on the model
+            self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), len(folds))
         return rank, conc, groups
+
+    def to_dense(self, max_bytes: int = DENSE_KERNEL_MAX_BYTES) -> np.ndarray:
+        S, K = self._dense_shape(max_bytes)
+        return (self.phi_ @ self.psi_[:, :S]).reshape(S, K, S)  # one product, not row blocks
 
     def _rows(self, flat_rows):
         return self.phi_[flat_rows] @ self.psi_

@@ -169,6 +169,10 @@ class KernelModel:
         """Fit on every move and return, per move, its probability under this model's settings
         (held fixed: :meth:`fixed_copy`) fitted on the training moves of its fold, (n,)."""
         self.fit(moves)
+        return self._refit_held_out(moves, folds)
+
+    def _refit_held_out(self, moves, folds):
+        """Per move, its probability under :meth:`fixed_copy` fitted on the training moves of its fold, (n,)."""
         p = np.empty(moves.n)
         for train, test in folds:
             p[test] = self.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
@@ -245,13 +249,18 @@ class KernelModel:
 
     def to_dense(self, max_bytes: int = DENSE_KERNEL_MAX_BYTES) -> np.ndarray:
         """The kernel as a (S, K, S) float array; a ValueError beyond ``max_bytes``."""
+        S, K = self._dense_shape(max_bytes)
+        return np.concatenate([self.rows(b) for b in self._blocks()]).reshape(S, K, S)
+
+    def _dense_shape(self, max_bytes):
+        """``(S, K)``, after checking that a dense (S, K, S) kernel fits in ``max_bytes``."""
         self._check_fitted()
         S, K = self.n_states_, self.n_actions_
         need = 8 * S * K * S
         if need > max_bytes:
             raise ValueError(f"a dense ({S}, {K}, {S}) kernel needs {need / 2**20:.0f} MiB, over max_bytes = "
                              f"{max_bytes / 2**20:.0f} MiB: use expect/push/predict_proba instead")
-        return np.concatenate([self.rows(b) for b in self._blocks()]).reshape(S, K, S)
+        return S, K
 
     def predict_proba(self, states, actions) -> np.ndarray:
         """Rows ``P(.|states[i], actions[i])``, shape (n, S)."""

@@ -19,7 +19,15 @@ keeps counts without a comparison; at most ``max_missing_mass`` leaves out the m
 only on thin cells (``thin_only``: the low-rank model).
 
 A candidate whose hyperparameters are chosen by its own cross-validation (concentrations,
-rank) chooses them once on all moves with the same folds; the fold fits then hold them fixed.
+rank) chooses them once on all moves; the fold fits then hold them fixed. The counts' and
+shrinkage's fold statistics are the totals less the held-out fold's. The low-rank model's own
+cross-validation (``n_splits`` = 3 episode folds) already holds fold fits at the chosen settings:
+its held-out probabilities from them come from fits on two thirds of the episodes, not four
+fifths, and so give it a lower score than refits on the selection's folds would (a held-out score
+rises with the training data). Where the low-rank model is the choice even on that lower score, by
+at least twice the rule's threshold over counts, the refits cannot change the choice and are not
+made (the summary says its score comes from its own folds); otherwise it is refitted on the
+selection's folds with its settings fixed, and compared on those.
 """
 
 from __future__ import annotations
@@ -59,7 +67,9 @@ class TransitionSelection:
     scores : list of dict
         Per candidate: ``name``, ``log_likelihood`` (mean held-out log-likelihood per move),
         ``difference`` and ``standard_error`` (versus counts, per move; paired over episodes),
-        ``unexplained`` (share of held-out moves given probability 0) and ``settings``.
+        ``unexplained`` (share of held-out moves given probability 0), ``settings`` and
+        ``n_splits`` (the episode folds its held-out probabilities come from: the selection's, or
+        its own cross-validation's where that already decides; see the module docstring).
     reason : str
     n_moves, n_episodes, n_splits : int
     well_filled : bool
@@ -88,6 +98,10 @@ class TransitionSelection:
                     f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.2g})")
             lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
                          f"held-out moves unexplained{row['settings']}")
+            own = row.get("n_splits", self.n_splits)
+            if own != self.n_splits:
+                lines.append(f"{'':15}(held out over its own {own} episode folds, fits on fewer episodes: a lower "
+                             f"bound that decides)")
         return "\n".join(lines)
 
 
@@ -111,7 +125,7 @@ def singleton_share(moves) -> float:
 
 def select_transition_model(transitions, candidates=None, *, n_splits=5, random_state=None, n_states=None,
                             threshold=2.0, floor=1e-4, max_missing_mass=0.05,
-                            settled_mass=0.01, thin_only=("lowrank",)) -> TransitionSelection:
+                            settled_mass=0.01, thin_only=("lowrank",), progress=None) -> TransitionSelection:
     r"""Choose a transition model by held-out next-state log-likelihood over episode folds.
 
     Parameters
@@ -139,6 +153,9 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     settled_mass, thin_only : float, tuple of str
         The shortcuts of the module docstring (:func:`singleton_share`): counts kept without a
         comparison up to ``settled_mass``; ``thin_only`` candidates tried above ``max_missing_mass``.
+    progress : bool or None
+        A progress bar over the candidates on stderr, shown once the comparison has run for 2
+        seconds (None: only on a terminal; False: never).
 
     Returns
     -------
@@ -156,35 +173,80 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     if n_splits < 2:
         raise ValueError(f"choosing a transition model needs at least 2 episodes, got {episodes.size}")
     fitted = {name: type(m)(**m.get_params()) for name, m in candidates.items()}
-    lls, zeros = _held_out(fitted, moves, moves.folds(n_splits, random_state), floor)
-    missing = float(zeros["counts"].mean()) if "counts" in lls else np.nan
-    compared = ~zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
-    scores = []
-    for name, ll in lls.items():
-        diff, se = np.nan, np.nan
-        if "counts" in lls and name != "counts":
-            d = np.bincount(codes[compared], (ll - lls["counts"])[compared], episodes.size)
-            diff = d.sum() / compared.sum()
-            se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
-        scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
-                           unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
-    chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
+    folds = moves.folds(n_splits, random_state)
+    held = _Held(moves, floor)
+    with _bar(len(fitted), progress) as bar:
+        for name, model in fitted.items():  # each fitted on every move, in place
+            bar.set_postfix_str(name, refresh=False)
+            own = getattr(model, "_fit_own_held_out", None)
+            p, n_own = own(moves) if own is not None else (None, None)
+            if p is None:
+                p, n_own = model._fit_held_out(moves, folds), n_splits
+            held.add(name, p, n_own)
+            bar.update()
+        missing = float(held.zeros["counts"].mean()) if "counts" in held.lls else np.nan
+        compared = ~held.zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
+        scores = _scores(held, fitted, codes, episodes.size, compared)
+        chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
+        if not _settled_on_own_folds(chosen, scores, n_splits, threshold):
+            for name, n_own in list(held.n_splits.items()):
+                if n_own != n_splits:  # refits on the selection's folds, the settings fixed
+                    bar.set_postfix_str(f"{name} on {n_splits} folds")
+                    held.add(name, fitted[name]._refit_held_out(moves, folds), n_splits)
+            scores = _scores(held, fitted, codes, episodes.size, compared)
+            chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
     reason += skipped
     return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
                                missing <= max_missing_mass)
 
 
-def _held_out(fitted, moves, folds, floor):
-    """Fits every candidate on every move (in place) and returns, per candidate, the held-out
-    log-likelihood of every move (floored) and whether its held-out probability is 0, each (n,),
-    from fold fits with the candidate's settings fixed (:meth:`KernelModel._fit_held_out`: the
-    counts' and shrinkage's fold statistics are the totals less the held-out fold's)."""
-    lls, zeros = {}, {}
-    for name, model in fitted.items():
-        p = model._fit_held_out(moves, folds)
-        zeros[name] = p <= 0
-        lls[name] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
-    return lls, zeros
+class _Held:
+    """Per candidate: the held-out log-likelihood of every move (floored), whether its held-out
+    probability is 0, and the number of episode folds they come from."""
+
+    def __init__(self, moves, floor):
+        self.moves, self.floor = moves, floor
+        self.lls, self.zeros, self.n_splits = {}, {}, {}
+
+    def add(self, name, p, n_splits):
+        self.zeros[name] = p <= 0
+        self.lls[name] = np.log((1 - self.floor) * np.clip(p, 0, 1) + self.floor / (self.moves.n_states + 1))
+        self.n_splits[name] = n_splits
+
+
+def _scores(held, fitted, codes, n_episodes, compared):
+    scores = []
+    for name, ll in held.lls.items():
+        diff, se = np.nan, np.nan
+        if "counts" in held.lls and name != "counts":
+            d = np.bincount(codes[compared], (ll - held.lls["counts"])[compared], n_episodes)
+            diff = d.sum() / compared.sum()
+            se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
+        scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
+                           unexplained=float(held.zeros[name].mean()), settings=_settings(fitted[name]),
+                           n_splits=held.n_splits[name]))
+    return scores
+
+
+def _settled_on_own_folds(chosen, scores, n_splits, threshold):
+    """Whether the choice stands without refitting on the selection's folds the candidates scored
+    on their own cross-validation's (fewer) folds: it is the only such candidate, and it is the
+    choice, with its difference over counts at least twice the rule's threshold. Fits on more of
+    the episodes only raise a held-out score (the learning curve), so its lead can only grow."""
+    own = [row for row in scores if row["n_splits"] != n_splits]
+    if not own:
+        return True
+    if len(own) > 1 or own[0]["name"] != chosen:
+        return False
+    row = own[0]
+    return bool(np.isnan(row["difference"]) or row["difference"] > 2 * threshold * row["standard_error"])
+
+
+def _bar(total, progress):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="transition selection", unit="model", delay=2.0, leave=False,
+                disable=None if progress is None else not progress)
 
 
 def _shortcuts(moves, candidates, settled_mass, max_missing_mass, thin_only):
@@ -232,19 +294,22 @@ class AutoTransition(KernelModel):
     n_splits : int
     random_state : None, int or Generator
     threshold : float
+    progress : bool or None
     """
 
-    _param_names = ("candidates", "n_splits", "random_state", "threshold")
+    _param_names = ("candidates", "n_splits", "random_state", "threshold", "progress")
 
-    def __init__(self, candidates=None, n_splits=5, random_state=None, threshold=2.0):
+    def __init__(self, candidates=None, n_splits=5, random_state=None, threshold=2.0, progress=None):
         self.candidates = candidates
         self.n_splits = n_splits
         self.random_state = random_state
         self.threshold = threshold
+        self.progress = progress
 
     def _fit(self, moves):
         self.selection_ = select_transition_model(moves, self.candidates, n_splits=self.n_splits,
-                                                  random_state=self.random_state, threshold=self.threshold)
+                                                  random_state=self.random_state, threshold=self.threshold,
+                                                  progress=self.progress)
         self.model_ = self.selection_.model
 
     def kernel(self):
