@@ -242,10 +242,14 @@ def _settled_on_own_folds(chosen, scores, n_splits, threshold):
     return bool(np.isnan(row["difference"]) or row["difference"] > 2 * threshold * row["standard_error"])
 
 
+PROGRESS_DELAY = 2.0
+"""Seconds the comparison runs before its progress bar shows (a quick one stays silent)."""
+
+
 def _bar(total, progress):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="transition selection", unit="model", delay=2.0, leave=False,
+    return tqdm(total=total, desc="transition selection", unit="model", delay=PROGRESS_DELAY, leave=False,
                 disable=None if progress is None else not progress)
 
 
