@@ -122,13 +122,15 @@ def test_low_rank_refits_are_skipped_where_its_own_folds_decide(monkeypatch):
     fast = select_transition_model(moves, random_state=0)
     assert fast.chosen == "lowrank" and not calls, fast.summary()
     rows = {r["name"]: r for r in fast.scores}
-    assert rows["lowrank"]["n_splits"] == 3 and rows["shrinkage"]["n_splits"] == 5
+    assert (rows["lowrank"]["n_splits"], rows["lowrank"]["folds"]) == (3, "fewer")
+    assert (rows["shrinkage"]["n_splits"], rows["shrinkage"]["folds"]) == (5, "selection")
     assert "held out over its own 3 episode folds" in fast.summary()
     monkeypatch.setattr(selection_module, "_settled_on_own_folds", lambda *a: False)
     slow = select_transition_model(moves, random_state=0)
     assert calls and slow.chosen == "lowrank"
     low = {r["name"]: r for r in slow.scores}["lowrank"]
-    assert low["n_splits"] == 5 and low["log_likelihood"] > rows["lowrank"]["log_likelihood"]
+    assert (low["n_splits"], low["folds"]) == (5, "selection")
+    assert low["log_likelihood"] > rows["lowrank"]["log_likelihood"]
     assert "its own" not in slow.summary()
 
 
@@ -141,7 +143,7 @@ def test_low_rank_refits_where_its_own_folds_do_not_decide():
     moves = draw_moves(np.repeat(random_kernel(S, 1, rng, alpha=0.3), K, axis=1), 1500, rng)
     result = select_transition_model(moves, random_state=0)
     rows = {r["name"]: r for r in result.scores}
-    assert result.chosen != "lowrank" and rows["lowrank"]["n_splits"] == 5, result.summary()
+    assert result.chosen != "lowrank" and rows["lowrank"]["folds"] == "selection", result.summary()
     p = np.empty(moves.n)
     for train, test in moves.folds(5, 0):
         p[test] = result.models["lowrank"].fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
@@ -171,6 +173,24 @@ def test_a_fixed_copy_reuses_the_fit_on_the_same_moves_once(monkeypatch):
     assert calls and other.rank_ == model.rank_
     assert LowRankKernel(**model.fixed_copy().get_params()).fit(moves).n_iter_ == model.n_iter_  # the same EM
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("n_splits, refits", [(5, 0), (8, 1)])
+def test_low_rank_on_the_selection_folds_or_more_is_not_a_lower_bound(monkeypatch, n_splits, refits):
+    """A low-rank model given the selection's folds (5, the same seed) is scored on them as they
+    are; one with more folds than the selection's (fits on more episodes) is refitted even when
+    it wins: its own score is no lower bound."""
+    moves = low_rank_moves(n=2000)
+    calls = []
+    original = LowRankKernel._refit_held_out
+    monkeypatch.setattr(LowRankKernel, "_refit_held_out", lambda self, m, f: calls.append(1) or original(self, m, f))
+    candidates = {"counts": CountKernel(), "lowrank": LowRankKernel(ranks=(2, 3), concentrations=(5.0,),
+                                                                    group_counts=(0,), n_splits=n_splits,
+                                                                    random_state=0)}
+    result = select_transition_model(moves, candidates, random_state=0)
+    row = {r["name"]: r for r in result.scores}["lowrank"]
+    assert result.chosen == "lowrank" and len(calls) == refits
+    assert (row["n_splits"], row["folds"]) == (5, "selection")
 
 
 def test_progress_bar_only_when_asked(monkeypatch, capsys):

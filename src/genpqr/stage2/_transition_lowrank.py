@@ -370,8 +370,9 @@ class LowRankKernel(KernelModel):
 
     def _fit_own_held_out(self, moves):
         """Fit on every move; where the settings were chosen by cross-validation, return ``(p,
-        n_folds)``: per move, its probability under the fold fit of that cross-validation at the
-        chosen settings (``n_splits`` episode folds of its own); else ``(None, None)``."""
+        folds)``: per move, its probability under the fold fit of that cross-validation at the
+        chosen settings, and its (train, test) folds (``n_splits`` episode folds of its own);
+        else ``(None, None)``."""
         self._keep_held_out = True
         try:
             self.fit(moves)
@@ -442,7 +443,7 @@ class LowRankKernel(KernelModel):
                                                                against=None if best is None else (rank, conc, best)),
                             counts.index(first_g) if first_g in counts else 0)
         if getattr(self, "_keep_held_out", False):  # for the selection (_fit_own_held_out); not kept on the model
-            self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), len(folds))
+            self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), splits)
         return rank, conc, groups
 
     def to_dense(self, max_bytes: int = DENSE_KERNEL_MAX_BYTES) -> np.ndarray:

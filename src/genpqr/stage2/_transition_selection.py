@@ -67,9 +67,10 @@ class TransitionSelection:
     scores : list of dict
         Per candidate: ``name``, ``log_likelihood`` (mean held-out log-likelihood per move),
         ``difference`` and ``standard_error`` (versus counts, per move; paired over episodes),
-        ``unexplained`` (share of held-out moves given probability 0), ``settings`` and
-        ``n_splits`` (the episode folds its held-out probabilities come from: the selection's, or
-        its own cross-validation's where that already decides; see the module docstring).
+        ``unexplained`` (share of held-out moves given probability 0), ``settings``,
+        ``n_splits`` and ``folds`` (the episode folds its held-out probabilities come from:
+        ``"selection"``, the selection's, or ``"fewer"``, its own cross-validation's where that
+        already decides; see the module docstring).
     reason : str
     n_moves, n_episodes, n_splits : int
     well_filled : bool
@@ -98,10 +99,9 @@ class TransitionSelection:
                     f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.2g})")
             lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
                          f"held-out moves unexplained{row['settings']}")
-            own = row.get("n_splits", self.n_splits)
-            if own != self.n_splits:
-                lines.append(f"{'':15}(held out over its own {own} episode folds, fits on fewer episodes: a lower "
-                             f"bound that decides)")
+            if row.get("folds", "selection") != "selection":
+                lines.append(f"{'':15}(held out over its own {row['n_splits']} episode folds, fits on fewer episodes: "
+                             f"a lower bound that decides)")
         return "\n".join(lines)
 
 
@@ -179,20 +179,19 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         for name, model in fitted.items():  # each fitted on every move, in place
             bar.set_postfix_str(name, refresh=False)
             own = getattr(model, "_fit_own_held_out", None)
-            p, n_own = own(moves) if own is not None else (None, None)
+            p, splits = own(moves) if own is not None else (None, None)
             if p is None:
-                p, n_own = model._fit_held_out(moves, folds), n_splits
-            held.add(name, p, n_own)
+                p, splits = model._fit_held_out(moves, folds), folds
+            held.add(name, p, splits, folds)
             bar.update()
         missing = float(held.zeros["counts"].mean()) if "counts" in held.lls else np.nan
         compared = ~held.zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
         scores = _scores(held, fitted, codes, episodes.size, compared)
         chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
-        if not _settled_on_own_folds(chosen, scores, n_splits, threshold):
-            for name, n_own in list(held.n_splits.items()):
-                if n_own != n_splits:  # refits on the selection's folds, the settings fixed
-                    bar.set_postfix_str(f"{name} on {n_splits} folds")
-                    held.add(name, fitted[name]._refit_held_out(moves, folds), n_splits)
+        if not _settled_on_own_folds(chosen, scores, threshold):
+            for name in [row["name"] for row in scores if row["folds"] != "selection"]:
+                bar.set_postfix_str(f"{name} on {n_splits} folds")  # refits on the selection's folds, settings fixed
+                held.add(name, fitted[name]._refit_held_out(moves, folds), folds, folds)
             scores = _scores(held, fitted, codes, episodes.size, compared)
             chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
     reason += skipped
@@ -202,16 +201,20 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
 
 class _Held:
     """Per candidate: the held-out log-likelihood of every move (floored), whether its held-out
-    probability is 0, and the number of episode folds they come from."""
+    probability is 0, the number of episode folds they come from, and which folds those are:
+    ``"selection"`` (the selection's), ``"fewer"`` (a candidate's own, fewer than the
+    selection's: fits on fewer episodes, a lower score) or ``"other"``."""
 
     def __init__(self, moves, floor):
         self.moves, self.floor = moves, floor
-        self.lls, self.zeros, self.n_splits = {}, {}, {}
+        self.lls, self.zeros, self.n_splits, self.folds = {}, {}, {}, {}
 
-    def add(self, name, p, n_splits):
+    def add(self, name, p, splits, folds):
         self.zeros[name] = p <= 0
         self.lls[name] = np.log((1 - self.floor) * np.clip(p, 0, 1) + self.floor / (self.moves.n_states + 1))
-        self.n_splits[name] = n_splits
+        self.n_splits[name] = len(splits)
+        same = len(splits) == len(folds) and all(np.array_equal(a[1], b[1]) for a, b in zip(splits, folds))
+        self.folds[name] = "selection" if same else "fewer" if len(splits) < len(folds) else "other"
 
 
 def _scores(held, fitted, codes, n_episodes, compared):
@@ -224,19 +227,20 @@ def _scores(held, fitted, codes, n_episodes, compared):
             se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
                            unexplained=float(held.zeros[name].mean()), settings=_settings(fitted[name]),
-                           n_splits=held.n_splits[name]))
+                           n_splits=held.n_splits[name], folds=held.folds[name]))
     return scores
 
 
-def _settled_on_own_folds(chosen, scores, n_splits, threshold):
+def _settled_on_own_folds(chosen, scores, threshold):
     """Whether the choice stands without refitting on the selection's folds the candidates scored
-    on their own cross-validation's (fewer) folds: it is the only such candidate, and it is the
-    choice, with its difference over counts at least twice the rule's threshold. Fits on more of
-    the episodes only raise a held-out score (the learning curve), so its lead can only grow."""
-    own = [row for row in scores if row["n_splits"] != n_splits]
+    on their own cross-validation's folds: there are none, or there is one, with fewer folds than
+    the selection's (fits on fewer episodes), and it is the choice, its difference over counts at
+    least twice the rule's threshold. Fits on more of the episodes only raise a held-out score
+    (the learning curve), so its lead can only grow."""
+    own = [row for row in scores if row["folds"] != "selection"]
     if not own:
         return True
-    if len(own) > 1 or own[0]["name"] != chosen:
+    if len(own) > 1 or own[0]["name"] != chosen or own[0]["folds"] != "fewer":
         return False
     row = own[0]
     return bool(np.isnan(row["difference"]) or row["difference"] > 2 * threshold * row["standard_error"])
