@@ -24,10 +24,14 @@ shrinkage's fold statistics are the totals less the held-out fold's. The low-ran
 cross-validation (``n_splits`` = 3 episode folds) already holds fold fits at the chosen settings:
 its held-out probabilities from them come from fits on two thirds of the episodes, not four
 fifths, and so give it a lower score than refits on the selection's folds would (a held-out score
-rises with the training data). Where the low-rank model is the choice even on that lower score, by
-at least twice the rule's threshold over counts, the refits cannot change the choice and are not
-made (the summary says its score comes from its own folds); otherwise it is refitted on the
-selection's folds with its settings fixed, and compared on those.
+rises with the training data). Where the low-rank model is the choice even on that lower score,
+leading counts by twice the rule's threshold in standard errors and the other candidates by the
+threshold, the refits would not change the choice and are not made; where it is not the choice
+and even its in-sample log-likelihood on every move (its fit on all of them, above any held-out
+score) trails the choice's held-out one by the threshold, they would not make it the choice and
+are not made either. The summary then says its score comes from its own
+folds. Otherwise it is refitted on the selection's folds with its settings fixed, and compared on
+those.
 """
 
 from __future__ import annotations
@@ -99,7 +103,11 @@ class TransitionSelection:
                     f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.2g})")
             lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
                          f"held-out moves unexplained{row['settings']}")
-            if row.get("folds", "selection") != "selection":
+            if row.get("folds", "selection") != "selection" and "in_sample" in row:
+                lines.append(f"{'':15}(held out over its own {row['n_splits']} episode folds, fits on fewer episodes; "
+                             f"not refitted: even in-sample, {row['in_sample']:.4f},")
+                lines.append(f"{'':15}it is below the choice's held-out score)")
+            elif row.get("folds", "selection") != "selection":
                 lines.append(f"{'':15}(held out over its own {row['n_splits']} episode folds, fits on fewer episodes: "
                              f"a lower bound that decides)")
         return "\n".join(lines)
@@ -188,7 +196,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         compared = ~held.zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
         scores = _scores(held, fitted, codes, episodes.size, compared)
         chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
-        if not _settled_on_own_folds(chosen, scores, threshold):
+        if not _settled_on_own_folds(chosen, scores, threshold, held, fitted, compared, codes, episodes.size):
             for name in [row["name"] for row in scores if row["folds"] != "selection"]:
                 bar.set_postfix_str(f"{name} on {n_splits} folds")  # refits on the selection's folds, settings fixed
                 held.add(name, fitted[name]._refit_held_out(moves, folds), folds, folds)
@@ -217,33 +225,59 @@ class _Held:
         self.folds[name] = "selection" if same else "fewer" if len(splits) < len(folds) else "other"
 
 
+def _paired(a, b, codes, n_episodes, compared):
+    """The mean difference ``a - b`` per move compared and its standard error, paired over episodes."""
+    d = np.bincount(codes[compared], (a - b)[compared], n_episodes)
+    return d.sum() / compared.sum(), d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
+
+
 def _scores(held, fitted, codes, n_episodes, compared):
     scores = []
     for name, ll in held.lls.items():
         diff, se = np.nan, np.nan
         if "counts" in held.lls and name != "counts":
-            d = np.bincount(codes[compared], (ll - held.lls["counts"])[compared], n_episodes)
-            diff = d.sum() / compared.sum()
-            se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
+            diff, se = _paired(ll, held.lls["counts"], codes, n_episodes, compared)
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
                            unexplained=float(held.zeros[name].mean()), settings=_settings(fitted[name]),
                            n_splits=held.n_splits[name], folds=held.folds[name]))
     return scores
 
 
-def _settled_on_own_folds(chosen, scores, threshold):
-    """Whether the choice stands without refitting on the selection's folds the candidates scored
-    on their own cross-validation's folds: there are none, or there is one, with fewer folds than
-    the selection's (fits on fewer episodes), and it is the choice, its difference over counts at
-    least twice the rule's threshold. Fits on more of the episodes only raise a held-out score
-    (the learning curve), so its lead can only grow."""
+def _settled_on_own_folds(chosen, scores, threshold, held, fitted, compared, codes, n_episodes):
+    """Whether the choice stands without refitting, on the selection's folds, the candidates scored
+    on their own cross-validation's folds. Fits on more of the episodes raise a held-out score
+    (the learning curve), and a held-out score stays below a model's in-sample one on every move
+    (its fit on all of them). So an own-fold candidate that is the choice on its score from fewer
+    folds, leading counts by twice the rule's threshold in standard errors and every other
+    candidate by the threshold, keeps it; and one that is not the choice cannot become it when
+    even its in-sample log-likelihood trails the choice's held-out one by the threshold in
+    standard errors (its row then gets ``in_sample``). Otherwise (counts kept, or an own-fold
+    candidate on as many folds as the selection's or more): refits."""
     own = [row for row in scores if row["folds"] != "selection"]
     if not own:
         return True
-    if len(own) > 1 or own[0]["name"] != chosen or own[0]["folds"] != "fewer":
+    if chosen == "counts" or any(row["folds"] != "fewer" for row in own):
         return False
-    row = own[0]
-    return bool(np.isnan(row["difference"]) or row["difference"] > 2 * threshold * row["standard_error"])
+    lls = held.lls
+    mine = next(row for row in scores if row["name"] == chosen)
+    if mine["folds"] != "selection":
+        if not (np.isnan(mine["difference"]) or mine["difference"] > 2 * threshold * mine["standard_error"]):
+            return False
+        for name in lls:
+            if name not in (chosen, "counts"):
+                lead, se = _paired(lls[chosen], lls[name], codes, n_episodes, compared)
+                if not lead > threshold * se:
+                    return False
+    for row in own:
+        if row["name"] == chosen:
+            continue
+        p = fitted[row["name"]].move_proba(held.moves)
+        in_sample = np.log((1 - held.floor) * np.clip(p, 0, 1) + held.floor / (held.moves.n_states + 1))
+        row["in_sample"] = float(in_sample[compared].mean())
+        lead, se = _paired(lls[chosen], in_sample, codes, n_episodes, compared)
+        if not lead > threshold * se:
+            return False
+    return True
 
 
 PROGRESS_DELAY = 2.0
