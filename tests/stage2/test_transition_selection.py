@@ -110,6 +110,26 @@ def test_a_trailing_setting_is_dropped_after_a_fold(monkeypatch):
     assert all(raced.cv_scores_[k] == full.cv_scores_[k] for k in raced.cv_scores_)
 
 
+def test_warm_started_fits_of_the_cross_validation_are_capped(monkeypatch):
+    """The group counts start from the fit without groups and run at most WARM_MAX_ITER
+    iterations; the cold fits and the final fit keep ``max_iter``."""
+    calls = []
+    original = lowrank.fit_low_rank
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        calls.append((kwargs.get("start") is not None, kwargs["max_iter"], out[2]))
+        return out
+
+    monkeypatch.setattr(lowrank, "fit_low_rank", spy)
+    model = LowRankKernel(ranks=(3,), concentrations=(5.0,), group_counts=(0, 4), max_iter=300,
+                          random_state=0).fit(low_rank_moves(n=2000))
+    warm = [c for c in calls if c[0]]
+    assert warm and all(m == lowrank.WARM_MAX_ITER and it <= m for _, m, it in warm)
+    assert all(m == 300 for started, m, _ in calls if not started)
+    assert model.n_iter_ <= 300
+
+
 # ---------------------------------------------------------------------------- the selection
 def test_low_rank_refits_are_skipped_where_its_own_folds_decide(monkeypatch):
     """The low-rank model wins by far on its own 3-fold score (a lower bound of its score on the
