@@ -43,14 +43,15 @@ def choose_transition(config, data, index):
         return None, None
     S = index.n_states
     if kind == "auto":  # GenPQR(transition_model="auto")'s own rule, on the same data and seed
-        model, selection = resolve_transition_model("auto", data, S, random_state=config.seed)
+        model, selection = resolve_transition_model("auto", data, S, random_state=config.seed,
+                                                    progress=False if config.quiet else None)
         return (None if model is None else model.fixed_copy()), TransitionChoice(selection.chosen,
                                                                                  selection.summary())
     if data.n_episodes < 2:
         return None, TransitionChoice("counts", "transition model: counts (one episode: no held-out comparison)")
     candidates = _candidates(arg, config.seed, index.keys)  # a named model is always fitted and compared
     selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S, settled_mass=0.0,
-                                        thin_only=())
+                                        thin_only=(), progress=False if config.quiet else None)
     summary = selection.summary()
     name = selection.chosen
     if kind == "model" and name != arg:
