@@ -91,8 +91,7 @@ class TransitionMoves:
         return m
 
     def fold_counts(self, folds) -> list[sp.csr_matrix]:
-        """The training counts of each ``(train, test)`` fold: the counts of every move less those
-        of the held-out ones (one pass over the moves in all, not one per fold)."""
+        """Each fold's training counts: all the counts less the held-out moves' (no pass per fold)."""
         total = self.counts()
         return [total - self.subset(test).counts() for _, test in folds]
 
@@ -166,8 +165,7 @@ class KernelModel:
         return self
 
     def _fit_held_out(self, moves, folds):
-        """Fit on every move and return, per move, its probability under this model's settings
-        (held fixed: :meth:`fixed_copy`) fitted on the training moves of its fold, (n,)."""
+        """Fit on every move; then :meth:`_refit_held_out` (settings fixed at this fit's)."""
         self.fit(moves)
         return self._refit_held_out(moves, folds)
 
@@ -200,8 +198,7 @@ class KernelModel:
             raise ValueError(f"the transitions have {model.n_actions_} actions but {n_actions} were expected")
         return model.kernel()
 
-    def _unfitted_copy(self):
-        """An unfitted copy with the same parameters (what :meth:`__call__` fits)."""
+    def _unfitted_copy(self):  # what __call__ fits: the same parameters, unfitted
         return type(self)(**self.get_params())
 
     def kernel(self):
@@ -256,8 +253,7 @@ class KernelModel:
         """``(S, K)``, after checking that a dense (S, K, S) kernel fits in ``max_bytes``."""
         self._check_fitted()
         S, K = self.n_states_, self.n_actions_
-        need = 8 * S * K * S
-        if need > max_bytes:
+        if (need := 8 * S * K * S) > max_bytes:
             raise ValueError(f"a dense ({S}, {K}, {S}) kernel needs {need / 2**20:.0f} MiB, over max_bytes = "
                              f"{max_bytes / 2**20:.0f} MiB: use expect/push/predict_proba instead")
         return S, K
@@ -336,8 +332,7 @@ class CountKernel(KernelModel):
 
 
 def _count_proba(counts, visits, moves, unvisited):
-    """``n(s,a,s') / n(s,a)`` at the moves from the counts (S*K, S+1) and visits (S*K,);
-    unvisited cells per ``unvisited`` (see :class:`CountKernel`)."""
+    """``n(s,a,s') / n(s,a)`` at the moves from counts (S*K, S+1), visits (S*K,) and ``unvisited``."""
     rows = moves.rows
     visits = visits[rows]
     p = lookup(counts, rows, moves.outcomes) / np.where(visits > 0, visits, 1.0)
@@ -373,9 +368,8 @@ class _Levels:
 
 
 def _fold_tables(moves, folds):
-    """Per fold: the held-out indices, the training counts' levels at the held-out moves
-    (:meth:`_Levels.at`) and the training outcomes' count (``S+1`` if a training move
-    terminates, else ``S``)."""
+    """Per fold: the held-out indices, the training levels at them (:meth:`_Levels.at`) and the
+    training outcomes' count (``S+1`` if a training move terminates, else ``S``)."""
     S, K = moves.n_states, moves.n_actions
     for (_, test), counts in zip(folds, moves.fold_counts(folds)):
         levels = _Levels(counts, S, K)
@@ -468,8 +462,8 @@ class ShrinkageKernel(KernelModel):
         return p
 
     def _cross_validate(self, moves):
-        tables = [(t, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, moves.folds(self.n_splits,
-                                                                                               self.random_state))]
+        folds = moves.folds(self.n_splits, self.random_state)
+        tables = [(t, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, folds)]
         n_out = self.n_outcomes_
 
         def loss(log_c):
@@ -483,9 +477,7 @@ class ShrinkageKernel(KernelModel):
 
     def _parts(self):
         L, c = self.levels_, self.concentrations_
-        w1 = _weight(L.n_cell, c[0])
-        w2 = _weight(L.n_state, c[1])
-        w3 = _weight(L.n_action, c[2])
+        w1, w2, w3 = _weight(L.n_cell, c[0]), _weight(L.n_state, c[1]), _weight(L.n_action, c[2])
         p4 = (L.total + c[3] / self.n_outcomes_ * (np.arange(L.S + 1) < self.n_outcomes_)) / (L.n_total + c[3])
         return w1, w2, w3, p4
 
@@ -494,8 +486,7 @@ class ShrinkageKernel(KernelModel):
         w1, w2, w3, p4 = self._parts()
         s, a = np.divmod(flat_rows, L.K)
         p3 = w3[:, None] * _frac(L.action.toarray(), L.n_action[:, None]) + (1 - w3[:, None]) * p4
-        p2 = (w2[s, None] * _frac(L.state[s].toarray(), L.n_state[s, None])
-              + (1 - w2[s, None]) * p3[a])
+        p2 = w2[s, None] * _frac(L.state[s].toarray(), L.n_state[s, None]) + (1 - w2[s, None]) * p3[a]
         return w1[flat_rows, None] * _frac(L.cell[flat_rows].toarray(), L.n_cell[flat_rows, None]) + \
             (1 - w1[flat_rows, None]) * p2
 

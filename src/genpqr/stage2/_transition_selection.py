@@ -44,10 +44,7 @@ from ._transition_models import CountKernel, KernelModel, ShrinkageKernel, as_mo
 from ._transition_lowrank import LowRankKernel
 
 __all__ = ["TransitionSelection", "select_transition_model", "default_candidates", "AutoTransition",
-           "TRANSITION_MODELS", "singleton_share"]
-
-TRANSITION_MODELS = ("counts", "shrinkage", "lowrank", "classifier")
-"""The names of the transition models ``genpqr fit --transition`` takes (besides ``auto``)."""
+           "singleton_share"]
 
 
 def default_candidates(random_state=None) -> dict:
@@ -184,27 +181,39 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     folds = moves.folds(n_splits, random_state)
     held = _Held(moves, floor)
     with _bar(len(fitted), progress) as bar:
-        for name, model in fitted.items():  # each fitted on every move, in place
-            bar.set_postfix_str(name, refresh=False)
-            own = getattr(model, "_fit_own_held_out", None)
-            p, splits = own(moves) if own is not None else (None, None)
-            if p is None:
-                p, splits = model._fit_held_out(moves, folds), folds
-            held.add(name, p, splits, folds)
-            bar.update()
+        _fit_candidates(fitted, moves, folds, held, bar)
         missing = float(held.zeros["counts"].mean()) if "counts" in held.lls else np.nan
         compared = ~held.zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
         scores = _scores(held, fitted, codes, episodes.size, compared)
         chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
         if not _settled_on_own_folds(chosen, scores, threshold, held, fitted, compared, codes, episodes.size):
-            for name in [row["name"] for row in scores if row["folds"] != "selection"]:
-                bar.set_postfix_str(f"{name} on {n_splits} folds")  # refits on the selection's folds, settings fixed
-                held.add(name, fitted[name]._refit_held_out(moves, folds), folds, folds)
+            _refit_on_selection_folds(scores, fitted, moves, folds, held, bar)
             scores = _scores(held, fitted, codes, episodes.size, compared)
             chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
     reason += skipped
     return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
                                missing <= max_missing_mass)
+
+
+def _fit_candidates(fitted, moves, folds, held, bar):
+    """Each candidate fitted on every move (in place), its held-out probabilities put in ``held``:
+    from its own cross-validation's folds where it offers them (``_fit_own_held_out``), else from
+    fits on the selection's ``folds`` (``_fit_held_out``)."""
+    for name, model in fitted.items():
+        bar.set_postfix_str(name, refresh=False)
+        own = getattr(model, "_fit_own_held_out", None)
+        p, splits = own(moves) if own is not None else (None, None)
+        if p is None:
+            p, splits = model._fit_held_out(moves, folds), folds
+        held.add(name, p, splits, folds)
+        bar.update()
+
+
+def _refit_on_selection_folds(scores, fitted, moves, folds, held, bar):
+    """The candidates scored on their own folds, refitted on the selection's with settings fixed."""
+    for name in [row["name"] for row in scores if row["folds"] != "selection"]:
+        bar.set_postfix_str(f"{name} on {len(folds)} folds")
+        held.add(name, fitted[name]._refit_held_out(moves, folds), folds, folds)
 
 
 class _Held:
