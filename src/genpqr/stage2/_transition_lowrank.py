@@ -290,8 +290,7 @@ class LowRankKernel(KernelModel):
         :func:`~genpqr.stage2.select_transition_model` the concentrations and group counts are not
         tried once the best setting so far trails the selection's best cheaper candidate (counts
         or shrinkage, held out on the same folds) by :data:`RACE_Z` standard errors
-        (``cv_beaten_``; a rule of thumb: on the benchmark problems their tuning moves the held-out
-        score by hundredths of a nat per move).
+        (``cv_beaten_``): tuning them moves the held-out score by hundredths, not by that.
     action_tilt : bool
         Whether the prior tilts the state's weights by the action's shift (else the state's
         pooled weights).
