@@ -248,30 +248,3 @@ def test_moves_keep_their_type_through_the_selection():
     for k, b in zip(("states", "actions", "outcomes", "episodes"), before):
         np.testing.assert_array_equal(getattr(moves, k), b)
     assert isinstance(moves, TransitionMoves)
-
-
-def test_low_rank_tuning_stops_where_a_cheaper_candidate_leads_by_far(monkeypatch):
-    """Rows pooled by state, as shrinkage assumes: once the rank search is over, the low-rank model
-    trails shrinkage (held out on the low-rank model's own folds) by far, so no other concentration
-    or group count is tried; the choice is the one the full tuning makes, and a low-rank model
-    fitted alone (no rival) tunes in full."""
-    rng = np.random.default_rng(7)
-    S, K = 40, 5
-    moves = draw_moves(np.repeat(random_kernel(S, 1, rng, alpha=0.3), K, axis=1), 1500, rng)
-    fast = select_transition_model(moves, random_state=0)
-    low = fast.models["lowrank"]
-    assert fast.chosen == "shrinkage" and low.cv_beaten_ == "shrinkage", fast.summary()
-    assert {c for _, c, _ in low.cv_scores_} | {c for _, c, _ in low.cv_stopped_} == {10.0}
-    assert {g for *_, g in low.cv_scores_} == {0} and "untuned: it trailed shrinkage" in fast.summary()
-    alone = LowRankKernel(random_state=0).fit(moves)
-    assert alone.cv_beaten_ is None and len({c for _, c, _ in alone.cv_scores_}) > 1
-    monkeypatch.setattr(selection_module, "_rival", lambda *a: None)
-    full = select_transition_model(moves, random_state=0)
-    assert full.chosen == fast.chosen and full.models["lowrank"].cv_beaten_ is None
-    np.testing.assert_array_equal(full.model.concentrations_, fast.model.concentrations_)
-
-
-def test_low_rank_tuning_goes_on_where_it_leads():
-    """On a low-rank kernel the low-rank model leads the cheaper candidates: its tuning is whole."""
-    selection = select_transition_model(low_rank_moves(), random_state=0)
-    assert selection.models["lowrank"].cv_beaten_ is None, selection.summary()

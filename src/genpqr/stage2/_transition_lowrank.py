@@ -286,11 +286,7 @@ class LowRankKernel(KernelModel):
         is tried while the held-out likelihood improves, so the settings past the peak are not
         fitted (the same choice as the whole grid's wherever the likelihood is unimodal along
         it); a setting whose held-out moves trail the best's by :data:`RACE_Z` standard errors
-        after a fold is dropped without its other folds (``cv_stopped_``). Inside
-        :func:`~genpqr.stage2.select_transition_model` the concentrations and group counts are not
-        tried once the best setting so far trails the selection's best cheaper candidate (counts
-        or shrinkage, held out on the same folds) by :data:`RACE_Z` standard errors
-        (``cv_beaten_``): tuning them moves the held-out score by hundredths, not by that.
+        after a fold is dropped without its other folds (``cv_stopped_``).
     action_tilt : bool
         Whether the prior tilts the state's weights by the action's shift (else the state's
         pooled weights).
@@ -319,8 +315,6 @@ class LowRankKernel(KernelModel):
         ``(rank, concentration, n_groups) -> folds scored`` for the settings dropped before the
         last fold: their held-out moves so far trailed the best setting's by :data:`RACE_Z`
         standard errors of the paired per-episode difference.
-    cv_beaten_ : str or None
-        The candidate of the selection whose lead stopped the tuning (None: tuned in full).
     n_iter_ : int
     """
 
@@ -350,8 +344,7 @@ class LowRankKernel(KernelModel):
     def _fit(self, moves):
         S, K = moves.n_states, moves.n_actions
         self.termination_ = bool(np.any(moves.outcomes == S))
-        self.cv_scores_, self.cv_stopped_, self.cv_beaten_ = {}, {}, None
-        rival = self.__dict__.pop("_rival", None)  # set by select_transition_model, for this fit only
+        self.cv_scores_, self.cv_stopped_ = {}, {}
         rank, conc, groups = self.rank, self.concentration, None if self.n_groups == "cv" else self.n_groups or 0
         if rank is not None and (int(rank) != rank or rank < 1):
             raise ValueError(f"rank must be a positive integer, got {rank!r}")
@@ -365,7 +358,7 @@ class LowRankKernel(KernelModel):
             self.phi_, self.psi_, self.n_iter_ = same.phi_.copy(), same.psi_.copy(), same.n_iter_
             return
         if rank is None or conc is None or groups is None:
-            rank, conc, groups = self._cross_validate(moves, rank, conc, groups, rival)
+            rank, conc, groups = self._cross_validate(moves, rank, conc, groups)
         self.rank_, self.concentration_, self.n_groups_ = int(rank), float(conc), int(groups)
         self.phi_, self.psi_, self.n_iter_ = fit_low_rank(self.counts_, S, K, self.rank_, self.concentration_,
                                                           **self._settings(self.n_groups_))
@@ -414,7 +407,7 @@ class LowRankKernel(KernelModel):
         a, b = self.counts_, other.counts_
         return a.shape == b.shape and a.nnz == b.nnz and (a != b).nnz == 0
 
-    def _cross_validate(self, moves, rank, conc, groups, rival=None):
+    def _cross_validate(self, moves, rank, conc, groups):
         splits = moves.folds(self.n_splits, self.random_state)
         folds = [(train, test, moves.subset(test)) for (_, test), train in zip(splits, moves.fold_counts(splits))]
         S, K = moves.n_states, moves.n_actions
@@ -444,26 +437,15 @@ class LowRankKernel(KernelModel):
             self.cv_scores_[setting] = float(np.sum(log_p[setting])) / moves.n
             return self.cv_scores_[setting]
 
-        def beaten(setting):
-            """Whether a rival (the selection's best other candidate, held out on these folds) leads
-            the setting by RACE_Z standard errors: then no other concentration or group count is tried."""
-            if rival is not None and "log_p" not in rival:
-                rival["log_p"] = rival["held_out"](moves, splits)
-            if rival is not None and _trails(log_p[setting], rival["log_p"], np.ones(moves.n, bool), episodes):
-                self.cv_beaten_ = rival["name"]
-            return self.cv_beaten_ is not None
-
         ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})
         grid = [conc] if conc is not None else sorted(set(self.concentrations))
         first_c = conc if conc is not None else list(self.concentrations)[len(self.concentrations) // 2]
         first_g = groups or 0
         rank = _climb(ranks, lambda r, best: held_out((r, first_c, first_g),
                                                       against=None if best is None else (best, first_c, first_g)), 0)
-        conc = first_c if beaten((rank, first_c, first_g)) else \
-            _climb(grid, lambda c, best: held_out((rank, c, first_g), against=None if best is None else
-                                                  (rank, best, first_g)), grid.index(first_c))
-        if groups is None and beaten((rank, conc, first_g)):
-            groups = first_g
+        conc = _climb(grid, lambda c, best: held_out((rank, c, first_g),
+                                                     against=None if best is None else (rank, best, first_g)),
+                      grid.index(first_c))
         if groups is None:
             counts = sorted({int(min(g, S)) for g in self.group_counts})
             groups = _climb(counts, lambda g, best: held_out((rank, conc, g), (rank, conc, first_g),

@@ -116,10 +116,8 @@ def _settings(model) -> str:
     if isinstance(model, LowRankKernel):
         capped = (f" (EM stopped at max_iter={model.max_iter} before its tol={model.tol:g})"
                   if model.n_iter_ >= model.max_iter else "")
-        beaten = (f" (concentration and groups untuned: it trailed {model.cv_beaten_} by far)"
-                  if getattr(model, "cv_beaten_", None) else "")
         return (f"; rank {model.rank_}, concentration {model.concentration_:.3g}, {model.n_groups_} state "
-                f"groups{capped}{beaten}")
+                f"groups{capped}")
     return ""
 
 
@@ -204,27 +202,11 @@ def _fit_candidates(fitted, moves, folds, held, bar):
     for name, model in fitted.items():
         bar.set_postfix_str(name, refresh=False)
         own = getattr(model, "_fit_own_held_out", None)
-        if own is not None:
-            model._rival = _rival(fitted, held)
         p, splits = own(moves) if own is not None else (None, None)
-        model.__dict__.pop("_rival", None)
         if p is None:
             p, splits = model._fit_held_out(moves, folds), folds
         held.add(name, p, splits, folds)
         bar.update()
-
-
-def _rival(fitted, held):
-    """The candidate fitted so far with the highest held-out score among those held out cheaply,
-    by fold statistics (counts, shrinkage): its name and its held-out log-likelihood per move
-    (floored as the selection's) on other folds, settings fixed. A low-rank candidate's own
-    cross-validation stops tuning once it trails that by far (``LowRankKernel.cv_beaten_``)."""
-    cheap = [name for name in held.lls if isinstance(fitted[name], (CountKernel, ShrinkageKernel))]
-    if not cheap:
-        return None
-    name = max(cheap, key=lambda n: held.lls[n].mean())
-    model = fitted[name]
-    return {"name": name, "held_out": lambda moves, folds: held.log(model.fixed_copy()._fit_held_out(moves, folds))}
 
 
 def _refit_on_selection_folds(scores, fitted, moves, folds, held, bar):
@@ -244,13 +226,9 @@ class _Held:
         self.moves, self.floor = moves, floor
         self.lls, self.zeros, self.n_splits, self.folds = {}, {}, {}, {}
 
-    def log(self, p):
-        """The floored log-likelihood of held-out probabilities ``p``."""
-        return np.log((1 - self.floor) * np.clip(p, 0, 1) + self.floor / (self.moves.n_states + 1))
-
     def add(self, name, p, splits, folds):
         self.zeros[name] = p <= 0
-        self.lls[name] = self.log(p)
+        self.lls[name] = np.log((1 - self.floor) * np.clip(p, 0, 1) + self.floor / (self.moves.n_states + 1))
         self.n_splits[name] = len(splits)
         same = len(splits) == len(folds) and all(np.array_equal(a[1], b[1]) for a, b in zip(splits, folds))
         self.folds[name] = "selection" if same else "fewer" if len(splits) < len(folds) else "other"
