@@ -176,7 +176,7 @@ class FinitePath:
         counts = np.bincount(s * K + choices.actions, weights=choices.sample_weight,
                              minlength=S * K).reshape(S, K).astype(np.float64)
         given, self.transition_selection_ = tabular.resolve_transition_model(
-            self.transition_model, data, S, random_state=seed_from(self.random_state))
+            self.transition_model, data, S, random_state=seed_from(self.random_state), progress=self.progress)
         self.transition_model_ = given
         if given is not None:
             if self.transition_selection_ is not None:  # "auto": the chosen model, fitted on every move

@@ -6,9 +6,10 @@
 :class:`genpqr.GenPQR` keyword arguments (``q_model`` with its iteration settings).
 
 Transition factories, by capability: :data:`~genpqr.registry.SELECTED` (``auto``) receive
-``data``, ``n_states`` and ``seed`` and return ``(model or None, TransitionSelection)``, GenPQR's
-own rule (:func:`resolve_transition_model`); :data:`~genpqr.registry.COMPARED` ones receive
-``seed`` and ``state_features`` and return the candidate compared with counts;
+``data``, ``n_states``, ``seed`` (and ``progress``, the comparison's bar) and return
+``(model or None, TransitionSelection)``, GenPQR's own rule (:func:`resolve_transition_model`);
+:data:`~genpqr.registry.COMPARED` ones receive ``seed`` and ``state_features`` and return the
+candidate compared with counts;
 :data:`~genpqr.registry.GIVEN` ones receive ``n_actions`` (and ``label``) and return the kernel;
 ``counts`` returns None (the estimator's counts).
 """
@@ -85,10 +86,10 @@ def _mlp_box(_, *, seed, n_iterations, **context):
 @TRANSITION_MODELS.register("auto", capabilities=(SELECTED, STREAMS),
                             help="counts, shrinkage or lowrank, whichever predicts held-out episodes' next states "
                                  "best; counts unless another beats them by 2 standard errors")
-def _auto(_, *, data, n_states, seed, **context):
+def _auto(_, *, data, n_states, seed, progress=None, **context):
     from ._transition_spec import resolve_transition_model
 
-    return resolve_transition_model("auto", data, n_states, random_state=seed)
+    return resolve_transition_model("auto", data, n_states, random_state=seed, progress=progress)
 
 
 @TRANSITION_MODELS.register("counts", capabilities=(STREAMS,), help="the observed frequencies (maximum likelihood)")
