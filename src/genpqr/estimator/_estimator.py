@@ -60,9 +60,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
         are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the same data give the
         same first stage, and the same reward, through both doors. ``first_stage_`` says which was used and why.
-        Other paths (states that are not tabular indices): :class:`genpqr.stage1.BasisLogit`, a multinomial logit
-        on the standardized state, its cubic splines per coordinate and pairwise products, the non-linear terms
-        shrunk toward the linear logit (:func:`genpqr.estimator.default_policy_model`).
+        Other paths: :class:`genpqr.stage1.BasisLogit`, a logit on splines and products of the standardized state.
     policy_prefit : bool
         If True, ``policy_model`` is already fitted (on action codes or labels matching the data's) and is used as
         is: not cloned, not refitted. Lets several estimators share one policy estimate. Incompatible with
@@ -70,13 +68,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
         Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated (``transition_model``) and the
         Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
-        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). A regressor or native
-        Q-model: FQE. Default (None), finite actions: the LSTD fixed point per action on the stage-1 default's basis of
-        the state, ``LSTDQ(features=StateBasis(), alpha=1e-5)`` (:func:`genpqr.estimator.default_q_model`; the fastest path at
-        the lowest reward error on the paper's Experiment 2, docs/benchmarks.md), or FQE with
-        ``HistGradientBoostingRegressor`` where that does not apply (``encoding`` ``"joint"``,
-        ``"action_features"`` or ``"native"``; more than ``MAX_DEFAULT_LSTD_FEATURES`` features over all
-        actions); ``q_model_`` is the model used.
+        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE. Default:
+        ``LSTDQ(features=StateBasis(), alpha=1e-5)``, else FQE (:func:`genpqr.estimator.default_q_model`).
     encoding : {"auto", "per_action", "joint", "action_features", "native"}
         How a regressor sees actions (see :mod:`genpqr.stage2`); ``"action_features"``: one
         regressor on ``[s, x_a]`` from the data's action table, shared across actions.
@@ -170,8 +163,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"basis-logit"``);
         printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here.
     q_model_ : object
-        Finite actions: the stage-2 model of the fit (``q_model``, or the default; None: FQE's
-        default regressor).
+        Finite actions: ``q_model`` or its default (None: FQE's default regressor).
     normalization_ : Normalization (labels bound to codes)
     encoder_ : ActionEncoder
     taken_actions_ : ndarray of shape (K,), bool

@@ -55,7 +55,8 @@ import numpy as np
 from .. import evaluation
 
 __all__ = ["Method", "METHODS", "register", "get_method", "merge_options", "build_genpqr_nn", "build_genpqr_gbt",
-           "build_genpqr_lstd", "build_genpqr_default", "updates_schedule", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
+           "build_genpqr_lstd", "build_genpqr_default",
+           "updates_schedule", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
            "PAPER_CLIP", "SPEC_BC_STRUCTURE", "GAMMA", "ANCHOR"]
 
 #: Probability clip bounds of every fitted policy in the paper.

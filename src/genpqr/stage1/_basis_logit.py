@@ -134,7 +134,8 @@ class StateBasis(TransformerMixin, BaseEstimator):
 
     def get_feature_names_out(self, input_features=None):
         names = [f"x{k}" for k in range(self.n_features_in_)] if input_features is None else list(input_features)
-        out = list(names) + [f"{names[k]}_sp{m}" for k in range(self.n_features_in_) for m in range(int(self.n_knots) + 2)]
+        splines = [f"{names[k]}_sp{m}" for k in range(self.n_features_in_) for m in range(int(self.n_knots) + 2)]
+        out = list(names) + splines
         out += [f"{names[a]} {names[b]}" for a, b in zip(*self.pairs_)]
         return np.asarray(out, dtype=object)
 
