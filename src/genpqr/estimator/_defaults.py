@@ -37,9 +37,8 @@ MAX_DEFAULT_LSTD_FEATURES = 4096
 def default_policy_model(data):
     """``(classifier, FirstStageChoice)``: the stage-1 default for non-tabular states."""
     model = BasisLogit()
-    return model, FirstStageChoice("basis-logit", "the default for non-tabular states: "
-                                                  "multinomial logit on the standardized state, cubic splines "
-                                                  "per coordinate and pairwise products (BasisLogit)")
+    return model, FirstStageChoice("basis-logit", "the default for non-tabular states: a logit on splines and "
+                                                  "products of the standardized state (BasisLogit)")
 
 
 def _basis_size(state_dim: int) -> int:
