@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-portable test-adapters docs wheel-check bench clean
+.PHONY: demo test test-fast test-portable test-adapters docs docs-check chromium wheel-check bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -49,13 +49,27 @@ $(ADAPTERS_STAMP): pyproject.toml requirements-adapters.txt
 test-adapters: $(ADAPTERS_STAMP)
 	GENPQR_REQUIRE_ADAPTERS=1 $(THREADS) $(ADAPTERS_VENV)/bin/python -m pytest -m adapters tests/data/test_adapters.py tests/counterfactuals/test_transfer.py
 
-# the documentation site (Sphinx; docs/conf.py): README and docs/*.md, the API reference generated from the
-# docstrings, and the gallery (examples/gallery/plot_*.py), every example run while the site is built. Strict:
-# any warning fails the build (a broken cross-reference or reST markup, in a page or a docstring) and so does a
-# failing example. Open build/docs/index.html.
+# the documentation site (Sphinx; docs/conf.py): docs/*.md, the API reference generated from the docstrings,
+# and the gallery (examples/gallery/plot_*.py), every example run while the site is built. Strict: any warning
+# fails the build (a broken cross-reference, reST markup or maths, in a page or a docstring) and so does a
+# failing example. Sphinx prints each phase with its progress (2 to 4 minutes on two cores). Open
+# build/docs/index.html.
 docs: $(STAMP)
-	$(THREADS) $(PY) -m sphinx -b html -W --keep-going -q -j 2 docs build/docs
+	@echo "make docs: the API pages, the gallery's examples (run), then every page written (2 to 4 minutes)"
+	$(THREADS) $(PY) -m sphinx -b html -W --keep-going -j 2 docs build/docs
 	@echo "built build/docs/index.html"
+
+# the built site and a fit report opened in headless Chromium (tests/docs/test_browser.py): nothing wider than
+# its column, maths rendered, navigation on every page; run after `make docs` (CI does)
+docs-check: $(STAMP) chromium
+	GENPQR_DOCS_SITE=build/docs $(THREADS) $(PY) -m pytest -p no:cacheprovider -q tests/docs/test_browser.py
+
+# Debian's Chromium and its driver, for the browser checks; installed when missing (needs root, as on CI)
+chromium:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else echo "make chromium: install Debian's chromium and chromium-driver (as root) for the browser checks"; fi
 
 # the package as a user gets it: `python -m build` makes the sdist and, from it, the wheel; `twine check`;
 # the wheel installed with its extras [dask,rl] into a fresh virtual environment (dev pins as constraints)

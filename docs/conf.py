@@ -1,8 +1,10 @@
 """Sphinx configuration of the genpqr documentation site: ``make docs`` -> build/docs/index.html.
 
-The site has three parts:
+The site has four parts, each a section of the top navigation bar with its own sidebar:
 
-* the user guide: README.md and docs/*.md, rendered by MyST;
+* getting started and the user guide: docs/*.md, rendered by MyST (``$...$`` is maths), one page
+  per task (``guide.md`` lists them), a glossary of what the console prints and a page for
+  contributors;
 * the gallery: examples/gallery/plot_*.py, run by sphinx-gallery while the site is built (a
   failing example fails the build), rendered into docs/gallery/ (ignored by git);
 * the API reference: one page per module of :data:`API`, generated into docs/api/ (ignored by
@@ -11,14 +13,25 @@ The site has three parts:
 
 The build is strict (``-W --keep-going`` in the Makefile, ``nitpicky``): any warning fails it,
 those raised by the docstrings of src/genpqr included (reST markup, a reference that does not
-resolve). Third-party names cannot resolve (no intersphinx: the CI machine is offline) and are
-the only ones ignored (:data:`nitpick_ignore_regex`).
+resolve, maths that does not convert). Third-party names cannot resolve (no intersphinx: the CI
+machine is offline) and are the only ones ignored (:data:`nitpick_ignore_regex`).
+
+The site needs no network to be read either: maths is converted to MathML while the site is built
+(:func:`visit_math`, by the ``latex2mathml`` package; browsers draw MathML themselves), not typeset
+by a script fetched from a CDN.
+
+A reduced site, for the browser checks of tests/docs/test_browser.py (the full build takes minutes):
+``GENPQR_DOCS_API=genpqr,genpqr.structural`` keeps the API pages of those modules only and
+``GENPQR_DOCS_GALLERY=REGEX`` runs only the gallery examples whose path matches (the others are
+shown without their output). References into the pages left out do not resolve there, so the
+reduced build is not strict; ``make docs`` builds everything.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pkgutil
 import re
 import sys
@@ -42,7 +55,7 @@ release = version = genpqr.__version__
 # name exported by several modules is documented once, under the shortest exporting path (ties:
 # the module that defines it); the others link to it, and references to them resolve there.
 API = {
-    "The package": ["genpqr", "genpqr.exceptions"],
+    "The package": ["genpqr", "genpqr.exceptions", "genpqr.registry", "genpqr.messages"],
     "Data and action spaces": ["genpqr.data", "genpqr.data.validation", "genpqr.datasets"],
     "Actions: reference measures, densities, integration": ["genpqr.actions"],
     "Normalizations": ["genpqr.normalization"],
@@ -58,6 +71,7 @@ API = {
     "Structural estimation": ["genpqr.structural", "genpqr.structural.ddc", "genpqr.structural.kernels",
                               "genpqr.structural.projection", "genpqr.structural.ccp", "genpqr.structural.likelihood",
                               "genpqr.structural.estimation", "genpqr.structural.results",
+                              "genpqr.structural.summary", "genpqr.structural.covariance",
                               "genpqr.structural.separation", "genpqr.structural.fit_checks",
                               "genpqr.structural.identification",
                               "genpqr.structural.maximize", "genpqr.structural.nfxp", "genpqr.structural.checks",
@@ -72,13 +86,18 @@ API = {
                     "genpqr.experiments.runner", "genpqr.experiments.report", "genpqr.experiments.continuous",
                     "genpqr.experiments.folder"],
     "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.workflow",
-                           "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.model_choice", "genpqr.app.transition_choice",
+                           "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.options", "genpqr.app.flags", "genpqr.app.build", "genpqr.app.transition_choice",
                            "genpqr.app.results",
                            "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.fit_continuous",
-                           "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.report",
+                           "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.counterfactual_options", "genpqr.app.report",
                            "genpqr.app.report_continuous", "genpqr.app.report_base", "genpqr.app.demo",
                            "genpqr.app.latent_types"],
 }
+
+_KEEP = [m for m in os.environ.get("GENPQR_DOCS_API", "").split(",") if m]
+if _KEEP:  # the reduced site (module docstring)
+    API = {section: [m for m in modules if m in _KEEP] for section, modules in API.items()}
+    API = {section: modules for section, modules in API.items() if modules}
 
 # ---------------------------------------------------------------------------------------------
 extensions = [
@@ -93,7 +112,7 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 templates_path = ["_templates"]
 # docs/results/ holds the experiments' output tables (written by `genpqr report`), not pages of the guide
-exclude_patterns = ["results/**"]
+exclude_patterns = ["results/**", "_examples/**"]
 
 nitpicky = True
 # third-party names: no intersphinx (the CI machine is offline), so they cannot resolve
@@ -103,7 +122,7 @@ _THIRD_PARTY = ("numpy", "np", "scipy", "sklearn", "pandas", "pd", "torch", "mat
 nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_THIRD_PARTY)})(\..+)?")]
 
 # -- MyST (the user guide is Markdown) ---------------------------------------------------------
-myst_enable_extensions = ["colon_fence"]
+myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
 myst_heading_anchors = 3
 
 # -- autodoc, autosummary, numpydoc ------------------------------------------------------------
@@ -119,23 +138,73 @@ numpydoc_validation_checks: set = set()
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples" / "gallery"),
     "gallery_dirs": "gallery",
-    "filename_pattern": r"/plot_",  # every example runs while the site is built
+    "filename_pattern": os.environ.get("GENPQR_DOCS_GALLERY", r"/plot_"),  # every example runs while the site is built
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
     "remove_config_comments": True,
     "min_reported_time": 1,
     "reset_modules_order": "both",
     "reference_url": {"genpqr": None},  # names in the examples' code link to the API reference
+    "ignore_repr_types": r"matplotlib\.",  # no "<matplotlib.legend.Legend at 0x...>" under a cell ending in a call
 }
 
 # -- HTML ----------------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"genpqr {release}"
-html_theme_options = {"navigation_depth": 2, "collapse_navigation": True, "show_toc_level": 2}
+html_theme_options = {"navigation_depth": 2, "collapse_navigation": True, "show_toc_level": 2,
+                      "header_links_before_dropdown": 6, "secondary_sidebar_items": ["page-toc"]}
 html_show_sourcelink = False
-# no navigation sidebar on the ~600 pages of single functions and classes: rendering the API
-# section's navigation tree on each took half of the build's time (their module pages keep it)
+# the sidebar shows the whole site, the current section open (_templates/sidebar-nav-bs.html), so
+# that no page has an empty one; none on the ~700 pages of single functions and classes: rendering
+# the navigation tree on each took half of the build's time (their module pages keep it)
 html_sidebars = {"api/generated/*": []}
+html_static_path = ["_static"]
+html_css_files = ["genpqr.css"]  # a wider column; console output wraps instead of scrolling
+html_math_renderer = "mathml"
+
+
+# -- maths: LaTeX -> MathML while the site is built ----------------------------------------------
+def _mathml(self, node, latex: str, display: bool) -> str:
+    """MathML of one formula (a multi-line one, with ``\\``, set as ``split``: aligned at ``&``);
+    a formula the converter cannot read is a warning (which fails the strict build) and is shown
+    as its source."""
+    from latex2mathml.converter import convert
+    from sphinx.util import logging
+
+    tex = latex.strip()
+    if display and "\\\\" in tex and "\\begin{" not in tex:
+        tex = "\\begin{split}" + tex + "\\end{split}"
+    try:
+        return convert(tex, display="block" if display else "inline")
+    except Exception as exc:  # noqa: BLE001 - the converter raises many kinds; each is a bad formula
+        logging.getLogger(__name__).warning("maths that does not convert to MathML (%s): %s", exc, latex, location=node)
+        return f"<code>{self.encode(latex)}</code>"
+
+
+def visit_math(self, node) -> None:
+    """Inline maths (``$...$``, ``:math:``) as MathML."""
+    from docutils import nodes
+
+    self.body.append(f'<span class="math">{_mathml(self, node, node.astext(), display=False)}</span>')
+    raise nodes.SkipNode
+
+
+def visit_displaymath(self, node) -> None:
+    """Displayed maths (``$$...$$``, ``.. math::``) as MathML, one block per equation (equations
+    are separated by blank lines), with its number when it has one."""
+    from docutils import nodes
+    from sphinx.util.math import get_node_equation_number
+
+    self.body.append(self.starttag(node, "div", CLASS="math"))
+    if node.get("number"):
+        self.body.append(f'<span class="eqno">({get_node_equation_number(self, node)})</span>')
+    if node.get("nowrap"):
+        parts = [node.astext()]
+    else:
+        parts = [part for part in node.astext().split("\n\n") if part.strip()]
+    self.body.extend(_mathml(self, node, part, display=True) for part in parts)
+    self.body.append("</div>\n")
+    raise nodes.SkipNode
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,6 +353,67 @@ def constant_docstring(app, what, name, obj, options, lines) -> None:
         lines[:] = _defining_comment(name, obj)
 
 
+#: The parameters of the estimators with many, by role: a table at the top of the class's page,
+#: above numpydoc's full list (in the docstring's order). Every parameter of the signature must be
+#: in one group (a parameter added or removed is a warning: the strict build fails until the
+#: table says where it belongs; tests/docs/test_docstring_examples.py checks the same).
+PARAMETER_GROUPS = {
+    "genpqr.GenPQR": {
+        "The model": ["normalization", "gamma", "random_state", "progress"],
+        "Stage 1: the policy": ["policy_model", "policy_prefit", "clip", "cross_fit"],
+        "Stage 2: Q-evaluation": ["q_model", "encoding", "structure", "n_iterations", "tol", "warm_start",
+                                  "validation_fraction", "n_iter_no_change", "solver"],
+        "Tabular states": ["n_states", "transition_model"],
+        "Offsets and support": ["offset_model", "min_support"],
+        "Continuous actions": ["integration", "reference", "min_log_density", "check_density", "density_tol",
+                               "freeze_transformers"],
+        "Latent types": ["n_types", "type_covariates", "type_specific_transitions", "n_em_starts", "max_em_iter",
+                         "em_tol"],
+    },
+}
+
+
+def parameter_group_problems(name: str, cls) -> list[str]:
+    """What :data:`PARAMETER_GROUPS` lacks or has too many for ``cls``'s signature."""
+    grouped = [p for group in PARAMETER_GROUPS[name].values() for p in group]
+    signature = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    return ([f"{p} is in no group" for p in signature if p not in grouped]
+            + [f"{p} is not a parameter" for p in grouped if p not in signature]
+            + [f"{p} is in two groups" for p in set(grouped) if grouped.count(p) > 1])
+
+
+#: Examples sections kept beside the site: ``_examples/<documented name>.rst`` (numpydoc's
+#: "Examples" section, doctest format) is appended to that class's docstring on its page, for a
+#: class whose module has no room left under tests/test_architecture.py's module size
+#: (``genpqr.GenPQR``); tests/docs/test_docstring_examples.py runs them as it runs the others.
+EXAMPLES = DOCS / "_examples"
+
+
+def class_examples(app, what, name, obj, options, lines) -> None:
+    """Append ``_examples/<name>.rst`` to the docstring of the class ``name`` (its aliases included)."""
+    path = EXAMPLES / f"{_ALIASES.get(name, name)}.rst"
+    if what == "class" and path.exists():
+        lines += ["", *path.read_text(encoding="utf-8").splitlines(), ""]
+
+
+def parameter_groups(app, what, name, obj, options, lines) -> None:
+    """The "Parameters at a glance" table of a class of :data:`PARAMETER_GROUPS` (its aliases
+    included), inserted above its Parameters section."""
+    from sphinx.util import logging
+
+    home = _ALIASES.get(name, name)
+    if what != "class" or home not in PARAMETER_GROUPS:
+        return
+    for problem in parameter_group_problems(home, obj):
+        logging.getLogger(__name__).warning("docs/conf.py PARAMETER_GROUPS[%r]: %s", home, problem)
+    table = ["", ".. rubric:: Parameters at a glance", "", ".. list-table::", "   :widths: 30 70", ""]
+    for group, names in PARAMETER_GROUPS[home].items():
+        table += [f"   * - {group}", f"     - {', '.join(f'``{n}``' for n in names)}"]
+    table.append("")
+    at = next((i for i, line in enumerate(lines) if line.strip() == "Parameters"), len(lines))
+    lines[at:at] = table
+
+
 def skip_foreign_member(app, what, name, obj, skip, options):
     """Document a class's members defined in genpqr, not those it inherits from another library
     (scikit-learn's ``get_params``, ``Exception.add_note``, ...)."""
@@ -376,8 +506,11 @@ def resolve_alias(app, env, node, contnode):
 
 
 def setup(app):
+    app.add_html_math_renderer("mathml", (visit_math, None), (visit_displaymath, None))
     app.connect("config-inited", write_api_pages)  # before Sphinx lists the sources and autosummary writes stubs
     app.connect("autodoc-skip-member", skip_foreign_member)
     app.connect("autodoc-process-docstring", constant_docstring, priority=400)  # before numpydoc (500)
+    app.connect("autodoc-process-docstring", parameter_groups, priority=400)
+    app.connect("autodoc-process-docstring", class_examples, priority=400)
     app.connect("autodoc-process-bases", public_bases)
     app.connect("missing-reference", resolve_alias)

@@ -35,7 +35,8 @@ print(f"{data.n} logged transitions in {data.n_episodes} episodes")
 # linear Bellman equation ``Q = u - g + gamma P mu Q`` is solved exactly, with ``u = log pi_hat``
 # from the first stage (cell frequencies here: the cells are well filled).
 normalization = N.anchor_action(0)
-model = GenPQR(normalization, gamma=gamma, q_model="exact", n_states=30).fit(data)
+model = GenPQR(normalization, gamma=gamma, q_model="exact", n_states=30, random_state=0)
+model.fit(data)
 print(model.summary())
 
 # %%
@@ -44,9 +45,10 @@ print(model.summary())
 # The true reward under the same normalization, and the error of the estimate.
 truth = stage2.normalized_reward(mdp.reward, mdp.kernel, gamma, normalization)
 estimate = model.reward_table().to_numpy()
-print(f"reward MSE {np.mean((estimate - truth) ** 2):.4f}, max |error| {np.max(np.abs(estimate - truth)):.3f}, "
-      f"correlation {np.corrcoef(truth[:, 1:].ravel(), estimate[:, 1:].ravel())[0, 1]:.3f} "
-      f"(actions 1 and 2; action 0 is 0 in both)")
+error = estimate - truth
+correlation = np.corrcoef(truth[:, 1:].ravel(), estimate[:, 1:].ravel())[0, 1]
+print(f"reward MSE {np.mean(error ** 2):.4f}, max |error| {np.max(np.abs(error)):.3f}, "
+      f"correlation {correlation:.3f}\n(actions 1 and 2; action 0 is 0 in both)")
 
 fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), layout="constrained")
 lim = float(np.max(np.abs(truth)))

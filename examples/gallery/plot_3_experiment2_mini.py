@@ -35,10 +35,12 @@ sample = make_synthetic_data(0, n_train=300, n_test=100)
 model = GenPQR(N.anchor_action(0), gamma=0.9, random_state=0).fit(sample.train)
 test = sample.test
 estimate = model.reward(test.states, actions=test.actions)
-print(sample.evaluate(estimate, model.log_policy(test.states)))
+scores = sample.evaluate(estimate, model.log_policy(test.states))
+print({name: round(value, 3) for name, value in scores.items()})
 
 fig, ax = plt.subplots(figsize=(6, 5), layout="constrained")
-plot_reward_recovery(sample.true_test_reward(), estimate, ax=ax, label="test (state, logged action) pairs")
+plot_reward_recovery(sample.true_test_reward(), estimate, ax=ax,
+                     label="test (state, logged action) pairs")
 ax.set_title("seed 0: GenPQR() defaults")
 
 # %%
@@ -57,11 +59,13 @@ config = ExperimentConfig(
     layout="methods",
     description="Experiment 2 in miniature: 300 trajectories, common anchor (shift 0)",
 )
-workdir = tempfile.TemporaryDirectory(prefix="genpqr-exp2-mini-")  # removed when the example ends
+# a temporary folder, removed when the example ends
+workdir = tempfile.TemporaryDirectory(prefix="genpqr-exp2-mini-")
 out = Path(workdir.name)
 run_experiment(config, seeds=range(3), out=out, n_jobs=1, progress=False)
 results = pd.read_csv(out / "results.csv")
-print(results[["seed", "method", "reward_mse", "reward_corr", "policy_nll", "fit_time"]].round(3).to_string())
+columns = ["seed", "method", "reward_mse", "reward_corr", "policy_nll", "fit_time"]
+print(results[columns].round(3).to_string())
 
 # %%
 # The neural FQE runs the schedule the experiment fixes (16 Bellman iterations, no tolerance),

@@ -29,7 +29,8 @@ from genpqr.envs.lqg import make_lqg
 
 problem = make_lqg()
 data = problem.sample(2000, random_state=0)
-print(f"{data.n} transitions, states of dimension {data.state_dim}, actions of dimension {data.action_dim}")
+print(f"{data.n} transitions, states of dimension {data.state_dim}, "
+      f"actions of dimension {data.action_dim}")
 
 # %%
 # Fit
@@ -37,9 +38,10 @@ print(f"{data.n} transitions, states of dimension {data.state_dim}, actions of d
 # Stage 2 is fitted Q evaluation with a degree-2 polynomial regression (the true Q is
 # quadratic), and ``mu Q`` at the next state is integrated by an 8-node Gauss-Hermite rule.
 normalization = N.point_anchor(0.0)
-model = GenPQR(normalization=normalization, gamma=problem.gamma, policy_model=LinearGaussianDensity(),
-               q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()), integration=GaussHermite(8),
-               n_iterations=200, random_state=0).fit(data)
+model = GenPQR(normalization=normalization, gamma=problem.gamma,
+               policy_model=LinearGaussianDensity(),
+               q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
+               integration=GaussHermite(8), n_iterations=200, random_state=0).fit(data)
 print(model.summary())
 
 # %%
@@ -50,19 +52,24 @@ print(model.summary())
 truth = problem.normalized_reward(normalization)
 s, a = problem.evaluation_pairs(500, random_state=1)
 recovered, true = model.reward(s, a), problem.evaluate(truth, s, a)
-print(f"reward MSE {np.mean((recovered - true) ** 2):.4f} (variance of the true reward {np.var(true):.3f}), "
+print(f"reward MSE {np.mean((recovered - true) ** 2):.4f} "
+      f"(variance of the true reward {np.var(true):.3f}), "
       f"correlation {np.corrcoef(recovered, true)[0, 1]:.4f}")
 
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
 grid = np.linspace(-2.5, 2.5, 101)[:, None]
 for k, state in enumerate((-1.5, 0.0, 1.5)):
     states = np.full_like(grid, state)
-    axes[0].plot(grid[:, 0], problem.evaluate(truth, states, grid), color=f"C{k}", lw=1, ls="--")
-    axes[0].plot(grid[:, 0], model.reward(states, grid), color=f"C{k}", label=f"s = {state:g}")
+    axes[0].plot(grid[:, 0], problem.evaluate(truth, states, grid), color=f"C{k}", lw=1,
+                 ls="--")
+    axes[0].plot(grid[:, 0], model.reward(states, grid), color=f"C{k}",
+                 label=f"s = {state:g}")
 axes[0].axvline(0.0, color="grey", lw=0.8)
-axes[0].set(xlabel="action a", ylabel="r(s, a)", title="recovered (solid) and true (dashed) reward")
+axes[0].set(xlabel="action a", ylabel="r(s, a)",
+            title="recovered (solid) and true (dashed) reward")
 axes[0].legend()
 axes[1].scatter(true, recovered, s=8, alpha=0.5)
 lims = [min(true.min(), recovered.min()), max(true.max(), recovered.max())]
 axes[1].plot(lims, lims, color="black", lw=1, ls="--")
-axes[1].set(xlabel="true normalized reward", ylabel="recovered reward", title="at 500 pairs of the behaviour")
+axes[1].set(xlabel="true normalized reward", ylabel="recovered reward",
+            title="at 500 pairs of the behaviour")

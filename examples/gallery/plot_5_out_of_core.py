@@ -31,12 +31,15 @@ gamma, n_states = 0.9, 50
 mdp = random_mdp(n_states, 3, n_next=5, gamma=gamma, reward_scale=0.5, random_state=0)
 behaviour = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, gamma)
 logs = simulate_tabular(mdp, behaviour, n_episodes=2000, horizon=20, random_state=1).to_pandas()
-frame = logs[["episode", "time", "s0", "action"]].rename(columns={"s0": "state"}).astype({"time": int, "state": int})
+frame = logs[["episode", "time", "s0", "action"]].rename(columns={"s0": "state"})
+frame = frame.astype({"time": int, "state": int})
 
-workdir = tempfile.TemporaryDirectory(prefix="genpqr-out-of-core-")  # removed when the example ends
+# a temporary folder, removed when the example ends
+workdir = tempfile.TemporaryDirectory(prefix="genpqr-out-of-core-")
 folder = Path(workdir.name)
 for part, episodes in enumerate(np.array_split(np.arange(2000), 4)):
-    frame[frame.episode.isin(episodes)].to_parquet(folder / f"part-{part}.parquet", index=False)
+    part_rows = frame[frame.episode.isin(episodes)]
+    part_rows.to_parquet(folder / f"part-{part}.parquet", index=False)
 print(frame.head())
 print(sorted(p.name for p in folder.iterdir()), f"{len(frame)} rows")
 
@@ -47,9 +50,10 @@ print(sorted(p.name for p in folder.iterdir()), f"{len(frame)} rows")
 # and returns a fitted one. On the tabular path stage 1 is the cell frequencies read off the
 # counts.
 normalization = N.anchor_action(0)
-streamed = fit_parquet(GenPQR(normalization, gamma=gamma, q_model="exact", n_states=n_states), folder,
-                       episode="episode", time="time", state="state", action="action", chunk_rows=5000,
-                       progress=False)
+estimator = GenPQR(normalization, gamma=gamma, q_model="exact", n_states=n_states,
+                   random_state=0)
+streamed = fit_parquet(estimator, folder, episode="episode", time="time", state="state",
+                       action="action", chunk_rows=5000, progress=False)
 print(streamed.summary())
 
 # %%
@@ -59,8 +63,10 @@ print(streamed.summary())
 # (cell frequencies) give the same reward, up to rounding.
 data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
 in_memory = GenPQR(normalization, gamma=gamma, q_model="exact", n_states=n_states,
-                   policy_model=FrequencyClassifier(n_states=n_states)).fit(data)
-streamed_table, memory_table = streamed.reward_table().to_numpy(), in_memory.reward_table().to_numpy()
+                   policy_model=FrequencyClassifier(n_states=n_states), random_state=0)
+in_memory.fit(data)
+streamed_table = streamed.reward_table().to_numpy()
+memory_table = in_memory.reward_table().to_numpy()
 print(f"max |streamed - in memory| = {np.max(np.abs(streamed_table - memory_table)):.1e}")
 
 truth = stage2.normalized_reward(mdp.reward, mdp.kernel, gamma, normalization)

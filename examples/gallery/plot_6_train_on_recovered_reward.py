@@ -31,7 +31,8 @@ base = random_mdp(S, K, n_next=4, gamma=gamma, reward_scale=1.5, random_state=0)
 reward = base.reward.copy()
 reward[:, 0] = 0.0
 logged = stage2.TabularMDP(base.kernel, gamma, reward)
-changed = stage2.TabularMDP(random_mdp(S, K, n_next=4, gamma=gamma, random_state=1000).kernel, gamma, reward)
+other = random_mdp(S, K, n_next=4, gamma=gamma, random_state=1000)
+changed = stage2.TabularMDP(other.kernel, gamma, reward)
 
 # %%
 # Recover the reward from an expert's logs
@@ -39,13 +40,15 @@ changed = stage2.TabularMDP(random_mdp(S, K, n_next=4, gamma=gamma, random_state
 # The expert follows the soft-optimal policy of the true reward in the logged environment.
 expert = stage2.soft_optimal_policy(reward, logged.kernel, gamma)
 data = simulate_tabular(logged, expert, n_episodes=1000, horizon=20, random_state=0)
-model = GenPQR(N.anchor_action(0), gamma=gamma, q_model="exact", n_states=S).fit(data)
+model = GenPQR(N.anchor_action(0), gamma=gamma, q_model="exact", n_states=S, random_state=0)
+model.fit(data)
 
 # The agent observes one-hot vectors; the model's states are indices.
 recovered = RewardFunction(model, obs_to_state=lambda obs: obs.argmax(axis=1)[:, None])
 one_hot = np.eye(S)
-print("recovered reward at (state 0, action 1) and (state 5, action 2):", recovered(one_hot[[0, 5]], np.array([1, 2])))
-print("true reward there:                                         ", reward[[0, 5], [1, 2]])
+print("reward at (state 0, action 1) and (state 5, action 2):")
+print("  recovered:", recovered(one_hot[[0, 5]], np.array([1, 2])))
+print("  true:     ", reward[[0, 5], [1, 2]])
 
 # %%
 # Train by soft fitted Q iteration
@@ -54,15 +57,19 @@ print("true reward there:                                         ", reward[[0, 
 # rollouts), rewarded by the recovered reward; soft FQI with one linear regression per action
 # on one-hot states (exact soft value iteration on the sampled kernel).
 def train(mdp, seed):
-    explore = simulate_tabular(mdp, np.full((S, K), 1.0 / K), n_episodes=500, horizon=20, random_state=seed)
-    obs, next_obs = one_hot[explore.states[:, 0].astype(int)], one_hot[explore.next_states[:, 0].astype(int)]
+    uniform = np.full((S, K), 1.0 / K)
+    explore = simulate_tabular(mdp, uniform, n_episodes=500, horizon=20, random_state=seed)
+    obs = one_hot[explore.states[:, 0].astype(int)]
+    next_obs = one_hot[explore.next_states[:, 0].astype(int)]
     agent = SoftFQI(LinearRegression(), encoding="per_action", n_iterations=500, tol=1e-8)
-    agent.fit(obs, explore.actions, recovered(obs, explore.actions), next_obs, gamma, n_actions=K)
+    rewards = recovered(obs, explore.actions)
+    agent.fit(obs, explore.actions, rewards, next_obs, gamma, n_actions=K)
     return agent.policy(one_hot)
 
 
 def true_return(mdp, policy):
-    """Average discounted return per step under the TRUE reward, from a uniform initial state."""
+    """Average discounted return per step under the TRUE reward, from a uniform initial
+    state."""
     _, value = stage2.policy_evaluation(reward, policy, mdp.kernel, gamma)
     return float((1 - gamma) * value.mean())
 
@@ -71,16 +78,20 @@ def greedy(policy):
     return np.eye(K)[policy.argmax(axis=1)]
 
 
-cloned = np.exp(model.log_policy(np.arange(S)[:, None]))  # behaviour cloning: the first stage pi_hat
+# behaviour cloning: the first stage pi_hat
+cloned = np.exp(model.log_policy(np.arange(S)[:, None]))
 rows = []
 for name, mdp, seed in (("logged", logged, 1), ("changed", changed, 2)):
-    policies = {"soft-optimal (true reward)": stage2.soft_optimal_policy(reward, mdp.kernel, gamma),
+    optimal = stage2.soft_optimal_policy(reward, mdp.kernel, gamma)
+    policies = {"soft-optimal (true reward)": optimal,
                 "soft FQI on the recovered reward": train(mdp, seed),
                 "behaviour cloning": cloned,
                 "uniform random": np.full((S, K), 1.0 / K)}
     for policy_name, policy in policies.items():
-        rows.append({"environment": name, "policy": policy_name, "stochastic": true_return(mdp, policy),
-                     "greedy": np.nan if policy_name == "uniform random" else true_return(mdp, greedy(policy))})
+        scores = {"stochastic": true_return(mdp, policy),
+                  "greedy": np.nan if policy_name == "uniform random"
+                  else true_return(mdp, greedy(policy))}
+        rows.append({"environment": name, "policy": policy_name, **scores})
 table = pd.DataFrame(rows)
 print(table.round(3).to_string(index=False))
 
@@ -92,7 +103,8 @@ print(table.round(3).to_string(index=False))
 # is right because the anchor normalization is true of the reward; under a wrong normalization
 # the recovered reward is shaped for the old dynamics: see the counterfactuals page.)
 fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
-pivot = table.pivot(index="policy", columns="environment", values="stochastic").loc[list(policies)]
+pivot = table.pivot(index="policy", columns="environment", values="stochastic")
+pivot = pivot.loc[list(policies)]
 pivot[["logged", "changed"]].plot.barh(ax=ax)
 ax.invert_yaxis()
 ax.set(xlabel="average discounted return per step under the true reward", ylabel="",

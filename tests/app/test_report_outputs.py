@@ -119,7 +119,7 @@ def test_anchor_rewards_are_exactly_g_in_the_solver_and_rewards_csv(tmp_path, ca
     for col in ("reward_left", "reward_left_se", "reward_left_lo", "reward_left_hi"):
         assert set(raw[col]) == {"0.0"}, (col, set(raw[col]))
     assert (raw["reward_right"] != "0.0").any()
-    table = (tmp_path / "o" / "report.html").read_text().split("Rewards table")[1].split("5. Coverage")[0]
+    table = (tmp_path / "o" / "report.html").read_text().split("id='rewards-table'>Rewards table")[1].split("5. Coverage")[0]
     assert "e-1" not in table  # no 1.776e-15 for a zero
 
 

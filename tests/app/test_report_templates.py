@@ -1,6 +1,7 @@
 """The Jinja2 templates of the `genpqr fit` report (genpqr.app.report_base): escaping, the shared
 base page, table truncation and the templates shipped as package data."""
 
+import re
 import warnings
 from importlib import resources
 
@@ -37,7 +38,9 @@ def test_text_from_the_data_and_the_fit_is_escaped(fitted):
     # the rerun command quotes a folder with a space, and says the paths are absolute
     assert "<code>genpqr fit --config &#39;/tmp/a b/config.json&#39;</code> (from any folder" in html
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
-    assert html.count("<h2>") == 7
+    assert html.count("<h2 ") == 7  # the sections, each with its anchor in the table of contents
+    for anchor in re.findall(r"<h2 id='([\w-]+)'>", html):
+        assert f"<a href='#{anchor}'>" in html, anchor
 
 
 def test_without_an_output_folder_the_command_is_relative(fitted):

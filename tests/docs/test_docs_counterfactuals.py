@@ -58,14 +58,28 @@ def load_script(rel):
     return module
 
 
+def shown_outputs(page) -> dict:
+    """``{python block: the text block right after it}``: what the page says the block prints."""
+    found = blocks(page)
+    return {body: found[i + 1][1] for i, (lang, body) in enumerate(found[:-1])
+            if lang == "python" and found[i + 1][0] == "text"}
+
+
 @pytest.mark.parametrize("page", PAGES)
-def test_python_blocks_run(page, tmp_path, monkeypatch):
+def test_python_blocks_run(page, tmp_path, monkeypatch, capsys):
+    """Every python block runs, and a block followed by a ``text`` block prints what it shows
+    (tests/doc_output.py: numbers to their shown digits)."""
     monkeypatch.chdir(tmp_path)
     code = [body for lang, body in blocks(page) if lang == "python"]
+    shown = shown_outputs(page)
     namespace = {"__name__": "__doc_block__"}  # as a reader runs them: a block uses the names above it
     with recording() as found:
         for body in code:
+            capsys.readouterr()
             exec(compile(body, f"docs/{page}", "exec"), namespace)
+            if body in shown:
+                differences = output_differences(shown[body], capsys.readouterr().out)
+                assert not differences, "\n".join(differences)
     check_warnings(f"docs/{page}", "python", found)
 
 

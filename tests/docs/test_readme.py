@@ -1,21 +1,28 @@
-"""Every code block of README.md runs (and the `genpqr` commands of examples/README.md).
+"""Every code block of README.md and of the pages it leads to runs, and prints what the page shows
+(and the `genpqr` commands of examples/README.md run).
 
-* ```python blocks are executed as they are (in a temporary working directory);
+The pages: README.md and the docs pages that took over its content (:data:`PAGES`).
+
+* ```python blocks are executed as they are, in order, in one namespace per page (in a temporary
+  working directory); a ```text block right after a python block is the output that block prints,
+  compared line by line with what it prints today (tests/doc_output.py: ``...`` for left-out text,
+  numbers to the digits shown);
 * ```bash blocks of `genpqr` commands run in-process through ``genpqr.app.cli.main`` in a
   temporary working directory holding a copy of ``examples/`` (so a command cannot write into
   the checkout; ``checkout_unchanged`` checks that none did). ``$(python -m genpqr.datasets
-  NAME)`` is the shipped data set's path. Substitutions, each to keep the suite fast:
-  ``--bootstrap 200`` becomes ``--bootstrap 20`` and ``--n-jobs 2`` ``--n-jobs 1``; ``genpqr
-  experiment`` runs its ``--tiny`` variant on one seed and one method (the full sweep takes
-  hours);
+  NAME)`` is the shipped data set's path. A ```text block right after a bash block is what its
+  (last) command prints, compared as above. Substitutions, each to keep the suite fast, on
+  commands whose output the page does not show: ``--bootstrap 200`` becomes ``--bootstrap 20``
+  and ``--n-jobs 2`` ``--n-jobs 1``; ``genpqr experiment`` runs its ``--tiny`` variant on one
+  seed and one method (the full sweep takes hours);
 * SKIPPED (justified): ``make demo`` (creates the virtual environment the tests already run
   in; ``genpqr demo`` itself is tested in test_cli.py), ``make test`` (the whole suite, this file
-  included) and the install commands of "Install" (building and installing the wheel into a
-  fresh environment: ``make wheel-check``, a CI step, runs them and tests/app/test_wheel.py checks
+  included) and the install commands (building and installing the wheel into a fresh
+  environment: ``make wheel-check``, a CI step, runs them and tests/app/test_wheel.py checks
   the result).
 Other fenced blocks (data excerpts, printed output) are not code.
 The warnings each run raises or prints are checked against the page's list in
-tests/doc_warnings.py (none for these pages).
+tests/doc_warnings.py.
 """
 
 from __future__ import annotations
@@ -34,7 +41,11 @@ from ..doc_output import output_differences
 from ..doc_warnings import check_warnings, printed, recording
 
 ROOT = Path(__file__).resolve().parents[2]
+#: README.md and the pages that hold what it used to (every one with code).
+PAGES = ("README.md", "docs/getting_started.md", "docs/install.md", "docs/python_api.md", "docs/your_data.md",
+         "docs/experiments.md")
 SKIP = {"make demo", "make test", "python -m pip install build", "python -m build",
+        "python -m pip install dist/genpqr-0.1.0-py3-none-any.whl",
         "python -m pip install 'dist/genpqr-0.1.0-py3-none-any.whl[rl]'", "genpqr --version"}
 SHIPPED = re.compile(r'"\$\(python -m genpqr\.datasets (\w+)\)"')
 pytestmark = pytest.mark.usefixtures("checkout_unchanged")
@@ -43,6 +54,18 @@ FENCE = re.compile(r"```([a-z]*)\n(.*?)```", re.S)
 
 def _blocks(path: Path):
     return [(lang, body) for lang, body in FENCE.findall(path.read_text(encoding="utf-8"))]
+
+
+def _with_output(path: Path):
+    """``(language, code, shown output or None)`` of the page's python and bash blocks: the output
+    is a ```text block that comes next (prose between them, no other block)."""
+    fences = list(FENCE.finditer(path.read_text(encoding="utf-8")))
+    found = []
+    for m, after in zip(fences, [*fences[1:], None]):
+        if m.group(1) in ("python", "bash"):
+            shown = after.group(2) if after is not None and after.group(1) == "text" else None
+            found.append((m.group(1), m.group(2), shown))
+    return found
 
 
 def _commands(body: str) -> list[str]:
@@ -60,14 +83,16 @@ def _shell_commands(path: Path, tagged_only: bool) -> list[str]:
     return out
 
 
-def _adapt(argv: list[str], outs: list) -> list[str]:
-    """The substitutions listed in the module docstring."""
+def _adapt(argv: list[str], outs: list, shown: bool = False) -> list[str]:
+    """The substitutions listed in the module docstring (none on a command whose output is shown)."""
     argv = list(argv)
+    if "--out" in argv:
+        outs.append(argv[argv.index("--out") + 1])
+    if shown:
+        return argv
     for flag, value in (("--bootstrap", "20"), ("--n-jobs", "1")):
         if flag in argv:
             argv[argv.index(flag) + 1] = value
-    if "--out" in argv:
-        outs.append(argv[argv.index("--out") + 1])
     if argv[0] == "experiment":
         if "--seeds" in argv:
             argv[argv.index("--seeds") + 1] = "1"
@@ -83,22 +108,34 @@ def _in_scratch_folder(tmp: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp)
 
 
-def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
-    blocks = [body for lang, body in _blocks(ROOT / "README.md") if lang == "python"]
-    assert len(blocks) >= 2
+@pytest.mark.parametrize("page", [p for p in PAGES if "```python" in (ROOT / p).read_text(encoding="utf-8")])
+def test_python_blocks_run_and_print_what_the_page_shows(page, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": f"doc_{Path(page).stem}"}
+    compared = 0
     with recording() as found:
-        for i, body in enumerate(blocks):
-            exec(compile(body, f"README.md python block {i}", "exec"), {"__name__": f"readme_{i}"})
-    assert (tmp_path / "model.joblib").exists()
-    shown = re.search(r"print\(model.first_stage_\) +# (.*)", "\n".join(blocks)).group(1)
-    assert not output_differences(shown, capsys.readouterr().out.splitlines()[-2]), shown
-    check_warnings("README.md", "python", found)
+        for i, (lang, body, shown) in enumerate(_with_output(ROOT / page)):
+            if lang != "python":
+                continue
+            capsys.readouterr()
+            exec(compile(body, f"{page} python block {i}", "exec"), namespace)
+            if shown is not None:
+                differences = output_differences(shown, capsys.readouterr().out)
+                assert not differences, f"{page}, python block {i} prints otherwise than shown: {differences}"
+                compared += 1
+    assert compared >= 1, f"{page}: no python block shows its output"
+    check_warnings(page, "python", found)
+    if page == "docs/python_api.md":
+        assert (tmp_path / "model.joblib").exists()
 
 
-@pytest.mark.parametrize("readme", ["README.md", "examples/README.md"])
+@pytest.mark.parametrize("readme", [*(p for p in PAGES if "```bash" in (ROOT / p).read_text(encoding="utf-8")),
+                                    "examples/README.md"])
 def test_readme_shell_blocks_run(readme, tmp_path, monkeypatch, capsys):
-    commands = _shell_commands(ROOT / readme, tagged_only=readme == "README.md")
+    tagged_only = readme != "examples/README.md"
+    shown_after = {_commands(body)[-1]: shown for lang, body, shown in _with_output(ROOT / readme)
+                   if lang == "bash" and shown is not None}
+    commands = _shell_commands(ROOT / readme, tagged_only=tagged_only)
     assert commands, f"no commands found in {readme}"
     _in_scratch_folder(tmp_path, monkeypatch)
     outs: list = []
@@ -107,12 +144,16 @@ def test_readme_shell_blocks_run(readme, tmp_path, monkeypatch, capsys):
         for command in commands:
             if command in SKIP:
                 continue
+            shown = shown_after.get(command)
             command = SHIPPED.sub(lambda m: shlex.quote(str(datasets.path(m.group(1)))), command)
             argv = shlex.split(command)
             assert argv[0] == "genpqr", f"{readme}: unexpected command {command!r} (run it here or list it in SKIP)"
-            code = main(_adapt(argv[1:], outs))
+            code = main(_adapt(argv[1:], outs, shown=shown is not None))
             console = capsys.readouterr()
             assert code == 0, f"{readme}: {command!r} failed: {console.err}"
+            if shown is not None:
+                differences = output_differences(shown, console.out)
+                assert not differences, f"{readme}: {command!r} prints otherwise than shown: {differences}"
             found += printed(console.out + console.err)
             ran += 1
     assert ran >= 1
@@ -121,6 +162,27 @@ def test_readme_shell_blocks_run(readme, tmp_path, monkeypatch, capsys):
     check_warnings(readme, "shell", found)
     if readme == "examples/README.md":
         check_continuous_claims(tmp_path / "fit-lqg")
+
+
+def test_readme_is_short_and_starts_with_make_demo_and_make_test():
+    """The README is an overview (at most 120 lines), its quick start the two make commands, its
+    picture a file of the repository; everything else is in the documentation site."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 120
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert [body for lang, body in FENCE.findall(quick)] == ["make demo\nmake test\n"]
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text, re.S):
+        assert (ROOT / image).is_file(), image
+    for link in re.findall(r"\]\((docs/[\w/.-]+\.md)\)", text):
+        assert (ROOT / link).is_file(), link
+
+
+def test_your_data_shows_the_data_file():
+    """The excerpt of your_data.md is the first rows of examples/data/choices.csv."""
+    text = (ROOT / "docs" / "your_data.md").read_text(encoding="utf-8")
+    excerpt = next(b for lang, b in FENCE.findall(text) if b.startswith("episode,time,state,action"))
+    head = (ROOT / "examples" / "data" / "choices.csv").read_text().splitlines()
+    assert not output_differences(excerpt, "\n".join(head[:len(excerpt.strip().splitlines())])), excerpt
 
 
 def _examples_page():
@@ -184,3 +246,20 @@ def check_continuous_claims(folder: Path) -> None:
     model = genpqr.load(folder / "model.joblib")
     assert type(model) is getattr(genpqr, model_class)
     assert type(model.action_space_) is getattr(genpqr, space_class)
+
+
+def test_the_readme_picture_is_made_by_its_script(tmp_path):
+    """docs/readme.png (the README's and the site's front page's picture) is what
+    examples/readme_figure.py draws: the script runs (a short bootstrap here) and draws a picture
+    of the same size."""
+    import subprocess
+    import sys
+
+    import matplotlib.image
+
+    out = tmp_path / "readme.png"
+    env = {"PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "readme_figure.py"), "--out", str(out),
+                           "--n-boot", "10"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert matplotlib.image.imread(out).shape == matplotlib.image.imread(ROOT / "docs" / "readme.png").shape

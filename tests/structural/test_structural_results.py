@@ -41,7 +41,7 @@ def test_to_frame_conf_int_params_and_bse_are_exact(bus):
     np.testing.assert_array_equal(frame.ci_low, lo)
     np.testing.assert_array_equal(frame.ci_high, hi)
     np.testing.assert_allclose(hi - fit.theta, norm.ppf(0.95) * fit.std_error, rtol=1e-12)
-    ci = fit.conf_int(0.9)
+    ci = fit.conf_int(level=0.9)
     assert list(ci.columns) == ["lower", "upper"] and list(ci.index) == NAMES
     np.testing.assert_array_equal(ci.lower, lo)
     np.testing.assert_array_equal(ci.upper, hi)
@@ -51,7 +51,7 @@ def test_to_frame_conf_int_params_and_bse_are_exact(bus):
     assert fit.bse_.name == "std_error (OPG)" and list(fit.bse_.index) == NAMES
     for bad in (0, 1, 1.5, -0.1):
         with pytest.raises(ValueError, match=r"level must be in \(0, 1\)"):
-            fit.conf_int(bad)
+            fit.conf_int(level=bad)
     with pytest.raises(TypeError, match="level must be a number"):
         fit.to_frame("high")
 

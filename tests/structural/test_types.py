@@ -147,6 +147,18 @@ def test_results_tables(mle):
     assert types.theta11.nunique() == 1
     text = str(mle.summary())
     assert "AIC" in text and "mixing proportions" in text and "RC[type 1]" in text
+    # statsmodels' names cover every parameter, the mixing ones included; the observations are episodes
+    assert list(mle.params.index) == mle.names + mle.mixing_names and mle.nobs == mle.n_episodes
+    np.testing.assert_array_equal(mle.params, table.estimate)
+    np.testing.assert_array_equal(mle.bse, table.std_error)
+    np.testing.assert_allclose(mle.pvalues, table.p_value, rtol=1e-12)
+    assert mle.df_model == mle.n_params and mle.df_resid == mle.n_episodes - mle.n_params and mle.llf == mle.loglik
+    assert mle.aic == 2 * mle.n_params - 2 * mle.loglik
+    assert mle.bic == mle.n_params * np.log(mle.n_episodes) - 2 * mle.loglik
+    np.testing.assert_array_equal(mle.cov_params().to_numpy(), mle.cov)
+    ci = mle.conf_int(alpha=0.1)
+    np.testing.assert_allclose(ci.upper - mle.params, 1.6448536269514722 * mle.bse, rtol=1e-12)
+    assert max(len(line) for line in text.splitlines()) <= 100 and "\\begin{tabular}" in mle.summary().as_latex()
     assert mle.type_policy(1).shape == (S, 2)
 
 

@@ -5,6 +5,8 @@ FQI), the reward in a new environment (transfer).
 
 from ._counterfactual import ROUTE_GAP_WARN, ROUTES, STRUCTURAL_RULE, counterfactual
 from ._counterfactual_result import CounterfactualResult, load_counterfactual
+from ._counterfactual_summary import CounterfactualSummary
+from ._welfare import WelfareResult
 from ._parametric_counterfactual import (DeltaResult, ParameterChange, REQUIRED_ATTRIBUTES, delta_method,
                                          delta_method_unit, parse_parameter_change)
 from ._scenarios import (ScenarioSolution, initial_distribution, new_kernel, reward_delta, solve_scenario,
@@ -16,6 +18,7 @@ from ._soft_fqi import SoftFQI, soft_counterfactual
 from ._transfer import RecoveredRewardWrapper, RewardFunction, to_imitation_reward_net
 
 __all__ = ["counterfactual", "ROUTES", "STRUCTURAL_RULE", "ROUTE_GAP_WARN", "CounterfactualResult",
+           "CounterfactualSummary", "WelfareResult",
            "load_counterfactual", "parse_parameter_change", "ParameterChange", "delta_method", "delta_method_unit",
            "DeltaResult", "REQUIRED_ATTRIBUTES", "ScenarioSolution", "solve_scenario", "stationary_distribution",
            "state_occupancy", "reward_delta", "new_kernel", "initial_distribution", "MIN_VISITS", "MATERIAL_SHARE",

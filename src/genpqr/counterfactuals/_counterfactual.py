@@ -47,13 +47,15 @@ import numpy as np
 from ..data.validation import check_gamma
 from ._counterfactual_result import CounterfactualResult, load_counterfactual
 from ..exceptions import ExtrapolationWarning, GenPQRWarning
+from ..messages import Mention, Message
 from ._identification import IdentificationWarning, identification_rule, shaping_preserved
-from ._parametric_counterfactual import REQUIRED_ATTRIBUTES, delta_method, parse_parameter_change
+from ._parametric_counterfactual import REQUIRED_ATTRIBUTES, DeltaResult, delta_method, parse_parameter_change
 from ._scenarios import (ScenarioSolution, initial_distribution, new_kernel, reward_delta, solve_scenario,
                          state_occupancy, stationary_distribution)
 from ..data import FiniteActions
 from ..stage2 import ExactStage2
 from ._support import MATERIAL_SHARE, MIN_VISITS, off_support, support_report, warn_if_material
+from ._welfare import WelfareResult, check_money_parameter, welfare_values, welfare_weights
 
 __all__ = ["CounterfactualResult", "ScenarioSolution", "IdentificationWarning", "counterfactual",
            "solve_scenario", "stationary_distribution", "state_occupancy", "identification_rule",
@@ -121,6 +123,12 @@ class _Spec:
         delta = delta + (structural.flow_utility(new_theta) - u)
         return self._pair(u, delta, structural.kernel, structural.gamma)
 
+    def welfare(self, base, cf) -> np.ndarray:
+        """``[W, W']``: both scenarios' values averaged over the welfare distribution (the initial
+        one, else the baseline's stationary one; NaN when there is neither)."""
+        d, _ = welfare_weights(initial_distribution(self.initial, base.value.size), base)
+        return np.full(2, np.nan) if d is None else welfare_values(base, cf, d)
+
     def values(self, n_states):
         x = np.arange(n_states, dtype=np.float64) if self.state_values is None else \
             np.asarray(self.state_values, dtype=np.float64)
@@ -132,22 +140,28 @@ class _Spec:
 class _SummaryStatistic:
     """Bootstrap statistic (picklable): baseline and counterfactual summaries of a replicate on
     the route, and whether each left the full data's support (last column), shape
-    (2, n_statistics + 1). On the structural route the parameters are re-estimated on the
-    replicate (``structural.refit(model)``)."""
+    (2, n_statistics + 1), then each scenario's welfare ``W`` and the money parameter's
+    re-estimate (NaN without one): shape (2, n_statistics + 3). On the structural route the
+    parameters are re-estimated on the replicate (``structural.refit(model)``)."""
 
-    def __init__(self, spec: _Spec, keys, labels, route: str, structural, counts):
+    def __init__(self, spec: _Spec, keys, labels, route: str, structural, counts, money_index=None):
         self.spec, self.keys, self.labels = spec, keys, labels
         self.route, self.structural, self.counts = route, structural, counts
+        self.money_index = money_index
 
     def __call__(self, model):
+        money = np.nan
         if self.route == "structural":
-            base, cf = self.spec.solve_structural(self.structural.refit(model), model.encoder_)
+            fit = self.structural.refit(model)
+            base, cf = self.spec.solve_structural(fit, model.encoder_)
+            money = np.nan if self.money_index is None else float(fit.theta[self.money_index])
         else:
             base, cf, _ = self.spec.solve(model)
         x = self.spec.values(model.n_states_)
         b, c = base.summary(self.labels, x), cf.summary(self.labels, x)
-        return np.array([[b.get(k, np.nan) for k in self.keys] + [float(off_support(base, self.counts))],
-                         [c.get(k, np.nan) for k in self.keys] + [float(off_support(cf, self.counts))]])
+        w = self.spec.welfare(base, cf)
+        return np.array([[b.get(k, np.nan) for k in self.keys] + [float(off_support(base, self.counts)), w[0], money],
+                         [c.get(k, np.nan) for k in self.keys] + [float(off_support(cf, self.counts)), w[1], money]])
 
 
 # ============================================================================ the entry point
@@ -184,9 +198,10 @@ def _check_arguments(model, structural, route, parameter_change, level, n_boot, 
     if route == "auto":
         route = "structural" if structural is not None else "nonparametric"
     if structural is None and (route == "structural" or parameter_change is not None):
-        what = "route='structural'" if route == "structural" else "parameter_change"
-        raise ValueError(f"{what} needs a structural fit: estimate one with genpqr.structural.fit_structural(model, "
-                         f"features) (genpqr fit --features) and pass it as structural=")
+        what = Mention("route", "structural") if route == "structural" else Mention("parameter_change")
+        raise ValueError(Message(what, " needs a structural fit: estimate one from the reward features (",
+                                 Mention("features", python="genpqr.structural.fit_structural(model, features)"),
+                                 ") and pass it as structural="))
     if model is None and route == "nonparametric":
         raise ValueError("the nonparametric route needs the fitted GenPQR model (its reward table)")
     return route
@@ -213,8 +228,21 @@ def _normalization_check(model, spec, cf, labels, x, check_normalization):
     return gap, float(s_gap), text
 
 
-def _delta(spec, structural, encoder, labels, x, level):
-    """Delta-method intervals of the structural route's ``[baseline, counterfactual, difference]``."""
+def _split(delta, parts):
+    """``delta`` cut into consecutive :class:`DeltaResult` of the given sizes."""
+    out, start = [], 0
+    for size in parts:
+        part = slice(start, start + size)
+        out.append(DeltaResult(delta.estimate[part], delta.std_error[part], delta.low[part], delta.high[part],
+                               delta.logit[part], delta.kind))
+        start += size
+    return out
+
+
+def _delta(spec, structural, encoder, labels, x, level, money_index=None):
+    """Delta-method intervals of the structural route's ``[baseline, counterfactual, difference]``
+    summaries and of the welfare ``[W, W', W' - W]`` (divided by the money parameter too), from one
+    Jacobian: ``(summaries, welfare or None)``."""
     keys = None
 
     def fun(theta):
@@ -223,31 +251,40 @@ def _delta(spec, structural, encoder, labels, x, level):
         b, c = base.summary(labels, x), cf.summary(labels, x)
         keys = keys or list(b)
         vb, vc = np.array([b[k] for k in keys]), np.array([c[k] for k in keys])
-        return np.concatenate([vb, vc, vc - vb])
+        w = spec.welfare(base, cf)
+        w = np.array([w[0], w[1], w[1] - w[0]])
+        money = [] if money_index is None else list(w / theta[money_index])
+        return np.concatenate([vb, vc, vc - vb, w, money])
 
-    fun(structural.theta)
-    bounds = np.full((len(keys), 2), np.nan)
+    value = fun(structural.theta)
+    m = len(keys)
+    bounds = np.full((m, 2), np.nan)
     bounds[[k[1].startswith("rate[") for k in keys]] = [0.0, 1.0]
     bounds[[k[1] == "mean_state" for k in keys]] = [float(np.min(x)), float(np.max(x))]
-    return delta_method(fun, structural.theta, structural.cov, bounds=np.vstack([bounds, bounds, np.nan * bounds]),
-                        level=level)
+    rest = value.size - 3 * m
+    delta = delta_method(fun, structural.theta, structural.cov, level=level,
+                         bounds=np.vstack([bounds, bounds, np.nan * bounds, np.full((rest, 2), np.nan)]))
+    summaries, welfare = _split(delta, [3 * m, rest])
+    return summaries, (welfare if np.all(np.isfinite(value[3 * m:])) else None)
 
 
-def _bootstrap(model, spec, keys, labels, route, structural, n_boot, n_jobs, random_state, progress):
-    """``(replicates (B, 2, m), off_support (B, 2))`` over episodes."""
+def _bootstrap(model, spec, keys, labels, route, structural, n_boot, n_jobs, random_state, progress, money_index=None):
+    """``(replicates (B, 2, m), off_support (B, 2), welfare (B, 2, 2))`` over episodes (welfare:
+    each scenario's ``W`` and the money parameter's re-estimate)."""
     from ..evaluation import bootstrap
 
     if model is None or not hasattr(model, "training_data_"):
-        raise ValueError(
-            f"n_boot={n_boot}: the counterfactual bootstrap refits the model on resampled episodes, so it needs the "
-            f"fitted GenPQR with its training data, which this model was saved without (genpqr fit leaves it out of "
-            f"model.joblib unless --save-data; genpqr counterfactual reads it again from the fit's data file when that "
-            f"is unchanged); refit with --save-data / save(path, include_data=True), or use n_boot=0 "
-            f"(genpqr counterfactual --bootstrap 0) for point estimates")
-    statistic = _SummaryStatistic(spec, keys, labels, route, structural, np.asarray(model.stage2_.counts))
+        raise ValueError(Message(
+            Mention("n_boot", n_boot), ": the counterfactual bootstrap refits the model on resampled episodes, so it "
+            "needs the fitted GenPQR with its training data, which this model was saved without; refit and save it "
+            "with ", Mention("include_data", True, python="save(path, include_data=True)"), ", or use ",
+            Mention("n_boot", 0), " for point estimates"))
+    statistic = _SummaryStatistic(spec, keys, labels, route, structural, np.asarray(model.stage2_.counts),
+                                  money_index)
     boot = bootstrap(model, model.training_data_, n_boot=n_boot, statistic=statistic, n_jobs=n_jobs,
                      random_state=random_state, progress=progress, fitted=model)
-    return boot.replicates[:, :, :-1], boot.replicates[:, :, -1] > 0.5
+    m = len(keys)
+    return boot.replicates[:, :, :m], boot.replicates[:, :, m] > 0.5, boot.replicates[:, :, m + 1:]
 
 
 def _warn(result, warn):
@@ -313,23 +350,46 @@ def _alternative(answers, route, labels, x, counts, min_visits, threshold):
                 support=support_report(base, cf, counts, min_visits=min_visits, threshold=threshold))
 
 
+def _uncertainty(model, spec, structural, encoder, labels, x, route, base, money, level, boot):
+    """The delta method (structural route) and the bootstrap (``boot``: ``(n_boot, n_jobs,
+    random_state, progress)``): ``(delta, replicates, off_support, welfare delta, welfare
+    replicates)``."""
+    delta, w_delta = _delta(spec, structural, encoder, labels, x, level, money) if route == "structural" \
+        else (None, None)
+    n_boot, n_jobs, random_state, progress = boot
+    reps, flags, w_reps = (None, None, None) if not n_boot else _bootstrap(
+        model, spec, list(base.summary(labels, x)), labels, route, structural, n_boot, n_jobs, random_state, progress,
+        money)
+    return delta, reps, flags, w_delta, w_reps
+
+
+def _welfare(spec, base, cf, structural, money, w_delta, w_reps, level, invariant):
+    """The :class:`~genpqr.counterfactuals.WelfareResult` of the answer (None without a state
+    distribution to average over)."""
+    d, name = welfare_weights(initial_distribution(spec.initial, base.value.size), base)
+    if d is None:
+        return None
+    values = welfare_values(base, cf, d)
+    return WelfareResult(name, float(values[0]), float(values[1]), float(base.gamma),
+                         None if money is None else str(structural.names[money]),
+                         float("nan") if money is None else float(structural.theta[money]), w_delta,
+                         None if w_reps is None else np.asarray(w_reps, dtype=np.float64), float(level), bool(invariant))
+
+
 def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, parameter_change=None, route="auto",
                    structural=None, initial=None, horizon=None, state_values=None, check_normalization=None, n_boot=0,
                    level=0.95, n_jobs=1, random_state=None, progress=None, warn=True, min_visits=MIN_VISITS,
-                   support_threshold=MATERIAL_SHARE) -> CounterfactualResult:
-    """A counterfactual on a fitted exact-path GenPQR ``model`` (:meth:`genpqr.GenPQR.counterfactual`)
-    and/or a ``structural`` fit (default ``model.structural_``; ``model`` may be None: the structural
-    route alone, :meth:`genpqr.structural.StructuralFit.counterfactual`); returns a
-    :class:`CounterfactualResult`.
+                   support_threshold=MATERIAL_SHARE, money_parameter=None) -> CounterfactualResult:
+    """A counterfactual on a fitted exact-path GenPQR ``model`` (:meth:`genpqr.GenPQR.counterfactual`) and/or a
+    ``structural`` fit (default ``model.structural_``; ``model`` None: the structural route alone); returns a
+    :class:`CounterfactualResult` (``summary()``: its table; ``welfare``).
 
     Parameters
     ----------
     reward_change : dict, ndarray or callable, optional
-        ``delta``: ``{label: amount or (S,) array}``, a (K,) or (S, K) array, or a callable of the
-        fitted reward ``(S, K) -> (S, K)`` (a level-dependent change; not invariant).
+        ``delta``: ``{label: amount or (S,) array}``, (K,) or (S, K) array, or callable ``reward -> delta`` (not invariant).
     transitions : kernel or callable, optional
-        ``P'``: dense (S, K, S), sparse (S*K, S), ``TransitionKernel``, or a callable of the fitted
-        kernel (re-applied per bootstrap replicate).
+        ``P'``: dense (S, K, S), sparse (S*K, S), ``TransitionKernel``, or a callable of the fitted kernel.
     gamma : float, optional
         ``gamma'``.
     parameter_change : dict, optional
@@ -338,43 +398,46 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, p
     route : {"auto", "structural", "nonparametric"}
         ``"auto"``: structural when there is a structural fit.
     initial, horizon : state index or (S,) distribution, int, optional
-        Adds the distribution from ``initial`` (average over ``horizon`` steps, else the
-        discounted occupancy) and the value ``d_0 V``.
+        Adds the distribution from ``initial`` (average over ``horizon`` steps, else the discounted
+        occupancy) and the value ``d_0 V``; the welfare is then averaged over ``initial``.
     state_values : ndarray (S,), optional
         ``x(s)`` for the mean state (default: the index).
     check_normalization : Normalization or False, optional
-        Second normalization for the nonparametric check (default: mean-zero, or an anchor on
-        the most frequent action when the model is mean-zero); False skips it.
+        Second normalization for the nonparametric check (default: mean-zero, or an anchor on the most
+        frequent action when the model is mean-zero); False skips it.
     n_boot, level, n_jobs, random_state, progress
-        Bootstrap replicates over episodes (each refitted and re-solved; 0: none), the
-        confidence level in (0, 1), the bootstrap's workers, seed and progress bar.
+        Bootstrap replicates over episodes (each refitted and re-solved; 0: none), the confidence
+        level in (0, 1), the bootstrap's workers, seed and progress bar.
     warn : bool
-        Raise the result's warnings (not invariant, thin support, replicates off the support,
-        a large gap between the routes).
+        Raise the result's warnings (not invariant, thin support, replicates off the support, routes apart).
     min_visits, support_threshold
         Thin states and cells (:mod:`genpqr.counterfactuals`); an ExtrapolationWarning above the threshold.
+    money_parameter : str, optional
+        The structural parameter whose coefficient is the utility of one unit of money (structural
+        route): the welfare change also in its units (:class:`~genpqr.counterfactuals.WelfareResult`).
     """
     if structural is None and model is not None:
         structural = getattr(model, "structural_", None)
     route = _check_arguments(model, structural, route, parameter_change, level, n_boot, initial, horizon)
+    money = check_money_parameter(money_parameter, structural, route)
     spec, labels, encoder = _spec(model, structural, parameter_change,
                                   dict(reward_change=reward_change, transitions=transitions, gamma=gamma,
                                        initial=initial, horizon=horizon, state_values=state_values))
-    x = spec.values(model.n_states_ if model is not None else structural.kernel.n_states)
-    change = spec.parameter_change
+    x = spec.values(model.n_states_ if model is not None else structural.kernel.n_states)  # the mean state's x(s)
     answers, np_check, (invariant, rule) = _answers(model, structural, spec, encoder, labels, x, check_normalization)
     invariant, rule = (True, STRUCTURAL_RULE) if route == "structural" else (invariant, rule)
     base, cf = answers[route]
     counts = np.asarray(model.stage2_.counts if model is not None else structural.counts)
-    support = support_report(base, cf, counts, min_visits=min_visits, threshold=support_threshold)
-    alternative = _alternative(answers, route, labels, x, counts, min_visits, support_threshold)
-    delta = _delta(spec, structural, encoder, labels, x, level) if route == "structural" else None
-    reps, flags = (None, None) if not n_boot else _bootstrap(
-        model, spec, list(base.summary(labels, x)), labels, route, structural, n_boot, n_jobs, random_state, progress)
+    delta, reps, flags, w_delta, w_reps = _uncertainty(model, spec, structural, encoder, labels, x, route, base, money,
+                                                       level, (n_boot, n_jobs, random_state, progress))
     result = CounterfactualResult(
         base, cf, labels, x, spec.changes, invariant, rule,
         model.normalization_.describe() if model is not None else "none (structural fit)", np_check[2], np_check[0],
-        np_check[1], reps, float(level), route, "none" if change is None else change.describe(), support, delta,
-        alternative, flags, getattr(structural, "se_kind", "") if route == "structural" else "")
+        np_check[1], reps, float(level), route,
+        "none" if spec.parameter_change is None else spec.parameter_change.describe(),
+        support_report(base, cf, counts, min_visits=min_visits, threshold=support_threshold), delta,
+        _alternative(answers, route, labels, x, counts, min_visits, support_threshold), flags,
+        getattr(structural, "se_kind", "") if route == "structural" else "",
+        _welfare(spec, base, cf, structural, money, w_delta, w_reps, level, invariant))
     _warn(result, warn)
     return result

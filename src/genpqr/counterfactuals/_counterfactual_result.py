@@ -70,6 +70,28 @@ class CounterfactualResult:
         Bootstrap replicates whose baseline (column 0) / counterfactual (column 1) left the support.
     se_kind : str
         The kind of the parameters' covariance behind ``delta`` (structural route).
+    welfare : WelfareResult or None
+        The change in expected discounted utility at the welfare distribution, and in money with
+        a money parameter, with intervals (:class:`~genpqr.counterfactuals.WelfareResult`).
+
+    Examples
+    --------
+    What a fit of the bundled data set predicts if action ``b`` paid 0.5 less at every state:
+
+    >>> from genpqr import GenPQR, datasets, from_pandas
+    >>> from genpqr import normalization as N
+    >>> frame = datasets.load("choices")
+    >>> data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
+    >>> model = GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", random_state=0).fit(data)
+    >>> result = model.counterfactual(reward_change={"b": -0.5})
+    >>> result.route, result.invariant
+    ('nonparametric', True)
+    >>> result.to_frame()[["statistic", "baseline", "counterfactual", "difference"]].round(3)
+        statistic  baseline  counterfactual  difference
+    0     rate[a]     0.338           0.426       0.088
+    1     rate[b]     0.496           0.369      -0.127
+    2     rate[c]     0.166           0.205       0.039
+    3  mean_state     7.572           7.263      -0.309
     """
 
     baseline: object
@@ -92,12 +114,13 @@ class CounterfactualResult:
     alternative: dict | None = field(default=None, repr=False)
     off_support: np.ndarray | None = field(default=None, repr=False)
     se_kind: str = ""
+    welfare: object = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         share = "n/a" if self.support is None else f"{self.support.share:.1%}"
         return (f"CounterfactualResult(route={self.route!r}, changes={self.changes}, parameter_change="
                 f"{self.parameter_change!r}, interval_kind={self.interval_kind!r}, thin_state_share={share}; "
-                f"to_frame() for the numbers, describe() for the reading)")
+                f"summary() for the table, to_frame() for every column, describe() for the reading)")
 
     def summary_keys(self) -> list:
         return list(self.baseline.summary(self.action_labels, self.state_values))
@@ -110,14 +133,15 @@ class CounterfactualResult:
             return "bootstrap"
         return "delta" if self.delta is not None else "none"
 
-    def _interval_label(self, kind: str) -> str:
+    def _interval_label(self, kind: str, level=None) -> str:
+        level = self.level if level is None else level
         if kind == "bootstrap":
             B = self.bootstrap.shape[0]
             off = int(self.off_support[:, 1].sum()) if self.off_support is not None else 0
-            return (f"bootstrap percentile over episodes ({self.level:.0%}, {B} replicates"
+            return (f"bootstrap percentile over episodes ({level:.0%}, {B} replicates"
                     f"{', re-estimated each' if self.route == 'structural' else ''}; {off} left the data's support)")
         if kind == "delta":
-            return (f"delta method ({self.level:.0%}; rates and the mean state on the logit scale of their range) from "
+            return (f"delta method ({level:.0%}; rates and the mean state on the logit scale of their range) from "
                     f"the parameters' covariance "
                     f"({self.se_kind or 'the fit'}), conditional on the kernel")
         return "none"
@@ -199,6 +223,26 @@ class CounterfactualResult:
         gaps = [abs(c[k] - o[k]) / max(abs(o[k]), 1e-12) for k in c if k in o and k[1] != "value"]
         return max(gaps, default=float("nan"))
 
+    def summary(self, alpha=None, *, level=None, kind=None):
+        """The answer in one compact table that fits 100 columns
+        (:class:`~genpqr.counterfactuals.CounterfactualSummary`): per statistic and for the
+        welfare, baseline, counterfactual and change, with intervals of ``kind`` (default
+        :attr:`interval_kind`) at ``1 - alpha`` (or ``level``; default the result's; another
+        level only for bootstrap intervals); the header says what changed, the route, the
+        intervals' kind and the thin-support share. ``print`` it; ``as_text()``, ``as_html()``,
+        ``as_latex()``, ``to_frame()``."""
+        from ._counterfactual_summary import counterfactual_summary
+
+        return counterfactual_summary(self, _level(alpha, level), kind)
+
+    def conf_int(self, alpha=None, *, level=None, kind=None):
+        """Intervals per row of :meth:`summary` (the statistics, then the welfare): columns
+        ``{baseline,counterfactual,change}_{lower,upper}`` and ``kind`` (``"delta method"`` or
+        ``"bootstrap percentile"``); ``alpha``/``level`` and ``kind`` as in :meth:`summary`."""
+        from ._counterfactual_summary import counterfactual_intervals
+
+        return counterfactual_intervals(self, _level(alpha, level), kind)
+
     def describe(self) -> str:
         """A few sentences: the route, identification, the other route's gap, support, intervals."""
         lines = [f"counterfactual ({', '.join(self.changes) or 'no change'}) by the {self.route} route"
@@ -234,6 +278,19 @@ class CounterfactualResult:
         buffer = io.BytesIO()
         np.savez_compressed(buffer, **{_META: meta}, **arrays)
         atomic_write_bytes(path, buffer.getvalue())
+
+
+def _level(alpha, level):
+    """The level of ``alpha`` (``1 - alpha``) or ``level``; None for neither."""
+    if alpha is None and level is None:
+        return None
+    if alpha is not None and level is not None:
+        raise ValueError(f"give alpha or level, not both (alpha={alpha!r}, level={level!r})")
+    value = 1.0 - float(alpha) if alpha is not None else float(level)
+    if not 0.5 <= value < 1.0:
+        raise ValueError(f"the confidence level must be in [0.5, 1) (alpha in (0, 0.5]), got alpha={alpha!r}, "
+                         f"level={level!r}")
+    return value
 
 
 def load_counterfactual(path, trusted: bool = False) -> CounterfactualResult:
@@ -289,8 +346,10 @@ def _classes() -> dict:
     from ._parametric_counterfactual import DeltaResult
     from ._scenarios import ScenarioSolution
     from ._support import SupportReport
+    from ._welfare import WelfareResult
 
-    return {cls.__name__: cls for cls in (CounterfactualResult, ScenarioSolution, SupportReport, DeltaResult)}
+    return {cls.__name__: cls for cls in (CounterfactualResult, ScenarioSolution, SupportReport, DeltaResult,
+                                          WelfareResult)}
 
 
 def _encode(value, arrays: dict):

@@ -210,6 +210,22 @@ class Transitions(EpisodeRows):
     next_observed : ndarray of shape (n,), bool
     sample_weight : ndarray of shape (n,) or None
         Non-negative row weights (e.g. quadrature weights of an exact design).
+
+    Examples
+    --------
+    Two episodes in long format; the last row of each is a choice without an observed next state.
+
+    >>> import pandas as pd
+    >>> from genpqr import from_pandas
+    >>> frame = pd.DataFrame({"id": [0, 0, 0, 1, 1], "t": [0, 1, 2, 0, 1], "state": [0, 1, 1, 0, 0],
+    ...                       "action": ["go", "stay", "go", "go", "stay"]})
+    >>> data = from_pandas(frame, episode="id", time="t", state="state", action="action")
+    >>> data.n, data.n_episodes, data.n_actions
+    (5, 2, 2)
+    >>> data.next_observed
+    array([ True,  True, False,  True, False])
+    >>> data.action_space.labels
+    array(['go', 'stay'], dtype=object)
     """
 
     states: np.ndarray

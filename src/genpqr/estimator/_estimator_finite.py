@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 from .. import stage2 as tabular
+from ..messages import Mention, Message
 from ..data.validation import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
 from ..stage1 import (choose_tabular_policy, clip_fractions, clip_proba, fit_policy, fit_stage1,
                       given_first_stage, mu_expectation, safe_log, state_is_ordered)
@@ -75,11 +76,11 @@ class FinitePath:
         full = self._exact and not self.policy_prefit
         self.policy_ = fit_stage1(policy_model, data, prefit=self.policy_prefit, clip=self.clip,
                                   cross_fit=None if full else self.cross_fit, random_state=seed,
-                                  progress=False if self._exact else self.progress)
+                                  progress=self.progress)
         self.policy_folds_ = None
         if full and self.cross_fit:
             self.policy_folds_ = fit_policy(policy_model, data, clip=self.policy_.clip, cross_fit=self.cross_fit,
-                                            random_state=seed)
+                                            random_state=seed, progress=self.progress)
             self.policy_folds_.clip_rule = self.policy_.clip_rule
         self._fit_finite_stage2(self.normalization if self.normalization is not None else mean_zero())
         return self
@@ -116,17 +117,21 @@ class FinitePath:
         if large_path_applies(self, data, norm):  # many actions: no (n, K) arrays
             fit_large_stage2(self, norm, data)
             return
-        raw = self.policy_.training_raw_proba(data.states)
+        # (n, K) per-row values held once per distinct (fold, state) row: tabular states repeat
+        table = self.policy_.training_table(data.states)
+        raw = table.values
         proba, clipped = clip_proba(raw, self.policy_.clip)
-        mu_rows = norm.weights(data.states, self.n_actions_, proba)
+        mu_rows = norm.weights(table.states, self.n_actions_, proba)
         self._check_support(norm, data, mu_rows)
         self.normalization_ = norm
-        self._check_transition_support(norm, trans, mu_rows[data.next_observed])
+        self._check_transition_support(norm, trans, table.rows(mu_rows)[data.next_observed] if table.index is None
+                                       else mu_rows[np.bincount(table.index[data.next_observed],
+                                                                minlength=mu_rows.shape[0]) > 0])
         if self._exact:
             self.stage2_ = self._fit_exact(norm, trans, data)
         else:
-            self.stage2_ = self._fit_fqe(norm, trans, proba[data.next_observed])
-        self.diagnostics_ = self._diagnostics(data, raw, proba, clipped, mu_rows)
+            self.stage2_ = self._fit_fqe(norm, trans, table.rows(proba)[data.next_observed])
+        self.diagnostics_ = self._diagnostics(data, table, proba, clipped, mu_rows)
 
     def _check_support(self, norm, data, mu_rows):
         counts = data.action_counts()
@@ -134,11 +139,10 @@ class FinitePath:
         if needed.size:
             labels = data.encoder.decode(needed)
             what = "anchor action" if norm.name in ("anchor", "state-anchor") else "action"
-            raise ValueError(
+            raise ValueError(Message(
                 f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
-                f"occur in the data (no observed choice takes them); the data cannot support this "
-                f"normalization{continuous_hint(data, labels)}{_table_hint(data)}"
-            )
+                f"occur in the data (no observed choice takes them); the data cannot support this normalization",
+                continuous_hint(data, labels), _table_hint(data)))
 
     def _check_transition_support(self, norm, trans, mu_trans):
         """An action weighted by ``mu`` must be seen with a next state (``P(.|s, a)`` enters
@@ -152,12 +156,11 @@ class FinitePath:
         needed = np.flatnonzero((mu_trans.max(axis=0) > 0) & ~seen)
         if needed.size:
             labels = trans.encoder.decode(needed)
-            raise ValueError(
+            raise ValueError(Message(
                 f"the normalization ({norm.describe()}) puts weight on action(s) {short_list(labels)} that never "
                 f"occur in the data with an observed next state (only as the last choice of an episode), so "
                 f"P(.|s, a) cannot be estimated for them; give a known kernel or structure (transition_model) "
-                f"or another normalization"
-                f"{continuous_hint(trans, labels)}")
+                f"or another normalization", continuous_hint(trans, labels)))
 
     def _fit_exact(self, norm, data, choices):
         """``data``: complete transitions (the kernel); ``choices``: every observed choice
@@ -227,8 +230,10 @@ class FinitePath:
                                  sample_weight=data.sample_weight, action_features=_action_features(data))
         return model.fit_bellman(problem)
 
-    def _diagnostics(self, data, raw, proba, clipped, mu_rows):
-        rows = np.arange(data.n)
+    def _diagnostics(self, data, table, proba, clipped, mu_rows):
+        """The fit's diagnostics; ``table`` (:class:`genpqr.stage1.RowTable`) the raw probabilities
+        per distinct (fold, state) row, ``proba``, ``clipped`` and ``mu_rows`` on its rows."""
+        raw, index = table.values, table.index
         stage2 = self.stage2_
         if isinstance(stage2, SampleStage2):
             hist = stage2.fqe.history_
@@ -246,13 +251,13 @@ class FinitePath:
             n_transitions=data.n,
             n_episodes=data.n_episodes,
             action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
-            support_count=int(np.sum(mu_rows[rows, data.actions] > 0)),
-            **self._policy_log_loss(data, proba),
-            fraction_clipped=float(np.average(clipped[rows, data.actions], weights=data.sample_weight)),
-            fraction_floored=clip_fractions(raw, data.actions, self.policy_.clip)[1],
+            support_count=int(np.sum(table.at(mu_rows, data.actions) > 0)),
+            **self._policy_log_loss(data, table, proba),
+            fraction_clipped=float(np.average(table.at(clipped, data.actions), weights=data.sample_weight)),
+            fraction_floored=clip_fractions(raw, data.actions, self.policy_.clip, index=index)[1],
             clip=tuple(float(c) for c in self.policy_.clip), clip_rule=self.policy_.clip_rule,
             max_mu_over_pi=float(np.max(mu_rows / proba)),
-            coverage_share=float(np.mean(poorly_covered(mu_rows, proba))),
+            coverage_share=float(np.mean(table.rows(poorly_covered(mu_rows, proba)))),
             n_last_choices=data.n_choice_only,
             n_never_taken=None if data.action_table is None else int(np.sum(~data.taken_actions())),
             **extra,
@@ -264,18 +269,19 @@ class FinitePath:
         diag.warnings = emit(failures, stacklevel=6)
         return diag
 
-    def _policy_log_loss(self, data, proba) -> dict:
+    def _policy_log_loss(self, data, table, proba) -> dict:
         """``policy_log_loss`` (weighted with ``sample_weight``) and its kind: out of fold when
         cross-fitted (on the exact path from ``policy_folds_``, clipped at the full-sample bounds;
-        infinite when a held-out choice gets probability 0), else in-sample from ``proba``."""
-        rows = np.arange(data.n)
+        infinite when a held-out choice gets probability 0), else in-sample from ``proba`` (on the
+        rows of ``table``)."""
         folds = getattr(self, "policy_folds_", None)
         if folds is not None:
-            proba = clip_proba(folds.training_raw_proba(data.states), self.policy_.clip)[0]
+            table = folds.training_table(data.states)
+            proba = clip_proba(table.values, self.policy_.clip)[0]
         w = data.sample_weight  # row weights (e.g. a latent type's): the weighted mean over rows of weight > 0
         keep = slice(None) if w is None else np.asarray(w) > 0
         with np.errstate(divide="ignore"):
-            loss = float(-np.average(np.log(proba[rows, data.actions])[keep], weights=None if w is None else w[keep]))
+            loss = float(-np.average(np.log(table.at(proba, data.actions))[keep], weights=None if w is None else w[keep]))
         held_out = folds is not None or self.policy_.cross_fitted
         return dict(policy_log_loss=loss, policy_log_loss_kind="out-of-fold" if held_out else "in-sample")
 
@@ -457,7 +463,7 @@ def _table_hint(data) -> str:
 def continuous_hint(data, labels) -> str:
     """When many numeric labels look like real-valued actions: point to the continuous path."""
     if np.asarray(labels).dtype.kind in "iuf" and data.n_actions > 20:
-        return (f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
-                f"(continuous) actions build the transitions with genpqr.from_arrays(..., action_space='box') "
-                f"(genpqr fit: --action-type continuous)")
+        return Message(f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
+                       f"(continuous) actions use ", Mention("action_space", "box", python="genpqr.from_arrays(..., "
+                                                                                         "action_space='box')"))
     return ""

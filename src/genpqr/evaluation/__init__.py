@@ -9,10 +9,12 @@ from ._inference import (BootstrapResult, MIN_BOOTSTRAP_EPISODES, bootstrap, che
 from ._sources import RESAMPLE_SOURCES, BootstrapSources, bootstrap_sources, reward_table_statistic
 from ._plotting import (RESIDUAL_FLOOR_NOTE, legend_outside, plain_text, plot_bellman_residuals, plot_reward_recovery,
                         plot_reward_table)
+from ._tables import MAX_WIDTH, CombinedSummary, SummaryLayout, TableSummary, format_number, latex_escape
 
 __all__ = ["reward_mse", "reward_correlation", "policy_nll", "anchor_count", "mean_ci", "SeedSummary", "summarize",
            "Z_95", "compare_normalized", "epic_distance", "epic_distance_tabular", "BootstrapResult", "bootstrap",
            "resample_episodes", "check_bootstrap_episodes", "check_bootstrap_args", "MIN_BOOTSTRAP_EPISODES", "BootstrapSources", "bootstrap_sources",
            "RESAMPLE_SOURCES",
            "reward_table_statistic", "plot_reward_recovery",
-           "plot_reward_table", "plot_bellman_residuals", "legend_outside", "plain_text", "RESIDUAL_FLOOR_NOTE"]
+           "plot_reward_table", "plot_bellman_residuals", "legend_outside", "plain_text", "RESIDUAL_FLOOR_NOTE",
+           "MAX_WIDTH", "SummaryLayout", "TableSummary", "CombinedSummary", "format_number", "latex_escape"]

@@ -114,6 +114,12 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
         Seeds the initial weights, the shuffles and the negatives (one ``torch.Generator``).
     device : {"cpu", "cuda", "cuda:N", "auto"}
         Where it trains; the fitted towers are kept on CPU and predict in float64.
+    verbose : bool
+        Print each epoch's loss on stdout.
+    progress : bool or None
+        A bar over the epochs on stderr with the last epoch's loss, shown once training has run 2
+        seconds (None: only on a terminal; False: never). :class:`genpqr.GenPQR` passes its own
+        ``progress`` to a model left at None.
 
     Attributes
     ----------
@@ -138,7 +144,7 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, action_features=None, state_layers=(64,), action_layers=(), embedding_dim=16, loss="auto",
                  full_softmax_max_actions=2048, n_negatives=256, proposal_floor=0.1, learning_rate=5e-3,
                  batch_size=256, max_epochs=40, weight_decay=0.0, block_size=2 ** 20, random_state=None,
-                 verbose=False, device="cpu", interaction="dot", interaction_layers=(32,)):
+                 verbose=False, device="cpu", interaction="dot", interaction_layers=(32,), progress=None):
         self.action_features = action_features
         self.state_layers = state_layers
         self.action_layers = action_layers
@@ -157,6 +163,7 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.device = device
+        self.progress = progress
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, sample_weight=None):
@@ -219,13 +226,19 @@ class TwoTowerClassifier(ClassifierMixin, BaseEstimator):
                 data["Q"] = torch.from_numpy(self.proposal_.astype(np.float32))
                 data["logmQ"] = torch.log(cfg["m"] * data["Q"]).to(device)
             self.loss_curve_, self.epoch_seconds_ = [], []
+            bar = _epoch_bar(self.progress, cfg["epochs"], self.loss_)
             for epoch in range(cfg["epochs"]):
                 start = time.perf_counter()
                 self.loss_curve_.append(self._epoch(f, h, score, adam, data, cfg, generator))
                 self.epoch_seconds_.append(time.perf_counter() - start)
+                if bar is not None:
+                    bar.set_postfix_str(f"{self.loss_} loss {self.loss_curve_[-1]:.5f}", refresh=False)
+                    bar.update(1)
                 if self.verbose:
                     print(f"[TwoTowerClassifier] epoch {epoch + 1}/{cfg['epochs']}  {self.loss_} loss "
                           f"{self.loss_curve_[-1]:.5f}")
+            if bar is not None:
+                bar.close()
         self.state_network_, self.action_network_ = f.to("cpu"), h.to("cpu")
         self.interaction_network_ = None if g is None else g.to("cpu")
         self.device_, self.n_iter_ = str(device), cfg["epochs"]
@@ -395,6 +408,15 @@ def blocked_log_softmax(F: np.ndarray, H: np.ndarray, block_size: int, score=_do
     for start in range(0, K, step):
         out[:, start:start + step] = score(F, H[start:start + step]) - log_z[:, None]
     return out
+
+
+def _epoch_bar(progress, epochs: int, loss: str):
+    """The tqdm bar over the training epochs (None with ``progress=False``)."""
+    if progress is False:
+        return None
+    from ..stage1 import progress_bar
+
+    return progress_bar(progress, total=epochs, desc=f"two-tower ({loss} softmax)", unit="epoch")
 
 
 def _check_weights(sample_weight, n: int) -> np.ndarray:

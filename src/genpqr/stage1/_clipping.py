@@ -41,8 +41,10 @@ import warnings
 
 import numpy as np
 
+from ..messages import Mention, Message
+
 __all__ = ["PAPER_CLIP", "CLIP_WARN_FRACTION", "AUTO_LOW_MAX", "AUTO_LOW_FRACTION", "parse_clip", "check_bounds", "auto_clip_from_summary",
-           "auto_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds", "safe_log",
+           "auto_clip", "resolve_policy_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds", "safe_log",
            "mu_expectation"]
 
 #: The paper's clip (Ionides 2008); kept by the paper's experiments.
@@ -53,6 +55,8 @@ CLIP_WARN_FRACTION = 0.05
 AUTO_LOW_MAX = 0.01
 #: ... and at most this fraction of the smallest fitted probability of an observed action.
 AUTO_LOW_FRACTION = 0.5
+#: Rows weighing less than this share of the largest row weight do not set the auto clip.
+_NEGLIGIBLE_WEIGHT = 1e-6
 
 
 def check_bounds(clip) -> tuple[float, float]:
@@ -132,15 +136,71 @@ def auto_clip_from_summary(smallest: float, smallest_observed: float | None, zer
                         f"probability 0 to some action at the states of {zero_rows:.1%} of the rows")
 
 
-def clip_fractions(raw_rows: np.ndarray, actions: np.ndarray, bounds) -> tuple[float, float]:
+def resolve_policy_clip(policy, clip, transitions):
+    """Set ``policy.clip`` of a :class:`~genpqr.stage1.FittedPolicy` (returned): the given bounds, or
+    the data-aware rule of :func:`auto_clip` from the raw probabilities at the training rows of
+    ``transitions`` and their observed next states (once per distinct (fold, state) when the
+    states repeat: the same three numbers)."""
+    if not (isinstance(clip, str) and clip.strip().lower() == "auto"):
+        policy.clip, policy.clip_rule = check_bounds(clip), ("given" if clip is not None else "none (no clip)")
+        return policy
+    live = transitions.next_observed & ~transitions.terminated
+    actions = transitions.actions
+    keep = np.ones(transitions.n, dtype=bool)
+    if transitions.sample_weight is not None:  # rows of (all but) zero weight are not data of this fit:
+        weights = np.asarray(transitions.sample_weight)  # e.g. episodes a latent type's posterior excludes
+        keep = weights > _NEGLIGIBLE_WEIGHT * weights.max()
+        live = live & keep
+    summary = _clip_summary_distinct(policy, transitions, actions, keep, live)
+    if summary is not None:
+        policy.clip, policy.clip_rule = auto_clip_from_summary(*summary)
+        return policy
+    raw_rows = policy.training_raw_proba(transitions.states)
+    if transitions.sample_weight is not None:
+        raw_rows, actions = raw_rows[keep], actions[keep]
+    raw_next = policy.training_raw_proba(transitions.next_states[live], rows=live) if live.any() else None
+    policy.clip, policy.clip_rule = auto_clip(raw_rows, actions, raw_next)
+    return policy
+
+
+def _clip_summary_distinct(policy, transitions, actions, keep, live):
+    """:func:`auto_clip`'s three numbers (smallest probability at the kept rows and the live next
+    states, smallest positive one of an observed action, share of kept rows with a zero) from the
+    distinct (fold, state) rows and (fold, state, action) cells when the states repeat, else None."""
+    rows = np.flatnonzero(keep)
+    if rows.size == 0:
+        return None
+    at_rows = policy.distinct_training_raw_proba(transitions.states[rows], rows)
+    if at_rows is None:
+        return None
+    raw, index, _ = at_rows
+    from ._cells import present_keys
+
+    cells = present_keys(index * policy.n_actions + actions[rows], raw.shape[0] * policy.n_actions)[0]
+    observed = raw[cells // policy.n_actions, cells % policy.n_actions]
+    positive = observed[observed > 0]
+    zero_rows = float(np.bincount(index, minlength=raw.shape[0]) @ np.any(raw <= 0, axis=1) / rows.size)
+    smallest = float(raw.min())
+    nxt = np.flatnonzero(live)
+    if nxt.size:
+        at_next = policy.distinct_training_raw_proba(transitions.next_states[nxt], nxt)
+        raw_next = at_next[0] if at_next is not None else policy.training_raw_proba(transitions.next_states[nxt], nxt)
+        smallest = min(smallest, float(raw_next.min()))
+    return smallest, (float(positive.min()) if positive.size else None), zero_rows
+
+
+def clip_fractions(raw_rows: np.ndarray, actions: np.ndarray, bounds, index=None) -> tuple[float, float]:
     """``(observed, floored)``: the share of rows whose observed action's probability hits a
     bound, and the share of rows at whose state some action's probability is below ``low``
-    (its ``log pi_hat`` is the floor)."""
+    (its ``log pi_hat`` is the floor). ``index`` (n,): ``raw_rows`` holds the distinct states
+    and row ``i``'s probabilities are ``raw_rows[index[i]]`` (:class:`genpqr.stage1.RowTable`)."""
     low, high = bounds
     raw_rows = np.asarray(raw_rows, dtype=np.float64)
-    hit = (raw_rows < low) | (raw_rows > high)
-    observed = hit[np.arange(raw_rows.shape[0]), np.asarray(actions, dtype=np.int64)]
-    floored = np.any(raw_rows < low, axis=1)
+    actions = np.asarray(actions, dtype=np.int64)
+    rows = np.arange(actions.shape[0]) if index is None else np.asarray(index)
+    observed = raw_rows[rows, actions]
+    observed = (observed < low) | (observed > high)
+    floored = np.any(raw_rows < low, axis=1)[rows]
     return float(np.mean(observed)), float(np.mean(floored))
 
 
@@ -160,14 +220,15 @@ def clip_binds_message(fraction_observed: float, fraction_floored: float, bounds
     spread = (f"; with two actions and an anchor the reward difference there is log({high:.3g}/{low:.3g}) = "
               f"{np.log(high / low):.3f}" if high < 1 and low > 0 else
               f"; e.g. log({low:.3g}) = {np.log(low):.3f}" if low > 0 else "")
-    auto = "" if rule.startswith("auto") else ("--clip auto / clip='auto' (bounds that bind on no observed "
-                                                  "action), ")
-    return (f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the recovered reward "
-            f"(model.reward; genpqr fit: rewards.csv) and the Q-values of those actions are pulled toward log(bound) "
-            f"and decided by the clip, not the data{spread} (a structural MLE, npl/nfxp, does not use the clip). "
-            f"Change it with {auto}a smoother policy model (--policy-model spline for an ordered state, or "
-            f"logistic; genpqr.models.first_stage.SplineLogit), or --clip none / clip=None (no clip; needs positive "
-            f"probabilities).")
+    auto = "" if rule.startswith("auto") else Message(Mention("clip", "auto"), " (bounds that bind on no observed "
+                                                                                 "action), ")
+    return Message(
+        f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the recovered reward "
+        f"(model.reward; genpqr fit: rewards.csv) and the Q-values of those actions are pulled toward log(bound) "
+        f"and decided by the clip, not the data{spread} (a structural MLE, npl/nfxp, does not use the clip). "
+        f"Change it with ", auto, "a smoother policy model (",
+        Mention("policy_model", "spline", python="genpqr.models.first_stage.SplineLogit"), " for an ordered state, "
+        "or logistic), or ", Mention("clip", None), " (no clip; needs positive probabilities).")
 
 
 def warn_if_clip_binds(fraction_observed: float, fraction_floored: float, bounds, rule: str, *,

@@ -12,6 +12,20 @@ the state basis ``z(s)``. An action never taken in the data gets the probability
 predict. Fitted by L-BFGS on the full batch with analytic gradients; the softmax over the K
 actions is accumulated in blocks of actions (an online log-sum-exp), so no dense n x K matrix
 is formed while fitting.
+
+**Sufficient statistics.** The likelihood sees a row only through its state and its action, so
+when the states repeat (tabular states: a few distinct rows among many) the fit runs on the
+distinct states ``s`` with their summed weights ``w_s`` and their weighted sums of chosen
+features ``c_s = sum_{i: s_i = s} w_i x_{a_i}`` (:mod:`genpqr.stage1` ``choice_cells``):
+
+.. math::
+
+    \sum_i w_i [\log Z(s_i) - b(s_i)^\top W x_{a_i}]
+        = \sum_s [w_s \log Z(s) - b(s)^\top W c_s],
+
+the same objective, so the same optimum, at ``m x K`` instead of ``n x K`` scores per step (50
+user states and 200,000 choices: 4,000 times fewer). Counting is one pass over the rows; it is
+used when there are at most half as many distinct states as rows, else the rows are the units.
 """
 
 from __future__ import annotations
@@ -24,7 +38,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from ..data import ActionTable, FiniteActions
 from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, short_list
 from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
-from ._bilinear import bilinear_log_proba_at
+from ._bilinear import bilinear_log_partition, bilinear_log_proba_at
+from ._cells import choice_cells, repeated_rows
+from ._stage1 import progress_bar
 
 __all__ = ["ConditionalLogit", "STATE_BASES", "bind_action_features", "check_feature_dim", "action_feature_matrix",
            "action_codes"]
@@ -71,6 +87,10 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
         ``max(1, block_size // n)``).
     random_state : int, Generator or None
         Unused (the fit starts at ``W = 0`` and is deterministic); kept for the interface.
+    progress : bool or None
+        A bar over the L-BFGS iterations on stderr, shown once a fit has run 2 seconds (None:
+        only on a terminal; False: never). :class:`genpqr.GenPQR` passes its own ``progress``
+        to a model left at None.
 
     Attributes
     ----------
@@ -82,10 +102,13 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
     n_features_in_ : int
     n_iter_ : int
     converged_ : bool
+    n_fit_units_ : int
+        The units the likelihood was summed over: the distinct states when the states repeat
+        (tabular states: a sufficient statistic), else the rows.
     """
 
     def __init__(self, action_features=None, state_basis="linear", C=1.0, n_states=None, max_iter=1000,
-                 tol=1e-8, block_size=2 ** 20, random_state=None):
+                 tol=1e-8, block_size=2 ** 20, random_state=None, progress=None):
         self.action_features = action_features
         self.state_basis = state_basis
         self.C = C
@@ -94,10 +117,12 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.block_size = block_size
         self.random_state = random_state
+        self.progress = progress
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, sample_weight=None):
-        """Maximise the penalised conditional likelihood of ``y`` given states ``X`` (n, d_s)."""
+        """Maximise the penalised conditional likelihood of ``y`` given states ``X`` (n, d_s): on
+        the distinct states and their choice counts when the states repeat (module docstring)."""
         from scipy.optimize import minimize
 
         self._check_params()
@@ -109,26 +134,17 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
             raise ValueError(f"sample_weight must be ({X.shape[0]},) non-negative with a positive sum")
         self.n_features_in_, self.classes_, self.action_features_ = X.shape[1], classes, features
         self._fit_basis(X)
-        B = self._basis(X)
-        shape = (B.shape[1], features.shape[1])
-        penalty = 0.0 if np.isinf(self.C) else 1.0 / (self.C * w.sum())
-        w = w / w.sum()
-        chosen = features[codes]
-
-        def objective(theta):
-            W = theta.reshape(shape)
-            G = B @ W
-            log_z, expected = _softmax_moments(G, features, self.block_size)
-            value = np.dot(w, log_z - np.einsum("ij,ij->i", G, chosen)) + 0.5 * penalty * theta @ theta
-            grad = B.T @ (w[:, None] * (expected - chosen)) + penalty * W
-            return value, grad.ravel()
-
-        result = minimize(objective, np.zeros(shape[0] * shape[1]), jac=True, method="L-BFGS-B",
-                          options=dict(maxiter=int(self.max_iter), gtol=float(self.tol), ftol=0.0, maxcor=20))
-        theta = result.x
-        if theta.size <= _POLISH_MAX_PARAMS and B.shape[0] * theta.size ** 2 <= _POLISH_MAX_WORK:
-            theta = _newton_polish(theta, objective, B, features, w, penalty, self.block_size)
-        self.coef_ = theta.reshape(shape)
+        problem = self._likelihood(X, codes, w, features)
+        self.n_fit_units_ = problem.n_units
+        with _Progress(self.progress, int(self.max_iter)) as bar:
+            result = minimize(problem.value_grad, np.zeros(problem.size), jac=True, method="L-BFGS-B",
+                              callback=bar.step,
+                              options=dict(maxiter=int(self.max_iter), gtol=float(self.tol), ftol=0.0, maxcor=20))
+            theta = result.x
+            if problem.polishable():
+                bar.stage("Newton polish")
+                theta = _newton_polish(theta, problem)
+        self.coef_ = theta.reshape(problem.shape)
         self.n_iter_ = int(result.nit)
         self.converged_ = bool(result.nit < self.max_iter)
         if not self.converged_:
@@ -136,6 +152,22 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
                           f"norm {np.abs(result.jac).max():.2e} > tol={self.tol}); raise max_iter",
                           ConvergenceWarning, stacklevel=2)
         return self
+
+    def _likelihood(self, X, codes, w, features) -> "_Likelihood":
+        """The objective on its units: the distinct states and their counts when they repeat
+        (:func:`~genpqr.stage1.repeated_rows`), else the rows."""
+        penalty = 0.0 if np.isinf(self.C) else 1.0 / (self.C * w.sum())
+        total = w.sum()
+        index = repeated_rows(X)
+        if index is not None:
+            cells = choice_cells(X, codes, features.shape[0], w, index=index)
+            weight = cells.state_weights()
+            live = weight > 0  # states whose rows all weigh 0 add nothing
+            units, weight = cells.states[live], weight[live]
+            chosen = cells.feature_sums(features)[live] / weight[:, None]
+        else:
+            units, weight, chosen = X, w, features[codes]
+        return _Likelihood(self, units, weight / total, chosen, features, penalty)
 
     def _check_params(self):
         if not (isinstance(self.state_basis, str) and self.state_basis in STATE_BASES) and \
@@ -188,28 +220,52 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
 
     def predict_log_proba(self, X) -> np.ndarray:
         """``log pi(a|s)`` for every action of the table (never-taken ones included), (n, K),
-        filled in blocks of actions."""
-        G = self._tower(X)
-        log_z, _ = _softmax_moments(G, self.action_features_, self.block_size)
-        out = np.empty((G.shape[0], self.action_features_.shape[0]))
-        for start, stop in _blocks(G.shape[0], out.shape[1], self.block_size):
-            out[:, start:stop] = G @ self.action_features_[start:stop].T - log_z[:, None]
-        return out
+        filled in blocks of actions (once per distinct state when the states repeat)."""
+        out, index = self._distinct_log_proba(X)
+        return out if index is None else out[index]
+
+    def _distinct_log_proba(self, X):
+        """``(log pi at the distinct rows of X, each row's position among them or None)``."""
+        G, index = self._distinct_tower(X)
+        log_z = bilinear_log_partition(G, self.action_features_, 8 * int(self.block_size))
+        out = G @ self.action_features_.T
+        out -= log_z[:, None]
+        return out, index
 
     def predict_log_proba_at(self, X, codes, max_bytes: int | None = None) -> np.ndarray:
         """``log pi(a_ij|s_i)`` at action codes ``codes`` (n,) or (n, c), same shape: the
         log-partition by :func:`genpqr.stage1.bilinear_log_partition` in blocks of at most
-        ``max_bytes`` (default ``8 * block_size``) of scores; no (n, K) matrix."""
+        ``max_bytes`` (default ``8 * block_size``) of scores, once per distinct state; no (n, K) matrix."""
         limit = 8 * int(self.block_size) if max_bytes is None else max_bytes
-        return bilinear_log_proba_at(self._tower(X), self.action_features_, codes, limit)
+        G, index = self._distinct_tower(X)
+        if index is None:
+            return bilinear_log_proba_at(G, self.action_features_, codes, limit)
+        log_z = bilinear_log_partition(G, self.action_features_, limit)[index]
+        return bilinear_log_proba_at(G[index], self.action_features_, codes, limit, log_z=log_z)
+
+    def _distinct_tower(self, X):
+        """``(G, index)``: the tower at the distinct rows of ``X`` and each row's position among
+        them when the rows repeat (:func:`~genpqr.stage1.repeated_rows`), else ``(G, None)``."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "coef_")
+        X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
+        repeated = repeated_rows(X)
+        if repeated is None:
+            return self._tower(X), None
+        return self._tower(repeated[0]), repeated[1]
 
     def predict_proba(self, X) -> np.ndarray:
         """``pi(a|s)``, shape (n, K)."""
-        return np.exp(self.predict_log_proba(X))
+        out, index = self._distinct_log_proba(X)
+        np.exp(out, out=out)
+        return out if index is None else out[index]
 
     def predict(self, X) -> np.ndarray:
         """The most probable action (a label of ``classes_``), shape (n,)."""
-        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+        G, index = self._distinct_tower(X)
+        best = np.argmax(G @ self.action_features_.T, axis=1)
+        return self.classes_[best if index is None else best[index]]
 
 
 def bind_action_features(model, transitions):
@@ -286,26 +342,111 @@ def action_codes(y, classes, n: int, owner: str = "ConditionalLogit") -> np.ndar
     return codes
 
 
-def _newton_polish(theta, objective, B, features, w, penalty, block_size, steps: int = 3) -> np.ndarray:
-    """Up to ``steps`` Newton steps on the (convex) mean objective; a step is kept only when it
-    shrinks the gradient. Hessian: ``sum_i w_i (b_i b_i^T) (x) Cov_pi(x | s_i) + penalty I``."""
-    q, d = B.shape[1], features.shape[1]
-    outer = np.einsum("kj,kl->kjl", features, features).reshape(-1, d * d)
-    value, grad = objective(theta)
-    for _ in range(steps):
-        G = B @ theta.reshape(q, d)
-        log_z, mean = _softmax_moments(G, features, block_size)
-        second = np.zeros((G.shape[0], d * d))
-        for start, stop in _blocks(G.shape[0], features.shape[0], block_size):
-            second += np.exp(G @ features[start:stop].T - log_z[:, None]) @ outer[start:stop]
+class _Likelihood:
+    """The penalised mean negative log-likelihood of :class:`ConditionalLogit` over its units
+    (rows, or distinct states with their counts): unit ``u`` has the state ``units[u]``, the weight
+    ``weight[u]`` (summing to 1) and the mean chosen features ``chosen[u]``, so
+
+    ``f(W) = sum_u weight_u [log Z(s_u) - b(s_u)^T W chosen_u] + penalty ||W||^2 / 2``."""
+
+    def __init__(self, model, units, weight, chosen, features, penalty):
+        self.onehot = model.state_basis == "onehot"
+        if self.onehot:  # b(s) W is row s of W: index instead of a (units x n_states) one-hot matrix
+            self.index = check_state_indices(units, model.n_states_, "X")
+            q = model.n_states_
+        else:
+            self.B = model._basis(units)
+            q = self.B.shape[1]
+        self.weight, self.chosen, self.features, self.penalty = weight, chosen, features, penalty
+        self.block_size = model.block_size
+        self.shape = (q, features.shape[1])
+        self.size = q * features.shape[1]
+        self.n_units = int(units.shape[0])
+
+    def tower(self, W) -> np.ndarray:
+        """``G = b(s_u)^T W`` per unit, shape (units, d)."""
+        return W[self.index] if self.onehot else self.B @ W
+
+    def back(self, R) -> np.ndarray:
+        """``sum_u b(s_u) R_u^T``, shape (q, d): the tower's transpose."""
+        if not self.onehot:
+            return self.B.T @ R
+        out = np.zeros(self.shape)
+        np.add.at(out, self.index, R)
+        return out
+
+    def value_grad(self, theta):
+        W = theta.reshape(self.shape)
+        G = self.tower(W)
+        log_z, expected = _softmax_moments(G, self.features, self.block_size)
+        value = np.dot(self.weight, log_z - np.einsum("ij,ij->i", G, self.chosen)) + 0.5 * self.penalty * theta @ theta
+        grad = self.back(self.weight[:, None] * (expected - self.chosen)) + self.penalty * W
+        return value, grad.ravel()
+
+    def polishable(self) -> bool:
+        """Newton steps are cheap: a one-hot basis (a block-diagonal Hessian, one (d, d) block per
+        state), or at most :data:`_POLISH_MAX_PARAMS` coefficients and :data:`_POLISH_MAX_WORK`
+        multiply-adds for the Hessian."""
+        return self.onehot or (self.size <= _POLISH_MAX_PARAMS and self.n_units * self.size ** 2 <= _POLISH_MAX_WORK)
+
+    def newton_step(self, theta, grad) -> np.ndarray:
+        """``H^+ grad`` with ``H = sum_u weight_u (b_u b_u^T) (x) Cov_pi(x | s_u) + penalty I``."""
+        q, d = self.shape
+        G = self.tower(theta.reshape(q, d))
+        _, mean, second = _softmax_moments(G, self.features, self.block_size, second=True)
         cov = second.reshape(-1, d, d) - np.einsum("ij,ik->ijk", mean, mean)
-        hess = np.einsum("ij,il,ikm->jklm", w[:, None] * B, B, cov).reshape(q * d, q * d) + penalty * np.eye(q * d)
-        step = np.linalg.lstsq(hess, grad, rcond=1e-12)[0]
-        new_value, new_grad = objective(theta - step)
+        if self.onehot:  # one (d, d) block per state
+            blocks = np.zeros((q, d, d))
+            np.add.at(blocks, self.index, self.weight[:, None, None] * cov)
+            blocks += self.penalty * np.eye(d)
+            step = np.einsum("sij,sj->si", np.linalg.pinv(blocks, rcond=1e-12), grad.reshape(q, d))
+            return step.ravel()
+        B = self.B
+        hess = np.einsum("ij,il,ikm->jklm", self.weight[:, None] * B, B, cov).reshape(q * d, q * d) \
+            + self.penalty * np.eye(q * d)
+        return np.linalg.lstsq(hess, grad, rcond=1e-12)[0]
+
+
+def _newton_polish(theta, problem: _Likelihood, steps: int = 3) -> np.ndarray:
+    """Up to ``steps`` Newton steps on the (convex) mean objective; a step is kept only when it
+    shrinks the gradient. Hessian: ``sum_u w_u (b_u b_u^T) (x) Cov_pi(x | s_u) + penalty I``."""
+    value, grad = problem.value_grad(theta)
+    for _ in range(steps):
+        step = problem.newton_step(theta, grad)
+        new_value, new_grad = problem.value_grad(theta - step)
         if not np.abs(new_grad).max() < np.abs(grad).max():  # near the optimum the value's decrease is rounding
             break
         theta, value, grad = theta - step, new_value, new_grad
     return theta
+
+
+class _Progress:
+    """A tqdm bar over the L-BFGS iterations (shown after 2 seconds; ``progress`` None: only on
+    a terminal, False: never), with the current objective; ``stage(text)`` names a later step."""
+
+    def __init__(self, progress, total: int):
+        self.progress, self.total, self.bar = progress, total, None
+
+    def __enter__(self):
+        if self.progress is not False:
+            self.bar = progress_bar(self.progress, total=self.total, desc="conditional logit (L-BFGS)")
+        return self
+
+    def step(self, intermediate_result=None):
+        if self.bar is not None:
+            self.bar.update(1)
+            fun = getattr(intermediate_result, "fun", None)
+            if fun is not None:
+                self.bar.set_postfix_str(f"objective {fun:.8g}", refresh=False)
+
+    def stage(self, text: str):
+        if self.bar is not None:
+            self.bar.set_description_str(f"conditional logit ({text})", refresh=False)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+        return False
 
 
 def _blocks(n_rows: int, n_actions: int, block_size: int):
@@ -314,20 +455,46 @@ def _blocks(n_rows: int, n_actions: int, block_size: int):
         yield start, min(start + step, n_actions)
 
 
-def _softmax_moments(G, features, block_size) -> tuple[np.ndarray, np.ndarray]:
-    """``log sum_a exp(G x_a)`` (n,) and ``E_pi[x_a | s]`` (n, d), by an online log-sum-exp over
-    blocks of actions (at most ``block_size`` scores at a time)."""
-    n = G.shape[0]
-    top = np.full(n, -np.inf)
-    total = np.zeros(n)
-    moment = np.zeros((n, features.shape[1]))
-    for start, stop in _blocks(n, features.shape[0], block_size):
-        block = features[start:stop]
-        scores = G @ block.T
-        new_top = np.maximum(top, scores.max(axis=1))
-        shrink = np.exp(top - new_top)
-        e = np.exp(scores - new_top[:, None])
-        total = total * shrink + e.sum(axis=1)
-        moment = moment * shrink[:, None] + e @ block
-        top = new_top
-    return top + np.log(total), moment / total[:, None]
+def _row_blocks(n_rows: int, n_actions: int, block_size: int):
+    """Blocks of rows for the online log-sum-exp: all rows while a block still spans at least
+    ``min(K, 256)`` actions (few units: tabular states), else rows enough for ``min(K, 4096)``
+    actions a block (many rows: the scores of one block stay within ``block_size``)."""
+    block_size = int(block_size)
+    if block_size // max(n_rows, 1) >= min(n_actions, 256):
+        yield 0, n_rows
+        return
+    rows = max(1, block_size // min(n_actions, 4096))
+    for start in range(0, n_rows, rows):
+        yield start, min(start + rows, n_rows)
+
+
+def _softmax_moments(G, features, block_size, second: bool = False):
+    """``log sum_a exp(G x_a)`` (n,) and ``E_pi[x_a | s]`` (n, d) -- with ``second`` also
+    ``E_pi[x_a x_a^T | s]`` flattened, (n, d * d) -- by an online log-sum-exp over blocks of rows
+    and of actions (at most ``block_size`` scores at a time)."""
+    n, d = G.shape[0], features.shape[1]
+    log_z, moment = np.empty(n), np.empty((n, d))
+    outer = np.einsum("kj,kl->kjl", features, features).reshape(-1, d * d) if second else None
+    square = np.empty((n, d * d)) if second else None
+    for r0, r1 in _row_blocks(n, features.shape[0], block_size):
+        Gb = G[r0:r1]
+        top = np.full(r1 - r0, -np.inf)
+        total = np.zeros(r1 - r0)
+        mom = np.zeros((r1 - r0, d))
+        sq = np.zeros((r1 - r0, d * d)) if second else None
+        for start, stop in _blocks(r1 - r0, features.shape[0], block_size):
+            block = features[start:stop]
+            scores = Gb @ block.T
+            new_top = np.maximum(top, scores.max(axis=1))
+            shrink = np.exp(top - new_top)
+            e = np.exp(scores - new_top[:, None])
+            total = total * shrink + e.sum(axis=1)
+            mom = mom * shrink[:, None] + e @ block
+            if second:
+                sq = sq * shrink[:, None] + e @ outer[start:stop]
+            top = new_top
+        log_z[r0:r1] = top + np.log(total)
+        moment[r0:r1] = mom / total[:, None]
+        if second:
+            square[r0:r1] = sq / total[:, None]
+    return (log_z, moment, square) if second else (log_z, moment)

@@ -49,7 +49,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..data.validation import check_state_indices, seed_from
 from ..data import Transitions
+from ..messages import Mention, Message
 from ._policy import FrequencyClassifier
+from ._cells import choice_cells, compresses, repeated_rows
 
 __all__ = ["SplineLogit", "select_spline_logit", "cells_are_sparse", "choose_tabular_policy", "FirstStageChoice",
            "state_is_ordered", "given_first_stage", "sparsity", "SPARSE_MEDIAN_VISITS", "SPARSE_ZERO_SHARE",
@@ -87,7 +89,10 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
     ``X`` is 2-D, shape (n, d) (a single state column as (n, 1)), validated like any
     scikit-learn classifier: ``check_estimator`` passes with no exclusion
     (tests/stage2/test_model_selection.py). ``sample_weight`` also weights the knot range (zero-weight
-    rows do not move the knots), so a weight of 2 is a repeated row.
+    rows do not move the knots), so a weight of 2 is a repeated row. When the states repeat
+    (tabular states) the logit is fitted on the weighted (state, action) cells
+    (:func:`genpqr.stage1.choice_cells`: the same objective at ``S x K`` rows at most) and
+    predicts once per distinct state.
     """
 
     def __init__(self, n_knots=5, degree=3, C=1.0, max_iter=2000, tol=1e-4):
@@ -122,6 +127,7 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
         self.pipeline_ = make_pipeline(
             SplineTransformer(n_knots=int(self.n_knots), degree=int(self.degree), extrapolation="linear"),
             LogisticRegression(C=float(self.C), max_iter=int(self.max_iter), tol=self.tol))
+        X, y, sample_weight = _cells_or_rows(X, y, sample_weight)
         kw = {} if sample_weight is None else {"logisticregression__sample_weight": sample_weight,
                                                "splinetransformer__sample_weight": sample_weight}  # knot range
         self.pipeline_.fit(X, y, **kw)
@@ -137,7 +143,10 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64, reset=False)
         if self.pipeline_ is None:
             return np.tile(self.constant_, (X.shape[0], 1))
-        return self.pipeline_.predict_proba(X)
+        repeated = repeated_rows(X)  # tabular states: once per distinct state
+        if repeated is None:
+            return self.pipeline_.predict_proba(X)
+        return self.pipeline_.predict_proba(repeated[0])[repeated[1]]
 
     def predict(self, X):
         """The most probable action at each state, shape (n,)."""
@@ -146,6 +155,21 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
 
     def describe(self) -> str:
         return f"spline logit (n_knots={self.n_knots}, degree={self.degree}, C={self.C:g})"
+
+
+def _cells_or_rows(X, y, sample_weight):
+    """``(X, y, sample_weight)`` of the weighted (state, action) cells when the rows repeat
+    (:func:`~genpqr.stage1.choice_cells`: the same weighted log-likelihood, the same knot range --
+    the cells with positive weight span the rows with positive weight), else as given."""
+    repeated = repeated_rows(X)
+    if repeated is None:
+        return X, y, sample_weight
+    labels, codes = np.unique(y, return_inverse=True)
+    cells = choice_cells(X, codes.reshape(-1), labels.size, sample_weight, index=repeated)
+    if not compresses(cells.n_cells, X.shape[0]):
+        return X, y, sample_weight
+    Xc, yc, wc = cells.as_rows()
+    return Xc, labels[yc], wc
 
 
 @dataclass
@@ -331,30 +355,34 @@ def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: b
     does not depend on the fit's cross-fitting.
     """
     if force == "spline" and not ordered:
-        raise ValueError("--policy-model spline needs an ordered state: one integer (or binned) state column "
-                         "numbered by its value; use --policy-model frequency or logistic")
+        raise ValueError(Message(Mention("force", "spline"), " needs an ordered state: one integer (or binned) state "
+                                 "column numbered by its value; use ",
+                                 Mention("policy_model", "frequency", python="FrequencyClassifier"), " or logistic"))
     seed = DEFAULT_SEED if random_state is None else seed_from(random_state)
     k = min(int(n_splits), transitions.n_episodes)
     sparse, median, zero_share, facts = sparsity(transitions, n_states, n_splits=n_splits, random_state=seed)
     if force != "spline" and not (ordered and sparse and k >= 2):
-        why = ("cells are well filled" if not sparse else "cells are sparse but the state is not ordered "
-               "(no smooth model across states; an ordered index: give n_states or an increment kernel, "
-               "genpqr fit --n-states or --transition increment:)" if not ordered else
-               "cells are sparse but the data hold one episode (the spline logit is chosen by episode-grouped "
-               "cross-validation)")
-        return FrequencyClassifier(n_states=n_states), FirstStageChoice("frequency", f"cell frequencies: {why} "
-                                                                        f"({facts})", median, zero_share)
+        why = ("cells are well filled" if not sparse else Message(
+            "cells are sparse but the state is not ordered (no smooth model across states; an ordered index: give ",
+            Mention("n_states"), " or ", Mention("transition_model", "increment:", python="an increment kernel"), ")")
+            if not ordered else "cells are sparse but the data hold one episode (the spline logit is chosen by "
+                                "episode-grouped cross-validation)")
+        return FrequencyClassifier(n_states=n_states), FirstStageChoice(
+            "frequency", Message("cell frequencies: ", why, f" ({facts})"), median, zero_share)
     if transitions.n_episodes < 2:
-        raise ValueError("the spline-logit first stage needs at least 2 episodes (episode-grouped cross-validation); "
-                         "use --policy-model frequency (GenPQR: policy_model=FrequencyClassifier(n_states))")
+        raise ValueError(Message("the spline-logit first stage needs at least 2 episodes (episode-grouped "
+                                 "cross-validation); use ", Mention("policy_model", "frequency",
+                                                                    python="policy_model=FrequencyClassifier(n_states)")))
     model, scores = select_spline_logit(transitions, n_splits=n_splits, random_state=seed)
     freq = _held_out_log_loss(FrequencyClassifier(n_states=n_states), transitions.states, transitions.actions,
                               transitions.episode_folds(k, random_state=seed), transitions.n_actions)
     scores["frequency"] = freq
     best = min(v for key, v in scores.items() if key != "frequency")
-    why = "requested (--policy-model spline)" if force == "spline" else f"cells are sparse ({facts})"
+    why = Message("requested (", Mention("force", "spline"), ")") if force == "spline" else \
+        f"cells are sparse ({facts})"
     freq_text = "inf (held-out actions unseen in their cell)" if not np.isfinite(scores["frequency"]) else \
         f"{scores['frequency']:.4f}"
-    reason = (f"{model.describe()}: {why}; chosen by {k}-fold episode-grouped cross-validated log loss {best:.4f} "
-              f"over {len(scores) - 1} (n_knots, C) candidates (cell frequencies: {freq_text})")
+    reason = Message(f"{model.describe()}: ", why, f"; chosen by {k}-fold episode-grouped cross-validated log loss "
+                                                   f"{best:.4f} over {len(scores) - 1} (n_knots, C) candidates (cell "
+                                                   f"frequencies: {freq_text})")
     return model, FirstStageChoice("spline", reason, median, zero_share, scores)

@@ -27,12 +27,14 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..data.validation import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
-from ._clipping import PAPER_CLIP, auto_clip, check_bounds
+from ._clipping import PAPER_CLIP, check_bounds, resolve_policy_clip
 from ..data import BoxActions, Transitions
 from ._conditional_logit import bind_action_features, check_feature_dim
 from ..actions import check_density
-from ._stage1 import FittedStage1, cross_fit_models
+from ._stage1 import FittedStage1, cross_fit_models, forward_progress
+from ._cells import RowTable, repeated_rows
 from ..data import fit_weighted
+from ..messages import Mention, Message
 
 __all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
            "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
@@ -40,8 +42,6 @@ __all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "cl
 
 #: The paper's clip: the default of the paper's baselines (GenPQR's default is ``"auto"``).
 DEFAULT_CLIP = PAPER_CLIP
-#: Rows weighing less than this share of the largest row weight do not set the auto clip.
-_NEGLIGIBLE_WEIGHT = 1e-6
 
 
 def check_clip(clip) -> tuple[float, float]:
@@ -215,7 +215,15 @@ def _check_index_input(X, name: str) -> np.ndarray:
 
 
 def _proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarray:
-    """``predict_proba`` mapped onto codes 0..K-1 with sanity checks (named messages)."""
+    """``predict_proba`` mapped onto codes 0..K-1 with sanity checks (named messages); asked once
+    per distinct state when the states repeat (tabular states), then spread over the rows."""
+    repeated = repeated_rows(X)
+    if repeated is not None:
+        return _distinct_proba_on_codes(model, repeated[0], n_actions, name)[repeated[1]]
+    return _distinct_proba_on_codes(model, X, n_actions, name)
+
+
+def _distinct_proba_on_codes(model, X: np.ndarray, n_actions: int, name: str) -> np.ndarray:
     raw = np.asarray(model.predict_proba(X), dtype=np.float64)
     if raw.ndim != 2:
         raise ValueError(f"{name}.predict_proba returned shape {raw.shape}, expected a 2-D (n_samples, n_classes) array")
@@ -280,6 +288,32 @@ class FittedPolicy(FittedStage1):
         folds = self._training_folds(states.shape[0], rows)
         return self._by_fold(folds, lambda k, sel: self.raw_proba(states[sel], fold=k), (self.n_actions,))
 
+    def training_table(self, states, rows=None) -> RowTable:
+        """:meth:`training_raw_proba` as a :class:`RowTable`: once per distinct (fold, state) row
+        when the rows repeat (tabular states), else one row per row."""
+        distinct = self.distinct_training_raw_proba(states, rows)
+        if distinct is None:
+            X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+            return RowTable(X, self.training_raw_proba(X, rows))
+        raw, index, X = distinct
+        return RowTable(X, raw, index)
+
+    def distinct_training_raw_proba(self, states, rows=None):
+        """:meth:`training_raw_proba` once per distinct (fold, state) row when the rows repeat
+        (tabular states): ``(raw (m, K), index (n,), states (m, d))`` with ``raw[index]`` the rows'
+        values; None when they do not repeat enough to pay (:func:`genpqr.stage1.repeated_rows`)."""
+        X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
+        folds = None if self.fold_of_row is None else self._training_folds(X.shape[0], rows)
+        repeated = repeated_rows(X if folds is None else np.column_stack([folds, X]))
+        if repeated is None:
+            return None
+        distinct, index = repeated
+        if folds is None:
+            return self.raw_proba(distinct), index, distinct
+        fold = distinct[:, 0].astype(np.int64)
+        raw = self._by_fold(fold, lambda k, sel: self.raw_proba(distinct[sel, 1:], fold=k), (self.n_actions,))
+        return raw, index, distinct[:, 1:]
+
     def log_policy(self, states, actions=None, *, return_clipped: bool = False):
         """``u = log pi_hat`` (clipped, renormalized): (n, K), or (n,) at action codes ``actions``."""
         return self._u(self.raw_proba(states), actions, return_clipped)
@@ -310,25 +344,7 @@ def prefit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP) ->
     codes = np.arange(transitions.n_actions)
     if not np.all(np.isin(classes, codes)) or classes.dtype.kind not in "iu":
         classifier = _LabelledClassifier(classifier, transitions.encoder.encode(classes, "policy_model.classes_"))
-    return _resolve_clip(FittedPolicy([classifier], None, transitions.n_actions, (0.0, 1.0)), clip, transitions)
-
-
-def _resolve_clip(policy: FittedPolicy, clip, transitions: Transitions) -> FittedPolicy:
-    """Set ``policy.clip``: the given bounds, or the data-aware rule of :func:`genpqr.stage1.auto_clip`
-    from the raw probabilities at the training rows and their observed next states."""
-    if not _is_auto(clip):
-        policy.clip, policy.clip_rule = _check_clip(clip), ("given" if clip is not None else "none (no clip)")
-        return policy
-    raw_rows = policy.training_raw_proba(transitions.states)
-    live = transitions.next_observed & ~transitions.terminated
-    actions = transitions.actions
-    if transitions.sample_weight is not None:  # rows of (all but) zero weight are not data of this fit:
-        weights = np.asarray(transitions.sample_weight)  # e.g. episodes a latent type's posterior excludes
-        keep = weights > _NEGLIGIBLE_WEIGHT * weights.max()
-        raw_rows, actions, live = raw_rows[keep], actions[keep], live & keep
-    raw_next = policy.training_raw_proba(transitions.next_states[live], rows=live) if live.any() else None
-    policy.clip, policy.clip_rule = auto_clip(raw_rows, actions, raw_next)
-    return policy
+    return resolve_policy_clip(FittedPolicy([classifier], None, transitions.n_actions, (0.0, 1.0)), clip, transitions)
 
 
 class _LabelledClassifier:
@@ -344,27 +360,28 @@ class _LabelledClassifier:
 def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross_fit: int | None = None,
                random_state=None, progress: bool | None = False) -> FittedPolicy:
     """Fit stage 1 on ``(states, actions)`` (every observed choice); with ``cross_fit = k``, k
-    episode folds (a tqdm bar over the folds with ``progress``; None: only on a terminal).
+    episode folds (a tqdm bar over the folds with ``progress``; None: only on a terminal; a model
+    with a ``progress`` parameter left at None gets this one).
     ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.stage1`)."""
-    classifier = bind_action_features(check_classifier(classifier), transitions)
+    classifier = forward_progress(bind_action_features(check_classifier(classifier), transitions), progress)
     if not _is_auto(clip):
         _check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions
     w = transitions.sample_weight
     if cross_fit is None:
         fitted = fit_weighted(clone(classifier), X, y, w, "policy_model")
-        return _resolve_clip(FittedPolicy([fitted], None, K, (0.0, 1.0)), clip, transitions)
+        return resolve_policy_clip(FittedPolicy([fitted], None, K, (0.0, 1.0)), clip, transitions)
 
     def fit_fold(k, train):
         if np.unique(y[train]).size < 2:
-            raise ValueError(f"cross_fit={cross_fit}: the training episodes of fold {k} take only action "
-                             f"{plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be fitted there; use "
-                             f"fewer folds or cross_fit=None (genpqr fit: --cross-fit 0)")
+            raise ValueError(Message(Mention("cross_fit", cross_fit), f": the training episodes of fold {k} take only "
+                                     f"action {plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be "
+                                     "fitted there; use fewer folds or ", Mention("cross_fit", None)))
         return fit_weighted(clone(classifier), X[train], y[train], None if w is None else w[train], "policy_model")
 
     models, fold_of_row = cross_fit_models(transitions, cross_fit, fit_fold, random_state=random_state,
                                            progress=progress)
-    return _resolve_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)
+    return resolve_policy_clip(FittedPolicy(models, fold_of_row, K, (0.0, 1.0)), clip, transitions)
 
 
 # ============================================================================ continuous actions

@@ -19,7 +19,31 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-__all__ = ["FittedStage1", "cross_fit_models"]
+__all__ = ["FittedStage1", "cross_fit_models", "PROGRESS_DELAY", "progress_bar", "forward_progress"]
+
+#: Seconds a stage-1 step (the folds, a conditional logit's optimizer, a two tower's epochs) runs
+#: before its progress bar appears: quick fits print nothing.
+PROGRESS_DELAY = 2.0
+
+
+def progress_bar(progress, *, total=None, iterable=None, desc: str, unit: str = "it"):
+    """The tqdm bar of a stage-1 step on stderr, by the estimator's convention: ``progress`` True
+    shows it, False never, None only on a terminal; it appears once the step has run
+    :data:`PROGRESS_DELAY` seconds and is removed when done."""
+    return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY,
+                disable=None if progress is None else not progress)
+
+
+def forward_progress(model, progress):
+    """A model with a ``progress`` parameter of its own left at None (its bar shown only on a
+    terminal; :class:`genpqr.stage1.ConditionalLogit`, ``genpqr.models.TwoTowerClassifier``) gets
+    the fit's ``progress`` (a clone): ``GenPQR(progress=False)`` silences it."""
+    params = model.get_params(deep=False) if hasattr(model, "get_params") else {}
+    if progress is None or "progress" not in params or params["progress"] is not None:
+        return model
+    from ..data.validation import clone_learner
+
+    return clone_learner(model).set_params(progress=progress)
 
 
 @dataclass
@@ -77,11 +101,12 @@ class FittedStage1:
 def cross_fit_models(data, cross_fit: int, fit_fold, *, random_state=None, progress: bool | None = False,
                      desc: str = "policy folds"):
     """Fit one model per episode fold: ``fit_fold(k, train_rows)`` for each of ``cross_fit``
-    folds of ``data.episode_folds`` (a tqdm bar with ``progress``; None: only on a terminal).
+    folds of ``data.episode_folds`` (a tqdm bar with ``progress``, shown once the folds have taken 2
+    seconds; None: only on a terminal).
     Returns ``(models, fold_of_row)``."""
     folds = data.episode_folds(int(cross_fit), random_state=random_state)
     models, fold_of_row = [], np.empty(data.n, dtype=np.int64)
-    bar = tqdm(folds, desc=desc, disable=None if progress is None else not progress, leave=False)
+    bar = progress_bar(progress, iterable=folds, desc=desc, unit="fold")
     for k, (train, test) in enumerate(bar):
         models.append(fit_fold(k, train))
         fold_of_row[test] = k

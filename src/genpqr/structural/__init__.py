@@ -17,9 +17,14 @@
     Structural estimation of flow-utility parameters (``estimate_structural``: NPL to
     convergence, NFXP, PML, projection) with the MLE's OPG and sandwich standard errors.
 :mod:`~genpqr.structural.results`
-    Results as objects: coefficient tables, Wald intervals, a statsmodels-style summary
-    (:class:`~genpqr.structural.results.StructuralSummary`), the likelihood-ratio test
-    (:func:`~genpqr.structural.results.lr_test`).
+    Results as objects in statsmodels' words (``params``, ``bse``, ``llf``, ``conf_int``, ...:
+    :class:`~genpqr.structural.results.LikelihoodResults`): coefficient tables, intervals, the
+    likelihood-ratio test (:func:`~genpqr.structural.results.lr_test`).
+:mod:`~genpqr.structural.summary`
+    The printed summary (:class:`~genpqr.structural.summary.StructuralSummary`): text, HTML, LaTeX.
+:mod:`~genpqr.structural.covariance`
+    The covariance kinds (OPG, inverse Hessian, sandwich, bootstrap) and a fit with another
+    (``StructuralFit.with_cov_type``, ``StructuralFit.bootstrap``).
 :mod:`~genpqr.structural.separation`
     Whether the MLE exists: choices separated by the features, decided on the data by linear
     programming (:func:`~genpqr.structural.separation.find_separation`).
@@ -45,8 +50,8 @@
 :mod:`~genpqr.structural.type_counterfactuals`
     Counterfactuals per latent type and averaged over the type distribution.
 
-Layers (no import circles): ``checks``, ``identification`` < ``kernels``, ``projection``, ``likelihood``,
-``results`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``type_model`` <
+Layers (no import circles): ``checks``, ``identification``, ``summary`` < ``kernels``, ``projection``,
+``likelihood``, ``results`` < ``covariance`` < ``ccp``, ``nfxp``, ``separation``, ``fit_checks`` < ``maximize`` < ``type_model`` <
 ``types`` < ``estimation``, ``ddc`` < ``type_counterfactuals``. Counterfactuals on a fitted model live in the
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """

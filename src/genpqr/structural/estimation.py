@@ -34,8 +34,10 @@ one that says so, and no standard error is given.
 
 ``StructuralFit.iterations`` records each algorithm's iterations (``{"BHHH": 200, "Newton":
 2}``) and ``convergence`` says which one converged (``"BHHH 200 (hit the cap) + Newton 2,
-converged by Newton"``). Results as objects: ``params_``, ``bse_``, ``conf_int``, ``to_frame``,
-``summary`` and ``compare_lr`` (:mod:`genpqr.structural.results`).
+converged by Newton"``). Results as objects in statsmodels' words (``params``, ``bse``,
+``tvalues``, ``pvalues``, ``llf``, ``nobs``, ``aic``, ``bic``, ``cov_params()``, ``conf_int(alpha)``,
+``summary()``; :mod:`genpqr.structural.results`), ``to_frame``, ``compare_lr`` and another
+covariance kind by ``with_cov_type`` or ``bootstrap`` (:mod:`genpqr.structural.covariance`).
 
 Standard errors (:func:`likelihood_derivatives`) are those of the *full* likelihood, the
 derivative taken through the fixed point, identical for NPL and NFXP. With
@@ -70,14 +72,15 @@ from .. import stage2 as tabular
 from ..data.validation import check_gamma
 from ..exceptions import ConvergenceWarning, GenPQRWarning
 from .ccp import fit_npl
+from .covariance import CovarianceChoices
 from .checks import check_features, check_table, check_weights
 from .fit_checks import (MIN_CHOICES_PER_PARAMETER, ProjectionWarning, check_convergence, check_identified,
                          check_projection, check_rare_action, check_separation)
 from .likelihood import LikelihoodDerivatives, likelihood_derivatives, relative_solve
 from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from .projection import project_reward
-from .results import (SE_KINDS, SE_LABELS, coefficient_frame, conf_int, describe_iterations, lr_test, std_errors,
-                      summary_of)
+from .results import (SE_KINDS, SE_LABELS, LikelihoodResults, coefficient_frame, describe_iterations, lr_test,
+                      std_errors, summary_of)
 from .identification import Identification, generalized_inverse, identification
 from .separation import Separation, find_separation
 
@@ -97,8 +100,14 @@ def _inverse(matrix):
 
 
 @dataclass(frozen=True)
-class StructuralFit:
+class StructuralFit(LikelihoodResults, CovarianceChoices):
     """Structural estimates, their standard errors and the fit of the choice model.
+
+    In statsmodels' words (:class:`~genpqr.structural.results.LikelihoodResults`): ``params``,
+    ``bse``, ``tvalues``, ``pvalues``, ``llf``, ``nobs`` (the choices), ``df_model``,
+    ``df_resid``, ``aic``, ``bic``, ``cov_type``, ``cov_params()``, ``conf_int(alpha)`` and
+    ``summary(alpha)``; :meth:`with_cov_type` (``"opg"``, ``"hessian"``, ``"sandwich"``) and
+    :meth:`bootstrap` give the same fit with another covariance.
 
     Attributes
     ----------
@@ -149,6 +158,13 @@ class StructuralFit:
         still gives the fitted flow utility, for counterfactuals), ``std_error`` is NaN, and
         the tables (``to_frame``, ``params_``, ``summary``, ``parameters.csv``) show no number;
         ``cov`` is then the generalized inverse on the identified directions.
+    covariances : dict or None
+        Every covariance the fit holds, by kind (``"OPG"``, ``"inverse Hessian"``,
+        ``"sandwich"``): what :meth:`with_cov_type` chooses from.
+    cov_kind : str or None
+        The kind of ``cov`` when another than the estimator's own (:meth:`with_cov_type`).
+    bootstrap_replicates : ndarray (B, p) or None
+        A bootstrap fit's replicates (:meth:`bootstrap`): its intervals are their percentiles.
     """
 
     estimator: str
@@ -178,6 +194,9 @@ class StructuralFit:
     mle_theta: np.ndarray | None = field(default=None, repr=False)
     mle_loglik: float = np.nan
     identification: Identification | None = field(default=None, repr=False)
+    covariances: dict | None = field(default=None, repr=False)
+    cov_kind: str | None = None
+    bootstrap_replicates: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def identified(self) -> np.ndarray:
@@ -224,8 +243,11 @@ class StructuralFit:
 
     @property
     def se_label(self) -> str:
-        """The kind of ``std_error`` in short: ``"OPG"``, ``"inverse Hessian"`` or ``"none"``."""
-        return "none" if not np.any(np.isfinite(self.std_error)) else SE_LABELS[self.estimator]
+        """The kind of ``std_error`` in short: ``"OPG"``, ``"inverse Hessian"``, ``"sandwich"``,
+        ``"bootstrap"`` or ``"none"``."""
+        if not np.any(np.isfinite(self.std_error)):
+            return "none"
+        return self.cov_kind or SE_LABELS[self.estimator]
 
     @property
     def params_(self) -> pd.Series:
@@ -238,16 +260,11 @@ class StructuralFit:
         return pd.Series(self.std_error, index=pd.Index(list(self.names), name="parameter"),
                          name=f"std_error ({self.se_label})")
 
-    def conf_int(self, level: float = 0.95) -> pd.DataFrame:
-        """Wald intervals of ``std_error`` (columns ``lower``, ``upper``): :func:`~genpqr.structural.results.conf_int`."""
-        return conf_int(self, level)
-
     def to_frame(self, level: float = 0.95) -> pd.DataFrame:
         """Estimates, SE and kind, z, p-value, interval, robust SE: :func:`~genpqr.structural.results.coefficient_frame`."""
         return coefficient_frame(self, level)
 
-    def summary(self, level: float = 0.95):
-        """A statsmodels-style summary (:class:`~genpqr.structural.results.StructuralSummary`)."""
+    def _summary(self, level):
         return summary_of(self, level)
 
     def compare_lr(self, restricted):
@@ -343,7 +360,7 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
     d = likelihood_derivatives(run.theta, X, n, kernel, gamma, offset=off,
                                policy0=None if run.policy is None or np.min(run.policy) <= 0 else run.policy)
     ident = _identification(estimator, d, run.theta, names, no_mle)
-    cov, cov_robust = _covariances(estimator, d, run.pml_cov, X.shape[2], no_mle, ident.null_space)
+    cov, cov_robust, held = _covariances(estimator, d, run.pml_cov, X.shape[2], no_mle, ident.null_space)
     convergence = describe_iterations(run.parts, run.converged)
     if no_mle:
         convergence += "; stopped: the MLE does not exist (separated choices)"
@@ -361,7 +378,7 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
         d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
         None if action_labels is None else np.asarray(action_labels),
         iterations={name: count or 0 for name, count, _ in run.parts}, convergence=convergence, separation=separation,
-        mle_theta=mle_theta, mle_loglik=mle_loglik, identification=ident)
+        mle_theta=mle_theta, mle_loglik=mle_loglik, identification=ident, covariances=held)
 
 
 def _typed(estimator, features, kernel, gamma, n_types, episodes, **kwargs):
@@ -476,19 +493,21 @@ def _check_fit(estimator, d, n, names, separation, run, action_labels, convergen
 
 
 def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p, no_mle=False, null_space=None):
-    """``(cov, cov_robust)`` of ``estimator``: the MLE's inverse OPG and sandwich (NPL, NFXP), the
-    pseudo-likelihood's inverse Hessian (PML; no sandwich), none (projection, or no MLE). With
-    directions that change no choice (``null_space``, m > 0 columns) the MLE's inverses are the
-    generalized ones on the identified directions."""
+    """``(cov, cov_robust, held)`` of ``estimator``: the MLE's inverse OPG and sandwich (NPL, NFXP),
+    the pseudo-likelihood's inverse Hessian (PML; no sandwich), none (projection, or no MLE);
+    ``held``: every covariance by kind (the MLE's inverse Hessian too). With directions that
+    change no choice (``null_space``, m > 0 columns) the MLE's inverses are the generalized ones
+    on the identified directions."""
     nan = np.full((p, p), np.nan)
     if no_mle:
-        return nan, nan
+        return nan, nan, {}
     if estimator in ("npl", "nfxp"):
         if null_space is not None and null_space.shape[1]:
-            h_inv = generalized_inverse(-d.hessian, null_space)
-            return generalized_inverse(d.opg, null_space), h_inv @ d.opg @ h_inv
-        h_inv = _inverse(-d.hessian)
-        return _inverse(d.opg), h_inv @ d.opg @ h_inv
+            h_inv, opg_inv = generalized_inverse(-d.hessian, null_space), generalized_inverse(d.opg, null_space)
+        else:
+            h_inv, opg_inv = _inverse(-d.hessian), _inverse(d.opg)
+        sandwich = h_inv @ d.opg @ h_inv
+        return opg_inv, sandwich, {"OPG": opg_inv, "inverse Hessian": h_inv, "sandwich": sandwich}
     if estimator == "pml":
-        return pml_cov, nan
-    return nan, nan
+        return pml_cov, nan, {"inverse Hessian": pml_cov}
+    return nan, nan, {}

@@ -100,6 +100,12 @@ class ProjectionResult:
     fitted: np.ndarray
     weighted_r2: float
 
+    @property
+    def params(self) -> np.ndarray:
+        """``theta`` in statsmodels' name (no standard error: the table's errors are not
+        independent; ``StructuralFit.bootstrap`` gives one)."""
+        return self.theta
+
 
 def project_reward(reward_table, features, weights=None, *, offset=None) -> ProjectionResult:
     r"""``theta = argmin sum_{s,a} w(s,a) (r(s,a) - offset(s,a) - features(s,a) @ theta)^2``.

@@ -9,14 +9,15 @@ bootstrap), and every interval shown beside a standard error is computed from it
 
 from __future__ import annotations
 
-import html
-import textwrap
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..messages import Mention, Message
+from .summary import StructuralSummary
+
 __all__ = ["ESTIMATOR_LABELS", "SE_KINDS", "SE_LABELS", "MLE_ESTIMATORS", "describe_iterations", "check_level",
-           "conf_int", "coefficient_frame", "StructuralSummary", "summary_of", "LRTestResult", "lr_test",
+           "level_of", "LikelihoodResults", "conf_int", "coefficient_frame", "StructuralSummary", "summary_of", "LRTestResult", "lr_test",
            "std_errors"]
 
 #: The estimators whose answer is the maximum likelihood estimator.
@@ -36,7 +37,8 @@ SE_KINDS = {
     "npl": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "nfxp": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "pml": "inverse Hessian of the pseudo-likelihood, conditional on the first stage (ignores its estimation error)",
-    "projection": "none: the projection is not an MLE and has no likelihood standard error (use --bootstrap)",
+    "projection": Message("none: the projection is not an MLE and has no likelihood standard error (use ",
+                          Mention("n_boot", python="the bootstrap"), ")"),
 }
 
 
@@ -64,18 +66,36 @@ def check_level(level) -> float:
     return value
 
 
-def conf_int(fit, level: float = 0.95):
-    """Wald intervals ``estimate -+ z std_error`` as a DataFrame (columns ``lower``, ``upper``,
-    index the parameter names); NaN where there is no standard error (projection, separation)."""
-    import pandas as pd
+def level_of(alpha=0.05, level=None) -> float:
+    """The confidence level of statsmodels' ``alpha`` (``1 - alpha``) or of our ``level``.
 
-    lo, hi = fit.wald_interval(check_level(level))
-    return pd.DataFrame({"lower": lo, "upper": hi}, index=pd.Index(list(fit.names), name="parameter"))
+    ``alpha`` above 0.5 (an interval narrower than 50%) is refused with a ``ValueError`` that
+    says which call was meant (``conf_int(0.9)`` read as a level is ``level=0.9``)."""
+    if level is not None:
+        if alpha is not None and alpha != 0.05 and abs(1.0 - float(alpha) - float(level)) > 1e-12:
+            raise ValueError(f"give alpha or level, not both (alpha={alpha!r}, level={level!r})")
+        return check_level(level)
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError):
+        raise TypeError(f"alpha must be a number in (0, 0.5] (0.05 for a 95% interval), got {alpha!r}") from None
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"alpha must be in (0, 0.5] (0.05 for a 95% interval), got {alpha!r}")
+    if a > 0.5:
+        raise ValueError(f"alpha={alpha!r} asks for a {1 - a:.0%} interval: alpha is statsmodels' significance level "
+                         f"(0.05 for 95%); for a {a:.0%} interval pass alpha={1 - a:.3g} or level={a:.3g}")
+    return 1.0 - a
+
+
+def _percentile(replicates, level):
+    lo, hi = np.nanquantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return lo, hi
 
 
 def _rows(fit):
-    """``(names, estimates, std errors, robust std errors, identified)`` of the coefficient table:
-    the parameters (no number where not identified), then the identified combinations of those."""
+    """``(names, estimates, std errors, robust std errors, identified, coefficients)`` of the
+    coefficient table: the parameters (no number where not identified), then the identified
+    combinations of those (``coefficients`` (rows, p): each row's weights on the parameters)."""
     identified = np.asarray(getattr(fit, "identified", np.ones(fit.theta.size, dtype=bool)))
     hidden = np.where(identified, 1.0, np.nan)
     combos = getattr(getattr(fit, "identification", None), "combinations", ())
@@ -83,120 +103,54 @@ def _rows(fit):
     estimate = np.concatenate([fit.theta * hidden, [c.estimate for c in combos]])
     se = np.concatenate([fit.std_error * hidden, [c.std_error for c in combos]])
     robust = np.concatenate([fit.std_error_robust * hidden, np.full(len(combos), np.nan)])
-    return names, estimate, se, robust, np.concatenate([identified, np.ones(len(combos), dtype=bool)])
+    weights = np.vstack([np.eye(fit.theta.size)] + [[c.coefficients.get(n, 0.0) for n in fit.names] for c in combos])
+    return names, estimate, se, robust, np.concatenate([identified, np.ones(len(combos), dtype=bool)]), weights
+
+
+def _intervals(fit, estimate, se, weights, level):
+    """Wald ``estimate -+ z se``, or with bootstrap replicates their percentile interval."""
+    from scipy.stats import norm
+
+    reps = getattr(fit, "bootstrap_replicates", None)
+    if reps is not None:
+        lo, hi = _percentile(reps @ weights.T, level)
+        hidden = np.where(np.isfinite(estimate), 1.0, np.nan)
+        return lo * hidden, hi * hidden
+    half = norm.ppf(0.5 + level / 2) * se
+    return estimate - half, estimate + half
+
+
+def conf_int(fit, level: float = 0.95):
+    """Intervals as a DataFrame (columns ``lower``, ``upper``, index the parameter names): Wald
+    ``estimate -+ z std_error``, or percentile intervals for a bootstrap fit
+    (:func:`~genpqr.structural.covariance.with_bootstrap`); NaN where there is no standard error
+    (projection, separation)."""
+    import pandas as pd
+
+    names, estimate, se, _, _, weights = _rows(fit)
+    p = fit.theta.size
+    lo, hi = _intervals(fit, estimate[:p], se[:p], weights[:p], check_level(level))
+    return pd.DataFrame({"lower": lo, "upper": hi}, index=pd.Index(names[:p], name="parameter"))
 
 
 def coefficient_frame(fit, level: float = 0.95):
     """One row per parameter: ``estimate, std_error, std_error_kind, z, p_value, ci_low, ci_high,
     std_error_robust, identified`` (``z = estimate / std_error``, two-sided normal p-value, the
-    Wald interval of the same standard error; the robust one is the sandwich, NaN where not
-    defined). A parameter the choices do not identify has no number (NaN, ``identified``
-    False); each identified combination of such parameters follows as a row of its own
-    (:mod:`genpqr.structural.identification`)."""
+    Wald interval of the same standard error, or the percentile interval of a bootstrap fit; the
+    robust one is the sandwich, NaN where not defined). A parameter the choices do not identify
+    has no number (NaN, ``identified`` False); each identified combination of such parameters
+    follows as a row of its own (:mod:`genpqr.structural.identification`)."""
     import pandas as pd
     from scipy.stats import norm
 
     level = check_level(level)
-    names, estimate, se, robust, identified = _rows(fit)
+    names, estimate, se, robust, identified, weights = _rows(fit)
     z = estimate / se
-    half = norm.ppf(0.5 + level / 2) * se
+    lo, hi = _intervals(fit, estimate, se, weights, level)
     return pd.DataFrame({"estimate": estimate, "std_error": se, "std_error_kind": fit.se_label,
-                         "z": z, "p_value": 2.0 * norm.sf(np.abs(z)), "ci_low": estimate - half,
-                         "ci_high": estimate + half, "std_error_robust": robust, "identified": identified},
+                         "z": z, "p_value": 2.0 * norm.sf(np.abs(z)), "ci_low": lo,
+                         "ci_high": hi, "std_error_robust": robust, "identified": identified},
                         index=pd.Index(names, name="parameter"))
-
-
-def _num(x, width=10) -> str:
-    if not np.isfinite(x):
-        return f"{'-':>{width}}" if np.isnan(x) else f"{x:>{width}}"
-    text = f"{x:.4f}" if 1e-3 <= abs(x) < 1e6 or x == 0 else f"{x:.3e}"
-    return f"{text:>{width}}"
-
-
-def _header_lines(header, width) -> list:
-    """``label: value`` lines; two short items share a line (statsmodels' two columns)."""
-    half, lines, i = width // 2, [], 0
-    while i < len(header):
-        label, value = header[i]
-        left = f"{label + ':':<18}{value}"
-        if i + 1 < len(header) and len(left) < half and len(f"{header[i + 1][0]}: {header[i + 1][1]}") < half - 1:
-            label2, value2 = header[i + 1]
-            lines.append(f"{left:<{half}}{label2 + ':':<{half - 12}}{value2:>12}".rstrip())
-            i += 2
-            continue
-        lines += textwrap.wrap(str(value), width, initial_indent=f"{label + ':':<18}", subsequent_indent=" " * 18)
-        i += 1
-    return lines
-
-
-@dataclass(frozen=True)
-class StructuralSummary:
-    """The summary of a structural fit (:meth:`StructuralFit.summary`): ``print`` it, or read its
-    ``tables`` (``[header, coefficients]``, DataFrames), ``to_frame()`` (the coefficients) and
-    ``notes``; in a notebook it renders as HTML.
-
-    Attributes
-    ----------
-    header : list of (str, str)
-        Estimator, log-likelihood, choices, parameters, discount, iterations, standard errors.
-    coefficients : DataFrame
-        :func:`coefficient_frame`.
-    level : float
-    notes : list of str
-    """
-
-    header: list
-    coefficients: object
-    level: float
-    notes: list
-
-    @property
-    def tables(self) -> list:
-        import pandas as pd
-
-        head = pd.DataFrame(self.header, columns=["item", "value"]).set_index("item")
-        return [head, self.coefficients]
-
-    def to_frame(self):
-        """The coefficient table (a copy)."""
-        return self.coefficients.copy()
-
-    def as_text(self, width: int = 78) -> str:
-        """The summary as a fixed-width table (statsmodels' layout)."""
-        c = self.coefficients
-        name_w = max(12, *(len(str(n)) + 1 for n in c.index))
-        kind = c["std_error_kind"].iloc[0] if len(c) else "none"
-        kind = {"inverse Hessian": "inv. Hessian"}.get(kind, kind)
-        lo, hi = (0.5 - self.level / 2), (0.5 + self.level / 2)
-        lines = ["Structural estimation results".center(width), "=" * width]
-        lines += _header_lines(self.header, width)
-        lines.append("=" * width)
-        se_head = f"SE ({kind})" if kind != "none" else "SE"
-        lines.append(f"{'':<{name_w}}{'estimate':>10}{se_head:>18}{'z':>9}{'P>|z|':>8}{f'[{lo:.3g}':>11}"
-                     f"{f'{hi:.3g}]':>10}")
-        lines.append("-" * width)
-        for name, row in c.iterrows():
-            p = "-" if np.isnan(row.p_value) else f"{row.p_value:.3f}"
-            z = "-" if np.isnan(row.z) else f"{row.z:.3f}"
-            lines.append(f"{str(name):<{name_w}}{_num(row.estimate)}{_num(row.std_error, 18)}{z:>9}{p:>8}"
-                         f"{_num(row.ci_low, 11)}{_num(row.ci_high)}")
-        lines.append("=" * width)
-        for note in self.notes:
-            lines += textwrap.wrap(note, width, initial_indent="Note: ", subsequent_indent="      ")
-        return "\n".join(line.rstrip() for line in lines)
-
-    def __str__(self) -> str:
-        return self.as_text()
-
-    def __repr__(self) -> str:
-        return self.as_text()
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
-                       f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in self.header)
-        notes = "".join(f"<p>Note: {html.escape(n)}</p>" for n in self.notes)
-        return (f"<div><b>Structural estimation results</b><table>{head}</table>"
-                f"{self.coefficients.to_html(float_format=lambda x: f'{x:.4g}')}{notes}</div>")
 
 
 def _se_header(fit) -> str:
@@ -213,8 +167,10 @@ def summary_of(fit, level: float = 0.95) -> StructuralSummary:
     header = [("Estimator", f"{fit.estimator}: {ESTIMATOR_LABELS[fit.estimator]}"),
               ("Log-likelihood", f"{fit.loglik:.4f}" + (f" (MLE: {fit.mle_loglik:.4f})"
                                                         if np.isfinite(fit.mle_loglik) else "")),
-              ("Choices", f"{fit.n_choices}"), ("Parameters", f"{fit.theta.size}"), ("Discount", f"{fit.gamma:g}"),
-              ("Iterations", fit.convergence), ("Std. errors", _se_header(fit))]
+              ("Choices", f"{fit.n_choices}"), ("Parameters", f"{fit.theta.size}"), ("Discount", f"{fit.gamma:g}")]
+    if fit.estimator in MLE_ESTIMATORS:
+        header += [("AIC", f"{fit.aic:.3f}"), ("BIC", f"{fit.bic:.3f}")]
+    header += [("Iterations", fit.convergence), ("Std. errors", _se_header(fit))]
     notes = []
     if fit.estimator not in MLE_ESTIMATORS:
         notes.append(f"{fit.estimator} is not the maximum likelihood estimator; the log-likelihood is the full "
@@ -229,10 +185,136 @@ def summary_of(fit, level: float = 0.95) -> StructuralSummary:
         combos = "; ".join(c.describe() for c in ident.combinations) or "none"
         notes.append(f"not identified by the choices (no estimate shown): {missing}; identified combination(s) of "
                      f"them, in the rows below the parameters: {combos}")
-    if np.any(np.isfinite(fit.std_error_robust)):
+    if np.any(np.isfinite(fit.std_error_robust)) and fit.se_label != "sandwich":
         robust = ", ".join(f"{n} {s:.4g}" for n, s in zip(fit.names, fit.std_error_robust))
         notes.append(f"sandwich (robust) standard errors H^-1 J H^-1: {robust}")
     return StructuralSummary(header, coefficient_frame(fit, level), level, notes)
+
+
+class LikelihoodResults:
+    """statsmodels' names for a structural fit (a mixin of ``StructuralFit`` and
+    ``TypedStructuralFit``): ``params``, ``bse``, ``tvalues``, ``pvalues``, ``llf``, ``nobs``,
+    ``df_model``, ``df_resid``, ``aic``, ``bic``, ``cov_type``, ``cov_params()``,
+    ``conf_int(alpha)`` and ``summary(alpha)``. Every parameter estimated is in them (with latent
+    types the mixing coefficients too), indexed by name; a parameter the choices do not identify
+    has NaN. ``bse`` and every interval are of the kind ``cov_type`` (OPG, inverse Hessian,
+    sandwich, bootstrap or none); ``with_cov_type`` gives the fit with another kind.
+
+    Conventions (as statsmodels' ``GenericLikelihoodModel`` with ``k_constant = 0``):
+    ``tvalues`` are z statistics, ``pvalues`` two-sided normal; ``nobs`` the independent
+    observations of the likelihood (choices; with latent types, episodes); ``df_model`` the free
+    parameters (those the choices identify; no one of them is "the constant"), ``df_resid =
+    nobs - df_model``; ``aic = -2 llf + 2 df_model``, ``bic = -2 llf + log(nobs) df_model``, NaN
+    for an estimator that does not maximize the likelihood (``pml``, ``projection``).
+    """
+
+    def _stacked(self):
+        """``(names, estimates, identified)`` of every parameter (mixing ones last)."""
+        names = list(self.names) + list(getattr(self, "mixing_names", ()))
+        est = np.concatenate([self.theta, getattr(self, "mixing_params", np.zeros(0))])
+        ident = np.concatenate([getattr(self, "identified", np.ones(self.theta.size, dtype=bool)),
+                                np.ones(est.size - self.theta.size, dtype=bool)])
+        return names, np.where(ident, est, np.nan), ident
+
+    def _series(self, values, name):
+        import pandas as pd
+
+        return pd.Series(values, index=pd.Index(self._stacked()[0], name="parameter"), name=name)
+
+    @property
+    def params(self):
+        """All estimates (Series indexed by parameter name; NaN where not identified)."""
+        return self._series(self._stacked()[1], "estimate")
+
+    @property
+    def bse(self):
+        """Standard errors of the kind ``cov_type`` (Series, named by it)."""
+        se = np.concatenate([self.std_error, getattr(self, "mixing_std_error", np.zeros(0))])
+        return self._series(se, f"std_error ({self.se_label})")
+
+    @property
+    def tvalues(self):
+        """``params / bse``: z statistics."""
+        return self._series(self.params.to_numpy() / self.bse.to_numpy(), "z")
+
+    @property
+    def pvalues(self):
+        """Two-sided normal p-values of ``tvalues``."""
+        from scipy.stats import norm
+
+        return self._series(2.0 * norm.sf(np.abs(self.tvalues.to_numpy())), "P>|z|")
+
+    @property
+    def cov_type(self) -> str:
+        """The kind of ``bse``, ``cov_params()`` and the intervals, e.g. ``"OPG"``."""
+        return self.se_label
+
+    @property
+    def llf(self) -> float:
+        """The log-likelihood at the estimate (``loglik``)."""
+        return float(self.loglik)
+
+    @property
+    def nobs(self) -> int:
+        """Independent observations of the likelihood: choices (with latent types: episodes)."""
+        return int(getattr(self, "n_episodes", self.n_choices))
+
+    @property
+    def df_model(self) -> int:
+        """Free parameters: all estimated ones, less the directions the choices do not identify."""
+        ident = getattr(self, "identification", None)
+        lost = 0 if ident is None else int(np.asarray(ident.null_space).shape[1])
+        return int(self._stacked()[1].size - lost)
+
+    @property
+    def df_resid(self) -> int:
+        return self.nobs - self.df_model
+
+    def _maximizes(self) -> bool:
+        return not hasattr(self, "identified") or self.estimator in MLE_ESTIMATORS
+
+    @property
+    def aic(self) -> float:
+        """``-2 llf + 2 df_model`` (NaN for ``pml`` and ``projection``: not the likelihood's maximum)."""
+        return -2.0 * self.llf + 2.0 * self.df_model if self._maximizes() else float("nan")
+
+    @property
+    def bic(self) -> float:
+        """``-2 llf + log(nobs) df_model`` (NaN for ``pml`` and ``projection``)."""
+        return -2.0 * self.llf + np.log(self.nobs) * self.df_model if self._maximizes() else float("nan")
+
+    def cov_params(self):
+        """The covariance of ``params`` of the kind ``cov_type`` (DataFrame, rows and columns
+        named; NaN for a parameter not identified)."""
+        import pandas as pd
+
+        names, _, ident = self._stacked()
+        mask = np.where(ident, 1.0, np.nan)
+        cov = np.asarray(self.cov, dtype=np.float64) * mask[:, None] * mask[None, :]
+        index = pd.Index(names, name="parameter")
+        return pd.DataFrame(cov, index=index, columns=pd.Index(names))
+
+    def conf_int(self, alpha=0.05, cols=None, *, level=None):
+        """Intervals at level ``1 - alpha`` (or ``level``), columns ``lower`` and ``upper``: Wald
+        from ``bse`` (percentile for a bootstrap fit). ``cols``: positions or names of the
+        parameters to keep (default all). ``alpha`` above 0.5 is refused: ``conf_int(0.9)``
+        meaning a 90% interval is ``conf_int(level=0.9)``."""
+        frame = self._conf_int(level_of(alpha, level))
+        if cols is None:
+            return frame
+        cols = [cols] if isinstance(cols, (int, str, np.integer)) else list(cols)
+        return frame.iloc[cols] if all(isinstance(c, (int, np.integer)) for c in cols) else frame.loc[cols]
+
+    def _conf_int(self, level):
+        frame = self.to_frame(level)
+        frame = frame.iloc[:len(self._stacked()[0])]
+        return frame[["ci_low", "ci_high"]].rename(columns={"ci_low": "lower", "ci_high": "upper"})
+
+    def summary(self, alpha=0.05, *, level=None):
+        """A statsmodels-style summary (:class:`~genpqr.structural.StructuralSummary`) with
+        ``1 - alpha`` (or ``level``) intervals: ``print`` it, ``tables``, ``as_text()``,
+        ``as_html()``, ``as_latex()``."""
+        return self._summary(level_of(alpha, level))
 
 
 @dataclass(frozen=True)

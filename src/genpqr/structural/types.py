@@ -50,7 +50,7 @@ from ..exceptions import ConvergenceWarning, GenPQRWarning, LatentTypeWarning
 from ..stage1 import SEPARATION_WARN, latent_type_warnings, mixing_log_prior, separation_share, type_posteriors
 from .ccp import fit_npl
 from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
-from .results import StructuralSummary, check_level, std_errors
+from .results import LikelihoodResults, StructuralSummary, check_level, std_errors
 from .type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_space, evaluate_mixture,
                          mixture_hessian)
 
@@ -81,8 +81,10 @@ class TypeBootstrap:
 
 
 @dataclass(frozen=True, eq=False)
-class TypedStructuralFit:
-    """A structural fit with latent types (:func:`estimate_types`).
+class TypedStructuralFit(LikelihoodResults):
+    """A structural fit with latent types (:func:`estimate_types`); statsmodels' names over every
+    parameter, mixing ones included (:class:`~genpqr.structural.results.LikelihoodResults`;
+    ``nobs``: the episodes).
 
     Attributes
     ----------
@@ -147,14 +149,6 @@ class TypedStructuralFit:
         """All estimated parameters, mixing ones included."""
         return int(self.theta.size + self.mixing_params.size)
 
-    @property
-    def aic(self) -> float:
-        return 2.0 * self.n_params - 2.0 * self.loglik
-
-    @property
-    def bic(self) -> float:
-        return self.n_params * np.log(self.n_episodes) - 2.0 * self.loglik
-
     se_label = property(lambda self: "OPG" if np.any(np.isfinite(self.std_error)) else "none")
 
     @property
@@ -197,7 +191,7 @@ class TypedStructuralFit:
                              "std_error_robust": robust},
                             index=pd.Index(list(self.names) + list(self.mixing_names), name="parameter"))
 
-    def summary(self, level: float = 0.95) -> StructuralSummary:
+    def _summary(self, level: float = 0.95) -> StructuralSummary:
         """A statsmodels-style summary with the per-type parameters, the mixing parameters, the
         mixing proportions, AIC/BIC and the separation of the types."""
         header = [("Estimator", f"{self.estimator}: {TYPE_ESTIMATORS[self.estimator]}"),

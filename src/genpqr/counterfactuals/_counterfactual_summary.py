@@ -1,0 +1,208 @@
+r"""A counterfactual's answer in one compact table (:meth:`CounterfactualResult.summary`), and its
+intervals (:meth:`CounterfactualResult.conf_int`).
+
+One row per statistic (action rates and the mean state under each state distribution, the value
+from the initial state) and, below them, the welfare (expected discounted utility at the
+welfare distribution, and in money with a money parameter; each also per period): baseline,
+counterfactual with its interval, change with its interval. The header says what changed, the
+route, whether it is identified, the intervals' kind and the share of the counterfactual's
+occupancy on thinly observed states. Every line fits 100 columns; the 18-column
+``to_frame()`` stays for files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..evaluation import SummaryLayout, TableSummary, format_number
+
+__all__ = ["CounterfactualSummary"]
+
+_PARTS = ("baseline", "counterfactual", "change")
+
+
+@dataclass(frozen=True, repr=False)
+class CounterfactualSummary(TableSummary):
+    """The compact table of a counterfactual: ``print`` it, ``as_text()``, ``as_html()``,
+    ``as_latex()``, ``tables`` (``[header, table]``) or ``to_frame()`` (the table).
+
+    Attributes
+    ----------
+    header : list of (str, str)
+        What changed, the route, identification, the intervals' kind, thin support, welfare.
+    table : DataFrame
+        Index: the statistic; columns ``baseline``, ``counterfactual``, ``change`` and, with
+        intervals, ``{counterfactual,change}_{lower,upper}``.
+    level : float
+    notes : list of str
+    title : str
+    """
+
+    header: list
+    table: object
+    level: float
+    notes: list
+    title: str = "Counterfactual results"
+
+    @property
+    def tables(self) -> list:
+        import pandas as pd
+
+        return [pd.DataFrame(self.header, columns=["item", "value"]).set_index("item"), self.table]
+
+    def to_frame(self):
+        """The table (a copy)."""
+        return self.table.copy()
+
+    def layout(self) -> SummaryLayout:
+        t = self.table
+        lo, hi = f"[{0.5 - self.level / 2:.3g}", f"{0.5 + self.level / 2:.3g}]"
+        columns = [("baseline", 11), ("counterfactual", 15)]
+        keys = ["baseline", "counterfactual"]
+        with_ci = "change_lower" in t.columns
+        if with_ci:
+            columns += [(lo, 10), (hi, 9)]
+            keys += ["counterfactual_lower", "counterfactual_upper"]
+        columns.append(("change", 11))
+        keys.append("change")
+        if with_ci:
+            columns += [(lo, 10), (hi, 9)]
+            keys += ["change_lower", "change_upper"]
+        rows = [(str(name), [format_number(row[k], w) for k, (_, w) in zip(keys, columns)]) for name, row in t.iterrows()]
+        return SummaryLayout(self.title, list(self.header), columns, rows, list(self.notes), width=78, name_width=20)
+
+
+def _label(key) -> str:
+    return f"{key[0]} {key[1]}"
+
+
+def _statistic_bounds(result, kind, level):
+    """``{part: (low, high)}`` of the summary statistics, ``part`` in baseline, counterfactual,
+    change; bootstrap percentiles at ``level``, the delta method at the result's level."""
+    m = len(result.summary_keys())
+    if kind == "bootstrap":
+        reps = {"baseline": result.bootstrap[:, 0], "counterfactual": result.bootstrap[:, 1],
+                "change": result.bootstrap[:, 1] - result.bootstrap[:, 0]}
+        alpha = (1 - level) / 2
+        return {part: tuple(np.nanquantile(r, [alpha, 1 - alpha], axis=0)) for part, r in reps.items()}
+    d = result.delta
+    return {part: (d.low[i * m:(i + 1) * m], d.high[i * m:(i + 1) * m]) for i, part in enumerate(_PARTS)}
+
+
+def _welfare_rows(welfare, kind, level):
+    """``[(label, {column: value})]`` of the welfare rows."""
+    rows = []
+    bounds = welfare.intervals(kind, level) if kind in welfare.kinds() else {}
+    for _, r in welfare.to_frame().iterrows():
+        label = f"welfare ({r.unit})" if r.horizon == "lump sum" else f"  per period ({r.unit})"
+        row = {"baseline": r.baseline, "counterfactual": r.counterfactual, "change": r.change}
+        if bounds:
+            _, low, high = bounds[(r.unit, r.horizon)]
+            row.update(counterfactual_lower=low[1], counterfactual_upper=high[1], change_lower=low[2],
+                       change_upper=high[2], baseline_lower=low[0], baseline_upper=high[0])
+        rows.append((label, row))
+    return rows
+
+
+def compact_frame(result, level=None, kind=None):
+    """The compact table of ``result`` (see :class:`CounterfactualSummary`): intervals of ``kind``
+    (default the result's ``interval_kind``) at ``level`` (default the result's; another level
+    only for bootstrap intervals)."""
+    import pandas as pd
+
+    kind = result.interval_kind if kind is None else kind
+    level = result.level if level is None else float(level)
+    if kind == "delta" and abs(level - result.level) > 1e-12:
+        raise ValueError(f"the delta-method intervals were computed at level {result.level:g}; pass level= to "
+                         f"counterfactual() for another (bootstrap intervals can be read at any level)")
+    keys = result.summary_keys()
+    b = result.baseline.summary(result.action_labels, result.state_values)
+    c = result.counterfactual.summary(result.action_labels, result.state_values)
+    table = pd.DataFrame({"baseline": [b[k] for k in keys], "counterfactual": [c[k] for k in keys]},
+                         index=pd.Index([_label(k) for k in keys], name="statistic"))
+    table["change"] = table["counterfactual"] - table["baseline"]
+    if kind != "none":
+        for part, (low, high) in _statistic_bounds(result, kind, level).items():
+            table[f"{part}_lower"], table[f"{part}_upper"] = low, high
+    welfare = getattr(result, "welfare", None)
+    if welfare is not None:
+        extra = pd.DataFrame([row for _, row in _welfare_rows(welfare, kind, level)],
+                             index=pd.Index([label for label, _ in _welfare_rows(welfare, kind, level)]))
+        table = pd.concat([table, extra[[c for c in table.columns if c in extra.columns]]])
+        table.index.name = "statistic"
+    return table
+
+
+def counterfactual_intervals(result, level=None, kind=None):
+    """:meth:`CounterfactualResult.conf_int`: per row of the compact table, ``{baseline,
+    counterfactual,change}_{lower,upper}`` and ``kind``."""
+    kind = result.interval_kind if kind is None else kind
+    if kind == "none":
+        raise ValueError("this counterfactual has no intervals: a structural fit gives delta-method ones, n_boot=B "
+                         "bootstrap ones")
+    table = compact_frame(result, level, kind)
+    cols = [f"{p}_{e}" for p in _PARTS for e in ("lower", "upper")]
+    frame = table[cols].copy()
+    frame["kind"] = "delta method" if kind == "delta" else "bootstrap percentile"
+    return frame
+
+
+def _intervals(result, kind, level) -> str:
+    if kind == "delta":
+        cov = (result.se_kind or "the fit's").split(":")[0]
+        return (f"delta method ({level:.0%}) from the parameters' {cov} covariance, conditional on the kernel "
+                f"(rates and the mean state on the logit scale of their range)")
+    return result._interval_label(kind, level) if kind != "none" else "none"
+
+
+def _header(result, kind, level) -> list:
+    what = result.parameter_change if result.parameter_change != "none" else ", ".join(result.changes) or "none"
+    route = ("structural: the estimated flow utility x @ theta" if result.route == "structural" else
+             f"nonparametric: the recovered reward table ({result.normalization})")
+    ident = ("by the model's functional form" if result.route == "structural" else
+             "invariant to the normalization" if result.invariant else "NOT invariant to the normalization")
+    header = [("Change", what), ("Route", route), ("Identified", ident), ("Intervals", _intervals(result, kind, level))]
+    if result.support is not None:
+        shares = ", ".join(f"{name} {v[0]:.1%}" for name, v in result.support.counterfactual.items())
+        header.append(("Thin support", f"{shares} of the counterfactual's occupancy on states seen < "
+                                       f"{result.support.min_visits} times"))
+    welfare = getattr(result, "welfare", None)
+    if welfare is not None:
+        where = "baseline's stationary distribution" if welfare.distribution == "stationary" else \
+            "initial distribution"
+        money = "" if welfare.money_parameter is None else \
+            f"; 1 {welfare.money_parameter} = {welfare.money_value:.4g} utility"
+        header.append(("Welfare", f"log-sum at the {where}{money}"))
+    return header
+
+
+def _notes(result) -> list:
+    notes = []
+    if result.route == "nonparametric" and not result.invariant:
+        notes.append(f"not identified under every normalization: {result.rule}")
+    if result.alternative is not None:
+        other = result.alternative["route"]
+        notes.append(f"the {other} route's rates and mean state differ from these by up to {result.route_gap():.1%}: "
+                     f"the reward table and the structural model disagree where the counterfactual goes "
+                     f"(to_frame(): {other}_counterfactual, route_gap)")
+    welfare = getattr(result, "welfare", None)
+    if welfare is not None:
+        notes.append("welfare change: positive a gain, negative a loss" + (
+            f" (in {welfare.money_parameter} units: the compensating variation, paid once at the start; per period: "
+            "the same paid every period)" if welfare.money_parameter is not None else ""))
+        if result.route == "structural":
+            notes.append("welfare is that of the flow utility as written (x @ theta): features that add the same "
+                         "utility to every action choose alike but move it; write the money where it is paid")
+        if "gamma" in result.changes:
+            notes.append("the discount changed: the welfare criterion itself changed (levels leave out Euler's "
+                         "constant over 1 - gamma)")
+    return notes
+
+
+def counterfactual_summary(result, level=None, kind=None) -> CounterfactualSummary:
+    """:meth:`CounterfactualResult.summary`."""
+    kind = result.interval_kind if kind is None else kind
+    level = result.level if level is None else float(level)
+    return CounterfactualSummary(_header(result, kind, level), compact_frame(result, level, kind), level, _notes(result))
