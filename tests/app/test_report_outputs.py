@@ -65,8 +65,8 @@ def test_coverage_check_fires_on_the_share_of_rows_not_on_one_state():
 
 
 def test_a_fit_that_did_not_converge_says_so_in_the_report(tmp_path, capsys):
-    """The default continuous-state Q model (hgb, iterations chosen on held-out episodes) used to
-    stop unconverged while the report said "No warnings were raised"."""
+    """FQE with hgb (iterations chosen on held-out episodes; the continuous-state default before
+    the LSTD fixed point) used to stop unconverged while the report said "No warnings were raised"."""
     rng = np.random.default_rng(2)
     n_ep, T = 40, 8
     x = rng.normal(size=(n_ep * T, 2))
@@ -74,7 +74,8 @@ def test_a_fit_that_did_not_converge_says_so_in_the_report(tmp_path, capsys):
     pd.DataFrame({"ep": np.repeat(np.arange(n_ep), T), "t": np.tile(np.arange(T), n_ep), "speed": x[:, 0],
                   "load": x[:, 1], "choice": act}).to_csv(tmp_path / "c.csv", index=False)
     flags = [tmp_path / "c.csv", "--episode", "ep", "--time", "t", "--state", "speed,load", "--action", "choice",
-             "--gamma", 0.8, "--normalization", "mean-zero", "--n-iterations", 4, "--out", tmp_path / "o", "--quiet"]
+             "--gamma", 0.8, "--normalization", "mean-zero", "--q-model", "hgb", "--n-iterations", 4, "--out",
+             tmp_path / "o", "--quiet"]
     code, out, err = fit_cli(flags, capsys)
     assert code == 0, err
     model = genpqr.load(tmp_path / "o" / "model.joblib")

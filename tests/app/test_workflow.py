@@ -401,6 +401,40 @@ def test_continuous_states_with_linear_fqe(tmp_path, capsys):
     np.testing.assert_allclose(at_anchor, 0, atol=1e-8)
 
 
+def test_continuous_states_default_is_the_library_default(tmp_path, capsys):
+    """One answer per question: ``genpqr fit`` on continuous states without --policy-model and
+    --q-model fits GenPQR()'s own defaults (a basis logit, the LSTD fixed point on its basis), and
+    ``--q-model auto`` is the same fit; the reward equals the API's with the command line's folds."""
+    from genpqr.stage1 import BasisLogit
+    from genpqr.stage2 import LSTDQ
+
+    rng = np.random.default_rng(3)
+    n_ep, T = 80, 10
+    n = n_ep * T
+    x1, x2 = rng.normal(size=n), rng.normal(size=n)
+    act = np.where(rng.random(n) < 1 / (1 + np.exp(-x1 + 0.5 * x2 ** 2)), "go", "wait")
+    frame = pd.DataFrame({"ep": np.repeat(np.arange(n_ep), T), "t": np.tile(np.arange(T), n_ep), "x1": x1,
+                          "x2": x2, "choice": act})
+    frame.to_csv(tmp_path / "c.csv", index=False)
+    flags = [tmp_path / "c.csv", "--episode", "ep", "--time", "t", "--state", "x1,x2", "--action", "choice",
+             "--gamma", 0.8, "--normalization", "anchor:wait", "--out", tmp_path / "o"]
+    code, out, err = fit_cli(flags, capsys)
+    assert code == 0, err
+    assert "continuous states, policy basis-logit, Q model auto (LSTD fixed point)" in out
+    model = genpqr.load(tmp_path / "o" / "model.joblib")
+    assert isinstance(model.policy_model, BasisLogit) and model.q_model is None
+    assert isinstance(model.q_model_, LSTDQ)
+    data = from_pandas(frame, episode="ep", time="t", state=["x1", "x2"], action="choice")
+    api = GenPQR(N.anchor_action("wait"), gamma=0.8, cross_fit=5, random_state=0).fit(data)
+    assert isinstance(api.q_model_, LSTDQ) and type(api.policy_.models[0]) is type(model.policy_.models[0])
+    r = pd.read_csv(tmp_path / "o" / "rewards.csv")
+    np.testing.assert_allclose(r["reward"], api.reward(frame[["x1", "x2"]].to_numpy(), frame["choice"]),
+                               rtol=1e-8, atol=1e-10)
+    code, _, err = fit_cli(flags[:-1] + [tmp_path / "o2", "--q-model", "auto", "--quiet"], capsys)
+    assert code == 0, err
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "o2" / "rewards.csv")["reward"], r["reward"], rtol=1e-12)
+
+
 # ---------------------------------------------------------------------------- bad input
 def _frame(n_ep=20, T=6, seed=0):
     rng = np.random.default_rng(seed)

@@ -168,11 +168,11 @@ def is_text(column) -> bool:
 def text_states_allowed(config: FitConfig) -> bool:
     """Text state labels are tabular states: in memory, discrete actions, and no ``--q-model``
     other than a tabular one (``exact``), no ``--bins``."""
-    from ..registry import TABULAR
+    from ..registry import SELECTED, TABULAR
 
     q = config.q_model
     return (config.action_type != "continuous" and not config.chunk_rows and not config.bins
-            and (q is None or q.can(TABULAR)))
+            and (q is None or q.can(TABULAR) or q.can(SELECTED)))
 
 
 def _check_no_missing(frame, column: str, what: str, first_row: int) -> None:

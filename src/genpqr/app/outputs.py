@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..registry import SELECTED
 from .config import FitConfig
 from .report_base import warning_sections
 
@@ -159,7 +160,7 @@ class FitOutputs:
                     f"{self.config.q_model}")
         else:
             mode = (f"tabular, {self.state_index.n_states} states, exact solve" if self.tabular
-                    else f"continuous states, Q model {self.config.q_model}")
+                    else f"continuous states, policy {self.config.policy_model}, Q model {_q_text(self.config, base)}")
         last = getattr(d, "n_last_choices", 0)
         what = (f"{d.n_transitions} choices ({d.n_transitions - last} transitions + {last} last choices)" if last
                 else f"{d.n_transitions} transitions")
@@ -269,3 +270,12 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
             "config.json": "config", "report.html": "report", "types.csv": "types",
             "reward_se_by_source.csv": "sources", "inference.csv": "inference", "manifest.json": "manifest"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})
+
+
+def _q_text(config: FitConfig, model) -> str:
+    """``--q-model``, and for ``auto`` what GenPQR's default chose (the LSTD fixed point, or FQE)."""
+    q = config.q_model
+    if q is None or not q.can(SELECTED):
+        return str(q)
+    chosen = getattr(model, "q_model_", None)
+    return f"{q} (LSTD fixed point)" if hasattr(chosen, "fit_bellman") else f"{q} (FQE)"

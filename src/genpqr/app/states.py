@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.validation import data_row
-from ..registry import GIVEN, ORDERED, TABULAR
+from ..registry import GIVEN, ORDERED, SELECTED, TABULAR
 from .config import FitConfig
 from .data_file import match_column, match_labels
 
@@ -182,13 +182,15 @@ def per_state(frame, column: str, index: np.ndarray, n_states: int, what: str):
 
 
 def decide_tabular(config: FitConfig, frame) -> bool:
-    """Tabular mode: ``--q-model exact``, ``--bins``, or no ``--q-model`` and integer (or text) state
-    columns."""
+    """Tabular mode: ``--q-model exact``, ``--bins``, or no ``--q-model`` (or ``auto``) and integer
+    (or text) state columns."""
     import pandas as pd
 
     from .data_file import is_text
 
     q = config.q_model
+    if q is not None and q.can(SELECTED):  # auto, GenPQR()'s default: decided here as without --q-model
+        q = None
     if q is not None and q.can(TABULAR):
         return True
     if config.bins:

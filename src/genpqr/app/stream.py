@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..registry import Q_MODELS, STREAMS, STREAMS_ON_CLUSTER, TABULAR
+from ..registry import Q_MODELS, SELECTED, STREAMS, STREAMS_ON_CLUSTER, TABULAR
 from .build import FitData, build_estimator, check_policy_model
 from .config import FIT_OPTIONS, STREAMED
 from .data_file import check_action_labels, check_column_names, check_rows
@@ -131,6 +131,8 @@ def run_stream_fit(config) -> StreamFitOutputs:
 
     from ..scale import fit_parquet
 
+    if config.q_model is not None and config.q_model.can(SELECTED):  # auto: as without --q-model
+        config = replace(config, q_model=None)
     _refuse_unsupported(config)
     _check_parquet_path(config)
     source = _checked_source(config)

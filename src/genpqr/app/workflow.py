@@ -80,7 +80,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.validation import short_list
-from ..registry import OUTCOME, STRUCTURAL_ESTIMATORS
+from ..registry import OUTCOME, SELECTED, STRUCTURAL_ESTIMATORS
 from ..registry import TYPES as TYPES_ESTIMATED
 from .config import (FIT_OPTIONS, STATES, FitConfig, check_estimator_needs_features, check_in_memory_action_features,
                      parse_bins)
@@ -147,9 +147,10 @@ def run_fit(config: FitConfig) -> FitOutputs:
     config = _outcome_of_behavior(config)
     frame = read_frame(config)
     tabular = decide_tabular(config, frame)
-    config = replace(config, q_model=config.q_model or ("exact" if tabular else "hgb"),
+    q_model = config.q_model if config.q_model is not None and not config.q_model.can(SELECTED) else None
+    config = replace(config, q_model=q_model or ("exact" if tabular else "auto"),  # auto: GenPQR()'s own default
                      policy_model=config.policy_model or ("conditional-logit" if config.action_features
-                                                          else "auto" if tabular else "logistic"))
+                                                          else "auto" if tabular else "basis-logit"))
     if not tabular and FIT_OPTIONS.refused(config, STATES):
         raise ValueError(f"{_and(FIT_OPTIONS.flags_of(STATES))} need the tabular mode (--q-model exact, --bins, or "
                          "integer state columns)")

@@ -60,7 +60,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
         are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the same data give the
         same first stage, and the same reward, through both doors. ``first_stage_`` says which was used and why.
-        Other paths: standardized multinomial logistic regression.
+        Other paths: :class:`genpqr.stage1.BasisLogit`, a logit on splines and products of the standardized state.
     policy_prefit : bool
         If True, ``policy_model`` is already fitted (on action codes or labels matching the data's) and is used as
         is: not cloned, not refitted. Lets several estimators share one policy estimate. Incompatible with
@@ -68,8 +68,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
         Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated (``transition_model``) and the
         Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
-        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE (default
-        ``HistGradientBoostingRegressor``).
+        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE. Default:
+        ``LSTDQ(features=StateBasis(), alpha=1e-5)``, else FQE (:func:`genpqr.estimator.default_q_model`).
     encoding : {"auto", "per_action", "joint", "action_features", "native"}
         How a regressor sees actions (see :mod:`genpqr.stage2`); ``"action_features"``: one
         regressor on ``[s, x_a]`` from the data's action table, shared across actions.
@@ -160,8 +160,10 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         out-of-fold diagnostics only; None otherwise (and in a model saved without its data).
     first_stage_ : FirstStageChoice
         Finite actions: which stage-1 model was used and why (:class:`genpqr.stage1.FirstStageChoice`:
-        ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"logistic"``);
+        ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"basis-logit"``);
         printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here.
+    q_model_ : object
+        Finite actions: ``q_model`` or its default (None: FQE's default regressor).
     normalization_ : Normalization (labels bound to codes)
     encoder_ : ActionEncoder
     taken_actions_ : ndarray of shape (K,), bool

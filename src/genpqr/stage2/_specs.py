@@ -1,5 +1,5 @@
 """The stage-2 models and tabular transition models users name: entries of
-:data:`genpqr.registry.Q_MODELS` (``exact``, ``linear``, ``lstd``, ``hgb``),
+:data:`genpqr.registry.Q_MODELS` (``auto``, ``exact``, ``linear``, ``lstd``, ``hgb``),
 :data:`~genpqr.registry.CONTINUOUS_Q_MODELS` (``linear``, ``hgb``, ``mlp``) and
 :data:`~genpqr.registry.TRANSITION_MODELS` (``auto``, ``counts``, ``shrinkage``, ``lowrank``,
 ``classifier``, a kernel file), beside the classes they build. Q factories return
@@ -23,6 +23,16 @@ __all__: list = []
 
 
 # ------------------------------------------------------------------------------ Q models, finite actions
+@Q_MODELS.register("auto", capabilities=(SELECTED,),
+                   help="GenPQR()'s default: the exact solve on tabular states; on continuous states the "
+                        "closed-form LSTD fixed point per action on a spline and product basis of the state, or FQE "
+                        "with hgb where that does not apply (many actions, an encoding other than per_action)")
+def _default(_, *, n_iterations, **context):
+    """No ``q_model``: :class:`genpqr.GenPQR` picks its own default (the estimator's
+    ``default_q_model``), so the command line and the library give one answer by construction."""
+    return {} if n_iterations is None else {"n_iterations": n_iterations}
+
+
 @Q_MODELS.register("exact", capabilities=(TABULAR, STREAMS), streamed="tabular",
                    elsewhere=" (the exact solver needs discrete actions and tabular states)",
                    help="the exact tabular solve (tabular states)")
