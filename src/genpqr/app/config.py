@@ -277,7 +277,8 @@ FIT_OPTIONS = Options([
            params=("target",),
            check=lambda value, config: check_output_folder(value, "--out") if value else None, path=True),
     Option("quiet", "no progress bars", default=False, parse=_boolean, action="store_true"),
-    Option("verbose", "print the fit's internals (support rows, the stage-2 solve) and every warning in full", default=False, parse=_boolean, action="store_true"),
+    Option("verbose", "print the fit's internals (support rows, the stage-2 solve) and every warning in full",
+           default=False, parse=_boolean, action="store_true"),
     Option("time_gaps", "a missing time step inside an episode: error (names the episode and step) or split (start "
                         "a new episode after the gap). Integer times must be consecutive; other times may not step "
                         "further than the episode's most common step", default="error", parse=_lower,
