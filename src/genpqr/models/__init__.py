@@ -26,6 +26,13 @@ core's default classifier. Nothing here is imported when ``genpqr`` is imported:
 LightGBM load only when a model from here is used.
 """
 
-from .two_tower import TwoTowerClassifier
+from typing import TYPE_CHECKING
+
+from ..lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from .two_tower import TwoTowerClassifier
 
 __all__ = ["TwoTowerClassifier"]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)
