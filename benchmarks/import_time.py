@@ -3,7 +3,7 @@ command line's ``--version`` / ``--help`` (docs/benchmarks.md, "Start-up: import
 
 Each case runs in a fresh child process (no warm module cache beyond the operating system's file
 cache, which the first, discarded, run fills); the table gives the median of ``--repeats`` wall
-times, the target of issue 31 and the heavy libraries the case left in ``sys.modules``.
+times, its target and the heavy libraries the case left in ``sys.modules``.
 
 Cases:
 
