@@ -6,7 +6,7 @@ one reward. GenPQR estimates ``u = log pi``, solves ``Q = u - g + gamma P mu Q``
 off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from .lazy import attach
 

@@ -1,7 +1,15 @@
 """Imports on demand for the package's ``__init__`` modules (PEP 562).
 
 A package ``__init__`` writes its re-exports as ordinary imports inside ``if TYPE_CHECKING:``
-(so readers, type checkers, IDEs and the import-graph test see them as they are) and ends with::
+(so readers, type checkers, IDEs and the import-graph test see them as they are) and ends with
+the line that binds them::
+
+    TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+    if TYPE_CHECKING:
+        from ._models import Model, make_model
+
+    __all__ = ["Model", "make_model"]
 
     __getattr__, __dir__ = attach(__name__, __file__, __all__)
 

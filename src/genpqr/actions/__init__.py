@@ -5,7 +5,7 @@ Gauss-Hermite, Gauss-Legendre) and antithetic samplers. The action spaces themse
 :class:`~genpqr.data.Transitions` holds one) and are re-exported here.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

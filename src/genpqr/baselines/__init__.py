@@ -17,7 +17,7 @@ human-readable ``name``.
   the econometric reference for linear-in-parameters flow utilities.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

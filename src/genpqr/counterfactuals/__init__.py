@@ -3,7 +3,7 @@ scenarios), identification and support checks, the optimal policy under the rewa
 FQI), the reward in a new environment (transfer).
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

@@ -9,7 +9,7 @@ every wing is the public module :mod:`genpqr.data.validation` (not re-exported h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

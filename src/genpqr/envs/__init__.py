@@ -1,7 +1,7 @@
 """Benchmark problems with ground truth: random finite MDPs and the paper's synthetic
 environment (continuous states, K actions, closed-form reward)."""
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

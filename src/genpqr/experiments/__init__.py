@@ -6,7 +6,7 @@ the results files.
     genpqr report runs/exp2
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

@@ -26,7 +26,7 @@ core's default classifier. Nothing here is imported when ``genpqr`` is imported:
 LightGBM load only when a model from here is used.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

@@ -2,7 +2,7 @@
 ``g`` (``from genpqr import normalization as N; N.anchor_action(0)``).
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

@@ -2,7 +2,7 @@
 passes) and the same passes on a Dask cluster.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

@@ -2,7 +2,7 @@
 frequency and spline classifiers' checks, the conditional logit over actions with features, cross-fitting by episode, first-stage reports, the E-step of latent agent types.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

@@ -4,7 +4,7 @@ models, transition kernels behind one protocol (``expect``/``push``: dense, spar
 model's products), linear Bellman solves, the stage objects the estimator holds.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 

@@ -56,7 +56,7 @@ Layers (no import circles): ``checks``, ``identification``, ``summary`` < ``kern
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
 
