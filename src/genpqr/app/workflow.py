@@ -87,7 +87,6 @@ from .config import (FIT_OPTIONS, STATES, FitConfig, check_estimator_needs_featu
 from .action_features import read_action_table
 from .build import FitData, build_estimator
 from .data_file import read_features, read_frame
-from .fit_parser import EXAMPLE, USAGE, add_fit_parser  # noqa: F401  (the parser: a light module)
 from .flags import console_text
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
 from .latent_types import check_types_config, structural_type_models, type_rewards, types_table
@@ -102,7 +101,6 @@ __all__ = [
     "NearestStateLookup",
     "run_fit",
     "tabular_training_data",
-    "add_fit_parser",
     "fit_command",
     "config_from_args",
     "parse_bins",
