@@ -71,7 +71,6 @@ standard deviation).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from dataclasses import dataclass, field, replace
