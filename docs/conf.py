@@ -55,7 +55,7 @@ release = version = genpqr.__version__
 # name exported by several modules is documented once, under the shortest exporting path (ties:
 # the module that defines it); the others link to it, and references to them resolve there.
 API = {
-    "The package": ["genpqr", "genpqr.exceptions", "genpqr.registry", "genpqr.messages"],
+    "The package": ["genpqr", "genpqr.exceptions", "genpqr.registry", "genpqr.messages", "genpqr.lazy"],
     "Data and action spaces": ["genpqr.data", "genpqr.data.validation", "genpqr.datasets"],
     "Actions: reference measures, densities, integration": ["genpqr.actions"],
     "Normalizations": ["genpqr.normalization"],
@@ -85,7 +85,7 @@ API = {
     "Experiments": ["genpqr.experiments", "genpqr.experiments.configs", "genpqr.experiments.methods",
                     "genpqr.experiments.runner", "genpqr.experiments.report", "genpqr.experiments.continuous",
                     "genpqr.experiments.folder"],
-    "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.workflow",
+    "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.fit_parser", "genpqr.app.workflow",
                            "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.options", "genpqr.app.flags", "genpqr.app.console", "genpqr.app.build", "genpqr.app.transition_choice",
                            "genpqr.app.results",
                            "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.infer", "genpqr.app.fit_continuous",
