@@ -47,7 +47,10 @@ UPWARD_EXCEPTIONS = {
     ("genpqr.estimator._estimator", "counterfactuals"):
         "GenPQR.counterfactual(...) is a one-line convenience for genpqr.counterfactuals.counterfactual(self, ...)",
 }
-MAX_MODULE_LINES = 520
+# Modules are cut by concept, not by a line count (issue 30: the streamed fit is one scan, one
+# statistics and one fit module); the module ceiling only keeps out the 1,000-line modules the
+# design avoids.
+MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 65
 
 
@@ -229,3 +232,34 @@ def test_functions_are_short():
 ])
 def test_cycle_finder_finds_cycles(cycle_graph, expected):
     assert _cycles(cycle_graph) == expected
+
+
+def test_only_the_estimator_sets_its_fitted_state():
+    """GenPQR's fitted state is one object its ``fit`` sets (issue 30): outside the estimator wing
+    no module assigns one of its fitted attributes (``policy_``, ``stage2_``, ... or ``fitted_``)
+    on another object; the streamed, distributed, typed and large-K fits return the state."""
+    from genpqr.estimator import GenPQR
+    from genpqr.estimator._state import StateView
+
+    fitted = {name for name, value in vars(GenPQR).items() if isinstance(value, StateView)} | {"fitted_"}
+    found = []
+    for module, path in MODULES.items():
+        if _wing(module) == "estimator":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for target in targets:
+                for el in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(el, ast.Attribute) and el.attr in fitted and not (
+                            isinstance(el.value, ast.Name) and el.value.id == "self"):
+                        found.append(f"{module}:{node.lineno} {el.attr}")
+    assert found == []
+
+
+def test_genpqr_has_at_most_20_parameters():
+    import inspect
+
+    from genpqr.estimator import GenPQR
+
+    assert len(inspect.signature(GenPQR.__init__).parameters) - 1 <= 20

@@ -73,3 +73,8 @@ class MissingActionLabelError(ActionTableError):
 
 class ActionFeatureError(ActionTableError):
     """Action features are not finite numbers, or their dimension disagrees with a model's."""
+
+
+class ModelFormatError(ValueError):
+    """A model file holds a fitted model in another format than this version of genpqr writes
+    (saved by an older genpqr, before its fitted state was one object): refit and save it again."""

@@ -16,7 +16,7 @@ from genpqr import GenPQR, from_arrays, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
 from genpqr.stage1 import FrequencyClassifier
-from genpqr.stage2 import TabularQModel
+from genpqr.stage2 import FQE, TabularQModel
 
 S, K, GAMMA = 10, 3, 0.9
 GRID = np.arange(S, dtype=float)[:, None]
@@ -36,11 +36,10 @@ def onehot_regressor(n_states=S):
                          LinearRegression(fit_intercept=False))
 
 
-def fqe_model(norm, **kw):
-    kw.setdefault("n_iterations", 300)
-    kw.setdefault("tol", 1e-10)
+def fqe_model(norm, n_iterations=300, tol=1e-10, **kw):
     kw.setdefault("offset_model", onehot_regressor())
-    return GenPQR(norm, gamma=GAMMA, q_model=TabularQModel(S), policy_model=FrequencyClassifier(S), clip=None, **kw)
+    return GenPQR(norm, gamma=GAMMA, q_model=FQE(TabularQModel(S), n_iterations=n_iterations, tol=tol),
+                  policy_model=FrequencyClassifier(S), clip=None, **kw)
 
 
 def exact_model(norm, **kw):
@@ -136,8 +135,8 @@ def test_sample_path_mse_falls_with_n():
                                      LogisticRegression(C=100.0, max_iter=2000))
             models = {
                 "frequency+exact": GenPQR(norm, gamma=GAMMA, q_model="exact", n_states=S_),
-                "logistic+fqe": GenPQR(norm, gamma=GAMMA, q_model=TabularQModel(S_), policy_model=logistic,
-                                       n_iterations=300, tol=1e-8),
+                "logistic+fqe": GenPQR(norm, gamma=GAMMA, q_model=FQE(TabularQModel(S_), n_iterations=300, tol=1e-8),
+                                       policy_model=logistic),
             }
             for name, model in models.items():
                 mse = np.mean((model.fit(data).reward(grid) - truth) ** 2)
@@ -173,7 +172,7 @@ def test_continuous_states_with_default_models():
     actions = np.array(["left", "right", "stay"])[(p.cumsum(1) > rng.random((n, 1))).argmax(1)]
     next_states = states + rng.normal(scale=0.1, size=states.shape)
     data = from_arrays(states, actions, next_states, episode_ids=np.repeat(np.arange(60), 10))
-    model = GenPQR(N.anchor_action("stay"), gamma=0.8, n_iterations=20, tol=None, random_state=0).fit(data)
+    model = GenPQR(N.anchor_action("stay"), gamma=0.8, random_state=0, q_model=FQE(n_iterations=20, tol=None)).fit(data)
     r = model.reward(states[:5])
     assert r.shape == (5, 3) and np.all(np.isfinite(r))
     assert np.allclose(model.reward(states[:5], actions=["stay"] * 5), 0.0)
@@ -335,7 +334,7 @@ def test_sklearn_contract():
 def test_fit_returns_self_does_not_modify_inputs_and_is_reproducible(logged):
     _, _, data = logged
     before = {k: np.array(getattr(data, k)) for k in ("states", "actions", "next_states")}
-    model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=TabularQModel(S), n_iterations=5, tol=None,
+    model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=FQE(TabularQModel(S), n_iterations=5, tol=None),
                    policy_model=FrequencyClassifier(S), cross_fit=3, random_state=1)
     assert model.fit(data) is model
     for k, v in before.items():

@@ -157,7 +157,7 @@ class FitConfig:
         action set of the fit (:func:`genpqr.app.action_features.read_action_table`); the policy model
         defaults to ``conditional-logit`` (:class:`genpqr.stage1.ConditionalLogit`).
     encoding : str, optional
-        Stage 2's ``GenPQR(encoding=)`` (default: the API's ``auto``); ``action_features`` needs ``action_features``.
+        Stage 2's ``FQE(encoding=)`` (default: the API's ``auto``); ``action_features`` needs ``action_features``.
     """
 
     data: str | None = None
@@ -284,7 +284,8 @@ class FitConfig:
 
         if parse_clip(self.clip) != "auto" and continuous:
             raise ValueError(f"--clip {self.clip} is the probability clip of discrete actions; continuous actions "
-                             "floor the log density instead (genpqr.GenPQR(min_log_density=...))")
+                             "floor the log density instead (genpqr.GenPQR(continuous=ContinuousOptions("
+                             "min_log_density=...)))")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"--estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
         if self.estimator != "npl" and not self.features:

@@ -89,35 +89,38 @@ def make_density(name: str, space, seed: int):
 
 
 def continuous_q_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
-    """GenPQR keyword arguments for the stage-2 regressor named by ``--q-model``."""
+    """GenPQR keyword arguments for the stage-2 regressor named by ``--q-model`` (an FQE)."""
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
+
+    from ..stage2 import FQE
 
     if name == "linear":
         from sklearn.linear_model import LinearRegression
         from sklearn.preprocessing import PolynomialFeatures
 
-        return dict(q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
-                    n_iterations=n_iterations or 500, tol=1e-6)
+        return dict(q_model=FQE(make_pipeline(PolynomialFeatures(2), LinearRegression()),
+                                n_iterations=n_iterations or 500, tol=1e-6))
     if name == "hgb":
         from sklearn.ensemble import HistGradientBoostingRegressor
 
-        return dict(q_model=HistGradientBoostingRegressor(max_iter=100, random_state=seed),
-                    n_iterations=n_iterations or 50, tol=1e-4)
+        return dict(q_model=FQE(HistGradientBoostingRegressor(max_iter=100, random_state=seed),
+                                n_iterations=n_iterations or 50, tol=1e-4))
     if name == "mlp":
         from sklearn.neural_network import MLPRegressor
 
-        return dict(q_model=make_pipeline(StandardScaler(), MLPRegressor((64, 64), max_iter=200, random_state=seed)),
-                    n_iterations=n_iterations or 30, tol=1e-4)
+        return dict(q_model=FQE(make_pipeline(StandardScaler(), MLPRegressor((64, 64), max_iter=200,
+                                                                             random_state=seed)),
+                                n_iterations=n_iterations or 30, tol=1e-4))
     if name == "lightgbm":
         try:
             from lightgbm import LGBMRegressor
         except ImportError:
             raise ValueError("--q-model lightgbm needs the lightgbm package (pip install genpqr[lightgbm])") from None
-        return dict(q_model=LGBMRegressor(verbose=-1, random_state=seed, n_jobs=1), n_iterations=n_iterations or 50,
-                    tol=1e-4)
+        return dict(q_model=FQE(LGBMRegressor(verbose=-1, random_state=seed, n_jobs=1),
+                                n_iterations=n_iterations or 50, tol=1e-4))
     if ":" in name:
-        return dict(q_model=import_object(name, "Q model"), n_iterations=n_iterations or 100)
+        return dict(q_model=FQE(import_object(name, "Q model"), n_iterations=n_iterations or 100))
     hint = " (the exact solver needs discrete actions and tabular states)" if name == "exact" else ""
     raise ValueError(f"--q-model {name} cannot be used with --action-type continuous{hint}; use one of "
                      f"{list(CONTINUOUS_Q_MODELS)} or package.module:Class")
@@ -215,7 +218,7 @@ def check_actions(frame, config: FitConfig, space) -> np.ndarray:
 def run_continuous_fit(config: FitConfig, frame):
     """Fit :class:`genpqr.GenPQR` to a checked frame of continuous actions and write the outputs;
     returns FitOutputs."""
-    from ..estimator import GenPQR
+    from ..estimator import ContinuousOptions, GenPQR
 
     unsupported = [flag for flag, on in (("--bins", config.bins), ("--features", config.features),
                                          ("--transition", config.transition not in ("counts", "auto")),
@@ -239,12 +242,11 @@ def run_continuous_fit(config: FitConfig, frame):
             raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                              f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
         normalization = continuous_normalization(kind, arg, space, data.actions)
-        model = GenPQR(
-            normalization=normalization, gamma=config.gamma,
-            policy_model=make_density(config.policy_model, space, config.seed),
-            integration=make_integration(config.integration),
-            cross_fit=config.cross_fit if config.cross_fit >= 2 else None, random_state=config.seed,
-            **continuous_q_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations)).fit(data)
+        model = GenPQR(normalization=normalization, gamma=config.gamma,
+                       policy_model=make_density(config.policy_model, space, config.seed),
+                       cross_fit=config.cross_fit if config.cross_fit >= 2 else None, random_state=config.seed,
+                       **continuous_q_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations),
+                       continuous=ContinuousOptions(integration=make_integration(config.integration))).fit(data)
     rewards = continuous_rewards(model, frame, config, actions)
     outputs = FitOutputs(config, model, data, rewards, None, None, warning_messages(caught), {}, False)
     write_outputs(outputs, n_rows=len(frame))

@@ -10,7 +10,7 @@ from .config import POLICY_MODELS, Q_MODELS, FitConfig
 __all__ = ["LEARNER_METHODS", "import_object", "make_policy_model", "q_model_settings", "make_estimator",
            "choose_first_stage", "ENCODINGS", "with_encoding"]
 
-#: The values of ``--encoding`` (``GenPQR(encoding=)`` for discrete actions).
+#: The values of ``--encoding`` (``FQE(encoding=)`` / ``LSTDQ(encoding=)`` for discrete actions).
 ENCODINGS = ("auto", "per_action", "joint", "action_features")
 
 
@@ -109,22 +109,25 @@ def make_policy_model(name: str, *, tabular: bool, n_states: int | None, seed: i
 
 
 def q_model_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
-    """GenPQR keyword arguments for the stage-2 model named by ``--q-model``."""
+    """GenPQR keyword arguments for the stage-2 model named by ``--q-model`` (FQE's settings in a
+    :class:`~genpqr.stage2.FQE`)."""
+    from ..stage2 import FQE
+
     if name == "exact":
         return {"q_model": "exact"}
     if name == "linear":
         from sklearn.linear_model import Ridge
 
-        return dict(q_model=Ridge(alpha=1.0), encoding="per_action", n_iterations=n_iterations or 500, tol=1e-6)
+        return dict(q_model=FQE(Ridge(alpha=1.0), encoding="per_action", n_iterations=n_iterations or 500, tol=1e-6))
     if name == "mlp":
         from ..models.nn import DuelingQNetwork
 
-        return dict(q_model=DuelingQNetwork(random_state=seed), n_iterations=n_iterations or 30, tol=None)
+        return dict(q_model=FQE(DuelingQNetwork(random_state=seed), n_iterations=n_iterations or 30, tol=None))
     if name == "lightgbm":
         from ..models.boosting import BoostedQModel
 
-        return dict(q_model=BoostedQModel(random_state=seed), n_iterations=n_iterations or 200,
-                    validation_fraction=0.2)
+        return dict(q_model=FQE(BoostedQModel(random_state=seed), n_iterations=n_iterations or 200,
+                                validation_fraction=0.2))
     if name == "lstd":
         from ..stage2 import LSTDQ
 
@@ -132,10 +135,10 @@ def q_model_settings(name: str, *, seed: int, n_iterations: int | None) -> dict:
     if name == "hgb":
         from sklearn.ensemble import HistGradientBoostingRegressor
 
-        return dict(q_model=HistGradientBoostingRegressor(max_iter=100, random_state=seed),
-                    n_iterations=n_iterations or 50, validation_fraction=0.2)
+        return dict(q_model=FQE(HistGradientBoostingRegressor(max_iter=100, random_state=seed),
+                                n_iterations=n_iterations or 50, validation_fraction=0.2))
     if ":" in name:
-        return dict(q_model=import_object(name, "Q model"), n_iterations=n_iterations or 100)
+        return dict(q_model=FQE(import_object(name, "Q model"), n_iterations=n_iterations or 100))
     raise ValueError(f"--q-model must be one of {list(Q_MODELS)} or package.module:Class, got {name!r}")
 
 
@@ -160,14 +163,16 @@ def make_estimator(config: FitConfig, normalization, index, transition_model, po
 
 
 def with_encoding(settings: dict, encoding: str | None) -> dict:
-    """``--encoding`` over a Q model's own: ``GenPQR(encoding=)`` for FQE, ``LSTDQ(encoding=)`` for
-    ``lstd`` (``auto`` keeps its per-action default); None keeps ``settings``."""
-    if encoding is None:
-        return settings
+    """``--encoding`` over a Q model's own: ``FQE(encoding=)`` for FQE, ``LSTDQ(encoding=)`` for
+    ``lstd`` (``auto`` keeps its per-action default); None keeps ``settings`` (the exact path has none)."""
     q = settings.get("q_model")
+    if encoding is None or isinstance(q, str):
+        return settings
     if hasattr(q, "fit_bellman") and "encoding" in q.get_params():
         q.set_params(encoding="per_action" if encoding == "auto" else encoding)
-    return {**settings, "encoding": encoding}
+    elif hasattr(q, "encoding"):  # an FQE
+        q.set_params(encoding=encoding)
+    return settings
 
 
 def choose_first_stage(config: FitConfig, data, index, transition_model=None):

@@ -162,7 +162,8 @@ def run_stream_fit(config) -> StreamFitOutputs:
         warnings.simplefilter("always")
         policy = None if tabular else make_policy_model(policy_name, tabular=False, n_states=None, seed=config.seed)
         settings = q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations)
-        settings.pop("validation_fraction", None)  # no held-out early stopping out of core
+        if "validation_fraction" in getattr(settings["q_model"], "get_params", dict)():  # an FQE
+            settings["q_model"].set_params(validation_fraction=None)  # no held-out early stopping out of core
         est = GenPQR(normalization=_normalization(config, labels), gamma=config.gamma, clip=parse_clip(config.clip),
                      policy_model=policy, n_states=index.n_states if tabular else config.n_states,
                      random_state=config.seed, progress=progress, **settings)

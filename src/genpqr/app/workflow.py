@@ -231,10 +231,9 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
                                        n_states=index.n_states if tabular else None)
     policy_model, first_stage = choose_first_stage(config, data, index, transition_model)
     # with --features the structural mixture MLE decides the types: GenPQR is fitted with one type
+    # the estimator is handed the classifier; first_stage (if any) records how it was chosen
     model = make_estimator(replace(config, types=1) if config.features else config, normalization, index,
-                           transition_model, policy_model).fit(data)
-    if first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
-        model.first_stage_ = first_stage
+                           transition_model, policy_model).fit(data, first_stage=first_stage)
     fit = _DiscreteFit(data, index, model, first_stage, transition=transition)
     if config.features:
         fit.features, fit.names = read_features(config.features, config, index, labels, model.stage2_.counts)
@@ -254,7 +253,7 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, ar
             fit.structural = structural_from_model(model, data, fit.features, fit.names, config.estimator,
                                                    n_types=config.types)
         fit.structural_warnings = warning_messages(caught)
-        model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
+        model = fit.model = model.with_structural(fit.structural)  # saved in model.joblib: counterfactuals use it
         if hasattr(fit.structural, "posterior_frame"):  # per-type rewards at the MLE's posteriors, held fixed
             fit.type_models = structural_type_models(model, data, fit.structural)
     return fit
