@@ -399,3 +399,47 @@ def test_transition_model_known_or_custom(logged):
         assert np.max(np.abs(fit.reward(GRID) - truth)) < 1e-10
     with pytest.raises(ValueError, match="transition_model has 4 states"):
         GenPQR(norm, q_model="exact", transition_model=np.full((4, K, 4), 0.25)).fit(data)
+
+
+# --------------------------------------------------------------------------- the fitted state (issue 30)
+def test_the_fitted_state_is_one_object_behind_read_only_attributes(logged):
+    """``fit`` sets one :class:`~genpqr.estimator.FittedState` (``fitted_``); the fitted
+    attributes are views of it, absent where the fit has no such part, and cannot be assigned;
+    what a caller adds goes through a door that returns a new estimator."""
+    from genpqr.estimator import STATE_FORMAT, FittedState, without_data
+    from genpqr.stage1 import FirstStageChoice
+
+    _, _, data = logged
+    model = exact_model(N.anchor_action(0)).fit(data)
+    state = model.fitted_
+    assert isinstance(state, FittedState) and state.format == STATE_FORMAT and state.is_exact
+    assert model.policy_ is state.policy and model.stage2_ is state.stage2 and model.gamma_ == GAMMA
+    assert model.n_states_ == state.tabular.n_states == S and model.encoder_ is state.action_space
+    assert model.n_actions_ == K and model.training_data_ is data and model.policy_folds_ is None
+    for absent in ("type_models_", "reference_", "fqe_", "structural_", "saved_without_data_"):
+        assert not hasattr(model, absent), absent
+    with pytest.raises(AttributeError, match="read-only"):
+        model.policy_ = None
+    assert not hasattr(GenPQR(), "policy_") and not hasattr(GenPQR(), "fitted_")
+    # the doors: a fit option, and copies holding the training data or a structural fit
+    choice = FirstStageChoice("frequency", "requested by the caller")
+    assert exact_model(N.anchor_action(0)).fit(data, first_stage=choice).first_stage_ is choice
+    slim = without_data(model)
+    assert not hasattr(slim, "training_data_") and slim.saved_without_data_ and model.training_data_ is data
+    back = slim.with_training_data(data)
+    assert back.training_data_ is data and not hasattr(slim, "training_data_")
+    np.testing.assert_array_equal(back.renormalize(N.mean_zero()).reward(GRID),
+                                  model.renormalize(N.mean_zero()).reward(GRID))
+    with pytest.raises(ValueError, match="differs from the data of the fit"):
+        slim.with_training_data(data[np.arange(data.n - 1)])
+    fit = object()
+    attached = model.with_structural(fit)
+    assert attached.structural_ is fit and not hasattr(model, "structural_")
+    assert attached.policy_ is model.policy_
+
+
+def test_n_types_must_be_an_integer_of_at_least_one(logged):
+    _, _, data = logged
+    for bad in (True, 0, 1.0, "2"):
+        with pytest.raises(ValueError, match="n_types must be an int >= 1"):
+            exact_model(N.anchor_action(0), n_types=bad).fit(data)
