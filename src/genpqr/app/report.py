@@ -31,7 +31,7 @@ from .report_continuous import context_continuous, continuous_figures, render_co
 from .structural import report_section
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report",
-           "describe_normalization", "transition_rows"]
+           "describe_normalization", "transition_rows", "anchored"]
 
 
 def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
@@ -110,6 +110,14 @@ def describe_normalization(model) -> str:
     return norm.describe()
 
 
+def anchored(model) -> bool:
+    """Whether the fitted normalization puts all weight on anchor actions (its registry entry says so)."""
+    from ..registry import ANCHORED, NORMALIZATIONS
+
+    entry = NORMALIZATIONS.find(model.normalization_.name)
+    return entry is not None and entry.can(ANCHORED)
+
+
 def _baseline_log_loss(model) -> float:
     data = model.training_data_
     freq = data.action_counts() / data.n
@@ -130,13 +138,12 @@ def _fig_actions(ctx):
     weight = model.normalization_.weights(model.training_data_.states, model.n_actions_,
                                           _policy_rows(model)[2]).sum(axis=0)
     for bar, w in zip(bars, weight):
-        if w > 0 and model.normalization_.name in ("anchor", "state-anchor"):
+        if w > 0 and anchored(model):
             bar.set_color("#cc6677")
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("action")
     ax.set_ylabel("transitions")
-    ax.set_title("action frequencies" + (" (anchor in red)" if model.normalization_.name in ("anchor", "state-anchor")
-                                         else ""))
+    ax.set_title("action frequencies" + (" (anchor in red)" if anchored(model) else ""))
     return fig
 
 
@@ -379,7 +386,7 @@ def render_html(ctx: ReportContext) -> str:
         normalization=describe_normalization(model), gamma=f"{model.gamma_:g}",
         data_summary=list(ctx.data_summary.items()),
         action_rows=_action_rows(d, n),
-        anchored=model.normalization_.name in ("anchor", "state-anchor"), support=support,
+        anchored=anchored(model), support=support,
         policy_rows=[("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
                      ("log loss of the action frequencies alone", f"{_baseline_log_loss(model):.4f}"),
                      ("clip bounds", str(model.policy_.clip))],
