@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import stage2 as tabular
 from ..data.validation import short_list
+from ..messages import Mention, Message
 from ..normalization import Normalization
 from ..stage1 import clip_proba, mu_expectation
 from ..stage2 import ExactStage2
@@ -96,9 +97,10 @@ def renormalize_exact(state: FittedState, normalization, solver) -> FittedState:
     check_normalization(normalization)
     norm = normalization.bind(state.action_space.encode)
     if norm.g.needs_outcomes:
-        raise ValueError("renormalize to behavior() with an estimated offset E[y|s] needs the training data, but "
-                         "this model was saved without it; save it with save(path, include_data=True) (genpqr fit "
-                         "--save-data) or refit it")
+        raise ValueError(Message("renormalize to behavior() with an estimated offset E[y|s] needs the training "
+                                 "data, but this model was saved without it; save it with ",
+                                 Mention("include_data", True, python="save(path, include_data=True)"),
+                                 " or refit it"))
     old, K = state.stage2, state.action_space.n_actions
     counts = np.asarray(old.counts, dtype=np.float64)
     u = old.recovery.log_policy
