@@ -361,14 +361,11 @@ PARAMETER_GROUPS = {
     "genpqr.GenPQR": {
         "The model": ["normalization", "gamma", "random_state", "progress"],
         "Stage 1: the policy": ["policy_model", "policy_prefit", "clip", "cross_fit"],
-        "Stage 2: Q-evaluation": ["q_model", "encoding", "structure", "n_iterations", "tol", "warm_start",
-                                  "validation_fraction", "n_iter_no_change", "solver"],
+        "Stage 2: Q-evaluation": ["q_model", "solver"],
         "Tabular states": ["n_states", "transition_model"],
         "Offsets and support": ["offset_model", "min_support"],
-        "Continuous actions": ["integration", "reference", "min_log_density", "check_density", "density_tol",
-                               "freeze_transformers"],
-        "Latent types": ["n_types", "type_covariates", "type_specific_transitions", "n_em_starts", "max_em_iter",
-                         "em_tol"],
+        "Continuous actions": ["continuous"],
+        "Latent types": ["n_types", "types"],
     },
 }
 

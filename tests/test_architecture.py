@@ -228,6 +228,37 @@ def test_cycle_finder_finds_cycles(cycle_graph, expected):
     assert _cycles(cycle_graph) == expected
 
 
+def test_only_the_estimator_sets_its_fitted_state():
+    """GenPQR's fitted state is one object its ``fit`` sets (issue 30): outside the estimator wing
+    no module assigns one of its fitted attributes (``policy_``, ``stage2_``, ... or ``fitted_``)
+    on another object; the streamed, distributed, typed and large-K fits return the state."""
+    from genpqr.estimator import GenPQR
+    from genpqr.estimator._state import StateView
+
+    fitted = {name for name, value in vars(GenPQR).items() if isinstance(value, StateView)} | {"fitted_"}
+    found = []
+    for module, path in MODULES.items():
+        if _wing(module) == "estimator":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for target in targets:
+                for el in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(el, ast.Attribute) and el.attr in fitted and not (
+                            isinstance(el.value, ast.Name) and el.value.id == "self"):
+                        found.append(f"{module}:{node.lineno} {el.attr}")
+    assert found == []
+
+
+def test_genpqr_has_at_most_20_parameters():
+    import inspect
+
+    from genpqr.estimator import GenPQR
+
+    assert len(inspect.signature(GenPQR.__init__).parameters) - 1 <= 20
+
+
 # Wings that may name the command line's flags: the command itself, and the experiments behind
 # ``genpqr experiment`` (their runner is the command's).
 FLAG_NAMERS = {"app", "experiments"}

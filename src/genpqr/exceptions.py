@@ -77,6 +77,11 @@ class ActionFeatureError(ActionTableError):
     """Action features are not finite numbers, or their dimension disagrees with a model's."""
 
 
+class ModelFormatError(ValueError):
+    """A model file holds a fitted model in another format than this version of genpqr writes
+    (saved by an older genpqr, before its fitted state was one object): refit and save it again."""
+
+
 class InferenceWarning(GenPQRWarning):
     """A debiased estimate's interval is in doubt (:mod:`genpqr.inference`): the Riesz
     representer's weights are extreme (thin overlap between the target's policy or distribution
@@ -88,7 +93,7 @@ class InferenceWarning(GenPQRWarning):
 __all__ = ["GenPQRWarning", "WeakSupportWarning", "ClippingWarning", "CoverageWarning", "ConvergenceWarning",
            "LatentTypeWarning", "NotFittedError", "ExtrapolationWarning", "ThinTransitionsWarning", "IntegrityError",
            "UntrustedFileError", "ActionTableError", "DuplicateActionLabelError", "MissingActionLabelError",
-           "ActionFeatureError", "InferenceWarning"]
+           "ActionFeatureError", "InferenceWarning", "ModelFormatError"]
 
 
 def _not_fitted_error() -> type:

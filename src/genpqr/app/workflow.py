@@ -230,9 +230,8 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool) -> _DiscreteF
     check_before_fit(config, data, index)
     # with --features the structural mixture MLE decides the types: GenPQR is fitted with one type
     built = build_estimator(replace(config, types=1) if config.features else config, fit_data)
-    model = built.estimator.fit(data)
-    if built.first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
-        model.first_stage_ = built.first_stage
+    # the estimator is handed the classifier; first_stage (if any) records how it was chosen
+    model = built.estimator.fit(data, first_stage=built.first_stage)
     fit = _DiscreteFit(data, index, model, built.first_stage, transition=built.transition)
     if config.features:
         fit.features, fit.names = read_features(config.features, config, index, labels, model.stage2_.counts)
@@ -268,7 +267,7 @@ def _structural(config: FitConfig, fit: _DiscreteFit) -> None:
         fit.structural = structural_from_model(fit.model, fit.data, fit.features, fit.names, config.estimator.build(),
                                                n_types=config.types)
     fit.structural_warnings = warning_messages(caught)
-    fit.model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
+    fit.model = fit.model.with_structural(fit.structural)  # saved in model.joblib: counterfactuals use it
     if hasattr(fit.structural, "posterior_frame"):  # per-type rewards at the MLE's posteriors, held fixed
         fit.type_models = structural_type_models(fit.model, fit.data, fit.structural)
 
