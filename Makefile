@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-portable test-adapters docs docs-check chromium wheel-check bench clean
+.PHONY: demo test test-fast test-portable test-adapters docs docs-check chromium wheel-check bench architecture clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ $(ADAPTERS_STAMP): pyproject.toml requirements-adapters.txt
 
 test-adapters: $(ADAPTERS_STAMP)
 	GENPQR_REQUIRE_ADAPTERS=1 $(THREADS) $(ADAPTERS_VENV)/bin/python -m pytest -m adapters tests/data/test_adapters.py tests/counterfactuals/test_transfer.py
+
+# the package's shape in numbers (issue 30): where a GenPQR is built from a config, where each kind of
+# command-line name is parsed, fitted attributes written outside the estimator, public names, GenPQR's
+# parameters, the largest function and module (tests/test_architecture_report.py checks them)
+architecture: $(STAMP)
+	$(PY) tools/architecture.py
 
 # the documentation site (Sphinx; docs/conf.py): docs/*.md, the API reference generated from the docstrings,
 # and the gallery (examples/gallery/plot_*.py), every example run while the site is built. Strict: any warning

@@ -14,7 +14,7 @@ from genpqr import normalization as N
 from genpqr.envs import make_synthetic_data
 from genpqr.estimator import MAX_DEFAULT_LSTD_FEATURES, default_q_model
 from genpqr.stage1 import BasisLogit, StateBasis
-from genpqr.stage2 import LSTDQ
+from genpqr.stage2 import FQE, LSTDQ
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,9 @@ def test_fqe_regressor_where_per_action_lstd_does_not_apply():
     for encoding in ("joint", "action_features", "native"):
         assert default_q_model(few, encoding=encoding) is None
     data = make_synthetic_data(1, 60, n_test=20).train
-    joint = GenPQR(N.anchor_action(0), gamma=0.9, encoding="joint", n_iterations=3, random_state=0).fit(data)
-    assert joint.q_model_ is None and joint.diagnostics_.solver == "fqe"
+    joint = GenPQR(N.anchor_action(0), gamma=0.9, q_model=FQE(encoding="joint", n_iterations=3),
+                   random_state=0).fit(data)  # a given FQE: the user's stage 2, no default picked
+    assert joint.q_model_ is joint.q_model and joint.diagnostics_.solver == "fqe"
 
 
 def test_exact_path_and_given_models_are_unchanged():
@@ -73,5 +74,5 @@ def test_exact_path_and_given_models_are_unchanged():
     exact = GenPQR(gamma=0.8, q_model="exact").fit(data)
     assert exact.q_model_ == "exact" and exact.first_stage_.name in ("frequency", "spline")
     given = Ridge = pytest.importorskip("sklearn.linear_model").Ridge
-    fitted = GenPQR(gamma=0.8, q_model=given(), n_iterations=3).fit(data)
+    fitted = GenPQR(gamma=0.8, q_model=given()).fit(data)
     assert isinstance(fitted.q_model_, Ridge) and fitted.diagnostics_.solver == "fqe"

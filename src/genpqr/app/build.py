@@ -185,6 +185,10 @@ def q_model(settings: dict, *, encoding: str | None = None, streamed: bool = Fal
     none. ``streamed``: no held-out early stopping (out of core)."""
     from ..stage2 import FQE
 
+    if "q_model" not in settings:  # auto: GenPQR()'s own default; another --encoding makes it FQE's
+        if encoding in (None, "auto", "per_action"):
+            return None
+        return FQE(encoding=encoding, **{k: v for k, v in settings.items() if k != "validation_fraction"})
     q, knobs = settings["q_model"], {k: v for k, v in settings.items() if k != "q_model"}
     if isinstance(q, str) or hasattr(q, "fit_bellman"):
         if encoding is not None and not isinstance(q, str) and "encoding" in q.get_params():

@@ -129,7 +129,7 @@ def _choice(name: str, choices):
     return parse
 
 
-def _spec(discrete, continuous=None):
+def spec_parser(discrete, continuous=None):
     """A parser into the registry of the fit's actions (``continuous``: of continuous actions)."""
     def parse(value, values):
         registry = continuous if continuous is not None and values.get("action_type") == "continuous" else discrete
@@ -232,15 +232,15 @@ FIT_OPTIONS = Options([
     Option("gamma", "discount factor in [0, 1)", parse=_number, required=True, cli_type=float, check=_gamma),
     Option("normalization", lambda: f"{NORMALIZATIONS.forms()}; continuous actions: "
                                     f"{CONTINUOUS_NORMALIZATIONS.forms()}",
-           parse=_spec(NORMALIZATIONS, CONTINUOUS_NORMALIZATIONS), required=True, metavar="SPEC"),
-    Option("policy_model", _policy_help, parse=_spec(POLICY_MODELS, DENSITIES), metavar="NAME",
+           parse=spec_parser(NORMALIZATIONS, CONTINUOUS_NORMALIZATIONS), required=True, metavar="SPEC"),
+    Option("policy_model", _policy_help, parse=spec_parser(POLICY_MODELS, DENSITIES), metavar="NAME",
            shown_default=_POLICY_DEFAULT, params=("force",)),
     Option("q_model", lambda: f"{Q_MODELS.forms()}; continuous actions: {CONTINUOUS_Q_MODELS.forms()}",
-           parse=_spec(Q_MODELS, CONTINUOUS_Q_MODELS), metavar="NAME",
+           parse=spec_parser(Q_MODELS, CONTINUOUS_Q_MODELS), metavar="NAME",
            shown_default="auto, GenPQR()'s own: exact for tabular states, the LSTD fixed point for "
                          "continuous states; linear for continuous actions"),
     Option("integration", lambda: f"continuous actions: mu-integrals by {INTEGRATION_RULES.forms()}",
-           parse=_spec(INTEGRATION_RULES), metavar="SPEC", shown_default="mc:32", refused=frozenset({DISCRETE})),
+           parse=spec_parser(INTEGRATION_RULES), metavar="SPEC", shown_default="mc:32", refused=frozenset({DISCRETE})),
     Option("clip", "probability clip of the policy: auto (no clip when every fitted probability is positive, else a "
                    "floor below the smallest fitted probability of an observed action), none, or bounds such as "
                    "0.01,0.99 (the paper's); the bounds used are printed", default="auto", parse=_clip,
@@ -253,7 +253,7 @@ FIT_OPTIONS = Options([
     Option("n_jobs", "bootstrap workers", default=1, parse=_integer, cli_type=int, metavar="J", check=_n_jobs),
     Option("bins", "cut a state column at these points (tabular mode; repeatable)", default={}, parse=_bins,
            action="append", metavar="COL=e1,e2,...", shown_default="none", refused=frozenset({CONTINUOUS, STREAMED})),
-    Option("transition", _transition_help, default="auto", parse=_spec(TRANSITION_MODELS), metavar="SPEC",
+    Option("transition", _transition_help, default="auto", parse=spec_parser(TRANSITION_MODELS), metavar="SPEC",
            refused=frozenset({CONTINUOUS, STREAMED, STATES}), inert=lambda spec: spec.can(STREAMS),
            params=("transition_model",), path=True),
     Option("n_states", "tabular: number of states of one integer state column, when the top states never occur",
@@ -264,7 +264,7 @@ FIT_OPTIONS = Options([
            path=True),
     Option("estimator", lambda: "with --features: " + "; ".join(f"{e.name} ({e.help})"
                                                                for e in STRUCTURAL_ESTIMATORS.entries()),
-           default="npl", parse=_spec(STRUCTURAL_ESTIMATORS), metavar="NAME"),
+           default="npl", parse=spec_parser(STRUCTURAL_ESTIMATORS), metavar="NAME"),
     Option("n_iterations", "maximum fitted-Q-evaluation iterations", parse=_integer, cli_type=int, metavar="N",
            check=_at_least("--n-iterations", 1), params=("n_iterations",),
            shown_default="per --q-model: linear 500, mlp 30, lightgbm 200, hgb 50, an import path 100; exact, "

@@ -89,12 +89,13 @@ def _check_normalization(text, labels):
     :data:`genpqr.registry.NORMALIZATIONS` that reads no data column (``mean-zero``,
     ``anchor:LABEL``)."""
     from ..registry import COLUMN, NORMALIZATIONS
+    from .config import spec_parser
 
     if text is None:
         return None
     what = f"check_normalization (--check-normalization) {text!r}"
     try:
-        spec = NORMALIZATIONS.parse(text)
+        spec = spec_parser(NORMALIZATIONS)(text, {})  # the one parser of the command line's names
     except ValueError:
         spec = None
     if spec is None or spec.can(COLUMN):
