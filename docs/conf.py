@@ -55,7 +55,7 @@ release = version = genpqr.__version__
 # name exported by several modules is documented once, under the shortest exporting path (ties:
 # the module that defines it); the others link to it, and references to them resolve there.
 API = {
-    "The package": ["genpqr", "genpqr.exceptions"],
+    "The package": ["genpqr", "genpqr.exceptions", "genpqr.registry", "genpqr.messages"],
     "Data and action spaces": ["genpqr.data", "genpqr.data.validation", "genpqr.datasets"],
     "Actions: reference measures, densities, integration": ["genpqr.actions"],
     "Normalizations": ["genpqr.normalization"],
@@ -86,10 +86,10 @@ API = {
                     "genpqr.experiments.runner", "genpqr.experiments.report", "genpqr.experiments.continuous",
                     "genpqr.experiments.folder"],
     "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.workflow",
-                           "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.model_choice", "genpqr.app.transition_choice",
+                           "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.options", "genpqr.app.flags", "genpqr.app.build", "genpqr.app.transition_choice",
                            "genpqr.app.results",
                            "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.fit_continuous",
-                           "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.report",
+                           "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.counterfactual_options", "genpqr.app.report",
                            "genpqr.app.report_continuous", "genpqr.app.report_base", "genpqr.app.demo",
                            "genpqr.app.latent_types"],
 }

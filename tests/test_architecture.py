@@ -39,7 +39,7 @@ FLOORS = {
 }
 CORE = {"data", "actions", "normalization", "stage1", "stage2", "estimator", "evaluation", "counterfactuals", "scale"}
 # modules that belong to no wing: the package itself, its entry point, the exceptions every wing raises
-OUTSIDE = {"genpqr": 10, "genpqr.__main__": 10, "genpqr.exceptions": -1}
+OUTSIDE = {"genpqr": 10, "genpqr.__main__": 10, "genpqr.exceptions": -1, "genpqr.messages": -1, "genpqr.registry": -1}
 
 # Upward imports that are allowed, each a lazy import inside a convenience method of a lower wing
 # that calls up; (importing module, imported wing) -> why.
@@ -229,3 +229,33 @@ def test_functions_are_short():
 ])
 def test_cycle_finder_finds_cycles(cycle_graph, expected):
     assert _cycles(cycle_graph) == expected
+
+
+# Wings that may name the command line's flags: the command itself, and the experiments behind
+# ``genpqr experiment`` (their runner is the command's).
+FLAG_NAMERS = {"app", "experiments"}
+
+
+def _message_strings(tree):
+    """String constants of a module that are not docstrings (messages, labels, table cells)."""
+    docs = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docs.add(id(body[0].value))
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            docs.add(id(node.value))  # attribute docstrings
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_the_library_never_names_a_command_line_flag():
+    """Messages of the library name its Python arguments (as :class:`genpqr.messages.Mention`, which
+    the command line names by its flags); only the command and its experiments write a flag."""
+    import re
+
+    flag = re.compile(r"(^|[\s(`'\"])--[a-z]")
+    found = [f"{module}:{node.lineno}: {node.value[:60]!r}" for module, path in MODULES.items()
+             if _wing(module) not in FLAG_NAMERS for node in _message_strings(ast.parse(path.read_text()))
+             if flag.search(node.value)]
+    assert found == []

@@ -23,6 +23,7 @@ import pytest
 
 from genpqr.estimator import manifest as M
 from genpqr.app.cli import main
+from genpqr.app.flags import console_text
 from genpqr.exceptions import IntegrityError
 from genpqr.experiments import folder as F, methods as methods_mod
 
@@ -174,8 +175,9 @@ def test_check_target(case, tmp_path, monkeypatch):
             (staging / "new.txt").write_text("new")
         assert snapshot(target).keys() == {"new.txt", "manifest.json"}
     else:
-        with pytest.raises(ValueError, match="^--out ") as info:
+        with pytest.raises(ValueError, match="^target ") as info:  # the library names its parameter
             M.check_target(target, **kwargs)
+        assert console_text(info.value).startswith("--out "), console_text(info.value)  # the command line, its flag
         assert phrase in str(info.value), str(info.value)
         with pytest.raises(ValueError):
             with M.output_folder(target, kind=kwargs.get("kind", "t"), inputs=kwargs.get("inputs", ())):

@@ -5,18 +5,21 @@ import pandas as pd
 import pytest
 
 from genpqr import GenPQR, datasets, from_pandas, normalization as N
-from genpqr.app.workflow import parse_transition
+from genpqr.app.flags import console_text
+from genpqr.registry import COMPARED, SELECTED, STREAMS, TRANSITION_MODELS
 from genpqr.stage2 import ShrinkageKernel
 
 from .test_workflow import LABELS, base_flags, fit_cli, write_tabular_csv
 
 
 def test_parse_transition_kinds():
-    assert parse_transition("auto") == ("auto", None)
-    assert parse_transition("counts") == ("counts", None)
-    assert parse_transition("lowrank") == ("model", "lowrank")
-    with pytest.raises(ValueError, match="--transition must be auto, counts, shrinkage, lowrank, classifier"):
-        parse_transition("smooth")
+    auto, counts, lowrank = (TRANSITION_MODELS.parse(t) for t in ("auto", "counts", "lowrank"))
+    assert (auto.name, auto.value, auto.can(SELECTED)) == ("auto", None, True)
+    assert (counts.name, counts.value, counts.can(STREAMS), counts.can(COMPARED)) == ("counts", None, True, False)
+    assert (lowrank.name, lowrank.can(COMPARED)) == ("lowrank", True)
+    with pytest.raises(ValueError) as info:
+        TRANSITION_MODELS.parse("smooth")
+    assert "--transition must be auto, counts, shrinkage, lowrank, classifier" in console_text(info.value)
 
 
 def test_auto_keeps_counts_on_the_bundled_example(tmp_path, capsys):

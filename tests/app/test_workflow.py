@@ -11,8 +11,9 @@ import genpqr
 from genpqr import GenPQR, from_pandas, normalization as N, stage2
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.stage1 import FrequencyClassifier
-from genpqr.app.workflow import (FitConfig, StateIndex, add_fit_parser, config_from_args, parse_normalization,
-                             parse_transition, run_fit)
+from genpqr.app.flags import console_text
+from genpqr.app.workflow import FitConfig, StateIndex, add_fit_parser, config_from_args, run_fit
+from genpqr.registry import INPUT_FILE, NORMALIZATIONS, TRANSITION_MODELS
 
 LABELS = np.array(["left", "stay", "right"])
 GAMMA = 0.9
@@ -127,19 +128,29 @@ def test_config_file_values_are_overridden_by_flags(tmp_path):
                              "normalization": "mean-zero", "out": "o"}).check()
 
 
+def parsed(registry, text):
+    """``(entry name, argument)`` of a typed name (the spec layer's parse, :mod:`genpqr.registry`)."""
+    spec = registry.parse(text)
+    return spec.name, spec.value
+
+
 def test_spec_parsers():
-    assert parse_normalization("anchor:a:b") == ("anchor", "a:b")
-    assert parse_normalization("mean_zero") == ("mean-zero", None)
-    assert parse_normalization("behaviour:y") == ("behavior", "y")
+    assert parsed(NORMALIZATIONS, "anchor:a:b") == ("anchor", "a:b")
+    assert parsed(NORMALIZATIONS, "mean_zero") == ("mean-zero", None)
+    assert parsed(NORMALIZATIONS, "behaviour:y") == ("behavior", "y")
     with pytest.raises(ValueError, match="anchor:ACTION"):
-        parse_normalization("anchr:1")
+        NORMALIZATIONS.parse("anchr:1")
     with pytest.raises(ValueError, match="needs an argument"):
-        parse_normalization("value")
-    assert parse_transition("increment:4:replace") == ("increment", (4, "replace"))
-    assert parse_transition("increment:2") == ("increment", (2, None))
-    assert parse_transition("P.npy") == ("file", "P.npy")
+        NORMALIZATIONS.parse("value")
+    assert parsed(TRANSITION_MODELS, "increment:4:replace") == ("increment", (4, "replace"))
+    assert parsed(TRANSITION_MODELS, "increment:2") == ("increment", (2, None))
+    spec = TRANSITION_MODELS.parse("P.npy")
+    assert spec.can(INPUT_FILE) and spec.value == "P.npy"
     with pytest.raises(ValueError, match="increment:MAX"):
-        parse_transition("increment:x")
+        TRANSITION_MODELS.parse("increment:x")
+    with pytest.raises(ValueError) as info:
+        NORMALIZATIONS.parse("anchr:1")
+    assert console_text(info.value).startswith("--normalization must be one of anchor:ACTION")
 
 
 # ---------------------------------------------------------------------------- normalizations and labels
@@ -247,7 +258,7 @@ def test_sparse_kernel_files_match_the_dense_file(small_csv, tmp_path, capsys, m
     """--transition FILE.npz (scipy sparse (S*K, S)) and a large .npy read into CSR give the dense file's rewards."""
     import scipy.sparse as sp
 
-    from genpqr.app import states
+    from genpqr.stage2 import _kernel_files as states
 
     path, _ = small_csv
     mdp, _ = tabular_problem()
@@ -255,7 +266,8 @@ def test_sparse_kernel_files_match_the_dense_file(small_csv, tmp_path, capsys, m
     dense = mdp.kernel.matrix.toarray().reshape(15, 3, 15)[:, order, :]
     np.save(tmp_path / "P.npy", dense)
     sp.save_npz(tmp_path / "P.npz", sp.csr_matrix(dense.reshape(45, 15)))
-    assert parse_transition("P.npz") == ("file", "P.npz")
+    spec = TRANSITION_MODELS.parse("P.npz")
+    assert spec.can(INPUT_FILE) and spec.value == "P.npz"
     assert sp.issparse(states.load_kernel(str(tmp_path / "P.npz"), 3))
     assert isinstance(states.load_kernel(str(tmp_path / "P.npy"), 3), np.ndarray)
     monkeypatch.setattr(states, "SPARSE_FILE_BYTES", 100)  # the .npy file counts as large: read into CSR
@@ -459,7 +471,7 @@ def test_run_fit_returns_outputs(small_csv, tmp_path):
 
 def test_a_large_dense_npy_kernel_stays_dense(tmp_path, monkeypatch):
     """A large .npy kernel with most entries non-zero is read into memory as an array, not CSR."""
-    from genpqr.app import states
+    from genpqr.stage2 import _kernel_files as states
 
     P = np.random.default_rng(0).dirichlet(np.ones(6), size=12).reshape(6, 2, 6)
     np.save(tmp_path / "P.npy", P)

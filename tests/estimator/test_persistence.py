@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import pickle
+import re
 import tempfile
 import warnings
 import zipfile
@@ -351,6 +352,14 @@ def test_counterfactual_results_of_older_genpqr_need_trust(fitted, tmp_path):
 
 
 # ----------------------------------------------------------------------------- import paths
+def import_object(path, what):
+    """A learner from its import path, as ``genpqr fit --policy-model/--q-model`` makes it."""
+    from genpqr.registry import DENSITIES, POLICY_MODELS, Q_MODELS, import_learner
+
+    registry = {"policy model": POLICY_MODELS, "Q model": Q_MODELS, "density": DENSITIES}[what]
+    return import_learner(path, what, registry.learner[1], registry.param)
+
+
 @pytest.mark.parametrize("path, what, phrase", [
     ("tests.estimator.test_persistence:evil_function", "policy model", "is a function, not a class"),
     ("os:getcwd", "Q model", "is a function, not a class"),
@@ -363,19 +372,20 @@ def test_counterfactual_results_of_older_genpqr_need_trust(fitted, tmp_path):
     ("tests.estimator.test_persistence", "Q model", "must look like package.module:Class"),
 ])
 def test_import_paths_accept_only_learner_classes(path, what, phrase, tmp_path, monkeypatch):
-    from genpqr.app.model_choice import import_object
+    from genpqr.app.flags import console_text
 
     monkeypatch.setenv("GENPQR_TEST_MARKER", str(tmp_path / "marker"))
     flag = "--q-model (config key q_model)" if what == "Q model" else "--policy-model (config key policy_model)"
-    with pytest.raises(ValueError, match=rf"^{flag.replace('(', '[(]').replace(')', '[)]')}: .*{phrase[:12]}"):
+    with pytest.raises(ValueError) as info:
         import_object(path, what)
+    assert re.match(rf"^{flag.replace('(', '[(]').replace(')', '[)]')}: .*{phrase[:12]}", console_text(info.value))
+    assert str(info.value).startswith(flag.split()[0][2:].replace("-", "_") + ": ")  # the API names the parameter
     assert not (tmp_path / "marker").exists()
 
 
 def test_import_paths_make_learner_classes():
     from sklearn.linear_model import LogisticRegression, Ridge
 
-    from genpqr.app.model_choice import import_object
     from genpqr.actions import LinearGaussianDensity
 
     assert isinstance(import_object("sklearn.linear_model:Ridge", "Q model"), Ridge)

@@ -3,6 +3,7 @@ warning fires above CLIP_WARN_FRACTION and not below, explicit bounds and `none`
 in the API and on the command line, and the bounds used are printed and reported."""
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -64,8 +65,12 @@ def test_warning_fires_above_the_threshold_not_below():
         warnings.simplefilter("error")
         warn_if_clip_binds(below, below, PAPER_CLIP, "given")  # nothing raised
         warn_if_clip_binds(CLIP_WARN_FRACTION, 0.0, PAPER_CLIP, "given")  # "more than", not "at least"
-    with pytest.warns(ClippingWarning, match=r"hit the clip bounds .* log\(0.99/0.01\) = 4.595.*--clip none"):
+    with pytest.warns(ClippingWarning, match=r"hit the clip bounds .* log\(0.99/0.01\) = 4.595.*clip=None") as record:
         warn_if_clip_binds(CLIP_WARN_FRACTION + 0.01, 0.0, PAPER_CLIP, "given")
+    # the library names its argument (clip=None); the command line prints the same warning naming its flag
+    from genpqr.app.flags import cli_text
+
+    assert re.search(r"hit the clip bounds .* log\(0.99/0.01\) = 4.595.*--clip none", cli_text(record[0].message))
     with pytest.warns(ClippingWarning, match="below the lower clip bound"):
         warn_if_clip_binds(0.0, CLIP_WARN_FRACTION + 0.01, (1e-3, 1.0), "auto: ...")
 

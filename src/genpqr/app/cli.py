@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import check_output_folder
+from .config_checks import check_output_folder
+from .flags import console_text
 
 
 def _demo(args) -> int:
@@ -67,7 +68,7 @@ def _experiment(args) -> int:
         summary = run_experiment(config, seeds, args.out, n_jobs=args.n_jobs, backend=args.backend,
                                  scheduler=args.scheduler, progress=not args.quiet)
     except (ValueError, OSError) as exc:
-        print(f"genpqr experiment: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"genpqr experiment: error: {console_text(exc)}", file=sys.stderr)
         return 2
     unsaved = f", {len(summary.unsaved)} finished but not saved" if summary.unsaved else ""
     print(f"{config.name}: {summary.n_tasks} task(s): {len(summary.executed)} run, {len(summary.skipped)} already in "
@@ -98,7 +99,7 @@ def _report(args) -> int:
                           require=["results.csv"])
         paths = write_report(folder)
     except (ValueError, OSError) as exc:
-        print(f"genpqr report: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"genpqr report: error: {console_text(exc)}", file=sys.stderr)
         return 2
     for path in paths:
         print(path)
@@ -201,7 +202,7 @@ def _check_demo(args) -> str | None:
         check_output_folder(args.out, "--out")
         check_target(args.out, kind="demo")
     except ValueError as exc:
-        return str(exc)
+        return console_text(exc)
     if args.states < 2 or args.actions < 2 or args.episodes < 1:
         return "--states and --actions must be at least 2 and --episodes at least 1"
     if not 0 <= args.gamma < 1:

@@ -1,413 +1,83 @@
-"""The configuration of ``genpqr fit``: a typed dataclass (JSON-loadable; CLI flags override it)
-and the parsers of its small string languages (normalization, transition, bins specs)."""
+"""The configuration of ``genpqr fit``: each option declared once (:data:`FIT_OPTIONS`), and
+:class:`FitConfig`, the typed config made from them (also the JSON file ``--config`` reads and
+``config.json`` a fit writes; flags override it).
+
+Every field is parsed when the config is made: the names of models, normalizations, transition
+models, integration rules and estimators into :class:`~genpqr.registry.Spec`\\ s of their
+registries (:mod:`genpqr.registry`), which build the library's objects once the data are read;
+the clip into its bounds; numbers, lists and columns into their types.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
-
 import numpy as np
 
+from ..registry import (ACTION_FEATURES, CONTINUOUS_NORMALIZATIONS, CONTINUOUS_Q_MODELS, DENSITIES, INTEGRATION_RULES, MANY_ACTIONS, NORMALIZATIONS, POLICY_MODELS, Q_MODELS, STREAMS,
+                        STRUCTURAL_ESTIMATORS, TRANSITION_MODELS)
 from .config_checks import check_dask_scheduler, check_output_folder
-from .transition_choice import parse_transition
+from .options import ConfigBase, Option, Options, Parsed
 
-__all__ = ["FitConfig", "action_columns", "parse_normalization", "parse_transition", "parse_bins",
-           "parse_integration", "POLICY_MODELS", "Q_MODELS", "NORMALIZATION_FORMS", "ACTION_TYPES",
-           "CONTINUOUS_POLICY_MODELS", "CONTINUOUS_Q_MODELS", "CONTINUOUS_NORMALIZATION_FORMS", "INTEGRATION_FORMS",
-           "ESTIMATORS"]
+__all__ = ["FitConfig", "FIT_OPTIONS", "action_columns", "parse_bins", "ACTION_TYPES", "ENCODINGS", "DISCRETE",
+           "CONTINUOUS", "STREAMED", "STATES", "TYPED", "check_estimator_needs_features", "check_action_features",
+           "check_in_memory_action_features"]
 
 ACTION_TYPES = ("discrete", "continuous")
-POLICY_MODELS = ("auto", "frequency", "spline", "logistic", "mlp", "lightgbm", "conditional-logit")
-Q_MODELS = ("exact", "linear", "mlp", "lightgbm", "hgb", "lstd")
-NORMALIZATION_FORMS = "anchor:ACTION, mean-zero, state-anchor:COLUMN, value:COLUMN or behavior:OUTCOME_COLUMN"
-CONTINUOUS_POLICY_MODELS = ("gaussian", "mlp-gaussian", "mdn", "flow")
-CONTINUOUS_Q_MODELS = ("linear", "hgb", "mlp", "lightgbm")
-CONTINUOUS_NORMALIZATION_FORMS = "anchor:VALUE[,VALUE...], gaussian:MEAN,SCALE, uniform or behavior"
-INTEGRATION_FORMS = "mc:N, gauss-hermite:N or gauss-legendre:N"
-_CONTINUOUS_ONLY_NORMALIZATIONS = ("gaussian", "uniform")
-ESTIMATORS = ("npl", "nfxp", "pml", "projection")
+#: The values of ``--encoding`` (``GenPQR(encoding=)`` for discrete actions).
+ENCODINGS = ("auto", "per_action", "joint", "action_features")
+
+# the fits an option may be refused in (Option.refused)
+DISCRETE = "discrete actions"
+CONTINUOUS = "continuous actions"
+STREAMED = "out of core"
+STATES = "continuous states"  # a discrete-action fit outside the tabular mode
+TYPED = "latent types"
 
 
-@dataclass
-class FitConfig:
-    """Everything ``genpqr fit`` needs; also the JSON config file (same keys).
-
-    Parameters
-    ----------
-    data : str
-        CSV or Parquet file in long format (one row per episode and time step).
-    episode, time : str
-        Column names.
-    action : str
-        Action column name; with ``action_type="continuous"`` a comma-separated list of
-        columns (one per action dimension; a JSON list is accepted).
-    action_type : {"discrete", "continuous"}
-        ``discrete`` (labels; :class:`genpqr.GenPQR`) or ``continuous`` (real-valued actions;
-        :class:`genpqr.GenPQR` on continuous actions, see :mod:`genpqr.app.fit_continuous`).
-    action_low, action_high : list of float, optional
-        Continuous actions: the bounds of the box support (one value for every dimension, or
-        one per dimension); both or neither (default: unbounded, ``R^m``).
-    state : list of str
-        State column name(s) (a comma-separated string is accepted).
-    terminated, truncated, outcome : str, optional
-        Column names (see :func:`genpqr.data.from_pandas`).
-    gamma : float in [0, 1)
-    normalization : str
-        ``anchor:ACTION``, ``mean-zero``, ``state-anchor:COLUMN``, ``value:COLUMN`` or
-        ``behavior:OUTCOME_COLUMN`` (see the module docstring). Continuous actions:
-        ``anchor:VALUE[,VALUE...]`` (point mass, one value per action dimension),
-        ``gaussian:MEAN,SCALE`` (``N(MEAN, SCALE^2)`` in every dimension; unbounded actions),
-        ``uniform`` (bounded actions) or ``behavior`` (``mu = pi_hat``, g = 0).
-    policy_model : str, optional
-        ``auto`` (the tabular default: ``spline`` when the state is ordered -- one integer
-        column numbered by its value, with ``--transition increment:`` or ``--n-states`` --
-        and the cells are sparse, else ``frequency``; see
-        :func:`genpqr.stage1.choose_tabular_policy`, the rule ``GenPQR`` applies by default; the
-        choice and its reason are printed and reported), ``frequency`` (cell frequencies; tabular only), ``spline`` (a
-        multinomial logit on a cubic spline basis of the ordered state, knots and penalty by
-        episode-grouped cross-validated log loss; tabular only), ``logistic`` (standardized
-        multinomial logistic regression; one-hot states in tabular mode; the continuous
-        default), ``mlp`` (:class:`genpqr.models.nn.MLPClassifier`), ``lightgbm``
-        (``LGBMClassifier(verbose=-1)``) or an import path ``package.module:Class``
-        (instantiated with no arguments).
-    q_model : str, optional
-        ``exact`` (tabular), ``linear`` (ridge per action), ``mlp``
-        (:class:`genpqr.models.nn.DuelingQNetwork`, 30 iterations), ``lightgbm``
-        (:class:`genpqr.models.boosting.BoostedQModel`, iterations chosen on 20% held-out episodes),
-        ``hgb`` (scikit-learn's HistGradientBoostingRegressor, likewise; the continuous
-        default) or an import path. Default: ``exact`` for tabular data, else ``hgb``.
-        Continuous actions: ``gaussian`` (heteroscedastic degree-2 linear Gaussian; the
-        default), ``mlp-gaussian``, ``mdn``, ``flow`` or an import path for the policy (each
-        squashed onto the box when the actions are bounded); ``linear`` (degree-2 polynomial
-        features + least squares; the default), ``hgb``, ``mlp`` (scikit-learn's
-        MLPRegressor) or ``lightgbm`` (``LGBMRegressor``) for Q, each a regressor on ``[s, a]``.
-    integration : str, optional
-        Continuous actions: the rule for the ``mu``-integrals: ``mc:N`` (Monte Carlo, N draws
-        per next state; default ``mc:32``), ``gauss-hermite:N`` (Gaussian mu) or
-        ``gauss-legendre:N`` (bounded actions).
-    clip : str
-        Probability clip of stage 1: ``auto`` (default: no clip when every fitted
-        probability is positive, else a floor below the smallest fitted probability of an
-        observed action; :mod:`genpqr.stage1`), ``none``, or ``LOW,HIGH`` (the paper:
-        ``0.01,0.99``). The bounds used are printed and reported.
-    cross_fit : int
-        Episode folds for stage 1 (out-of-fold log loss and calibration); < 2: no cross-fitting.
-    bootstrap : int
-        Bootstrap replicates over whole episodes (0: none; else at least 2).
-    n_jobs : int
-        Parallel bootstrap workers (joblib).
-    bins : dict column -> list of float
-        Cut points per state column (tabular mode).
-    transition : str
-        Tabular mode: ``auto`` (:func:`genpqr.stage2.select_transition_model`), ``counts``
-        (maximum likelihood), ``shrinkage``, ``lowrank``, ``classifier``, ``increment:MAX[:RESET_ACTION]``
-        (increments ``0..MAX`` whose distribution does not depend on the state; under the
-        reset action the state restarts at 0 and that period's increment is added from 0,
-        the timing of Rust (1987): ``P(.|x, reset) = P(.|0, keep)``; the increment after a
-        reset is counted as ``x' - 0``) or a ``.npy`` (or sparse ``.npz``) file holding
-        the kernel ((S, K, S) or (S*K, S), states numbered as ``state_index``).
-    n_states : int, optional
-        Tabular mode with one integer (or binned) state column numbered by its value: the
-        number of states when some of the top ones never occur in the data (e.g. mileage
-        bins of an engine-replacement model).
-    features : str, optional
-        Tabular mode: CSV of reward features, one row per (state, action) with the action
-        column, ``state_index`` or the state columns, and one numeric column per feature.
-        Pairs never visited may be left out (zero features, zero weight). The features
-        define the flow utility ``u_theta(s, a) = sum_k theta_k f_k(s, a)`` whose parameters
-        ``estimator`` estimates.
-    estimator : {"npl", "nfxp", "pml", "projection"}
-        With ``features``: ``npl`` (default; nested pseudo-likelihood iterated to convergence,
-        the maximum likelihood estimator), ``nfxp`` (Rust's nested fixed point, the same
-        estimate), ``pml`` (Hotz-Miller two-step pseudo-likelihood) or ``projection`` (weighted
-        least squares of the reward table on the features). See
-        docs/structural_estimation.md.
-    n_iterations : int, optional
-        Maximum FQE iterations (default per ``q_model``).
-    level : float
-        Confidence level of the bootstrap intervals.
-    seed : int
-    out : str
-        Output folder (created).
-    quiet : bool
-        No progress bars.
-    time_gaps : {"error", "split"}
-        A missing time step inside an episode: ``error`` (default; names the first episode and
-        step) or ``split`` (a new episode starts after each gap); see
-        :func:`genpqr.data.time_gap_rows` for the rule.
-    sep : str, optional
-        CSV field delimiter (default: comma; e.g. ``";"``).
-    save_data : bool
-        Keep the training data inside ``model.joblib`` (default False: a small file that
-        still predicts; see :meth:`genpqr.GenPQR.save` for what needs the data).
-    chunk_rows : int, optional
-        Out of core: read the Parquet file or folder in chunks of this many rows
-        (:mod:`genpqr.app.stream`; also the mode for a folder of Parquet files).
-    dask_scheduler : str, optional
-        Out of core on a Dask cluster (:func:`genpqr.scale.fit_dask`): a scheduler
-        address (``tcp://host:8786``), or ``local:N`` for a local cluster of N worker
-        processes started for the fit. Every worker must be able to read the data path.
-    types : int
-        Latent agent types M (default 1); M > 1: per-type rewards and ``types.csv`` (:mod:`genpqr.app.latent_types`);
-        with ``features``: the mixture MLE of the structural parameters (:mod:`genpqr.structural.types`).
-    action_features : str, optional
-        Discrete actions: a CSV or Parquet file with one row per action, the labels in the
-        ``action`` column (actions never taken included) and numeric feature columns: the
-        action set of the fit (:func:`genpqr.app.action_features.read_action_table`); the policy model
-        defaults to ``conditional-logit`` (:class:`genpqr.stage1.ConditionalLogit`).
-    encoding : str, optional
-        Stage 2's ``GenPQR(encoding=)`` (default: the API's ``auto``); ``action_features`` needs ``action_features``.
-    """
-
-    data: str | None = None
-    episode: str | None = None
-    time: str | None = None
-    state: list = field(default_factory=list)
-    action: str | None = None
-    action_type: str = "discrete"
-    action_low: list | None = None
-    action_high: list | None = None
-    terminated: str | None = None
-    truncated: str | None = None
-    outcome: str | None = None
-    gamma: float | None = None
-    normalization: str | None = None
-    policy_model: str | None = None
-    q_model: str | None = None
-    integration: str | None = None
-    clip: str = "auto"
-    cross_fit: int = 5
-    bootstrap: int = 0
-    n_jobs: int = 1
-    bins: dict = field(default_factory=dict)
-    transition: str = "auto"
-    n_states: int | None = None
-    features: str | None = None
-    estimator: str = "npl"
-    n_iterations: int | None = None
-    level: float = 0.95
-    seed: int = 0
-    out: str | None = None
-    quiet: bool = False
-    time_gaps: str = "error"
-    sep: str | None = None
-    save_data: bool = False
-    chunk_rows: int | None = None
-    dask_scheduler: str | None = None
-    action_features: str | None = None
-    types: int = 1
-    encoding: str | None = None
-
-    # -------------------------------------------------------------- construction
-    @classmethod
-    def from_dict(cls, values: dict) -> "FitConfig":
-        """A config from a mapping with the field names as keys (unknown keys are refused)."""
-        return cls().updated(values)
-
-    @classmethod
-    def from_json(cls, path) -> "FitConfig":
-        """A config from a JSON file holding one object (paths in it are relative to the
-        working directory, as on the command line)."""
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"config file {str(path)!r} does not exist")
-        try:
-            values = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
-        if not isinstance(values, dict):
-            raise ValueError(f"config file {str(path)!r} must hold a JSON object, got {type(values).__name__}")
-        return cls.from_dict(values)
-
-    def updated(self, values: dict) -> "FitConfig":
-        """A copy with ``values`` (field name -> value) applied and coerced."""
-        names = {f.name for f in fields(self)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}; valid keys are {sorted(names)}")
-        return replace(self, **{k: _coerce(k, v) for k, v in values.items()})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def with_absolute_paths(self, base=None) -> "FitConfig":
-        """A copy whose file and folder settings (``data``, ``features``, ``action_features``, a
-        ``transition`` kernel file, ``out``) are absolute, resolved against ``base`` (default: the working
-        directory). ``genpqr fit`` writes this to ``config.json`` so that ``genpqr fit --config
-        DIR/config.json`` reruns the same fit from any folder."""
-        base = Path.cwd() if base is None else Path(base)
-
-        def absolute(p):
-            return None if p in (None, "") else str((base / Path(p).expanduser()).resolve())
-
-        transition = self.transition
-        if parse_transition(transition)[0] == "file":
-            transition = absolute(transition)
-        return replace(self, data=absolute(self.data), features=absolute(self.features), out=absolute(self.out),
-                       transition=transition, action_features=absolute(self.action_features))
-
-    def to_json(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-
-    def check(self) -> "FitConfig":
-        """Raise ``ValueError`` naming the first missing or invalid setting; returns self."""
-        required = ("data", "episode", "time", "state", "action", "gamma", "normalization", "out")
-        missing = [k for k in required if getattr(self, k) in (None, "", [])]
-        if missing:
-            flags = ", ".join("DATA" if k == "data" else f"--{k.replace('_', '-')}" for k in missing)
-            raise ValueError(f"missing required setting(s): {flags} (give them as flags or in --config FILE.json)")
-        from ..data.validation import check_gamma
-
-        check_gamma(self.gamma)
-        if self.action_type not in ACTION_TYPES:
-            raise ValueError(f"--action-type must be discrete or continuous, got {self.action_type!r}")
-        continuous = self.action_type == "continuous"
-        kind, _ = parse_normalization(self.normalization, continuous=continuous)
-        if not continuous:
-            given = [flag for flag, value in (("--action-low", self.action_low), ("--action-high", self.action_high),
-                                              ("--integration", self.integration)) if value is not None]
-            if given or "," in self.action:
-                what = ", ".join(given) if given else f"several action columns ({self.action})"
-                raise ValueError(f"{what} need(s) --action-type continuous (the actions are discrete labels)")
-            if self.policy_model in CONTINUOUS_POLICY_MODELS:
-                raise ValueError(f"--policy-model {self.policy_model} is a density for continuous actions; with "
-                                 f"discrete actions use one of {list(POLICY_MODELS)} (or --action-type continuous)")
-        else:
-            if (self.action_low is None) != (self.action_high is None):
-                raise ValueError("--action-low and --action-high must be given together (the support is a box; "
-                                 "neither: unbounded actions)")
-            if self.integration is not None:
-                parse_integration(self.integration)
-        parse_transition(self.transition)
-        from ..stage1 import parse_clip
-
-        if parse_clip(self.clip) != "auto" and continuous:
-            raise ValueError(f"--clip {self.clip} is the probability clip of discrete actions; continuous actions "
-                             "floor the log density instead (genpqr.GenPQR(min_log_density=...))")
-        if self.estimator not in ESTIMATORS:
-            raise ValueError(f"--estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}")
-        if self.estimator != "npl" and not self.features:
-            check_estimator_needs_features(self.estimator)
-        if self.bootstrap == 1 or self.bootstrap < 0:
-            raise ValueError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {self.bootstrap}")
-        if not 0 < self.level < 1:
-            raise ValueError(f"--level must be in (0, 1), got {self.level}")
-        if self.n_states is not None and self.n_states < 1:
-            raise ValueError(f"--n-states must be at least 1, got {self.n_states}")
-        if self.n_iterations is not None and self.n_iterations < 1:
-            raise ValueError(f"--n-iterations must be at least 1, got {self.n_iterations}")
-        check_settings(self)
-        check_action_features(self)
-        unknown_bins = sorted(set(self.bins) - set(self.state))
-        if unknown_bins:
-            raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")
-        return self
+# ------------------------------------------------------------------------------ parsers
+def _text(value, values):
+    return str(value)
 
 
-def check_estimator_needs_features(estimator: str) -> None:
-    """``--estimator`` without ``--features``: refused, since it would be ignored."""
-    raise ValueError(f"--estimator {estimator} needs --features FILE.csv (the flow-utility features whose parameters "
-                     f"it estimates); without --features nothing is estimated: drop --estimator, or add --features")
+def _lower(value, values):
+    return str(value).strip().lower()
 
 
-def check_action_features(config: FitConfig) -> None:
-    """``--action-features`` and ``--policy-model conditional-logit`` go together, with discrete
-    actions read into memory (the conditional logit fits on the rows in memory)."""
-    if config.policy_model == "conditional-logit" and not config.action_features:
-        raise ValueError("--policy-model conditional-logit scores actions by their features: give --action-features "
-                         "FILE (one row per action label, numeric feature columns)")
-    if config.encoding == "action_features" and not config.action_features:
-        raise ValueError("--encoding action_features fits stage 2 on the actions' features: give --action-features FILE")
-    if not config.action_features:
-        return
-    if config.action_type == "continuous":
-        raise ValueError("--action-features describes discrete action labels; it cannot be used with --action-type "
-                         "continuous")
-    for flag, value in (("--chunk-rows", config.chunk_rows), ("--dask-scheduler", config.dask_scheduler)):
-        if value is not None:
-            check_in_memory_action_features(flag)
+def _integer(value, values):
+    if isinstance(value, bool) or float(value) != int(value):
+        raise TypeError("expected an integer")
+    return int(value)
 
 
-def check_in_memory_action_features(how: str) -> None:
-    """``--action-features`` out of core (``how``: the flag, or a folder of Parquet files): refused."""
-    raise ValueError(f"--action-features cannot be used out of core ({how}): the conditional logit fits on the rows in "
-                     f"memory; drop {how if how.startswith('--') else 'the folder (give one data file)'} to fit "
-                     f"in memory, or drop --action-features")
+def _number(value, values):
+    if isinstance(value, bool):
+        raise TypeError("expected a number")
+    return float(value)
 
 
-def action_columns(config: FitConfig) -> list:
-    """The action column name(s) of ``--action a1,a2`` (continuous actions)."""
-    return [c.strip() for c in str(config.action).split(",") if c.strip()]
+def _boolean(value, values):
+    if not isinstance(value, bool):
+        raise TypeError("expected true or false")
+    return value
 
 
-def check_settings(config: "FitConfig") -> None:
-    """Checks that need no data: worker count, time-gap rule, delimiter, and an output folder
-    that can be written (so that a long fit does not fail at the end)."""
-    from ..data import TIME_GAPS
-
-    if config.n_jobs == 0:
-        raise ValueError("--n-jobs must be a positive number of workers or negative (-1: one per core, -2: all but "
-                         "one), got 0")
-    if config.time_gaps not in TIME_GAPS:
-        raise ValueError(f"--time-gaps must be one of {list(TIME_GAPS)}, got {config.time_gaps!r}")
-    if config.sep is not None and len(config.sep) == 0:
-        raise ValueError("--sep must be a non-empty delimiter, e.g. ';'")
-    if config.chunk_rows is not None and not (isinstance(config.chunk_rows, int) and config.chunk_rows > 0):
-        raise ValueError(f"--chunk-rows must be a positive number of rows, got {config.chunk_rows!r}")
-    check_dask_scheduler(config.dask_scheduler)
-    check_output_folder(config.out, "--out")
+def _columns(value, values):
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(v).strip() for v in items if str(v).strip()]
 
 
-def _coerce(key: str, value):
-    """JSON / CLI value -> field type, with a message naming the key."""
-    if value is None:
-        return [] if key == "state" else ({} if key == "bins" else value)
-    try:
-        if key == "action" and isinstance(value, (list, tuple)):
-            return ",".join(str(v).strip() for v in value)
-        if key in ("action_low", "action_high"):
-            items = value.split(",") if isinstance(value, str) else (list(value) if isinstance(value, (list, tuple))
-                                                                      else [value])
-            if not items or any(isinstance(v, bool) for v in items):
-                raise TypeError("expected numbers")
-            out = [float(v) for v in items]
-            if any(np.isnan(v) for v in out):
-                raise ValueError("NaN is not a bound")
-            return out
-        if key in ("action_type", "estimator"):
-            return str(value).strip().lower()
-        if key == "state":
-            items = value.split(",") if isinstance(value, str) else list(value)
-            return [str(v).strip() for v in items if str(v).strip()]
-        if key == "bins":
-            if not isinstance(value, dict):
-                raise TypeError("expected an object column -> list of cut points")
-            return {str(col): _edges(col, edges) for col, edges in value.items()}
-        if key in ("gamma", "level"):
-            return float(value)
-        if key == "clip":
-            from ..stage1 import parse_clip
+def _action(value, values):
+    return ",".join(str(v).strip() for v in value) if isinstance(value, (list, tuple)) else str(value)
 
-            if isinstance(value, (list, tuple)):
-                value = ",".join(str(v) for v in value)
-            parse_clip(str(value))
-            return str(value).strip().lower()
-        if key in ("cross_fit", "bootstrap", "n_jobs", "n_iterations", "seed", "n_states", "chunk_rows", "types"):
-            if isinstance(value, bool) or float(value) != int(value):
-                raise TypeError("expected an integer")
-            return int(value)
-        if key == "sep":
-            return {"\\t": "\t", "tab": "\t"}.get(str(value), str(value))
-        if key == "time_gaps":
-            return str(value).strip().lower()
-        if key in ("quiet", "save_data"):
-            if not isinstance(value, bool):
-                raise TypeError("expected true or false")
-            return value
-        return str(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"config key {key!r}: cannot use {value!r} ({exc})") from None
+
+def _bounds(value, values):
+    items = value.split(",") if isinstance(value, str) else (list(value) if isinstance(value, (list, tuple)) else
+                                                            [value])
+    if not items or any(isinstance(v, bool) for v in items):
+        raise TypeError("expected numbers")
+    out = [float(v) for v in items]
+    if any(np.isnan(v) for v in out):
+        raise ValueError("NaN is not a bound")
+    return out
 
 
 def _edges(column, edges) -> list:
@@ -423,85 +93,299 @@ def _edges(column, edges) -> list:
 
 
 def parse_bins(text: str) -> tuple[str, list]:
-    """``"COL=e1,e2,..."`` -> ``(COL, [e1, e2, ...])``."""
+    """``"COL=e1,e2,..."`` (a ``--bins`` flag) -> ``(COL, [e1, e2, ...])``."""
     column, sep, edges = text.partition("=")
     if not sep or not column.strip():
         raise ValueError(f"--bins must look like COLUMN=e1,e2,..., got {text!r}")
     return column.strip(), _edges(column.strip(), edges)
 
 
-def parse_normalization(spec: str, continuous: bool = False) -> tuple[str, str | None]:
-    """``"anchor:a"`` -> ``("anchor", "a")``; ``"mean-zero"`` -> ``("mean-zero", None)``.
-
-    ``continuous``: the forms for continuous actions (``anchor:VALUE[,VALUE...]``,
-    ``gaussian:MEAN,SCALE``, ``uniform``, ``behavior``); the others raise ``ValueError``."""
-    forms = CONTINUOUS_NORMALIZATION_FORMS if continuous else NORMALIZATION_FORMS
-    if not isinstance(spec, str):
-        raise ValueError(f"--normalization must be one of {forms}, got {spec!r}")
-    kind, sep, arg = spec.partition(":")
-    kind = kind.strip().lower().replace("_", "-")
-    kind = {"behaviour": "behavior", "meanzero": "mean-zero", "state-anchor": "state-anchor"}.get(kind, kind)
-    if continuous:
-        return _parse_continuous_normalization(spec, kind, arg.strip())
-    if kind in _CONTINUOUS_ONLY_NORMALIZATIONS:
-        raise ValueError(f"--normalization {spec} is for continuous actions (--action-type continuous); with "
-                         f"discrete actions use {NORMALIZATION_FORMS}")
-    if kind == "mean-zero":
-        if arg:
-            raise ValueError(f"--normalization mean-zero takes no argument, got {spec!r}")
-        return kind, None
-    if kind in ("anchor", "state-anchor", "value", "behavior"):
-        if not arg:
-            what = {"anchor": "ACTION", "behavior": "OUTCOME_COLUMN"}.get(kind, "COLUMN")
-            raise ValueError(f"--normalization {kind} needs an argument: {kind}:{what}")
-        return kind, arg
-    raise ValueError(f"--normalization must be one of {NORMALIZATION_FORMS}, got {spec!r}")
+def _bins(value, values):
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):  # --bins flags
+        return dict(parse_bins(text) for text in value)
+    if not isinstance(value, dict):
+        raise TypeError("expected an object column -> list of cut points")
+    return {str(col): _edges(col, edges) for col, edges in value.items()}
 
 
-def _parse_continuous_normalization(spec: str, kind: str, arg: str):
-    """The continuous forms; the argument comes back as a tuple of floats (or None)."""
-    def numbers(what):
-        try:
-            values = tuple(float(v) for v in arg.split(","))
-        except ValueError:
-            values = ()
-        if not arg or not values or not all(np.isfinite(values)):
-            raise ValueError(f"--normalization {kind} needs {what} for continuous actions, got {spec!r}")
-        return values
-
-    if kind == "anchor":
-        return kind, numbers("numbers: anchor:VALUE (one value per action dimension, comma-separated)")
-    if kind == "gaussian":
-        values = numbers("two numbers: gaussian:MEAN,SCALE")
-        if len(values) != 2 or values[1] <= 0:
-            raise ValueError(f"--normalization gaussian:MEAN,SCALE needs a mean and a positive scale, got {spec!r}")
-        return kind, values
-    if kind in ("uniform", "behavior"):
-        if arg and kind == "behavior":
-            raise ValueError(f"--normalization behavior:{arg} (g from an outcome column) is not supported for "
-                             "continuous actions; use behavior (mu = pi_hat, mean reward 0 under the behaviour) or "
-                             f"another of {CONTINUOUS_NORMALIZATION_FORMS}")
-        if arg:
-            raise ValueError(f"--normalization {kind} takes no argument for continuous actions, got {spec!r}")
-        return kind, None
-    if kind in ("mean-zero", "state-anchor", "value"):
-        hint = (" (the continuous counterpart of mean-zero is uniform, on bounded actions)" if kind == "mean-zero"
-                else "")
-        raise ValueError(f"--normalization {kind} is not supported for continuous actions{hint}; use one of "
-                         f"{CONTINUOUS_NORMALIZATION_FORMS}")
-    raise ValueError(f"--normalization must be one of {CONTINUOUS_NORMALIZATION_FORMS} for continuous actions, got "
-                     f"{spec!r}")
+def _separator(value, values):
+    return {"\\t": "\t", "tab": "\t"}.get(str(value), str(value))
 
 
-def parse_integration(spec: str) -> tuple[str, int]:
-    """``"mc:32"`` -> ``("mc", 32)``; also ``gauss-hermite:N`` and ``gauss-legendre:N``."""
-    kind, _, arg = str(spec).partition(":")
-    kind = kind.strip().lower().replace("_", "-")
-    kind = {"monte-carlo": "mc", "montecarlo": "mc"}.get(kind, kind)
-    try:
-        n = int(arg)
-    except ValueError:
-        n = 0
-    if kind not in ("mc", "gauss-hermite", "gauss-legendre") or n < 1:
-        raise ValueError(f"--integration must be {INTEGRATION_FORMS} with a positive integer N, got {spec!r}")
-    return kind, n
+def _clip(value, values):
+    from ..stage1 import parse_clip
+
+    text = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+    return Parsed(text.strip().lower(), parse_clip(text))
+
+
+def _choice(name: str, choices):
+    def parse(value, values):
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError(f"--{name.replace('_', '-')} must be one of {list(choices)}, got {text!r}")
+        return text
+    return parse
+
+
+def _spec(discrete, continuous=None):
+    """A parser into the registry of the fit's actions (``continuous``: of continuous actions)."""
+    def parse(value, values):
+        registry = continuous if continuous is not None and values.get("action_type") == "continuous" else discrete
+        return registry.parse(str(value).strip().lower() if registry is STRUCTURAL_ESTIMATORS else value)
+    return parse
+
+
+# ------------------------------------------------------------------------------ checks of one value
+def _gamma(value, config):
+    if value is not None:
+        from ..data.validation import check_gamma
+
+        check_gamma(value)
+
+
+def _at_least(flag: str, low: int):
+    def check(value, config):
+        if value is not None and value < low:
+            raise ValueError(f"{flag} must be at least {low}, got {value}")
+    return check
+
+
+def _bootstrap(value, config):
+    if value == 1 or value < 0:
+        raise ValueError(f"--bootstrap must be 0 (none) or at least 2 replicates, got {value}")
+
+
+def _level(value, config):
+    if not 0 < value < 1:
+        raise ValueError(f"--level must be in (0, 1), got {value}")
+
+
+def _n_jobs(value, config):
+    if value == 0:
+        raise ValueError("--n-jobs must be a positive number of workers or negative (-1: one per core, -2: all but "
+                         "one), got 0")
+
+
+def _sep(value, config):
+    if value is not None and len(value) == 0:
+        raise ValueError("--sep must be a non-empty delimiter, e.g. ';'")
+
+
+def _chunk_rows(value, config):
+    if value is not None and value <= 0:
+        raise ValueError(f"--chunk-rows must be a positive number of rows, got {value!r}")
+
+
+def _time_gaps(value, config):
+    from ..data import TIME_GAPS
+
+    if value not in TIME_GAPS:
+        raise ValueError(f"--time-gaps must be one of {list(TIME_GAPS)}, got {value!r}")
+
+
+def _types(value, config):
+    if value < 1:
+        raise ValueError(f"--types must be a number of latent types >= 1, got {value!r}")
+
+
+# ------------------------------------------------------------------------------ help built from the registries
+def _policy_help() -> str:
+    many = "; ".join(f"{e.name}: {e.help}" for e in POLICY_MODELS.entries(ACTION_FEATURES, MANY_ACTIONS))
+    return (f"{POLICY_MODELS.forms()}; continuous actions: {DENSITIES.forms()}. Many actions described by "
+            f"--action-features (docs/large_action_spaces.md) -- {many}")
+
+
+_POLICY_DEFAULT = ("conditional-logit with --action-features; else auto for tabular states -- a spline logit chosen "
+                   "by cross-validation when the state is ordered and its cells are sparse, else cell frequencies --, "
+                   "logistic for continuous states, gaussian for continuous actions")
+
+
+def _transition_help() -> str:
+    return "tabular transitions: " + "; ".join(f"{e.form} ({e.help})" for e in TRANSITION_MODELS.entries())
+
+
+# ------------------------------------------------------------------------------ the options of genpqr fit
+_COLUMN, _NOT_IN_TYPES = "COL", frozenset({TYPED})
+FIT_OPTIONS = Options([
+    Option("data", "CSV or Parquet data file, or a folder of Parquet files (read out of core)", parse=_text,
+           required=True, positional=True, metavar="DATA", path=True),
+    Option("episode", "episode id column", parse=_text, required=True, metavar=_COLUMN),
+    Option("time", "time step column", parse=_text, required=True, metavar=_COLUMN),
+    Option("state", "state column(s)", default=[], parse=_columns, required=True, metavar="COL[,COL...]"),
+    Option("action", "action column", parse=_action, required=True, metavar=_COLUMN),
+    Option("action_type", "discrete (labels) or continuous (real-valued action column(s): --action a1,a2)",
+           default="discrete", parse=_choice("action_type", ACTION_TYPES), choices=ACTION_TYPES,
+           refused=frozenset({STREAMED, TYPED}), shown_value=True, params=("action_space",),
+           values={"box": "continuous", "finite": "discrete"}),
+    Option("action_low", "continuous actions: lower bound(s) of the box support, with --action-high", parse=_bounds,
+           shown_default="none: unbounded", metavar="LOW[,LOW...]", refused=frozenset({DISCRETE})),
+    Option("action_high", "continuous actions: upper bound(s) of the box support", parse=_bounds,
+           shown_default="none: unbounded", metavar="HIGH[,HIGH...]", refused=frozenset({DISCRETE})),
+    Option("terminated", "column flagging absorbing episode ends", parse=_text, metavar=_COLUMN,
+           shown_default="none: no episode ends in an absorbing state"),
+    Option("truncated", "column flagging steps after which logging stopped", parse=_text, metavar=_COLUMN,
+           shown_default="none"),
+    Option("outcome", "outcome column (kept in the data; see behavior:)", parse=_text, metavar=_COLUMN,
+           shown_default="none", refused=frozenset({STREAMED})),
+    Option("gamma", "discount factor in [0, 1)", parse=_number, required=True, cli_type=float, check=_gamma),
+    Option("normalization", lambda: f"{NORMALIZATIONS.forms()}; continuous actions: "
+                                    f"{CONTINUOUS_NORMALIZATIONS.forms()}",
+           parse=_spec(NORMALIZATIONS, CONTINUOUS_NORMALIZATIONS), required=True, metavar="SPEC"),
+    Option("policy_model", _policy_help, parse=_spec(POLICY_MODELS, DENSITIES), metavar="NAME",
+           shown_default=_POLICY_DEFAULT, params=("force",)),
+    Option("q_model", lambda: f"{Q_MODELS.forms()}; continuous actions: {CONTINUOUS_Q_MODELS.forms()}",
+           parse=_spec(Q_MODELS, CONTINUOUS_Q_MODELS), metavar="NAME",
+           shown_default="exact for tabular states, hgb for continuous states, linear for continuous actions"),
+    Option("integration", lambda: f"continuous actions: mu-integrals by {INTEGRATION_RULES.forms()}",
+           parse=_spec(INTEGRATION_RULES), metavar="SPEC", shown_default="mc:32", refused=frozenset({DISCRETE})),
+    Option("clip", "probability clip of the policy: auto (no clip when every fitted probability is positive, else a "
+                   "floor below the smallest fitted probability of an observed action), none, or bounds such as "
+                   "0.01,0.99 (the paper's); the bounds used are printed", default="auto", parse=_clip,
+           metavar="LOW,HIGH|none|auto", params=("clip",)),
+    Option("cross_fit", "episode folds for the policy (out-of-fold diagnostics; <2: none)", default=5,
+           parse=_integer, cli_type=int, metavar="K", values={None: 0}),
+    Option("bootstrap", "bootstrap replicates over episodes", default=0, parse=_integer, cli_type=int, metavar="B",
+           shown_default="0: none", check=_bootstrap, refused=frozenset({CONTINUOUS, STREAMED, TYPED}),
+           params=("n_boot",)),
+    Option("n_jobs", "bootstrap workers", default=1, parse=_integer, cli_type=int, metavar="J", check=_n_jobs),
+    Option("bins", "cut a state column at these points (tabular mode; repeatable)", default={}, parse=_bins,
+           action="append", metavar="COL=e1,e2,...", shown_default="none", refused=frozenset({CONTINUOUS, STREAMED})),
+    Option("transition", _transition_help, default="auto", parse=_spec(TRANSITION_MODELS), metavar="SPEC",
+           refused=frozenset({CONTINUOUS, STREAMED, STATES}), inert=lambda spec: spec.can(STREAMS),
+           params=("transition_model",), path=True),
+    Option("n_states", "tabular: number of states of one integer state column, when the top states never occur",
+           parse=_integer, cli_type=int, metavar="S", check=_at_least("--n-states", 1),
+           shown_default="none: the largest state in the data + 1", refused=frozenset({CONTINUOUS, STATES})),
+    Option("features", "flow-utility features per (state, action): estimate their parameters (--estimator)",
+           parse=_text, metavar="FILE.csv", shown_default="none", refused=frozenset({CONTINUOUS, STREAMED, STATES}),
+           path=True),
+    Option("estimator", lambda: "with --features: " + "; ".join(f"{e.name} ({e.help})"
+                                                               for e in STRUCTURAL_ESTIMATORS.entries()),
+           default="npl", parse=_spec(STRUCTURAL_ESTIMATORS), metavar="NAME"),
+    Option("n_iterations", "maximum fitted-Q-evaluation iterations", parse=_integer, cli_type=int, metavar="N",
+           check=_at_least("--n-iterations", 1), params=("n_iterations",),
+           shown_default="per --q-model: linear 500, mlp 30, lightgbm 200, hgb 50, an import path 100; exact and "
+                         "lstd: a closed-form solve"),
+    Option("level", "confidence level of the intervals", default=0.95, parse=_number, cli_type=float, check=_level),
+    Option("seed", "random seed", default=0, parse=_integer, cli_type=int, params=("random_state",)),
+    Option("out", "output folder (created; checked before fitting)", parse=_text, required=True, metavar="DIR",
+           params=("target",),
+           check=lambda value, config: check_output_folder(value, "--out") if value else None, path=True),
+    Option("quiet", "no progress bars", default=False, parse=_boolean, action="store_true"),
+    Option("time_gaps", "a missing time step inside an episode: error (names the episode and step) or split (start "
+                        "a new episode after the gap). Integer times must be consecutive; other times may not step "
+                        "further than the episode's most common step", default="error", parse=_lower,
+           choices=("error", "split"), check=_time_gaps, params=("time_gaps",), values={"split": "split"}),
+    Option("sep", "CSV delimiter, e.g. ';' or '\\t'", parse=_separator, metavar="CHAR", shown_default="','",
+           check=_sep, values={"\t": "'\\t'", ";": "';'", "|": "'|'", ",": "','"}),
+    Option("save_data", "keep the training data in model.joblib (larger file; needed only to refit, bootstrap or "
+                        "re-normalize the saved model)", default=False, parse=_boolean, action="store_true",
+           params=("include_data",)),
+    Option("chunk_rows", "out of core: stream the Parquet file/folder (sorted by episode) in chunks of N rows; "
+                         "tabular counts or closed-form LSTD statistics, docs/out_of_core.md", parse=_integer,
+           cli_type=int, metavar="N", check=_chunk_rows, refused=_NOT_IN_TYPES,
+           shown_default="none: read the file into memory; a folder of Parquet files streams in chunks of "
+                         "250000 rows"),
+    Option("dask_scheduler", "out of core on a Dask cluster: a scheduler address (tcp://host:8786) or local:N (a "
+                             "local cluster of N worker processes); the workers read the Parquet data, "
+                             "docs/distributed.md", parse=_text, metavar="ADDRESS", shown_default="none",
+           check=lambda value, config: check_dask_scheduler(value), refused=_NOT_IN_TYPES),
+    Option("action_features", "discrete actions: CSV or Parquet file with one row per action (the labels in the "
+                              "--action column, actions never taken included) and numeric feature columns; every "
+                              "action gets a reward column, a never-taken one predicted from its features; in "
+                              "memory only (docs/large_action_spaces.md)", parse=_text, metavar="FILE",
+           shown_default="none", path=True),
+    Option("types", "latent agent types: a finite mixture of M types over episodes; writes types.csv (the posterior "
+                    "type probabilities per episode) and rewards.csv per type (a type column). Without --features: "
+                    "EM over episodes, log likelihood, AIC and BIC; with --features: the mixture MLE (--estimator "
+                    "npl or nfxp, all parameters type-specific) decides the types and each type's rewards are "
+                    "fitted at its posteriors held fixed", default=1, parse=_integer, cli_type=int, metavar="M",
+           check=_types, params=("n_types",)),
+    Option("encoding", "how stage 2 sees discrete actions, GenPQR's encoding; action_features: one Q-model on "
+                       "[s, x_a] from --action-features, pair features phi(s) (x) x_a for --q-model lstd",
+           parse=_lower, choices=ENCODINGS, shown_default="auto", params=("encoding",)),
+], command="fit")
+
+
+# ------------------------------------------------------------------------------ the config
+class _FitRules(ConfigBase):
+    """The checks of a fit config that span options (each option's own check is declared with it)."""
+
+    def check(self):
+        """Raise ``ValueError`` naming the first missing or invalid setting; returns self."""
+        missing = FIT_OPTIONS.missing(self)
+        if missing:
+            raise ValueError(f"missing required setting(s): {', '.join(o.cli for o in missing)} (give them as flags or "
+                             "in --config FILE.json)")
+        FIT_OPTIONS.check(self)
+        _check_action_type(self)
+        if self.estimator != "npl" and not self.features:
+            check_estimator_needs_features(self.estimator)
+        check_action_features(self)
+        unknown_bins = sorted(set(self.bins) - set(self.state))
+        if unknown_bins:
+            raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")
+        return self
+
+
+FitConfig = FIT_OPTIONS.config_class("FitConfig", _FitRules, """Everything ``genpqr fit`` needs; also the JSON config file (same keys).
+
+    One field per option of :data:`FIT_OPTIONS`, parsed when the config is made (from flags, a
+    JSON file or keyword arguments): spec names into :class:`~genpqr.registry.Spec` (still the
+    text as typed), numbers and lists into their types. :meth:`check` then checks the settings
+    that need no data.""")
+
+
+def _check_action_type(config) -> None:
+    """Options of the other action type: ``--action-low`` etc. need continuous actions; the
+    probability clip is for discrete ones; a box needs both bounds."""
+    if config.action_type != "continuous":
+        given = FIT_OPTIONS.refused(config, DISCRETE)
+        if given or "," in config.action:
+            what = ", ".join(given) if given else f"several action columns ({config.action})"
+            raise ValueError(f"{what} need(s) --action-type continuous (the actions are discrete labels)")
+        return
+    if (config.action_low is None) != (config.action_high is None):
+        raise ValueError("--action-low and --action-high must be given together (the support is a box; neither: "
+                         "unbounded actions)")
+    if config.clip.value != "auto":
+        raise ValueError(f"--clip {config.clip} is the probability clip of discrete actions; continuous actions floor "
+                         "the log density instead (genpqr.GenPQR(min_log_density=...))")
+
+
+def check_estimator_needs_features(estimator: str) -> None:
+    """``--estimator`` without ``--features``: refused, since it would be ignored."""
+    raise ValueError(f"--estimator {estimator} needs --features FILE.csv (the flow-utility features whose parameters "
+                     f"it estimates); without --features nothing is estimated: drop --estimator, or add --features")
+
+
+def check_action_features(config) -> None:
+    """A policy model scoring actions by their features needs ``--action-features``; the table
+    needs discrete actions read into memory (the models fit on the rows in memory)."""
+    policy = config.policy_model
+    if policy is not None and policy.can(ACTION_FEATURES) and not config.action_features:
+        raise ValueError(f"--policy-model {policy.name} scores actions by their features: give --action-features "
+                         "FILE (one row per action label, numeric feature columns)")
+    if config.encoding == "action_features" and not config.action_features:
+        raise ValueError("--encoding action_features fits stage 2 on the actions' features: give --action-features FILE")
+    if not config.action_features:
+        return
+    if config.action_type == "continuous":
+        raise ValueError("--action-features describes discrete action labels; it cannot be used with --action-type "
+                         "continuous")
+    for flag, value in (("--chunk-rows", config.chunk_rows), ("--dask-scheduler", config.dask_scheduler)):
+        if value is not None:
+            check_in_memory_action_features(flag)
+
+
+def check_in_memory_action_features(how: str) -> None:
+    """``--action-features`` out of core (``how``: the flag, or a folder of Parquet files): refused."""
+    raise ValueError(f"--action-features cannot be used out of core ({how}): the policy model fits on the rows in "
+                     f"memory; drop {how if how.startswith('--') else 'the folder (give one data file)'} to fit "
+                     f"in memory, or drop --action-features")
+
+
+def action_columns(config) -> list:
+    """The action column(s) of ``--action a1,a2`` (continuous actions)."""
+    return [c.strip() for c in str(config.action).split(",") if c.strip()]

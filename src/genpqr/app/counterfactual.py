@@ -65,12 +65,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["add_counterfactual_parser", "run_counterfactual"]
+from .counterfactual_options import CF_OPTIONS, SPEC_KEYS
+from .flags import console_text
 
-_KEYS = ("reward_change", "parameter_change", "route", "transitions", "gamma", "initial", "horizon", "bootstrap",
-         "level", "check_normalization", "min_visits")
-_SCALAR_KEYS = ("route", "transitions", "gamma", "initial", "horizon", "bootstrap", "level", "check_normalization",
-                "min_visits")
+__all__ = ["add_counterfactual_parser", "run_counterfactual"]
 
 EXAMPLE = """examples:
   genpqr counterfactual fit-output --reward-change b=-0.5 --initial 0 --horizon 20 --out cf-output
@@ -87,41 +85,22 @@ def _label(text, labels, what: str = "reward_change (--reward-change)"):
 
 
 def _check_normalization(text, labels):
-    from ..normalization import anchor_action, mean_zero
+    """The second normalization of the identification check, a name of
+    :data:`genpqr.registry.NORMALIZATIONS` that reads no data column (``mean-zero``,
+    ``anchor:LABEL``)."""
+    from ..registry import COLUMN, NORMALIZATIONS
 
     if text is None:
         return None
-    if text == "mean-zero":
-        return mean_zero()
-    if text.startswith("anchor:"):
-        return anchor_action(_label(text.split(":", 1)[1], labels, f"check_normalization (--check-normalization) "
-                                                                   f"{text!r}"))
-    raise ValueError(f"check_normalization must be 'mean-zero' or 'anchor:LABEL', got {text!r}")
-
-
-#: The scalar spec keys: (accepted types, what is expected).
-_SCALAR_TYPES = {"route": (str, "one of 'auto', 'structural', 'nonparametric'"),
-                 "transitions": (str, "the path of a .npy or sparse .npz kernel"),
-                 "gamma": ((int, float), "a discount factor in [0, 1)"),
-                 "initial": ((int, list), "a state index (an integer) or a list of S probabilities"),
-                 "horizon": (int, "a positive integer number of steps"),
-                 "bootstrap": (int, "a number of replicates (an integer, 0: none)"),
-                 "level": ((int, float), "a confidence level strictly between 0 and 1"),
-                 "check_normalization": (str, "'mean-zero' or 'anchor:LABEL'"),
-                 "min_visits": (int, "a positive integer")}
-
-
-def _check_scalar_types(spec: dict) -> None:
-    """Each scalar spec key of its type (booleans are no numbers), or a ValueError naming the key and its flag."""
-    def number(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    for key, (types, expected) in _SCALAR_TYPES.items():
-        value = spec.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, types)
-                                  or isinstance(value, list) and not all(map(number, value))):
-            raise ValueError(f"{key} (--{key.replace('_', '-')}) must be {expected}, got {type(value).__name__} "
-                             f"{value!r:.80}")
+    what = f"check_normalization (--check-normalization) {text!r}"
+    try:
+        spec = NORMALIZATIONS.parse(text)
+    except ValueError:
+        spec = None
+    if spec is None or spec.can(COLUMN):
+        raise ValueError(f"check_normalization must be {NORMALIZATIONS.forms(without=(COLUMN,))} (--check-normalization: "
+                         f"a normalization that reads no data column), got {text!r}")
+    return spec.build(label=lambda action, _: _label(action, labels, what), state_column=None)
 
 
 def _pairs(items, flag: str, form: str) -> dict:
@@ -137,20 +116,9 @@ def _pairs(items, flag: str, form: str) -> dict:
 
 def _check_spec_types(spec: dict) -> None:
     """Each spec entry of the type it must have, or a ValueError naming the key, what it got and what is expected."""
-    for key, expected in (("reward_change", "an object {action label: amount or list of S amounts}"),
-                          ("parameter_change", 'an object {parameter name: number or "*F", "+D", "-D", "=V"}')):
-        if key in spec and spec[key] is not None and not isinstance(spec[key], dict):
-            raise ValueError(f"{key} must be {expected}, got {type(spec[key]).__name__} {spec[key]!r:.80}")
-    for label, amount in (spec.get("reward_change") or {}).items():
-        ok = isinstance(amount, (int, float)) and not isinstance(amount, bool) or \
-            isinstance(amount, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in amount)
-        if not ok:
-            raise ValueError(f"reward_change[{label!r}] must be a number or a list of numbers (one per state), got "
-                             f"{type(amount).__name__} {amount!r:.80}")
-    _check_scalar_types(spec)
-    level = spec.get("level")
-    if level is not None and not 0 < level < 1:
-        raise ValueError(f"level must be a confidence level strictly between 0 and 1, got {level!r}")
+    for option in CF_OPTIONS:
+        if option.json and option.check is not None:
+            option.check(spec.get(option.name), spec)
 
 
 def _read_spec(args) -> dict:
@@ -163,8 +131,8 @@ def _read_spec(args) -> dict:
             spec = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"--spec file {args.spec} is not valid JSON ({exc})") from None
-        if not isinstance(spec, dict) or set(spec) - set(_KEYS):
-            raise ValueError(f"--spec must be a JSON object with keys among {list(_KEYS)}, got "
+        if not isinstance(spec, dict) or set(spec) - set(SPEC_KEYS):
+            raise ValueError(f"--spec must be a JSON object with keys among {list(SPEC_KEYS)}, got "
                              f"{sorted(spec) if isinstance(spec, dict) else type(spec).__name__}")
     _check_spec_types(spec)
     if args.reward_change:
@@ -178,10 +146,9 @@ def _read_spec(args) -> dict:
     if args.parameter_change:
         spec["parameter_change"] = {**(spec.get("parameter_change") or {}),
                                     **_pairs(args.parameter_change, "--parameter-change", "NAME=SPEC")}
-    for key in _SCALAR_KEYS:
-        value = getattr(args, key)
-        if value is not None:
-            spec[key] = value
+    for key in SPEC_KEYS:
+        if key not in ("reward_change", "parameter_change") and getattr(args, key) is not None:
+            spec[key] = getattr(args, key)
     _check_spec_types(spec)
     return spec
 
@@ -214,7 +181,7 @@ def _attach_training_data(model, config) -> str | None:
     try:
         data = tabular_training_data(config)
     except (ValueError, OSError) as exc:
-        return f"the fit's data could not be read again ({' '.join(str(exc).split())})"
+        return f"the fit's data could not be read again ({console_text(exc)})"
     fingerprint = getattr(model, "data_fingerprint_", None)
     if fingerprint is not None:  # by content: every row, its order, the labels
         if data.fingerprint() != fingerprint:
@@ -292,7 +259,7 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
                   for k, v in change.items()}
     transitions = spec.get("transitions")
     if transitions is not None:
-        from .states import load_kernel
+        from ..stage2 import load_kernel
 
         transitions = load_kernel(transitions, len(labels), "--transitions kernel", n_states=model.n_states_)
     if spec.get("parameter_change") and getattr(model, "structural_", None) is None:
@@ -343,34 +310,7 @@ def add_counterfactual_parser(subparsers) -> argparse.ArgumentParser:
                     "how much of the answer lies on states the data saw rarely. Writes summary.csv, states.csv, "
                     "support.csv, identification.json and counterfactual.npz.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("fit_dir", help="output folder of `genpqr fit` (tabular mode) (required)")
-    p.add_argument("--spec", default=None, metavar="SPEC.json", help=f"JSON with keys among {', '.join(_KEYS)}; flags override it (default: none)")
-    p.add_argument("--parameter-change", dest="parameter_change", action="append", default=None,
-                   metavar="NAME=SPEC", help="change a structural parameter (a fit with --features): NAME=*F "
-                   "(multiply), NAME=+D / NAME=-D (add / subtract) or NAME=V (set); repeatable (default: none)")
-    p.add_argument("--reward-change", dest="reward_change", action="append", default=None, metavar="LABEL=AMOUNT",
-                   help="add AMOUNT to the flow reward of action LABEL in every state; repeatable (default: none)")
-    p.add_argument("--route", default=None, choices=("auto", "structural", "nonparametric"),
-                   help="auto: the structural model when the fit has --features, else the nonparametric reward table "
-                        "(default: auto)")
-    p.add_argument("--transitions", default=None, metavar="FILE.npy", help="new kernel, (S, K, S) or (S*K, S); or FILE.npz, sparse (S*K, S) (default: the fit's)")
-    p.add_argument("--gamma", type=float, default=None, help="new discount factor (default: the fit's)")
-    p.add_argument("--initial", type=int, default=None, metavar="STATE", help="initial state index (default: none: the long-run distributions only)")
-    p.add_argument("--horizon", type=int, default=None, help="steps from --initial (default: none: the discounted occupancy)")
-    p.add_argument("--bootstrap", type=int, default=None, metavar="B",
-                   help="bootstrap replicates; 0: none (default: the fit's --bootstrap, same resamples)")
-    p.add_argument("--level", type=float, default=None, help="confidence level in (0, 1) (default: the fit's --level)")
-    p.add_argument("--check-normalization", dest="check_normalization", default=None, metavar="SPEC",
-                   help="second normalization for the identification check: mean-zero or anchor:LABEL (default: "
-                        "mean-zero, or, when the fit is normalized by mean-zero, the anchor at the most chosen action)")
-    p.add_argument("--min-visits", dest="min_visits", type=int, default=None, metavar="N",
-                   help="support: states and cells seen fewer than N times count as thin (default: 10)")
-    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: FIT_DIR/counterfactual)")
-    p.add_argument("--trust", action="store_true",
-                   help="load FIT_DIR/model.joblib even if genpqr did not sign it under your key (a fit from an "
-                        "older genpqr, another account or machine). A model file is code: loading it runs what it "
-                        "holds, so use --trust only for a file whose source you trust (default: off)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars (default: off)")
+    CF_OPTIONS.add_arguments(p, suppress=False)
     p.set_defaults(func=counterfactual_command)
     return p
 
@@ -386,7 +326,7 @@ def counterfactual_command(args) -> int:
             result, out = run_counterfactual(args.fit_dir, _read_spec(args), args.out,
                                              progress=False if args.quiet else None, trusted=args.trust)
     except (ValueError, TypeError, OSError) as exc:
-        print(f"genpqr counterfactual: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"genpqr counterfactual: error: {console_text(exc)}", file=sys.stderr)
         return 2
     import pandas as pd
 
@@ -401,7 +341,7 @@ def counterfactual_command(args) -> int:
     print(result.describe())
     seen = set()
     for w in caught:
-        text = f"WARNING ({w.category.__name__}): {' '.join(str(w.message).split())}"
+        text = f"WARNING ({w.category.__name__}): {console_text(w.message)}"
         if issubclass(w.category, GenPQRWarning) and text not in seen:
             seen.add(text)
             print(text, file=sys.stderr)

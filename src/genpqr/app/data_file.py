@@ -11,13 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.validation import data_row, looks_continuous, plain, short_list
+from ..registry import COLUMN
 from .config import FitConfig
 
 __all__ = ["read_frame", "check_column_names", "check_rows", "check_discrete_actions", "check_action_labels",
-           "check_not_mixed", "check_numeric", "match_labels", "match_column", "read_features", "STATE_LIMIT"]
+           "check_not_mixed", "check_numeric", "match_labels", "match_column", "read_features", "STATE_LIMIT",
+           "normalization_column"]
 
 
-def _roles(config: FitConfig, norm_kind: str, norm_arg) -> list:
+def _roles(config: FitConfig) -> list:
     """``(flag, column)`` of every column the config names."""
     continuous = config.action_type == "continuous"
     action_cols = [c.strip() for c in config.action.split(",")] if continuous else [config.action]
@@ -25,9 +27,17 @@ def _roles(config: FitConfig, norm_kind: str, norm_arg) -> list:
              *[("--state", c) for c in config.state], *[("--action", c) for c in action_cols],
              ("--terminated", config.terminated), ("--truncated", config.truncated),
              ("--outcome", config.outcome)]
-    if norm_kind in ("state-anchor", "value", "behavior"):
-        roles.append((f"--normalization {norm_kind}", norm_arg))
+    norm = normalization_column(config)
+    if norm is not None:
+        roles.append((f"--normalization {config.normalization.name}", norm))
     return roles
+
+
+def normalization_column(config: FitConfig):
+    """The data column the normalization reads (a :data:`~genpqr.registry.COLUMN` entry's
+    argument: ``state-anchor:COL``, ``value:COL``, ``behavior:COL``), else None."""
+    spec = config.normalization
+    return spec.value if spec is not None and spec.can(COLUMN) else None
 
 
 #: The largest state magnitude accepted: beyond it squares overflow (standardizing a column of
@@ -35,43 +45,46 @@ def _roles(config: FitConfig, norm_kind: str, norm_arg) -> list:
 STATE_LIMIT = 1e150
 
 
-def read_frame(config: FitConfig, norm_kind: str, norm_arg):
+def read_frame(config: FitConfig):
     """The data file as a DataFrame, checked: every named column present, no column mixing
     numbers and text, numeric state/time/outcome columns, and (discrete actions) at least two
     action labels. The out-of-core reader runs the same checks (:mod:`genpqr.app.stream`)."""
     from ..data import read_table
 
     frame = read_table(config.data, sep=config.sep)
-    check_column_names(config, list(frame.columns), norm_kind, norm_arg)
+    check_column_names(config, list(frame.columns))
     if len(frame) == 0:
         raise ValueError(f"{config.data} has no rows")
-    check_rows(frame, config, norm_kind, norm_arg)
+    check_rows(frame, config)
     if config.action_type != "continuous":
         check_discrete_actions(frame, config)
     return frame
 
 
-def check_column_names(config: FitConfig, columns: list, norm_kind: str, norm_arg) -> None:
+def check_column_names(config: FitConfig, columns: list) -> None:
     """The named columns are distinct where they must be and are all among ``columns`` (the file's)."""
     _check_distinct_roles(config)
-    _check_columns_present(config, columns, _roles(config, norm_kind, norm_arg))
+    _check_columns_present(config, columns, _roles(config))
 
 
-def check_rows(frame, config: FitConfig, norm_kind: str, norm_arg, first_row: int = 0) -> None:
+def check_rows(frame, config: FitConfig, first_row: int = 0) -> None:
     """The checks of single rows, on ``frame`` (all the rows, or a chunk of whole episodes whose
     first row is row ``first_row`` of the data; a role column not in ``frame`` is skipped): no
     column mixing numbers and text; finite numeric states (magnitude at most ``STATE_LIMIT``) and
     times; numeric outcome and value columns; no missing discrete action."""
-    present = [col for _, col in _roles(config, norm_kind, norm_arg) if col and col in frame.columns]
+    present = [col for _, col in _roles(config) if col and col in frame.columns]
     for col in present:
         check_not_mixed(frame, col)
     for col in (c for c in config.state if c in frame.columns):
         check_numeric(frame, col, "state column", allow_missing=False, first_row=first_row, max_abs=STATE_LIMIT)
     if config.time in frame.columns:
         check_numeric(frame, config.time, "time column", allow_missing=False, first_row=first_row)
-    for col in (config.outcome, norm_arg if norm_kind in ("value", "behavior") else None):
+    spec, norm = config.normalization, normalization_column(config)
+    numbers = norm is not None and spec.entry.notes.get("column") == "numbers"
+    for col in (config.outcome, norm if numbers else None):
         if col and col in frame.columns:
-            check_numeric(frame, col, "column", allow_missing=norm_kind == "value", first_row=first_row)
+            check_numeric(frame, col, "column", allow_missing=numbers and spec.entry.notes.get("missing", False),
+                          first_row=first_row)
     if config.action_type != "continuous" and config.action in frame.columns:
         _check_no_missing_action(frame, config.action, first_row)
 

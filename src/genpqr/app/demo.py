@@ -123,7 +123,9 @@ def _fit_all(mdp, sol, data, norm, truth, gamma):
         fqe = GenPQR(norm, gamma=gamma, q_model=TabularQModel(n_states), policy_model=exact.policy_.models[0],
                      n_iterations=200, tol=1e-8, progress=False).fit(data)
         rows.append(("from data: frequencies + FQE", *_errors(truth, fqe.reward(grid)), time.perf_counter() - t0))
-    messages = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+    from .outputs import warning_messages
+
+    messages = warning_messages(caught)
     return rows, exact, fqe, messages
 
 

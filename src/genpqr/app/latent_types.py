@@ -39,16 +39,16 @@ def check_types_config(config) -> None:
     """``--types``: an int >= 1; M > 1 needs an in-memory discrete-action fit without
     ``--bootstrap`` (with ``--features`` the structural mixture MLE decides the types,
     :func:`structural_type_models`; its own checks are in ``genpqr.app.workflow.check_before_fit``)."""
+    from .config import FIT_OPTIONS, TYPED
+
     M = config.types
     if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or M < 1:
         raise ValueError(f"--types must be a number of latent types >= 1, got {M!r}")
     if M == 1:
         return
-    refused = [flag for flag, on in (("--action-type continuous", config.action_type == "continuous"),
-                                     ("--bootstrap", bool(config.bootstrap)),
-                                     ("--chunk-rows", config.chunk_rows is not None),
-                                     ("a folder of Parquet files", bool(config.data) and Path(config.data).is_dir()),
-                                     ("--dask-scheduler", bool(config.dask_scheduler))) if on]
+    refused = FIT_OPTIONS.refused(config, TYPED)
+    if config.data and Path(config.data).is_dir():
+        refused.append("a folder of Parquet files")
     if refused:
         raise ValueError(f"--types {M} (latent types, nonparametric) cannot be combined with {', '.join(refused)}: "
                          f"fit the per-type rewards in memory with discrete actions, without them")

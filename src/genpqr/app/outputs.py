@@ -68,8 +68,11 @@ def thin_cells_line(model, transition=None) -> str | None:
 
 
 def warning_messages(caught) -> list:
-    """``"Category: message"`` of each caught warning, in order, without repeats."""
-    return list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+    """``"Category: message"`` of each caught warning, in order, without repeats (parameters the
+    library names are named by their flags, :func:`genpqr.app.options.cli_text`)."""
+    from .flags import cli_text
+
+    return list(dict.fromkeys(f"{w.category.__name__}: {cli_text(w.message)}" for w in caught))
 
 
 @dataclass
@@ -178,9 +181,9 @@ def fit_inputs(config) -> list:
     """The files a fit reads and ``config.json`` names again later (the data file or folder, the
     features, a kernel file, the action features): refused inside ``--out``. (A ``--config`` file there is read
     before anything is written; it may be the ``config.json`` of the earlier fit.)"""
-    from .config import parse_transition
+    from ..registry import INPUT_FILE
 
-    kernel = config.transition if parse_transition(config.transition)[0] == "file" else None
+    kernel = config.transition if config.transition.can(INPUT_FILE) else None
     return [p for p in (config.data, config.features, kernel, getattr(config, "action_features", None)) if p]
 
 

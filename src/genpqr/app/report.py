@@ -30,11 +30,11 @@ import numpy as np
 from ..data.validation import plain
 from .report_base import MAX_TABLE_ROWS, ReportContext, ReportFigure, data_summary, render_page
 from .report_continuous import context_continuous, render_continuous_html
-from .report_discrete import TOP_ACTIONS, pieces_of, report_figures, shown_actions
+from .report_discrete import TOP_ACTIONS, anchored, pieces_of, report_figures, shown_actions
 from .structural import report_section
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report",
-           "describe_normalization", "transition_rows", "rewards_view"]
+           "describe_normalization", "transition_rows", "rewards_view", "anchored"]
 
 
 def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
@@ -157,7 +157,7 @@ def render_html(ctx: ReportContext) -> str:
         normalization=describe_normalization(model), gamma=f"{model.gamma_:g}",
         data_summary=list(ctx.data_summary.items()),
         action_rows=action_rows, action_note=action_note, rewards_note=rewards_note,
-        anchored=model.normalization_.name in ("anchor", "state-anchor"), support=support,
+        anchored=anchored(model), support=support,
         policy_rows=[("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
                      ("log loss of the action frequencies alone", f"{_baseline_log_loss(model):.4f}"),
                      ("clip bounds", str(model.policy_.clip))],

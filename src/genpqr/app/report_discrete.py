@@ -23,8 +23,8 @@ from .report_continuous import continuous_figures
 from .report_plot import Axes, Figure
 from .report_svg import BLUE, PALETTE, RED, colormap, histogram
 
-__all__ = ["TOP_ACTIONS", "TOP_SERIES", "MAX_POLICY_CELLS", "PolicyCells", "calibration_points", "shown_actions",
-           "pieces_of", "report_figures"]
+__all__ = ["TOP_ACTIONS", "TOP_SERIES", "MAX_POLICY_CELLS", "PolicyCells", "anchored", "calibration_points",
+           "shown_actions", "pieces_of", "report_figures"]
 
 
 #: Per-action figures and tables show at most this many actions (the most visited; the rest are in
@@ -116,9 +116,17 @@ def _coverage_ratios(model, cells: PolicyCells | None = None):
     return np.max(mu / cells.proba, axis=1), cells.rows
 
 
+def anchored(model) -> bool:
+    """Whether the fitted normalization puts all weight on anchor actions (its registry entry says so)."""
+    from ..registry import ANCHORED, NORMALIZATIONS
+
+    entry = NORMALIZATIONS.find(model.normalization_.name)
+    return entry is not None and entry.can(ANCHORED)
+
+
 def _anchor_codes(model, cells: PolicyCells) -> np.ndarray:
     """Action codes with positive weight under mu somewhere, for an anchor normalization (else empty)."""
-    if model.normalization_.name not in ("anchor", "state-anchor"):
+    if not anchored(model):
         return np.zeros(0, dtype=np.int64)
     weight = model.normalization_.weights(cells.states, model.n_actions_, cells.proba).sum(axis=0)
     return np.flatnonzero(weight > 0)
@@ -166,8 +174,7 @@ def _fig_actions(ctx, pieces=None):
     counts = np.asarray(list(model.diagnostics_.action_counts.values()), dtype=float)
     anchors = pieces.anchors
     shown = shown_actions(counts, anchors)
-    anchored = model.normalization_.name in ("anchor", "state-anchor")
-    ax = Axes("action frequencies" + (" (anchor in red)" if anchored else ""), "action", "transitions",
+    ax = Axes("action frequencies" + (" (anchor in red)" if anchored(model) else ""), "action", "transitions",
               xticks=list(enumerate(_labels(model, shown))))
     ax.bars(np.arange(shown.size), counts[shown], [RED if k in set(anchors.tolist()) else BLUE for k in shown])
     return Figure([ax], width=min(940, max(400, 26 * shown.size + 160)), panel_height=300, legend=None)

@@ -1,28 +1,24 @@
 """Tabular states of ``genpqr fit``: the state numbering (:class:`StateIndex`), when the
-tabular mode is on, the transition model (``--transition``), per-row normalization columns
-read per state or by nearest neighbour (:class:`NearestStateLookup`), and the normalization
-of a parsed spec (:func:`make_normalization`). See :mod:`genpqr.app.workflow` for the rules.
+tabular mode is on, a transition model given before the states are numbered (``--transition``),
+and what the normalization and transition factories receive: action labels typed as text
+(:func:`label_matcher`) and per-row columns read per state or by nearest neighbour
+(:func:`column_reader`, :class:`NearestStateLookup`). See :mod:`genpqr.app.workflow` for the rules.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..data.validation import data_row
-from .config import FitConfig, parse_transition
+from ..registry import GIVEN, ORDERED, TABULAR
+from .config import FitConfig
 from .data_file import match_column, match_labels
 
-__all__ = ["StateIndex", "NearestStateLookup", "per_state", "decide_tabular", "load_kernel", "tabular_states",
-           "make_normalization", "SPARSE_FILE_BYTES"]
+__all__ = ["StateIndex", "NearestStateLookup", "per_state", "decide_tabular", "tabular_states", "label_matcher",
+           "column_reader"]
 
-#: ``.npy`` kernel files larger than this are read memory-mapped and kept as CSR when sparse
-#: (:func:`load_kernel`): 256 MiB, e.g. S = 1,000 states x K = 33 actions dense.
-SPARSE_FILE_BYTES = 256 * 1024 ** 2
-_BLOCK_BYTES = 64 * 1024 ** 2
 
 
 @dataclass
@@ -171,7 +167,7 @@ def decide_tabular(config: FitConfig, frame) -> bool:
     import pandas as pd
 
     q = config.q_model
-    if q == "exact":
+    if q is not None and q.can(TABULAR):
         return True
     if config.bins:
         if q is not None:
@@ -184,125 +180,47 @@ def decide_tabular(config: FitConfig, frame) -> bool:
     return False
 
 
-def load_kernel(path: str, n_actions: int, what: str = "transition kernel", n_states: int | None = None):
-    """The kernel file: shape (S, K, S) or (S*K, S) with K = ``n_actions`` (the data's actions)
-    and, when given, S = ``n_states``. Errors name ``what`` (the flag) and the file.
-
-    A ``.npz`` file holds a scipy sparse matrix (``scipy.sparse.save_npz``) of shape (S*K, S),
-    row ``s*K + a``, and is kept sparse. A ``.npy`` file above :data:`SPARSE_FILE_BYTES` is read
-    memory-mapped, block by block, into a CSR matrix when at most a third of its entries are
-    non-zero (a kernel with a few next states per pair); smaller or fuller files stay dense."""
-    kernel = _read_npz(path, what) if str(path).endswith(".npz") else _read_npy(path, what)
-    K = n_actions
-    shape = tuple(kernel.shape)
-    ok = ((kernel.ndim == 3 and shape[1] == K and shape[0] == shape[2] > 0)
-          or (kernel.ndim == 2 and shape[1] > 0 and shape[0] == shape[1] * K))
-    if not ok:
-        S = shape[-1] if kernel.ndim else "S"
-        raise ValueError(f"the {what} {path!r} must have shape (S, K, S) = ({S}, {K}, {S}) or (S*K, S) = "
-                         f"({S}*{K}, {S}) for S states and the data's K = {K} actions (in sorted label order), got "
-                         f"{shape}")
-    if n_states is not None and shape[-1] != n_states:
-        raise ValueError(f"the {what} {path!r} has {shape[-1]} states (shape {shape}), but the fit has {n_states}")
-    return _sparse_rows(kernel) if isinstance(kernel, np.memmap) else kernel
-
-
-def _sparse_rows(kernel: np.memmap):
-    """A memory-mapped (S, K, S) or (S*K, S) kernel as CSR (S*K, S), read in blocks of rows; the
-    array itself (read into memory) when more than a third of its entries are non-zero."""
-    S = kernel.shape[-1]
-    rows = kernel.reshape(-1, S)
-    block = max(1, _BLOCK_BYTES // (8 * S))
-    parts, nnz = [], 0
-    for start in range(0, rows.shape[0], block):
-        parts.append(sp.csr_matrix(np.asarray(rows[start:start + block], dtype=np.float64)))
-        nnz += parts[-1].nnz
-        if 3 * nnz > rows.size:
-            return np.array(kernel)  # a copy in memory, the file closed
-    return sp.vstack(parts, format="csr")
-
-
-def _read_npz(path: str, what: str):
-    """A scipy sparse matrix from a ``.npz`` file written by ``scipy.sparse.save_npz``."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{what} file {path!r} does not exist")
-    try:
-        kernel = sp.load_npz(path)
-    except (ValueError, OSError, KeyError) as exc:
-        raise ValueError(f"cannot read the {what} {path!r}: {' '.join(str(exc).split())}; write a sparse (S*K, S) "
-                         f"matrix with scipy.sparse.save_npz (or a dense array with numpy.save, .npy)") from None
-    if not np.issubdtype(kernel.dtype, np.number):
-        raise ValueError(f"the {what} {path!r} must hold numbers, got dtype {kernel.dtype}")
-    return kernel.tocsr()
-
-
-def _read_npy(path: str, what: str) -> np.ndarray:
-    """A numeric array from a ``.npy`` file; ``ValueError`` naming ``what`` and the file otherwise."""
-    if not Path(path).exists():
-        raise FileNotFoundError(f"{what} file {path!r} does not exist")
-    if Path(path).is_dir():
-        raise ValueError(f"{what} file {path!r} is a folder; expected a .npy file written by numpy.save")
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-    if magic != b"\x93NUMPY":
-        raise ValueError(f"cannot read the {what} {path!r}: it is not a NumPy .npy file (no .npy header); write the "
-                         f"array with numpy.save")
-    try:
-        big = Path(path).stat().st_size > SPARSE_FILE_BYTES
-        kernel = np.load(path, allow_pickle=False, mmap_mode="r" if big else None)
-    except (ValueError, OSError) as exc:
-        why = ("it holds Python objects, not numbers" if "pickle" in str(exc) or "Python objects" in str(exc)
-               else " ".join(str(exc).split()))
-        raise ValueError(f"cannot read the {what} {path!r}: {why}; write a numeric array with numpy.save") from None
-    if not np.issubdtype(kernel.dtype, np.number):
-        raise ValueError(f"the {what} {path!r} must hold numbers, got dtype {kernel.dtype}")
-    return kernel
-
-
 def tabular_states(config: FitConfig, frame, labels):
-    """The state numbering and the transition model of the tabular mode."""
-    tkind, targ = parse_transition(config.transition)
+    """The state numbering of the tabular mode, and the transition model given before it (a
+    :data:`~genpqr.registry.GIVEN` one of ``--transition``: a kernel file, whose states fix the
+    count, or ``increment:``; None otherwise). An :data:`~genpqr.registry.ORDERED` model numbers
+    the states by their value."""
+    spec = config.transition
     n_states, transition_model = config.n_states, None
-    if tkind == "file":
-        transition_model = load_kernel(targ, n_actions=labels.size)
-        n_states = transition_model.shape[-1]
-        if config.n_states is not None and config.n_states != n_states:
-            raise ValueError(f"--n-states {config.n_states} differs from the {n_states} states of the transition "
-                             f"kernel {targ}")
-    elif tkind == "increment":
-        from ..structural.ddc import IncrementKernel
-
-        reset = None if targ[1] is None else match_labels([targ[1]], labels, "reset action", config.action)[0]
-        transition_model = IncrementKernel(targ[0], reset)
-    index = StateIndex.build(frame, config.state, config.bins, ordered=tkind not in ("counts", "auto", "model"), n_states=n_states)
+    if spec.can(GIVEN):
+        transition_model = spec.build(n_actions=labels.size, label=label_matcher(config, labels), seed=config.seed)
+        if hasattr(transition_model, "shape"):  # a kernel: its states are the fit's
+            n_states = transition_model.shape[-1]
+            if config.n_states is not None and config.n_states != n_states:
+                raise ValueError(f"--n-states {config.n_states} differs from the {n_states} states of the transition "
+                                 f"kernel {spec}")
+    index = StateIndex.build(frame, config.state, config.bins, ordered=spec.can(ORDERED), n_states=n_states)
     return index, transition_model
 
 
-def make_normalization(kind, arg, *, frame, config, labels, index_rows, n_states):
-    """The Normalization of the spec; ``index_rows`` is the state index per row (tabular) or None."""
-    from .. import normalization as N
-
-    if kind == "mean-zero":
-        return N.mean_zero()
-    if kind == "anchor":
-        return N.anchor_action(match_labels([arg], labels, "anchor action", config.action)[0])
-    if kind == "behavior":
-        return N.behavior()
-    what = "anchor action" if kind == "state-anchor" else "value"
-    column = frame[arg]
-    if kind == "state-anchor":
-        column = match_column(column, labels, f"state anchor in column {arg!r}:", config.action)
-    if index_rows is not None:
-        table = per_state(frame.assign(**{arg: column}), arg, index_rows, n_states, what)
-        if kind == "state-anchor":
-            return N.state_anchor(np.asarray(table.tolist(), dtype=labels.dtype if labels.dtype.kind in "iufb"
-                                             else object))
-        return N.value(np.asarray(table, dtype=np.float64))
-    ok = column.notna().to_numpy()
-    values = column.to_numpy()[ok]
-    values = values.astype(np.float64) if kind == "value" else np.asarray(
-        values.tolist(), dtype=labels.dtype if labels.dtype.kind in "iufb" else object)
-    lookup = NearestStateLookup(frame.loc[ok, config.state].to_numpy(dtype=np.float64), values)
-    return N.state_anchor(lookup) if kind == "state-anchor" else N.value(lookup)
+def label_matcher(config: FitConfig, labels):
+    """``label(text, what)``: the data's action label typed as ``text`` (what the normalization and
+    transition factories receive); ``ValueError`` listing the labels when it is none."""
+    return lambda text, what: match_labels([text], labels, what, config.action)[0]
 
 
+def column_reader(config: FitConfig, frame, labels, index_rows, n_states):
+    """``state_column(name, holds, what)`` for the normalization factories: the column's value per
+    state (tabular: ``index_rows`` is the state index per row; rows at a state must agree), else
+    a :class:`NearestStateLookup` at new states. ``holds``: ``"labels"`` (matched to the action
+    labels) or ``"numbers"``."""
+    label_dtype = labels.dtype if labels.dtype.kind in "iufb" else object
+
+    def state_column(name, holds, what):
+        column = frame[name]
+        if holds == "labels":
+            column = match_column(column, labels, f"state anchor in column {name!r}:", config.action)
+        if index_rows is not None:
+            table = per_state(frame.assign(**{name: column}), name, index_rows, n_states, what)
+            return np.asarray(table.tolist(), dtype=label_dtype) if holds == "labels" else \
+                np.asarray(table, dtype=np.float64)
+        ok = column.notna().to_numpy()
+        values = column.to_numpy()[ok]
+        values = values.astype(np.float64) if holds == "numbers" else np.asarray(values.tolist(), dtype=label_dtype)
+        return NearestStateLookup(frame.loc[ok, config.state].to_numpy(dtype=np.float64), values)
+    return state_column

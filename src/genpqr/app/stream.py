@@ -44,9 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import parse_normalization
-from .data_file import check_action_labels, check_column_names, check_rows, match_labels
-from .model_choice import make_policy_model, q_model_settings
+from ..registry import Q_MODELS, STREAMS, STREAMS_ON_CLUSTER, TABULAR
+from .build import FitData, build_estimator, check_policy_model
+from .config import FIT_OPTIONS, STREAMED
+from .data_file import check_action_labels, check_column_names, check_rows
 from .outputs import closing_lines, warning_messages, write_fit_folder
 
 __all__ = ["run_stream_fit", "StreamFitOutputs", "dask_client", "route_lightgbm_logs"]
@@ -66,9 +67,7 @@ class StreamFitOutputs:
     def describe(self) -> str:
         d = self.model.diagnostics_
         mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
-                else "continuous states, neural FQE streamed by chunk" if self.config.q_model == "mlp"
-                else "continuous states, boosted FQE on the Dask cluster" if self.config.q_model == "lightgbm"
-                else "continuous states, closed-form LSTD Q")
+                else f"continuous states, {self.config.q_model.entry.notes.get('streamed', self.config.q_model)}")
         from ..scale import DEFAULT_CHUNK_ROWS
 
         lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or DEFAULT_CHUNK_ROWS:,} rows): "
@@ -93,58 +92,40 @@ def _check_parquet_path(config) -> None:
 
 
 def _refuse_unsupported(config) -> None:
-    given = [flag for flag, bad in (("--bins", bool(config.bins)), ("--features", bool(config.features)),
-                                    ("--transition", config.transition not in ("counts", "auto")),
-                                    ("--bootstrap", bool(config.bootstrap)),
-                                    ("--action-type continuous", config.action_type == "continuous"),
-                                    ("--outcome", bool(config.outcome))) if bad]
+    given = FIT_OPTIONS.refused(config, STREAMED)
     if given:
         raise ValueError(f"{', '.join(given)} cannot be used out of core (--chunk-rows or a Parquet folder); "
                          "see docs/out_of_core.md")
-    if parse_normalization(config.normalization)[0] not in ("anchor", "mean-zero"):
-        raise ValueError(f"--normalization {config.normalization} cannot be used out of core: use anchor:ACTION or "
-                         "mean-zero")
+    if not config.normalization.can(STREAMS):
+        raise ValueError(f"--normalization {config.normalization} cannot be used out of core: use "
+                         f"{config.normalization.registry.forms(STREAMS)}")
 
 
 def _is_tabular(config, source) -> bool:
     import pyarrow as pa
 
-    if config.q_model == "exact":
+    q = config.q_model
+    if q is not None and q.can(TABULAR):
         if len(source.state) != 1:
-            raise ValueError(f"--q-model exact out of core needs one state column (the tabular state), got "
+            raise ValueError(f"--q-model {q} out of core needs one state column (the tabular state), got "
                              f"{source.state}; in memory (without --chunk-rows) several columns are numbered jointly")
         return True
-    if config.q_model == "lightgbm" and not config.dask_scheduler:
-        raise ValueError("--q-model lightgbm out of core needs --dask-scheduler (boosted FQE is trained by "
-                         "LightGBM's Dask interface); on one machine use lstd or mlp")
-    if config.q_model not in (None, "lstd", "mlp", "lightgbm"):
-        raise ValueError(f"--q-model {config.q_model} cannot be fitted out of core: use exact (tabular), lstd "
-                         "(closed form), mlp (neural FQE streamed by chunk) or lightgbm (boosted FQE, with "
-                         "--dask-scheduler)")
-    if config.q_model in ("lstd", "mlp", "lightgbm") or len(source.state) != 1:
+    if q is not None and q.can(STREAMS_ON_CLUSTER) and not config.dask_scheduler:
+        raise ValueError(f"--q-model {q} out of core needs --dask-scheduler ({q.entry.notes['streamed']}); on one "
+                         f"machine use {' or '.join(Q_MODELS.names(STREAMS, without=(TABULAR,)))}")
+    if q is not None and not (q.can(STREAMS) or q.can(STREAMS_ON_CLUSTER)):
+        uses = [f"{e.name} ({e.notes['streamed']})" for e in Q_MODELS.entries()
+                if e.can(STREAMS) or e.can(STREAMS_ON_CLUSTER)]
+        raise ValueError(f"--q-model {q} cannot be fitted out of core: use {', '.join(uses[:-1])} or {uses[-1]}")
+    if q is not None or len(source.state) != 1:
         return False
     return pa.types.is_integer(source.dataset.schema.field(source.state[0]).type)
-
-
-def _normalization(config, labels):
-    from ..normalization import anchor_action, mean_zero
-
-    kind, arg = parse_normalization(config.normalization)
-    if kind == "anchor":
-        return anchor_action(match_labels([arg], labels, "anchor action", config.action)[0])
-    if kind == "mean-zero":
-        return mean_zero()
-    raise ValueError(f"--normalization {config.normalization} cannot be used out of core: use anchor:ACTION or "
-                     "mean-zero")
 
 
 def run_stream_fit(config) -> StreamFitOutputs:
     """Stream, fit and write (see the module docstring)."""
     import warnings
 
-    from ..stage1 import parse_clip
-    from ..estimator import GenPQR
-    from ..scale import DEFAULT_CHUNK_ROWS, ParquetSource
     from ..scale import fit_parquet
 
     _refuse_unsupported(config)
@@ -152,20 +133,14 @@ def run_stream_fit(config) -> StreamFitOutputs:
     source = _checked_source(config)
     progress = False if config.quiet else None
     tabular = _is_tabular(config, source)
-    policy_name = config.policy_model or ("frequency" if tabular else "logistic")
-    if tabular and policy_name not in ("auto", "frequency"):
-        raise ValueError(f"--policy-model {policy_name}: the out-of-core tabular path uses cell frequencies "
-                         "(frequency)")
-    config = replace(config, q_model="exact" if tabular else (config.q_model or "lstd"), policy_model=policy_name)
+    config = replace(config, q_model="exact" if tabular else (config.q_model or "lstd"),
+                     policy_model=config.policy_model or ("frequency" if tabular else "logistic"))
+    if tabular:  # before the validation pass (the rest is checked when the model is built)
+        check_policy_model(config, tabular, streamed=True)
     labels, index = _validate(config, source, tabular, progress)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        policy = None if tabular else make_policy_model(policy_name, tabular=False, n_states=None, seed=config.seed)
-        settings = q_model_settings(config.q_model, seed=config.seed, n_iterations=config.n_iterations)
-        settings.pop("validation_fraction", None)  # no held-out early stopping out of core
-        est = GenPQR(normalization=_normalization(config, labels), gamma=config.gamma, clip=parse_clip(config.clip),
-                     policy_model=policy, n_states=index.n_states if tabular else config.n_states,
-                     random_state=config.seed, progress=progress, **settings)
+        est = build_estimator(config, FitData(labels=labels, index=index, streamed=True)).estimator
         if config.dask_scheduler:
             with dask_client(config.dask_scheduler) as client:
                 from ..scale import fit_dask
@@ -182,7 +157,7 @@ def _checked_source(config):
     """The :class:`~genpqr.scale.ParquetSource` of ``config``, its column names checked as in memory."""
     from ..scale import DEFAULT_CHUNK_ROWS, ParquetSource, dataset_columns
 
-    check_column_names(config, dataset_columns(config.data), *parse_normalization(config.normalization))
+    check_column_names(config, dataset_columns(config.data))
     return ParquetSource(config.data, chunk_rows=config.chunk_rows or DEFAULT_CHUNK_ROWS, time_gaps=config.time_gaps,
                          episode=config.episode, time=config.time, state=list(config.state), action=config.action,
                          terminated=config.terminated, truncated=config.truncated)
@@ -197,8 +172,7 @@ def _validate(config, source, tabular: bool, progress):
 
     from .states import StateIndex
 
-    kind, arg = parse_normalization(config.normalization)
-    scan = source.scan(progress, check=lambda frame, first: check_rows(frame, config, kind, arg, first),
+    scan = source.scan(progress, check=lambda frame, first: check_rows(frame, config, first),
                        states=tabular)
     if scan.n_rows == 0:
         raise ValueError(f"{config.data} has no rows")

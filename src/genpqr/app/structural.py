@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..structural.estimation import SE_KINDS, estimate_structural
+from .flags import cli_text
 from ..structural.results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
 from .report_base import ReportFigure
 
@@ -144,7 +145,7 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     table = frame[["parameter", "estimate", "std_error", "ci_low", "ci_high", "std_error_robust"]].copy()
     if projection is not None:
         table.loc[:p - 1, "estimate"] = np.where(fit.identified, projection["estimate"].to_numpy(), np.nan)
-    se_kind = SE_KINDS[fit.estimator]
+    se_kind = cli_text(SE_KINDS[fit.estimator])
     ci_kind = (f"Wald, estimate -+ z std_error ({level:.0%})" if np.any(np.isfinite(table["std_error"]))
                else "none (use --bootstrap)")
     if boot is not None:
@@ -158,7 +159,7 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     table["z"], table["p_value"] = z, 2.0 * norm.sf(np.abs(z))
     if boot is not None:
         table["std_error_analytic"] = frame["std_error"]
-        table["std_error_analytic_kind"] = SE_KINDS[fit.estimator]
+        table["std_error_analytic_kind"] = cli_text(SE_KINDS[fit.estimator])
     table["identified"] = frame["identified"]
     table["estimator"] = fit.estimator
     table["loglik"] = fit.loglik
@@ -216,7 +217,7 @@ def console_lines(fit, parameters) -> list:
              f"    iterations: {fit.convergence}",
              f"    std_error: {parameters['std_error_kind'].iloc[0]}; interval: {parameters['ci_kind'].iloc[0]}"]
     if boot and np.any(np.isfinite(fit.std_error)):
-        lines.append(f"    also shown: the {SE_LABELS[fit.estimator]} SE ({SE_KINDS[fit.estimator]})")
+        lines.append(f"    also shown: the {SE_LABELS[fit.estimator]} SE ({cli_text(SE_KINDS[fit.estimator])})")
     if fit.estimator in MLE_ESTIMATORS:
         lines.append(f"    {MLE_NOTE}")
     for _, row in parameters.iterrows():

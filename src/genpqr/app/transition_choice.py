@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TransitionChoice", "choose_transition", "parse_transition"]
+from ..registry import COMPARED, SELECTED
+
+__all__ = ["TransitionChoice", "choose_transition"]
 
 
 @dataclass(frozen=True)
@@ -24,62 +26,29 @@ class TransitionChoice:
         return "\n".join("  " + line for line in self.summary.splitlines())
 
 
-def _candidates(arg, seed, state_features):
-    from ..stage2 import ClassifierKernel, CountKernel, LowRankKernel, ShrinkageKernel
-
-    models = {"shrinkage": ShrinkageKernel(random_state=seed), "lowrank": LowRankKernel(random_state=seed),
-              "classifier": ClassifierKernel(state_features=state_features)}
-    return {"counts": CountKernel(), arg: models[arg]}
-
-
 def choose_transition(config, data, index):
-    """``(transition_model for GenPQR or None (counts), TransitionChoice or None)`` for the
-    ``--transition`` kinds ``auto``, ``shrinkage``, ``lowrank`` and ``classifier``; ``(None, None)``
-    for the others (counts, increments, a kernel file: handled by the state index)."""
-    from ..stage2 import resolve_transition_model, select_transition_model
+    """``(transition model for GenPQR or None (counts), TransitionChoice or None)`` for the
+    ``--transition`` models chosen from the data: :data:`~genpqr.registry.SELECTED` (``auto``:
+    GenPQR's own rule, on the same data and seed) and :data:`~genpqr.registry.COMPARED` (a named
+    model, always fitted and compared with counts); ``(None, None)`` for the others (counts, or a
+    model given before the states were numbered: :func:`genpqr.app.states.tabular_states`)."""
+    from ..stage2 import CountKernel, select_transition_model
 
-    kind, arg = parse_transition(config.transition)
-    if kind not in ("auto", "model"):
-        return None, None
-    S = index.n_states
-    if kind == "auto":  # GenPQR(transition_model="auto")'s own rule, on the same data and seed
-        model, selection = resolve_transition_model("auto", data, S, random_state=config.seed)
+    spec, S = config.transition, index.n_states
+    if spec.can(SELECTED):
+        model, selection = spec.build(data=data, n_states=S, seed=config.seed)
         return (None if model is None else model.fixed_copy()), TransitionChoice(selection.chosen,
                                                                                  selection.summary())
+    if not spec.can(COMPARED):
+        return None, None
     if data.n_episodes < 2:
         return None, TransitionChoice("counts", "transition model: counts (one episode: no held-out comparison)")
-    candidates = _candidates(arg, config.seed, index.keys)  # a named model is always fitted and compared
+    name = spec.name
+    candidates = {"counts": CountKernel(), name: spec.build(seed=config.seed, state_features=index.keys)}
     selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S, settled_mass=0.0,
                                         thin_only=())
     summary = selection.summary()
-    name = selection.chosen
-    if kind == "model" and name != arg:
-        name = arg
-        summary = summary.replace(f"transition model: {selection.chosen} (", f"transition model: {arg} (requested; "
+    if selection.chosen != name:
+        summary = summary.replace(f"transition model: {selection.chosen} (", f"transition model: {name} (requested; "
                                   f"by held-out likelihood: {selection.chosen}, ", 1)
-    if name == "counts":
-        return None, TransitionChoice("counts", summary)
     return selection.models[name].fixed_copy(), TransitionChoice(name, summary)
-
-
-def parse_transition(spec: str):
-    """``auto`` | ``counts`` | ``shrinkage`` | ``lowrank`` | ``classifier`` | ``increment:MAX[:RESET_ACTION]`` |
-    ``FILE.npy`` | ``FILE.npz`` -> (kind, argument): ``("model", name)`` for the three models."""
-    spec = str(spec)
-    if spec in ("auto", "counts"):
-        return spec, None
-    if spec in ("shrinkage", "lowrank", "classifier"):
-        return "model", spec
-    if spec.startswith("increment:"):
-        parts = spec.split(":", 2)
-        try:
-            max_inc = int(parts[1])
-        except ValueError:
-            max_inc = -1
-        if max_inc < 0:
-            raise ValueError(f"--transition increment:MAX needs a non-negative integer MAX, got {spec!r}")
-        return "increment", (max_inc, parts[2] if len(parts) > 2 and parts[2] != "" else None)
-    if spec.endswith((".npy", ".npz")):
-        return "file", spec
-    raise ValueError(f"--transition must be auto, counts, shrinkage, lowrank, classifier, increment:MAX[:RESET] or "
-                     f"a .npy/.npz file, got {spec!r}")

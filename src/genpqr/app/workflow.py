@@ -74,25 +74,25 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..data.validation import short_list
-from .config import (ACTION_TYPES, CONTINUOUS_NORMALIZATION_FORMS, CONTINUOUS_POLICY_MODELS, CONTINUOUS_Q_MODELS,
-                     INTEGRATION_FORMS, NORMALIZATION_FORMS, POLICY_MODELS, Q_MODELS, FitConfig,
-                     check_estimator_needs_features, check_in_memory_action_features, parse_bins, parse_normalization,
-                     parse_transition)
+from ..registry import OUTCOME, STRUCTURAL_ESTIMATORS
+from ..registry import TYPES as TYPES_ESTIMATED
+from .config import (FIT_OPTIONS, STATES, FitConfig, check_estimator_needs_features, check_in_memory_action_features,
+                     parse_bins)
 from .action_features import read_action_table
+from .build import FitData, build_estimator
 from .data_file import read_features, read_frame
-from .model_choice import ENCODINGS, choose_first_stage, make_estimator
+from .flags import console_text
 from .outputs import FitOutputs, check_fit_target, warning_messages, write_outputs
 from .latent_types import check_types_config, structural_type_models, type_rewards, types_table
 from .results import (RowRewardStatistic, bootstrap_statistic, projected_parameters, row_rewards, run_bootstrap,
                       run_bootstrap_sources, sources_frame, tabular_rewards)
-from .states import NearestStateLookup, StateIndex, decide_tabular, make_normalization, tabular_states
-from .transition_choice import choose_transition
+from .states import NearestStateLookup, StateIndex, decide_tabular, tabular_states
 
 __all__ = [
     "FitConfig",
@@ -104,8 +104,6 @@ __all__ = [
     "add_fit_parser",
     "fit_command",
     "config_from_args",
-    "parse_normalization",
-    "parse_transition",
     "parse_bins",
 ]
 
@@ -144,35 +142,38 @@ def run_fit(config: FitConfig) -> FitOutputs:
     if config.action_type == "continuous":
         from .fit_continuous import run_continuous_fit
 
-        return run_continuous_fit(config, read_frame(config, *parse_normalization(config.normalization,
-                                                                                  continuous=True)))
-    config, kind, arg = _outcome_of_behavior(config)
-    frame = read_frame(config, kind, arg)
+        return run_continuous_fit(config, read_frame(config))
+    config = _outcome_of_behavior(config)
+    frame = read_frame(config)
     tabular = decide_tabular(config, frame)
     config = replace(config, q_model=config.q_model or ("exact" if tabular else "hgb"),
                      policy_model=config.policy_model or ("conditional-logit" if config.action_features
                                                           else "auto" if tabular else "logistic"))
-    if not tabular and (config.features or config.transition not in ("counts", "auto") or config.n_states):
-        raise ValueError("--features, --transition and --n-states need the tabular mode (--q-model exact, --bins, "
-                         "or integer state columns)")
+    if not tabular and FIT_OPTIONS.refused(config, STATES):
+        raise ValueError(f"{_and(FIT_OPTIONS.flags_of(STATES))} need the tabular mode (--q-model exact, --bins, or "
+                         "integer state columns)")
     labels = _action_labels(config, frame)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = _fit_discrete(config, frame, labels, tabular, kind, arg)
+        fit = _fit_discrete(config, frame, labels, tabular)
     outputs = _discrete_outputs(config, frame, labels, fit, warning_messages(caught))
     write_outputs(outputs, n_rows=len(frame))
     return outputs
 
 
+def _and(items: list) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def _outcome_of_behavior(config: FitConfig):
-    """``(config, kind, arg)`` of the normalization; ``behavior:COLUMN`` sets the outcome column."""
-    kind, arg = parse_normalization(config.normalization)
-    if kind == "behavior":
-        if config.outcome and config.outcome != arg:
-            raise ValueError(f"--normalization behavior:{arg} and --outcome {config.outcome} name different outcome "
-                             f"columns")
-        config = replace(config, outcome=arg)
-    return config, kind, arg
+    """A normalization estimating ``g`` from an outcome column (``behavior:COLUMN``) sets the
+    outcome column."""
+    spec = config.normalization
+    if spec.can(OUTCOME):
+        if config.outcome and config.outcome != spec.value:
+            raise ValueError(f"--normalization {spec} and --outcome {config.outcome} name different outcome columns")
+        config = replace(config, outcome=spec.value)
+    return config
 
 
 def _action_labels(config: FitConfig, frame) -> np.ndarray:
@@ -182,27 +183,28 @@ def _action_labels(config: FitConfig, frame) -> np.ndarray:
     return read_action_table(config, labels).labels if config.action_features else labels
 
 
-def _transitions(config: FitConfig, frame, labels, tabular: bool):
-    """``(Transitions, StateIndex or None, state index per row or None, transition model)``;
-    with ``--action-features`` the transitions carry its table (whose labels are ``labels``)."""
+def _transitions(config: FitConfig, frame, labels, tabular: bool) -> FitData:
+    """The transitions, with the tabular state numbering and a transition model given before it
+    (:func:`genpqr.app.states.tabular_states`); with ``--action-features`` the transitions carry
+    its table (whose labels are ``labels``)."""
     from ..data import from_pandas
 
     table = read_action_table(config, labels) if config.action_features else None
-
-    index = index_rows = transition_model = None
+    fit_data = FitData(labels=labels, frame=frame)
     state_cols, fit_frame = list(config.state), frame
     if tabular:
-        index, transition_model = tabular_states(config, frame, labels)
-        index_rows = index.transform(frame)
+        fit_data.index, fit_data.transition_model = tabular_states(config, frame, labels)
+        fit_data.index_rows = fit_data.index.transform(frame)
         name = "state_index"
         while name in frame.columns:
             name = "_" + name
-        fit_frame, state_cols = frame.assign(**{name: index_rows}), [name]
-    data = from_pandas(fit_frame, episode=config.episode, time=config.time, state=state_cols,
-                       action=config.action, terminated=config.terminated, truncated=config.truncated,
-                       outcome=config.outcome, action_labels=None if table is not None else labels,
-                       time_gaps=config.time_gaps, action_features=table)
-    return data, index, index_rows, transition_model
+        fit_frame, state_cols = frame.assign(**{name: fit_data.index_rows}), [name]
+    fit_data.transitions = from_pandas(fit_frame, episode=config.episode, time=config.time, state=state_cols,
+                                       action=config.action, terminated=config.terminated,
+                                       truncated=config.truncated, outcome=config.outcome,
+                                       action_labels=None if table is not None else labels,
+                                       time_gaps=config.time_gaps, action_features=table)
+    return fit_data
 
 
 def tabular_training_data(config: FitConfig):
@@ -213,51 +215,57 @@ def tabular_training_data(config: FitConfig):
     choice counts)."""
     if config.action_type == "continuous" or config.chunk_rows is not None or Path(config.data).is_dir():
         raise ValueError("only an in-memory tabular fit (a single data file, discrete actions) can be rebuilt")
-    config, kind, arg = _outcome_of_behavior(config)
+    config = _outcome_of_behavior(config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit reported them
-        frame = read_frame(config, kind, arg)
+        frame = read_frame(config)
         labels = _action_labels(config, frame)
-        return _transitions(config, frame, labels, tabular=True)[0]
+        return _transitions(config, frame, labels, tabular=True).transitions
 
 
-def _fit_discrete(config: FitConfig, frame, labels, tabular: bool, kind: str, arg) -> _DiscreteFit:
+def _fit_discrete(config: FitConfig, frame, labels, tabular: bool) -> _DiscreteFit:
     """Fit GenPQR, read the features, bootstrap and estimate the structural parameters."""
-    data, index, index_rows, transition_model = _transitions(config, frame, labels, tabular)
+    fit_data = _transitions(config, frame, labels, tabular)
+    data, index = fit_data.transitions, fit_data.index
     check_before_fit(config, data, index)
-    chosen, transition = choose_transition(config, data, index) if tabular else (None, None)
-    transition_model = transition_model if chosen is None else chosen
-    normalization = make_normalization(kind, arg, frame=frame, config=config, labels=labels, index_rows=index_rows,
-                                       n_states=index.n_states if tabular else None)
-    policy_model, first_stage = choose_first_stage(config, data, index, transition_model)
     # with --features the structural mixture MLE decides the types: GenPQR is fitted with one type
-    model = make_estimator(replace(config, types=1) if config.features else config, normalization, index,
-                           transition_model, policy_model).fit(data)
-    if first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
-        model.first_stage_ = first_stage
-    fit = _DiscreteFit(data, index, model, first_stage, transition=transition)
+    built = build_estimator(replace(config, types=1) if config.features else config, fit_data)
+    model = built.estimator.fit(data)
+    if built.first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
+        model.first_stage_ = built.first_stage
+    fit = _DiscreteFit(data, index, model, built.first_stage, transition=built.transition)
     if config.features:
         fit.features, fit.names = read_features(config.features, config, index, labels, model.stage2_.counts)
     if config.bootstrap:
-        statistic = (bootstrap_statistic(fit.features, fit.names, config.estimator) if tabular else
-                     RowRewardStatistic(frame[config.state].to_numpy(dtype=np.float64),
-                                        np.searchsorted(labels, frame[config.action].to_numpy())))
-        if tabular:  # the same replicates, also split by source (reward_se_by_source.csv)
-            fit.boot, fit.sources = run_bootstrap_sources(model, data, statistic, config)
-        else:
-            fit.boot = run_bootstrap(model, data, statistic, config)
+        _bootstrap(config, fit, frame, labels)
     if fit.features is not None:
-        from .structural import structural_from_model
-
-        with warnings.catch_warnings(record=True) as caught:  # printed apart: they concern parameters.csv
-            warnings.simplefilter("always")
-            fit.structural = structural_from_model(model, data, fit.features, fit.names, config.estimator,
-                                                   n_types=config.types)
-        fit.structural_warnings = warning_messages(caught)
-        model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
-        if hasattr(fit.structural, "posterior_frame"):  # per-type rewards at the MLE's posteriors, held fixed
-            fit.type_models = structural_type_models(model, data, fit.structural)
+        _structural(config, fit)
     return fit
+
+
+def _bootstrap(config: FitConfig, fit: _DiscreteFit, frame, labels) -> None:
+    """Bootstrap replicates over episodes of the reward (and the structural parameters)."""
+    if fit.index is not None:  # the same replicates, also split by source (reward_se_by_source.csv)
+        statistic = bootstrap_statistic(fit.features, fit.names, config.estimator.build())
+        fit.boot, fit.sources = run_bootstrap_sources(fit.model, fit.data, statistic, config)
+    else:
+        statistic = RowRewardStatistic(frame[config.state].to_numpy(dtype=np.float64),
+                                       np.searchsorted(labels, frame[config.action].to_numpy()))
+        fit.boot = run_bootstrap(fit.model, fit.data, statistic, config)
+
+
+def _structural(config: FitConfig, fit: _DiscreteFit) -> None:
+    """The structural estimates of ``--features`` (and, with types, each type's rewards at them)."""
+    from .structural import structural_from_model
+
+    with warnings.catch_warnings(record=True) as caught:  # printed apart: they concern parameters.csv
+        warnings.simplefilter("always")
+        fit.structural = structural_from_model(fit.model, fit.data, fit.features, fit.names, config.estimator.build(),
+                                               n_types=config.types)
+    fit.structural_warnings = warning_messages(caught)
+    fit.model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
+    if hasattr(fit.structural, "posterior_frame"):  # per-type rewards at the MLE's posteriors, held fixed
+        fit.type_models = structural_type_models(fit.model, fit.data, fit.structural)
 
 
 def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messages: list) -> FitOutputs:
@@ -298,10 +306,10 @@ def check_before_fit(config: FitConfig, data, index) -> None:
         check_bootstrap_episodes(data.n_episodes, "--bootstrap")
     if config.types < 1:
         raise ValueError(f"--types must be a positive number of latent types, got {config.types}")
-    if config.types > 1 and config.features and (config.bootstrap or config.estimator not in ("npl", "nfxp")):
-        raise ValueError(f"--types {config.types} with --features estimates the mixture MLE (--estimator npl or "
-                         f"nfxp, got {config.estimator}) without --bootstrap (bootstrap in Python: "
-                         "TypedStructuralFit.bootstrap)")
+    if config.types > 1 and config.features and (config.bootstrap or not config.estimator.can(TYPES_ESTIMATED)):
+        raise ValueError(f"--types {config.types} with --features estimates the mixture MLE (--estimator "
+                         f"{' or '.join(STRUCTURAL_ESTIMATORS.names(TYPES_ESTIMATED))}, got {config.estimator}) without "
+                         "--bootstrap (bootstrap in Python: TypedStructuralFit.bootstrap)")
     if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
         raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                          f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
@@ -324,15 +332,15 @@ EXAMPLE = """examples (the data files of a source checkout; an installed genpqr 
 USAGE = """genpqr fit DATA --episode COL --time COL --state COL[,COL...] --action COL --gamma GAMMA
                   --normalization SPEC --out DIR [options]
        genpqr fit --config FILE.json [options]"""
-REQUIRED = "(required, here or in --config)"
 
 
 def add_fit_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``fit`` sub-command to an ``argparse`` sub-parsers object; returns it.
 
-    Every option defaults to "not given" so that ``--config FILE.json`` values are kept
-    unless a flag overrides them; its help states the default :class:`FitConfig` applies, or
-    that it is required (as a flag or in the config file). ``args.func`` is :func:`fit_command`.
+    One flag per option of :data:`genpqr.app.config.FIT_OPTIONS`. Every flag defaults to "not
+    given" so that ``--config FILE.json`` values are kept unless a flag overrides them; its help
+    states the default :class:`FitConfig` applies, or that it is required (as a flag or in the
+    config file). ``args.func`` is :func:`fit_command`.
     """
     p = subparsers.add_parser(
         "fit", help="fit GenPQR to a CSV/Parquet file: model, rewards table and HTML report", usage=USAGE,
@@ -343,149 +351,22 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
                     "--q-model exact; otherwise they are continuous (fitted Q evaluation, --q-model).",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     required = p.add_argument_group("required settings (as flags, or as keys of --config FILE.json)")
-    _add_data_flags(p, required)
-    _add_model_flags(p, required)
-    _add_tabular_flags(p)
-    _add_run_flags(p, required)
+    p.add_argument("--config", default=argparse.SUPPRESS, metavar="FILE.json", help="JSON config (same keys as the "
+                   "flags, with underscores); flags override it (default: none)")
+    FIT_OPTIONS.add_arguments(p, required)
     p.set_defaults(func=fit_command)
     return p
 
 
-def _add_data_flags(p, required) -> None:
-    """The data file, ``--config`` and the column flags (continuous actions: their support and integration)."""
-    S = argparse.SUPPRESS
-    required.add_argument("data", nargs="?", default=S, metavar="DATA", help="CSV or Parquet data file, or a folder "
-                          f"of Parquet files (read out of core) {REQUIRED}")
-    p.add_argument("--config", default=S, metavar="FILE.json", help="JSON config (same keys as the flags, with "
-                   "underscores); flags override it (default: none)")
-    for name, help_ in (("episode", "episode id column"), ("time", "time step column"),
-                        ("action", "action column")):
-        required.add_argument(f"--{name}", default=S, metavar="COL", help=f"{help_} {REQUIRED}")
-    required.add_argument("--state", default=S, metavar="COL[,COL...]", help=f"state column(s) {REQUIRED}")
-    for name, help_ in (("terminated", "column flagging absorbing episode ends (default: none: no episode ends in "
-                                       "an absorbing state)"),
-                        ("truncated", "column flagging steps after which logging stopped (default: none)"),
-                        ("outcome", "outcome column (kept in the data; see behavior:) (default: none)")):
-        p.add_argument(f"--{name}", default=S, metavar="COL", help=help_)
-    p.add_argument("--action-type", dest="action_type", choices=ACTION_TYPES, default=S,
-                   help="discrete (labels) or continuous (real-valued action column(s): --action a1,a2) "
-                        "(default: discrete)")
-    p.add_argument("--action-low", dest="action_low", default=S, metavar="LOW[,LOW...]",
-                   help="continuous actions: lower bound(s) of the box support, with --action-high (default: none: "
-                        "unbounded)")
-    p.add_argument("--action-high", dest="action_high", default=S, metavar="HIGH[,HIGH...]",
-                   help="continuous actions: upper bound(s) of the box support (default: none: unbounded)")
-    p.add_argument("--integration", default=S, metavar="SPEC",
-                   help=f"continuous actions: mu-integrals by {INTEGRATION_FORMS} (default: mc:32)")
-    p.add_argument("--action-features", dest="action_features", default=S, metavar="FILE",
-                   help="discrete actions: CSV or Parquet file with one row per action (the labels in the --action "
-                        "column, actions never taken included) and numeric feature columns; every action gets a "
-                        "reward column, a never-taken one predicted from its features; in memory only "
-                        "(docs/large_action_spaces.md) (default: none)")
-
-
-def _add_model_flags(p, required) -> None:
-    """Discount, normalization and the policy and Q models."""
-    S = argparse.SUPPRESS
-    required.add_argument("--gamma", type=float, default=S, help=f"discount factor in [0, 1) {REQUIRED}")
-    required.add_argument("--normalization", default=S, metavar="SPEC",
-                          help=f"{NORMALIZATION_FORMS}; continuous actions: {CONTINUOUS_NORMALIZATION_FORMS} "
-                               f"{REQUIRED}")
-    p.add_argument("--policy-model", dest="policy_model", default=S, metavar="NAME",
-                   help=f"{', '.join(POLICY_MODELS)} or package.module:Class; continuous actions: "
-                        f"{', '.join(CONTINUOUS_POLICY_MODELS)} (default: conditional-logit with --action-features -- "
-                        f"pi(a|s) ~ exp(b(s)' W x_a) on the actions' features x_a, b(s) one-hot tabular states or "
-                        f"[1, standardized s], C=1 --; else auto for tabular states -- a spline logit "
-                        f"chosen by cross-validation when the state is ordered and its cells are sparse, else cell "
-                        f"frequencies --, logistic for continuous states, gaussian for continuous actions)")
-    p.add_argument("--q-model", dest="q_model", default=S, metavar="NAME",
-                   help=f"{', '.join(Q_MODELS)} or package.module:Class; continuous actions: "
-                        f"{', '.join(CONTINUOUS_Q_MODELS)} (default: exact for tabular states, hgb for continuous "
-                        f"states, linear for continuous actions)")
-    p.add_argument("--encoding", choices=ENCODINGS, default=S,
-                   help="how stage 2 sees discrete actions, GenPQR's encoding (default: auto); action_features: one "
-                        "Q-model on [s, x_a] from --action-features, pair features phi(s) (x) x_a for --q-model lstd")
-
-
-def _add_tabular_flags(p) -> None:
-    """Clipping, cross-fitting, the bootstrap and the tabular-mode settings (bins, transitions, features)."""
-    S = argparse.SUPPRESS
-    p.add_argument("--clip", default=S, metavar="LOW,HIGH|none|auto",
-                   help="probability clip of the policy: auto (no clip when every fitted probability is positive, "
-                        "else a floor below the smallest fitted probability of an observed action), none, or bounds "
-                        "such as 0.01,0.99 (the paper's); the bounds used are printed (default: auto)")
-    p.add_argument("--cross-fit", dest="cross_fit", type=int, default=S, metavar="K",
-                   help="episode folds for the policy (out-of-fold diagnostics; <2: none) (default: 5)")
-    p.add_argument("--bootstrap", type=int, default=S, metavar="B",
-                   help="bootstrap replicates over episodes (default: 0: none)")
-    p.add_argument("--n-jobs", dest="n_jobs", type=int, default=S, metavar="J", help="bootstrap workers (default: 1)")
-    p.add_argument("--level", type=float, default=S, help="confidence level of the intervals (default: 0.95)")
-    p.add_argument("--bins", action="append", default=S, metavar="COL=e1,e2,...",
-                   help="cut a state column at these points (tabular mode; repeatable) (default: none)")
-    p.add_argument("--transition", default=S, metavar="SPEC",
-                   help="tabular transitions: auto (counts, shrinkage or lowrank, whichever predicts held-out "
-                        "episodes' next states best; counts unless another beats them by 2 standard errors; printed "
-                        "with the reason), counts, shrinkage, lowrank, classifier (a next-state logistic regression on "
-                        "the state columns and the action), increment:MAX[:RESET_ACTION] (the state grows by 0..MAX "
-                        "with a state-independent distribution; under RESET_ACTION it restarts at 0 and the period's "
-                        "increment is added from 0, Rust's timing: P(.|x, reset) = P(.|0, keep)), FILE.npy "
-                        "(dense) or FILE.npz (sparse (S*K, S), scipy.sparse.save_npz) (default: auto)")
-    p.add_argument("--n-states", dest="n_states", type=int, default=S, metavar="S",
-                   help="tabular: number of states of one integer state column, when the top states never occur "
-                        "(default: none: the largest state in the data + 1)")
-    p.add_argument("--features", default=S, metavar="FILE.csv",
-                   help="flow-utility features per (state, action): estimate their parameters (--estimator) "
-                        "(default: none)")
-    p.add_argument("--estimator", default=S, metavar="NAME",
-                   help="with --features: npl (iterated to convergence = the MLE), nfxp, pml or projection "
-                        "(default: npl)")
-    p.add_argument("--types", type=int, default=S, metavar="M",
-                   help="latent agent types: a finite mixture of M types over episodes; writes types.csv (the "
-                        "posterior type probabilities per episode) and rewards.csv per type (a type column). "
-                        "Without --features: EM over episodes, log likelihood, AIC and BIC; with --features: the "
-                        "mixture MLE (--estimator npl or nfxp, all parameters type-specific) decides the types and "
-                        "each type's rewards are fitted at its posteriors held fixed (default: 1)")
-
-
-def _add_run_flags(p, required) -> None:
-    """Iterations, seed, time gaps, delimiter, output folder and out-of-core chunks."""
-    S = argparse.SUPPRESS
-    p.add_argument("--n-iterations", dest="n_iterations", type=int, default=S, metavar="N",
-                   help="maximum fitted-Q-evaluation iterations (default: per --q-model: linear 500, mlp 30, "
-                        "lightgbm 200, hgb 50, an import path 100; exact and lstd: a closed-form solve)")
-    p.add_argument("--seed", type=int, default=S, help="random seed (default: 0)")
-    p.add_argument("--time-gaps", dest="time_gaps", choices=("error", "split"), default=S,
-                   help="a missing time step inside an episode: error (names the episode and step) or split (start "
-                        "a new episode after the gap). Integer times must be consecutive; other times may not step "
-                        "further than the episode's most common step (default: error)")
-    p.add_argument("--sep", default=S, metavar="CHAR", help="CSV delimiter, e.g. ';' or '\\t' (default: ',')")
-    required.add_argument("--out", default=S, metavar="DIR",
-                          help=f"output folder (created; checked before fitting) {REQUIRED}")
-    p.add_argument("--quiet", action="store_true", default=S, help="no progress bars (default: off)")
-    p.add_argument("--save-data", dest="save_data", action="store_true", default=S,
-                   help="keep the training data in model.joblib (larger file; needed only to refit, bootstrap or "
-                        "re-normalize the saved model) (default: off)")
-    p.add_argument("--chunk-rows", dest="chunk_rows", type=int, default=S, metavar="N",
-                   help="out of core: stream the Parquet file/folder (sorted by episode) in chunks of N rows; tabular "
-                        "counts or closed-form LSTD statistics, docs/out_of_core.md (default: none: read the file "
-                        "into memory; a folder of Parquet files streams in chunks of 250000 rows)")
-    p.add_argument("--dask-scheduler", dest="dask_scheduler", default=S, metavar="ADDRESS",
-                   help="out of core on a Dask cluster: a scheduler address (tcp://host:8786) or local:N (a local "
-                        "cluster of N worker processes); the workers read the Parquet data, docs/distributed.md "
-                        "(default: none)")
-
-
 def config_from_args(args) -> FitConfig:
-    """The effective config: defaults, then ``--config`` file, then the flags given."""
+    """The effective config: defaults, then ``--config`` file, then the flags given (``--bins``
+    flags add to the file's bins)."""
     given = dict(vars(args))
     config = FitConfig.from_json(given.pop("config")) if given.get("config") else FitConfig()
     given.pop("config", None)
-    names = {f.name for f in fields(FitConfig)}
-    values = {k: v for k, v in given.items() if k in names}
+    values = {k: v for k, v in given.items() if k in FIT_OPTIONS.by_name}
     if "bins" in values:
-        bins = dict(config.bins)
-        bins.update(parse_bins(text) for text in values["bins"])
-        values["bins"] = bins
+        values["bins"] = {**config.bins, **dict(parse_bins(text) for text in values["bins"])}
     config = config.updated(values)
     if "estimator" in values and not config.features:  # also --estimator npl, the default, given in vain
         check_estimator_needs_features(config.estimator)
@@ -497,7 +378,7 @@ def fit_command(args) -> int:
     try:
         outputs = run_fit(config_from_args(args))
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        print(f"genpqr fit: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"genpqr fit: error: {console_text(exc)}", file=sys.stderr)
         return 2
     print(outputs.describe())
     return 0

@@ -47,6 +47,7 @@ import numpy as np
 from ..data.validation import check_gamma
 from ._counterfactual_result import CounterfactualResult, load_counterfactual
 from ..exceptions import ExtrapolationWarning, GenPQRWarning
+from ..messages import Mention, Message
 from ._identification import IdentificationWarning, identification_rule, shaping_preserved
 from ._parametric_counterfactual import REQUIRED_ATTRIBUTES, DeltaResult, delta_method, parse_parameter_change
 from ._scenarios import (ScenarioSolution, initial_distribution, new_kernel, reward_delta, solve_scenario,
@@ -197,9 +198,10 @@ def _check_arguments(model, structural, route, parameter_change, level, n_boot, 
     if route == "auto":
         route = "structural" if structural is not None else "nonparametric"
     if structural is None and (route == "structural" or parameter_change is not None):
-        what = "route='structural'" if route == "structural" else "parameter_change"
-        raise ValueError(f"{what} needs a structural fit: estimate one with genpqr.structural.fit_structural(model, "
-                         f"features) (genpqr fit --features) and pass it as structural=")
+        what = Mention("route", "structural") if route == "structural" else Mention("parameter_change")
+        raise ValueError(Message(what, " needs a structural fit: estimate one from the reward features (",
+                                 Mention("features", python="genpqr.structural.fit_structural(model, features)"),
+                                 ") and pass it as structural="))
     if model is None and route == "nonparametric":
         raise ValueError("the nonparametric route needs the fitted GenPQR model (its reward table)")
     return route
@@ -272,12 +274,11 @@ def _bootstrap(model, spec, keys, labels, route, structural, n_boot, n_jobs, ran
     from ..evaluation import bootstrap
 
     if model is None or not hasattr(model, "training_data_"):
-        raise ValueError(
-            f"n_boot={n_boot}: the counterfactual bootstrap refits the model on resampled episodes, so it needs the "
-            f"fitted GenPQR with its training data, which this model was saved without (genpqr fit leaves it out of "
-            f"model.joblib unless --save-data; genpqr counterfactual reads it again from the fit's data file when that "
-            f"is unchanged); refit with --save-data / save(path, include_data=True), or use n_boot=0 "
-            f"(genpqr counterfactual --bootstrap 0) for point estimates")
+        raise ValueError(Message(
+            Mention("n_boot", n_boot), ": the counterfactual bootstrap refits the model on resampled episodes, so it "
+            "needs the fitted GenPQR with its training data, which this model was saved without; refit and save it "
+            "with ", Mention("include_data", True, python="save(path, include_data=True)"), ", or use ",
+            Mention("n_boot", 0), " for point estimates"))
     statistic = _SummaryStatistic(spec, keys, labels, route, structural, np.asarray(model.stage2_.counts),
                                   money_index)
     boot = bootstrap(model, model.training_data_, n_boot=n_boot, statistic=statistic, n_jobs=n_jobs,

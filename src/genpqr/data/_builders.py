@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..messages import Mention, Message
 from .validation import as_float_array, check_length, looks_continuous
 from ._spaces import BoxActions, FiniteActions, as_actions
 from ._transitions import Transitions, as_flags, optional_vector
@@ -25,12 +26,12 @@ def refuse_continuous_labels(actions, name: str = "actions") -> None:
     -- the rule ``genpqr fit`` applies too. The builders skip it when ``action_labels`` is given."""
     actions = np.asarray(actions)
     if looks_continuous(actions, actions.shape[0]):
-        raise ValueError(
+        raise ValueError(Message(
             f"{name} {'holds' if name.startswith('action column') else 'hold'} {np.unique(actions).size:,} distinct "
             f"real numbers: these look like continuous actions, and "
-            "GenPQR would fit one discrete action per value. For continuous actions use from_arrays(..., "
-            "action_space='box') (genpqr fit: --action-type continuous); to treat them as labels anyway, "
-            "pass action_labels=")
+            "GenPQR would fit one discrete action per value. For continuous actions use ",
+            Mention("action_space", "box", python="from_arrays(..., action_space='box')"), "; to treat them as labels "
+            "anyway, pass action_labels="))
 
 
 

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..messages import Mention, Message
 from ._transitions import Transitions
 from ._builders import from_episodes
 from ._long_format import from_pandas
@@ -56,8 +57,8 @@ def _check_delimiter(frame, path: Path, sep: str | None, what: str) -> None:
     header = str(frame.columns[0])
     for candidate, shown in ((";", "';'"), ("\t", "'\\t' (tab)"), ("|", "'|'")):
         if candidate != (sep or ",") and candidate in header:
-            raise ValueError(f"{what} {str(path)!r} was read as one column {header!r}: it looks {shown}-delimited; "
-                             f"pass sep={candidate!r} (genpqr fit: --sep {shown.split()[0]})")
+            raise ValueError(Message(f"{what} {str(path)!r} was read as one column {header!r}: it looks "
+                                     f"{shown}-delimited; pass ", Mention("sep", candidate)))
 
 
 def _check_text_column(frame, column: str) -> None:

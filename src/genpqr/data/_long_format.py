@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..messages import Mention, Message
 from .validation import plain
 from ._builders import from_arrays, refuse_continuous_labels
 from ._transitions import Transitions, as_flags
@@ -376,12 +377,12 @@ def episode_segments(df, episode: str, time: str, time_gaps: str = "error", expe
     if time_gaps == "error":
         i = int(gaps[0])
         t = df[time].to_numpy()
-        raise ValueError(
+        raise ValueError(Message(
             f"time gap inside an episode: episode {plain(ep[i])!r} jumps from {time} {plain(t[i])} to "
             f"{plain(t[i + 1])}, a step of {plain(t[i + 1] - t[i]):g} where {plain(expected[0]):g} is expected "
             f"({gaps.size} gap(s) in {np.unique(ep[gaps]).size} episode(s)). Joining the steps around a gap would "
             f"make transitions that were never observed: fill in the missing rows, or start a new episode at each "
-            f"gap with time_gaps='split' (genpqr fit: --time-gaps split)")
+            f"gap with ", Mention("time_gaps", "split")))
     starts = np.r_[True, ep[1:] != ep[:-1]]
     starts[gaps + 1] = True
     return np.cumsum(starts) - 1

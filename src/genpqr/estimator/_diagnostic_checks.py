@@ -56,6 +56,7 @@ import warnings
 
 import numpy as np
 
+from ..messages import Mention, Message
 from ..stage1 import CLIP_WARN_FRACTION, clip_binds_message
 from ..exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, ThinTransitionsWarning,
                           WeakSupportWarning)
@@ -76,8 +77,9 @@ THIN_SHARE = 0.05
 #: What the recovered reward is, in the API and in ``genpqr fit``'s files (warnings name it).
 REWARD_OUTPUT = "the recovered reward (model.reward / reward_table(); genpqr fit: rewards.csv)"
 #: What the normalization and the first stage do not touch (warnings about them say so).
-MLE_UNAFFECTED = ("a structural MLE (genpqr fit --features, npl/nfxp: parameters.csv) does not use the normalization, "
-                  "the clip or the first stage and is not affected")
+MLE_UNAFFECTED = Message("a structural MLE (", Mention("features", python="genpqr.structural"),
+                         ", npl/nfxp: parameters.csv) does not use the normalization, the clip or the first stage and "
+                         "is not affected")
 
 
 def poorly_covered(mu, proba) -> np.ndarray:
@@ -118,15 +120,15 @@ def _thin(diag):
     if not (np.isfinite(share) and share > THIN_SHARE):
         return None
     cells = ", ".join(f"(state_index {s}, action {a!r})" for s, a in getattr(diag, "thin_cells", []))
-    return (ThinTransitionsWarning,
+    return (ThinTransitionsWarning, Message(
             f"{share:.1%} of the logged rows sit on {diag.n_thin_cells} state-action cells with fewer than "
             f"{THIN_TRANSITIONS} observed transitions (the check allows {THIN_SHARE:.0%}), e.g. {cells}: P(.|s, a) "
             f"there is the frequency of a few observed moves, so {REWARD_OUTPUT} at those cells (rewards.csv: the "
             f"reward_<action> columns where transitions_<action> < {THIN_TRANSITIONS}) rests on them and is mostly "
             f"transition noise. transition_counts_ (rewards.csv: transitions_<action>) gives the transitions per "
-            f"cell; a known kernel (transition_model, --transition FILE.npy) or a transition model that pools "
-            f"cells firms it up, and the bootstrap with resample='transitions' measures the part of the reward's "
-            f"uncertainty that comes from the transitions")
+            f"cell; a known kernel (", Mention("transition_model", "FILE.npy", python="transition_model"), ") or a "
+            f"transition model that pools cells firms it up, and the bootstrap with resample='transitions' measures "
+            f"the part of the reward's uncertainty that comes from the transitions"))
 
 
 def _convergence(diag, tol, early_stopping, max_iterations=None):
@@ -138,18 +140,18 @@ def _convergence(diag, tol, early_stopping, max_iterations=None):
     if early_stopping and at_cap:  # the held-out residual was still falling at the last allowed iteration
         why = (f"stopped at the iteration limit n_iterations={max_iterations} (the held-out Bellman residual "
                f"still improving),")
-        advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
+        advice = Message("raise ", Mention("n_iterations"), " and inspect the convergence plot")
     elif early_stopping:
         why = f"stopped after {diag.n_iterations} iterations, the count chosen by the held-out Bellman residual,"
         advice = ("the held-out residual stopped improving there: try a Q model suited to the states, or more data, "
                   "and inspect the convergence plot")
     else:
         why = f"stopped after {diag.n_iterations} iterations"
-        advice = "raise n_iterations (--n-iterations) and inspect the convergence plot"
-    return (ConvergenceWarning,
+        advice = Message("raise ", Mention("n_iterations"), " and inspect the convergence plot")
+    return (ConvergenceWarning, Message(
             f"FQE did not converge: it {why} with the Bellman targets still moving (last max change {change}, "
-            f"{tol_text}); the Q estimate is not a fixed point and {REWARD_OUTPUT} depends on where it stopped "
-            f"({advice})")
+            f"{tol_text}); the Q estimate is not a fixed point and {REWARD_OUTPUT} depends on where it stopped (",
+            advice, ")"))
 
 
 def _clipping(diag, clip):
@@ -181,12 +183,12 @@ def _coverage(diag, normalization):
     else:
         where = (f"the coverage constant max mu/pi_hat is {c:.3g} (> {COVERAGE_LIMIT:g}): at some logged state the "
                  f"normalization ({normalization}) weights an action the behaviour rarely takes there")
-    return (CoverageWarning,
+    return (CoverageWarning, Message(
             f"{REWARD_OUTPUT} rests on rarely taken actions: {where}, so the reward there is read off the log "
             f"probability of a rare action and its error bound grows with sqrt(mu/pi_hat); a normalization weighting "
             f"only actions common at those states (e.g. an anchor on the action taken there most) would firm it up, "
             f"if it suits what you know about the reward. Counterfactuals and the projection estimator computed from "
-            f"this reward inherit it; {MLE_UNAFFECTED}")
+            f"this reward inherit it; ", MLE_UNAFFECTED))
 
 
 def _support(diag, normalization, min_support):
@@ -202,10 +204,10 @@ def _support(diag, normalization, min_support):
                 "has little mass rests on extrapolation")
     if diag.support_count >= min_support:
         return None
-    return (WeakSupportWarning,
+    return (WeakSupportWarning, Message(
             f"weak support for the normalization ({normalization}): only {diag.support_count} of "
             f"{diag.n_transitions} rows take an action with positive weight under mu (min_support={min_support}): "
-            f"{REWARD_OUTPUT} rests on these few choices; {MLE_UNAFFECTED}")
+            f"{REWARD_OUTPUT} rests on these few choices; ", MLE_UNAFFECTED))
 
 
 def _unvisited(diag):

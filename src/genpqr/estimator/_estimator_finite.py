@@ -18,6 +18,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from .. import stage2 as tabular
+from ..messages import Mention, Message
 from ..data.validation import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
 from ..stage1 import (FirstStageChoice, choose_tabular_policy, clip_fractions, clip_proba, fit_policy, fit_stage1,
                       given_first_stage, mu_expectation, safe_log, state_is_ordered)
@@ -141,11 +142,10 @@ class FinitePath:
         if needed.size:
             labels = data.encoder.decode(needed)
             what = "anchor action" if norm.name in ("anchor", "state-anchor") else "action"
-            raise ValueError(
+            raise ValueError(Message(
                 f"the normalization ({norm.describe()}) puts weight on {what}(s) {short_list(labels)} that never "
-                f"occur in the data (no observed choice takes them); the data cannot support this "
-                f"normalization{continuous_hint(data, labels)}{_table_hint(data)}"
-            )
+                f"occur in the data (no observed choice takes them); the data cannot support this normalization",
+                continuous_hint(data, labels), _table_hint(data)))
 
     def _check_transition_support(self, norm, trans, mu_trans):
         """An action weighted by ``mu`` must be seen with a next state (``P(.|s, a)`` enters
@@ -159,12 +159,11 @@ class FinitePath:
         needed = np.flatnonzero((mu_trans.max(axis=0) > 0) & ~seen)
         if needed.size:
             labels = trans.encoder.decode(needed)
-            raise ValueError(
+            raise ValueError(Message(
                 f"the normalization ({norm.describe()}) puts weight on action(s) {short_list(labels)} that never "
                 f"occur in the data with an observed next state (only as the last choice of an episode), so "
                 f"P(.|s, a) cannot be estimated for them; give a known kernel or structure (transition_model) "
-                f"or another normalization"
-                f"{continuous_hint(trans, labels)}")
+                f"or another normalization", continuous_hint(trans, labels)))
 
     def _fit_exact(self, norm, data, choices):
         """``data``: complete transitions (the kernel); ``choices``: every observed choice
@@ -462,7 +461,7 @@ def _table_hint(data) -> str:
 def continuous_hint(data, labels) -> str:
     """When many numeric labels look like real-valued actions: point to the continuous path."""
     if np.asarray(labels).dtype.kind in "iuf" and data.n_actions > 20:
-        return (f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
-                f"(continuous) actions build the transitions with genpqr.from_arrays(..., action_space='box') "
-                f"(genpqr fit: --action-type continuous)")
+        return Message(f"; the data has {data.n_actions:,} distinct numeric actions: if they are real-valued "
+                       f"(continuous) actions use ", Mention("action_space", "box", python="genpqr.from_arrays(..., "
+                                                                                         "action_space='box')"))
     return ""

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import copy
 
+from ..messages import Mention, Message
+
 __all__ = ["dump", "read_model", "without_data", "require_data", "pickled_parts", "HOLDS", "MODEL_FILE"]
 
 #: What a model file's signed header says it holds.
@@ -53,8 +55,9 @@ def without_data(model):
 def require_data(model, what: str) -> None:
     """Raise a ``ValueError`` naming ``what`` when the model was saved without its data."""
     if not hasattr(model, "training_data_"):
-        raise ValueError(f"{what} needs the training data, but this model was saved without it; save it with "
-                         f"save(path, include_data=True) (genpqr fit --save-data) or refit it")
+        raise ValueError(Message(f"{what} needs the training data, but this model was saved without it; save it "
+                                 "with ", Mention("include_data", True, python="save(path, include_data=True)"),
+                                 " or refit it"))
 
 
 def dump(model, path, *, include_data: bool = False) -> None:

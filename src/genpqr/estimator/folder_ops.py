@@ -9,7 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["exchange", "fsync_dir", "writing", "write_each", "umask", "is_leftover", "check_place"]
+from ..messages import Mention, Message
+
+__all__ = ["exchange", "fsync_dir", "writing", "write_each", "umask", "is_leftover", "check_place", "named_target"]
 
 _LEFTOVERS = (".partial", ".old", ".tmp")
 
@@ -20,26 +22,36 @@ def is_leftover(name: str) -> bool:
     return name.startswith(".") and name.endswith(_LEFTOVERS)
 
 
-def check_place(target, inputs=(), flag: str = "--out") -> None:
-    """Refuse, with a ``ValueError`` naming ``flag``, an output folder ``target`` that holds an
-    input of the run (a link to one too), lies inside an input folder, is a file or a symlink,
-    or is the working folder or above it (replacing it as a whole would pull it from under the
-    process)."""
+def check_place(target, inputs=(), flag: str | None = None) -> None:
+    """Refuse, with a ``ValueError`` naming ``flag`` (default: the parameter ``target``), an output
+    folder ``target`` that holds an input of the run (a link to one too), lies inside an input
+    folder, is a file or a symlink, or is the working folder or above it (replacing it as a whole
+    would pull it from under the process)."""
+    named = named_target(flag)
     target = Path(target)
     resolved = target.resolve()
     for item in (i for i in inputs if i is not None):
         given = Path(item).absolute()
         if any(p == resolved or resolved in p.parents for p in {given.parent.resolve() / given.name, given.resolve()}):
-            raise ValueError(f"{flag} {target} holds an input of this run ({item}); write the outputs elsewhere")
+            raise ValueError(Message(named, f" {target} holds an input of this run ({item}); write the outputs "
+                                            "elsewhere"))
         if given.is_dir() and given.resolve() in resolved.parents:
-            raise ValueError(f"{flag} {target} lies inside the input folder {item}; write the outputs elsewhere")
+            raise ValueError(Message(named, f" {target} lies inside the input folder {item}; write the outputs "
+                                            "elsewhere"))
     if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise ValueError(f"{flag} {target} is {'a symlink' if target.is_symlink() else 'a file'}; "
-                         "expected a new or empty folder, or an earlier genpqr output folder")
+        raise ValueError(Message(named, f" {target} is {'a symlink' if target.is_symlink() else 'a file'}; expected "
+                                        "a new or empty folder, or an earlier genpqr output folder"))
     cwd = Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
-        raise ValueError(f"{flag} {target} is the working folder{' or above it' if resolved != cwd else ''}; genpqr "
-                         "replaces its output folder as a whole: give the outputs a folder of their own")
+        raise ValueError(Message(named, f" {target} is the working folder{' or above it' if resolved != cwd else ''}; "
+                                        "genpqr replaces its output folder as a whole: give the outputs a folder of "
+                                        "their own"))
+
+
+def named_target(flag: str | None):
+    """How messages name an output folder: ``flag`` when given, else the parameter ``target``
+    (which a front end names its own way)."""
+    return Mention("target") if flag is None else flag
 
 
 def umask() -> int:

@@ -45,7 +45,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..exceptions import IntegrityError, UntrustedFileError
-from .folder_ops import check_place, exchange, fsync_dir, is_leftover, umask, writing
+from ..messages import Mention, Message
+from .folder_ops import check_place, exchange, fsync_dir, is_leftover, named_target, umask, writing
 
 __all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "read_header", "output_folder",
            "verify_folder", "read_manifest", "manifest_trusted", "sha256_file", "atomic_write_bytes",
@@ -238,10 +239,10 @@ def read_signed(path, *, holds: str, trusted: bool = False, sha256: str | None =
             raise IntegrityError(f"{path} is not a {holds} file saved by genpqr: it has no genpqr header and is not "
                                  f"a pickle (it starts with {start!r})")
         if not trusted:
-            raise UntrustedFileError(
+            raise UntrustedFileError(Message(
                 f"{path} was not written by genpqr's save (no genpqr header), so genpqr cannot tell who wrote it; "
-                "loading a pickle runs any code it holds. Load it only if you trust its source: trusted=True "
-                "(--trust on the command line)")
+                "loading a pickle runs any code it holds. Load it only if you trust its source: ",
+                Mention("trusted", True)))
         return _unpickle(path, data)
     payload = data[offset:]
     if len(payload) != header["size"]:
@@ -253,10 +254,9 @@ def read_signed(path, *, holds: str, trusted: bool = False, sha256: str | None =
     if not trusted and not _signature_ok(body, header.get("signature")):
         why = ("it was written where no signing key could be created" if header.get("signature") is None else
                "another machine or user wrote it, or it was edited")
-        raise UntrustedFileError(
+        raise UntrustedFileError(Message(
             f"{path} was written by genpqr but not under this account's signing key ({config_dir() / 'signing.key'}): "
-            f"{why}. Loading runs any code it holds; load it only if you trust its source: trusted=True (--trust on "
-            "the command line)")
+            f"{why}. Loading runs any code it holds; load it only if you trust its source: ", Mention("trusted", True)))
     if header["holds"] != holds:
         raise TypeError(f"{path} holds a {header['holds']}, not a {holds}")
     return _unpickle(path, payload)
@@ -384,7 +384,7 @@ def is_genpqr_folder(folder) -> bool:
     return set(_listing(folder)) <= set(manifest["files"]) | {MANIFEST}
 
 
-def check_target(target, *, inputs=(), flag: str = "--out", kind: str | None = None) -> None:
+def check_target(target, *, inputs=(), flag: str | None = None, kind: str | None = None) -> None:
     """Refuse ``target`` unless it is absent, empty (but for genpqr's leftovers) or an earlier
     genpqr output (of ``kind``, when given) holding nothing but its manifest's files; refuse
     inputs that lie inside it and a target inside an input folder."""
@@ -397,16 +397,18 @@ def check_target(target, *, inputs=(), flag: str = "--out", kind: str | None = N
         foreign = [p.name for p in sorted(target.iterdir()) if not is_leftover(p.name)]
     else:
         if kind is not None and manifest.get("kind") != kind:
-            raise ValueError(f"{flag} {target} holds a genpqr {manifest.get('kind')!r} output; this command writes "
-                             f"{kind!r} outputs and replaces only those. Choose a new or empty folder")
+            raise ValueError(Message(named_target(flag), f" {target} holds a genpqr {manifest.get('kind')!r} output; "
+                                     f"this command writes {kind!r} outputs and replaces only those. Choose a new or "
+                                     "empty folder"))
         foreign = [name for name in _listing(target) if name != MANIFEST and name not in manifest["files"]]
     if foreign:
-        raise ValueError(f"{flag} {target} holds files genpqr did not write ({', '.join(foreign[:5])}); genpqr "
-                         "replaces only its own earlier outputs. Choose a new or empty folder")
+        raise ValueError(Message(named_target(flag), f" {target} holds files genpqr did not write "
+                                 f"({', '.join(foreign[:5])}); genpqr replaces only its own earlier outputs. Choose a "
+                                 "new or empty folder"))
 
 
 @contextlib.contextmanager
-def output_folder(target, *, kind: str, inputs=(), command=None, flag: str = "--out"):
+def output_folder(target, *, kind: str, inputs=(), command=None, flag: str | None = None):
     """Build an output folder as a transaction.
 
     Yields a temporary folder beside ``target``; write every file into it (see
@@ -467,7 +469,7 @@ def store_manifest(folder, files: dict, *, kind: str, command=None) -> dict:
     return manifest
 
 
-def _swap_into_place(staging: Path, target: Path, inputs, flag: str, kind: str) -> None:
+def _swap_into_place(staging: Path, target: Path, inputs, flag, kind: str) -> None:
     """Put ``staging`` at ``target``: a rename, or over an earlier output an atomic exchange
     (Linux ``renameat2``; elsewhere two renames, the earlier output intact at ``.NAME.XXXX.old``
     in between)."""

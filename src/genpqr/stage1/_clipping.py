@@ -41,6 +41,8 @@ import warnings
 
 import numpy as np
 
+from ..messages import Mention, Message
+
 __all__ = ["PAPER_CLIP", "CLIP_WARN_FRACTION", "AUTO_LOW_MAX", "AUTO_LOW_FRACTION", "parse_clip", "check_bounds", "auto_clip_from_summary",
            "auto_clip", "resolve_policy_clip", "clip_fractions", "clip_binds_message", "warn_if_clip_binds", "safe_log",
            "mu_expectation"]
@@ -218,14 +220,15 @@ def clip_binds_message(fraction_observed: float, fraction_floored: float, bounds
     spread = (f"; with two actions and an anchor the reward difference there is log({high:.3g}/{low:.3g}) = "
               f"{np.log(high / low):.3f}" if high < 1 and low > 0 else
               f"; e.g. log({low:.3g}) = {np.log(low):.3f}" if low > 0 else "")
-    auto = "" if rule.startswith("auto") else ("--clip auto / clip='auto' (bounds that bind on no observed "
-                                                  "action), ")
-    return (f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the recovered reward "
-            f"(model.reward; genpqr fit: rewards.csv) and the Q-values of those actions are pulled toward log(bound) "
-            f"and decided by the clip, not the data{spread} (a structural MLE, npl/nfxp, does not use the clip). "
-            f"Change it with {auto}a smoother policy model (--policy-model spline for an ordered state, or "
-            f"logistic; genpqr.models.first_stage.SplineLogit), or --clip none / clip=None (no clip; needs positive "
-            f"probabilities).")
+    auto = "" if rule.startswith("auto") else Message(Mention("clip", "auto"), " (bounds that bind on no observed "
+                                                                                 "action), ")
+    return Message(
+        f"{' and '.join(parts)} [{rule}]: there log pi_hat is replaced by log(bound), so the recovered reward "
+        f"(model.reward; genpqr fit: rewards.csv) and the Q-values of those actions are pulled toward log(bound) "
+        f"and decided by the clip, not the data{spread} (a structural MLE, npl/nfxp, does not use the clip). "
+        f"Change it with ", auto, "a smoother policy model (",
+        Mention("policy_model", "spline", python="genpqr.models.first_stage.SplineLogit"), " for an ordered state, "
+        "or logistic), or ", Mention("clip", None), " (no clip; needs positive probabilities).")
 
 
 def warn_if_clip_binds(fraction_observed: float, fraction_floored: float, bounds, rule: str, *,

@@ -49,6 +49,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..data.validation import check_state_indices, seed_from
 from ..data import Transitions
+from ..messages import Mention, Message
 from ._policy import FrequencyClassifier
 from ._cells import choice_cells, compresses, repeated_rows
 
@@ -353,30 +354,34 @@ def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: b
     does not depend on the fit's cross-fitting.
     """
     if force == "spline" and not ordered:
-        raise ValueError("--policy-model spline needs an ordered state: one integer (or binned) state column "
-                         "numbered by its value; use --policy-model frequency or logistic")
+        raise ValueError(Message(Mention("force", "spline"), " needs an ordered state: one integer (or binned) state "
+                                 "column numbered by its value; use ",
+                                 Mention("policy_model", "frequency", python="FrequencyClassifier"), " or logistic"))
     seed = DEFAULT_SEED if random_state is None else seed_from(random_state)
     k = min(int(n_splits), transitions.n_episodes)
     sparse, median, zero_share, facts = sparsity(transitions, n_states, n_splits=n_splits, random_state=seed)
     if force != "spline" and not (ordered and sparse and k >= 2):
-        why = ("cells are well filled" if not sparse else "cells are sparse but the state is not ordered "
-               "(no smooth model across states; an ordered index: give n_states or an increment kernel, "
-               "genpqr fit --n-states or --transition increment:)" if not ordered else
-               "cells are sparse but the data hold one episode (the spline logit is chosen by episode-grouped "
-               "cross-validation)")
-        return FrequencyClassifier(n_states=n_states), FirstStageChoice("frequency", f"cell frequencies: {why} "
-                                                                        f"({facts})", median, zero_share)
+        why = ("cells are well filled" if not sparse else Message(
+            "cells are sparse but the state is not ordered (no smooth model across states; an ordered index: give ",
+            Mention("n_states"), " or ", Mention("transition_model", "increment:", python="an increment kernel"), ")")
+            if not ordered else "cells are sparse but the data hold one episode (the spline logit is chosen by "
+                                "episode-grouped cross-validation)")
+        return FrequencyClassifier(n_states=n_states), FirstStageChoice(
+            "frequency", Message("cell frequencies: ", why, f" ({facts})"), median, zero_share)
     if transitions.n_episodes < 2:
-        raise ValueError("the spline-logit first stage needs at least 2 episodes (episode-grouped cross-validation); "
-                         "use --policy-model frequency (GenPQR: policy_model=FrequencyClassifier(n_states))")
+        raise ValueError(Message("the spline-logit first stage needs at least 2 episodes (episode-grouped "
+                                 "cross-validation); use ", Mention("policy_model", "frequency",
+                                                                    python="policy_model=FrequencyClassifier(n_states)")))
     model, scores = select_spline_logit(transitions, n_splits=n_splits, random_state=seed)
     freq = _held_out_log_loss(FrequencyClassifier(n_states=n_states), transitions.states, transitions.actions,
                               transitions.episode_folds(k, random_state=seed), transitions.n_actions)
     scores["frequency"] = freq
     best = min(v for key, v in scores.items() if key != "frequency")
-    why = "requested (--policy-model spline)" if force == "spline" else f"cells are sparse ({facts})"
+    why = Message("requested (", Mention("force", "spline"), ")") if force == "spline" else \
+        f"cells are sparse ({facts})"
     freq_text = "inf (held-out actions unseen in their cell)" if not np.isfinite(scores["frequency"]) else \
         f"{scores['frequency']:.4f}"
-    reason = (f"{model.describe()}: {why}; chosen by {k}-fold episode-grouped cross-validated log loss {best:.4f} "
-              f"over {len(scores) - 1} (n_knots, C) candidates (cell frequencies: {freq_text})")
+    reason = Message(f"{model.describe()}: ", why, f"; chosen by {k}-fold episode-grouped cross-validated log loss "
+                                                   f"{best:.4f} over {len(scores) - 1} (n_knots, C) candidates (cell "
+                                                   f"frequencies: {freq_text})")
     return model, FirstStageChoice("spline", reason, median, zero_share, scores)

@@ -34,6 +34,7 @@ from ..actions import check_density
 from ._stage1 import FittedStage1, cross_fit_models, forward_progress
 from ._cells import RowTable, repeated_rows
 from ..data import fit_weighted
+from ..messages import Mention, Message
 
 __all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
            "FrequencyClassifier", "FREQUENCY_CHECK_EXCLUSIONS", "FittedPolicy", "fit_policy", "prefit_policy",
@@ -373,9 +374,9 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
 
     def fit_fold(k, train):
         if np.unique(y[train]).size < 2:
-            raise ValueError(f"cross_fit={cross_fit}: the training episodes of fold {k} take only action "
-                             f"{plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be fitted there; use "
-                             f"fewer folds or cross_fit=None (genpqr fit: --cross-fit 0)")
+            raise ValueError(Message(Mention("cross_fit", cross_fit), f": the training episodes of fold {k} take only "
+                                     f"action {plain(transitions.labels_of(y[train][:1])[0])!r}, so stage 1 cannot be "
+                                     "fitted there; use fewer folds or ", Mention("cross_fit", None)))
         return fit_weighted(clone(classifier), X[train], y[train], None if w is None else w[train], "policy_model")
 
     models, fold_of_row = cross_fit_models(transitions, cross_fit, fit_fold, random_state=random_state,

@@ -32,10 +32,7 @@ from ._transition_models import CountKernel, KernelModel, ShrinkageKernel, as_mo
 from ._transition_lowrank import LowRankKernel
 
 __all__ = ["TransitionSelection", "select_transition_model", "default_candidates", "AutoTransition",
-           "TRANSITION_MODELS", "singleton_share"]
-
-TRANSITION_MODELS = ("counts", "shrinkage", "lowrank", "classifier")
-"""The names of the transition models ``genpqr fit --transition`` takes (besides ``auto``)."""
+           "singleton_share"]
 
 
 def default_candidates(random_state=None) -> dict:

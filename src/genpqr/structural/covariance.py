@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..exceptions import GenPQRWarning
+from ..messages import Mention, Message
 from .identification import IdentifiedCombination
 from .results import SE_KINDS, SE_LABELS, std_errors
 
@@ -130,8 +131,9 @@ def bootstrap_fit(fit, model, n_boot: int = 200, *, random_state=None, n_jobs: i
     from ..evaluation import bootstrap
 
     if getattr(model, "training_data_", None) is None:
-        raise ValueError("the bootstrap refits the model on resampled episodes: it needs the fitted GenPQR with its "
-                         "training data (save(path, include_data=True), genpqr fit --save-data)")
+        raise ValueError(Message("the bootstrap refits the model on resampled episodes: it needs the fitted GenPQR "
+                                 "with its training data (", Mention("include_data", True,
+                                                                     python="save(path, include_data=True)"), ")"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)
         boot = bootstrap(model, model.training_data_, n_boot=int(n_boot), statistic=RefitStatistic(fit),

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..data.validation import plain
 from ..exceptions import ConvergenceWarning, GenPQRWarning, WeakSupportWarning
+from ..messages import Mention, Message
 
 __all__ = ["MIN_CHOICES_PER_PARAMETER", "PROJECTION_LR_QUANTILE", "ProjectionWarning", "check_identified",
            "check_rare_action", "check_separation", "check_convergence", "check_projection"]
@@ -58,12 +59,13 @@ def check_rare_action(counts, names, action_labels=None):
     if rare >= MIN_CHOICES_PER_PARAMETER * p:
         return
     action = f"code {k}" if action_labels is None else repr(plain(action_labels[k]))
-    warnings.warn(f"the structural estimates rest on {rare:.0f} choice(s) of the rarest action ({action}) for {p} "
-                  f"parameter(s), fewer than {MIN_CHOICES_PER_PARAMETER} per parameter: with so few events the MLE "
-                  "has a noticeable small-sample bias and can be unstable (it runs off to very large values, with "
-                  "standard errors to match, when the rare choices sit at a few states), and its standard errors and "
-                  "Wald intervals rest on asymptotics; read them as rough, check them with --bootstrap, or use fewer "
-                  "parameters or more data", WeakSupportWarning, stacklevel=4)
+    warnings.warn(Message(f"the structural estimates rest on {rare:.0f} choice(s) of the rarest action ({action}) "
+                          f"for {p} parameter(s), fewer than {MIN_CHOICES_PER_PARAMETER} per parameter: with so few "
+                          "events the MLE has a noticeable small-sample bias and can be unstable (it runs off to very "
+                          "large values, with standard errors to match, when the rare choices sit at a few states), "
+                          "and its standard errors and Wald intervals rest on asymptotics; read them as rough, check "
+                          "them with ", Mention("n_boot", python="the bootstrap"), ", or use fewer parameters or more "
+                          "data"), WeakSupportWarning, stacklevel=4)
 
 
 def check_separation(separation, names, estimator, policy=None, counts=None):
@@ -103,9 +105,9 @@ def check_convergence(estimator, converged, convergence, gradient_norm):
     """Warn (``ConvergenceWarning``) when the estimator did not converge, with its iterations."""
     if converged:
         return
-    warnings.warn(f"the {estimator} estimator did not converge ({convergence}; max |score| per choice "
-                  f"{gradient_norm:.2e}): the estimates and standard errors are not those of a maximum; try another "
-                  "--estimator or check the features", ConvergenceWarning, stacklevel=4)
+    warnings.warn(Message(f"the {estimator} estimator did not converge ({convergence}; max |score| per choice "
+                          f"{gradient_norm:.2e}): the estimates and standard errors are not those of a maximum; try "
+                          "another ", Mention("estimator"), " or check the features"), ConvergenceWarning, stacklevel=4)
 
 
 def check_projection(theta, loglik, mle_theta, mle_loglik, names, compare_signs=True):
@@ -132,8 +134,8 @@ def check_projection(theta, loglik, mle_theta, mle_loglik, names, compare_signs=
         problems.append(f"{', '.join(flipped)} ha{'s' if len(flipped) == 1 else 've'} the opposite sign of the "
                         "MLE's")
     if problems:
-        warnings.warn(f"the projection estimate ({shown}) is not the maximum likelihood estimate ({mle}) and is far "
-                      f"from it: {'; '.join(problems)}. The projection is a minimum-distance reading of the "
-                      "nonparametric reward table, not an estimate of the choice model; use --estimator npl (the "
-                      "MLE)", ProjectionWarning, stacklevel=3)
+        warnings.warn(Message(f"the projection estimate ({shown}) is not the maximum likelihood estimate ({mle}) and "
+                              f"is far from it: {'; '.join(problems)}. The projection is a minimum-distance reading of "
+                              "the nonparametric reward table, not an estimate of the choice model; use ",
+                              Mention("estimator", "npl"), " (the MLE)"), ProjectionWarning, stacklevel=3)
     return statistic, flipped

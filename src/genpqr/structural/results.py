@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..messages import Mention, Message
 from .summary import StructuralSummary
 
 __all__ = ["ESTIMATOR_LABELS", "SE_KINDS", "SE_LABELS", "MLE_ESTIMATORS", "describe_iterations", "check_level",
@@ -36,7 +37,8 @@ SE_KINDS = {
     "npl": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "nfxp": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "pml": "inverse Hessian of the pseudo-likelihood, conditional on the first stage (ignores its estimation error)",
-    "projection": "none: the projection is not an MLE and has no likelihood standard error (use --bootstrap)",
+    "projection": Message("none: the projection is not an MLE and has no likelihood standard error (use ",
+                          Mention("n_boot", python="the bootstrap"), ")"),
 }
 
 
