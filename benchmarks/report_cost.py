@@ -17,7 +17,8 @@ Cases (``--cases``, comma-separated):
 * ``lqg``: continuous actions, the bundled ``lqg.csv`` (``--action-type continuous --normalization
   gaussian:0,1``);
 * ``items-1k``, ``items-10k``: 1,000 and 10,000 items with 4 features each, 5 states and 200 logged
-  choices, anchored on the most chosen item (issue 33's case: a large action table and few rows).
+  choices, anchored on the most chosen item (a large action table and few rows);
+* ``items-10k-10``: issue 33's case, 10,000 items and 10 logged choices (one episode).
 
 ``--src NAME=PATH`` (repeatable) runs every case under each ``PYTHONPATH`` in turn, in one run (e.g. the
 code before a change, exported with ``git archive``, against the working tree)::
@@ -45,7 +46,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "src" / "genpqr" / "datasets" / "data"
 COMMON = ["--episode", "episode", "--time", "time", "--state", "state", "--action", "action", "--gamma", "0.9"]
-CASES = ("choices", "tabular-4k", "bus", "lqg", "items-1k", "items-10k")
+CASES = ("choices", "tabular-4k", "bus", "lqg", "items-1k", "items-10k", "items-10k-10")
+ITEMS = {"items-1k": (1000, 200), "items-10k": (10_000, 200), "items-10k-10": (10_000, 10)}
 
 #: The child: times the report's part of ``genpqr fit`` and prints it as the last line.
 CHILD = r"""
@@ -105,9 +107,10 @@ def bus_panel(folder: Path, n_states=40):
     pd.DataFrame(rows).to_csv(folder / "bus_features.csv", index=False)
 
 
-def many_items(folder: Path, n_items: int, n_rows=200, n_states=5, n_features=4, horizon=10, seed=0) -> tuple:
+def many_items(folder: Path, n_items: int, n_rows=200, n_states=5, n_features=4, seed=0) -> tuple:
     """``n_items`` items with ``n_features`` N(0, 1) features; ``n_rows`` choices of a conditional logit on
-    ``n_states`` states, episodes of ``horizon`` steps, next states uniform. Returns the two files and
+    ``n_states`` states, episodes of ``min(10, n_rows // 5)`` steps (five episodes at least: the default
+    cross-fitting's folds), next states uniform. Returns the two files and
     the most chosen item (the anchor: mean-zero is refused when most items are never taken)."""
     import pandas as pd
 
@@ -119,7 +122,8 @@ def many_items(folder: Path, n_items: int, n_rows=200, n_states=5, n_features=4,
     cdf = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
     s = rng.integers(0, n_states, n_rows)
     a = np.minimum((rng.random(n_rows)[:, None] > cdf[s]).sum(axis=1), n_items - 1)
-    logs, items = folder / f"logs{n_items}.csv", folder / f"items{n_items}.csv"
+    horizon = max(min(10, n_rows // 5), 1)
+    logs, items = folder / f"logs{n_items}-{n_rows}.csv", folder / f"items{n_items}-{n_rows}.csv"
     pd.DataFrame({"episode": np.arange(n_rows) // horizon, "time": np.arange(n_rows) % horizon, "state": s,
                   "action": a}).to_csv(logs, index=False)
     table = pd.DataFrame(x, columns=[f"f{j}" for j in range(n_features)])
@@ -143,8 +147,8 @@ def case_args(name: str, folder: Path) -> list:
     if name == "lqg":
         return [DATA / "lqg.csv", "--episode", "episode", "--time", "time", "--state", "s", "--action", "a",
                 "--action-type", "continuous", "--gamma", "0.9", "--normalization", "gaussian:0,1"]
-    if name in ("items-1k", "items-10k"):
-        logs, items, anchor = many_items(folder, 1000 if name == "items-1k" else 10_000)
+    if name in ITEMS:
+        logs, items, anchor = many_items(folder, *ITEMS[name])
         return [logs, *COMMON, "--normalization", f"anchor:{anchor}", "--action-features", items]
     raise ValueError(f"unknown case {name!r}; expected one of {', '.join(CASES)}")
 
