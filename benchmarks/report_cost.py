@@ -18,7 +18,9 @@ Cases (``--cases``, comma-separated):
   gaussian:0,1``);
 * ``items-1k``, ``items-10k``: 1,000 and 10,000 items with 4 features each, 5 states and 200 logged
   choices, anchored on the most chosen item (a large action table and few rows);
-* ``items-10k-10``: issue 33's case, 10,000 items and 10 logged choices (one episode).
+* ``items-10k-10``: issue 33's case, 10,000 items and 10 logged choices (five episodes of two);
+* ``items-1k-20k``: docs/benchmarks.md's "Many items on tabular states" through the command line at
+  20,000 choices: 1,000 items on 50 states (a 50 x 1,000 reward table).
 
 ``--src NAME=PATH`` (repeatable) runs every case under each ``PYTHONPATH`` in turn, in one run (e.g. the
 code before a change, exported with ``git archive``, against the working tree)::
@@ -46,8 +48,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "src" / "genpqr" / "datasets" / "data"
 COMMON = ["--episode", "episode", "--time", "time", "--state", "state", "--action", "action", "--gamma", "0.9"]
-CASES = ("choices", "tabular-4k", "bus", "lqg", "items-1k", "items-10k", "items-10k-10")
-ITEMS = {"items-1k": (1000, 200), "items-10k": (10_000, 200), "items-10k-10": (10_000, 10)}
+CASES = ("choices", "tabular-4k", "bus", "lqg", "items-1k", "items-10k", "items-10k-10", "items-1k-20k")
+#: items, logged choices, states
+ITEMS = {"items-1k": (1000, 200, 5), "items-10k": (10_000, 200, 5), "items-10k-10": (10_000, 10, 5),
+         "items-1k-20k": (1000, 20_000, 50)}
 
 #: The child: times the report's part of ``genpqr fit`` and prints it as the last line.
 CHILD = r"""
@@ -123,7 +127,7 @@ def many_items(folder: Path, n_items: int, n_rows=200, n_states=5, n_features=4,
     s = rng.integers(0, n_states, n_rows)
     a = np.minimum((rng.random(n_rows)[:, None] > cdf[s]).sum(axis=1), n_items - 1)
     horizon = max(min(10, n_rows // 5), 1)
-    logs, items = folder / f"logs{n_items}-{n_rows}.csv", folder / f"items{n_items}-{n_rows}.csv"
+    logs, items = folder / f"logs{n_items}-{n_rows}-{n_states}.csv", folder / f"items{n_items}-{n_rows}-{n_states}.csv"
     pd.DataFrame({"episode": np.arange(n_rows) // horizon, "time": np.arange(n_rows) % horizon, "state": s,
                   "action": a}).to_csv(logs, index=False)
     table = pd.DataFrame(x, columns=[f"f{j}" for j in range(n_features)])
