@@ -1,5 +1,4 @@
-"""What ``report.html`` costs against the rest of ``genpqr fit`` (issue 31 item 4, issue 33 item 6;
-docs/benchmarks.md, "The fit report").
+"""What ``report.html`` costs against the rest of ``genpqr fit`` (docs/benchmarks.md, "The fit report").
 
 Each case runs ``genpqr fit`` as a user does, in a child process (one thread), and splits its wall time
 into the report (building the report's context, rendering the page, writing ``report.html``) and the
@@ -18,7 +17,7 @@ Cases (``--cases``, comma-separated):
   gaussian:0,1``);
 * ``items-1k``, ``items-10k``: 1,000 and 10,000 items with 4 features each, 5 states and 200 logged
   choices, anchored on the most chosen item (a large action table and few rows);
-* ``items-10k-10``: issue 33's case, 10,000 items and 10 logged choices (five episodes of two);
+* ``items-10k-10``: a huge action table with almost no data, 10,000 items and 10 logged choices (five episodes of two);
 * ``items-1k-20k``: docs/benchmarks.md's "Many items on tabular states" through the command line at
   20,000 choices: 1,000 items on 50 states (a 50 x 1,000 reward table).
 
