@@ -18,9 +18,16 @@ has no observed choice: it weighs 0 in the distance (the weights are the data's 
 reward is the fit's own (a row marked ``visited`` False) or, when the fit has no row for it, 0.
 
     python benchmarks/transition_front_door.py [--episodes 5000] [--seed 0] [--keep DIR]
-        [--flags auto,counts,true] [--horizon 20] [--icu-sepsis PATH]
+        [--flags auto,counts,true] [--horizon 20] [--repeat 1] [--icu-sepsis PATH | --icu-sepsis-like]
 
-With ``--icu-sepsis PATH`` the MDP is ICU-Sepsis instead (Choudhary et al. 2024, MIT licence;
+Besides the table's wall seconds, the child's CPU seconds (user + system, steadier than wall time
+on a loaded machine) and both as ratios to the counts run (the floor the transition selection is
+measured against); ``--repeat N`` runs each flag N times in turn and reports the medians.
+
+With ``--icu-sepsis-like`` the MDP is a stand-in with ICU-Sepsis' layout built from ``--seed``
+without its data (:func:`icu_sepsis_like_mdp`: 713 live states, 25 actions, the clinicians never
+acting in about half of the cells, a kernel estimated from a cohort as ICU-Sepsis' was). With
+``--icu-sepsis PATH`` the MDP is ICU-Sepsis instead (Choudhary et al. 2024, MIT licence;
 ``pip download --no-deps icu-sepsis==2.0.1`` gives the wheel; PATH is the wheel or its
 ``dynamics.npz``, read without installing the package): 716 states, of which 0..712 are live patient
 states and 713 (death), 714 (discharge) and 715 (absorbing) end a stay, 25 actions, and the
@@ -86,6 +93,48 @@ def icu_sepsis_mdp(path, gamma=0.99):
     return mdp, behaviour, d0[:L] / d0[:L].sum(), facts
 
 
+def icu_sepsis_like_mdp(random_state=0, n_live=713, n_actions=25, cohort=250_000, gamma=0.99):
+    """``(TabularMDP, clinicians' policy, initial distribution)``: a stand-in with ICU-Sepsis' layout,
+    built without its data (``--icu-sepsis-like``). 713 live states ordered by a severity in [0, 1),
+    25 actions (5 fluid x 5 vasopressor levels, of intensity ``(fluid + vaso) / 8``); death and
+    discharge end a stay (the kernel's missing mass, about 12% a step). The clinicians act in about
+    half of each state's actions (intense ones where severity is high) and never in the others.
+    Each (state, action) has latent next-state rows over the 40 states nearest in severity, tilted
+    toward healthier ones by an action effect that varies by state. As ICU-Sepsis' kernel was, the
+    kernel is then estimated from a cohort of about ``cohort`` moves: a cell where the clinicians
+    act holds the frequencies of its moves in the cohort (at least one), a cell where they never do
+    the average of its state's other rows."""
+    rng = np.random.default_rng(random_state)
+    S, K, width = n_live, n_actions, 40
+    severity = np.sort(rng.random(S))
+    intensity = np.divmod(np.arange(K), 5)[0] / 8.0 + np.divmod(np.arange(K), 5)[1] / 8.0
+    logit = (7.5 * (severity[:, None] - 0.5) * (2 * intensity[None, :] - 1) + 0.1
+             - 1.5 * np.abs(intensity[None, :] - severity[:, None]))
+    acts = rng.random((S, K)) < 1.0 / (1.0 + np.exp(-logit))
+    acts[np.arange(S), rng.integers(0, K, S)] = True
+    expert = np.where(acts, rng.gamma(0.6, size=(S, K)) + 1e-3, 0.0)
+    expert /= expert.sum(axis=1, keepdims=True)
+    start = np.clip(np.arange(S) - width // 2, 0, S - width)
+    support = start[:, None] + np.arange(width)  # (S, width)
+    base = rng.dirichlet(np.full(width, 0.3), size=S)
+    effect = rng.normal(0.0, 0.6, (S, K)) + 1.5 * (intensity[None, :] - 0.4) * (severity[:, None] - 0.3)
+    step = severity[support] - severity[:, None]  # (S, width)
+    tilt = base[:, None, :] * np.exp(-8.0 * effect[:, :, None] * step[:, None, :])
+    tilt /= tilt.sum(axis=2, keepdims=True)
+    death = np.clip((0.02 + 0.15 * severity[:, None] ** 2) * np.exp(-0.5 * effect), 0.0, 0.5)
+    home = np.broadcast_to(0.12 * (1.0 - severity[:, None]) ** 2, (S, K))
+    latent = np.concatenate([tilt * (1.0 - death - home)[:, :, None], death[:, :, None], home[:, :, None]], axis=2)
+    n = np.where(acts, np.maximum(rng.poisson(rng.gamma(1.0, size=S)[:, None] * cohort / S * expert), 1), 0)
+    P = np.zeros((S, K, S))
+    for s in range(S):
+        taken = np.flatnonzero(n[s])
+        draws = np.stack([rng.multinomial(n[s, a], latent[s, a] / latent[s, a].sum()) / n[s, a] for a in taken])
+        P[s, taken[:, None], support[s]] = draws[:, :width]  # the cohort's moves into death or discharge end it
+        P[s, n[s] == 0] = P[s, taken].mean(axis=0)
+    initial = rng.dirichlet(np.full(S, 0.5))
+    return stage2.TabularMDP.create(P, gamma, n_actions=K), expert, initial
+
+
 def write_data(mdp, behaviour, n_episodes, seed, path, horizon=20, initial=None):
     """Simulate ``n_episodes`` episodes and write the CSV; returns the per-state visits (S,) and the rows."""
     import pandas as pd
@@ -101,15 +150,16 @@ def write_data(mdp, behaviour, n_episodes, seed, path, horizon=20, initial=None)
 
 #: a small process between this one and ``genpqr fit``: a child's peak RSS counts the memory of the
 #: process it was started from (Linux carries it over ``exec``), so the child of a fresh, small
-#: interpreter is measured, by ``os.wait4``; it writes "seconds peak_kib" to its first argument.
+#: interpreter is measured, by ``os.wait4``; it writes "seconds peak_kib cpu_seconds" to its first argument.
 LAUNCHER = ("import os, subprocess, sys, time; t0 = time.perf_counter(); child = subprocess.Popen(sys.argv[2:]); "
             "_, status, usage = os.wait4(child.pid, 0); "
-            "open(sys.argv[1], 'w').write(f'{time.perf_counter() - t0} {usage.ru_maxrss}'); "
+            "open(sys.argv[1], 'w').write(f'{time.perf_counter() - t0} {usage.ru_maxrss} "
+            "{usage.ru_utime + usage.ru_stime}'); "
             "sys.exit(os.waitstatus_to_exitcode(status))")
 
 
 def run_cli(data_path, out, flag, kernel_path):
-    """``genpqr fit`` in a child process: (console output, seconds, peak RSS in MB)."""
+    """``genpqr fit`` in a child process: (console output, seconds, peak RSS in MB, CPU seconds)."""
     cmd = [sys.executable, "-m", "genpqr", "fit", str(data_path), *COMMAND, "--out", str(out)]
     if flag != "auto":
         cmd += ["--transition", str(kernel_path) if flag == "true" else flag]
@@ -119,8 +169,8 @@ def run_cli(data_path, out, flag, kernel_path):
     text = log.read_text()
     if done.returncode != 0:
         raise RuntimeError(f"genpqr fit --transition {flag} failed ({done.returncode}):\n{text[-3000:]}")
-    seconds, kib = usage.read_text().split()
-    return text, float(seconds), int(kib) / 1024.0  # ru_maxrss: KiB on Linux
+    seconds, kib, cpu = usage.read_text().split()
+    return text, float(seconds), int(kib) / 1024.0, float(cpu)  # ru_maxrss: KiB on Linux
 
 
 def chosen_model(text, flag):
@@ -160,6 +210,11 @@ def parse_args(argv):
     ap.add_argument("--horizon", type=int, default=20, help="steps at most per episode")
     ap.add_argument("--icu-sepsis", default=None, metavar="PATH",
                     help="ICU-Sepsis' wheel or dynamics.npz: run on that MDP instead of the clustered one")
+    ap.add_argument("--icu-sepsis-like", action="store_true",
+                    help="run on a stand-in with ICU-Sepsis' layout built from --seed (no download; "
+                         "icu_sepsis_like_mdp)")
+    ap.add_argument("--repeat", type=int, default=1, help="run each flag this many times, in turn, and report "
+                                                          "the medians (times under load)")
     ap.add_argument("--keep", default=None, help="keep the data, the kernel and the output folders here "
                                                  "(a new folder; default: a temporary one, removed)")
     ap.add_argument("--flags", default=",".join(FLAGS), help="comma-separated runs among auto (no --transition "
@@ -176,7 +231,8 @@ def main(argv=None):
     args = parse_args(argv)
     t_start = time.perf_counter()
     initial = None
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), python {platform.python_version()}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), python {platform.python_version()}; "
+          f"load average {os.getloadavg()[0]:.1f}")
     if args.icu_sepsis:
         mdp, behaviour, initial, facts = icu_sepsis_mdp(args.icu_sepsis)
         print(f"ICU-Sepsis: {facts['states']} states, {facts['actions']} actions; the last 3 move to the last: "
@@ -184,6 +240,10 @@ def main(argv=None):
               f"live states: {facts['initial_off_live']}, live states with d_0 = 0: {facts['initial_zero']}; "
               f"expert_policy zeros on live states: {facts['expert_zeros']} cells in {facts['states_with_zeros']} "
               f"states")
+    elif args.icu_sepsis_like:
+        mdp, behaviour, initial = icu_sepsis_like_mdp(random_state=args.seed)
+        print(f"ICU-Sepsis-like stand-in (seed {args.seed}): {mdp.n_states} live states, {mdp.n_actions} actions; "
+              f"the clinicians never take {np.mean(behaviour == 0):.0%} of the cells")
     else:
         mdp, _ = clustered_mdp(random_state=args.seed)
         behaviour = stage2.soft_optimal_policy(mdp.reward, mdp.kernel, mdp.gamma)
@@ -192,7 +252,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.keep or tmp)
         rows = run_all(args, mdp, behaviour, folder, initial)
-    print(f"total time {time.perf_counter() - t_start:.0f} s")
+    print(f"total time {time.perf_counter() - t_start:.0f} s; load average {os.getloadavg()[0]:.1f}")
     return rows
 
 
@@ -209,19 +269,31 @@ def run_all(args, mdp, behaviour, folder, initial=None):
           f"{int(frame['terminated'].sum())} terminated; {np.count_nonzero(visits)} of {S} states and "
           f"{logged_actions.size} of {K} actions logged")
     print(f"command: genpqr fit data.csv {' '.join(COMMAND)} --out DIR [--transition FLAG]\n")
+    runs = {flag: [] for flag in args.flags}
+    for i in range(args.repeat):
+        for flag in args.flags:
+            out = folder / (f"fit-{flag}" if i == 0 else f"fit-{flag}-{i}")
+            runs[flag].append(run_cli(data_path, out, flag, kernel_path))
     rows = []
-    for flag in args.flags:
-        text, seconds, rss = run_cli(data_path, folder / f"fit-{flag}", flag, kernel_path)
+    for flag, done in runs.items():
+        text = done[0][0]
         r, info = reward_table(folder / f"fit-{flag}" / "rewards.csv", S, K)
         resolved = stage2.soft_optimal_policy(r, mdp.kernel, mdp.gamma)
         tv = visit_weighted_tv(resolved, behaviour, visits)
-        rows.append({"flag": flag, "model": chosen_model(text, flag), "seconds": seconds, "rss_mb": rss, "tv": tv,
-                     **info})
-    print("| transition flag | transition model used | seconds | peak RSS (MB) | policy TV under the true kernel |")
-    print("|---|---|---|---|---|")
+        rows.append({"flag": flag, "model": chosen_model(text, flag), "seconds": float(np.median([d[1] for d in done])),
+                     "rss_mb": float(np.median([d[2] for d in done])), "cpu": float(np.median([d[3] for d in done])),
+                     "tv": tv, **info})
+    floor = next((row for row in rows if row["flag"] == "counts"), None)
+    print(f"(medians of {args.repeat} runs each, in turn)" if args.repeat > 1 else "")
+    print("| transition flag | transition model used | seconds | peak RSS (MB) | policy TV under the true kernel "
+          "| CPU seconds | time / counts (wall; CPU) |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         flag = {"auto": "(none: auto)", "true": "true.npy"}.get(row["flag"], row["flag"])
-        print(f"| {flag} | {row['model']} | {row['seconds']:.1f} | {row['rss_mb']:.0f} | {row['tv']:.3f} |")
+        ratio = ("" if floor is None else
+                 f"{row['seconds'] / floor['seconds']:.2f}x; {row['cpu'] / floor['cpu']:.2f}x")
+        print(f"| {flag} | {row['model']} | {row['seconds']:.1f} | {row['rss_mb']:.0f} | {row['tv']:.3f} "
+              f"| {row['cpu']:.1f} | {ratio} |")
     for row in rows:
         if row["unvisited"] or row["missing_actions"]:
             print(f"{row['flag']}: {row['unvisited']} states never logged (weight 0; {row['no_row']} without a row "

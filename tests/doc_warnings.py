@@ -47,6 +47,7 @@ EXPECTED = {
         "benchmarks/soft_fqi_synthetic.py": [FQE_NOT_CONVERGED, SOFT_FQI_NOT_CONVERGED],
     },
     "docs/distributed.md": {"python": []},
+    "docs/inference.md": {"python": [], "shell": []},
     "docs/engine_replacement.md": {"python": [COVERAGE]},
     "docs/choosing_a_transition_model.md": {"python": [THIN_TRANSITIONS], "shell": []},
     "docs/large_action_spaces.md": {"python": [], "shell": []},

@@ -17,8 +17,9 @@ seed x method, then the report's table and figure rebuilt from that file.
 # ----------------
 # :func:`genpqr.envs.make_synthetic_data` draws a seed's training logs (300 trajectories of 10
 # steps from the benchmark's soft-optimal behaviour) and test pairs at which the true reward is
-# known. GenPQR with its default first stage (multinomial logistic regression) and the
-# closed-form LSTD fixed point for stage 2, scored as the experiment scores every method:
+# known. GenPQR with its defaults (a multinomial logit on a spline and product basis of the
+# state, then the closed-form LSTD fixed point on that basis), scored as the experiment scores
+# every method:
 import tempfile
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from genpqr.experiments import ExperimentConfig, Setting, run_experiment, write_
 from genpqr.evaluation import plot_reward_recovery
 
 sample = make_synthetic_data(0, n_train=300, n_test=100)
-model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="lstd", random_state=0).fit(sample.train)
+model = GenPQR(N.anchor_action(0), gamma=0.9, random_state=0).fit(sample.train)
 test = sample.test
 estimate = model.reward(test.states, actions=test.actions)
 scores = sample.evaluate(estimate, model.log_policy(test.states))
@@ -40,14 +41,14 @@ print({name: round(value, 3) for name, value in scores.items()})
 fig, ax = plt.subplots(figsize=(6, 5), layout="constrained")
 plot_reward_recovery(sample.true_test_reward(), estimate, ax=ax,
                      label="test (state, logged action) pairs")
-ax.set_title("seed 0: GenPQR (logistic, LSTD)")
+ax.set_title("seed 0: GenPQR() defaults")
 
 # %%
 # The sweep
 # ---------
-# ``GenPQR (default path)``: behaviour cloning with weight decay, then the closed-form LSTD
-# fixed point (:mod:`genpqr.stage2`); ``GenPQR (BC, NN)``: the same first stage, neural fitted Q
-# evaluation with the experiment's schedule; the log-policy pseudo-reward
+# ``GenPQR (default path)``: ``GenPQR()`` with its defaults, as above; ``GenPQR (BC, NN)``:
+# behaviour cloning (a torch network) and neural fitted Q evaluation with the experiment's
+# schedule; the log-policy pseudo-reward
 # ``log pi_hat - g``, which skips stage 2; and a supervised linear regression of the logged
 # rewards, a reference that sees what no IRL method may use.
 config = ExperimentConfig(

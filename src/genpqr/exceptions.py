@@ -73,3 +73,11 @@ class MissingActionLabelError(ActionTableError):
 
 class ActionFeatureError(ActionTableError):
     """Action features are not finite numbers, or their dimension disagrees with a model's."""
+
+
+class InferenceWarning(GenPQRWarning):
+    """A debiased estimate's interval is in doubt (:mod:`genpqr.inference`): the Riesz
+    representer's weights are extreme (thin overlap between the target's policy or distribution
+    and the behaviour), one episode carries much of the variance, or the correction is large
+    relative to the standard error (the first stage is far from the truth, and the second-order
+    remainder may not be small). The message names the target."""

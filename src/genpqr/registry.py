@@ -54,7 +54,7 @@ TYPES = "types"  #: estimates latent agent types
 ORDERED = "ordered states"  #: transitions: the state's index must be its value (one integer column)
 GIVEN = "given"  #: transitions: a kernel given, not estimated (built before the states are numbered)
 COMPARED = "compared"  #: transitions: fitted and compared with counts by held-out likelihood
-SELECTED = "selected"  #: transitions: the library's own rule picks the model (``"auto"``)
+SELECTED = "selected"  #: the library's own rule picks the model (``"auto"``: transitions, the Q model)
 INPUT_FILE = "input file"  #: the argument names a file the fit reads
 ANCHORED = "anchored"  #: a normalization putting all weight on anchor actions
 COLUMN = "column"  #: a normalization reading a per-row column of the data named by its argument
@@ -253,7 +253,7 @@ class Registry:
 
     # -------------------------------------------------------------- parsing
     def parse(self, text) -> Spec:
-        """``text`` as a :class:`Spec` of this registry; ``ValueError`` naming :attr:`param` otherwise."""
+        """``text`` as a :class:`Spec` of this registry; ``ValueError`` naming ``param`` otherwise."""
         if isinstance(text, Spec) and text.registry is self:
             return text
         if not isinstance(text, str):

@@ -346,6 +346,21 @@ def test_features_give_parameters_with_bootstrap_intervals(tmp_path, capsys):
     r = pd.read_csv(tmp_path / "o" / "rewards.csv")
     for col in ("reward_b_se", "reward_b_lo", "reward_b_hi"):
         assert col in r.columns
+    # the saved model's summary carries the structural table the console printed (statsmodels' shape)
+    model = genpqr.load(tmp_path / "o")
+    summary = model.summary()
+    text = summary.as_text()
+    assert "f_bonus" in text and "f_level" in text and text.index("f_bonus") > text.index(summary.title)
+    assert "f_bonus" in summary.as_html() and "tabular" in summary.as_latex()
+    assert len(summary.tables) >= 2 and summary.to_frame().shape[1] == 2  # the fit's figures, then the table
+    np.testing.assert_allclose(model.structural_.params, params["estimate"], rtol=1e-6)
+    # labelled rewards: columns are the action labels, the same numbers as the array
+    states = np.arange(S)[:, None]
+    frame = model.reward(states, as_frame=True)
+    assert list(frame.columns) == ["a", "b", "c"]
+    np.testing.assert_array_equal(frame.to_numpy(), model.reward(states))
+    at = model.reward(states, labels[np.arange(S) % K], as_frame=True)
+    assert at.name == "reward" and at.shape == (S,)
     # a features file that misses a visited pair is refused
     pd.DataFrame(rows[1:]).to_csv(tmp_path / "f2.csv", index=False)
     flags[flags.index(tmp_path / "f.csv")] = tmp_path / "f2.csv"
@@ -384,6 +399,40 @@ def test_continuous_states_with_linear_fqe(tmp_path, capsys):
     r2 = pd.read_csv(tmp_path / "o2" / "rewards.csv")
     at_anchor = np.where(x2 > 0, r2["reward_go"], r2["reward_wait"])
     np.testing.assert_allclose(at_anchor, 0, atol=1e-8)
+
+
+def test_continuous_states_default_is_the_library_default(tmp_path, capsys):
+    """One answer per question: ``genpqr fit`` on continuous states without --policy-model and
+    --q-model fits GenPQR()'s own defaults (a basis logit, the LSTD fixed point on its basis), and
+    ``--q-model auto`` is the same fit; the reward equals the API's with the command line's folds."""
+    from genpqr.stage1 import BasisLogit
+    from genpqr.stage2 import LSTDQ
+
+    rng = np.random.default_rng(3)
+    n_ep, T = 80, 10
+    n = n_ep * T
+    x1, x2 = rng.normal(size=n), rng.normal(size=n)
+    act = np.where(rng.random(n) < 1 / (1 + np.exp(-x1 + 0.5 * x2 ** 2)), "go", "wait")
+    frame = pd.DataFrame({"ep": np.repeat(np.arange(n_ep), T), "t": np.tile(np.arange(T), n_ep), "x1": x1,
+                          "x2": x2, "choice": act})
+    frame.to_csv(tmp_path / "c.csv", index=False)
+    flags = [tmp_path / "c.csv", "--episode", "ep", "--time", "t", "--state", "x1,x2", "--action", "choice",
+             "--gamma", 0.8, "--normalization", "anchor:wait", "--out", tmp_path / "o"]
+    code, out, err = fit_cli(flags, capsys)
+    assert code == 0, err
+    assert "continuous states, policy basis-logit, Q model auto (LSTD fixed point)" in out
+    model = genpqr.load(tmp_path / "o" / "model.joblib")
+    assert isinstance(model.policy_model, BasisLogit) and model.q_model is None
+    assert isinstance(model.q_model_, LSTDQ)
+    data = from_pandas(frame, episode="ep", time="t", state=["x1", "x2"], action="choice")
+    api = GenPQR(N.anchor_action("wait"), gamma=0.8, cross_fit=5, random_state=0).fit(data)
+    assert isinstance(api.q_model_, LSTDQ) and type(api.policy_.models[0]) is type(model.policy_.models[0])
+    r = pd.read_csv(tmp_path / "o" / "rewards.csv")
+    np.testing.assert_allclose(r["reward"], api.reward(frame[["x1", "x2"]].to_numpy(), frame["choice"]),
+                               rtol=1e-8, atol=1e-10)
+    code, _, err = fit_cli(flags[:-1] + [tmp_path / "o2", "--q-model", "auto", "--quiet"], capsys)
+    assert code == 0, err
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "o2" / "rewards.csv")["reward"], r["reward"], rtol=1e-12)
 
 
 # ---------------------------------------------------------------------------- bad input

@@ -26,6 +26,7 @@ import pytest
 from genpqr import GenPQR, from_arrays, from_pandas, normalization as N
 from genpqr.data import from_episodes
 from genpqr.app.cli import main
+from genpqr.exceptions import NotFittedError
 from genpqr.stage1 import FrequencyClassifier
 
 
@@ -481,7 +482,43 @@ CLI = {
                                              Ok(lambda out, so: "1 action(s) in the table were never taken" in so
                                                 and [c for c in _rewards(out).columns if c.startswith("reward_")]
                                                 == ["reward_a", "reward_b", "reward_c"])),
+    # --- --infer (issue 34): one line naming the flag, the spec and the reason ---------------------------
+    "infer: unknown target": (None, ["--infer", "variance"], Err("--infer 'variance'", "unknown inference target")),
+    "infer: unknown option": (None, ["--infer", "value:uniform;gama=0.8"],
+                              Err("--infer 'value:uniform;gama=0.8'", "takes the options", "'gama=0.8'")),
+    "infer: a value without its policy": (None, ["--infer", "value"], Err("--infer 'value'", "needs an argument")),
+    "infer in a config file": ('config:{"infer": ["nope"]}', ["--config", "{tmp}/c.json"],
+                               Err("--infer 'nope'", "unknown inference target")),
+    "infer: projection without features": (None, ["--infer", "projection"],
+                                           Err("--infer 'projection' needs --features")),
+    "infer: an action the data never show": (None, ["--infer", "value:action=z"],
+                                             Err("--infer 'value:action=z'", "action 'z'", "not one of the data's")),
+    "infer: a state out of range": (None, ["--infer", "reward-at:7=a"],
+                                    Err("--infer 'reward-at:7=a'", "state 7 is not a state index in 0..3")),
+    "infer: log-policy value at another discount": (None, ["--infer", "value:uniform;reward=log_policy;gamma=0.5"],
+                                                    Err("--infer", "only at the agent's discount")),
+    "infer: a normalization it does not carry": (None, ["--normalization", "behavior:outcome", "--infer",
+                                                        "reward-mean"], Err("--infer 'reward-mean'", "estimated")),
+    "infer: a cell on continuous states": (None, ["--q-model", "linear", "--infer", "reward-at:1=a"],
+                                           Err("--infer 'reward-at:1=a'", "only for tabular states")),
+    "infer: continuous actions": (lambda f: f.assign(action=np.linspace(0, 1, len(f))),
+                                  ["--action-type", "continuous", "--normalization", "anchor:0", "--infer",
+                                   "reward-mean"], Err("--infer cannot be combined with --action-type continuous")),
+    "infer: latent types": (None, ["--types", "2", "--infer", "reward-mean"], Err("--types 2", "--infer")),
+    "infer: out of core": (Pq(), ["--chunk-rows", "50", "--infer", "reward-mean"], Err("--infer", "out of core")),
+    "infer: the projection's SEs are the structural projection's": (
+        "features:ok", ["--features", "{tmp}/f.csv", "--estimator", "projection", "--infer", "projection", "--infer",
+                        "value:uniform;gamma=0.8"], Ok(lambda out, so: _same_projection_se(out) and "V(uniform)" in so)),
 }
+
+
+def _same_projection_se(out) -> bool:
+    """inference.csv's projection row and parameters.csv give the same SE (one answer per question)."""
+    inference = pd.read_csv(out / "inference.csv", index_col="component")
+    parameters = pd.read_csv(out / "parameters.csv", index_col="parameter")
+    return (list(inference.index) == ["x", "V(uniform)"] and inference.std_error_kind.iloc[0] ==
+            "efficient influence function" and np.isclose(inference.std_error["x"], parameters.std_error["x"],
+                                                          rtol=1e-10))
 
 
 def _fit_folder(out, normalization, parameters: bool) -> bool:
@@ -587,7 +624,7 @@ def _write_input(kind, tmp):
         if what == "empty":
             (tmp / "f.csv").write_text("")
             return data
-        f = {"noaction": f.drop(columns=["action"]), "text": f.assign(x="t"),
+        f = {"ok": f, "noaction": f.drop(columns=["action"]), "text": f.assign(x="t"),
              "range": f.assign(state_index=f.state_index + 1)}[what]
         f.to_csv(tmp / "f.csv", index=False)
     elif kind.startswith("actions:"):
@@ -1202,9 +1239,31 @@ API_ERRORS = {
     "not a frame": (lambda f, d: from_pandas(f.to_dict(), **_kw()), TypeError, "must be a pandas DataFrame"),
     "duplicated labels": (lambda f, d: from_arrays([0, 1], ["a", "b"], [1, 0], action_labels=["a", "a"]), ValueError,
                           "action labels must be distinct"),
+    "infer: unknown target": (lambda f, d: _fitted(d).infer("variance"), ValueError,
+                              "unknown inference target 'variance'"),
+    "infer: an action never taken": (lambda f, d: _fitted(d).infer("value:action=z"), ValueError,
+                                     r"names action 'z', which is not one of the data's actions \['a', 'b'\]"),
+    "infer: a frame as data": (lambda f, d: _fitted(d).infer("reward-mean", f), TypeError,
+                               "data must be genpqr.data.Transitions"),
+    "infer: cross_fit 1": (lambda f, d: _fitted(d).infer("reward-mean", cross_fit=1), ValueError,
+                           "cross_fit must be 'auto', an integer >= 2"),
+    "infer: saved without its data": (lambda f, d: _without_data(_fitted(d)).infer("reward-mean"), ValueError,
+                                      r"infer\(target\) without data needs the training data.*include_data=True"),
+    "infer: not fitted, no data": (lambda f, d: GenPQR(N.anchor_action("a"), q_model="exact").infer("reward-mean"),
+                                   NotFittedError, r"not fitted yet; call fit\(transitions\) first"),
     "exact with 2 state columns": (lambda f, d: GenPQR(q_model="exact").fit(
         from_arrays(np.zeros((4, 2)), ["a", "b", "a", "b"], np.zeros((4, 2)))), ValueError, "tabular states"),
 }
+
+
+def _fitted(data):
+    return GenPQR(N.anchor_action("a"), q_model="exact").fit(data)
+
+
+def _without_data(model):
+    from genpqr.estimator import without_data
+
+    return without_data(model)
 
 
 def _boot(data, **kw):

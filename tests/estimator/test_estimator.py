@@ -7,7 +7,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_get_params_invariance, check_no_attributes_set_in_init
 
@@ -173,12 +173,19 @@ def test_continuous_states_with_default_models():
     actions = np.array(["left", "right", "stay"])[(p.cumsum(1) > rng.random((n, 1))).argmax(1)]
     next_states = states + rng.normal(scale=0.1, size=states.shape)
     data = from_arrays(states, actions, next_states, episode_ids=np.repeat(np.arange(60), 10))
-    model = GenPQR(N.anchor_action("stay"), gamma=0.8, n_iterations=20, tol=None, random_state=0).fit(data)
-    r = model.reward(states[:5])
-    assert r.shape == (5, 3) and np.all(np.isfinite(r))
-    assert np.allclose(model.reward(states[:5], actions=["stay"] * 5), 0.0)
-    assert model.diagnostics_.support_count == int(np.sum(actions == "stay"))
-    assert len(model.diagnostics_.bellman_residuals) == 20
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    default = GenPQR(N.anchor_action("stay"), gamma=0.8, n_iterations=20, tol=None, random_state=0)
+    former = GenPQR(N.anchor_action("stay"), gamma=0.8, n_iterations=20, tol=None, random_state=0,  # the former defaults
+                    policy_model=make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
+                    q_model=HistGradientBoostingRegressor(max_iter=100))
+    for model, iterations in ((default.fit(data), 1), (former.fit(data), 20)):  # LSTD: one solve; FQE: 20
+        r = model.reward(states[:5])
+        assert r.shape == (5, 3) and np.all(np.isfinite(r))
+        assert np.allclose(model.reward(states[:5], actions=["stay"] * 5), 0.0)
+        assert model.diagnostics_.support_count == int(np.sum(actions == "stay"))
+        assert len(model.diagnostics_.bellman_residuals) == iterations
+    assert default.diagnostics_.solver == "lstd" and former.diagnostics_.solver == "fqe"
 
 
 def test_cross_fitting_on_the_exact_path_serves_the_diagnostics_only(logged):

@@ -350,15 +350,37 @@ def test_many_actions_bc_rows_share_a_weight_decayed_policy_and_genpqr_runs_4_fq
     assert tiny_opts["bc"]["weight_decay"] == 1e-3 and tiny_opts["bc"]["max_epochs"] == 2
 
 
-def test_default_path_method_settings_and_tiny_run():
-    """'GenPQR (default path)': behaviour cloning with weight decay 1e-3 and 10 epochs (the
-    specification's otherwise), then the LSTD fixed point in splines + 100 random Fourier
-    features; a tiny run gives finite metrics."""
+def test_default_path_method_is_genpqr_as_users_call_it():
+    """'GenPQR (default path)' is ``GenPQR()`` with only the benchmark's normalization, gamma and
+    seed: its own first and second stage (the basis logit, LSTD on its basis), its own clip; no
+    torch; a tiny run gives finite metrics."""
+    from genpqr.envs import make_synthetic_data
+    from genpqr.experiments.methods import build_genpqr_default, get_method
+    from genpqr.stage1 import StateBasis
+    from genpqr.stage2 import LSTDQ
+
+    method = get_method("GenPQR (default path)")
+    assert method.resolve() == {"estimator": {}} and method.preload == ()
+    data = make_synthetic_data(0, 40, n_test=20)
+    est = build_genpqr_default(data, 3, method.resolve())
+    assert est.policy_model is None and est.q_model is None and est.clip == "auto" and est.random_state == 3
+    est.fit(data.train)
+    assert est.first_stage_.name == "basis-logit"
+    assert isinstance(est.q_model_, LSTDQ) and isinstance(est.q_model_.features, StateBasis)
+    row = method(data, 0, method.resolve(tiny=True))
+    assert np.isfinite(row["reward_mse"]) and np.isfinite(row["reward_corr"]) and row["fit_time"] > 0
+
+
+def test_bc_wd_lstd_rff_method_settings_and_tiny_run():
+    """'GenPQR (BC wd, LSTD, RFF)' (the experiment's fast path before GenPQR's defaults took its
+    place): behaviour cloning with weight decay 1e-3 and 10 epochs (the specification's
+    otherwise), then the LSTD fixed point in splines + 100 random Fourier features; a tiny run
+    gives finite metrics."""
     pytest.importorskip("torch")
     from genpqr.envs import make_synthetic_data
     from genpqr.experiments.methods import BC_DEFAULTS, get_method
 
-    method = get_method("GenPQR (default path)")
+    method = get_method("GenPQR (BC wd, LSTD, RFF)")
     options = method.resolve()
     assert options["bc"] == {**BC_DEFAULTS, "weight_decay": 1e-3, "max_epochs": 10}
     assert options["q_model"] == {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}

@@ -20,7 +20,7 @@ from genpqr.experiments.methods import get_method
 
 #: exp2's rows, and the closed-form rows (in-process only, see the module docstring).
 EXP2 = tuple(EXPERIMENTS["exp2"].methods)
-METHODS = EXP2 + ("GenPQR (BC, LSTD)", "GenPQR (BC, LSTD, RFF)", "GenPQR (default path)")
+METHODS = EXP2 + ("GenPQR (BC, LSTD)", "GenPQR (BC, LSTD, RFF)", "GenPQR (BC wd, LSTD, RFF)", "GenPQR (default path)")
 _FIELDS = ("reward_mse", "reward_corr", "policy_nll")
 
 

@@ -153,6 +153,10 @@ def test_clipping_warning_in_console_and_report(tmp_path, capsys):
                                                                          "--policy-model", "frequency"]
     code, out, err = fit_cli(flags, capsys)
     assert code == 0, err
+    assert "ClippingWarning" in out  # one line; the full text with --verbose and in the report
+    code, out, err = fit_cli(flags + ["--verbose"], capsys)
+    out = " ".join(out.split())  # lines wrapped at 100 characters
+    assert code == 0, err
     assert "ClippingWarning" in out and "pulled toward log(bound)" in out
     html = (tmp_path / "o" / "report.html").read_text()
     assert "ClippingWarning" in html and "pulled toward log(bound)" in html

@@ -99,11 +99,13 @@ def test_cli_says_which_first_stage_and_why(rust_panel, tmp_path, capsys):
              "--out", tmp_path / "o", "--quiet"]
     code, out, err = fit_cli(flags, capsys)
     assert code == 0, err
+    out = " ".join(out.split())  # lines wrapped at 100 characters
     assert "first stage: spline: spline logit" in out and "cells are sparse" in out
     assert "probability clip: (0, 1) [auto: no clip" in out and "ClippingWarning" not in out
     html = (tmp_path / "o" / "report.html").read_text()
     assert "first stage (policy model)" in html and "spline logit" in html
     code, out, err = fit_cli(flags[:-3] + ["--out", tmp_path / "f", "--policy-model", "frequency", "--quiet"], capsys)
+    out = " ".join(out.split())
     assert code == 0 and "ClippingWarning" in out
     # a requested first stage is named too, with the sparsity that would have chosen the spline
     assert "first stage: frequency: requested (--policy-model frequency)" in out
@@ -163,7 +165,7 @@ def test_api_and_cli_defaults_give_the_same_reward_on_the_bus_panel(tmp_path, ca
                                rtol=0, atol=1e-8)
     assert model.first_stage_.name == "spline" and model.diagnostics_.clip == (0.0, 1.0)
     line = f"first stage: {model.first_stage_.describe()}"
-    assert line in str(model.summary()) and line in out  # the same choice, said the same way
+    assert line in str(model.summary()) and line in " ".join(out.split())  # the same choice, said the same way
     assert genpqr.load(tmp_path / "fit" / "model.joblib").first_stage_.describe() == model.first_stage_.describe()
     assert "ClippingWarning" not in out and table[0].between(7.0, 8.0).all()  # r(s, keep); no clip at 5.02
     # cross-fitting changes the out-of-fold diagnostics only; another seed draws other folds through both doors

@@ -205,9 +205,13 @@ def test_low_rank_cross_validation_warm_starts_its_later_settings():
     assert warm <= 5 < cold
     np.testing.assert_allclose(phi2 @ psi2, phi @ psi, atol=1e-3)
     model = LowRankKernel(ranks=(2, 4), concentrations=(1.0, 10.0, 100.0), group_counts=(0, 3), random_state=0).fit(moves)
-    assert set(model.cv_scores_) == {(2, 10.0, 0), (4, 10.0, 0), (model.rank_, 1.0, 0), (model.rank_, 100.0, 0),
-                                     (model.rank_, model.concentration_, 3)}
+    # every setting of the climb was tried: scored on every fold, or dropped after a fold (cv_stopped_)
+    assert set(model.cv_scores_) | set(model.cv_stopped_) == {(2, 10.0, 0), (4, 10.0, 0), (model.rank_, 1.0, 0),
+                                                              (model.rank_, 100.0, 0),
+                                                              (model.rank_, model.concentration_, 3)}
+    assert not set(model.cv_scores_) & set(model.cv_stopped_)
     assert all(np.isfinite(v) for v in model.cv_scores_.values())
+    assert all(0 < k < model.n_splits for k in model.cv_stopped_.values())
 
 
 def test_classifier_over_increments():

@@ -137,8 +137,9 @@ def _policy(config: FitConfig, data: FitData, transition_model):
         return spec.build(tabular=False, n_states=None, seed=config.seed), None
     from ..stage1 import state_is_ordered
 
-    ordered = (state_is_ordered(transition_model, config.n_states, identity=index.identity)
-               or (index.identity and spec.can(ORDERED)))
+    ordered = (not getattr(index, "categories", None)  # text labels are unordered: no smoothing across their order
+               and (state_is_ordered(transition_model, config.n_states, identity=index.identity)
+                    or (index.identity and spec.can(ORDERED))))
     if spec.can(CHOSEN):
         classifier, choice = spec.build(data=data.transitions, n_states=index.n_states, ordered=ordered,
                                         seed=config.seed, tabular=True)

@@ -15,6 +15,7 @@ import numpy as np
 from ..registry import (ACTION_FEATURES, CONTINUOUS_NORMALIZATIONS, CONTINUOUS_Q_MODELS, DENSITIES, INTEGRATION_RULES, MANY_ACTIONS, NORMALIZATIONS, POLICY_MODELS, Q_MODELS, STREAMS,
                         STRUCTURAL_ESTIMATORS, TRANSITION_MODELS)
 from .config_checks import check_dask_scheduler, check_output_folder
+from .infer import SPEC_HELP, check_specs, parse_specs
 from .options import ConfigBase, Option, Options, Parsed
 
 __all__ = ["FitConfig", "FIT_OPTIONS", "action_columns", "parse_bins", "ACTION_TYPES", "ENCODINGS", "DISCRETE",
@@ -198,7 +199,7 @@ def _policy_help() -> str:
 
 _POLICY_DEFAULT = ("conditional-logit with --action-features; else auto for tabular states -- a spline logit chosen "
                    "by cross-validation when the state is ordered and its cells are sparse, else cell frequencies --, "
-                   "logistic for continuous states, gaussian for continuous actions")
+                   "basis-logit for continuous states (GenPQR()'s default), gaussian for continuous actions")
 
 
 def _transition_help() -> str:
@@ -236,7 +237,8 @@ FIT_OPTIONS = Options([
            shown_default=_POLICY_DEFAULT, params=("force",)),
     Option("q_model", lambda: f"{Q_MODELS.forms()}; continuous actions: {CONTINUOUS_Q_MODELS.forms()}",
            parse=_spec(Q_MODELS, CONTINUOUS_Q_MODELS), metavar="NAME",
-           shown_default="exact for tabular states, hgb for continuous states, linear for continuous actions"),
+           shown_default="auto, GenPQR()'s own: exact for tabular states, the LSTD fixed point for "
+                         "continuous states; linear for continuous actions"),
     Option("integration", lambda: f"continuous actions: mu-integrals by {INTEGRATION_RULES.forms()}",
            parse=_spec(INTEGRATION_RULES), metavar="SPEC", shown_default="mc:32", refused=frozenset({DISCRETE})),
     Option("clip", "probability clip of the policy: auto (no clip when every fitted probability is positive, else a "
@@ -265,14 +267,18 @@ FIT_OPTIONS = Options([
            default="npl", parse=_spec(STRUCTURAL_ESTIMATORS), metavar="NAME"),
     Option("n_iterations", "maximum fitted-Q-evaluation iterations", parse=_integer, cli_type=int, metavar="N",
            check=_at_least("--n-iterations", 1), params=("n_iterations",),
-           shown_default="per --q-model: linear 500, mlp 30, lightgbm 200, hgb 50, an import path 100; exact and "
-                         "lstd: a closed-form solve"),
+           shown_default="per --q-model: linear 500, mlp 30, lightgbm 200, hgb 50, an import path 100; exact, "
+                         "lstd and auto: a closed-form solve (auto's FQE, where it falls back to it: 100)"),
+    Option("infer", SPEC_HELP, default=[], parse=parse_specs, action="append", metavar="SPEC", shown_default="none",
+           refused=frozenset({CONTINUOUS, STREAMED, TYPED})),
     Option("level", "confidence level of the intervals", default=0.95, parse=_number, cli_type=float, check=_level),
     Option("seed", "random seed", default=0, parse=_integer, cli_type=int, params=("random_state",)),
     Option("out", "output folder (created; checked before fitting)", parse=_text, required=True, metavar="DIR",
            params=("target",),
            check=lambda value, config: check_output_folder(value, "--out") if value else None, path=True),
     Option("quiet", "no progress bars", default=False, parse=_boolean, action="store_true"),
+    Option("verbose", "print the fit's internals (support rows, the stage-2 solve) and every warning in full",
+           default=False, parse=_boolean, action="store_true"),
     Option("time_gaps", "a missing time step inside an episode: error (names the episode and step) or split (start "
                         "a new episode after the gap). Integer times must be consecutive; other times may not step "
                         "further than the episode's most common step", default="error", parse=_lower,
@@ -323,6 +329,7 @@ class _FitRules(ConfigBase):
         if self.estimator != "npl" and not self.features:
             check_estimator_needs_features(self.estimator)
         check_action_features(self)
+        check_specs(self)
         unknown_bins = sorted(set(self.bins) - set(self.state))
         if unknown_bins:
             raise ValueError(f"--bins names column(s) {unknown_bins} that are not state columns {self.state}")

@@ -271,12 +271,15 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
         state_values=_state_values(fit_dir, config, model.n_states_),
         check_normalization=_check_normalization(spec.get("check_normalization"), labels),
         n_boot=_n_boot(spec, config, model), level=float(spec.get("level", config.level)),
-        n_jobs=config.n_jobs, random_state=config.seed, progress=progress, min_visits=int(spec.get("min_visits", 10)))
+        n_jobs=config.n_jobs, random_state=config.seed, progress=progress, min_visits=int(spec.get("min_visits", 10)),
+        money_parameter=spec.get("money_parameter"))
     writers = {"summary.csv": lambda p: result.to_frame().to_csv(p, index=False),
                "states.csv": lambda p: result.policy_frame().to_csv(p, index=False),
                "support.csv": lambda p: result.support.to_frame().to_csv(p, index=False),
                "identification.json": lambda p: p.write_text(json.dumps(_identification(result), indent=2)),
                "counterfactual.npz": result.save}
+    if getattr(result, "welfare", None) is not None:
+        writers["welfare.csv"] = lambda p: result.welfare.to_frame().to_csv(p, index=False)
     with output_folder(out, kind="counterfactual", inputs=inputs) as staging:
         write_each(staging, out, writers)
     return result, out
@@ -319,6 +322,7 @@ def counterfactual_command(args) -> int:
     import warnings
 
     from ..exceptions import GenPQRWarning
+    from .console import GLOSSARY_POINTER, fit_width, short_warning
 
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -326,26 +330,28 @@ def counterfactual_command(args) -> int:
             result, out = run_counterfactual(args.fit_dir, _read_spec(args), args.out,
                                              progress=False if args.quiet else None, trusted=args.trust)
     except (ValueError, TypeError, OSError) as exc:
-        print(f"genpqr counterfactual: error: {console_text(exc)}", file=sys.stderr)
+        print(f"genpqr counterfactual: error: {console_text(exc)}", file=sys.stderr)  # one line
         return 2
-    import pandas as pd
-
-    frame = result.to_frame().drop(columns=["interval_kind"], errors="ignore")
-    if frame.empty:  # no state distribution: the fitted kernel ends episodes and no --initial was given
-        print("no summary statistics: the fitted kernel ends episodes (terminations), so there is no long-run "
-              "distribution to average over; give --initial STATE (and --horizon N) for the statistics from a "
-              f"starting state. {out}/states.csv holds the per-state policies and values")
+    if result.to_frame().empty:  # no state distribution: the fitted kernel ends episodes and no --initial was given
+        print(fit_width("no summary statistics: the fitted kernel ends episodes (terminations), so there is no "
+                        "long-run distribution to average over; give --initial STATE (and --horizon N) for the "
+                        f"statistics from a starting state. {out}/states.csv holds the per-state policies and "
+                        "values"))
     else:
-        with pd.option_context("display.width", 160, "display.max_columns", 20):
-            print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print(result.describe())
+        print(result.summary())
     seen = set()
     for w in caught:
-        text = f"WARNING ({w.category.__name__}): {console_text(w.message)}"
+        text = f"WARNING {w.category.__name__}: {console_text(w.message)}"
+        text = fit_width(text) if args.verbose else short_warning(text, indent="")
         if issubclass(w.category, GenPQRWarning) and text not in seen:
             seen.add(text)
             print(text, file=sys.stderr)
         elif not issubclass(w.category, GenPQRWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    print(f"wrote {out}/summary.csv, states.csv, support.csv, identification.json, counterfactual.npz")
+    if seen:
+        if not args.verbose:
+            print(f"  (each in full: --verbose; {GLOSSARY_POINTER})", file=sys.stderr)
+    welfare = ", welfare.csv" if getattr(result, "welfare", None) is not None else ""
+    print(fit_width(f"wrote {out}/: summary.csv, states.csv, support.csv, identification.json, "
+                    f"counterfactual.npz{welfare}"))
     return 0

@@ -54,6 +54,10 @@ CF_OPTIONS = Options([
                                "NAME=-D (add / subtract) or NAME=V (set); repeatable", action="append",
            metavar="NAME=SPEC", shown_default="none",
            check=_mapping("parameter_change", 'an object {parameter name: number or "*F", "+D", "-D", "=V"}')),
+    Option("money_parameter", "the structural parameter that converts utility into money (a fit with --features, "
+                              "e.g. RC): the welfare change also in its units, with intervals; writes welfare.csv",
+           metavar="NAME", shown_default="none: welfare in utility only",
+           check=_typed("money_parameter", str, "the name of a structural parameter")),
     Option("route", "auto: the structural model when the fit has --features, else the nonparametric reward table",
            choices=("auto", "structural", "nonparametric"), shown_default="auto",
            check=_typed("route", str, "one of 'auto', 'structural', 'nonparametric'")),
@@ -82,6 +86,7 @@ CF_OPTIONS = Options([
                     "use --trust only for a file whose source you trust", default=False, action="store_true",
            json=False, params=("trusted",)),
     Option("quiet", "no progress bars", default=False, action="store_true", json=False),
+    Option("verbose", "every warning in full (else one line each)", default=False, action="store_true", json=False),
 ], command="counterfactual", required_text="(required)")
 #: The keys of a ``--spec`` file.
 SPEC_KEYS = tuple(o.name for o in CF_OPTIONS if o.json)

@@ -76,6 +76,9 @@ def check_rows(frame, config: FitConfig, first_row: int = 0) -> None:
     for col in present:
         check_not_mixed(frame, col)
     for col in (c for c in config.state if c in frame.columns):
+        if is_text(frame[col]) and text_states_allowed(config):
+            _check_no_missing(frame, col, "state column", first_row)  # text labels: each one a tabular state
+            continue
         check_numeric(frame, col, "state column", allow_missing=False, first_row=first_row, max_abs=STATE_LIMIT)
     if config.time in frame.columns:
         check_numeric(frame, config.time, "time column", allow_missing=False, first_row=first_row)
@@ -155,6 +158,30 @@ def check_not_mixed(frame, column: str) -> None:
                          f"one type")
 
 
+def is_text(column) -> bool:
+    """A column of text (object or string dtype), not numbers, booleans or dates."""
+    import pandas as pd
+
+    return column.dtype == object or pd.api.types.is_string_dtype(column)
+
+
+def text_states_allowed(config: FitConfig) -> bool:
+    """Text state labels are tabular states: in memory, discrete actions, and no ``--q-model``
+    other than a tabular one (``exact``), no ``--bins``."""
+    from ..registry import SELECTED, TABULAR
+
+    q = config.q_model
+    return (config.action_type != "continuous" and not config.chunk_rows and not config.bins
+            and (q is None or q.can(TABULAR) or q.can(SELECTED)))
+
+
+def _check_no_missing(frame, column: str, what: str, first_row: int) -> None:
+    bad = frame[column].isna().to_numpy()
+    if bad.any():
+        raise ValueError(f"{what} {column!r} has {int(bad.sum())} missing value(s) (first at "
+                         f"{data_row(first_row + int(np.flatnonzero(bad)[0]))})")
+
+
 def check_numeric(frame, column: str, what: str, allow_missing: bool, first_row: int = 0,
                   max_abs: float | None = None) -> None:
     """``ValueError`` for text, for missing/infinite values (missing ones allowed with
@@ -165,8 +192,10 @@ def check_numeric(frame, column: str, what: str, allow_missing: bool, first_row:
     col = frame[column]
     if not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):
         example = plain(col.dropna().iloc[0]) if col.notna().any() else None
+        hint = (" (text labels are tabular states: drop --q-model/--bins/--chunk-rows, or give --q-model exact)"
+                if what == "state column" else "")
         raise ValueError(f"{what} {column!r} must be numeric, got text (e.g. {example!r}); encode categories as "
-                         f"integers")
+                         f"integers{hint}")
     values = col.to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values) if not allow_missing else np.isinf(values)
     if bad.any():

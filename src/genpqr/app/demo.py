@@ -22,6 +22,13 @@ from ..stage1 import FrequencyClassifier
 from ..stage2 import TabularQModel
 
 
+
+def _print(*parts, **kwargs) -> None:
+    """``print`` with lines wrapped at the console's width (:mod:`genpqr.app.console`)."""
+    from .console import fit_width
+
+    print(*(fit_width(str(p)) for p in parts), **kwargs)
+
 def _errors(true, est):
     diff = est - true
     return float(np.mean(diff**2)), float(np.max(np.abs(diff))), float(np.corrcoef(true.ravel(), est.ravel())[0, 1])
@@ -74,13 +81,13 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
     grid = np.arange(n_states, dtype=float)[:, None]
     split = coverage_split(exact, truth)
     if any(m.startswith("CoverageWarning") for m in messages):
-        print(f"  the CoverageWarning, checked against the truth: the reward's RMSE is {split['rmse_flagged']:.3g} "
+        _print(f"  the CoverageWarning, checked against the truth: the reward's RMSE is {split['rmse_flagged']:.3g} "
               f"at the {split['n_flagged']} state(s) it means ({split['share_flagged']:.1%} of the rows) and "
               f"{split['rmse_other']:.3g} at the other {n_states - split['n_flagged']}")
     with output_folder(out, kind="demo") as staging:
         path = write_each(staging, out, {"demo.png": lambda p: _plot(p, truth, exact.reward(grid), data, fqe, floor,
                                                                     show=show)})["demo.png"]
-    print(f"\nFigure written to {path}")
+    _print(f"\nFigure written to {path}")
     return {"rows": rows, "figure": str(path), "residual_floor": floor,
             "last_residual": fqe.diagnostics_.bellman_residuals[-1], "warnings": messages, "coverage": split}
 
@@ -133,22 +140,22 @@ def _print_results(rows, problem, data, norm, exact, fqe, floor, messages) -> No
     """The demo's table of errors, the FQE note and the model summary; ``problem`` is
     ``(n_states, n_actions, gamma)``."""
     n_states, n_actions, gamma = problem
-    print(f"Random MDP: {n_states} states, {n_actions} actions, gamma={gamma}; "
+    _print(f"Random MDP: {n_states} states, {n_actions} actions, gamma={gamma}; "
           f"{data.n} logged transitions in {data.n_episodes} episodes")
-    print(f"Normalization: {norm.describe()}")
-    print()
-    print(f"{'method':<40} {'MSE':>10} {'max |err|':>10} {'corr':>7} {'seconds':>8}")
+    _print(f"Normalization: {norm.describe()}")
+    _print()
+    _print(f"{'method':<40} {'MSE':>10} {'max |err|':>10} {'corr':>7} {'seconds':>8}")
     for name, mse, mx, corr, sec in rows:
-        print(f"{name:<40} {mse:>10.3g} {mx:>10.3g} {corr:>7.4f} {sec:>8.3f}")
-    print(f"\nFQE: the max target change falls to {fqe.diagnostics_.target_changes[-1]:.2g} (converged); the sample "
+        _print(f"{name:<40} {mse:>10.3g} {mx:>10.3g} {corr:>7.4f} {sec:>8.3f}")
+    _print(f"\nFQE: the max target change falls to {fqe.diagnostics_.target_changes[-1]:.2g} (converged); the sample "
           f"Bellman residual levels off at {fqe.diagnostics_.bellman_residuals[-1]:.3g}, the noise of the sampled next "
           f"states ({floor:.3g}), not an error")
-    print()
-    print(exact.summary())
+    _print()
+    _print(exact.summary())
     if messages:
-        print(f"{len(messages)} warning(s) from the fits (failed diagnostics; here, where the truth is known, the "
+        _print(f"{len(messages)} warning(s) from the fits (failed diagnostics; here, where the truth is known, the "
               f"errors show what they cost):")
-        print("\n".join(f"  {m}" for m in messages))
+        _print("\n".join(f"  {m}" for m in messages))
 
 
 def _plot(path: Path, truth, recovered, data, fqe, floor, show: bool) -> Path:

@@ -19,24 +19,38 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..registry import SELECTED
 from .config import FitConfig
 from .report_base import warning_sections
 
 __all__ = ["FitOutputs", "write_outputs", "write_fit_folder", "check_fit_target", "fit_inputs", "warning_messages",
-           "thin_cells_line",
-           "closing_lines"]
+           "thin_cells_line", "closing_lines", "fit_summary_text"]
 
 KIND = "fit"  # the manifest's kind of a fit folder
 
 
-def closing_lines(files: dict, warnings_: list, where: str = "", structural_warnings=(), estimator=None) -> list:
+def closing_lines(files: dict, warnings_: list, where: str = "", structural_warnings=(), estimator=None,
+                  verbose: bool = False) -> list:
     """The end of a fit's console summary: the files written, then the warnings (``where``
     says where else they appear, e.g. " (also in the report)"), grouped by the output they
-    concern when the fit has structural estimates (:func:`warning_sections`)."""
-    lines = ["wrote:", *(f"  {path}" for path in files.values())]
+    concern when the fit has structural estimates (:func:`warning_sections`). A warning is one
+    short line (its category and first clause, :func:`genpqr.app.console.short_warning`) unless
+    ``verbose``, which prints it in full."""
+    from pathlib import Path
+
+    from .console import GLOSSARY_POINTER, short_warning
+
+    paths = [Path(p) for p in files.values()]
+    folders = {p.parent for p in paths}
+    if len(folders) == 1:
+        lines = [f"wrote {next(iter(folders))}/:", f"  {', '.join(p.name for p in paths)}"]
+    else:
+        lines = ["wrote:", *(f"  {path}" for path in paths)]
     for heading, group in warning_sections(warnings_, structural_warnings, estimator):
         lines.append(f"{len(group)} warning(s){' ' + heading if heading else ''}{where}:")
-        lines += [f"  {w}" for w in group]
+        lines += [f"  {w}" if verbose else short_warning(w) for w in group]
+    if warnings_ and not verbose:
+        lines.append(f"  (each in full: --verbose{' or report.html' if where else ''}; {GLOSSARY_POINTER})")
     return lines
 
 
@@ -69,7 +83,7 @@ def thin_cells_line(model, transition=None) -> str | None:
 
 def warning_messages(caught) -> list:
     """``"Category: message"`` of each caught warning, in order, without repeats (parameters the
-    library names are named by their flags, :func:`genpqr.app.options.cli_text`)."""
+    library names are named by their flags, :func:`genpqr.app.flags.cli_text`)."""
     from .flags import cli_text
 
     return list(dict.fromkeys(f"{w.category.__name__}: {cli_text(w.message)}" for w in caught))
@@ -111,6 +125,8 @@ class FitOutputs:
     sources : DataFrame or None
         Tabular mode with a bootstrap: the reward's SE by source per (state, action)
         (``reward_se_by_source.csv``, :func:`genpqr.app.results.sources_frame`).
+    inference : InferenceResult or None
+        ``--infer``: the debiased targets (``inference.csv``, :mod:`genpqr.app.infer`).
     """
 
     config: FitConfig
@@ -130,9 +146,12 @@ class FitOutputs:
     types: object = None
     sources: object = None
     transition: object = None
+    inference: object = None
 
-    def describe(self) -> str:
-        """The lines ``genpqr fit`` prints."""
+    def describe(self, verbose: bool = False) -> str:
+        """The lines ``genpqr fit`` prints, each at most :data:`genpqr.app.console.WIDTH`
+        characters (the summary's internals and the warnings in full with ``verbose``)."""
+        from .console import fit_width
         typed = getattr(self.model, "type_models_", None)
         base = typed[0] if typed else self.model
         d = base.diagnostics_  # with types: the data's figures, the same for every type
@@ -141,7 +160,7 @@ class FitOutputs:
                     f"{self.config.q_model}")
         else:
             mode = (f"tabular, {self.state_index.n_states} states, exact solve" if self.tabular
-                    else f"continuous states, Q model {self.config.q_model}")
+                    else f"continuous states, policy {self.config.policy_model}, Q model {_q_text(self.config, base)}")
         last = getattr(d, "n_last_choices", 0)
         what = (f"{d.n_transitions} choices ({d.n_transitions - last} transitions + {last} last choices)" if last
                 else f"{d.n_transitions} transitions")
@@ -151,7 +170,7 @@ class FitOutputs:
 
             lines += type_lines(self.model) + [f"type {m}: {t.summary()}" for m, t in enumerate(typed)]
         else:
-            lines.append(str(self.model.summary()))  # its last line: the first stage (the model's first_stage_)
+            lines.append(fit_summary_text(self.model, verbose))  # its last line: the first stage
         from .action_features import never_taken_line
 
         lines += [line for line in [never_taken_line(base)] if line]
@@ -172,9 +191,28 @@ class FitOutputs:
             lines += source_lines(self.sources, self.config.bootstrap)
         else:
             lines += [line for line in [thin_cells_line(base, self.transition)] if line]
+        if self.inference is not None:
+            from .infer import console_lines as inference_lines
+
+            lines += inference_lines(self.inference)
         estimator = None if self.structural is None else self.config.estimator
-        return "\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)",
-                                               self.structural_warnings, estimator))
+        return fit_width("\n".join(lines + closing_lines(self.files, self.warnings, " (also in the report)",
+                                                         self.structural_warnings, estimator, verbose)))
+
+
+def fit_summary_text(model, verbose: bool = False) -> str:
+    """``model.summary()``'s own lines (not the structural table: the fit prints its parameters
+    with their bootstrap intervals), without :data:`genpqr.app.console.INTERNALS` unless ``verbose``."""
+    from dataclasses import replace
+
+    from .console import INTERNALS
+
+    summary = model.summary()
+    summary = summary.parts[0] if hasattr(summary, "parts") else summary
+    if not verbose:
+        summary = replace(summary, lines=tuple((label, text) for label, text in summary.lines
+                                               if label not in INTERNALS))
+    return str(summary)
 
 
 def fit_inputs(config) -> list:
@@ -221,6 +259,8 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
         writers["reward_se_by_source.csv"] = lambda p: outputs.sources.to_csv(p, index=False)
     if outputs.parameters is not None:
         writers["parameters.csv"] = lambda p: outputs.parameters.to_csv(p, index=False)
+    if outputs.inference is not None:
+        writers["inference.csv"] = lambda p: outputs.inference.to_frame().to_csv(p)
     if outputs.types is not None:
         writers["types.csv"] = lambda p: outputs.types.to_csv(p, index=False)
     writers["config.json"] = config.to_json
@@ -228,5 +268,14 @@ def write_outputs(outputs: FitOutputs, n_rows: int) -> None:
     paths = write_fit_folder(config, writers)
     keys = {"model.joblib": "model", "rewards.csv": "rewards", "parameters.csv": "parameters",
             "config.json": "config", "report.html": "report", "types.csv": "types",
-            "reward_se_by_source.csv": "sources", "manifest.json": "manifest"}
+            "reward_se_by_source.csv": "sources", "inference.csv": "inference", "manifest.json": "manifest"}
     outputs.files.update({keys[name]: path for name, path in paths.items()})
+
+
+def _q_text(config: FitConfig, model) -> str:
+    """``--q-model``, and for ``auto`` what GenPQR's default chose (the LSTD fixed point, or FQE)."""
+    q = config.q_model
+    if q is None or not q.can(SELECTED):
+        return str(q)
+    chosen = getattr(model, "q_model_", None)
+    return f"{q} (LSTD fixed point)" if hasattr(chosen, "fit_bellman") else f"{q} (FQE)"

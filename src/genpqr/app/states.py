@@ -7,12 +7,12 @@ and what the normalization and transition factories receive: action labels typed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..data.validation import data_row
-from ..registry import GIVEN, ORDERED, TABULAR
+from ..registry import GIVEN, ORDERED, SELECTED, TABULAR
 from .config import FitConfig
 from .data_file import match_column, match_labels
 
@@ -39,6 +39,8 @@ class StateIndex:
     bins: dict
     keys: np.ndarray
     identity: bool
+    #: Text state columns -> their labels, sorted; a label's state value is its position.
+    categories: dict = field(default_factory=dict)
 
     @property
     def n_states(self) -> int:
@@ -46,8 +48,14 @@ class StateIndex:
 
     def binned(self, frame) -> np.ndarray:
         """(n, d) values with binned columns replaced by bin numbers."""
+        import pandas as pd
+
+        categories = getattr(self, "categories", {})  # (an index pickled before text labels has none)
         out = np.empty((len(frame), len(self.columns)))
         for j, col in enumerate(self.columns):
+            if col in categories:  # a label not among the data's: -1, an unknown state
+                out[:, j] = pd.Categorical(frame[col].astype(str), categories=categories[col]).codes
+                continue
             values = frame[col].to_numpy(dtype=np.float64)
             out[:, j] = np.searchsorted(self.bins[col], values, side="right") if col in self.bins else values
         return out
@@ -56,8 +64,16 @@ class StateIndex:
     def build(cls, frame, columns, bins, *, ordered: bool = False, n_states: int | None = None) -> "StateIndex":
         """Number the states of ``frame`` (see the module docstring); ``ordered``: the index
         must be the value (structured kernels); ``n_states``: the number of states required."""
+        from .data_file import is_text
+
         edges = {c: np.asarray(e, dtype=np.float64) for c, e in bins.items()}
-        probe = cls(list(columns), edges, np.empty((0, len(columns))), False)
+        categories = {c: np.sort(frame[c].astype(str).unique()) for c in columns
+                      if c not in edges and is_text(frame[c])}
+        if ordered and categories:
+            raise ValueError(f"a structured or given transition model (--transition increment:/FILE.npy) needs "
+                             f"ordered states, but state column(s) {sorted(categories)} hold text labels, which are "
+                             f"unordered; encode them as integers in their order")
+        probe = cls(list(columns), edges, np.empty((0, len(columns))), False, categories)
         values = probe.binned(frame)
         distinct = np.unique(values, axis=0)
         single_int = len(columns) == 1 and np.all(values >= 0) and np.all(values == np.round(values))
@@ -74,11 +90,11 @@ class StateIndex:
                                      f"state {top - 1}")
                 top = n_states
             if ordered or n_states is not None or top <= 2 * distinct.shape[0]:
-                return cls(list(columns), edges, np.arange(top, dtype=np.float64)[:, None], True)
+                return cls(list(columns), edges, np.arange(top, dtype=np.float64)[:, None], True, categories)
         if n_states is not None and n_states != distinct.shape[0]:
             raise ValueError(f"{n_states} states were given (--n-states or the kernel) but the data has "
                              f"{distinct.shape[0]} distinct states")
-        return cls(list(columns), edges, distinct, False)
+        return cls(list(columns), edges, distinct, False, categories)
 
     def transform(self, frame, what: str = "data") -> np.ndarray:
         """State index (n,) of every row; rows at unknown states raise ``ValueError``."""
@@ -94,8 +110,9 @@ class StateIndex:
             bad = idx < 0
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{what}: {data_row(row)} has a state {dict(zip(self.columns, values[row].tolist()))} "
-                             f"that does not occur in the data")
+            state = {c: (frame[c].iloc[row] if c in getattr(self, "categories", {}) else v)
+                     for c, v in zip(self.columns, values[row].tolist())}
+            raise ValueError(f"{what}: {data_row(row)} has a state {state} that does not occur in the data")
         return idx
 
     def labels(self):
@@ -105,7 +122,9 @@ class StateIndex:
         table = pd.DataFrame({"state_index": np.arange(self.n_states)})
         for j, col in enumerate(self.columns):
             values = self.keys[:, j]
-            if col in self.bins:
+            if col in getattr(self, "categories", {}):
+                table[col] = self.categories[col][values.astype(np.int64)]
+            elif col in self.bins:
                 e = np.concatenate([[-np.inf], self.bins[col], [np.inf]])
                 table[col] = [f"[{e[int(b)]:g}, {e[int(b) + 1]:g})" for b in values]
             elif np.all(values == np.round(values)):
@@ -163,10 +182,15 @@ def per_state(frame, column: str, index: np.ndarray, n_states: int, what: str):
 
 
 def decide_tabular(config: FitConfig, frame) -> bool:
-    """Tabular mode: ``--q-model exact``, ``--bins``, or no ``--q-model`` and integer state columns."""
+    """Tabular mode: ``--q-model exact``, ``--bins``, or no ``--q-model`` (or ``auto``) and integer
+    (or text) state columns."""
     import pandas as pd
 
+    from .data_file import is_text
+
     q = config.q_model
+    if q is not None and q.can(SELECTED):  # auto, GenPQR()'s default: decided here as without --q-model
+        q = None
     if q is not None and q.can(TABULAR):
         return True
     if config.bins:
@@ -174,9 +198,9 @@ def decide_tabular(config: FitConfig, frame) -> bool:
             raise ValueError(f"--bins discretizes the states for the tabular mode (--q-model exact); it cannot be "
                              f"combined with --q-model {q}")
         return True
-    if q is None:
+    if q is None:  # integer, boolean or text labels (each label one state)
         return all(pd.api.types.is_integer_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])
-                   for c in config.state)
+                   or is_text(frame[c]) for c in config.state)
     return False
 
 

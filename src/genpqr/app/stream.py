@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..registry import Q_MODELS, STREAMS, STREAMS_ON_CLUSTER, TABULAR
+from ..registry import Q_MODELS, SELECTED, STREAMS, STREAMS_ON_CLUSTER, TABULAR
 from .build import FitData, build_estimator, check_policy_model
 from .config import FIT_OPTIONS, STREAMED
 from .data_file import check_action_labels, check_column_names, check_rows
@@ -64,21 +64,24 @@ class StreamFitOutputs:
     files: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
 
-    def describe(self) -> str:
+    def describe(self, verbose: bool = False) -> str:
+        from .console import fit_width
+        from .outputs import fit_summary_text
+
         d = self.model.diagnostics_
         mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
                 else f"continuous states, {self.config.q_model.entry.notes.get('streamed', self.config.q_model)}")
         from ..scale import DEFAULT_CHUNK_ROWS
 
         lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or DEFAULT_CHUNK_ROWS:,} rows): "
-                 f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", str(self.model.summary())]
+                 f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", fit_summary_text(self.model, verbose)]
         if self.tabular:
             lines.append("  first stage: cell frequencies (out of core, the counts are all that is kept; the "
                          "smooth spline first stage that --policy-model auto picks for sparse ordered cells needs "
                          "the rows in memory: fit a CSV/Parquet file without --chunk-rows for it)")
             lines.append("  transition model: counts (out of core; the held-out comparison of --transition auto, the "
                          "in-memory default, needs the rows in memory: fit without --chunk-rows for it)")
-        return "\n".join(lines + closing_lines(self.files, self.warnings))
+        return fit_width("\n".join(lines + closing_lines(self.files, self.warnings, verbose=verbose)))
 
 
 def _check_parquet_path(config) -> None:
@@ -128,6 +131,8 @@ def run_stream_fit(config) -> StreamFitOutputs:
 
     from ..scale import fit_parquet
 
+    if config.q_model is not None and config.q_model.can(SELECTED):  # auto: as without --q-model
+        config = replace(config, q_model=None)
     _refuse_unsupported(config)
     _check_parquet_path(config)
     source = _checked_source(config)

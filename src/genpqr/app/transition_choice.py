@@ -35,8 +35,9 @@ def choose_transition(config, data, index):
     from ..stage2 import CountKernel, select_transition_model
 
     spec, S = config.transition, index.n_states
+    progress = False if config.quiet else None
     if spec.can(SELECTED):
-        model, selection = spec.build(data=data, n_states=S, seed=config.seed)
+        model, selection = spec.build(data=data, n_states=S, seed=config.seed, progress=progress)
         return (None if model is None else model.fixed_copy()), TransitionChoice(selection.chosen,
                                                                                  selection.summary())
     if not spec.can(COMPARED):
@@ -46,7 +47,7 @@ def choose_transition(config, data, index):
     name = spec.name
     candidates = {"counts": CountKernel(), name: spec.build(seed=config.seed, state_features=index.keys)}
     selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S, settled_mass=0.0,
-                                        thin_only=())
+                                        thin_only=(), progress=progress)
     summary = selection.summary()
     if selection.chosen != name:
         summary = summary.replace(f"transition model: {selection.chosen} (", f"transition model: {name} (requested; "

@@ -80,7 +80,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.validation import short_list
-from ..registry import OUTCOME, STRUCTURAL_ESTIMATORS
+from ..registry import OUTCOME, SELECTED, STRUCTURAL_ESTIMATORS
 from ..registry import TYPES as TYPES_ESTIMATED
 from .config import (FIT_OPTIONS, STATES, FitConfig, check_estimator_needs_features, check_in_memory_action_features,
                      parse_bins)
@@ -125,6 +125,7 @@ class _DiscreteFit:
     sources: object = None
     transition: object = None
     type_models: list | None = None
+    inference: object = None
 
 
 def run_fit(config: FitConfig) -> FitOutputs:
@@ -146,9 +147,10 @@ def run_fit(config: FitConfig) -> FitOutputs:
     config = _outcome_of_behavior(config)
     frame = read_frame(config)
     tabular = decide_tabular(config, frame)
-    config = replace(config, q_model=config.q_model or ("exact" if tabular else "hgb"),
+    q_model = config.q_model if config.q_model is not None and not config.q_model.can(SELECTED) else None
+    config = replace(config, q_model=q_model or ("exact" if tabular else "auto"),  # auto: GenPQR()'s own default
                      policy_model=config.policy_model or ("conditional-logit" if config.action_features
-                                                          else "auto" if tabular else "logistic"))
+                                                          else "auto" if tabular else "basis-logit"))
     if not tabular and FIT_OPTIONS.refused(config, STATES):
         raise ValueError(f"{_and(FIT_OPTIONS.flags_of(STATES))} need the tabular mode (--q-model exact, --bins, or "
                          "integer state columns)")
@@ -240,6 +242,11 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool) -> _DiscreteF
         _bootstrap(config, fit, frame, labels)
     if fit.features is not None:
         _structural(config, fit)
+    if config.infer:  # --infer: debiased targets of the reward (genpqr.app.infer)
+        from .infer import inference_targets, run_inference
+
+        targets = inference_targets(config, data.encoder.labels, fit.features, fit.names)
+        fit.inference = run_inference(config, model, data, targets)
     return fit
 
 
@@ -291,7 +298,7 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
                       types=types_table(fit.model) if hasattr(fit.model, "type_models_") else
                       fit.structural.posterior_frame() if hasattr(fit.structural, "posterior_frame") else None,
                       sources=None if fit.sources is None else sources_frame(fit.model, fit.sources, labels),
-                      transition=fit.transition)
+                      transition=fit.transition, inference=fit.inference)
 
 
 def check_before_fit(config: FitConfig, data, index) -> None:
@@ -376,9 +383,10 @@ def config_from_args(args) -> FitConfig:
 def fit_command(args) -> int:
     """Run ``genpqr fit``; 0 on success, 2 with a one-line message on bad input."""
     try:
-        outputs = run_fit(config_from_args(args))
+        config = config_from_args(args)
+        outputs = run_fit(config)
     except (ValueError, TypeError, OSError, ImportError) as exc:
-        print(f"genpqr fit: error: {console_text(exc)}", file=sys.stderr)
+        print(f"genpqr fit: error: {console_text(exc)}", file=sys.stderr)  # one line, whatever its length
         return 2
-    print(outputs.describe())
+    print(outputs.describe(verbose=config.verbose))
     return 0

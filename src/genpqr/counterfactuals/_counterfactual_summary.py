@@ -178,15 +178,28 @@ def _header(result, kind, level) -> list:
     return header
 
 
+def _route_gap_note(result, other: str) -> str:
+    """The other route's answer where it differs most from this one, and what that means."""
+    c = result.counterfactual.summary(result.action_labels, result.state_values)
+    o = result.alternative["counterfactual"]
+    keys = [k for k in c if k in o and k[1] != "value"]
+    if not keys:
+        return f"the {other} route's answer is in to_frame() ({other}_counterfactual)"
+    worst = max(keys, key=lambda k: abs(c[k] - o[k]) / max(abs(o[k]), 1e-12))
+    name = f"{worst[0]} {worst[1]}" if isinstance(worst, tuple) else str(worst)
+    return (f"the {other} route puts {name} at {o[worst]:.4g} against {c[worst]:.4g} here (largest relative gap, "
+            f"route_gap {result.route_gap():.3g}): the reward table and the structural model disagree where the "
+            f"counterfactual goes; this answer rests on the model's functional form there (see Thin support; "
+            f"to_frame(): {other}_counterfactual)")
+
+
 def _notes(result) -> list:
     notes = []
     if result.route == "nonparametric" and not result.invariant:
         notes.append(f"not identified under every normalization: {result.rule}")
     if result.alternative is not None:
         other = result.alternative["route"]
-        notes.append(f"the {other} route's rates and mean state differ from these by up to {result.route_gap():.1%}: "
-                     f"the reward table and the structural model disagree where the counterfactual goes "
-                     f"(to_frame(): {other}_counterfactual, route_gap)")
+        notes.append(_route_gap_note(result, other))
     welfare = getattr(result, "welfare", None)
     if welfare is not None:
         notes.append("welfare change: positive a gain, negative a loss" + (

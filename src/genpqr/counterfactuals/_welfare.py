@@ -91,7 +91,7 @@ def _stack(values, money):
 
 @dataclass(frozen=True)
 class WelfareResult:
-    """The welfare of a counterfactual's two scenarios (see :mod:`genpqr.counterfactuals._welfare`).
+    """The welfare of a counterfactual's two scenarios (:func:`genpqr.counterfactuals.counterfactual` with ``money_parameter``).
 
     Attributes
     ----------

@@ -6,6 +6,7 @@ files and output folders as transactions in the public module :mod:`genpqr.estim
 from ._estimator import GenPQR, load
 from ._estimator_finite import FinitePath, as_weights, is_closed_form, mu_expectation, safe_log
 from ._estimator_box import BoxPath
+from ._defaults import DEFAULT_LSTD_ALPHA, MAX_DEFAULT_LSTD_FEATURES, default_policy_model, default_q_model
 from ._estimator_large import (EXACT_READ_PAIRS, MU_SAMPLES, LargeStage2, behaviour_proposal, fit_large_stage2,
                                large_path_applies, reference_columns)
 from ._diagnostics import ContinuousDiagnostics, Diagnostics, FitDiagnostics, FitSummary
@@ -27,4 +28,5 @@ __all__ = ["GenPQR", "load", "FinitePath", "is_closed_form", "as_weights", "BoxP
            "SEPARATION_WARN", "LatentTypeWarning", "TypeFit", "ccp_parameter_count", "fit_latent_types", "fit_type_models",
            "information_criteria", "type_criteria", "type_loglik_terms", "type_warnings", "MU_SAMPLES",
            "EXACT_READ_PAIRS", "behaviour_proposal", "LargeStage2", "fit_large_stage2", "large_path_applies",
-           "reference_columns"]
+           "reference_columns", "default_policy_model", "default_q_model", "MAX_DEFAULT_LSTD_FEATURES",
+           "DEFAULT_LSTD_ALPHA"]

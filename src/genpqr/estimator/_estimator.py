@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator
 
 from ..data.validation import as_float_array
 from ..data import Transitions
-from ._diagnostics import Diagnostics, FitSummary
+from ._diagnostics import Diagnostics
 from ._estimator_box import BoxPath
 from ._estimator_finite import FinitePath
 from ..exceptions import NotFittedError
@@ -60,7 +60,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
         are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the same data give the
         same first stage, and the same reward, through both doors. ``first_stage_`` says which was used and why.
-        Other paths: standardized multinomial logistic regression.
+        Other paths: :class:`genpqr.stage1.BasisLogit`, a logit on splines and products of the standardized state.
     policy_prefit : bool
         If True, ``policy_model`` is already fitted (on action codes or labels matching the data's) and is used as
         is: not cloned, not refitted. Lets several estimators share one policy estimate. Incompatible with
@@ -68,8 +68,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
         Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated (``transition_model``) and the
         Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
-        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE (default
-        ``HistGradientBoostingRegressor``).
+        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE. Default:
+        ``LSTDQ(features=StateBasis(), alpha=1e-5)``, else FQE (:func:`genpqr.estimator.default_q_model`).
     encoding : {"auto", "per_action", "joint", "action_features", "native"}
         How a regressor sees actions (see :mod:`genpqr.stage2`); ``"action_features"``: one
         regressor on ``[s, x_a]`` from the data's action table, shared across actions.
@@ -160,8 +160,10 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         out-of-fold diagnostics only; None otherwise (and in a model saved without its data).
     first_stage_ : FirstStageChoice
         Finite actions: which stage-1 model was used and why (:class:`genpqr.stage1.FirstStageChoice`:
-        ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"logistic"``);
+        ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"basis-logit"``);
         printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here.
+    q_model_ : object
+        Finite actions: ``q_model`` or its default (None: FQE's default regressor).
     normalization_ : Normalization (labels bound to codes)
     encoder_ : ActionEncoder
     taken_actions_ : ndarray of shape (K,), bool
@@ -317,17 +319,34 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
             return self._box_mu_q(self._box_inputs(X))
         return np.sum(self.stage2_.mu(X) * self.stage2_.q(X), axis=1)
 
-    def reward(self, states, actions=None) -> np.ndarray:
+    def reward(self, states, actions=None, *, as_frame: bool = False):
         """``r = Q - mu Q + g``: (n, K), or (n,) at the given action labels (continuous
-        actions: at the given actions, (n,))."""
+        actions: at the given actions, (n,)).
+
+        ``as_frame=True`` returns a labelled pandas object instead of the array: a DataFrame
+        whose columns are the action labels (one row per state, indexed like ``states`` when it
+        is a DataFrame), or with ``actions`` a Series named ``reward``."""
         if self._is_box:
             self._box_needs_actions(actions, "reward")
-            return self._box_reward(*self._box_inputs(self._states(states), actions))
+            out = self._box_reward(*self._box_inputs(self._states(states), actions))
+            return self._as_frame(out, states, actions) if as_frame else out
         X = self._states(states)
         if actions is not None and hasattr(self.stage2_, "reward_at"):  # many actions: only the pairs asked
-            return self.stage2_.reward_at(X, self.encoder_.encode(actions))
-        q = self.stage2_.q(X)
-        return self._select(q - np.sum(self.stage2_.mu(X) * q, axis=1)[:, None] + self.stage2_.g(X)[:, None], actions)
+            out = self.stage2_.reward_at(X, self.encoder_.encode(actions))
+        else:
+            q = self.stage2_.q(X)
+            out = self._select(q - np.sum(self.stage2_.mu(X) * q, axis=1)[:, None] + self.stage2_.g(X)[:, None],
+                               actions)
+        return self._as_frame(out, states, actions) if as_frame else out
+
+    def _as_frame(self, values, states, actions):
+        """``values`` (n, K) or (n,) as a DataFrame with the action labels as columns, or a Series."""
+        import pandas as pd
+
+        index = states.index if isinstance(states, (pd.DataFrame, pd.Series)) else None
+        if values.ndim == 1:
+            return pd.Series(values, index=index, name="reward")
+        return pd.DataFrame(values, index=index, columns=list(self.encoder_.labels))
 
     def continuation(self, states, actions=None) -> np.ndarray:
         """``v = (u - g - Q) / gamma`` (= ``-P mu Q``): (n, K) or (n,). Zero when gamma = 0."""
@@ -446,7 +465,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     def counterfactual(self, reward_change=None, transitions=None, gamma=None, *, parameter_change=None,
                        route="auto", structural=None, initial=None, horizon=None, state_values=None,
                        check_normalization=None, n_boot=0, level=0.95, n_jobs=1, random_state=None, progress=None,
-                       warn=True, min_visits=10, support_threshold=0.05):
+                       warn=True, min_visits=10, support_threshold=0.05, money_parameter=None):
         r"""Soft-optimal behaviour under changed primitives (exact tabular path; :mod:`genpqr.counterfactuals`).
 
         Two routes. *Nonparametric*: the soft-optimal policy of ``(r_hat + delta, P', gamma')``
@@ -461,6 +480,8 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         of its occupancy lies on states and cells the data saw fewer than ``min_visits`` times
         (``result.support``; :class:`~genpqr.exceptions.ExtrapolationWarning` above
         ``support_threshold``), and the bootstrap counts replicates that left the data's support.
+        ``money_parameter`` (the name of the structural parameter that converts utility into money,
+        e.g. the replacement cost) adds the welfare change in money units (``result.welfare``).
 
         Parameters: see :func:`genpqr.counterfactuals.counterfactual`.
 
@@ -474,7 +495,9 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
                               structural=structural, initial=initial, horizon=horizon, state_values=state_values,
                               check_normalization=check_normalization, n_boot=n_boot, level=level, n_jobs=n_jobs,
                               random_state=random_state, progress=progress, warn=warn, min_visits=min_visits,
-                              support_threshold=support_threshold)
+                              support_threshold=support_threshold, money_parameter=money_parameter)
+
+    from ._infer import infer  # GenPQR.infer(target): debiased inference on the reward (genpqr.inference)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path, include_data: bool = False) -> None:
@@ -495,13 +518,18 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         self._check_fitted(types_ok=True)
         dump(self, path, include_data=include_data)
 
-    def summary(self) -> FitSummary:
+    def summary(self):
         """A short account of the fit (:class:`genpqr.estimator.FitSummary`): ``print(model.summary())``
         or ``str(...)`` gives the text (sizes, normalization, support and coverage, the policy log loss,
         the clip, the stage-2 solve and the first stage), ``.to_frame()`` its figures, and a notebook
-        shows it as a table."""
+        shows it as a table. With a structural fit (``structural_``, set by ``genpqr fit --features``),
+        its parameter table follows (``tables``, ``as_text()``, ``as_html()``, ``as_latex()``)."""
         self._check_fitted()
-        return self._box_summary() if self._is_box else self._finite_summary()
+        summary = self._box_summary() if self._is_box else self._finite_summary()
+        structural = getattr(self, "structural_", None)
+        if structural is not None and hasattr(structural, "summary"):
+            return structural.summary().after(summary)
+        return summary
 
 
 def load(path, trusted: bool = False) -> GenPQR:

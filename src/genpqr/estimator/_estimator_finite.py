@@ -13,16 +13,13 @@ import dataclasses
 import warnings
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
-
 from .. import stage2 as tabular
 from ..messages import Mention, Message
 from ..data.validation import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
-from ..stage1 import (FirstStageChoice, choose_tabular_policy, clip_fractions, clip_proba, fit_policy, fit_stage1,
+from ..stage1 import (choose_tabular_policy, clip_fractions, clip_proba, fit_policy, fit_stage1,
                       given_first_stage, mu_expectation, safe_log, state_is_ordered)
 from ._diagnostic_checks import emit, failed_diagnostics, poorly_covered, thin_transitions
+from ._defaults import default_policy_model, default_q_model
 from ._diagnostics import Diagnostics, FitSummary
 from ._estimator_large import fit_large_stage2, large_path_applies
 from ..normalization import FixedOffset, FixedWeights, Normalization, OutcomeOffset, mean_zero
@@ -69,6 +66,8 @@ class FinitePath:
         if self._exact:
             self.n_states_ = self._infer_n_states(data)
         policy_model, self.first_stage_ = self._first_stage(data)
+        self.q_model_ = self.q_model if self.q_model is not None or self._exact else \
+            default_q_model(data, encoding=self.encoding, random_state=self.random_state)
         self.training_data_ = data
         self.state_dim_ = data.state_dim
         seed = seed_from(self.random_state)
@@ -89,16 +88,14 @@ class FinitePath:
     def _first_stage(self, data):
         """``(classifier, FirstStageChoice)``: ``policy_model`` as given, else on the exact path
         the rule of ``genpqr fit --policy-model auto`` (:func:`genpqr.stage1.choose_tabular_policy`,
-        the state ordered by :func:`~genpqr.stage1.state_is_ordered`), else a standardized
-        multinomial logit."""
+        the state ordered by :func:`~genpqr.stage1.state_is_ordered`), else the default of
+        non-tabular states (:func:`genpqr.estimator.default_policy_model`)."""
         if self.policy_model is not None or self.policy_prefit:
             return self.policy_model, given_first_stage(self.policy_model, prefit=self.policy_prefit)
         if self._exact:
             ordered = state_is_ordered(self.transition_model, self.n_states)
             return choose_tabular_policy(data, self.n_states_, ordered=ordered, random_state=self.random_state)
-        return (make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
-                FirstStageChoice("logistic", "the default for non-tabular states: StandardScaler -> "
-                                             "LogisticRegression (multinomial logit)"))
+        return default_policy_model(data)
 
     def _infer_n_states(self, data):
         if data.state_dim != 1:
@@ -176,7 +173,7 @@ class FinitePath:
         counts = np.bincount(s * K + choices.actions, weights=choices.sample_weight,
                              minlength=S * K).reshape(S, K).astype(np.float64)
         given, self.transition_selection_ = tabular.resolve_transition_model(
-            self.transition_model, data, S, random_state=seed_from(self.random_state))
+            self.transition_model, data, S, random_state=seed_from(self.random_state), progress=self.progress)
         self.transition_model_ = given
         if given is not None:
             if self.transition_selection_ is not None:  # "auto": the chosen model, fitted on every move
@@ -204,12 +201,12 @@ class FinitePath:
                           offset_model=self.offset_model, random_state=self.random_state)
         g_rows = g_fn(data.states)
         u_rows = safe_log(proba[np.arange(data.n), data.actions])
-        if is_closed_form(self.q_model):
+        if is_closed_form(self._q_model()):
             evaluator = self._fit_closed_form(data, u_rows - g_rows, mu_fn(data.next_states, next_proba), next_proba,
                                               g_fn)
             return SampleStage2(evaluator, norm, policy, g_fn, K)
         next_mu = mu_fn(data.next_states, next_proba)
-        fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
+        fqe = FQE(regressor=self._q_model(), encoding=self.encoding, n_iterations=self.n_iterations, tol=self.tol,
                   warm_start=self.warm_start, validation_fraction=self.validation_fraction,
                   n_iter_no_change=self.n_iter_no_change, progress=self.progress, random_state=self.random_state,
                   structure=self.structure)
@@ -348,11 +345,11 @@ class FinitePath:
         for w in pols:
             next_proba = self.policy_.proba(data.next_states)
             next_p = w.probabilities(data.next_states, self.n_actions_, next_proba)
-            if is_closed_form(self.q_model):
+            if is_closed_form(self._q_model()):
                 fqe = self._closed_form_value(data, u_rows, next_p)
                 q = fqe.predict_q(X)
             else:
-                fqe = FQE(regressor=self.q_model, encoding=self.encoding, n_iterations=self.n_iterations,
+                fqe = FQE(regressor=self._q_model(), encoding=self.encoding, n_iterations=self.n_iterations,
                           tol=self.tol, warm_start=self.warm_start, progress=self.progress,
                           random_state=self.random_state, structure=self.structure)
                 fqe.fit(data.states, data.actions, data.next_states, data.continues, u_rows, next_p, self.gamma_,
@@ -379,10 +376,15 @@ class FinitePath:
         ``phi(s) (x) x_a`` with ``encoding="action_features"``)."""
         from ..stage2 import LSTDQ
 
-        if not isinstance(self.q_model, str):
-            return clone(self.q_model)
+        if not isinstance(self._q_model(), str):
+            return clone(self._q_model())
         encoding = "action_features" if self.encoding == "action_features" else "per_action"
         return LSTDQ(encoding=encoding, random_state=self.random_state)
+
+    def _q_model(self):
+        """The stage-2 model of the fit: ``q_model``, or for None the default of
+        :func:`genpqr.estimator.default_q_model` (``q_model_``; None there: FQE's default regressor)."""
+        return getattr(self, "q_model_", self.q_model)
 
     def _finite_summary(self) -> FitSummary:
         d = self.diagnostics_

@@ -1,5 +1,5 @@
 r"""Result summaries in statsmodels' shape: a title, ``label: value`` header items, one table and
-its notes, rendered as fixed-width text (at most :data:`MAX_WIDTH` columns), HTML and LaTeX (a
+its notes, rendered as fixed-width text (at most ``MAX_WIDTH`` columns), HTML and LaTeX (a
 table to paste into a paper).
 
 :class:`TableSummary` is the base of the summaries that results return
@@ -82,7 +82,7 @@ class SummaryLayout:
     notes : list of str
         Printed below the table, each after ``Note:``.
     width : int
-        The narrowest the text is (it widens to the table, up to :data:`MAX_WIDTH`).
+        The narrowest the text is (it widens to the table, up to ``MAX_WIDTH``).
     name_width : int
         The narrowest the row-name column is.
     """
@@ -97,7 +97,7 @@ class SummaryLayout:
 
 
 def render_text(layout: SummaryLayout, width: int | None = None) -> str:
-    """The layout as fixed-width text: no line longer than :data:`MAX_WIDTH` (row names that
+    """The layout as fixed-width text: no line longer than ``MAX_WIDTH`` (row names that
     would widen the table beyond it are cut, ending in ``~``)."""
     cells = sum(w for _, w in layout.columns)
     name_w = max([layout.name_width] + [len(str(name)) + 1 for name, _ in layout.rows])
@@ -155,14 +155,14 @@ def render_latex(layout: SummaryLayout, label: str | None = None) -> str:
 
 
 class TableSummary:
-    """Base of the result summaries: a subclass defines :meth:`layout`; ``print(summary)``,
-    :meth:`as_text`, :meth:`as_html`, :meth:`as_latex`, and in a notebook the HTML."""
+    """Base of the result summaries: a subclass defines ``layout()``; ``print(summary)``,
+    ``as_text()``, ``as_html()``, ``as_latex()``, and in a notebook the HTML."""
 
     def layout(self) -> SummaryLayout:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
 
     def as_text(self, width: int | None = None) -> str:
-        """Fixed-width text (statsmodels' layout); lines of at most :data:`MAX_WIDTH` characters."""
+        """Fixed-width text (statsmodels' layout); lines of at most ``MAX_WIDTH`` characters."""
         return render_text(self.layout(), width)
 
     def as_html(self) -> str:

@@ -55,7 +55,8 @@ import numpy as np
 from .. import evaluation
 
 __all__ = ["Method", "METHODS", "register", "get_method", "merge_options", "build_genpqr_nn", "build_genpqr_gbt",
-           "build_genpqr_lstd", "updates_schedule", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
+           "build_genpqr_lstd", "build_genpqr_default",
+           "updates_schedule", "build_deeppqr", "build_log_policy", "build_linear_oracle", "GENPQR_NN_DEFAULTS", "GENPQR_GBT_DEFAULTS",
            "PAPER_CLIP", "SPEC_BC_STRUCTURE", "GAMMA", "ANCHOR"]
 
 #: Probability clip bounds of every fitted policy in the paper.
@@ -363,13 +364,26 @@ GENPQR_LSTD_DEFAULTS = {**_BC, "bc": BC_DEFAULTS, "q_model": {"features": "splin
 GENPQR_LSTD_RFF = {**_BC, "bc": BC_DEFAULTS,
                    "q_model": {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}}
 
-#: The fast default path of Experiment 2: behaviour cloning with weight decay 1e-3 for 10 epochs
-#: (weight decay lowers the held-out policy log loss, and with it 10 epochs are as good as 40: the
-#: choice needs no true reward; a smoother log pi_hat(anchor|.) also cancels in the reward's
-#: -10 log pi(0|s) + 9 log pi(0|s') terms), then the closed-form LSTD fixed point in splines and
-#: 100 random Fourier features (docs/benchmarks.md, "The default path of Experiment 2").
-GENPQR_DEFAULT_PATH = {**_BC, "bc": {**BC_DEFAULTS, "weight_decay": 1e-3, "max_epochs": 10},
-                       "q_model": {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}}
+#: Behaviour cloning with weight decay 1e-3 for 10 epochs (weight decay lowers the held-out policy
+#: log loss, and with it 10 epochs are as good as 40: the choice needs no true reward; a smoother
+#: log pi_hat(anchor|.) also cancels in the reward's -10 log pi(0|s) + 9 log pi(0|s') terms), then the
+#: closed-form LSTD fixed point in splines and 100 random Fourier features: the experiment's fast path
+#: before GenPQR's own defaults took its place (docs/benchmarks.md, "The default path of Experiment 2").
+GENPQR_BC_WD_LSTD_RFF = {**_BC, "bc": {**BC_DEFAULTS, "weight_decay": 1e-3, "max_epochs": 10},
+                         "q_model": {"features": "spline+rff", "n_components": 100, "alpha": 1e-4}}
+#: Former name of :data:`GENPQR_BC_WD_LSTD_RFF`.
+GENPQR_DEFAULT_PATH = GENPQR_BC_WD_LSTD_RFF
+
+
+def build_genpqr_default(data, seed: int, options: dict):
+    """``GenPQR()`` as users call it: its default first and second stage (on continuous states the
+    basis logit and the LSTD fixed point on its basis, :func:`genpqr.estimator.default_q_model`),
+    its default clip; only the benchmark's normalization, gamma and seed are given (the
+    ``"estimator"`` group adds keyword arguments)."""
+    from ..estimator import GenPQR
+
+    return GenPQR(normalization=anchor_normalization(), gamma=GAMMA, random_state=seed, progress=False,
+                  **options.get("estimator", {}))
 
 
 def _with_airl(defaults: dict) -> dict:
@@ -421,7 +435,8 @@ for _name, _build, _defaults, _tiny_opts, _preload in (
     register(Method(airl_name, _build, defaults=_with_airl(_defaults), tiny=merge_options(_TINY_AIRL, _tiny_opts),
                     preload=_preload))
 
-register(Method("GenPQR (default path)", build_genpqr_lstd, defaults=GENPQR_DEFAULT_PATH,
+register(Method("GenPQR (default path)", build_genpqr_default, defaults={"estimator": {}}))
+register(Method("GenPQR (BC wd, LSTD, RFF)", build_genpqr_lstd, defaults=GENPQR_BC_WD_LSTD_RFF,
                 tiny=merge_options(_TINY_BC, {"q_model": {"n_components": 20}}), preload=_TORCH))
 register(Method("AIRL state reward", build_airl_reward, defaults=_AIRL, tiny=_TINY_AIRL, preload=_TORCH))
 register(Method("MaxEnt-IRL", build_maxent, defaults={"estimator": {}}, preload=_TORCH,

@@ -21,8 +21,8 @@
     :mod:`genpqr.stage1`: ``GenPQR``'s tabular default uses them).
 
 The closed-form densities (linear Gaussian, known, squashed) that serve as the core's
-defaults live in :mod:`genpqr.actions`, as scikit-learn's ``LogisticRegression`` is the
-core's default classifier. Nothing here is imported when ``genpqr`` is imported: torch and
+defaults live in :mod:`genpqr.actions`, as the core's default classifier of continuous states
+(:class:`genpqr.stage1.BasisLogit`) lives in :mod:`genpqr.stage1`. Nothing here is imported when ``genpqr`` is imported: torch and
 LightGBM load only when a model from here is used.
 """
 

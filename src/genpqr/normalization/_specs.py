@@ -1,7 +1,7 @@
 """The normalizations users name (``anchor:a``, ``mean-zero``, ``gaussian:0,1``...): the entries of
 :data:`genpqr.registry.NORMALIZATIONS` (finite actions) and
 :data:`genpqr.registry.CONTINUOUS_NORMALIZATIONS` (a box), beside the classes they build
-(:mod:`._normalization`). Factories import lazily: declaring them imports nothing heavy.
+(``genpqr.normalization._normalization``). Factories import lazily: declaring them imports nothing heavy.
 
 Finite-action factories receive ``label(text, what)`` (the data's action label typed as
 ``text``) and ``state_column(name, holds, what)`` (a data column's value per state, or a lookup

@@ -90,8 +90,8 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
         Partitions (tasks per pass); default one per ``chunk_rows`` rows, at most one per
         Parquet row group.
     policy : {"sample", "lightgbm"}
-        Stage 1 of the closed-form and boosted paths: ``est.policy_model`` (default logistic regression) fitted on the
-        sample, as :func:`~genpqr.scale.fit_parquet` does; or a
+        Stage 1 of the closed-form and boosted paths: ``est.policy_model`` (default: GenPQR's, the
+        basis logit) fitted on the sample, as :func:`~genpqr.scale.fit_parquet` does; or a
         ``lightgbm.DaskLGBMClassifier`` on every choice (parameters: those of
         ``est.policy_model`` when it is an ``LGBMClassifier``, updated by ``lightgbm_params``).
     keep_last, time_gaps : as in :func:`genpqr.data.from_pandas`.

@@ -104,17 +104,14 @@ def prefitted_policy(est):
 
 def sample_policy(est, sample):
     """Stage 1 of the closed-form path (clip unresolved): prefitted, or ``est.policy_model``
-    (default: standardized logistic regression) fitted on the random ``sample``."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
+    (default: the in-memory fit's, :func:`genpqr.estimator.default_policy_model`) fitted on the
+    random ``sample``."""
+    from ..estimator import default_policy_model
     from ..stage1 import FittedPolicy, check_classifier
 
     if est.policy_prefit:
         return prefitted_policy(est)
-    model = est.policy_model if est.policy_model is not None else make_pipeline(
-        StandardScaler(), LogisticRegression(max_iter=2000))
+    model = est.policy_model if est.policy_model is not None else default_policy_model(sample)[0]
     check_classifier(model)
     return FittedPolicy([clone(model).fit(sample.states, sample.actions)], None, est.n_actions_, (0.0, 1.0))
 

@@ -1,5 +1,5 @@
 """Stage 1: policy models' glue. Probabilities or densities -> ``u = log pi`` (clipped),
-frequency and spline classifiers' checks, the conditional logit over actions with features, cross-fitting by episode, first-stage reports, the E-step of latent agent types.
+frequency and spline classifiers' checks, the default basis logit of continuous states, the conditional logit over actions with features, cross-fitting by episode, first-stage reports, the E-step of latent agent types.
 """
 
 from ._policy import (DEFAULT_CLIP, FittedDensity, FittedPolicy, FREQUENCY_CHECK_EXCLUSIONS, FrequencyClassifier,
@@ -18,6 +18,7 @@ from ._blocked import log_policy_at
 from ._latent_types import (SEPARATION_WARN, latent_type_warnings, TypePosterior, episode_codes, mixing_log_prior,
                             separation_share, type_posteriors,
                             type_row_weights)
+from ._basis_logit import DEFAULT_C, DEFAULT_KNOTS, MAX_INTERACTION_DIM, BasisLogit, StateBasis
 from ._first_stage import (C_GRID, DEFAULT_SEED, FirstStageChoice, KNOT_GRID, SPARSE_MEDIAN_VISITS, SPARSE_ZERO_SHARE,
                            SplineLogit, cells_are_sparse, choose_tabular_policy, given_first_stage, select_spline_logit,
                            sparsity, state_is_ordered)
@@ -35,4 +36,5 @@ __all__ = ["DENSE_LIMIT_BYTES", "bilinear_log_partition", "bilinear_log_proba_at
            "latent_type_warnings", "episode_codes",
            "type_posteriors", "mixing_log_prior", "type_row_weights", "separation_share", "SplineLogit", "select_spline_logit",
            "cells_are_sparse", "choose_tabular_policy", "FirstStageChoice", "state_is_ordered", "given_first_stage",
-           "sparsity", "SPARSE_MEDIAN_VISITS", "SPARSE_ZERO_SHARE", "KNOT_GRID", "C_GRID", "DEFAULT_SEED"]
+           "sparsity", "SPARSE_MEDIAN_VISITS", "SPARSE_ZERO_SHARE", "KNOT_GRID", "C_GRID", "DEFAULT_SEED",
+           "BasisLogit", "StateBasis", "MAX_INTERACTION_DIM", "DEFAULT_C", "DEFAULT_KNOTS"]

@@ -126,7 +126,7 @@ def _small_integers(x: np.ndarray):
 def repeated_rows(X: np.ndarray):
     """:func:`distinct_rows` of ``X`` (n, d) when its rows repeat enough for a fit or a
     prediction on the distinct rows to pay (:func:`compresses`), else None. Continuous states are
-    recognised from their first :data:`PREFIX_ROWS` rows, most of them distinct, without a sort."""
+    recognised from their first ``PREFIX_ROWS`` rows, most of them distinct, without a sort."""
     X = np.asarray(X)
     X = X[:, None] if X.ndim == 1 else X
     n = X.shape[0]

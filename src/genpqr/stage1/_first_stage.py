@@ -181,8 +181,9 @@ class FirstStageChoice:
     ----------
     name : str
         ``"spline"`` or ``"frequency"`` (chosen by :func:`choose_tabular_policy`), ``"given"``
-        (a ``policy_model`` passed to ``GenPQR``), ``"logistic"`` (``GenPQR``'s default for
-        non-tabular states), or the ``--policy-model`` the user named (``genpqr fit``).
+        (a ``policy_model`` passed to ``GenPQR``), ``"basis-logit"`` (``GenPQR``'s default for
+        non-tabular states, :class:`genpqr.stage1.BasisLogit`), or the ``--policy-model`` the user
+        named (``genpqr fit``).
     reason : str
     median_visits : float
         Median observed choices per visited state (NaN when not computed).

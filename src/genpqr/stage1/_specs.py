@@ -1,5 +1,5 @@
 """The policy models users name for finite actions (``auto``, ``frequency``, ``spline``,
-``logistic``, ``conditional-logit``): entries of :data:`genpqr.registry.POLICY_MODELS`, beside
+``basis-logit``, ``logistic``, ``conditional-logit``): entries of :data:`genpqr.registry.POLICY_MODELS`, beside
 the classifiers they build. The torch and LightGBM ones are declared in :mod:`genpqr.models`.
 
 Factories receive ``tabular`` (tabular states: an index), ``n_states`` and ``seed``; the
@@ -36,6 +36,15 @@ def _frequency(n_states):
     from ._policy import FrequencyClassifier
 
     return FrequencyClassifier(n_states=n_states)
+
+
+@POLICY_MODELS.register("basis-logit", help="continuous states, GenPQR()'s default: a multinomial logit on splines and "
+                                           "pairwise products of the standardized state, shrunk toward the linear "
+                                           "logit")
+def _basis_logit(_, **context):
+    from ._basis_logit import BasisLogit
+
+    return BasisLogit()
 
 
 @POLICY_MODELS.register("logistic", capabilities=(STREAMS,),

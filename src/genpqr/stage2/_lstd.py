@@ -331,6 +331,10 @@ class LSTDQ(BaseEstimator):
         problem = self._check(problem)
         self._reset(problem)
         self.features_.fit(problem.states)
+        if problem.n <= self._chunk():  # one chunk: the features serve the sums and the residual
+            phi = (self._state_phi(problem.states), self._state_phi(problem.next_states))
+            self._accumulate(problem, phi)
+            return self._finish(problem, phi)
         for start in range(0, problem.n, self._chunk()):
             self._accumulate(problem.rows(start, start + self._chunk()))
         return self.solve(problem)
@@ -358,13 +362,17 @@ class LSTDQ(BaseEstimator):
         """Solve the accumulated system; with ``problem``, also record its Bellman residual."""
         if not hasattr(self, "statistics_"):
             raise NotFittedError("no statistics accumulated; call partial_fit or fit_bellman first")
+        return self._finish(problem)
+
+    def _finish(self, problem, phi=None) -> "LSTDQ":
+        """:meth:`solve`; ``phi``: the features of ``problem``'s states and next states, if at hand."""
         w = self.statistics_.solve(self.alpha, self.n_iterations)
         q = self._n_state_features
         self.coef_ = w.reshape(self.n_actions_, q) if self.encoding == "per_action" else \
             w.reshape(q, -1) if self.encoding == "action_features" else w
         self.history_ = FQEHistory()
         if problem is not None:
-            self.history_.bellman_residual.append(self._residual(problem))
+            self.history_.bellman_residual.append(self._residual(problem, phi))
         self.n_iter_ = 1 if self.n_iterations is None else int(self.n_iterations)
         self.converged_, self.solver_name_ = True, "lstd"
         return self
@@ -414,8 +422,8 @@ class LSTDQ(BaseEstimator):
             phi = np.hstack([phi, np.ones((phi.shape[0], 1))])
         return phi
 
-    def _accumulate(self, chunk):
-        phi, next_phi = self._state_phi(chunk.states), self._state_phi(chunk.next_states)
+    def _accumulate(self, chunk, phi=None):
+        phi, next_phi = phi if phi is not None else (self._state_phi(chunk.states), self._state_phi(chunk.next_states))
         q, K = phi.shape[1], self.n_actions_
         if self.statistics_ is None:
             self._n_state_features = q
@@ -436,9 +444,9 @@ class LSTDQ(BaseEstimator):
             self.statistics_.accumulate(design, nxt, y, chunk.sample_weight)
 
     # ------------------------------------------------------------------ prediction
-    def _linear(self, states) -> np.ndarray:
-        """The fitted linear part (m, K): Q itself or Z."""
-        phi = self._state_phi(states)
+    def _linear(self, states, phi=None) -> np.ndarray:
+        """The fitted linear part (m, K): Q itself or Z (``phi``: the states' features, if at hand)."""
+        phi = self._state_phi(states) if phi is None else phi
         if self.encoding == "per_action":
             return phi @ self.coef_.T
         if self.encoding == "action_features":
@@ -463,22 +471,31 @@ class LSTDQ(BaseEstimator):
                 out[start:start + X.shape[0]] = u - g[:, None] + self.gamma_ * lin
         return out
 
-    def _residual(self, problem) -> float:
+    def _residual(self, problem, phi=None) -> float:
         """RMS over rows of ``Q(s_i, a_i) - y_i - gamma c_i sum_a' mu(a'|s'_i) Q(s'_i, a')``, with
         the linear part in place of Q for ``target="continuation"`` (times gamma: the Q residual
-        when u at the rows is the training u)."""
+        when u at the rows is the training u). ``phi``: the features of all of ``problem``'s states
+        and next states, if at hand (one chunk)."""
+        if phi is not None:
+            total = self._squared_residuals(problem, self._linear(None, phi[0]), self._linear(None, phi[1]))
+            return float(np.sqrt(total / max(problem.n, 1)))
         total = 0.0
         rows_all = problem.n
         for start in range(0, rows_all, self._chunk()):
             c = problem.rows(start, start + self._chunk())
-            here = self._linear(c.states)[np.arange(c.n), c.actions]
-            nxt = np.sum(c.next_mu * self._linear(c.next_states), axis=1)
-            y = c.reward if self.target == "q" else c.continues * c.next_reward
-            res = here - y - c.gamma * c.continues * nxt
-            if self.target == "continuation":
-                res = c.gamma * res
-            total += float(np.sum(res ** 2))
+            total += self._squared_residuals(c, self._linear(c.states), self._linear(c.next_states))
         return float(np.sqrt(total / max(rows_all, 1)))
+
+    def _squared_residuals(self, c, linear, next_linear) -> float:
+        """The sum of squares of :meth:`_residual`'s residuals on the rows of ``c``, from the linear
+        part at their states and next states (m, K)."""
+        here = linear[np.arange(c.n), c.actions]
+        nxt = np.sum(c.next_mu * next_linear, axis=1)
+        y = c.reward if self.target == "q" else c.continues * c.next_reward
+        res = here - y - c.gamma * c.continues * nxt
+        if self.target == "continuation":
+            res = c.gamma * res
+        return float(np.sum(res ** 2))
 
 
 def _row_kron(A: np.ndarray, B: np.ndarray) -> np.ndarray:

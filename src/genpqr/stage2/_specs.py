@@ -1,14 +1,15 @@
 """The stage-2 models and tabular transition models users name: entries of
-:data:`genpqr.registry.Q_MODELS` (``exact``, ``linear``, ``lstd``, ``hgb``),
+:data:`genpqr.registry.Q_MODELS` (``auto``, ``exact``, ``linear``, ``lstd``, ``hgb``),
 :data:`~genpqr.registry.CONTINUOUS_Q_MODELS` (``linear``, ``hgb``, ``mlp``) and
 :data:`~genpqr.registry.TRANSITION_MODELS` (``auto``, ``counts``, ``shrinkage``, ``lowrank``,
 ``classifier``, a kernel file), beside the classes they build. Q factories return
 :class:`genpqr.GenPQR` keyword arguments (``q_model`` with its iteration settings).
 
 Transition factories, by capability: :data:`~genpqr.registry.SELECTED` (``auto``) receive
-``data``, ``n_states`` and ``seed`` and return ``(model or None, TransitionSelection)``, GenPQR's
-own rule (:func:`resolve_transition_model`); :data:`~genpqr.registry.COMPARED` ones receive
-``seed`` and ``state_features`` and return the candidate compared with counts;
+``data``, ``n_states``, ``seed`` (and ``progress``, the comparison's bar) and return
+``(model or None, TransitionSelection)``, GenPQR's own rule (:func:`resolve_transition_model`);
+:data:`~genpqr.registry.COMPARED` ones receive ``seed`` and ``state_features`` and return the
+candidate compared with counts;
 :data:`~genpqr.registry.GIVEN` ones receive ``n_actions`` (and ``label``) and return the kernel;
 ``counts`` returns None (the estimator's counts).
 """
@@ -22,6 +23,16 @@ __all__: list = []
 
 
 # ------------------------------------------------------------------------------ Q models, finite actions
+@Q_MODELS.register("auto", capabilities=(SELECTED,),
+                   help="GenPQR()'s default: the exact solve on tabular states; on continuous states the "
+                        "closed-form LSTD fixed point per action on a spline and product basis of the state, or FQE "
+                        "with hgb where that does not apply (many actions, an encoding other than per_action)")
+def _default(_, *, n_iterations, **context):
+    """No ``q_model``: :class:`genpqr.GenPQR` picks its own default (the estimator's
+    ``default_q_model``), so the command line and the library give one answer by construction."""
+    return {} if n_iterations is None else {"n_iterations": n_iterations}
+
+
 @Q_MODELS.register("exact", capabilities=(TABULAR, STREAMS), streamed="tabular",
                    elsewhere=" (the exact solver needs discrete actions and tabular states)",
                    help="the exact tabular solve (tabular states)")
@@ -85,10 +96,10 @@ def _mlp_box(_, *, seed, n_iterations, **context):
 @TRANSITION_MODELS.register("auto", capabilities=(SELECTED, STREAMS),
                             help="counts, shrinkage or lowrank, whichever predicts held-out episodes' next states "
                                  "best; counts unless another beats them by 2 standard errors")
-def _auto(_, *, data, n_states, seed, **context):
+def _auto(_, *, data, n_states, seed, progress=None, **context):
     from ._transition_spec import resolve_transition_model
 
-    return resolve_transition_model("auto", data, n_states, random_state=seed)
+    return resolve_transition_model("auto", data, n_states, random_state=seed, progress=progress)
 
 
 @TRANSITION_MODELS.register("counts", capabilities=(STREAMS,), help="the observed frequencies (maximum likelihood)")

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.validation import check_random_state
+from ._kernels import DENSE_KERNEL_MAX_BYTES
 from ._transition_models import KernelModel, TransitionMoves
 
 __all__ = ["LowRankKernel"]
@@ -51,10 +52,11 @@ GROUP_PRIOR = 10.0
 
 
 class _Ratios:
-    """``R = N / (phi psi)`` on the non-zeros of ``N`` (S*K, S+1): the sparse structures of
-    ``R`` and ``R^T`` are built once, each EM iteration only replaces their values."""
+    """``R = N / (phi psi)`` on the non-zeros of ``N`` (m, S+1): the sparse structures of ``R``
+    and ``R^T`` are built once, each EM iteration only replaces their values (and fills two
+    buffers of shape (nnz, r))."""
 
-    def __init__(self, counts):
+    def __init__(self, counts, rank):
         self.n, self.cols = counts.data, counts.indices
         self.rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
         self.order = np.argsort(self.cols, kind="stable")
@@ -62,63 +64,107 @@ class _Ratios:
         starts = np.concatenate([[0], np.cumsum(np.bincount(self.cols, minlength=counts.shape[1]))])
         self.RT = sp.csr_matrix((self.n[self.order].astype(float), self.rows[self.order], starts),
                                 shape=counts.shape[::-1])
+        self._phi, self._psi, self._ones = np.empty((self.n.size, rank)), np.empty((self.n.size, rank)), np.ones(rank)
 
     def update(self, phi, psiT):
-        """Sets ``R`` for ``phi`` (S*K, r) and ``psi^T`` (S+1, r); returns ``phi psi`` on the non-zeros."""
-        denom = np.einsum("ik,ik->i", np.take(phi, self.rows, axis=0), np.take(psiT, self.cols, axis=0))
+        """Sets ``R`` for ``phi`` (m, r) and ``psi^T`` (S+1, r); returns ``phi psi`` on the non-zeros."""
+        np.take(phi, self.rows, axis=0, out=self._phi)
+        np.take(psiT, self.cols, axis=0, out=self._psi)
+        denom = np.multiply(self._phi, self._psi, out=self._phi) @ self._ones
         np.divide(self.n, denom, out=self.R.data)
         np.take(self.R.data, self.order, out=self.RT.data)
         return denom
 
 
-def _tilt(cube, action, overall, grouping):
-    """The action's tilt of the state's weights, (K, r) or, within groups of states, (S, K, r)."""
-    if grouping is None:
-        return action / overall
-    groups, member = grouping
-    S, K, r = cube.shape
-    within = (member @ cube.reshape(S, K * r)).reshape(-1, K, r)  # (G, K, r)
-    group_action = _positive_to_simplex(within + GROUP_PRIOR * action)
-    group_mean = _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)
-    group_action /= group_mean[:, None, :]
-    return np.take(group_action, groups, axis=0)
+class _Cells:
+    """The observed cells of a count matrix ``N`` (S*K, S+1). The EM updates the mixture weights
+    there only: an unobserved cell has no expected count, so its weights are its prior's, which
+    no observed quantity reads; they are filled in once, after the last iteration
+    (:meth:`full`). The sums over the observed cells (by state, by action, by group and action)
+    are one sparse product."""
+
+    def __init__(self, counts, S, K, rank):
+        self.S, self.K = S, K
+        self.cells = np.flatnonzero(np.diff(counts.indptr) > 0)
+        self.states, self.actions = np.divmod(self.cells, K)
+        self.ratios = _Ratios(counts[self.cells], rank)
+        self.group(None)
+
+    def group(self, groups):
+        """Sets the state groups (S,) (None: none): the sums by (group, action) and each cell's
+        row of the action tilt (its action's, or its group's and action's)."""
+        m, S, K = self.cells.size, self.S, self.K
+        self.groups, self.n_groups = groups, 0 if groups is None else int(groups.max()) + 1
+        self.tilt_row = self.actions if groups is None else groups[self.states] * K + self.actions
+        index = np.concatenate([self.states, S + self.actions] + ([] if groups is None else [S + K + self.tilt_row]))
+        self.sums = sp.csr_matrix((np.ones(index.size), (index, np.tile(np.arange(m), index.size // m))),
+                                  shape=(S + K + self.n_groups * K, m))
+
+    def full(self, phi, prior):
+        """The (S*K, r) weights: ``phi`` at the observed cells, the normalized prior elsewhere."""
+        S, K = self.S, self.K
+        out = np.zeros((S * K, phi.shape[1]))
+        if prior is not None:
+            states, actions = np.divmod(np.arange(S * K), K)
+            out = _positive_to_simplex(prior(states, actions if self.groups is None else
+                                             self.groups[states] * K + actions))
+        out[self.cells] = phi
+        return out
 
 
-def _map_weights(expected, S, K, concentration, tilt, grouping=None):
-    """The MAP-EM update of ``phi``: ``expected + c pi(s, a)`` with rows on the simplex (in place
-    of ``expected``; ``pi``: the state's pooled weights, times the action's tilt (within the
-    state's group when ``grouping`` = (groups (S,), membership (G, S)) is given, shrunk toward the
-    overall tilt)); returns it and the state's pooled weights (S, r)."""
-    r = expected.shape[1]
-    cube = expected.reshape(S, K, r)
-    by_state = np.einsum("sak->sk", cube)
+def _prior(state, ratio, concentration):
+    """``c pi(s, a)`` at cells ``(states, tilt rows)``: the state's pooled weights ``state`` (S, r)
+    times the action's tilt ``ratio`` ((K, r), or (G*K, r) within groups), scaled to sum to c."""
+
+    def at(states, rows):
+        if ratio is None:
+            return concentration * np.take(state, states, axis=0)
+        prior = np.take(state, states, axis=0)
+        prior *= np.take(ratio, rows, axis=0)
+        prior *= (concentration / (prior @ np.ones(prior.shape[1])))[:, None]
+        return prior
+
+    return at
+
+
+def _map_weights(expected, cells, concentration, tilt):
+    """The MAP-EM update of ``phi`` at the observed cells: ``expected`` (m, r) ``+ c pi(s, a)``
+    with rows on the simplex (in place of ``expected``; ``pi``: the state's pooled weights, times
+    the action's tilt (within the state's group when the cells are grouped (:meth:`_Cells.group`),
+    shrunk toward the overall tilt)); returns it, the state's pooled weights (S, r) and the prior
+    as a function of cells (None when ``c`` is 0)."""
+    S, K = cells.S, cells.K
+    sums = cells.sums @ expected
+    by_state = sums[:S]
     if concentration == 0:
-        return _to_simplex(expected), by_state
+        return _to_simplex(expected), by_state, None
     overall = by_state.sum(axis=0) + 1.0
     overall /= overall.sum()
     state = _positive_to_simplex(by_state + overall)
-    if not tilt:
-        expected += np.repeat(concentration * state, K, axis=0)
-        return _positive_to_simplex(expected), by_state
-    action = _positive_to_simplex(cube.sum(axis=0) + K * overall)  # (K, r)
-    ratio = _tilt(cube, action, overall, grouping)
-    prior = np.multiply(state[:, None, :], ratio, out=ratio if ratio.ndim == 3 else None)
-    prior *= (concentration / (prior @ np.ones(r)))[..., None]
-    expected += prior.reshape(S * K, r)
-    return _positive_to_simplex(expected), by_state
+    ratio = None
+    if tilt:
+        action = _positive_to_simplex(sums[S:S + K] + K * overall)  # (K, r)
+        if cells.groups is None:
+            ratio = action / overall
+        else:
+            within = sums[S + K:].reshape(cells.n_groups, K, -1)
+            ratio = _positive_to_simplex(within + GROUP_PRIOR * action)
+            ratio /= _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)[:, None, :]
+            ratio = ratio.reshape(cells.n_groups * K, -1)
+    prior = _prior(state, ratio, concentration)
+    expected += prior(cells.states, cells.tilt_row)
+    return _positive_to_simplex(expected), by_state, prior
 
 
 def _state_groups(by_state, n_groups, rng):
-    """Groups of states with similar pooled weights (k-means on their weight profiles); returns
-    ``(groups (S,), membership (G, S))``."""
+    """Groups of states with similar pooled weights (k-means on their weight profiles), (S,)."""
     from sklearn.cluster import KMeans
 
     S, r = by_state.shape
     profiles = _normalize(by_state + 1.0 / r, 1)
     n_groups = int(min(n_groups, S))
     km = KMeans(n_clusters=n_groups, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
-    groups = km.fit(profiles, sample_weight=by_state.sum(axis=1) + 1e-3).labels_
-    return groups, sp.csr_matrix((np.ones(S), (groups, np.arange(S))), shape=(int(groups.max()) + 1, S))
+    return km.fit(profiles, sample_weight=by_state.sum(axis=1) + 1e-3).labels_
 
 
 def _initial_profiles(counts, S, K, rank, termination, rng):
@@ -139,23 +185,25 @@ def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration
     to start from instead of random profiles, e.g. a fit at neighbouring settings, whose
     weights are already settled: the groups are then found after one iteration); returns
     ``(phi (S*K, r), psi (r, S+1), n_iter)``."""
-    rng = check_random_state(random_state)
     counts = sp.csr_matrix(counts)
     counts.sum_duplicates()
-    ratios = _Ratios(counts)
+    rng = check_random_state(random_state)
+    cells = _Cells(counts, S, K, rank)
+    ratios = cells.ratios
     if start is None:
-        phi, psiT = np.full((S * K, rank), 1.0 / rank), _initial_profiles(counts, S, K, rank, termination, rng).T
+        phi = np.full((cells.cells.size, rank), 1.0 / rank)
+        psiT = _initial_profiles(counts, S, K, rank, termination, rng).T
         warm_up = WARM_UP
     else:
-        phi, psiT, warm_up = start[0].copy(), start[1].T, 2
+        phi, psiT, warm_up = start[0][cells.cells], start[1].T, 2
     psiT = np.ascontiguousarray(psiT)
     total, previous = ratios.n.sum(), -np.inf
     n_out = S + 1 if termination else S
     spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None]
-    grouping = None
+    prior = None
     for it in range(1, max_iter + 1):
         if n_groups and it == warm_up:
-            grouping = _state_groups(by_state, n_groups, rng)
+            cells.group(_state_groups(by_state, n_groups, rng))
             previous = -np.inf
         denom = ratios.update(phi, psiT)
         psiT_new = psiT * (ratios.RT @ phi)
@@ -163,14 +211,50 @@ def fit_low_rank(counts: sp.csr_matrix, S: int, K: int, rank: int, concentration
         psiT_new /= np.where((out := np.ones(S + 1) @ psiT_new) > 0, out, 1.0)
         expected = ratios.R @ psiT
         expected *= phi
-        phi, by_state = _map_weights(expected, S, K, concentration, tilt, grouping)
+        phi, by_state, prior = _map_weights(expected, cells, concentration, tilt)
         psiT = psiT_new
         loglik = float(ratios.n @ np.log(denom)) / total
         change = loglik - previous if start is None else abs(loglik - previous)
         if change < tol and (not n_groups or it > warm_up):
             break
         previous = loglik
-    return phi, np.ascontiguousarray(psiT.T), it
+    return cells.full(phi, prior), np.ascontiguousarray(psiT.T), it
+
+
+def _climb(grid, score, start):
+    """The best of an ordered ``grid`` found by climbing from ``grid[start]``: the next setting
+    up is tried while the score improves, then (if none up did) the next down likewise. It is
+    the grid's best wherever the score is unimodal along the grid, and skips the settings past
+    the peak (for the ranks, the costliest). ``score(value, best)``: ``best`` is the grid value
+    it must beat (None for the first)."""
+    best, top = start, score(grid[start], None)
+    for step in (1, -1):
+        i = best + step
+        while 0 <= i < len(grid) and (value := score(grid[i], grid[best])) > top:
+            best, top, i = i, value, i + step
+        if best != start:
+            break
+    return grid[best]
+
+
+WARM_MAX_ITER = 50
+"""Iterations at most of a warm-started fit of the cross-validation (the group counts, started
+from the fit without groups). Grouped fits rarely meet ``tol``: their held-out likelihood wanders
+by about 0.01 per move between 50 and 200 iterations, more than separates neighbouring group
+counts, so longer fits buy the choice nothing (the final fit runs to ``max_iter``)."""
+RACE_Z = 3.0
+"""A setting of the cross-validation is dropped after a fold when its held-out moves so far trail
+those of the best setting by this many standard errors of their paired per-episode difference."""
+
+
+def _trails(log_p, best, seen, episodes) -> bool:
+    """Whether the held-out log-likelihoods ``log_p`` trail ``best`` on the moves ``seen`` by more
+    than :data:`RACE_Z` standard errors (episodes are the units; at least two)."""
+    d = np.bincount(episodes[seen], (log_p - best)[seen])
+    d = d[np.bincount(episodes[seen]) > 0]
+    if d.size < 2:
+        return False
+    return bool(d.sum() < -RACE_Z * d.std(ddof=1) * np.sqrt(d.size))
 
 
 class LowRankKernel(KernelModel):
@@ -194,9 +278,15 @@ class LowRankKernel(KernelModel):
         The cross-validation grids (tried in turn: the rank, then the concentration, then the
         groups). The ranks and concentrations start from random profiles; each group count
         starts, on every fold, from the fit without groups at the chosen rank and concentration
-        (a warm start: a fraction of the iterations; its EM stops when the log-likelihood
-        changes by less than ``tol`` either way). A warm start of the concentrations was tried
-        and dropped: a fit started from another concentration's can settle in a worse optimum.
+        (a warm start; its EM stops when the log-likelihood changes by less than ``tol``
+        either way, or after :data:`WARM_MAX_ITER` iterations). A warm start of the
+        concentrations was tried and dropped: a fit started from another concentration's can
+        settle in a worse optimum. Each grid is climbed from
+        its start (the smallest rank, the middle concentration, no groups): the next setting
+        is tried while the held-out likelihood improves, so the settings past the peak are not
+        fitted (the same choice as the whole grid's wherever the likelihood is unimodal along
+        it); a setting whose held-out moves trail the best's by :data:`RACE_Z` standard errors
+        after a fold is dropped without its other folds (``cv_stopped_``).
     action_tilt : bool
         Whether the prior tilts the state's weights by the action's shift (else the state's
         pooled weights).
@@ -220,7 +310,11 @@ class LowRankKernel(KernelModel):
     n_groups_ : int
     cv_scores_ : dict
         ``(rank, concentration, n_groups) -> mean held-out log-likelihood per move`` (empty when
-        all three are given).
+        all three are given), for the settings scored on every fold.
+    cv_stopped_ : dict
+        ``(rank, concentration, n_groups) -> folds scored`` for the settings dropped before the
+        last fold: their held-out moves so far trailed the best setting's by :data:`RACE_Z`
+        standard errors of the paired per-episode difference.
     n_iter_ : int
     """
 
@@ -250,7 +344,7 @@ class LowRankKernel(KernelModel):
     def _fit(self, moves):
         S, K = moves.n_states, moves.n_actions
         self.termination_ = bool(np.any(moves.outcomes == S))
-        self.cv_scores_ = {}
+        self.cv_scores_, self.cv_stopped_ = {}, {}
         rank, conc, groups = self.rank, self.concentration, None if self.n_groups == "cv" else self.n_groups or 0
         if rank is not None and (int(rank) != rank or rank < 1):
             raise ValueError(f"rank must be a positive integer, got {rank!r}")
@@ -258,6 +352,11 @@ class LowRankKernel(KernelModel):
             raise ValueError(f"concentration must be non-negative, got {conc!r}")
         if groups is not None and (int(groups) != groups or groups < 0):
             raise ValueError(f"n_groups must be 'cv', None or a non-negative integer, got {self.n_groups!r}")
+        same = self.__dict__.pop("_fitted_as", None)
+        if same is not None and same._repeats(self, moves):  # this very fit was made already
+            self.rank_, self.concentration_, self.n_groups_ = same.rank_, same.concentration_, same.n_groups_
+            self.phi_, self.psi_, self.n_iter_ = same.phi_.copy(), same.psi_.copy(), same.n_iter_
+            return
         if rank is None or conc is None or groups is None:
             rank, conc, groups = self._cross_validate(moves, rank, conc, groups)
         self.rank_, self.concentration_, self.n_groups_ = int(rank), float(conc), int(groups)
@@ -265,37 +364,100 @@ class LowRankKernel(KernelModel):
                                                           **self._settings(self.n_groups_))
 
     def fixed_copy(self):
+        """An unfitted copy with the fitted rank, concentration and group count fixed. With an
+        integer ``random_state`` its first fit, if on the same moves, reuses this model's fit
+        instead of repeating it (``genpqr fit`` hands the estimator such a copy); a fit on other
+        moves (a bootstrap replicate) runs the EM."""
         self._check_fitted()
-        return type(self)(**{**self.get_params(), "rank": self.rank_, "concentration": self.concentration_,
-                             "n_groups": self.n_groups_})
+        copy = type(self)(**self._fixed_params())
+        if isinstance(self.random_state, (int, np.integer)):
+            copy._fitted_as = self
+        return copy
+
+    def _fit_own_held_out(self, moves):
+        """Fit on every move; where the settings were chosen by cross-validation, return ``(p,
+        folds)``: per move, its probability under the fold fit of that cross-validation at the
+        chosen settings, and its (train, test) folds (``n_splits`` episode folds of its own);
+        else ``(None, None)``."""
+        self._keep_held_out = True
+        try:
+            self.fit(moves)
+        finally:
+            del self._keep_held_out
+        return self.__dict__.pop("_own_held_out", (None, None))
+
+    def _fixed_params(self):
+        return {**self.get_params(), "rank": self.rank_, "concentration": self.concentration_,
+                "n_groups": self.n_groups_}
+
+    def _unfitted_copy(self):
+        copy = super()._unfitted_copy()
+        if "_fitted_as" in self.__dict__:  # handed on once, to the copy GenPQR fits
+            copy._fitted_as = self.__dict__.pop("_fitted_as")
+        return copy
+
+    def _repeats(self, other, moves):
+        """Whether ``other`` (unfitted, its counts set) would repeat this fit: the same
+        settings, an integer seed and the same counts."""
+        mine, theirs = self._fixed_params(), other.get_params()
+        if set(mine) != set(theirs) or any(np.any(mine[k] != theirs[k]) for k in mine):
+            return False
+        if (self.n_states_, self.n_actions_) != (moves.n_states, moves.n_actions):
+            return False
+        a, b = self.counts_, other.counts_
+        return a.shape == b.shape and a.nnz == b.nnz and (a != b).nnz == 0
 
     def _cross_validate(self, moves, rank, conc, groups):
-        folds = [(moves.subset(tr).counts(), moves.subset(te)) for tr, te in moves.folds(self.n_splits,
-                                                                                          self.random_state)]
+        splits = moves.folds(self.n_splits, self.random_state)
+        folds = [(train, test, moves.subset(test)) for (_, test), train in zip(splits, moves.fold_counts(splits))]
         S, K = moves.n_states, moves.n_actions
-        fits = {}
+        episodes = np.unique(moves.episodes, return_inverse=True)[1]
+        fits, log_p = {}, {}
 
-        def held_out(setting, start=None):
-            if setting not in self.cv_scores_:
-                total, fits[setting] = 0.0, []
-                for i, (train, test) in enumerate(folds):
-                    phi, psi, _ = fit_low_rank(train, S, K, *setting[:2], **self._settings(setting[2]),
-                                               start=None if start is None else fits[start][i])
-                    fits[setting].append((phi, psi))
-                    total += np.sum(np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes])))
-                self.cv_scores_[setting] = total / moves.n
+        def held_out(setting, start=None, against=None):
+            """The setting's mean held-out log-likelihood per move; -inf when it is dropped
+            after a fold, trailing ``against`` (a setting scored in full) by RACE_Z standard errors."""
+            if setting in self.cv_scores_:
+                return self.cv_scores_[setting]
+            log_p[setting], fits[setting] = np.empty(moves.n), []
+            seen = np.zeros(moves.n, bool)
+            for i, (train, index, test) in enumerate(folds):
+                kw = self._settings(setting[2])
+                if start is not None:
+                    kw["max_iter"] = min(kw["max_iter"], WARM_MAX_ITER)
+                phi, psi, _ = fit_low_rank(train, S, K, *setting[:2], **kw,
+                                           start=None if start is None else fits[start][i])
+                fits[setting].append((phi, psi))
+                log_p[setting][index] = np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes]))
+                seen[index] = True
+                if against is not None and i < len(folds) - 1 and _trails(log_p[setting], log_p[against], seen,
+                                                                          episodes):
+                    self.cv_stopped_[setting] = i + 1
+                    return -np.inf
+            self.cv_scores_[setting] = float(np.sum(log_p[setting])) / moves.n
             return self.cv_scores_[setting]
 
         ranks = [rank] if rank is not None else sorted({int(min(r, S + 1)) for r in self.ranks})
-        grid = [conc] if conc is not None else list(self.concentrations)
-        first_c = conc if conc is not None else grid[len(grid) // 2]
+        grid = [conc] if conc is not None else sorted(set(self.concentrations))
+        first_c = conc if conc is not None else list(self.concentrations)[len(self.concentrations) // 2]
         first_g = groups or 0
-        rank = max(ranks, key=lambda r: held_out((r, first_c, first_g)))
-        conc = max(grid, key=lambda c: held_out((rank, c, first_g)))
+        rank = _climb(ranks, lambda r, best: held_out((r, first_c, first_g),
+                                                      against=None if best is None else (best, first_c, first_g)), 0)
+        conc = _climb(grid, lambda c, best: held_out((rank, c, first_g),
+                                                     against=None if best is None else (rank, best, first_g)),
+                      grid.index(first_c))
         if groups is None:
-            groups = max([int(min(g, S)) for g in self.group_counts], key=lambda g: held_out((rank, conc, g),
-                                                                                                (rank, conc, first_g)))
+            counts = sorted({int(min(g, S)) for g in self.group_counts})
+            groups = _climb(counts, lambda g, best: held_out((rank, conc, g), (rank, conc, first_g),
+                                                               against=None if best is None else (rank, conc, best)),
+                            counts.index(first_g) if first_g in counts else 0)
+        if getattr(self, "_keep_held_out", False):  # for the selection (_fit_own_held_out); not kept on the model
+            self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), splits)
         return rank, conc, groups
+
+    def to_dense(self, max_bytes: int = DENSE_KERNEL_MAX_BYTES) -> np.ndarray:
+        S, K = self._dense_shape(max_bytes)
+        return (self.phi_ @ self.psi_[:, :S]).reshape(S, K, S)  # one product, not row blocks
 
     def _rows(self, flat_rows):
         return self.phi_[flat_rows] @ self.psi_

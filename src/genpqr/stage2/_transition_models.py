@@ -90,6 +90,11 @@ class TransitionMoves:
         m.sum_duplicates()
         return m
 
+    def fold_counts(self, folds) -> list[sp.csr_matrix]:
+        """Each fold's training counts: all the counts less the held-out moves' (no pass per fold)."""
+        total = self.counts()
+        return [total - self.subset(test).counts() for _, test in folds]
+
     def folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(train, test) index pairs of a K-fold split keeping episodes whole (at most one fold
         per episode)."""
@@ -159,6 +164,18 @@ class KernelModel:
         self._fit(moves)
         return self
 
+    def _fit_held_out(self, moves, folds):
+        """Fit on every move; then :meth:`_refit_held_out` (settings fixed at this fit's)."""
+        self.fit(moves)
+        return self._refit_held_out(moves, folds)
+
+    def _refit_held_out(self, moves, folds):
+        """Per move, its probability under :meth:`fixed_copy` fitted on the training moves of its fold, (n,)."""
+        p = np.empty(moves.n)
+        for train, test in folds:
+            p[test] = self.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
+        return p
+
     def _check_fitted(self):
         if not hasattr(self, "n_states_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(transitions) first")
@@ -176,10 +193,13 @@ class KernelModel:
     def __call__(self, transitions, n_states, n_actions):
         """The kernel for :class:`~genpqr.GenPQR` (``transition_model=``): a copy of this model
         fitted on ``transitions``, as a (S, K, S) array."""
-        model = type(self)(**self.get_params()).fit(transitions, n_states=n_states)
+        model = self._unfitted_copy().fit(transitions, n_states=n_states)
         if model.n_actions_ != n_actions:
             raise ValueError(f"the transitions have {model.n_actions_} actions but {n_actions} were expected")
         return model.kernel()
+
+    def _unfitted_copy(self):  # what __call__ fits: the same parameters, unfitted
+        return type(self)(**self.get_params())
 
     def kernel(self):
         """The fitted kernel in a form :func:`~genpqr.stage2.as_kernel` accepts: a dense (S, K, S)
@@ -226,13 +246,17 @@ class KernelModel:
 
     def to_dense(self, max_bytes: int = DENSE_KERNEL_MAX_BYTES) -> np.ndarray:
         """The kernel as a (S, K, S) float array; a ValueError beyond ``max_bytes``."""
+        S, K = self._dense_shape(max_bytes)
+        return np.concatenate([self.rows(b) for b in self._blocks()]).reshape(S, K, S)
+
+    def _dense_shape(self, max_bytes):
+        """``(S, K)``, after checking that a dense (S, K, S) kernel fits in ``max_bytes``."""
         self._check_fitted()
         S, K = self.n_states_, self.n_actions_
-        need = 8 * S * K * S
-        if need > max_bytes:
+        if (need := 8 * S * K * S) > max_bytes:
             raise ValueError(f"a dense ({S}, {K}, {S}) kernel needs {need / 2**20:.0f} MiB, over max_bytes = "
                              f"{max_bytes / 2**20:.0f} MiB: use expect/push/predict_proba instead")
-        return np.concatenate([self.rows(b) for b in self._blocks()]).reshape(S, K, S)
+        return S, K
 
     def predict_proba(self, states, actions) -> np.ndarray:
         """Rows ``P(.|states[i], actions[i])``, shape (n, S)."""
@@ -297,12 +321,24 @@ class CountKernel(KernelModel):
         return self.kernel_.matrix[s * self.n_actions_ + a]
 
     def _move_proba(self, moves):
-        rows = moves.rows
-        visits = self.visits_[rows]
-        p = lookup(self.counts_, rows, moves.outcomes) / np.where(visits > 0, visits, 1.0)
-        if self.unvisited != "self" or not np.any(visits == 0):
-            return np.where(visits > 0, p, 1.0 / self.n_states_ if self.unvisited == "uniform" else p)
-        return np.where(visits > 0, p, (moves.outcomes == moves.states).astype(float))
+        return _count_proba(self.counts_, self.visits_, moves, self.unvisited)
+
+    def _fit_held_out(self, moves, folds):
+        self.fit(moves)
+        p = np.empty(moves.n)
+        for (_, test), counts in zip(folds, moves.fold_counts(folds)):
+            p[test] = _count_proba(counts, np.asarray(counts.sum(axis=1)).ravel(), moves.subset(test), self.unvisited)
+        return p
+
+
+def _count_proba(counts, visits, moves, unvisited):
+    """``n(s,a,s') / n(s,a)`` at the moves from counts (S*K, S+1), visits (S*K,) and ``unvisited``."""
+    rows = moves.rows
+    visits = visits[rows]
+    p = lookup(counts, rows, moves.outcomes) / np.where(visits > 0, visits, 1.0)
+    if unvisited != "self" or not np.any(visits == 0):
+        return np.where(visits > 0, p, 1.0 / moves.n_states if unvisited == "uniform" else p)
+    return np.where(visits > 0, p, (moves.outcomes == moves.states).astype(float))
 
 
 # ============================================================================ shrinkage
@@ -329,6 +365,15 @@ class _Levels:
         return (lookup(self.cell, moves.rows, o), self.n_cell[moves.rows], lookup(self.state, moves.states, o),
                 self.n_state[moves.states], lookup(self.action, moves.actions, o), self.n_action[moves.actions],
                 self.total[o], self.n_total)
+
+
+def _fold_tables(moves, folds):
+    """Per fold: the held-out indices, the training levels at them (:meth:`_Levels.at`) and the
+    training outcomes' count (``S+1`` if a training move terminates, else ``S``)."""
+    S, K = moves.n_states, moves.n_actions
+    for (_, test), counts in zip(folds, moves.fold_counts(folds)):
+        levels = _Levels(counts, S, K)
+        yield test, levels.at(moves.subset(test)), S + 1 if levels.total[S] > 0 else S
 
 
 def _weight(n, c):
@@ -409,10 +454,16 @@ class ShrinkageKernel(KernelModel):
         self._check_fitted()
         return type(self)(**{**self.get_params(), "concentrations": tuple(float(c) for c in self.concentrations_)})
 
+    def _fit_held_out(self, moves, folds):
+        self.fit(moves)
+        p = np.empty(moves.n)
+        for test, table, n_out in _fold_tables(moves, folds):
+            p[test] = shrunk_move_proba(table, self.concentrations_, n_out, moves.outcomes[test])
+        return p
+
     def _cross_validate(self, moves):
         folds = moves.folds(self.n_splits, self.random_state)
-        tables = [(_Levels(moves.subset(tr).counts(), moves.n_states, moves.n_actions).at(moves.subset(te)),
-                   moves.outcomes[te]) for tr, te in folds]
+        tables = [(t, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, folds)]
         n_out = self.n_outcomes_
 
         def loss(log_c):
@@ -426,9 +477,7 @@ class ShrinkageKernel(KernelModel):
 
     def _parts(self):
         L, c = self.levels_, self.concentrations_
-        w1 = _weight(L.n_cell, c[0])
-        w2 = _weight(L.n_state, c[1])
-        w3 = _weight(L.n_action, c[2])
+        w1, w2, w3 = _weight(L.n_cell, c[0]), _weight(L.n_state, c[1]), _weight(L.n_action, c[2])
         p4 = (L.total + c[3] / self.n_outcomes_ * (np.arange(L.S + 1) < self.n_outcomes_)) / (L.n_total + c[3])
         return w1, w2, w3, p4
 
@@ -437,8 +486,7 @@ class ShrinkageKernel(KernelModel):
         w1, w2, w3, p4 = self._parts()
         s, a = np.divmod(flat_rows, L.K)
         p3 = w3[:, None] * _frac(L.action.toarray(), L.n_action[:, None]) + (1 - w3[:, None]) * p4
-        p2 = (w2[s, None] * _frac(L.state[s].toarray(), L.n_state[s, None])
-              + (1 - w2[s, None]) * p3[a])
+        p2 = w2[s, None] * _frac(L.state[s].toarray(), L.n_state[s, None]) + (1 - w2[s, None]) * p3[a]
         return w1[flat_rows, None] * _frac(L.cell[flat_rows].toarray(), L.n_cell[flat_rows, None]) + \
             (1 - w1[flat_rows, None]) * p2
 

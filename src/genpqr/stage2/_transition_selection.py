@@ -19,7 +19,19 @@ keeps counts without a comparison; at most ``max_missing_mass`` leaves out the m
 only on thin cells (``thin_only``: the low-rank model).
 
 A candidate whose hyperparameters are chosen by its own cross-validation (concentrations,
-rank) chooses them once on all moves with the same folds; the fold fits then hold them fixed.
+rank) chooses them once on all moves; the fold fits then hold them fixed. The counts' and
+shrinkage's fold statistics are the totals less the held-out fold's. The low-rank model's own
+cross-validation (``n_splits`` = 3 episode folds) already holds fold fits at the chosen settings:
+its held-out probabilities from them come from fits on two thirds of the episodes, not four
+fifths, and so give it a lower score than refits on the selection's folds would (a held-out score
+rises with the training data). Where the low-rank model is the choice even on that lower score,
+leading counts by twice the rule's threshold in standard errors and the other candidates by the
+threshold, the refits would not change the choice and are not made; where it is not the choice
+and even its in-sample log-likelihood on every move (its fit on all of them, above any held-out
+score) trails the choice's held-out one by the threshold, they would not make it the choice and
+are not made either. The summary then says its score comes from its own
+folds. Otherwise it is refitted on the selection's folds with its settings fixed, and compared on
+those.
 """
 
 from __future__ import annotations
@@ -56,7 +68,10 @@ class TransitionSelection:
     scores : list of dict
         Per candidate: ``name``, ``log_likelihood`` (mean held-out log-likelihood per move),
         ``difference`` and ``standard_error`` (versus counts, per move; paired over episodes),
-        ``unexplained`` (share of held-out moves given probability 0) and ``settings``.
+        ``unexplained`` (share of held-out moves given probability 0), ``settings``,
+        ``n_splits`` and ``folds`` (the episode folds its held-out probabilities come from:
+        ``"selection"``, the selection's, or ``"fewer"``, its own cross-validation's where that
+        already decides; see the module docstring).
     reason : str
     n_moves, n_episodes, n_splits : int
     well_filled : bool
@@ -85,6 +100,13 @@ class TransitionSelection:
                     f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.2g})")
             lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
                          f"held-out moves unexplained{row['settings']}")
+            if row.get("folds", "selection") != "selection" and "in_sample" in row:
+                lines.append(f"{'':15}(held out over its own {row['n_splits']} episode folds, fits on fewer episodes; "
+                             f"not refitted: even in-sample, {row['in_sample']:.4f},")
+                lines.append(f"{'':15}it is below the choice's held-out score)")
+            elif row.get("folds", "selection") != "selection":
+                lines.append(f"{'':15}(held out over its own {row['n_splits']} episode folds, fits on fewer episodes: "
+                             f"a lower bound that decides)")
         return "\n".join(lines)
 
 
@@ -108,7 +130,7 @@ def singleton_share(moves) -> float:
 
 def select_transition_model(transitions, candidates=None, *, n_splits=5, random_state=None, n_states=None,
                             threshold=2.0, floor=1e-4, max_missing_mass=0.05,
-                            settled_mass=0.01, thin_only=("lowrank",)) -> TransitionSelection:
+                            settled_mass=0.01, thin_only=("lowrank",), progress=None) -> TransitionSelection:
     r"""Choose a transition model by held-out next-state log-likelihood over episode folds.
 
     Parameters
@@ -136,6 +158,9 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     settled_mass, thin_only : float, tuple of str
         The shortcuts of the module docstring (:func:`singleton_share`): counts kept without a
         comparison up to ``settled_mass``; ``thin_only`` candidates tried above ``max_missing_mass``.
+    progress : bool or None
+        A progress bar over the candidates on stderr, shown once the comparison has run for 2
+        seconds (None: only on a terminal; False: never).
 
     Returns
     -------
@@ -152,37 +177,127 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     n_splits = min(int(n_splits), episodes.size)
     if n_splits < 2:
         raise ValueError(f"choosing a transition model needs at least 2 episodes, got {episodes.size}")
-    fitted = {name: type(m)(**m.get_params()).fit(moves) for name, m in candidates.items()}
-    lls, zeros = _held_out(fitted, moves, moves.folds(n_splits, random_state), floor)
-    missing = float(zeros["counts"].mean()) if "counts" in lls else np.nan
-    compared = ~zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
-    scores = []
-    for name, ll in lls.items():
-        diff, se = np.nan, np.nan
-        if "counts" in lls and name != "counts":
-            d = np.bincount(codes[compared], (ll - lls["counts"])[compared], episodes.size)
-            diff = d.sum() / compared.sum()
-            se = d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
-        scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
-                           unexplained=float(zeros[name].mean()), settings=_settings(fitted[name])))
-    chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
+    fitted = {name: type(m)(**m.get_params()) for name, m in candidates.items()}
+    folds = moves.folds(n_splits, random_state)
+    held = _Held(moves, floor)
+    with _bar(len(fitted), progress) as bar:
+        _fit_candidates(fitted, moves, folds, held, bar)
+        missing = float(held.zeros["counts"].mean()) if "counts" in held.lls else np.nan
+        compared = ~held.zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
+        scores = _scores(held, fitted, codes, episodes.size, compared)
+        chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
+        if not _settled_on_own_folds(chosen, scores, threshold, held, fitted, compared, codes, episodes.size):
+            _refit_on_selection_folds(scores, fitted, moves, folds, held, bar)
+            scores = _scores(held, fitted, codes, episodes.size, compared)
+            chosen, reason = _choose(scores, threshold, missing, max_missing_mass)
     reason += skipped
     return TransitionSelection(chosen, fitted[chosen], fitted, scores, reason, moves.n, int(episodes.size), n_splits,
                                missing <= max_missing_mass)
 
 
-def _held_out(fitted, moves, folds, floor):
-    """Per candidate: the held-out log-likelihood of every move (floored) and whether its held-out
-    probability is 0, each (n,), from fold fits with the candidate's settings fixed."""
-    lls, zeros = {}, {}
+def _fit_candidates(fitted, moves, folds, held, bar):
+    """Each candidate fitted on every move (in place), its held-out probabilities put in ``held``:
+    from its own cross-validation's folds where it offers them (``_fit_own_held_out``), else from
+    fits on the selection's ``folds`` (``_fit_held_out``)."""
     for name, model in fitted.items():
-        ll, zero = np.empty(moves.n), np.zeros(moves.n, bool)
-        for train, test in folds:
-            p = model.fixed_copy().fit(moves.subset(train)).move_proba(moves.subset(test))
-            zero[test] = p <= 0
-            ll[test] = np.log((1 - floor) * np.clip(p, 0, 1) + floor / (moves.n_states + 1))
-        lls[name], zeros[name] = ll, zero
-    return lls, zeros
+        bar.set_postfix_str(name, refresh=False)
+        own = getattr(model, "_fit_own_held_out", None)
+        p, splits = own(moves) if own is not None else (None, None)
+        if p is None:
+            p, splits = model._fit_held_out(moves, folds), folds
+        held.add(name, p, splits, folds)
+        bar.update()
+
+
+def _refit_on_selection_folds(scores, fitted, moves, folds, held, bar):
+    """The candidates scored on their own folds, refitted on the selection's with settings fixed."""
+    for name in [row["name"] for row in scores if row["folds"] != "selection"]:
+        bar.set_postfix_str(f"{name} on {len(folds)} folds")
+        held.add(name, fitted[name]._refit_held_out(moves, folds), folds, folds)
+
+
+class _Held:
+    """Per candidate: the held-out log-likelihood of every move (floored), whether its held-out
+    probability is 0, the number of episode folds they come from, and which folds those are:
+    ``"selection"`` (the selection's), ``"fewer"`` (a candidate's own, fewer than the
+    selection's: fits on fewer episodes, a lower score) or ``"other"``."""
+
+    def __init__(self, moves, floor):
+        self.moves, self.floor = moves, floor
+        self.lls, self.zeros, self.n_splits, self.folds = {}, {}, {}, {}
+
+    def add(self, name, p, splits, folds):
+        self.zeros[name] = p <= 0
+        self.lls[name] = np.log((1 - self.floor) * np.clip(p, 0, 1) + self.floor / (self.moves.n_states + 1))
+        self.n_splits[name] = len(splits)
+        same = len(splits) == len(folds) and all(np.array_equal(a[1], b[1]) for a, b in zip(splits, folds))
+        self.folds[name] = "selection" if same else "fewer" if len(splits) < len(folds) else "other"
+
+
+def _paired(a, b, codes, n_episodes, compared):
+    """The mean difference ``a - b`` per move compared and its standard error, paired over episodes."""
+    d = np.bincount(codes[compared], (a - b)[compared], n_episodes)
+    return d.sum() / compared.sum(), d.std(ddof=1) * np.sqrt(d.size) / compared.sum()
+
+
+def _scores(held, fitted, codes, n_episodes, compared):
+    scores = []
+    for name, ll in held.lls.items():
+        diff, se = np.nan, np.nan
+        if "counts" in held.lls and name != "counts":
+            diff, se = _paired(ll, held.lls["counts"], codes, n_episodes, compared)
+        scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
+                           unexplained=float(held.zeros[name].mean()), settings=_settings(fitted[name]),
+                           n_splits=held.n_splits[name], folds=held.folds[name]))
+    return scores
+
+
+def _settled_on_own_folds(chosen, scores, threshold, held, fitted, compared, codes, n_episodes):
+    """Whether the choice stands without refitting, on the selection's folds, the candidates scored
+    on their own cross-validation's folds. Fits on more of the episodes raise a held-out score
+    (the learning curve), and a held-out score stays below a model's in-sample one on every move
+    (its fit on all of them). So an own-fold candidate that is the choice on its score from fewer
+    folds, leading counts by twice the rule's threshold in standard errors and every other
+    candidate by the threshold, keeps it; and one that is not the choice cannot become it when
+    even its in-sample log-likelihood trails the choice's held-out one by the threshold in
+    standard errors (its row then gets ``in_sample``). Otherwise (counts kept, or an own-fold
+    candidate on as many folds as the selection's or more): refits."""
+    own = [row for row in scores if row["folds"] != "selection"]
+    if not own:
+        return True
+    if chosen == "counts" or any(row["folds"] != "fewer" for row in own):
+        return False
+    lls = held.lls
+    mine = next(row for row in scores if row["name"] == chosen)
+    if mine["folds"] != "selection":
+        if not (np.isnan(mine["difference"]) or mine["difference"] > 2 * threshold * mine["standard_error"]):
+            return False
+        for name in lls:
+            if name not in (chosen, "counts"):
+                lead, se = _paired(lls[chosen], lls[name], codes, n_episodes, compared)
+                if not lead > threshold * se:
+                    return False
+    for row in own:
+        if row["name"] == chosen:
+            continue
+        p = fitted[row["name"]].move_proba(held.moves)
+        in_sample = np.log((1 - held.floor) * np.clip(p, 0, 1) + held.floor / (held.moves.n_states + 1))
+        row["in_sample"] = float(in_sample[compared].mean())
+        lead, se = _paired(lls[chosen], in_sample, codes, n_episodes, compared)
+        if not lead > threshold * se:
+            return False
+    return True
+
+
+PROGRESS_DELAY = 2.0
+"""Seconds the comparison runs before its progress bar shows (a quick one stays silent)."""
+
+
+def _bar(total, progress):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="transition selection", unit="model", delay=PROGRESS_DELAY, leave=False,
+                disable=None if progress is None else not progress)
 
 
 def _shortcuts(moves, candidates, settled_mass, max_missing_mass, thin_only):
@@ -230,19 +345,22 @@ class AutoTransition(KernelModel):
     n_splits : int
     random_state : None, int or Generator
     threshold : float
+    progress : bool or None
     """
 
-    _param_names = ("candidates", "n_splits", "random_state", "threshold")
+    _param_names = ("candidates", "n_splits", "random_state", "threshold", "progress")
 
-    def __init__(self, candidates=None, n_splits=5, random_state=None, threshold=2.0):
+    def __init__(self, candidates=None, n_splits=5, random_state=None, threshold=2.0, progress=None):
         self.candidates = candidates
         self.n_splits = n_splits
         self.random_state = random_state
         self.threshold = threshold
+        self.progress = progress
 
     def _fit(self, moves):
         self.selection_ = select_transition_model(moves, self.candidates, n_splits=self.n_splits,
-                                                  random_state=self.random_state, threshold=self.threshold)
+                                                  random_state=self.random_state, threshold=self.threshold,
+                                                  progress=self.progress)
         self.model_ = self.selection_.model
 
     def kernel(self):

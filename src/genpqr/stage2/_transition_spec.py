@@ -44,7 +44,7 @@ def _kept_counts(reason: str, n_moves: int, n_episodes: int) -> TransitionSelect
     return TransitionSelection("counts", None, reason=reason, n_moves=n_moves, n_episodes=n_episodes)
 
 
-def resolve_transition_model(spec, transitions, n_states: int, *, random_state=None):
+def resolve_transition_model(spec, transitions, n_states: int, *, random_state=None, progress=None):
     """``(model or None, selection or None)`` for ``GenPQR(transition_model=spec)`` on the exact path.
 
     Parameters
@@ -57,6 +57,8 @@ def resolve_transition_model(spec, transitions, n_states: int, *, random_state=N
         The episode folds of the held-out comparison (and the low-rank model's start). None is
         seed 0, ``genpqr fit``'s default ``--seed``: the choice, and so the exact path's reward,
         do not change from run to run.
+    progress : bool or None
+        The comparison's progress bar (:func:`select_transition_model`; None: only on a terminal).
 
     Returns
     -------
@@ -79,6 +81,6 @@ def resolve_transition_model(spec, transitions, n_states: int, *, random_state=N
         return None, _kept_counts("weighted rows: the held-out comparison scores unweighted moves",
                                   n_moves, n_episodes)
     seed = 0 if random_state is None else random_state
-    selection = select_transition_model(transitions, random_state=seed, n_states=n_states)
+    selection = select_transition_model(transitions, random_state=seed, n_states=n_states, progress=progress)
     model = None if selection.chosen == "counts" else selection.model
     return model, dataclasses.replace(selection, model=model, models={})  # the comparison, not every fit

@@ -28,7 +28,7 @@
 :mod:`~genpqr.structural.separation`
     Whether the MLE exists: choices separated by the features, decided on the data by linear
     programming (:func:`~genpqr.structural.separation.find_separation`).
-:mod:`~genpqr.structural.identification`
+``identification`` (the module of :func:`identification`)
     Which parameters the choices identify, and the identified combinations of the others
     (collinear features), with their standard errors.
 :mod:`~genpqr.structural.fit_checks`

@@ -5,7 +5,7 @@ all conditional on the kernel: the inverse OPG (BHHH; the default, as Rust's NFX
 inverse of minus the Hessian (the observed information; statsmodels' default for a
 ``GenericLikelihoodModel``) and the sandwich ``H^-1 J H^-1`` (robust to misspecification of
 the choice model). ``pml`` has its pseudo-likelihood's inverse Hessian, ``projection`` none. The
-bootstrap over episodes (:func:`bootstrap_fit`, or :func:`with_bootstrap` on replicates the
+bootstrap over episodes (``bootstrap_fit``, or :func:`with_bootstrap` on replicates the
 caller drew) gives a fourth, whose intervals are percentile intervals.
 
 :func:`with_cov_type` returns the same fit with ``cov``, ``std_error`` and ``se_kind`` of the
@@ -143,7 +143,7 @@ def bootstrap_fit(fit, model, n_boot: int = 200, *, random_state=None, n_jobs: i
 
 class CovarianceChoices:
     """The covariance choices of a ``StructuralFit`` (a mixin): :meth:`with_cov_type`,
-    :meth:`with_bootstrap`, :meth:`bootstrap`."""
+    ``with_bootstrap()``, ``bootstrap()``."""
 
     def with_cov_type(self, cov_type):
         """This fit with another covariance (``"opg"``, ``"hessian"``/``"oim"``,
@@ -160,5 +160,5 @@ class CovarianceChoices:
         """This fit re-estimated on ``n_boot`` resamples of ``model``'s episodes (GenPQR, its
         kernel and choices refitted each time; ``model`` must hold its training data): the fit
         with the bootstrap covariance and percentile intervals (``cov_type == "bootstrap"``,
-        :func:`bootstrap_fit`)."""
+        ``bootstrap_fit``)."""
         return bootstrap_fit(self, model, n_boot, random_state=random_state, n_jobs=n_jobs, progress=progress)

@@ -78,7 +78,7 @@ from .fit_checks import (MIN_CHOICES_PER_PARAMETER, ProjectionWarning, check_con
                          check_projection, check_rare_action, check_separation)
 from .likelihood import LikelihoodDerivatives, likelihood_derivatives, relative_solve
 from .maximize import finished_nfxp, safeguarded_npl, start_policy_of
-from .projection import project_reward
+from .projection import project_reward, projection_std_errors
 from .results import (SE_KINDS, SE_LABELS, LikelihoodResults, coefficient_frame, describe_iterations, lr_test,
                       std_errors, summary_of)
 from .identification import Identification, generalized_inverse, identification
@@ -107,7 +107,7 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
     ``bse``, ``tvalues``, ``pvalues``, ``llf``, ``nobs`` (the choices), ``df_model``,
     ``df_resid``, ``aic``, ``bic``, ``cov_type``, ``cov_params()``, ``conf_int(alpha)`` and
     ``summary(alpha)``; :meth:`with_cov_type` (``"opg"``, ``"hessian"``, ``"sandwich"``) and
-    :meth:`bootstrap` give the same fit with another covariance.
+    ``bootstrap()`` give the same fit with another covariance.
 
     Attributes
     ----------
@@ -116,7 +116,9 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
     names : list of str
     theta, std_error, std_error_robust : ndarray (p,)
         Estimates, the standard errors of ``se_kind`` and the sandwich (robust) ones (NaN
-        where not defined: ``pml``, ``projection``, and separated choices).
+        where not defined: the robust ones of ``pml`` and ``projection``, and separated choices).
+        ``projection`` (from :func:`fit_structural`): the projection's efficient influence
+        function (:func:`genpqr.inference.projection_inference`), NaN for a model without its rows.
     se_kind : str
         What ``std_error`` is, in full (``se_label``: in short, e.g. ``"OPG"``).
     cov, cov_robust : ndarray (p, p)
@@ -164,7 +166,7 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
     cov_kind : str or None
         The kind of ``cov`` when another than the estimator's own (:meth:`with_cov_type`).
     bootstrap_replicates : ndarray (B, p) or None
-        A bootstrap fit's replicates (:meth:`bootstrap`): its intervals are their percentiles.
+        A bootstrap fit's replicates (``bootstrap()``): its intervals are their percentiles.
     """
 
     estimator: str
@@ -448,10 +450,12 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
         kwargs["episodes"] = model.training_data_
         kwargs["n_types"] = n_types
         labels = None
-    return estimate_structural(estimator, features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
-                               offset=offset, start_policy=np.exp(rec.log_policy), reward_table=rec.reward,
-                               names=names, action_labels=labels, **kwargs)
-
+    fit = estimate_structural(estimator, features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
+                              offset=offset, start_policy=np.exp(rec.log_policy), reward_table=rec.reward,
+                              names=names, action_labels=labels, **kwargs)
+    if estimator == "projection" and int(n_types) == 1:
+        fit = projection_std_errors(fit, model, offset)
+    return fit
 
 
 def _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter):

@@ -9,6 +9,7 @@ r"""Structural parameters read off a reward table, and features in a normalizati
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,8 @@ from .. import stage2
 from ..data.validation import check_gamma
 from .checks import check_features, check_table, check_weights
 
-__all__ = ["is_normalized", "features_in_normalization", "normalize_features", "ProjectionResult", "project_reward"]
+__all__ = ["is_normalized", "features_in_normalization", "normalize_features", "ProjectionResult", "project_reward",
+           "projection_std_errors"]
 
 
 def is_normalized(features, offset, mu, g, atol=1e-9) -> bool:
@@ -138,3 +140,22 @@ def project_reward(reward_table, features, weights=None, *, offset=None) -> Proj
     total = float(np.sum(w * y ** 2))
     r2 = 1.0 - float(np.sum(w * (y - fitted) ** 2)) / total if total > 0 else 1.0
     return ProjectionResult(theta, fitted, r2)
+
+
+def projection_std_errors(fit, model, offset=None):
+    """The projection's standard errors: the efficient influence function of the least-squares
+    projection of the normalized reward (:func:`genpqr.inference.projection_inference`, at the
+    model's first stage and kernel), with its :class:`~genpqr.exceptions.InferenceWarning` when the
+    Riesz weights are extreme (a normalization on a rarely taken action: the interval is then not to be
+    trusted). None (NaN) when the model has no rows (saved without its data) or a normalization those
+    influence functions do not carry (``mu = pi``, an estimated ``g``)."""
+    from ..inference import projection_inference
+
+    if not hasattr(model, "training_data_"):
+        return fit
+    try:
+        res = projection_inference(model, fit.features, names=fit.names, offset=offset)  # warns when fragile
+    except ValueError:
+        return fit
+    hidden = np.where(fit.identified, 1.0, np.nan)
+    return dataclasses.replace(fit, std_error=res.std_error * hidden, cov=res.cov)

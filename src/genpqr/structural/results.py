@@ -31,14 +31,17 @@ ESTIMATOR_LABELS = {
                   "estimator, not the maximum likelihood estimator)",
 }
 #: The kind of each estimator's ``std_error``, short (column headers, console).
-SE_LABELS = {"npl": "OPG", "nfxp": "OPG", "pml": "inverse Hessian", "projection": "none"}
+SE_LABELS = {"npl": "OPG", "nfxp": "OPG", "pml": "inverse Hessian", "projection": "influence function"}
 #: ... and in full (parameters.csv's ``std_error_kind``, the report).
 SE_KINDS = {
     "npl": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "nfxp": "OPG: MLE, inverse outer product of the scores (BHHH), conditional on the kernel",
     "pml": "inverse Hessian of the pseudo-likelihood, conditional on the first stage (ignores its estimation error)",
-    "projection": Message("none: the projection is not an MLE and has no likelihood standard error (use ",
-                          Mention("n_boot", python="the bootstrap"), ")"),
+    "projection": Message("efficient influence function of the projection (no linear form assumed; genpqr.inference), "
+                          "clustered by episode, at the fitted first stage and kernel; none for a model without its "
+                          "rows (saved without ", Mention("include_data", True, python="save(path, include_data=True)"),
+                          ") or a normalization the influence functions do not carry: the projection is not an MLE "
+                          "and has no likelihood standard error (use ", Mention("n_boot", python="the bootstrap"), ")"),
 }
 
 

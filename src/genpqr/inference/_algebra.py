@@ -1,0 +1,469 @@
+r"""Exact tabular algebra of the targets: plug-in values, their gradients, and the efficient
+influence function (EIF) they give.
+
+The data are rows ``O = (S, A, S')`` of a finite MDP whose law factorizes as
+``rho(s) pi(a|s) P(s'|s,a)`` (``P`` sub-stochastic: the missing mass is termination, a next
+state of value zero). A target is a smooth function ``psi(rho, pi, P)`` (the behaviour
+``pi`` enters through ``u = log pi``, and for some targets directly). Its gradient is kept in
+the form every target shares (debiased-inference notes, Sec. 4, "each Bellman-type equation
+contributes its representer times its residual"):
+
+* ``grad_u`` (m, S, K): ``d psi / d u(s, a)``, the direct dependence on ``pi`` folded in as
+  ``pi(a|s) d psi / d pi(a|s)`` (a perturbation of ``pi(a|s)`` is ``du = d pi / pi``);
+* ``grad_rho`` (m, S): ``d psi / d rho(s)``;
+* equations ``(omega, f, coef)``: ``d psi / d P(s'|s,a) = sum_k coef_k omega_k(s, a) f_k(s')``,
+  one per linear or fixed-point equation the target solves with the kernel.
+
+The EIF of a saturated discrete model is the derivative of ``psi`` along the point mass
+(``chi(o) = d/de psi((1-e) P_0 + e delta_o)``); for the factorized law that is
+
+.. math::
+
+   \chi(s,a,s') = [g_\rho(s) - \rho g_\rho] + [\alpha(s,a) - \textstyle\sum_b \pi(b|s)\alpha(s,b)]
+                 + \textstyle\sum_k c_k \lambda_k(s,a) [f_k(s') - (P f_k)(s,a)],
+
+with the Riesz representers ``alpha = grad_u / (rho pi)`` and ``lambda_k = omega_k / (rho pi)``
+(``f_k = 0`` at a terminal next state). This is the notes' Thm 4 form ``alpha° + beta + m - psi``;
+each target's docstring in :mod:`genpqr.inference._targets` names its closed form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from ..data.validation import check_gamma
+from ..stage2 import as_kernel
+
+__all__ = []
+
+#: Largest state count solved by dense LU (above: sparse LU).
+DENSE_STATES = 2500
+#: Newton iterations of the restricted soft fixed point before giving up.
+MAX_NEWTON = 200
+
+
+# ============================================================================ the law
+@dataclass(frozen=True, eq=False)
+class TabularLaw:
+    """The nuisances of a finite MDP: the data law and the normalization.
+
+    Attributes
+    ----------
+    rho : ndarray (S,)
+        Law of the state of a row (the start law of every value target by default).
+    policy : ndarray (S, K)
+        Behaviour ``pi`` (strictly positive; ``u = log pi``).
+    kernel : TransitionKernel
+    gamma : float
+        The agent's discount (the normalization's equation uses it).
+    mu, g : ndarray (S, K) and (S,), optional
+        The normalization ``sum_a mu(a|s) r(s,a) = g(s)``.
+    observed : ndarray (S, K), optional
+        Probability that a row at ``(s, a)`` has its next state (default 1; rows without one,
+        the last choices of episodes, carry no kernel information).
+    cells : ndarray (S, K), optional
+        The law of ``(S, A)`` the Riesz representers divide by (default ``rho pi``); e.g. the
+        smoothed cell frequencies of the rows (the saturated Riesz regression).
+    project : callable, optional
+        ``measure (m, S, K) -> representer (m, S, K)``: a Riesz regression on a sieve, used
+        instead of the division (large state spaces; :class:`SieveProjector`).
+    """
+
+    rho: np.ndarray
+    policy: np.ndarray
+    kernel: object
+    gamma: float
+    mu: np.ndarray | None = None
+    g: np.ndarray | None = None
+    observed: np.ndarray | None = None
+    cells: np.ndarray | None = None
+    project: object = None
+
+    @classmethod
+    def create(cls, rho, policy, P, gamma, mu=None, g=None, observed=None) -> "TabularLaw":
+        policy = np.asarray(policy, dtype=np.float64)
+        kernel = as_kernel(P, policy.shape[1])
+        return cls(np.asarray(rho, dtype=np.float64), policy, kernel, check_gamma(gamma),
+                   None if mu is None else np.asarray(mu, dtype=np.float64),
+                   None if g is None else np.broadcast_to(np.asarray(g, dtype=np.float64), (policy.shape[0],)),
+                   None if observed is None else np.asarray(observed, dtype=np.float64))
+
+    @property
+    def u(self) -> np.ndarray:
+        return np.log(self.policy)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.policy.shape
+
+    @property
+    def density(self) -> np.ndarray:
+        """``rho(s) pi(a|s)``, the law of ``(S, A)``, shape (S, K)."""
+        return self.rho[:, None] * self.policy
+
+    def expect(self, f) -> np.ndarray:
+        """``(P f)(s, a)``, (S, K) for ``f`` (S,)."""
+        return self.kernel.expect(f)
+
+
+# ============================================================================ linear solves
+class Resolvent:
+    """``(I - gamma M_sigma)^{-1}`` and its transpose for the state kernel ``M_sigma`` of a
+    policy ``sigma`` (S, K): one factorization, many right-hand sides."""
+
+    def __init__(self, kernel, sigma, gamma: float):
+        S = kernel.n_states
+        M = kernel.under(np.asarray(sigma, dtype=np.float64))
+        self.gamma = float(gamma)
+        if S <= DENSE_STATES:
+            dense = M.toarray() if sp.issparse(M) else np.asarray(M)
+            self._lu = sla.lu_factor(np.eye(S) - self.gamma * dense)
+            self._sparse = None
+        else:
+            self._sparse = spla.splu(sp.csc_matrix(sp.identity(S) - self.gamma * sp.csr_matrix(M)))
+            self._lu = None
+
+    def solve(self, b) -> np.ndarray:
+        """``x = b + gamma M x``; ``b`` (S,) or (S, m)."""
+        return self._apply(b, 0)
+
+    def solve_t(self, b) -> np.ndarray:
+        """``x = b + gamma M^T x`` (measures pushed forward); ``b`` (S,) or (S, m)."""
+        return self._apply(b, 1)
+
+    def _apply(self, b, trans: int) -> np.ndarray:
+        b = np.asarray(b, dtype=np.float64)
+        if self._lu is not None:
+            return sla.lu_solve(self._lu, b, trans=trans)
+        return self._sparse.solve(b, trans="T" if trans else "N")
+
+
+# ============================================================================ gradients
+@dataclass
+class Equation:
+    """One kernel equation of a target: ``d psi / d P(s'|s,a) = coef * omega(s,a) * f(s')``."""
+
+    omega: np.ndarray  # (m, S, K)
+    f: np.ndarray      # (S,)
+    coef: float
+
+
+@dataclass
+class Pieces:
+    """A target's plug-in value and gradient (module docstring); ``m`` components."""
+
+    value: np.ndarray                       # (m,)
+    grad_u: np.ndarray                      # (m, S, K)
+    grad_rho: np.ndarray                    # (m, S)
+    equations: list = field(default_factory=list)
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def m(self) -> int:
+        return self.value.shape[0]
+
+    def combine(self, other: "Pieces", sign: float = 1.0) -> "Pieces":
+        """Component-wise ``self + sign * other`` (same ``m``)."""
+        eqs = list(self.equations) + [Equation(sign * e.omega, e.f, e.coef) for e in other.equations]
+        return Pieces(self.value + sign * other.value, self.grad_u + sign * other.grad_u,
+                      self.grad_rho + sign * other.grad_rho, eqs)
+
+    @staticmethod
+    def stack(parts) -> "Pieces":
+        """Components of several pieces side by side (zero gradients elsewhere)."""
+        parts = list(parts)
+        m = [p.m for p in parts]
+        offsets = np.concatenate([[0], np.cumsum(m)])
+        total = int(offsets[-1])
+        S, K = parts[0].grad_u.shape[1:]
+        eqs = []
+        for p, start in zip(parts, offsets[:-1]):
+            for e in p.equations:
+                omega = np.zeros((total, S, K))
+                omega[start:start + p.m] = e.omega
+                eqs.append(Equation(omega, e.f, e.coef))
+        return Pieces(np.concatenate([p.value for p in parts]), np.concatenate([p.grad_u for p in parts]),
+                      np.concatenate([p.grad_rho for p in parts]), eqs)
+
+
+@dataclass
+class RewardGradient:
+    """A functional of a reward table ``r`` (S, K): value and gradient in ``r``, plus what
+    depends on the law directly (``grad_pi``: ``pi d psi / d pi`` at fixed ``r``)."""
+
+    value: np.ndarray
+    grad_r: np.ndarray
+    grad_rho: np.ndarray
+    grad_pi: np.ndarray
+    equations: list = field(default_factory=list)
+    extras: dict = field(default_factory=dict)
+
+
+def zeros_like_gradient(m: int, S: int, K: int):
+    return np.zeros((m, S, K)), np.zeros((m, S))
+
+
+# ============================================================================ reward maps
+def log_policy_map(law: TabularLaw, functional) -> Pieces:
+    """The functional evaluated at the pseudo-reward ``r = u = log pi`` (notes Sec. 2, Lemma 1)."""
+    rg = functional(law, law.u, law.gamma)
+    return Pieces(rg.value, rg.grad_r + rg.grad_pi, rg.grad_rho, list(rg.equations), dict(rg.extras))
+
+
+@dataclass(frozen=True)
+class NormalizedReward:
+    """GenPQR's normalized reward (notes Thm 3): ``Q = u - g + gamma P mu Q``,
+    ``rbar = Q - mu Q + g``; ``W = mu Q`` solves ``(I - gamma P_mu) W = mu u - g``."""
+
+    reward: np.ndarray
+    q: np.ndarray
+    w: np.ndarray
+    resolvent: Resolvent
+
+
+def normalized_reward(law: TabularLaw) -> NormalizedReward:
+    if law.mu is None or law.g is None:
+        raise ValueError("the law has no normalization (mu, g): a normalized-reward target needs one")
+    res = Resolvent(law.kernel, law.mu, law.gamma)
+    u = law.u
+    W = res.solve(np.sum(law.mu * u, axis=1) - law.g)
+    q = u - law.g[:, None] + law.gamma * law.expect(W)
+    reward = q - np.sum(law.mu * q, axis=1)[:, None] + law.g[:, None]
+    return NormalizedReward(reward, q, W, res)
+
+
+def normalized_map(law: TabularLaw, functional, gamma_f: float) -> Pieces:
+    r"""The functional evaluated at the normalized reward, its gradient carried back to ``u``
+    (notes Sec. 5.5, corrected form): ``D = (I - mu)^T grad_r``,
+    ``Omega = (I - gamma (P mu)^T)^{-1} D`` and the normalization equation's term
+    ``Omega * (W(s') - (P W)(s, a))`` with ``W = mu Q``. The propagation through ``mu`` (the
+    term the printed Thm 6 drops) is the ``gamma mu * push(Omega)`` part of ``Omega``."""
+    nr = normalized_reward(law)
+    rg = functional(law, nr.reward, gamma_f)
+    D = rg.grad_r - law.mu[None] * rg.grad_r.sum(axis=2, keepdims=True)
+    z = nr.resolvent.solve_t(law.kernel.push(np.moveaxis(D, 0, -1)))  # (S, m)
+    omega = D + law.gamma * law.mu[None] * np.moveaxis(z, -1, 0)[:, :, None]
+    eqs = list(rg.equations) + [Equation(omega, nr.w, law.gamma)]
+    extras = dict(rg.extras, reward=nr.reward)
+    return Pieces(rg.value, omega + rg.grad_pi, rg.grad_rho, eqs, extras)
+
+
+# ============================================================================ functionals of a reward
+def policy_value_functional(sigma=None, start=None):
+    r"""``psi = sum_s rho0(s) V(s)``, ``V = sigma Q``, ``Q = r + gamma_f P V`` (notes Example 1a,
+    Thm 9; Example 2 when ``r`` is the normalized reward). ``sigma=None``: the behaviour policy
+    itself, which moves with the law (notes Sec. 5.2). ``start``: a fixed start law (S,); None:
+    the rows' state law ``rho``. Gradient: the occupancy ``eta = (I - gamma_f M_sigma^T)^{-1} rho0``
+    gives ``grad_r = eta sigma`` and the kernel equation ``(eta sigma, V, gamma_f)``."""
+
+    def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
+        S, K = law.shape
+        pol = law.policy if sigma is None else sigma
+        res = Resolvent(law.kernel, pol, gamma_f)
+        V = res.solve(np.sum(pol * r, axis=1))
+        rho0 = law.rho if start is None else start
+        eta = res.solve_t(rho0)
+        grad_r = (eta[:, None] * pol)[None]
+        grad_rho = (V if start is None else np.zeros(S))[None]
+        grad_pi = np.zeros((1, S, K))
+        if sigma is None:  # the policy evaluated is the behaviour: it moves too
+            q = r + gamma_f * law.expect(V)
+            grad_pi = (eta[:, None] * pol * q)[None]
+        return RewardGradient(np.array([rho0 @ V]), grad_r, grad_rho, grad_pi, [Equation(grad_r, V, gamma_f)],
+                              {"value": V})
+
+    return functional
+
+
+def soft_fixed_point(r, law: TabularLaw, gamma_f: float, mask, tau: float):
+    r"""The restricted soft fixed point (notes Sec. 5.3): ``Phi(s) = tau log sum_{b in A*}
+    exp((r(s,b) + gamma P Phi(s,b)) / tau)``, by Newton (soft policy iteration). Returns
+    ``(Phi (S,), pi* (S, K))``; ``pi*`` is zero off ``A*``."""
+    S, K = law.shape
+    logits_mask = np.where(mask, 0.0, -np.inf)
+    sigma = np.where(mask, 1.0, 0.0)
+    sigma = sigma / sigma.sum(axis=1, keepdims=True)
+    Phi = Resolvent(law.kernel, sigma, gamma_f).solve(np.sum(sigma * r, axis=1))
+    for _ in range(MAX_NEWTON):
+        z = (r + gamma_f * law.expect(Phi)) / tau + logits_mask
+        top = np.max(z, axis=1, keepdims=True)
+        lse = top[:, 0] + np.log(np.sum(np.exp(z - top), axis=1))
+        step_b = tau * lse - Phi
+        pi = np.exp(z - lse[:, None])
+        if np.max(np.abs(step_b)) <= 1e-13 * max(1.0, np.max(np.abs(Phi))):
+            break
+        Phi = Phi + Resolvent(law.kernel, pi, gamma_f).solve(step_b)
+    z = (r + gamma_f * law.expect(Phi)) / tau + logits_mask
+    top = np.max(z, axis=1, keepdims=True)
+    lse = top[:, 0] + np.log(np.sum(np.exp(z - top), axis=1))
+    return tau * lse, np.exp(z - lse[:, None])
+
+
+def softmax_value_functional(mask, tau: float, start=None):
+    r"""``psi = sum_s rho0(s) V*(s)``, the hard value under ``r`` of the counterfactual softmax
+    policy ``pi* = softmax_{A*}((r + gamma_f v*) / tau)``, ``v* = P Phi`` (notes Example 1b;
+    corrected form of Thm 10, Sec. 5.3). With ``eta* = (I - gamma_f M*^T)^{-1} rho0``,
+    ``A* = q* - V*``, ``B = (gamma_f / tau) eta* pi* A*`` and ``Lambda = (I - gamma_f (P pi*)^T)^{-1} B``
+    (``zeta = push(Lambda)``): ``grad_r = eta* pi* (1 + A*/tau) + zeta pi*`` and two kernel equations,
+    ``(eta* pi*, V*, gamma_f)`` and ``(Lambda, Phi, 1)``. The printed Thm 10 keeps only the
+    ``t >= 1`` part of ``Lambda`` (the notes' ``d~`` for ``D~``)."""
+
+    def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
+        S, K = law.shape
+        Phi, pi_star = soft_fixed_point(r, law, gamma_f, mask, tau)
+        res = Resolvent(law.kernel, pi_star, gamma_f)
+        V = res.solve(np.sum(pi_star * r, axis=1))
+        q = r + gamma_f * law.expect(V)
+        adv = np.where(mask, q - V[:, None], 0.0)
+        rho0 = law.rho if start is None else start
+        eta = res.solve_t(rho0)
+        B = (gamma_f / tau) * eta[:, None] * pi_star * adv
+        zeta = res.solve_t(law.kernel.push(B))
+        lam = B + gamma_f * pi_star * zeta[:, None]
+        grad_r = eta[:, None] * pi_star * (1.0 + adv / tau) + zeta[:, None] * pi_star
+        grad_rho = (V if start is None else np.zeros(S))[None]
+        eqs = [Equation((eta[:, None] * pi_star)[None], V, gamma_f), Equation(lam[None], Phi, 1.0)]
+        return RewardGradient(np.array([rho0 @ V]), grad_r[None], grad_rho, np.zeros((1, S, K)), eqs,
+                              {"value": V, "policy": pi_star})
+
+    return functional
+
+
+def weighted_sum_functional(weights):
+    r"""``psi_j = sum_{s,a} W_j(s,a) r(s,a)`` for fixed measures ``W`` (m, S, K) (notes Sec. 5.8,
+    "user-W"): no ``m - psi`` term, ``grad_r = W``."""
+    W = np.asarray(weights, dtype=np.float64)
+
+    def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
+        m = W.shape[0]
+        return RewardGradient(np.einsum("jsa,sa->j", W, r), W.copy(), np.zeros((m, law.shape[0])),
+                              np.zeros_like(W))
+
+    return functional
+
+
+def data_mean_functional(weights):
+    r"""``psi_j = E_0[w_j(S, A) r(S, A)] = sum rho pi w_j r`` (notes Sec. 5.8, ``b``): the law
+    enters directly, ``grad_rho = sum_a pi w r`` and ``pi d psi / d pi = rho pi w r``."""
+    w = np.asarray(weights, dtype=np.float64)
+
+    def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
+        dens = law.density
+        wr = w * r[None]
+        return RewardGradient(np.einsum("sa,jsa->j", dens, wr), dens[None] * w, np.sum(law.policy[None] * wr, axis=2),
+                              dens[None] * wr)
+
+    return functional
+
+
+def projection_functional(features, offset=None, weights=None):
+    r"""``theta = G^{-1} E_0[x (r - offset)]``, ``G = E_0[x x^T]`` (notes Example 3, Sec. 5.8):
+    the least-squares projection of ``r`` on features ``x`` (S, K, p) under the law of ``(S, A)``
+    (times fixed ``weights`` (S, K) if given: ``E_0[w x x^T]``, ``E_0[w x (r - offset)]``).
+    With ``e = r - offset - x theta``: ``grad_r = rho pi G^{-1} x``, ``grad_rho = G^{-1} sum_a pi x e``,
+    ``pi d theta / d pi = G^{-1} rho pi x e`` (the notes' ``G^{-1}[chi_b - (x x^T - G) theta]``)."""
+    X = np.asarray(features, dtype=np.float64)
+    w = 1.0 if weights is None else np.asarray(weights, dtype=np.float64)
+
+    def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
+        dens = law.density * w
+        y = r - (0.0 if offset is None else offset)
+        G = np.einsum("sa,sap,saq->pq", dens, X, X)
+        Ginv = np.linalg.inv(G)
+        theta = Ginv @ np.einsum("sa,sap,sa->p", dens, X, y)
+        e = y - X @ theta
+        Xg = np.einsum("pq,saq->psa", Ginv, X)  # G^{-1} x, (p, S, K)
+        return RewardGradient(theta, dens[None] * Xg, np.sum(law.policy[None] * w * Xg * e[None], axis=2),
+                              dens[None] * Xg * e[None], [], {"gram": G, "residual": e})
+
+    return functional
+
+
+class SieveProjector:
+    r"""Riesz regression of a measure ``M`` (m, S, K) on the sieve ``phi(s, a) = e_a (x) psi(s)``:
+    ``alpha = phi^T theta``, ``theta = argmin E_n[(phi^T theta)^2] - 2 sum M phi^T theta + ridge |theta|^2``,
+    i.e. per action ``theta_a = (sum_s p_n(s, a) psi psi^T + ridge)^{-1} sum_s M(s, a) psi(s)`` with
+    ``p_n`` the rows' cell frequencies (notes Sec. 5.1). The ridge (relative to the Gram matrix's
+    mean diagonal) is chosen per measure by the held-out Riesz loss over two halves of the rows
+    (``counts`` given: where the data are thin the sieve must not extrapolate freely). With
+    indicator features and no ridge it is the division by the cell frequencies."""
+
+    RIDGES = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+
+    def __init__(self, psi, cell_freq, ridge: float | None = 1e-8, halves=None):
+        self.psi = np.asarray(psi, dtype=np.float64)  # (S, m)
+        self.ridge = ridge
+        self.full = self._inverses(cell_freq)
+        self.halves = None if halves is None else [(self._inverses(f), f) for f in halves]
+        self.chosen = []
+
+    def _inverses(self, freq):
+        m = self.psi.shape[1]
+        grams = np.einsum("sk,sm,sn->kmn", freq, self.psi, self.psi)
+        scale = max(float(np.mean(np.trace(grams, axis1=1, axis2=2))) / m, 1e-300)
+        ridges = self.RIDGES if self.ridge is None else (self.ridge,)
+        return {r: np.linalg.inv(grams + r * scale * np.eye(m)[None]) for r in ridges}
+
+    def _solve(self, inv, moments):
+        theta = np.einsum("kmn,jkn->jkm", inv, moments)
+        return np.einsum("sm,jkm->jsk", self.psi, theta)
+
+    def __call__(self, measure):
+        moments = np.einsum("jsk,sm->jkm", measure, self.psi)
+        ridge = self.ridge
+        if ridge is None:
+            loss = {r: 0.0 for r in self.RIDGES}
+            for (inv, _), (_, other) in zip(self.halves, self.halves[::-1]):
+                for r in self.RIDGES:
+                    alpha = self._solve(inv[r], moments)
+                    loss[r] += float(np.sum(other[None] * alpha ** 2) - 2 * np.sum(measure * alpha))
+            ridge = min(loss, key=loss.get)
+        self.chosen.append(ridge)
+        return self._solve(self.full[ridge], moments)
+
+
+# ============================================================================ the EIF
+def representers(pieces: Pieces, law: TabularLaw):
+    """``alpha = grad_u / (rho pi)`` and ``lambda_k = omega_k / (rho pi observed)`` (or their Riesz
+    regressions on a sieve, ``law.project``)."""
+    if law.project is not None:
+        return law.project(pieces.grad_u), [law.project(e.omega) for e in pieces.equations]
+    dens = law.density if law.cells is None else law.cells
+    obs = dens if law.observed is None else dens * law.observed
+    alpha = pieces.grad_u / dens[None]
+    lams = [e.omega / obs[None] for e in pieces.equations]
+    return alpha, lams
+
+
+def influence(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None) -> np.ndarray:
+    r"""``chi(s_i, a_i, s'_i)`` at rows (module docstring), shape (n, m). ``cont``: 1 - terminated
+    (``s_next`` is ignored where 0); ``has_next``: rows with an observed next state (default all)."""
+    s, a = np.asarray(s, dtype=np.int64), np.asarray(a, dtype=np.int64)
+    cont = np.asarray(cont, dtype=np.float64)
+    nxt = np.where(cont > 0, np.asarray(s_next, dtype=np.int64), 0)
+    alpha, lams = representers(pieces, law)
+    out = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
+    out += (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
+    keep = np.ones(s.shape) if has_next is None else np.asarray(has_next, dtype=np.float64)
+    for eq, lam in zip(pieces.equations, lams):
+        resid = cont * eq.f[nxt] - law.expect(eq.f)[s, a]
+        out += (eq.coef * lam[:, s, a] * (keep * resid)[None]).T
+    return out
+
+
+def population_influence(pieces: Pieces, law: TabularLaw):
+    r"""``chi`` on every outcome: ``(chi (S, K, S+1, m), prob (S, K, S+1))``, the last next-state
+    slot being termination (for exact expectations in the tests and the orthogonality check)."""
+    S, K = law.shape
+    P = law.kernel.to_dense()
+    term = np.clip(1.0 - P.sum(axis=2), 0.0, None)
+    s, a, s2 = np.meshgrid(np.arange(S), np.arange(K), np.arange(S + 1), indexing="ij")
+    cont = (s2 < S).astype(np.float64)
+    chi = influence(pieces, law, s.ravel(), a.ravel(), np.minimum(s2, S - 1).ravel(), cont.ravel())
+    prob = law.density[:, :, None] * np.concatenate([P, term[:, :, None]], axis=2)
+    return chi.reshape(S, K, S + 1, -1), prob

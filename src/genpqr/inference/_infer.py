@@ -1,0 +1,332 @@
+r"""The debiased (one-step) estimator with influence-function inference.
+
+For targets ``psi`` (:mod:`genpqr.inference._targets`) and rows ``O_i = (S_i, A_i, S'_i)``:
+
+1. split the *episodes* into ``cross_fit`` folds;
+2. on the other folds refit the GenPQR template (its data-driven choices held at the
+   full-sample fit's) and read the nuisances ``eta_k``: ``pi_hat``, the kernel, the state law
+   and the normalization;
+3. on the held-out rows compute ``phi_i = psi(eta_k) + chi(O_i; eta_k)``: the plug-in plus the
+   efficient influence function at the fold's nuisances (the Riesz representers exact on the
+   tabular path);
+4. ``psi_hat = mean_i phi_i`` (paper eq. 11; notes Sec. 6), ``chi_i = phi_i - psi_hat`` and
+   ``Var = sum_e (sum_{i in e} chi_i)^2 / n^2`` over episodes ``e`` (the trajectory version of
+   ``Var chi / n``), a Wald interval.
+
+The plug-in reported beside it is ``psi`` at the full-sample fit.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..exceptions import InferenceWarning
+from . import _algebra as alg
+from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
+                         tabular_law)
+from ._result import InferenceResult
+from ._sieve import SieveFold
+from ._targets import Target, reward_projection
+
+__all__ = ["infer", "plug_in", "projection_inference", "AUTO_FOLDS", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+
+#: Episode folds of ``cross_fit="auto"`` when the first stage is flexible.
+AUTO_FOLDS = 5
+#: Warn when the Riesz weights of the reward rest on fewer effective rows than this ...
+ESS_WARN = 100
+#: ... or a single row carries more than this share of their second moment (thin overlap) ...
+WEIGHT_WARN = 0.1
+#: ... or one episode carries more than this share of the variance (with at least 20 episodes) ...
+EPISODE_WARN = 0.25
+#: ... or the correction exceeds this many standard errors.
+CORRECTION_WARN = 10.0
+
+
+def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0.95, random_state=None,
+          progress: bool | None = None, warn: bool = True) -> InferenceResult:
+    r"""Debiased estimates of ``target`` with efficient-influence-function standard errors.
+
+    Parameters
+    ----------
+    model : GenPQR
+        The template (fitted or not): its policy model, Q model, normalization, transition
+        model and discount define the nuisances. When it was fitted on ``data`` it is the
+        full-sample fit (the plug-in); otherwise a copy is fitted on ``data``.
+    target : Target or list of Target
+        :func:`policy_value`, :func:`softmax_value`, :func:`value_difference`,
+        :func:`reward_mean`, :func:`reward_at`, :func:`reward_projection` (or their
+        differences ``a - b``). Several targets: one result with their joint covariance.
+    data : Transitions
+        The rows; finite actions, unweighted.
+    riesz : None, "exact", "cells", a feature-map name or a transformer
+        How the Riesz representers are learned. Tabular states (``q_model="exact"``):
+        ``None``/``"exact"``, the closed forms divided by the fold's estimated law
+        ``rho_hat pi_hat``; ``"cells"``, by the fold's (smoothed) cell frequencies (the saturated
+        Riesz regression); a transformer of the state index, the closed forms' Riesz regression on
+        its features (large state spaces, e.g. a grid: map the index to coordinates, then splines).
+        Other states: the state feature map of the linear-sieve Riesz regression
+        (:mod:`genpqr.inference._sieve`): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
+        (:func:`genpqr.stage2.make_features`); default (None): each coordinate to [0, 1] by its
+        quantiles, then cubic B-splines (bounded features).
+    cross_fit : "auto", int or None
+        Episode folds of the nuisances; None: the full-sample nuisances (no splitting, no refit:
+        the delta method of the fitted model; valid when the first stage and the kernel are of low
+        complexity). ``"auto"`` (default): None on the exact tabular path when the first stage is
+        the tabular rule's (cell frequencies or the spline logit; :func:`genpqr.stage1.choose_tabular_policy`)
+        or a :class:`~genpqr.stage1.FrequencyClassifier` (there, splitting only thins the cells: a
+        held-out row on a state its fold rarely saw gets an extreme weight), else
+        :data:`AUTO_FOLDS` folds (a flexible first stage: a network, boosting, a smoother).
+    level : float
+        Level of the intervals (``result.conf_int(level)`` gives others).
+    random_state : int, Generator or None
+        The folds.
+    progress : bool or None
+        A progress bar over folds (None: only on a terminal).
+    warn : bool
+        Raise :class:`~genpqr.exceptions.InferenceWarning` when a diagnostic is large.
+
+    Returns
+    -------
+    InferenceResult
+    """
+    start = time.perf_counter()
+    check_inputs(model, data)
+    targets = _targets(target)
+    _check_args(cross_fit, level)
+    exact = is_exact(model)
+    riesz = _check_riesz(riesz, exact)
+    bound = [t.bind(context_of(model, data)) for t in targets]
+    full = fitted_on(model, data)
+    cross_fit = resolve_cross_fit(cross_fit, full)
+    rows = Rows.of(data, tabular=exact)
+    step = _TabularStep(riesz) if exact else _SieveStep(riesz)
+    plug = step.plug_in(full, bound, rows)
+    run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
+    names = [c for t in bound for c in t.components()]
+    described = [t.describe() for t in bound for _ in t.components()]
+    return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
+
+
+def _check_args(cross_fit, level) -> None:
+    if not (cross_fit is None or (isinstance(cross_fit, str) and cross_fit == "auto") or
+            (not isinstance(cross_fit, str) and int(cross_fit) == cross_fit and cross_fit >= 2)):
+        raise ValueError(f"cross_fit must be 'auto', an integer >= 2 (episode folds) or None, got {cross_fit!r}")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+
+
+def resolve_cross_fit(cross_fit, full):
+    """``cross_fit="auto"`` (see :func:`infer`) for the full-sample fit ``full``."""
+    if not (isinstance(cross_fit, str) and cross_fit == "auto"):
+        return cross_fit
+    from ..stage1 import FrequencyClassifier
+
+    tabular_rule = getattr(getattr(full, "first_stage_", None), "name", "") in ("spline", "frequency")
+    low = is_exact(full) and not full.policy_prefit and (tabular_rule or isinstance(full.policy_model,
+                                                                                     FrequencyClassifier))
+    return None if low else AUTO_FOLDS
+
+
+def plug_in(model, target) -> np.ndarray:
+    """The plug-in value of ``target`` (a target or a list) at a fitted exact-path GenPQR: the
+    target at the model's own first stage, kernel and normalization, the state law of its
+    training rows (e.g. the statistic of an episode bootstrap, :func:`genpqr.evaluation.bootstrap`)."""
+    targets = _targets(target)
+    if not hasattr(model, "stage2_") or not hasattr(model, "training_data_"):
+        raise ValueError("plug_in needs a fitted GenPQR with its training data")
+    exact = is_exact(model)
+    bound = [t.bind(context_of(model, model.training_data_)) for t in targets]
+    rows = Rows.of(model.training_data_, tabular=exact)
+    step = _TabularStep("exact") if exact else _SieveStep(_check_riesz(None, False))
+    return step.plug_in(model, bound, rows)
+
+
+def projection_inference(model, features, *, names=None, offset=None, data=None, cross_fit: int | None = None,
+                         level: float = 0.95, warn: bool = True) -> InferenceResult:
+    r"""Influence-function inference for the least-squares projection of the normalized reward on
+    ``features`` (S, K, p) under the rows' (state, action) law (:func:`reward_projection`): what
+    the structural ``projection`` estimator reports as its standard errors
+    (:func:`genpqr.structural.fit_structural`). The projection is a functional of the data's
+    law whatever the reward's form, so these standard errors assume no linear form.
+
+    ``model``: a GenPQR on the exact path, fitted on ``data`` (default: its training data).
+    ``cross_fit=None`` (default): the full-sample nuisances (no refits, the delta method of the
+    fitted first stage and kernel); an int: the cross-fitted one-step estimate as :func:`infer`.
+    """
+    if data is None:
+        if not hasattr(model, "training_data_"):
+            raise ValueError("projection_inference needs the rows: pass data=, or a model saved with its data")
+        data = model.training_data_
+    return infer(model, reward_projection(features, names=names, offset=offset), data, cross_fit=cross_fit,
+                 level=level, warn=warn)
+
+
+def _targets(target) -> list:
+    items = [target] if isinstance(target, Target) else list(target) if isinstance(target, (list, tuple)) else None
+    if not items or not all(isinstance(t, Target) for t in items):
+        raise TypeError(f"target must be a genpqr.inference target (policy_value, softmax_value, value_difference, "
+                        f"reward_mean, reward_at, reward_projection) or a list of them, got {type(target).__name__}")
+    names = [c for t in items for c in t.components()]
+    if len(set(names)) != len(names):
+        raise ValueError(f"the targets' components must have distinct names (pass name=...), got {names}")
+    return items
+
+
+def _check_riesz(riesz, exact: bool):
+    from ..stage2 import make_features
+
+    if exact:
+        if riesz is None:
+            return "exact"
+        if isinstance(riesz, str) and riesz in ("exact", "cells"):
+            return riesz
+        if isinstance(riesz, str) or not (hasattr(riesz, "fit") and hasattr(riesz, "transform")):
+            raise ValueError(f"riesz must be None, 'exact', 'cells' or a feature map (a transformer of the state "
+                             f"index) on the exact tabular path, got {riesz!r}")
+        return riesz
+
+    if riesz is None:
+        return None
+    if isinstance(riesz, str) and riesz in ("exact", "cells"):
+        raise ValueError(f"riesz={riesz!r} needs tabular states (q_model='exact'); on continuous states give a "
+                         f"feature map (a transformer, or 'spline', 'rff')")
+    make_features(riesz)  # a name it knows or a transformer: its error names what is expected
+    return riesz
+
+
+class _Run:
+    """What the folds produced: ``phi`` (n, m), fold ids, the fold table, the reward weights."""
+
+    def __init__(self, n, m):
+        self.phi = np.full((n, m), np.nan)
+        self.alpha = np.full((n, m), np.nan)
+        self.fold = np.zeros(n, dtype=np.int64)
+        self.records = []
+
+
+class _TabularStep:
+    """One fold on the exact tabular path: the law of the fold's fit, the exact pieces."""
+
+    def __init__(self, riesz):
+        self.cells = isinstance(riesz, str) and riesz == "cells"
+        self.features = None if isinstance(riesz, str) else riesz
+        how = ("Riesz regression on a sieve of state features" if self.features is not None else
+               "closed-form Riesz representers over the cell frequencies" if self.cells else
+               "closed-form Riesz representers over the fold's state law and policy")
+        self.route = f"exact tabular ({how})"
+
+    def plug_in(self, full, bound, rows):
+        return alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
+
+    def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
+        law = tabular_law(fitted, train_rows, prior, self.cells, self.features, states=all_states)
+        pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
+        chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+        alpha = alg.representers(pieces, law)[0]
+        return pieces.value, pieces.value[None] + chi, alpha[:, held.s, held.a].T
+
+
+class _SieveStep:
+    """One fold on non-tabular states: the fold model's nuisances, sieve Riesz representers."""
+
+    def __init__(self, features):
+        self.features = features
+        name = ("quantile-spline" if features is None else features if isinstance(features, str)
+                else type(features).__name__)
+        self.route = (f"linear-sieve Riesz regression on {name} state features x actions (dual LSTD); "
+                      f"the fold model's first stage and normalized reward")
+
+    def plug_in(self, full, bound, rows):
+        fold = SieveFold(full, rows, self.features)
+        return np.concatenate([t.sieve(fold, None).value for t in bound])
+
+    def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
+        fold = SieveFold(fitted, train_rows, self.features)
+        parts = [t.sieve(fold, held) for t in bound]
+        return (np.concatenate([p.value for p in parts]), np.hstack([p.phi for p in parts]),
+                np.hstack([p.alpha for p in parts]))
+
+
+def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step) -> _Run:
+    n = data.n
+    folds = [(np.arange(n), np.arange(n))] if cross_fit is None else data.episode_folds(int(cross_fit), random_state)
+    template = None if cross_fit is None else fold_template(full)
+    m = sum(len(t.components()) for t in bound)
+    run = _Run(n, m)
+    run.route = step.route
+    disable = None if progress is None else not progress
+    for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
+        fitted = full if template is None else fit_quietly(template, data.subset(train))
+        value, phi, alpha = step(fitted, bound, rows.take(train), rows.take(test),
+                                 0.0 if template is None else STATE_PRIOR, rows.s if np.ndim(rows.s) == 1 else None)
+        run.phi[test], run.alpha[test], run.fold[test] = phi, alpha, k
+        for j in range(m):
+            run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),
+                                    correction=float(phi[:, j].mean() - value[j]), estimate=float(phi[:, j].mean())))
+    return run
+
+
+def clustered_cov(influence, episodes) -> np.ndarray:
+    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e``."""
+    _, inverse = np.unique(episodes, return_inverse=True)
+    sums = np.zeros((inverse.max() + 1, influence.shape[1]))
+    np.add.at(sums, inverse, influence)
+    n = influence.shape[0]
+    return sums.T @ sums / n ** 2, sums
+
+
+def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start) -> InferenceResult:
+    estimate = run.phi.mean(axis=0)
+    infl = run.phi - estimate
+    cov, sums = clustered_cov(infl, rows.episodes)
+    se = np.sqrt(np.diag(cov))
+    folds = pd.DataFrame(run.records)
+    folds["component"] = [names[j] for j in folds["component"]]
+    fold_plug = folds.groupby("component", sort=False).apply(
+        lambda f: np.average(f.plug_in, weights=f.n_rows), include_groups=False).reindex(names).to_numpy()
+    diag = _diagnostics(names, estimate, fold_plug, se, run.alpha, sums)
+    messages = _warnings(diag, described, int(np.unique(rows.episodes).size))
+    if warn:
+        for message in messages:
+            warnings.warn(message, InferenceWarning, stacklevel=3)
+    return InferenceResult(names, described, estimate, se, cov, np.asarray(plug, dtype=np.float64), float(level),
+                           int(data.n), int(data.n_episodes), None if cross_fit is None else int(cross_fit), run.route,
+                           folds, diag, infl, rows.episodes, messages, time.perf_counter() - start)
+
+
+def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
+    a = np.abs(alpha)
+    mean = np.maximum(a.mean(axis=0), 1e-300)
+    second = np.maximum((a ** 2).sum(axis=0), 1e-300)
+    share = (sums ** 2).max(axis=0) / np.maximum((sums ** 2).sum(axis=0), 1e-300)
+    return pd.DataFrame({
+        "correction_to_se": np.abs(estimate - fold_plug) / se,
+        "weight_max": a.max(axis=0) / mean,
+        "weight_q99": np.quantile(a, 0.99, axis=0) / mean,
+        "effective_rows": a.sum(axis=0) ** 2 / second,
+        "top_row_share": (a ** 2).max(axis=0) / second,
+        "top_episode_share": share,
+    }, index=pd.Index(names, name="component"))
+
+
+def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
+    out = []
+    for (name, row), what in zip(diag.iterrows(), described):
+        why = []
+        if row.effective_rows < ESS_WARN or row.top_row_share > WEIGHT_WARN:
+            why.append(f"the Riesz weights rest on few rows (effective {row.effective_rows:.0f} rows; one row holds "
+                       f"{row.top_row_share:.0%} of their square, the largest is {row.weight_max:.0f}x their mean): thin "
+                       f"overlap between the target and the behaviour")
+        if n_episodes >= 20 and row.top_episode_share > EPISODE_WARN:
+            why.append(f"one episode carries {row.top_episode_share:.0%} of the variance")
+        if row.correction_to_se > CORRECTION_WARN:
+            why.append(f"the correction is {row.correction_to_se:.1f} standard errors: the first stage is far from "
+                       f"the truth and the second-order remainder may not be small")
+        if why:
+            out.append(f"{name} ({what}): the interval may not be reliable: " + "; ".join(why))
+    return out
