@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from genpqr.stage2 import FQE
 
 
 def write_panel(folder: Path, n_rows: int, n_files: int = 4, row_group_rows: int = 50_000, seed: int = 0):
@@ -78,8 +79,8 @@ def main():
         cols = dict(episode="ep", time="t", state=["x0", "x1"], action="a")
         data = from_pandas(frame, **cols)
         policy = LogisticRegression(max_iter=1000).fit(data.states, data.actions)
-        est = GenPQR(q_model=BoostedQModel(), policy_model=policy, policy_prefit=True, gamma=0.9,
-                     n_iterations=args.iterations, tol=None, normalization=anchor_action("stay"), clip=(1e-3, 1.0),
+        est = GenPQR(q_model=FQE(BoostedQModel(), n_iterations=args.iterations, tol=None), policy_model=policy,
+                     policy_prefit=True, gamma=0.9, normalization=anchor_action("stay"), clip=(1e-3, 1.0),
                      progress=False)
         X = data.states[np.random.default_rng(1).choice(data.n, 2000, replace=False)]
         print(f"{data.n:,} rows, {args.iterations} Bellman iterations, load {os.getloadavg()[0]:.2f}")

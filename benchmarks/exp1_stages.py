@@ -24,6 +24,7 @@ from genpqr.envs.synthetic import make_synthetic_data
 from genpqr.estimator import GenPQR
 from genpqr.experiments import methods as M
 from genpqr.models.nn import DuelingQNetwork
+from genpqr.stage2 import FQE
 
 
 class TruePolicy:
@@ -58,8 +59,9 @@ def main(n_train, shift, seeds, kinds, airl_kw, q_kw):
             lp, lpn = clipped_log(pol.predict_proba(S)), clipped_log(pol.predict_proba(d.env.transition(S, A)))
             plug = lp[rows, A] - 10 * lp[:, 0] + 9 * lpn[:, 0]
             est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
-                         q_model=DuelingQNetwork(random_state=seed, **M.layer_tuples(opts["q_model"])),
-                         clip=M.PAPER_CLIP, random_state=seed, progress=False, **opts["fqe"]).fit(d.train)
+                         q_model=FQE(DuelingQNetwork(random_state=seed, **M.layer_tuples(opts["q_model"])),
+                                     **opts["fqe"]),
+                         clip=M.PAPER_CLIP, random_state=seed, progress=False).fit(d.train)
             r = est.reward(S, A)
             row = (np.mean((r - truth) ** 2), np.corrcoef(r, truth)[0, 1], np.mean((plug - truth) ** 2),
                    -np.mean(lp[rows, A]), np.mean((lp[:, 0] - d.env.log_policy(S)[:, 0]) ** 2))

@@ -35,6 +35,7 @@ from genpqr.estimator import GenPQR
 from genpqr.experiments import methods as M
 from genpqr.models.nn import DuelingQNetwork, MLPClassifier
 from genpqr.normalization import mean_zero
+from genpqr.stage2 import FQE
 
 
 class TruePolicy:
@@ -98,8 +99,8 @@ def run_one(seed, K, bc_kw, q_kw, stage1_only, structure="continuation", normali
         fqe = {**M.GENPQR_NN_DEFAULTS["fqe"], "structure": structure}
         norm = M.anchor_normalization() if normalization == "anchor" else mean_zero()
         est = GenPQR(normalization=norm, gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
-                     q_model=DuelingQNetwork(random_state=seed, **q), clip=M.PAPER_CLIP, random_state=seed,
-                     progress=False, **fqe).fit(d.train)
+                     q_model=FQE(DuelingQNetwork(random_state=seed, **q), **fqe), clip=M.PAPER_CLIP,
+                     random_state=seed, progress=False).fit(d.train)
         if normalization != "anchor":
             truth = d.env.true_reward(S, A, normalization=norm)
         r = est.reward(S, A)

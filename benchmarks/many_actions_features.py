@@ -64,6 +64,7 @@ from genpqr.estimator import GenPQR
 from genpqr.experiments import configs as C, methods as M
 from genpqr.models.nn import DuelingQNetwork, MLPClassifier
 from genpqr.stage1 import ConditionalLogit
+from genpqr.stage2 import FQE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from many_actions_heads import HeadClassifier  # noqa: E402  (the correctly specified "oracle" form)
@@ -127,15 +128,14 @@ def stage2(method, pol, d, seed, tiny=False):
                   clip=M.PAPER_CLIP, random_state=seed, progress=False)
     if method.endswith("+af"):
         hgb = HistGradientBoostingRegressor(max_iter=10 if tiny else 100, random_state=seed)
-        return GenPQR(encoding="action_features", q_model=hgb, n_iterations=2 if tiny else 16, tol=None,
-                      structure="continuation", **common) \
-            .fit(with_table(d.train, features(d.env, "attr")))
+        fqe = FQE(hgb, encoding="action_features", n_iterations=2 if tiny else 16, tol=None, structure="continuation")
+        return GenPQR(q_model=fqe, **common).fit(with_table(d.train, features(d.env, "attr")))
     q = M.updates_schedule(M.layer_tuples({**M.GENPQR_NN_DEFAULTS["q_model"],
                                            "epochs_per_iteration": C.MANY_ACTIONS_FQE_EPOCHS}), d.train.n)
     fqe = {**M.GENPQR_NN_DEFAULTS["fqe"], "structure": C.MANY_ACTIONS_FQE_STRUCTURE}
     if tiny:
         q, fqe = {**q, "hidden_layer_sizes": (16,)}, {**fqe, "n_iterations": 2}
-    return GenPQR(q_model=DuelingQNetwork(random_state=seed, **q), **common, **fqe).fit(d.train)
+    return GenPQR(q_model=FQE(DuelingQNetwork(random_state=seed, **q), **fqe), **common).fit(d.train)
 
 
 def deeppqr(d, seed, tiny=False):
@@ -247,10 +247,11 @@ def run_rec(K, method, trajectories, seed=0, eval_actions=50, tiny=False, epochs
     t, cpu = time.perf_counter(), time.process_time()
     pol = rec_policy(method, x, data, seed, epochs, batch, tiny, loss)
     t1 = time.perf_counter() - t
-    est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True,
-                 clip=None, random_state=seed, progress=False, encoding="action_features",
-                 q_model=HistGradientBoostingRegressor(max_iter=10 if tiny else q_iter, random_state=seed),
-                 n_iterations=2 if tiny else fqe_iter, tol=None, structure="continuation").fit(data)
+    est = GenPQR(normalization=M.anchor_normalization(), gamma=M.GAMMA, policy_model=pol, policy_prefit=True, clip=None,
+                 random_state=seed, progress=False,
+                 q_model=FQE(HistGradientBoostingRegressor(max_iter=10 if tiny else q_iter, random_state=seed),
+                             encoding="action_features", n_iterations=2 if tiny else fqe_iter, tol=None,
+                             structure="continuation")).fit(data)
     sec, cpu = time.perf_counter() - t, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"K {K} {method}: fit {sec:.1f} s wall, {cpu:.1f} s CPU (stage 1 {t1:.1f} s), peak RSS {peak:.0f} MB "

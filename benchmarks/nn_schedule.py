@@ -25,6 +25,7 @@ from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.envs import make_synthetic_data
 from genpqr.models.nn import DuelingQNetwork, MLPClassifier
+from genpqr.stage2 import FQE
 
 # name: (BC epochs, BC batch, FQE iterations, epochs per iteration, FQE batch[, BC lr, FQE lr]);
 # learning rates default to the paper's 5e-3
@@ -60,11 +61,11 @@ SCHEDULES = {
 
 def fit_one(data, seed, schedule):
     bc_epochs, bc_batch, iters, epochs, batch, bc_lr, q_lr = (*schedule, 5e-3, 5e-3)[:7]
-    model = GenPQR(N.anchor_action(0), gamma=0.9, clip=(0.01, 0.99), n_iterations=iters, tol=None, random_state=seed,
+    model = GenPQR(N.anchor_action(0), gamma=0.9, clip=(0.01, 0.99), random_state=seed,
                    policy_model=MLPClassifier(max_epochs=bc_epochs, batch_size=bc_batch, learning_rate=bc_lr,
                                               random_state=seed),
-                   q_model=DuelingQNetwork(epochs_per_iteration=epochs, batch_size=batch, learning_rate=q_lr,
-                                           random_state=seed),
+                   q_model=FQE(DuelingQNetwork(epochs_per_iteration=epochs, batch_size=batch, learning_rate=q_lr,
+                                               random_state=seed), n_iterations=iters, tol=None),
                    progress=False)
     t0 = time.perf_counter()
     model.fit(data.train)

@@ -31,6 +31,7 @@ from genpqr import GenPQR, normalization as N
 from genpqr.counterfactuals import IdentificationWarning, SoftFQI, soft_counterfactual
 from genpqr.data import from_arrays
 from genpqr.envs import make_synthetic_data
+from genpqr.stage2 import FQE
 
 
 def mean_kl(p, q):
@@ -66,8 +67,8 @@ def fqi_settings(n_iterations):
 def run_seed(seed, args):
     data = make_synthetic_data(seed, n_train=args.n_train, n_test=args.n_test)
     env = data.env
-    model = GenPQR(N.anchor_action(0), gamma=env.gamma, n_iterations=args.n_iterations, tol=1e-4,
-                   random_state=seed, progress=False).fit(data.train)
+    model = GenPQR(N.anchor_action(0), gamma=env.gamma, random_state=seed, progress=False,
+                   q_model=FQE(n_iterations=args.n_iterations, tol=1e-4)).fit(data.train)
     rng = np.random.default_rng(seed)
     starts = data.train.states[rng.choice(data.train.n, size=min(args.n_states, data.train.n), replace=False)]
     sim = simulated(env, starts)

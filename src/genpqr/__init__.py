@@ -6,11 +6,16 @@ one reward. GenPQR estimates ``u = log pi``, solves ``Q = u - g + gamma P mu Q``
 off ``r = Q - mu Q + g`` and ``v = -P mu Q``.
 """
 
-from . import data, normalization, stage2
-from .data import ActionTable, BoxActions, FiniteActions, Transitions, from_arrays, from_episodes, from_pandas
-from .estimator import Diagnostics, GenPQR, load
-from .exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, LatentTypeWarning,
-                         NotFittedError, ThinTransitionsWarning, WeakSupportWarning)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+from .lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from . import data, normalization, stage2
+    from .data import ActionTable, BoxActions, FiniteActions, Transitions, from_arrays, from_episodes, from_pandas
+    from .estimator import Diagnostics, GenPQR, load
+    from .exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, GenPQRWarning, LatentTypeWarning,
+                             NotFittedError, ThinTransitionsWarning, WeakSupportWarning)
 
 __version__ = "0.1.0"
 
@@ -37,3 +42,5 @@ __all__ = [
     "LatentTypeWarning",
     "NotFittedError",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)

@@ -1,6 +1,13 @@
-"""Warnings and errors raised by genpqr."""
+"""Warnings and errors raised by genpqr.
 
-from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+Importing this module imports no third-party library. :class:`NotFittedError` is scikit-learn's
+``NotFittedError`` subclassed (so ``except sklearn.exceptions.NotFittedError``, ``except
+ValueError`` and ``except AttributeError`` all catch it, as the estimator contract has it); the
+class is made the first time it is read (PEP 562), which imports scikit-learn then -- which the
+estimators that raise it have already done. ``except`` clauses match by the real class
+hierarchy, not by ``isinstance`` registration, so an own class registered as sklearn's would not
+be caught by ``except sklearn.exceptions.NotFittedError``.
+"""
 
 
 class GenPQRWarning(UserWarning):
@@ -30,11 +37,6 @@ class LatentTypeWarning(GenPQRWarning):
     to less than one episode). The message names the outputs in doubt (per-type rewards of
     :class:`genpqr.GenPQR`, per-type parameters of :mod:`genpqr.structural.types`); the rule is
     :func:`genpqr.stage1.latent_type_warnings`."""
-
-
-class NotFittedError(_SklearnNotFittedError):
-    """An estimator was used before ``fit`` (a scikit-learn ``NotFittedError``, hence also
-    a ``ValueError`` and an ``AttributeError``)."""
 
 
 class ExtrapolationWarning(WeakSupportWarning):
@@ -75,9 +77,42 @@ class ActionFeatureError(ActionTableError):
     """Action features are not finite numbers, or their dimension disagrees with a model's."""
 
 
+class ModelFormatError(ValueError):
+    """A model file holds a fitted model in another format than this version of genpqr writes
+    (saved by an older genpqr, before its fitted state was one object): refit and save it again."""
+
+
 class InferenceWarning(GenPQRWarning):
     """A debiased estimate's interval is in doubt (:mod:`genpqr.inference`): the Riesz
     representer's weights are extreme (thin overlap between the target's policy or distribution
     and the behaviour), one episode carries much of the variance, or the correction is large
     relative to the standard error (the first stage is far from the truth, and the second-order
     remainder may not be small). The message names the target."""
+
+
+__all__ = ["GenPQRWarning", "WeakSupportWarning", "ClippingWarning", "CoverageWarning", "ConvergenceWarning",
+           "LatentTypeWarning", "NotFittedError", "ExtrapolationWarning", "ThinTransitionsWarning", "IntegrityError",
+           "UntrustedFileError", "ActionTableError", "DuplicateActionLabelError", "MissingActionLabelError",
+           "ActionFeatureError", "InferenceWarning", "ModelFormatError"]
+
+
+def _not_fitted_error() -> type:
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    class NotFittedError(SklearnNotFittedError):
+        """An estimator was used before ``fit`` (a scikit-learn ``NotFittedError``, hence also
+        a ``ValueError`` and an ``AttributeError``)."""
+
+    NotFittedError.__module__, NotFittedError.__qualname__ = __name__, "NotFittedError"
+    return NotFittedError
+
+
+def __getattr__(name: str):
+    if name == "NotFittedError":  # once: the class is then a module attribute like the others
+        globals()[name] = cls = _not_fitted_error()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), "NotFittedError"})

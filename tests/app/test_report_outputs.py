@@ -21,6 +21,7 @@ from genpqr.envs import random_mdp
 from genpqr.exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
 from genpqr.app.report import ReportContext, render_html
 from genpqr.evaluation import legend_outside, plot_bellman_residuals, plot_reward_recovery, plot_reward_table
+from genpqr.stage2 import FQE
 from tests.app.test_workflow import LABELS, base_flags, fit_cli, write_tabular_csv
 
 
@@ -227,7 +228,7 @@ def test_slim_sample_path_model_refuses_to_renormalize_clearly(tmp_path):
     a = (rng.random(400) < 1 / (1 + np.exp(-s[:, 0]))).astype(int)
     nxt = s + 0.1 * rng.normal(size=s.shape)
     data = genpqr.from_arrays(s, a, nxt, episode_ids=np.repeat(np.arange(40), 10))
-    model = genpqr.GenPQR(N.anchor_action(0), gamma=0.8, q_model=LinearRegression(), n_iterations=5,
+    model = genpqr.GenPQR(N.anchor_action(0), gamma=0.8, q_model=FQE(LinearRegression(), n_iterations=5),
                           progress=False).fit(data)
     model.save(tmp_path / "m.joblib")
     slim = genpqr.load(tmp_path / "m.joblib")

@@ -12,7 +12,8 @@ from genpqr import GenPQR, from_pandas, normalization as N, stage2
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.stage1 import FrequencyClassifier
 from genpqr.app.flags import console_text
-from genpqr.app.workflow import FitConfig, StateIndex, add_fit_parser, config_from_args, run_fit
+from genpqr.app.fit_parser import add_fit_parser
+from genpqr.app.workflow import FitConfig, StateIndex, config_from_args, run_fit
 from genpqr.registry import INPUT_FILE, NORMALIZATIONS, TRANSITION_MODELS
 
 LABELS = np.array(["left", "stay", "right"])

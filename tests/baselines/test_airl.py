@@ -16,6 +16,7 @@ from genpqr.envs.synthetic import make_synthetic_data  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
 from genpqr.models.nn import DuelingQNetwork  # noqa: E402
 from genpqr.normalization import anchor_action  # noqa: E402
+from genpqr.stage2 import FQE
 
 TINY = dict(bc_epochs=2, adversarial_epochs=2, batch_size=64, policy_hidden_layer_sizes=(16,),
             reward_hidden_layer_sizes=(16,), potential_hidden_layer_sizes=(16,))
@@ -184,8 +185,9 @@ def test_fit_arrays_needs_transition(bench):
         AIRL(**TINY).fit(X, y)
     # an unfitted AIRL as GenPQR's (cloned, refitted) policy model
     est = GenPQR(policy_model=AIRL(transition=bench.env.transition, random_state=0, **TINY),
-                 q_model=DuelingQNetwork(hidden_layer_sizes=(8,), epochs_per_iteration=1, random_state=0),
-                 n_iterations=2, tol=None, normalization=anchor_action(0)).fit(bench.train)
+                 q_model=FQE(DuelingQNetwork(hidden_layer_sizes=(8,), epochs_per_iteration=1, random_state=0),
+                             n_iterations=2, tol=None),
+                 normalization=anchor_action(0)).fit(bench.train)
     assert np.all(np.isfinite(est.reward(bench.test.states)))
 
 
@@ -202,8 +204,9 @@ def test_string_labels(bench):
 def test_prefit_into_genpqr(bench):
     airl = AIRL(transition=bench.env.transition, random_state=0, **TINY).fit(bench.train)
     est = GenPQR(policy_model=airl, policy_prefit=True,
-                 q_model=DuelingQNetwork(hidden_layer_sizes=(8,), epochs_per_iteration=1, random_state=0),
-                 n_iterations=2, tol=None, normalization=anchor_action(0), random_state=0).fit(bench.train)
+                 q_model=FQE(DuelingQNetwork(hidden_layer_sizes=(8,), epochs_per_iteration=1, random_state=0),
+                             n_iterations=2, tol=None),
+                 normalization=anchor_action(0), random_state=0).fit(bench.train)
     r = est.reward(bench.test.states, bench.test.actions)
     assert r.shape == (bench.test.n,) and np.all(np.isfinite(r))
     np.testing.assert_allclose(est.log_policy(bench.test.states), airl.log_policy(bench.test.states))

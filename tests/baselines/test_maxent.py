@@ -15,6 +15,7 @@ from genpqr.envs.synthetic import make_synthetic_data  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
 from genpqr.models.nn import DuelingQNetwork  # noqa: E402
 from genpqr.normalization import anchor_action  # noqa: E402
+from genpqr.stage2 import FQE
 
 TINY = dict(hidden_layer_sizes=(16, 16), max_epochs=3, batch_size=64)
 
@@ -95,8 +96,9 @@ def test_unseen_action_gets_a_column(bench):
 def test_prefit_into_genpqr(bench):
     model = MaxEntIRL(random_state=0, **TINY).fit(bench.train)
     est = GenPQR(policy_model=model, policy_prefit=True,
-                 q_model=DuelingQNetwork(hidden_layer_sizes=(8,), epochs_per_iteration=1, random_state=0),
-                 n_iterations=2, tol=None, normalization=anchor_action(0)).fit(bench.train)
+                 q_model=FQE(DuelingQNetwork(hidden_layer_sizes=(8,), epochs_per_iteration=1, random_state=0),
+                             n_iterations=2, tol=None),
+                 normalization=anchor_action(0)).fit(bench.train)
     assert np.all(np.isfinite(est.reward(bench.test.states)))
 
 

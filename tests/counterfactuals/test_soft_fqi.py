@@ -11,7 +11,7 @@ from genpqr.counterfactuals import IdentificationWarning, SoftFQI, soft_counterf
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.stage1 import FrequencyClassifier
 from genpqr.exceptions import ConvergenceWarning, NotFittedError
-from genpqr.stage2 import TabularQModel
+from genpqr.stage2 import FQE, TabularQModel
 
 S, K, GAMMA = 10, 3, 0.9
 
@@ -58,7 +58,7 @@ def test_sample_counterfactual_matches_the_exact_path(case):
     mdp, data, _ = case
     common = dict(gamma=GAMMA, clip=None, policy_model=FrequencyClassifier(S), n_states=S)
     exact = GenPQR(N.anchor_action(0), q_model="exact", **common).fit(data)
-    sample = GenPQR(N.anchor_action(0), q_model=TabularQModel(S), n_iterations=1000, tol=1e-12,
+    sample = GenPQR(N.anchor_action(0), q_model=FQE(TabularQModel(S), n_iterations=1000, tol=1e-12),
                     **{k: v for k, v in common.items() if k != "n_states"}).fit(data)
     delta = np.array([0.0, -0.5, 0.3])
     for gamma in (None, 0.7):
@@ -74,7 +74,7 @@ def test_sample_counterfactual_matches_the_exact_path(case):
 
 def test_identification_warnings(case):
     _, data, _ = case
-    model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=TabularQModel(S), clip=None, n_iterations=200).fit(data)
+    model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=FQE(TabularQModel(S), n_iterations=200), clip=None).fit(data)
     fqi = SoftFQI(TabularQModel(S), n_iterations=5, tol=None)
     with warnings.catch_warnings():
         warnings.simplefilter("error", IdentificationWarning)

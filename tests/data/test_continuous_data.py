@@ -6,6 +6,8 @@ import pytest
 import genpqr
 from genpqr import GenPQR
 from genpqr.data import BoxActions
+from genpqr.stage2 import FQE
+from genpqr.estimator import ContinuousOptions
 
 
 def from_arrays(states, actions, next_states, **kwargs):
@@ -89,8 +91,10 @@ def test_genpqr_fits_continuous_actions(rng):
     data = genpqr.from_arrays(s, a, s2, action_space="box", episode_ids=np.arange(200) // 10)
     assert isinstance(data, genpqr.Transitions)
     assert isinstance(data.action_space, BoxActions) and not data.is_finite
-    params = dict(gamma=0.5, n_iterations=20, tol=None, random_state=0)
-    new = GenPQR(q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()), **params).fit(data)
-    assert {"structure", "integration", "reference", "min_log_density", "check_density"} <= set(new.get_params())
+    params = dict(gamma=0.5, random_state=0)
+    new = GenPQR(q_model=FQE(make_pipeline(PolynomialFeatures(2), LinearRegression()), n_iterations=20, tol=None),
+                 **params).fit(data)
+    assert {"q_model__structure", "continuous__integration", "continuous__reference", "continuous__min_log_density",
+            "continuous__check_density"} <= set(new.set_params(continuous=ContinuousOptions()).get_params())
     with pytest.raises(ValueError, match="needs the actions"):
         new.reward(s[:20])

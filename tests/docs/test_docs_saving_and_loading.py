@@ -14,6 +14,7 @@ import pytest
 from genpqr import GenPQR, from_pandas, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.estimator import pickled_parts
+from genpqr.stage2 import FQE
 
 from ..doc_warnings import ROOT, check_warnings, recording
 
@@ -59,10 +60,10 @@ def _fits():
         warnings.simplefilter("ignore")
         yield GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=40,
                      policy_model=FrequencyClassifier(n_states=40)).fit(tab)
-        yield GenPQR(N.anchor_action("outside"), gamma=0.95, cross_fit=5, q_model=Ridge(), encoding="per_action",
-                     n_iterations=500).fit(data)
+        yield GenPQR(N.anchor_action("outside"), gamma=0.95, cross_fit=5,
+                     q_model=FQE(Ridge(), encoding="per_action", n_iterations=500)).fit(data)
         yield GenPQR(N.anchor_action("outside"), gamma=0.95, policy_model=MLPClassifier(random_state=0),
-                     q_model=DuelingQNetwork(random_state=0), n_iterations=30, tol=None).fit(data)
+                     q_model=FQE(DuelingQNetwork(random_state=0), n_iterations=30, tol=None)).fit(data)
 
 
 def test_table_of_what_remains_pickled_is_measured(tmp_path):

@@ -15,6 +15,8 @@ from genpqr.envs.quadratic import Quadratic
 from genpqr.data import BoxActions
 from genpqr.envs.lqg import make_lqg
 from genpqr.exceptions import WeakSupportWarning
+from genpqr.stage2 import FQE
+from genpqr.estimator import ContinuousOptions
 
 PROBLEM = make_lqg()
 PROBLEM_2D = make_lqg(A=[[0.7, 0.2], [-0.1, 0.6]], B=[[0.5, 0.0], [0.1, 0.4]], noise_cov=[[0.05, 0.01], [0.01, 0.04]],
@@ -90,9 +92,10 @@ def _exact_fit(problem, norm, structure="continuation", reference=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WeakSupportWarning)
         return GenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
-                                policy_prefit=True, q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
-                                structure=structure, integration=GaussHermite(4), n_iterations=2000, tol=1e-11,
-                                reference=reference).fit(data)
+                      policy_prefit=True,
+                      q_model=FQE(make_pipeline(PolynomialFeatures(2), LinearRegression()), n_iterations=2000,
+                                  tol=1e-11, structure=structure),
+                      continuous=ContinuousOptions(integration=GaussHermite(4), reference=reference)).fit(data)
 
 
 @pytest.mark.parametrize("structure", ["continuation", "direct"])
@@ -148,10 +151,11 @@ def test_estimated_policy_with_monte_carlo_mse_falls_with_n():
     for n in (1_000, 10_000, 100_000):
         values = []
         for seed in (0, 1):
-            est = GenPQR(n_iterations=200, normalization=norm, gamma=p.gamma, policy_model=LinearGaussianDensity(),
-                                   q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
-                                   integration=MonteCarlo(8, readoff_samples=1024), tol=1e-5,
-                                   random_state=seed).fit(p.sample(n, random_state=seed))
+            est = GenPQR(normalization=norm, gamma=p.gamma, policy_model=LinearGaussianDensity(),
+                         q_model=FQE(make_pipeline(PolynomialFeatures(2), LinearRegression()), n_iterations=200,
+                                     tol=1e-5),
+                         random_state=seed,
+                         continuous=ContinuousOptions(integration=MonteCarlo(8, readoff_samples=1024))).fit(p.sample(n, random_state=seed))
             values.append(np.mean((est.reward(S, A) - truth) ** 2))
         mse[n] = float(np.mean(values))
     assert mse[1_000] > mse[10_000] > mse[100_000], mse
@@ -217,8 +221,8 @@ def test_the_lqg_benchmark_through_genpqr_raises_no_deprecation_warning():
         norm = N.point_anchor(0.0)
         truth = problem.normalized_reward(norm)
         est = genpqr.GenPQR(normalization=norm, gamma=problem.gamma, policy_model=LinearGaussianDensity(),
-                            q_model=make_pipeline(PolynomialFeatures(2), LinearRegression()),
-                            integration=GaussHermite(4), n_iterations=200, random_state=0)
+                            q_model=FQE(make_pipeline(PolynomialFeatures(2), LinearRegression()), n_iterations=200),
+                            random_state=0, continuous=ContinuousOptions(integration=GaussHermite(4)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", WeakSupportWarning)
             est.fit(data)

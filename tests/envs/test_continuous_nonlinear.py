@@ -10,6 +10,8 @@ from sklearn.pipeline import make_pipeline
 from genpqr import GenPQR, normalization as N, stage2
 from genpqr.actions import GaussLegendre, check_normalized
 from genpqr.envs.nonlinear import RingProblem, StateActionBasis
+from genpqr.stage2 import FQE
+from genpqr.estimator import ContinuousOptions
 
 P = RingProblem()
 NORMS = {"uniform": N.uniform(g=0.25), "anchor": N.point_anchor(0.0)}
@@ -45,10 +47,11 @@ def continuous_fits():
     data = P.exact_design(24)
     fits = {}
     for name, norm in NORMS.items():
-        fits[name] = GenPQR(
-            normalization=norm, gamma=P.gamma, policy_model=P.policy_density(), policy_prefit=True,
-            q_model=make_pipeline(StateActionBasis(P.n_states, 20), LinearRegression(fit_intercept=False)),
-            integration=GaussLegendre(48), n_iterations=1000, tol=1e-13).fit(data)
+        fits[name] = GenPQR(normalization=norm, gamma=P.gamma, policy_model=P.policy_density(), policy_prefit=True,
+                            q_model=FQE(make_pipeline(StateActionBasis(P.n_states, 20),
+                                                      LinearRegression(fit_intercept=False)), n_iterations=1000,
+                                        tol=1e-13),
+                            continuous=ContinuousOptions(integration=GaussLegendre(48))).fit(data)
     return fits
 
 
@@ -89,10 +92,10 @@ def test_tabular_normalization_needs_a_grid_anchor():
 def test_sampled_ring_data_fit(rng):
     data = P.sample(3000, random_state=0)
     assert data.action_space.describe() == "[-1, 1]" and data.actions.min() >= -1
-    est = GenPQR(n_iterations=200, normalization=N.uniform(), gamma=P.gamma, policy_model=P.policy_density(),
-                           policy_prefit=True,
-                           q_model=make_pipeline(StateActionBasis(P.n_states, 6), LinearRegression(fit_intercept=False)),
-                           integration=GaussLegendre(24)).fit(data)
+    est = GenPQR(normalization=N.uniform(), gamma=P.gamma, policy_model=P.policy_density(), policy_prefit=True,
+                 q_model=FQE(make_pipeline(StateActionBasis(P.n_states, 6), LinearRegression(fit_intercept=False)),
+                             n_iterations=200),
+                 continuous=ContinuousOptions(integration=GaussLegendre(24))).fit(data)
     s = np.repeat(np.arange(P.n_states), 21)
     a = np.tile(np.linspace(-0.9, 0.9, 21), P.n_states)
     truth = P.normalized_reward(N.uniform())(s, a)

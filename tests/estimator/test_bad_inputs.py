@@ -28,6 +28,7 @@ from genpqr.data import from_episodes
 from genpqr.app.cli import main
 from genpqr.exceptions import NotFittedError
 from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage2 import FQE
 
 
 # ----------------------------------------------------------------------------- learners without get_params
@@ -1338,8 +1339,8 @@ def test_api_classifier_without_get_params_is_copied(tabular):
     assert plain.policy_model.__class__ is FrequencyClassifier
     boot = _boot(tabular, n_boot=2)
     assert boot.replicates.shape == (2, 4, 2)
-    model = GenPQR(N.anchor_action("a"), q_model=NoParamsRegressor(), policy_model=NoParamsClassifier(),
-                   n_iterations=5, tol=None, progress=False).fit(tabular)
+    model = GenPQR(N.anchor_action("a"), q_model=FQE(NoParamsRegressor(), n_iterations=5, tol=None),
+                   policy_model=NoParamsClassifier(), progress=False).fit(tabular)
     assert np.all(np.isfinite(model.reward(np.arange(4.0)[:, None])))
 
 

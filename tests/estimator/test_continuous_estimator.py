@@ -16,6 +16,8 @@ from genpqr.actions import GaussHermite, GaussLegendre, KnownDensity, LinearGaus
 from genpqr.models.neural_densities import MixtureDensityNetwork
 from genpqr.envs.lqg import make_lqg
 from genpqr.exceptions import ConvergenceWarning, NotFittedError, WeakSupportWarning
+from genpqr.stage2 import FQE
+from genpqr.estimator import ContinuousOptions
 
 
 def from_arrays(states, actions, next_states, **kwargs):
@@ -38,19 +40,20 @@ def _bounded_data(rng, n=800):
 
 
 def test_estimator_contract():
-    est = GenPQR(n_iterations=200, gamma=0.8, integration=MonteCarlo(4))
+    est = GenPQR(gamma=0.8, continuous=ContinuousOptions(integration=MonteCarlo(4)))
     assert clone(est).get_params() == est.get_params()
     assert not [k for k in vars(est) if k.endswith("_")]
     with pytest.raises(NotFittedError, match="not fitted"):
         est.reward(np.zeros((2, 1)), np.zeros((2, 1)))
     data = P.sample(300, random_state=0)
-    fitted = est.set_params(q_model=_poly()).fit(data)
+    fitted = est.set_params(q_model=FQE(_poly(), n_iterations=200)).fit(data)
     assert fitted is est and hasattr(est, "diagnostics_")
     assert est.normalization_.name == "behavior"  # default on an unbounded action space
 
 
 def test_default_on_a_bounded_space_is_uniform_mu_and_a_squashed_policy(rng):
-    est = GenPQR(n_iterations=200, q_model=_poly(), integration=GaussLegendre(16), random_state=0).fit(_bounded_data(rng))
+    est = GenPQR(q_model=FQE(_poly(), n_iterations=200), random_state=0,
+                 continuous=ContinuousOptions(integration=GaussLegendre(16))).fit(_bounded_data(rng))
     assert est.normalization_.name == "uniform"
     assert isinstance(est.policy_.models[0], SquashedDensity)
     assert est.reference_measure_ == "Lebesgue measure on [-1, 1]"
@@ -66,8 +69,9 @@ def test_recovered_reward_satisfies_the_normalization_by_its_own_rule(rule):
     """mu r_hat = g holds by construction when mu r_hat uses the read-off's (deterministic) nodes."""
     data = P.sample(500, random_state=1)
     g = lambda s: 0.3 * s[:, 0] - 1.0  # noqa: E731
-    est = GenPQR(n_iterations=200, normalization=N.gaussian(0.2, 0.8, g=g), gamma=P.gamma, q_model=_poly(),
-                           policy_model=LinearGaussianDensity(), integration=rule, random_state=0).fit(data)
+    est = GenPQR(normalization=N.gaussian(0.2, 0.8, g=g), gamma=P.gamma, q_model=FQE(_poly(), n_iterations=200),
+                 policy_model=LinearGaussianDensity(), random_state=0,
+                 continuous=ContinuousOptions(integration=rule)).fit(data)
     S = np.linspace(-2, 2, 9)[:, None]
     nodes = est.integration_.nodes(est.kernel_, S, np.random.default_rng(est.mc_seeds_[1]), readoff=True)
     r_nodes = est.reward(nodes.repeat_states(S), nodes.flat_actions)
@@ -76,8 +80,8 @@ def test_recovered_reward_satisfies_the_normalization_by_its_own_rule(rule):
 
 def test_renormalize_equals_a_fresh_fit_and_reuses_stage_1():
     data = P.exact_design(20, 3)
-    kw = dict(gamma=P.gamma, policy_model=LinearGaussianDensity(), q_model=_poly(), integration=GaussHermite(4),
-              tol=1e-10, n_iterations=1000)
+    kw = dict(gamma=P.gamma, policy_model=LinearGaussianDensity(), q_model=FQE(_poly(), tol=1e-10, n_iterations=1000),
+              continuous=ContinuousOptions(integration=GaussHermite(4)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WeakSupportWarning)
         base = GenPQR(normalization=N.gaussian(0.0, 1.0), **kw).fit(data)
@@ -95,8 +99,8 @@ def test_sample_weights_equal_repeated_rows(rng):
     weighted = from_arrays(data.states, data.actions, data.next_states, sample_weight=w)
     repeated = from_arrays(np.repeat(data.states, w, 0), np.repeat(data.actions, w, 0),
                            np.repeat(data.next_states, w, 0))
-    kw = dict(normalization=N.point_anchor(0.0), gamma=P.gamma, policy_model=LinearGaussianDensity(), q_model=_poly(),
-              tol=1e-10, n_iterations=1000)
+    kw = dict(normalization=N.point_anchor(0.0), gamma=P.gamma, policy_model=LinearGaussianDensity(),
+              q_model=FQE(_poly(), tol=1e-10, n_iterations=1000))
     S, A = P.evaluation_pairs(30, random_state=0)
     a = GenPQR(**kw).fit(weighted).reward(S, A)
     b = GenPQR(**kw).fit(repeated).reward(S, A)
@@ -105,12 +109,12 @@ def test_sample_weights_equal_repeated_rows(rng):
 
 def test_random_state_makes_monte_carlo_fits_reproducible():
     data = P.sample(300, random_state=3)
-    kw = dict(normalization=N.gaussian(0.0, 1.0), gamma=P.gamma, q_model=_poly(),
-              integration=MonteCarlo(4, readoff_samples=32))
+    kw = dict(normalization=N.gaussian(0.0, 1.0), gamma=P.gamma, q_model=FQE(_poly(), n_iterations=200),
+              continuous=ContinuousOptions(integration=MonteCarlo(4, readoff_samples=32)))
     S, A = P.evaluation_pairs(20, random_state=0)
-    r1 = GenPQR(n_iterations=200, random_state=7, **kw).fit(data).reward(S, A)
-    r2 = GenPQR(n_iterations=200, random_state=7, **kw).fit(data).reward(S, A)
-    r3 = GenPQR(n_iterations=200, random_state=8, **kw).fit(data).reward(S, A)
+    r1 = GenPQR(random_state=7, **kw).fit(data).reward(S, A)
+    r2 = GenPQR(random_state=7, **kw).fit(data).reward(S, A)
+    r3 = GenPQR(random_state=8, **kw).fit(data).reward(S, A)
     np.testing.assert_array_equal(r1, r2)
     assert np.max(np.abs(r1 - r3)) > 0
 
@@ -118,8 +122,9 @@ def test_random_state_makes_monte_carlo_fits_reproducible():
 def test_cross_fitting_and_diagnostics():
     data = from_arrays(*(getattr(P.sample(600, random_state=4), k) for k in ("states", "actions", "next_states")),
                        episode_ids=np.arange(600) // 20)
-    est = GenPQR(n_iterations=200, normalization=N.gaussian(0.0, 1.0), gamma=P.gamma, policy_model=LinearGaussianDensity(),
-                           q_model=_poly(), integration=GaussHermite(5), cross_fit=3, random_state=0).fit(data)
+    est = GenPQR(normalization=N.gaussian(0.0, 1.0), gamma=P.gamma, policy_model=LinearGaussianDensity(),
+                 q_model=FQE(_poly(), n_iterations=200), cross_fit=3, random_state=0,
+                 continuous=ContinuousOptions(integration=GaussHermite(5))).fit(data)
     d = est.diagnostics_
     assert len(est.policy_.models) == 3 and d.policy_log_loss_kind == "out-of-fold"
     assert d.n_mu_nodes == 5 and d.converged and d.solver == "fqe-continuation"
@@ -132,33 +137,34 @@ def test_weak_support_warns():
     data = P.sample(400, random_state=5)
     with pytest.warns(WeakSupportWarning, match="effective sample size"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # far off-support, linear FQE may also diverge
-        GenPQR(n_iterations=200, normalization=N.gaussian(4.0, 0.3), gamma=P.gamma, q_model=_poly(),
-                         integration=GaussHermite(3)).fit(data)
+        GenPQR(normalization=N.gaussian(4.0, 0.3), gamma=P.gamma, q_model=FQE(_poly(), n_iterations=200),
+               continuous=ContinuousOptions(integration=GaussHermite(3))).fit(data)
 
 
 def test_clear_errors(rng):
     data = P.sample(200, random_state=6)
     bounded = _bounded_data(rng, 300)
     with pytest.raises(TypeError, match="looks like a classifier"):
-        GenPQR(n_iterations=200, policy_model=LogisticRegression()).fit(data)
+        GenPQR(policy_model=LogisticRegression(), q_model=FQE(n_iterations=200)).fit(data)
     with pytest.raises(ValueError, match=r"support R\^1 differs from the data's action space \[-1, 1\]"):
-        GenPQR(n_iterations=200, policy_model=LinearGaussianDensity()).fit(bounded)
+        GenPQR(policy_model=LinearGaussianDensity(), q_model=FQE(n_iterations=200)).fit(bounded)
     with pytest.raises(ValueError, match="not dominated by the reference measure"):
-        GenPQR(n_iterations=200, normalization=N.gaussian(), q_model=_poly()).fit(bounded)
+        GenPQR(normalization=N.gaussian(), q_model=FQE(_poly(), n_iterations=200)).fit(bounded)
     with pytest.raises(ValueError, match="puts mass outside the action space"):
-        GenPQR(n_iterations=200, normalization=N.point_anchor(1.5), q_model=_poly()).fit(bounded)
+        GenPQR(normalization=N.point_anchor(1.5), q_model=FQE(_poly(), n_iterations=200)).fit(bounded)
     unnormalized = KnownDensity(log_prob_fn=lambda s, a: -0.5 * (a[:, 0] - 0.5 * s[:, 0]) ** 2,
                                 sample_fn=lambda s, J, r: 0.5 * s[:, :, None] + r.normal(size=(len(s), J, 1)))
     with pytest.raises(ValueError, match="not a normalized density"):
-        GenPQR(n_iterations=200, policy_model=unnormalized, q_model=_poly()).fit(data)
+        GenPQR(policy_model=unnormalized, q_model=FQE(_poly(), n_iterations=200)).fit(data)
     with pytest.raises(NotFittedError):
-        GenPQR(n_iterations=200, policy_model=MixtureDensityNetwork(), policy_prefit=True).fit(data)
+        GenPQR(policy_model=MixtureDensityNetwork(), policy_prefit=True, q_model=FQE(n_iterations=200)).fit(data)
     with pytest.raises(TypeError, match="genpqr Normalization"):
-        GenPQR(n_iterations=200, normalization="anchor").fit(data)
+        GenPQR(normalization="anchor", q_model=FQE(n_iterations=200)).fit(data)
     with pytest.raises(TypeError, match="IntegrationRule"):
-        GenPQR(n_iterations=200, integration="mc", q_model=_poly()).fit(data)
+        GenPQR(q_model=FQE(_poly(), n_iterations=200), continuous=ContinuousOptions(integration="mc")).fit(data)
     with pytest.raises(ValueError, match="GaussLegendre needs a bounded support"):
-        GenPQR(n_iterations=200, normalization=N.gaussian(), integration=GaussLegendre(8), q_model=_poly()).fit(data)
+        GenPQR(normalization=N.gaussian(), q_model=FQE(_poly(), n_iterations=200),
+               continuous=ContinuousOptions(integration=GaussLegendre(8))).fit(data)
 
 
 def test_min_log_density_clips_and_reports():
@@ -166,16 +172,17 @@ def test_min_log_density_clips_and_reports():
     from genpqr.exceptions import ClippingWarning
 
     with pytest.warns(ClippingWarning, match="hit the floor min_log_density=-1"):
-        est = GenPQR(n_iterations=200, normalization=N.point_anchor(0.0), gamma=P.gamma, policy_model=LinearGaussianDensity(),
-                               q_model=_poly(), min_log_density=-1.0).fit(data)
+        est = GenPQR(normalization=N.point_anchor(0.0), gamma=P.gamma, policy_model=LinearGaussianDensity(),
+                     q_model=FQE(_poly(), n_iterations=200),
+                     continuous=ContinuousOptions(min_log_density=-1.0)).fit(data)
     assert 0.05 < est.diagnostics_.fraction_clipped < 1
     assert est.log_policy(data.states, data.actions).min() == -1.0
 
 
 def test_default_q_model_and_persistence(tmp_path):
     data = P.sample(300, random_state=8)
-    est = GenPQR(normalization=N.point_anchor(0.0), gamma=0.5, n_iterations=5, tol=None,
-                           random_state=0).fit(data)
+    est = GenPQR(normalization=N.point_anchor(0.0), gamma=0.5, random_state=0,
+                 q_model=FQE(n_iterations=5, tol=None)).fit(data)
     path = tmp_path / "model.joblib"
     est.save(path)
     S, A = P.evaluation_pairs(10, random_state=0)

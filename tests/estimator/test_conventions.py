@@ -15,6 +15,7 @@ from genpqr.structural.ddc import IncrementKernel, choice_counts, increment_kern
 from genpqr.envs.rust import bus_engine, simulate_buses
 from genpqr.evaluation import resample_episodes
 from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage2 import FQE
 
 from ..app.test_workflow import fit_cli
 
@@ -74,7 +75,7 @@ def test_stage_one_uses_every_choice_and_the_kernel_every_transition():
         np.testing.assert_allclose(dense[s, a], np.bincount(nexts, minlength=6) / len(nexts), atol=1e-15)
     assert est.diagnostics_.n_last_choices == 2 and est.diagnostics_.n_transitions == 9
     # the sample (FQE) path and the NFXP baseline run on the same data without touching a missing next state
-    fqe = GenPQR(N.anchor_action("r"), gamma=0.5, q_model=Ridge(), clip=(1e-3, 1.0), n_iterations=5).fit(t)
+    fqe = GenPQR(N.anchor_action("r"), gamma=0.5, q_model=FQE(Ridge(), n_iterations=5), clip=(1e-3, 1.0)).fit(t)
     assert np.all(np.isfinite(fqe.reward(np.arange(6.0)[:, None])))
     feats = np.zeros((6, 2, 2))
     feats[:, 0, 0], feats[:, 0, 1] = 1.0, -np.arange(6) / 10

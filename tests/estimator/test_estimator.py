@@ -16,7 +16,7 @@ from genpqr import GenPQR, from_arrays, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.exceptions import ClippingWarning, NotFittedError, WeakSupportWarning
 from genpqr.stage1 import FrequencyClassifier
-from genpqr.stage2 import TabularQModel
+from genpqr.stage2 import FQE, TabularQModel
 
 S, K, GAMMA = 10, 3, 0.9
 GRID = np.arange(S, dtype=float)[:, None]
@@ -36,11 +36,10 @@ def onehot_regressor(n_states=S):
                          LinearRegression(fit_intercept=False))
 
 
-def fqe_model(norm, **kw):
-    kw.setdefault("n_iterations", 300)
-    kw.setdefault("tol", 1e-10)
+def fqe_model(norm, n_iterations=300, tol=1e-10, **kw):
     kw.setdefault("offset_model", onehot_regressor())
-    return GenPQR(norm, gamma=GAMMA, q_model=TabularQModel(S), policy_model=FrequencyClassifier(S), clip=None, **kw)
+    return GenPQR(norm, gamma=GAMMA, q_model=FQE(TabularQModel(S), n_iterations=n_iterations, tol=tol),
+                  policy_model=FrequencyClassifier(S), clip=None, **kw)
 
 
 def exact_model(norm, **kw):
@@ -136,8 +135,8 @@ def test_sample_path_mse_falls_with_n():
                                      LogisticRegression(C=100.0, max_iter=2000))
             models = {
                 "frequency+exact": GenPQR(norm, gamma=GAMMA, q_model="exact", n_states=S_),
-                "logistic+fqe": GenPQR(norm, gamma=GAMMA, q_model=TabularQModel(S_), policy_model=logistic,
-                                       n_iterations=300, tol=1e-8),
+                "logistic+fqe": GenPQR(norm, gamma=GAMMA, q_model=FQE(TabularQModel(S_), n_iterations=300, tol=1e-8),
+                                       policy_model=logistic),
             }
             for name, model in models.items():
                 mse = np.mean((model.fit(data).reward(grid) - truth) ** 2)
@@ -175,10 +174,10 @@ def test_continuous_states_with_default_models():
     data = from_arrays(states, actions, next_states, episode_ids=np.repeat(np.arange(60), 10))
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    default = GenPQR(N.anchor_action("stay"), gamma=0.8, n_iterations=20, tol=None, random_state=0)
-    former = GenPQR(N.anchor_action("stay"), gamma=0.8, n_iterations=20, tol=None, random_state=0,  # the former defaults
+    default = GenPQR(N.anchor_action("stay"), gamma=0.8, random_state=0)
+    former = GenPQR(N.anchor_action("stay"), gamma=0.8, random_state=0,  # the former defaults
                     policy_model=make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
-                    q_model=HistGradientBoostingRegressor(max_iter=100))
+                    q_model=FQE(HistGradientBoostingRegressor(max_iter=100), n_iterations=20, tol=None))
     for model, iterations in ((default.fit(data), 1), (former.fit(data), 20)):  # LSTD: one solve; FQE: 20
         r = model.reward(states[:5])
         assert r.shape == (5, 3) and np.all(np.isfinite(r))
@@ -342,7 +341,7 @@ def test_sklearn_contract():
 def test_fit_returns_self_does_not_modify_inputs_and_is_reproducible(logged):
     _, _, data = logged
     before = {k: np.array(getattr(data, k)) for k in ("states", "actions", "next_states")}
-    model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=TabularQModel(S), n_iterations=5, tol=None,
+    model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=FQE(TabularQModel(S), n_iterations=5, tol=None),
                    policy_model=FrequencyClassifier(S), cross_fit=3, random_state=1)
     assert model.fit(data) is model
     for k, v in before.items():
@@ -407,3 +406,47 @@ def test_transition_model_known_or_custom(logged):
         assert np.max(np.abs(fit.reward(GRID) - truth)) < 1e-10
     with pytest.raises(ValueError, match="transition_model has 4 states"):
         GenPQR(norm, q_model="exact", transition_model=np.full((4, K, 4), 0.25)).fit(data)
+
+
+# --------------------------------------------------------------------------- the fitted state (issue 30)
+def test_the_fitted_state_is_one_object_behind_read_only_attributes(logged):
+    """``fit`` sets one :class:`~genpqr.estimator.FittedState` (``fitted_``); the fitted
+    attributes are views of it, absent where the fit has no such part, and cannot be assigned;
+    what a caller adds goes through a door that returns a new estimator."""
+    from genpqr.estimator import STATE_FORMAT, FittedState, without_data
+    from genpqr.stage1 import FirstStageChoice
+
+    _, _, data = logged
+    model = exact_model(N.anchor_action(0)).fit(data)
+    state = model.fitted_
+    assert isinstance(state, FittedState) and state.format == STATE_FORMAT and state.is_exact
+    assert model.policy_ is state.policy and model.stage2_ is state.stage2 and model.gamma_ == GAMMA
+    assert model.n_states_ == state.tabular.n_states == S and model.encoder_ is state.action_space
+    assert model.n_actions_ == K and model.training_data_ is data and model.policy_folds_ is None
+    for absent in ("type_models_", "reference_", "fqe_", "structural_", "saved_without_data_"):
+        assert not hasattr(model, absent), absent
+    with pytest.raises(AttributeError, match="read-only"):
+        model.policy_ = None
+    assert not hasattr(GenPQR(), "policy_") and not hasattr(GenPQR(), "fitted_")
+    # the doors: a fit option, and copies holding the training data or a structural fit
+    choice = FirstStageChoice("frequency", "requested by the caller")
+    assert exact_model(N.anchor_action(0)).fit(data, first_stage=choice).first_stage_ is choice
+    slim = without_data(model)
+    assert not hasattr(slim, "training_data_") and slim.saved_without_data_ and model.training_data_ is data
+    back = slim.with_training_data(data)
+    assert back.training_data_ is data and not hasattr(slim, "training_data_")
+    np.testing.assert_array_equal(back.renormalize(N.mean_zero()).reward(GRID),
+                                  model.renormalize(N.mean_zero()).reward(GRID))
+    with pytest.raises(ValueError, match="differs from the data of the fit"):
+        slim.with_training_data(data[np.arange(data.n - 1)])
+    fit = object()
+    attached = model.with_structural(fit)
+    assert attached.structural_ is fit and not hasattr(model, "structural_")
+    assert attached.policy_ is model.policy_
+
+
+def test_n_types_must_be_an_integer_of_at_least_one(logged):
+    _, _, data = logged
+    for bad in (True, 0, 1.0, "2"):
+        with pytest.raises(ValueError, match="n_types must be an int >= 1"):
+            exact_model(N.anchor_action(0), n_types=bad).fit(data)

@@ -12,6 +12,7 @@ from genpqr import ActionTable, GenPQR, from_arrays
 from genpqr import normalization as N
 from genpqr.estimator import LargeStage2
 from genpqr.stage1 import ConditionalLogit
+from genpqr.stage2 import FQE
 
 K = 30
 
@@ -35,9 +36,10 @@ def _fit(setup, norm, q_model=None):
     data, policy = setup
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return GenPQR(normalization=norm, gamma=0.9, policy_model=policy, policy_prefit=True, clip=None,
-                      random_state=0, progress=False, encoding="action_features", q_model=q_model or LinearRegression(),
-                      n_iterations=6, tol=None, structure="continuation").fit(data)
+        return GenPQR(normalization=norm, gamma=0.9, policy_model=policy, policy_prefit=True, clip=None, random_state=0,
+                      progress=False,
+                      q_model=FQE(q_model or LinearRegression(), encoding="action_features", n_iterations=6, tol=None,
+                                  structure="continuation")).fit(data)
 
 
 def _both(setup, norm, monkeypatch):

@@ -13,7 +13,8 @@ from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.estimator import (LatentTypeWarning, ccp_parameter_count, fit_type_models, type_criteria,
                               type_loglik_terms, type_warnings)
 from genpqr.stage1 import FrequencyClassifier, episode_codes
-from genpqr.stage2 import TabularQModel
+from genpqr.stage2 import FQE, TabularQModel
+from genpqr.estimator import TypeOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::genpqr.exceptions.CoverageWarning")
 
@@ -71,7 +72,7 @@ def test_one_type_is_todays_fit(two_types):
 def test_known_types_equal_separate_fits(two_types, specific):
     data, types, _ = two_types
     onehot = np.eye(2)[types]
-    models = fit_type_models(exact(type_specific_transitions=specific), data, onehot)
+    models = fit_type_models(exact(types=TypeOptions(specific_transitions=specific)), data, onehot)
     labels, codes = episode_codes(data.episode_ids)
     pooled = T.estimate_transitions(data.states, data.actions, data.next_states, S, K, terminated=data.terminated)[0]
     for m, model in enumerate(models):
@@ -121,7 +122,7 @@ def test_loglik_and_information_criteria(two_types):
     seen = np.zeros((S, K), bool)
     seen[data.states[:, 0].astype(int), data.actions] = True
     assert ccp_parameter_count(policies[0], data) == int(np.sum(np.maximum(seen.sum(axis=1) - 1, 0)))
-    one = exact(n_types=2, type_specific_transitions=True, random_state=0).fit(data)
+    one = exact(n_types=2, types=TypeOptions(specific_transitions=True), random_state=0).fit(data)
     assert one.n_params_ > model.n_params_ and np.isfinite(one.bic_)
 
 
@@ -149,7 +150,7 @@ def test_type_warnings():
 
 def test_covariates_and_outputs(two_types, tmp_path):
     data = two_types[0]
-    model = exact(n_types=2, type_covariates="initial_state", random_state=0, n_em_starts=1).fit(data)
+    model = exact(n_types=2, types=TypeOptions(covariates="initial_state", n_starts=1), random_state=0).fit(data)
     assert model.type_mixing_coef_.shape == (2, 2)
     from genpqr.estimator._latent_types import _covariates  # the first state of each episode
 
@@ -175,22 +176,24 @@ def test_sample_path_types(two_types):
     """FQE per type (weighted tabular regression): the type's own weighted transitions, so it
     matches the exact path with type-specific transitions; the E-step reads stage 1 only."""
     data, types, _ = two_types
-    fqe = GenPQR(N.mean_zero(), gamma=GAMMA, q_model=TabularQModel(S), encoding="native",
-                 policy_model=FrequencyClassifier(S), n_iterations=400, tol=1e-11, n_types=2, random_state=0,
-                 n_em_starts=1)
-    ref = exact(n_types=2, random_state=0, n_em_starts=1).fit(data)
+    fqe = GenPQR(N.mean_zero(), gamma=GAMMA,
+                 q_model=FQE(TabularQModel(S), encoding="native", n_iterations=400, tol=1e-11),
+                 policy_model=FrequencyClassifier(S), n_types=2, random_state=0, types=TypeOptions(n_starts=1))
+    ref = exact(n_types=2, random_state=0, types=TypeOptions(n_starts=1)).fit(data)
     np.testing.assert_allclose(fqe.fit(data).type_weights_, ref.type_weights_, atol=1e-10)
     known = np.eye(2)[types]
-    for a, b in zip(fit_type_models(fqe, data, known), fit_type_models(exact(type_specific_transitions=True), data,
-                                                                        known)):
+    specific = exact(types=TypeOptions(specific_transitions=True))
+    for a, b in zip(fit_type_models(fqe, data, known), fit_type_models(specific, data, known)):
         np.testing.assert_allclose(a.reward(GRID), b.reward(GRID), atol=1e-6)
 
 
 @pytest.mark.parametrize("kw, match", [
     (dict(n_types=0), "n_types must be an int >= 1"),
-    (dict(n_types=2, max_em_iter=0), "max_em_iter"),
-    (dict(n_types=2, type_covariates="last"), "type_covariates must be"),
-    (dict(n_types=2, type_covariates=np.zeros(3)), "type_covariates has 3 rows"),
+    (dict(n_types=2, types=TypeOptions(max_iter=0)), "max_iter"),
+    (dict(n_types=2, types=TypeOptions(covariates="last")), "covariates must be"),
+    (dict(n_types=2, types=TypeOptions(covariates=np.zeros(3))), "covariates has 3 rows"),
+    (dict(n_types=True), "n_types must be an int >= 1"),
+    (dict(n_types=2.0), "n_types must be an int >= 1"),
 ])
 def test_bad_parameters(two_types, kw, match):
     with pytest.raises(ValueError, match=match):
@@ -202,8 +205,8 @@ def test_prefit_and_sample_path_transitions_refused(two_types):
     with pytest.raises(ValueError, match="policy_prefit must be False"):
         GenPQR(N.mean_zero(), gamma=GAMMA, q_model="exact", policy_model=FrequencyClassifier(S).fit(
             data.states, data.actions), policy_prefit=True, n_types=2).fit(data)
-    with pytest.raises(ValueError, match="type_specific_transitions=True needs tabular states"):
-        GenPQR(q_model=TabularQModel(S), n_types=2, type_specific_transitions=True).fit(data)
+    with pytest.raises(ValueError, match=r"specific_transitions=True\) needs tabular states"):
+        GenPQR(q_model=TabularQModel(S), n_types=2, types=TypeOptions(specific_transitions=True)).fit(data)
 
 
 def test_given_transition_estimator_is_shared_by_the_types(two_types):
@@ -220,4 +223,4 @@ def test_given_transition_estimator_is_shared_by_the_types(two_types):
     for model in models:
         np.testing.assert_allclose(model.stage2_.kernel.dense(), pooled, atol=1e-12)
     with pytest.raises(ValueError, match="and no given transition_model"):
-        exact(n_types=2, transition_model=counts, type_specific_transitions=True).fit(data)
+        exact(n_types=2, transition_model=counts, types=TypeOptions(specific_transitions=True)).fit(data)

@@ -28,7 +28,7 @@ import genpqr
 from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.counterfactuals import CounterfactualResult, load_counterfactual
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.exceptions import IntegrityError, UntrustedFileError
+from genpqr.exceptions import IntegrityError, ModelFormatError, UntrustedFileError
 from genpqr.estimator.manifest import MAGIC, manifest_trusted, output_folder, read_header, read_signed, write_signed
 from genpqr.estimator import pickled_parts, read_model
 
@@ -141,6 +141,55 @@ def test_trusted_loads_files_of_older_genpqr_and_of_joblib(fitted, tmp_path, how
     with pytest.raises(UntrustedFileError, match="trusted=True"):
         genpqr.load(path)
     np.testing.assert_array_equal(genpqr.load(path, trusted=True).reward(GRID), fitted.reward(GRID))
+
+
+# ----------------------------------------------------------------------------- model files of another format
+def _old_format(fitted):
+    """A GenPQR as the 0.x code pickled it: every fitted attribute set on the estimator one by
+    one (no ``fitted_``)."""
+    old = GenPQR(**fitted.get_params())
+    state = fitted.fitted_
+    old.__dict__.update(gamma_=state.gamma, encoder_=state.action_space, action_space_=state.action_space,
+                        n_actions_=state.action_space.n_actions, state_dim_=state.state_dim,
+                        normalization_=state.normalization, policy_=state.policy, stage2_=state.stage2,
+                        diagnostics_=state.diagnostics, n_states_=state.tabular.n_states,
+                        visited_states_=state.tabular.visited_states)
+    return old
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_a_model_file_of_an_older_format_asks_for_a_refit(fitted, tmp_path, trusted):
+    """The fitted state is one object since format 2: a file of the 0.x format (attributes set
+    one by one), of an older state format, or naming a class that is gone (the 0.x pickle
+    aliases such as ``genpqr.estimator._estimator._ExactStage2``) is refused with one line
+    telling the user to refit, signed or not."""
+    import copy
+    import dataclasses
+    import sys
+
+    older_state = copy.copy(fitted)
+    older_state.__dict__["fitted_"] = dataclasses.replace(fitted.fitted_, format=1)
+    files = {"attributes": _old_format(fitted), "state format 1": older_state}
+    for name, model in files.items():
+        write_signed(model, tmp_path / f"{name}.joblib", holds="GenPQR")
+
+    class _ExactStage2(T.ExactStage2):  # the former alias, as the 0.x code pickled it
+        pass
+
+    _ExactStage2.__module__, _ExactStage2.__qualname__ = "genpqr.estimator._estimator", "_ExactStage2"
+    gone = _old_format(fitted)
+    gone.__dict__["stage2_"] = _ExactStage2(fitted.stage2_.recovery, fitted.stage2_.kernel, fitted.stage2_.counts)
+    module = sys.modules["genpqr.estimator._estimator"]
+    module._ExactStage2 = _ExactStage2
+    try:
+        write_signed(gone, tmp_path / "alias.joblib", holds="GenPQR")
+    finally:
+        del module._ExactStage2
+    for name in [*files, "alias"]:
+        with pytest.raises(ModelFormatError, match=r"saved by another version of genpqr.*refit it") as info:
+            genpqr.load(tmp_path / f"{name}.joblib", trusted=trusted)
+        assert "\n" not in str(info.value) and f"{name}.joblib" in str(info.value), str(info.value)
+    assert not hasattr(__import__("genpqr.estimator._estimator", fromlist=["x"]), "_ExactStage2")
 
 
 DAMAGED = {  # name: (bytes of the damaged file from the good file's bytes, phrase)

@@ -14,7 +14,7 @@ from sklearn.preprocessing import OneHotEncoder
 from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.stage1 import FrequencyClassifier, fit_policy
-from genpqr.stage2 import LSTDQ, TabularQModel
+from genpqr.stage2 import FQE, LSTDQ, TabularQModel
 
 pytestmark = pytest.mark.filterwarnings("ignore::genpqr.exceptions.CoverageWarning")
 
@@ -47,10 +47,12 @@ MODELS = {
                             n_states=S),
     "exact-behavior": lambda: GenPQR(N.behavior(), gamma=GAMMA, q_model="exact", policy_model=FrequencyClassifier(S),
                                      n_states=S),
-    "fqe-tabular": lambda: GenPQR(N.mean_zero(), gamma=GAMMA, q_model=TabularQModel(S), encoding="native",
-                                  policy_model=FrequencyClassifier(S), n_iterations=400, tol=1e-11),
-    "fqe-regressor": lambda: GenPQR(N.anchor_action(1), gamma=GAMMA, q_model=onehot_regressor(), encoding="per_action",
-                                    policy_model=FrequencyClassifier(S), n_iterations=40, tol=None),
+    "fqe-tabular": lambda: GenPQR(N.mean_zero(), gamma=GAMMA,
+                                  q_model=FQE(TabularQModel(S), encoding="native", n_iterations=400, tol=1e-11),
+                                  policy_model=FrequencyClassifier(S)),
+    "fqe-regressor": lambda: GenPQR(N.anchor_action(1), gamma=GAMMA,
+                                    q_model=FQE(onehot_regressor(), encoding="per_action", n_iterations=40, tol=None),
+                                    policy_model=FrequencyClassifier(S)),
     "lstd": lambda: GenPQR(N.mean_zero(), gamma=GAMMA, q_model=LSTDQ(alpha=0.0), policy_model=FrequencyClassifier(S)),
 }
 
@@ -105,8 +107,8 @@ def test_learner_without_weights_is_named(logged):
     with pytest.raises(TypeError, match="policy_model KNeighborsClassifier does not accept sample_weight"):
         GenPQR(N.mean_zero(), gamma=GAMMA, q_model="exact", policy_model=KNeighborsClassifier()).fit(weighted(logged, w))
     with pytest.raises(TypeError, match="q_model KNeighborsRegressor does not accept sample_weight"):
-        GenPQR(N.mean_zero(), gamma=GAMMA, q_model=KNeighborsRegressor(), policy_model=FrequencyClassifier(S),
-               n_iterations=3).fit(weighted(logged, w))
+        GenPQR(N.mean_zero(), gamma=GAMMA, q_model=FQE(KNeighborsRegressor(), n_iterations=3),
+               policy_model=FrequencyClassifier(S)).fit(weighted(logged, w))
     # equal weights are a rescaling: learners without weights fit as unweighted
     GenPQR(N.mean_zero(), gamma=GAMMA, q_model="exact", policy_model=KNeighborsClassifier()).fit(
         weighted(logged, np.full(logged.n, 2.0)))

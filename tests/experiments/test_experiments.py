@@ -321,8 +321,8 @@ def test_min_updates_per_iteration_scales_the_fqe_epochs_to_the_sample_size():
         for n_traj, epochs in ((200, 8), (1000, 2), (2500, 1)):
             data = SimpleNamespace(train=SimpleNamespace(n=10 * n_traj))  # 10 steps per trajectory
             if name == "GenPQR (BC, NN)":
-                est = methods_mod.build_genpqr_nn(data, 0, opts)
-                assert est.q_model.epochs_per_iteration == epochs and est.q_model.batch_size == 512
+                network = methods_mod.build_genpqr_nn(data, 0, opts).q_model.regressor  # in an FQE
+                assert network.epochs_per_iteration == epochs and network.batch_size == 512
     assert EXPERIMENTS["exp2"].options == {}
     assert all("min_updates_per_iteration" not in o.get("q_model", {})
                for o in EXPERIMENTS["many-actions"].options.values())
@@ -339,7 +339,8 @@ def test_many_actions_bc_rows_share_a_weight_decayed_policy_and_genpqr_runs_4_fq
         policy = methods_mod.behaviour_cloning(7, opts[name])
         assert policy.weight_decay == 1e-3 and policy.max_epochs == 40 and policy.random_state == 7
     est = methods_mod.build_genpqr_nn(data, 0, opts["GenPQR (BC, NN)"])
-    assert est.q_model.epochs_per_iteration == 4 and est.q_model.batch_size == 512 and est.n_iterations == 16
+    fqe = est.q_model  # FQE(network, n_iterations=16)
+    assert fqe.regressor.epochs_per_iteration == 4 and fqe.regressor.batch_size == 512 and fqe.n_iterations == 16
     assert est.policy_model.weight_decay == 1e-3
     for name in ("DeepPQR (AIRL)", "GenPQR (AIRL, NN)"):
         assert many.method_options(name) == {} and "bc" not in opts[name]

@@ -17,6 +17,7 @@ pytest.importorskip("lightgbm")
 from genpqr.scale import fit_dask  # noqa: E402
 from genpqr.scale import ClusterBoostedQ, advance_block, bellman_block_pass  # noqa: E402
 from genpqr.models.boosting import BoostedQModel  # noqa: E402
+from genpqr.stage2 import FQE
 
 CONT = dict(state=["x0", "x1"], terminated="done", **COLS)
 
@@ -51,9 +52,10 @@ def test_boosted_dask_on_tabular_states_equals_in_memory_and_the_exact_answer(tm
     frame = panel(n_episodes=150, seed=5)
     folder = write_folder(frame, tmp_path / "d", n_files=3, row_group_size=53)
     data = from_pandas(frame, state="s", terminated="done", **COLS)
-    est = GenPQR(q_model=BoostedQModel(learning_rate=1.0, num_leaves=32, min_child_samples=1),
-                 policy_model=_tabular_policy(data), policy_prefit=True, gamma=0.5, n_iterations=40, tol=1.3e-6,
-                 normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False, structure=structure)
+    est = GenPQR(q_model=FQE(BoostedQModel(learning_rate=1.0, num_leaves=32, min_child_samples=1), n_iterations=40,
+                             tol=1.3e-6, structure=structure),
+                 policy_model=_tabular_policy(data), policy_prefit=True, gamma=0.5, normalization=anchor_action("stay"),
+                 clip=(1e-3, 1.0), progress=False)
     ref = GenPQR(**est.get_params(deep=False)).fit(data)
     exact = GenPQR(**{**est.get_params(deep=False), "q_model": "exact"}).fit(data)
     got = fit_dask(est, folder, client=client, npartitions=5, state="s", terminated="done", chunk_rows=70, **COLS)
@@ -89,9 +91,9 @@ def test_boosted_dask_on_continuous_states_within_the_sampling_error(tmp_path, c
     data = from_pandas(frame, **CONT)
     from sklearn.linear_model import LogisticRegression
 
-    est = GenPQR(q_model=BoostedQModel(random_state=0), policy_model=LogisticRegression().fit(data.states, data.actions),
-                 policy_prefit=True, gamma=0.9, n_iterations=12, tol=None, normalization=anchor_action("stay"),
-                 clip=(1e-3, 1.0), progress=False)
+    est = GenPQR(q_model=FQE(BoostedQModel(random_state=0), n_iterations=12, tol=None),
+                 policy_model=LogisticRegression().fit(data.states, data.actions), policy_prefit=True, gamma=0.9,
+                 normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # not converged in 12 iterations, in both fits
         ref = GenPQR(**est.get_params(deep=False)).fit(data)
@@ -122,9 +124,9 @@ def test_boosted_dask_in_one_partition_equals_in_memory(tmp_path, client):
     data = from_pandas(frame, **CONT)
     from sklearn.linear_model import LogisticRegression
 
-    est = GenPQR(q_model=BoostedQModel(num_leaves=8, trees_per_iteration=2),
+    est = GenPQR(q_model=FQE(BoostedQModel(num_leaves=8, trees_per_iteration=2), n_iterations=4, tol=None),
                  policy_model=LogisticRegression().fit(data.states, data.actions), policy_prefit=True, gamma=0.9,
-                 n_iterations=4, tol=None, normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False)
+                 normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # not converged in 4 iterations, in both fits
         ref = GenPQR(**est.get_params(deep=False)).fit(data)
@@ -149,7 +151,7 @@ def test_boosted_dask_with_lightgbm_stage1_on_the_cluster(tmp_path, client):
     frame = panel(n_episodes=120, seed=11, continuous=True)
     folder = write_folder(frame, tmp_path / "d", n_files=2, row_group_size=500)
     data = from_pandas(frame, **CONT)
-    est = GenPQR(q_model=BoostedQModel(num_leaves=8), gamma=0.9, n_iterations=3, tol=None, random_state=0,
+    est = GenPQR(q_model=FQE(BoostedQModel(num_leaves=8), n_iterations=3, tol=None), gamma=0.9, random_state=0,
                  normalization=anchor_action("stay"), clip=(1e-3, 1.0), progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -203,13 +205,13 @@ def test_boosted_dask_bad_inputs_are_named(tmp_path, client):
     with pytest.raises(ValueError, match="HistGradientBoostingRegressor.*BoostedQModel"):
         fit_dask(GenPQR(q_model=HistGradientBoostingRegressor()), folder, client=client, **CONT)
     with pytest.raises(ValueError, match="validation_fraction"):
-        fit_dask(GenPQR(q_model=BoostedQModel(), validation_fraction=0.2), folder, client=client, **CONT)
+        fit_dask(GenPQR(q_model=FQE(BoostedQModel(), validation_fraction=0.2)), folder, client=client, **CONT)
     with pytest.raises(ValueError, match="q_model.trees_per_iteration must be an integer >= 1"):
         fit_dask(GenPQR(q_model=BoostedQModel(trees_per_iteration=0)), folder, client=client, **CONT)
     with pytest.raises(ValueError, match="q_model.learning_rate must be a number > 0"):
         fit_dask(GenPQR(q_model=BoostedQModel(learning_rate=0)), folder, client=client, **CONT)
     with pytest.raises(ValueError, match="n_iterations must be a positive int"):
-        fit_dask(GenPQR(q_model=BoostedQModel(), n_iterations=0), folder, client=client, **CONT)
+        fit_dask(GenPQR(q_model=FQE(BoostedQModel(), n_iterations=0)), folder, client=client, **CONT)
 
 
 @pytest.mark.slow

@@ -8,12 +8,11 @@ from hypothesis import given, settings, strategies as st
 
 from genpqr import GenPQR
 from genpqr.data import from_pandas
-from genpqr.stage2 import LSTDQ
 from genpqr.normalization import anchor_action, mean_zero
 from genpqr.scale import ParquetSource, TabularCounts, concatenate_chunks, fit_parquet, tabular_chunk_counts
 
 from genpqr.exceptions import CoverageWarning
-
+from genpqr.stage2 import FQE, LSTDQ
 from ..doc_warnings import check_warnings, printed, recording
 
 COLS = dict(episode="ep", time="t", action="a")
@@ -353,17 +352,15 @@ class RunningCellMeans:
         return table.reshape(self.n_states, self.n_actions_)[np.asarray(states, dtype=np.int64).reshape(-1)]
 
 
-def _fqe_setup(tmp_path, q_model, **params):
+def _fqe_setup(tmp_path, q_model, n_iterations=6, tol=None, **params):
     from sklearn.linear_model import LogisticRegression
 
     frame = panel(n_episodes=80, seed=21)
     folder = write_folder(frame, tmp_path / "d")
     data = from_pandas(frame, state="s", terminated="done", **COLS)
     policy = LogisticRegression(max_iter=1000).fit(data.states, data.actions)
-    kw = dict(q_model=q_model, policy_model=policy, policy_prefit=True, gamma=0.9, n_iterations=6, tol=None,
-              normalization=anchor_action("stay"), progress=False)
-    kw.update(params)
-    est = GenPQR(**kw)
+    est = GenPQR(q_model=FQE(q_model, n_iterations=n_iterations, tol=tol, **params), policy_model=policy,
+                 policy_prefit=True, gamma=0.9, normalization=anchor_action("stay"), progress=False)
     return est, GenPQR(**est.get_params(deep=False)).fit(data), folder, len(frame)
 
 
@@ -439,7 +436,7 @@ def test_streamed_fqe_network_is_close_to_the_exact_answer(tmp_path):
     from sklearn.linear_model import LogisticRegression
 
     saturated = LogisticRegression(C=1e8, max_iter=5000)  # on one-hot states: the cell frequencies
-    est = GenPQR(q_model=net, gamma=0.5, n_iterations=15, tol=None, normalization=anchor_action("stay"),
+    est = GenPQR(q_model=FQE(net, n_iterations=15, tol=None), gamma=0.5, normalization=anchor_action("stay"),
                  policy_model=saturated, progress=False, random_state=0)
     got = fit_parquet(est, folder, state=cols, terminated="done", chunk_rows=300, progress=False, **COLS)
     r_exact = exact.reward_table().to_numpy()
@@ -455,7 +452,7 @@ def test_streamed_fqe_refuses_a_q_model_without_fit_q(tmp_path):
     with pytest.raises(ValueError, match=r"q_model=Ridge\(\).*no fit_q/predict_q"):
         fit_parquet(GenPQR(q_model=Ridge()), folder, state="s", progress=False, **COLS)
     with pytest.raises(ValueError, match="validation_fraction"):
-        fit_parquet(GenPQR(q_model=RunningCellMeans(), validation_fraction=0.2), folder, state="s", **COLS)
+        fit_parquet(GenPQR(q_model=FQE(RunningCellMeans(), validation_fraction=0.2)), folder, state="s", **COLS)
 
 
 def test_cli_neural_fqe_out_of_core(tmp_path, capsys):

@@ -17,6 +17,7 @@ from genpqr.stage1 import (AUTO_LOW_FRACTION, AUTO_LOW_MAX, CLIP_WARN_FRACTION, 
                            auto_clip, clip_fractions, parse_clip, warn_if_clip_binds)
 from genpqr.data import from_arrays
 from genpqr.exceptions import ClippingWarning
+from genpqr.stage2 import FQE
 
 from ..app.test_workflow import base_flags, fit_cli, write_tabular_csv
 
@@ -167,7 +168,7 @@ def test_sample_path_uses_the_same_rule():
     from sklearn.linear_model import Ridge
 
     data = _rare_action_data(n=1200)
-    kw = dict(normalization=N.anchor_action(1), gamma=0.5, q_model=Ridge(), n_iterations=20, cross_fit=3,
+    kw = dict(normalization=N.anchor_action(1), gamma=0.5, q_model=FQE(Ridge(), n_iterations=20), cross_fit=3,
               random_state=0)
     smooth = GenPQR(policy_model=LogisticRegression(), **kw).fit(data)
     assert smooth.diagnostics_.clip == (0.0, 1.0) and smooth.diagnostics_.fraction_clipped == 0.0

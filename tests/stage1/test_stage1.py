@@ -14,6 +14,8 @@ import genpqr
 from genpqr import normalization as N
 from genpqr.actions import GaussianReference, LinearGaussianDensity
 from genpqr.stage1 import FittedDensity, FittedPolicy, FittedStage1, fit_stage1
+from genpqr.stage2 import FQE
+from genpqr.estimator import ContinuousOptions
 
 
 def _finite_data(n=600, seed=0):
@@ -83,16 +85,16 @@ def test_prefit_needs_a_model_and_no_cross_fit():
 
 def test_genpqr_reads_u_and_the_clipped_share_through_stage_one():
     data = _finite_data()
-    est = genpqr.GenPQR(normalization=N.anchor_action(0), q_model=LinearRegression(), clip=(0.05, 0.95),
-                        n_iterations=5, random_state=0)
+    est = genpqr.GenPQR(normalization=N.anchor_action(0), q_model=FQE(LinearRegression(), n_iterations=5),
+                        clip=(0.05, 0.95), random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit(data)
     np.testing.assert_array_equal(est.log_policy(data.states), est.policy_.log_policy(data.states))
     assert est.diagnostics_.fraction_clipped == pytest.approx(est.policy_.fraction_clipped(data.states, data.actions))
     box = _box_data()
-    est = genpqr.GenPQR(normalization=N.point_anchor(0.0), q_model=LinearRegression(), min_log_density=-1.0,
-                        n_iterations=5, random_state=0)
+    est = genpqr.GenPQR(normalization=N.point_anchor(0.0), q_model=FQE(LinearRegression(), n_iterations=5),
+                        random_state=0, continuous=ContinuousOptions(min_log_density=-1.0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit(box)

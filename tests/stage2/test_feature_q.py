@@ -126,7 +126,7 @@ def test_action_features_encoding_needs_an_action_table():
     logged = simulate_tabular(mdp, sol.policy, n_episodes=20, horizon=10, random_state=2)
     data = genpqr.from_arrays(logged.states, logged.actions, logged.next_states, episode_ids=logged.episode_ids,
                               terminated=logged.terminated, truncated=logged.truncated)
-    model = genpqr.GenPQR(N.anchor_action(0), gamma=GAMMA, q_model=LinearRegression(), encoding="action_features")
+    model = genpqr.GenPQR(N.anchor_action(0), gamma=GAMMA, q_model=FQE(LinearRegression(), encoding="action_features"))
     with pytest.raises(ActionTableError, match="action table"):
         model.fit(data)
     with pytest.raises(ActionTableError, match="action_features"):

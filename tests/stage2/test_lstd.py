@@ -302,5 +302,5 @@ def test_genpqr_lstd_on_a_one_hot_action_table_equals_the_exact_path():
     grid = np.arange(S)[:, None]
     np.testing.assert_allclose(lstd.reward(grid), exact.reward(grid), atol=1e-8)
     np.testing.assert_allclose(lstd.continuation(grid), exact.continuation(grid), atol=1e-8)
-    default = GenPQR(q_model="lstd", encoding="action_features", **kw).fit(data)
+    default = GenPQR(q_model=LSTDQ(encoding="action_features"), **kw).fit(data)
     assert default.diagnostics_.solver == "lstd" and np.all(np.isfinite(default.reward(grid)))

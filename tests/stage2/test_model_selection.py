@@ -26,7 +26,7 @@ from genpqr.data import from_arrays
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.models.first_stage import SplineLogit
 from genpqr.stage1 import FREQUENCY_CHECK_EXCLUSIONS, FrequencyClassifier
-from genpqr.stage2 import TabularQModel
+from genpqr.stage2 import FQE, TabularQModel
 
 from ..doc_warnings import check_warnings, recording
 
@@ -43,10 +43,10 @@ def problem():
     return mdp, data
 
 
-def fqe_model(q_model, **kw):
+def fqe_model(q_model, structure="continuation", **kw):
     kw.setdefault("normalization", N.mean_zero())
-    return GenPQR(gamma=GAMMA, q_model=q_model, policy_model=FrequencyClassifier(S), clip=None,
-                  n_iterations=200, tol=1e-8, **kw)
+    return GenPQR(gamma=GAMMA, q_model=FQE(q_model, n_iterations=200, tol=1e-8, structure=structure),
+                  policy_model=FrequencyClassifier(S), clip=None, **kw)
 
 
 # ---------------------------------------------------------------------------- Transitions as X
@@ -137,9 +137,11 @@ def test_score_formula_on_the_fqe_path_with_a_policy_dependent_mu(problem):
 def test_in_sample_residuals_of_the_exact_solve_average_to_zero_per_cell(problem):
     """Exact identity: with P the count estimate and u the cell frequencies of the same rows,
     the exact solve satisfies the sample Bellman equation on average in every (s, a) cell."""
+    from genpqr.estimator._finite_readout import bellman_residual
+
     _, data = problem
     model = GenPQR(N.mean_zero(), gamma=GAMMA, q_model="exact", clip=None).fit(data)
-    delta = model._bellman_residual(data, data.actions)
+    delta = bellman_residual(model, data, data.actions)  # the delta_j of GenPQR.score
     cells = data.states[:, 0].astype(int) * K + data.actions
     sums = np.bincount(cells, weights=delta, minlength=S * K)
     assert np.max(np.abs(sums)) < 1e-9
@@ -176,13 +178,13 @@ def test_grid_search_by_episode_picks_the_q_model_the_truth_prefers(problem, str
     candidates = [Ridge(), TabularQModel(S), DummyRegressor()]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        search = GridSearchCV(fqe_model(None, structure=structure), {"q_model": candidates},
+        search = GridSearchCV(fqe_model(None, structure=structure), {"q_model__regressor": candidates},
                               cv=GroupKFold(n_splits=3))
         search.fit(data, groups=data.episode_ids)
         errors = [np.sqrt(np.mean((fqe_model(c, structure=structure).fit(data).reward(GRID) - truth) ** 2))
                   for c in candidates]
     scores = search.cv_results_["mean_test_score"]
-    assert isinstance(search.best_params_["q_model"], TabularQModel)
+    assert isinstance(search.best_params_["q_model__regressor"], TabularQModel)
     assert int(np.argmax(scores)) == int(np.argmin(errors)) == 1
     assert errors[1] < (0.5 if structure == "direct" else 0.8) * min(errors[0], errors[2])
     assert np.allclose(search.best_estimator_.reward(GRID),
@@ -283,10 +285,11 @@ def test_model_selection_page_runs(tmp_path, monkeypatch):
             exec(compile(block, "docs/model_selection.md", "exec"), ns)
     check_warnings("docs/model_selection.md", "python", found)  # every candidate converges
     search = ns["search"]
-    assert search.best_params_.get("q_model__ridge__alpha") == 1.0
+    assert search.best_params_.get("q_model__regressor__ridge__alpha") == 1.0
     scores = search.cv_results_["mean_test_score"]
     assert scores.max() - np.sort(scores)[1] < 0.2 and scores.max() - scores.min() > 0.05
-    misspecified = [i for i, p in enumerate(search.cv_results_["params"]) if "q_model__ridge__alpha" not in p]
+    misspecified = [i for i, p in enumerate(search.cv_results_["params"])
+                    if "q_model__regressor__ridge__alpha" not in p]
     assert max(scores[misspecified]) < scores.max() - 0.05
 
 

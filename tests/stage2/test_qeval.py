@@ -13,7 +13,7 @@ from genpqr import normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.exceptions import ConvergenceWarning
 from genpqr.stage2 import FQE, TabularQModel, make_q_model
-from genpqr.stage2._qeval import _warm_start_ok
+from genpqr.stage2 import warm_start_ok
 
 S, K, GAMMA = 12, 3, 0.9
 
@@ -160,11 +160,11 @@ def test_terminated_transitions_have_no_continuation():
 
 
 def test_warm_start_only_where_it_means_continue():
-    assert _warm_start_ok(MLPRegressor())
-    assert _warm_start_ok(SGDRegressor())
-    assert not _warm_start_ok(GradientBoostingRegressor())
-    assert not _warm_start_ok(RandomForestRegressor())
-    assert not _warm_start_ok(LinearRegression())
+    assert warm_start_ok(MLPRegressor())
+    assert warm_start_ok(SGDRegressor())
+    assert not warm_start_ok(GradientBoostingRegressor())
+    assert not warm_start_ok(RandomForestRegressor())
+    assert not warm_start_ok(LinearRegression())
     model = make_q_model(SGDRegressor(max_iter=5, tol=None, random_state=0), "per_action", 2)
     X = np.random.default_rng(0).normal(size=(40, 2))
     a = np.repeat([0, 1], 20)

@@ -133,10 +133,7 @@ def test_auto_route_answers_structurally_and_reports_the_nonparametric_gap(bus95
 
 def test_model_structural_attribute_is_the_default(bus95):
     _, _, model, sf = bus95
-    import copy
-
-    with_fit = copy.copy(model)
-    with_fit.structural_ = sf
+    with_fit = model.with_structural(sf)  # a copy holding the structural fit (genpqr fit --features saves one)
     a = with_fit.counterfactual(parameter_change={"theta11": "+0.5"}, check_normalization=False, warn=False)
     b = model.counterfactual(parameter_change={"theta11": "+0.5"}, structural=sf, check_normalization=False,
                              warn=False)

@@ -5,14 +5,19 @@ Gauss-Hermite, Gauss-Legendre) and antithetic samplers. The action spaces themse
 :class:`~genpqr.data.Transitions` holds one) and are re-exported here.
 """
 
-from ..data import ActionSpace, BoxActions, FiniteActions, as_actions
-from ._measures import (BehaviorKernel, DensityKernel, GaussianKernel, GaussianReference, Lebesgue, PointMass,
-                        ReferenceKernel, ReferenceMeasure, UniformKernel)
-from ._densities import (ConditionalDensity, FixedGaussianDensity, KnownDensity, LinearGaussianDensity, SquashedDensity,
-                         check_density, check_n_samples, check_normalized, gaussian_mixture_log_prob,
-                         gaussian_mixture_sample)
-from ._integration import GaussHermite, GaussLegendre, IntegrationRule, MonteCarlo, Nodes
-from ._sampling import antithetic_normal, antithetic_uniform, as_states, latin_hypercube
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+from ..lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from ..data import ActionSpace, BoxActions, FiniteActions, as_actions
+    from ._measures import (BehaviorKernel, DensityKernel, GaussianKernel, GaussianReference, Lebesgue, PointMass,
+                            ReferenceKernel, ReferenceMeasure, UniformKernel)
+    from ._densities import (ConditionalDensity, FixedGaussianDensity, KnownDensity, LinearGaussianDensity, SquashedDensity,
+                             check_density, check_n_samples, check_normalized, gaussian_mixture_log_prob,
+                             gaussian_mixture_sample)
+    from ._integration import GaussHermite, GaussLegendre, IntegrationRule, MonteCarlo, Nodes
+    from ._sampling import antithetic_normal, antithetic_uniform, as_states, latin_hypercube
 
 __all__ = ["ReferenceKernel", "GaussianKernel", "UniformKernel", "PointMass", "BehaviorKernel", "DensityKernel",
            "ReferenceMeasure", "Lebesgue", "GaussianReference", "ConditionalDensity", "LinearGaussianDensity",
@@ -20,3 +25,5 @@ __all__ = ["ReferenceKernel", "GaussianKernel", "UniformKernel", "PointMass", "B
            "check_n_samples", "gaussian_mixture_log_prob", "gaussian_mixture_sample", "IntegrationRule", "MonteCarlo",
            "GaussHermite", "GaussLegendre", "as_states", "antithetic_normal", "antithetic_uniform", "latin_hypercube",
            "Nodes", "ActionSpace", "FiniteActions", "BoxActions", "as_actions"]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)

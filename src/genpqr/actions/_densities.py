@@ -153,7 +153,6 @@ def check_n_samples(n_samples) -> int:
     return int(n_samples)
 
 
-_check_n = check_n_samples  # former private name (imported by genpqr.models.neural_densities)
 
 
 # =============================================================================== linear Gaussian

@@ -29,7 +29,12 @@ def _point_mass_nodes(kernel, states) -> Nodes:
 
 
 class IntegrationRule:
-    """Turns ``mu(.|s_i)`` into :class:`Nodes`."""
+    """Turns ``mu(.|s_i)`` into :class:`Nodes`.
+
+    ``is_random``: the nodes are random draws (Monte Carlo); a deterministic rule (a
+    quadrature) gives equal states equal nodes, so they can be computed once per distinct state."""
+
+    is_random = False
 
     def nodes(self, kernel: ReferenceKernel, states, rng: np.random.Generator | None = None,
               support: ActionSpace | None = None, readoff: bool = False) -> Nodes:
@@ -69,6 +74,7 @@ class MonteCarlo(IntegrationRule):
     n_samples: int = 32
     readoff_samples: int | None = 1024
     antithetic: bool = True
+    is_random = True
     stratified: bool = True
 
     def __post_init__(self):

@@ -100,6 +100,8 @@ class ReferenceKernel:
 
     is_point_mass = False
     needs_policy = False
+    #: ``mu`` is a density the user wrote (:class:`DensityKernel`): checked to integrate to one.
+    user_density = False
 
     def bind(self, action_space: ActionSpace, policy=None) -> "ReferenceKernel":
         """A kernel resolved against the data's action space (and, for ``mu = pi``, the policy)."""
@@ -307,6 +309,7 @@ class DensityKernel(ReferenceKernel):
     log_density: object = None
     low: object = None
     high: object = None
+    user_density = True
 
     def __post_init__(self):
         if not callable(self.sampler) or not callable(self.log_density):

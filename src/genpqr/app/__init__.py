@@ -9,8 +9,9 @@
 :mod:`~genpqr.app.build`
     :func:`~genpqr.app.build.build_estimator`: the one place an estimator is built from a config,
     for every kind of fit, from the names the config parsed (:mod:`genpqr.registry`).
-:mod:`~genpqr.app.workflow`
-    ``genpqr fit``: its flags and :func:`~genpqr.app.workflow.run_fit`, which hands continuous
+:mod:`~genpqr.app.fit_parser`, :mod:`~genpqr.app.workflow`
+    ``genpqr fit``: its flags (a light module: ``--help`` imports no library) and
+    :func:`~genpqr.app.workflow.run_fit`, which hands continuous
     actions to :mod:`~genpqr.app.fit_continuous` and Parquet folders (out of core) to
     :mod:`~genpqr.app.stream`.
 The steps of ``genpqr fit``
@@ -26,6 +27,7 @@ The steps of ``genpqr fit``
 :mod:`~genpqr.app.demo`
     ``genpqr demo`` (``make demo``).
 
-Imports go one way: ``cli -> workflow -> fit_continuous / stream -> outputs -> report ->
-report_continuous / structural -> report_base``, with ``build -> config -> options`` at the bottom.
+Imports go one way: ``cli -> fit_parser -> workflow`` (the last when the command runs), then
+``workflow -> fit_continuous / stream -> outputs -> report -> report_continuous / structural ->
+report_base``, with ``build -> config -> options`` at the bottom.
 """

@@ -18,7 +18,7 @@ from ..registry import (ACTION_FEATURES, CHOSEN, CONTINUOUS_STATES, ORDERED, POL
 from .config import FitConfig
 from .flags import cli_text
 
-__all__ = ["FitData", "BuiltEstimator", "build_estimator", "build_normalization", "with_encoding",
+__all__ = ["FitData", "BuiltEstimator", "build_estimator", "build_normalization", "q_model",
            "check_policy_model"]
 
 
@@ -87,26 +87,26 @@ def build_normalization(config: FitConfig, data: FitData):
 def build_estimator(config: FitConfig, data: FitData) -> BuiltEstimator:
     """The unfitted :class:`~genpqr.GenPQR` of a config whose defaults are resolved (its
     ``policy_model`` and ``q_model`` named), on ``data``."""
-    from ..estimator import GenPQR
+    from ..estimator import ContinuousOptions, GenPQR
 
     common = dict(normalization=build_normalization(config, data), gamma=config.gamma, random_state=config.seed,
                   progress=False if config.quiet else None)
+    settings = config.q_model.build(seed=config.seed, n_iterations=config.n_iterations)
     if data.space is not None:  # continuous actions
         density = config.policy_model.build(space=data.space, seed=config.seed)
-        settings = config.q_model.build(seed=config.seed, n_iterations=config.n_iterations)
-        return BuiltEstimator(GenPQR(**common, policy_model=density, integration=config.integration.build(),
-                                     cross_fit=_folds(config), **settings))
+        return BuiltEstimator(GenPQR(**common, policy_model=density, cross_fit=_folds(config),
+                                     q_model=q_model(settings),
+                                     continuous=ContinuousOptions(integration=config.integration.build())))
     transition_model, transition = _transitions(config, data)
     policy_model, first_stage = _policy(config, data, transition_model)
-    settings = config.q_model.build(seed=config.seed, n_iterations=config.n_iterations)
     n_states = None if data.index is None else data.index.n_states
-    if data.streamed:
-        settings.pop("validation_fraction", None)  # no held-out early stopping out of core
+    if data.streamed:  # no held-out early stopping out of core
         return BuiltEstimator(GenPQR(**common, clip=config.clip.value, policy_model=policy_model,
-                                     n_states=n_states if n_states is not None else config.n_states, **settings))
+                                     n_states=n_states if n_states is not None else config.n_states,
+                                     q_model=q_model(settings, streamed=True)))
     estimator = GenPQR(**common, clip=config.clip.value, policy_model=policy_model, cross_fit=_folds(config),
                        n_states=n_states, transition_model=transition_model, n_types=config.types,
-                       **with_encoding(settings, config.encoding))
+                       q_model=q_model(settings, encoding=config.encoding))
     return BuiltEstimator(estimator, first_stage, transition)
 
 
@@ -175,12 +175,23 @@ def _requested_first_stage(config: FitConfig, data, index, ordered: bool):
     return FirstStageChoice(str(spec), f"requested (--policy-model {spec}) ({facts}){hint}", median, zero_share)
 
 
-def with_encoding(settings: dict, encoding: str | None) -> dict:
-    """``--encoding`` over a Q model's own: ``GenPQR(encoding=)`` for FQE, ``LSTDQ(encoding=)`` for
-    ``lstd`` (``auto`` keeps its per-action default); None keeps ``settings``."""
-    if encoding is None:
-        return settings
-    q = settings.get("q_model")
-    if hasattr(q, "fit_bellman") and "encoding" in q.get_params():
-        q.set_params(encoding="per_action" if encoding == "auto" else encoding)
-    return {**settings, "encoding": encoding}
+def q_model(settings: dict, *, encoding: str | None = None, streamed: bool = False):
+    """``GenPQR(q_model=)`` of a Q factory's settings (``q_model`` and, for fitted Q evaluation,
+    FQE's knobs: ``n_iterations``, ``tol``, ``validation_fraction``, ``encoding``): the exact
+    solve's name, a closed-form model, or a :class:`~genpqr.stage2.FQE` carrying the knobs.
+
+    ``encoding`` (``--encoding``) overrides the model's own: ``FQE(encoding=)``, or
+    ``LSTDQ(encoding=)`` for ``lstd`` (``auto`` keeps its per-action default); the exact solve has
+    none. ``streamed``: no held-out early stopping (out of core)."""
+    from ..stage2 import FQE
+
+    q, knobs = settings["q_model"], {k: v for k, v in settings.items() if k != "q_model"}
+    if isinstance(q, str) or hasattr(q, "fit_bellman"):
+        if encoding is not None and not isinstance(q, str) and "encoding" in q.get_params():
+            q.set_params(encoding="per_action" if encoding == "auto" else encoding)
+        return q
+    if streamed:
+        knobs.pop("validation_fraction", None)
+    if encoding is not None:
+        knobs["encoding"] = encoding
+    return FQE(regressor=q, **knobs)

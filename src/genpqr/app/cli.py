@@ -1,4 +1,9 @@
-"""The ``genpqr`` command."""
+"""The ``genpqr`` command.
+
+``genpqr --version`` imports nothing but this module; ``--help`` (and each command's) imports the
+option declarations and the registries' names, not the library: each command imports what it
+runs when it runs (``python -X importtime -m genpqr fit --help`` shows it).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,6 @@ import argparse
 import sys
 
 from .config_checks import check_output_folder
-from .flags import console_text
 
 
 def _demo(args) -> int:
@@ -50,6 +54,7 @@ def _continuous_experiment(args) -> int:
 
 def _experiment(args) -> int:
     from ..experiments import get_config, run_experiment
+    from .flags import console_text
 
     try:
         check_output_folder(args.out, "--out")
@@ -87,6 +92,7 @@ def _report(args) -> int:
 
     from ..experiments import write_report
     from ..estimator.manifest import read_manifest, verify_folder
+    from .flags import console_text
 
     folder = Path(args.dir)
     try:
@@ -170,12 +176,10 @@ def _add_demo_parser(sub) -> None:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """The package's version (``genpqr.__version__``, which the installed metadata is built from)."""
+    from .. import __version__
 
-    try:
-        return version("genpqr")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
-        return "unknown (not installed)"
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -184,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"genpqr {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    from .workflow import add_fit_parser
+    from .fit_parser import add_fit_parser
 
     add_fit_parser(sub)
     from .counterfactual import add_counterfactual_parser
@@ -197,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _check_demo(args) -> str | None:
     from ..estimator.manifest import check_target
+    from .flags import console_text
 
     try:
         check_output_folder(args.out, "--out")
@@ -211,6 +216,10 @@ def _check_demo(args) -> str | None:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--version"]:  # as the parser would answer, before building it (that imports the options)
+        print(f"genpqr {_version()}")
+        return 0
     args = build_parser().parse_args(argv)
     if args.command == "demo" and _check_demo(args):
         print(f"genpqr demo: error: {_check_demo(args)}", file=sys.stderr)

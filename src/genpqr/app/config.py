@@ -23,7 +23,7 @@ __all__ = ["FitConfig", "FIT_OPTIONS", "action_columns", "parse_bins", "ACTION_T
            "check_in_memory_action_features"]
 
 ACTION_TYPES = ("discrete", "continuous")
-#: The values of ``--encoding`` (``GenPQR(encoding=)`` for discrete actions).
+#: The values of ``--encoding`` (``FQE(encoding=)`` / ``LSTDQ(encoding=)`` for discrete actions).
 ENCODINGS = ("auto", "per_action", "joint", "action_features")
 
 # the fits an option may be refused in (Option.refused)
@@ -308,7 +308,7 @@ FIT_OPTIONS = Options([
                     "npl or nfxp, all parameters type-specific) decides the types and each type's rewards are "
                     "fitted at its posteriors held fixed", default=1, parse=_integer, cli_type=int, metavar="M",
            check=_types, params=("n_types",)),
-    Option("encoding", "how stage 2 sees discrete actions, GenPQR's encoding; action_features: one Q-model on "
+    Option("encoding", "how stage 2 sees discrete actions, FQE's encoding; action_features: one Q-model on "
                        "[s, x_a] from --action-features, pair features phi(s) (x) x_a for --q-model lstd",
            parse=_lower, choices=ENCODINGS, shown_default="auto", params=("encoding",)),
 ], command="fit")
@@ -358,7 +358,7 @@ def _check_action_type(config) -> None:
                          "unbounded actions)")
     if config.clip.value != "auto":
         raise ValueError(f"--clip {config.clip} is the probability clip of discrete actions; continuous actions floor "
-                         "the log density instead (genpqr.GenPQR(min_log_density=...))")
+                         "the log density instead (genpqr.GenPQR(continuous=ContinuousOptions(min_log_density=...)))")
 
 
 def check_estimator_needs_features(estimator: str) -> None:

@@ -165,64 +165,55 @@ def _state_values(fit_dir: Path, config, n_states: int) -> np.ndarray:
     return np.arange(n_states, dtype=np.float64)
 
 
-def _attach_training_data(model, config) -> str | None:
-    """Give a fit saved without its data (the default of ``genpqr fit``) its training data back
-    for the bootstrap: the data file named in ``config.json`` read again and numbered as the fit
-    did (:func:`genpqr.app.workflow.tabular_training_data`), accepted only when its content is the
-    fit's (:meth:`genpqr.data.Transitions.fingerprint`: every row in order, so a reordered
-    episode is refused; fits saved before fingerprints: the choice counts). Returns None when
-    done, else why not."""
+def _with_training_data(model, config):
+    """``(model, why_not)``: a fit saved without its data (the default of ``genpqr fit``) with its
+    training data back for the bootstrap -- the data file named in ``config.json`` read again and
+    numbered as the fit did (:func:`genpqr.app.workflow.tabular_training_data`), accepted only when
+    its content is the fit's (:meth:`genpqr.GenPQR.with_training_data`: the fingerprint of every
+    row in order, so a reordered episode is refused); ``why_not`` None when done, else why not
+    (``model`` then unchanged)."""
     from .workflow import tabular_training_data
 
     if hasattr(model, "training_data_"):
-        return None
+        return model, None
     if not Path(config.data).is_file():
-        return f"the fit's data file {config.data} is not there any more"
+        return model, f"the fit's data file {config.data} is not there any more"
     try:
         data = tabular_training_data(config)
     except (ValueError, OSError) as exc:
-        return f"the fit's data could not be read again ({console_text(exc)})"
-    fingerprint = getattr(model, "data_fingerprint_", None)
-    if fingerprint is not None:  # by content: every row, its order, the labels
-        if data.fingerprint() != fingerprint:
-            return f"the fit's data file {config.data} has changed since the fit (its content differs)"
-        model.training_data_ = data
-        return None
-    S, K = model.stage2_.counts.shape  # a fit saved before fingerprints: the choice counts at least
-    states = data.states[:, 0].astype(np.int64)
-    ok = data.n_actions == K and states.size and 0 <= states.min() and states.max() < S
-    counts = np.bincount(states * K + data.actions, minlength=S * K).reshape(S, K) if ok else None
-    if not ok or not np.array_equal(counts, np.asarray(model.stage2_.counts)):
-        return f"the fit's data file {config.data} has changed since the fit (its choice counts differ)"
-    model.training_data_ = data
-    return None
+        return model, f"the fit's data could not be read again ({console_text(exc)})"
+    if getattr(model, "data_fingerprint_", None) is None:
+        return model, "the fit kept no fingerprint of its data (an out-of-core fit)"
+    if data.fingerprint() != model.data_fingerprint_:
+        return model, f"the fit's data file {config.data} has changed since the fit (its content differs)"
+    return model.with_training_data(data), None
 
 
-def _n_boot(spec: dict, config, model) -> int:
-    """Replicates: the spec's ``bootstrap``, else the fit's ``--bootstrap``. The bootstrap refits
-    on the training data: a fit saved without it (the default of ``genpqr fit``) gets it back
-    from the data file named in ``config.json`` when that file is unchanged
-    (:func:`_attach_training_data`). Otherwise an explicit request is an error (raised by
+def _n_boot(spec: dict, config, model) -> tuple:
+    """``(replicates, model)``: the spec's ``bootstrap``, else the fit's ``--bootstrap``. The
+    bootstrap refits on the training data: a fit saved without it (the default of ``genpqr fit``)
+    gets it back from the data file named in ``config.json`` when that file is unchanged
+    (:func:`_with_training_data`). Otherwise an explicit request is an error (raised by
     :func:`genpqr.counterfactuals.counterfactual`) and an inherited one falls back to point
     estimates with a printed note."""
     explicit = "bootstrap" in spec
     n_boot = int((spec["bootstrap"] if explicit else config.bootstrap) or 0)
     if not n_boot:
-        return 0
+        return 0, model
     saved = hasattr(model, "training_data_")
-    why_not = _attach_training_data(model, config)
+    model, why_not = _with_training_data(model, config)
     if why_not is None:
         if not saved:
             print(f"genpqr counterfactual: bootstrap: {n_boot} replicates refitted on the fit's data, read again from "
                   f"{config.data} (unchanged since the fit)", file=sys.stderr)
-        return n_boot
+        return n_boot, model
     if explicit:
         print(f"genpqr counterfactual: note: {why_not}", file=sys.stderr)
-        return n_boot
+        return n_boot, model
     print(f"genpqr counterfactual: note: no bootstrap intervals: the fit used --bootstrap {n_boot} but saved "
           f"model.joblib without its training data, which the counterfactual bootstrap refits on, and {why_not}; "
           f"rerun genpqr fit (--save-data keeps the data in model.joblib)", file=sys.stderr)
-    return 0
+    return 0, model
 
 
 def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted: bool = False):
@@ -265,12 +256,13 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     if spec.get("parameter_change") and getattr(model, "structural_", None) is None:
         raise ValueError(f"--parameter-change needs a structural fit, but {fit_dir} was fitted without --features; "
                          f"refit with --features FILE.csv, or state the change as --reward-change")
+    n_boot, model = _n_boot(spec, config, model)
     result = model.counterfactual(
         change, transitions, spec.get("gamma"), parameter_change=spec.get("parameter_change"),
         route=spec.get("route", "auto"), initial=spec.get("initial"), horizon=spec.get("horizon"),
         state_values=_state_values(fit_dir, config, model.n_states_),
         check_normalization=_check_normalization(spec.get("check_normalization"), labels),
-        n_boot=_n_boot(spec, config, model), level=float(spec.get("level", config.level)),
+        n_boot=n_boot, level=float(spec.get("level", config.level)),
         n_jobs=config.n_jobs, random_state=config.seed, progress=progress, min_visits=int(spec.get("min_visits", 10)),
         money_parameter=spec.get("money_parameter"))
     writers = {"summary.csv": lambda p: result.to_frame().to_csv(p, index=False),

@@ -19,7 +19,7 @@ from .. import normalization as N, stage2 as T
 from ..envs import random_mdp, simulate_tabular
 from ..estimator import GenPQR
 from ..stage1 import FrequencyClassifier
-from ..stage2 import TabularQModel
+from ..stage2 import FQE, TabularQModel
 
 
 
@@ -127,8 +127,8 @@ def _fit_all(mdp, sol, data, norm, truth, gamma):
         rows.append(("from data: frequencies + exact solve", *_errors(truth, exact.reward(grid)),
                      time.perf_counter() - t0))
         t0 = time.perf_counter()
-        fqe = GenPQR(norm, gamma=gamma, q_model=TabularQModel(n_states), policy_model=exact.policy_.models[0],
-                     n_iterations=200, tol=1e-8, progress=False).fit(data)
+        fqe = GenPQR(norm, gamma=gamma, q_model=FQE(TabularQModel(n_states), n_iterations=200, tol=1e-8),
+                     policy_model=exact.policy_.models[0], progress=False).fit(data)
         rows.append(("from data: frequencies + FQE", *_errors(truth, fqe.reward(grid)), time.perf_counter() - t0))
     from .outputs import warning_messages
 

@@ -1,5 +1,5 @@
 """``genpqr fit --types M``: latent agent types on the nonparametric route
-(:class:`genpqr.GenPQR` with ``n_types=M``; EM over episodes, :func:`genpqr.estimator.fit_latent_types`).
+(:class:`genpqr.GenPQR` with ``n_types=M``; EM over episodes, :class:`genpqr.estimator.TypesPath`).
 
 What the fit folder then holds, beside ``model.joblib`` (the fitted mixture; its per-type models in
 ``type_models_``), ``config.json`` and ``report.html``:
@@ -124,7 +124,7 @@ def type_rows(model) -> list:
     k = "not countable (a stage-1 learner without counted parameters)" if model.n_params_ is None \
         else str(model.n_params_)
     rows = [("latent types", q.shape[1]), ("log likelihood (choices" + (
-        " and transitions)" if model.type_specific_transitions else ")"), f"{model.loglik_:.4f}"),
+        " and transitions)" if getattr(model.types, "specific_transitions", False) else ")"), f"{model.loglik_:.4f}"),
         ("parameters counted", k), ("AIC", f"{model.aic_:.4f}"), ("BIC (n = episodes)", f"{model.bic_:.4f}"),
         ("EM", em), ("separation share", f"{model.type_separation_:.3f}")]
     expected = q.sum(axis=0)

@@ -71,7 +71,6 @@ standard deviation).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from dataclasses import dataclass, field, replace
@@ -101,7 +100,6 @@ __all__ = [
     "NearestStateLookup",
     "run_fit",
     "tabular_training_data",
-    "add_fit_parser",
     "fit_command",
     "config_from_args",
     "parse_bins",
@@ -232,9 +230,8 @@ def _fit_discrete(config: FitConfig, frame, labels, tabular: bool) -> _DiscreteF
     check_before_fit(config, data, index)
     # with --features the structural mixture MLE decides the types: GenPQR is fitted with one type
     built = build_estimator(replace(config, types=1) if config.features else config, fit_data)
-    model = built.estimator.fit(data)
-    if built.first_stage is not None:  # the estimator was handed the classifier; the record says how it was chosen
-        model.first_stage_ = built.first_stage
+    # the estimator is handed the classifier; first_stage (if any) records how it was chosen
+    model = built.estimator.fit(data, first_stage=built.first_stage)
     fit = _DiscreteFit(data, index, model, built.first_stage, transition=built.transition)
     if config.features:
         fit.features, fit.names = read_features(config.features, config, index, labels, model.stage2_.counts)
@@ -270,7 +267,7 @@ def _structural(config: FitConfig, fit: _DiscreteFit) -> None:
         fit.structural = structural_from_model(fit.model, fit.data, fit.features, fit.names, config.estimator.build(),
                                                n_types=config.types)
     fit.structural_warnings = warning_messages(caught)
-    fit.model.structural_ = fit.structural  # saved in model.joblib: genpqr counterfactual answers on it
+    fit.model = fit.model.with_structural(fit.structural)  # saved in model.joblib: counterfactuals use it
     if hasattr(fit.structural, "posterior_frame"):  # per-type rewards at the MLE's posteriors, held fixed
         fit.type_models = structural_type_models(fit.model, fit.data, fit.structural)
 
@@ -327,44 +324,6 @@ def check_before_fit(config: FitConfig, data, index) -> None:
 
 
 # ============================================================================ command line
-EXAMPLE = """examples (the data files of a source checkout; an installed genpqr ships them too:
-`python -m genpqr.datasets` prints their paths):
-  genpqr fit examples/data/choices.csv --episode episode --time time --state state \\
-      --action action --gamma 0.9 --normalization anchor:a --bootstrap 50 --out fit-output
-  genpqr fit examples/data/lqg.csv --episode episode --time time --state s --action a \\
-      --action-type continuous --gamma 0.9 --normalization anchor:0 --out fit-lqg
-"""
-
-
-USAGE = """genpqr fit DATA --episode COL --time COL --state COL[,COL...] --action COL --gamma GAMMA
-                  --normalization SPEC --out DIR [options]
-       genpqr fit --config FILE.json [options]"""
-
-
-def add_fit_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``fit`` sub-command to an ``argparse`` sub-parsers object; returns it.
-
-    One flag per option of :data:`genpqr.app.config.FIT_OPTIONS`. Every flag defaults to "not
-    given" so that ``--config FILE.json`` values are kept unless a flag overrides them; its help
-    states the default :class:`FitConfig` applies, or that it is required (as a flag or in the
-    config file). ``args.func`` is :func:`fit_command`.
-    """
-    p = subparsers.add_parser(
-        "fit", help="fit GenPQR to a CSV/Parquet file: model, rewards table and HTML report", usage=USAGE,
-        description="Recover a normalized reward from logged choices in a long-format file (one row per episode "
-                    "and time step). Writes model.joblib, rewards.csv, parameters.csv (with --features), "
-                    "config.json and report.html to --out. States are tabular (each distinct value of the state "
-                    "columns is a state; exact solve) when every state column holds integers, with --bins, or with "
-                    "--q-model exact; otherwise they are continuous (fitted Q evaluation, --q-model).",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    required = p.add_argument_group("required settings (as flags, or as keys of --config FILE.json)")
-    p.add_argument("--config", default=argparse.SUPPRESS, metavar="FILE.json", help="JSON config (same keys as the "
-                   "flags, with underscores); flags override it (default: none)")
-    FIT_OPTIONS.add_arguments(p, required)
-    p.set_defaults(func=fit_command)
-    return p
-
-
 def config_from_args(args) -> FitConfig:
     """The effective config: defaults, then ``--config`` file, then the flags given (``--bins``
     flags add to the file's bins)."""

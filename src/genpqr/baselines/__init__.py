@@ -17,11 +17,18 @@ human-readable ``name``.
   the econometric reference for linear-in-parameters flow utilities.
 """
 
-from .airl import AIRL
-from .deeppqr import DeepPQR
-from .maxent import MaxEntIRL
-from ..structural.nfxp import NFXP
-from ._base import fit_stage1
-from .simple import LinearRewardOracle, LogPolicyReward
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+from ..lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from .airl import AIRL
+    from .deeppqr import DeepPQR
+    from .maxent import MaxEntIRL
+    from ..structural.nfxp import NFXP
+    from ._base import fit_stage1
+    from .simple import LinearRewardOracle, LogPolicyReward
 
 __all__ = ["DeepPQR", "LogPolicyReward", "LinearRewardOracle", "AIRL", "MaxEntIRL", "NFXP", "fit_stage1"]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)

@@ -53,7 +53,6 @@ from ._parametric_counterfactual import REQUIRED_ATTRIBUTES, DeltaResult, delta_
 from ._scenarios import (ScenarioSolution, initial_distribution, new_kernel, reward_delta, solve_scenario,
                          state_occupancy, stationary_distribution)
 from ..data import FiniteActions
-from ..stage2 import ExactStage2
 from ._support import MATERIAL_SHARE, MIN_VISITS, off_support, support_report, warn_if_material
 from ._welfare import WelfareResult, check_money_parameter, welfare_values, welfare_weights
 
@@ -192,7 +191,7 @@ def _check_arguments(model, structural, route, parameter_change, level, n_boot, 
                             f"{list(REQUIRED_ATTRIBUTES)}; {type(structural).__name__} lacks {missing}")
     if model is not None:
         model._check_fitted()
-        if not isinstance(model.stage2_, ExactStage2):
+        if not hasattr(model, "n_states_"):  # the exact tabular path's tables
             raise ValueError("counterfactual() needs the exact tabular path (q_model='exact'); for continuous states "
                              "use genpqr.counterfactuals.SoftFQI on the recovered reward")
     if route == "auto":

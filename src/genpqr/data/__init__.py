@@ -9,20 +9,25 @@ every wing is the public module :mod:`genpqr.data.validation` (not re-exported h
 
 from __future__ import annotations
 
-from ._action_table import ActionTable, as_action_table
-from ._spaces import ActionSpace, BoxActions, FiniteActions, Nodes, as_actions
-from ._transitions import EpisodeRows, Transitions, as_flags, optional_vector
-from ._builders import from_arrays, from_episodes, refuse_continuous_labels
-from ._long_format import (LongFormatRows, TIME_GAPS, TimeSteps, check_long_frame, check_some_rows, check_time_column,
-                           episode_segments, from_pandas, long_format_rows, time_gap_rows, time_steps)
-from ._weights import check_sample_weight, fit_weighted
-from ._io import from_d3rlpy, from_imitation, from_minari, read_table, read_transitions
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
-#: The finite action space under its former name: labels <-> codes ``0..K-1``.
-ActionEncoder = FiniteActions
+from ..lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from ._action_table import ActionTable, as_action_table
+    from ._spaces import ActionSpace, BoxActions, FiniteActions, Nodes, as_actions
+    from ._spaces import FiniteActions as ActionEncoder  # the finite action space under its former name
+    from ._transitions import EpisodeRows, Transitions, as_flags, optional_vector
+    from ._builders import from_arrays, from_episodes, refuse_continuous_labels
+    from ._long_format import (LongFormatRows, TIME_GAPS, TimeSteps, check_long_frame, check_some_rows, check_time_column,
+                               episode_segments, from_pandas, long_format_rows, time_gap_rows, time_steps)
+    from ._weights import check_sample_weight, fit_weighted
+    from ._io import from_d3rlpy, from_imitation, from_minari, read_table, read_transitions
 
 __all__ = ["check_sample_weight", "fit_weighted", "ActionTable", "as_action_table", "ActionSpace", "FiniteActions", "BoxActions", "Nodes", "as_actions", "Transitions", "EpisodeRows",
            "as_flags", "optional_vector", "from_arrays", "from_episodes", "refuse_continuous_labels", "from_pandas",
            "long_format_rows", "LongFormatRows", "episode_segments", "time_gap_rows", "TIME_GAPS", "TimeSteps",
            "time_steps", "check_time_column", "check_some_rows", "check_long_frame", "read_table", "read_transitions",
            "from_minari", "from_d3rlpy", "from_imitation", "ActionEncoder"]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)

@@ -9,10 +9,13 @@ for finite and continuous actions.
     r = Q - mu Q + g,   v = (u - g - Q) / gamma = -P mu Q   (Theorem "IRL via a Bellman equation")
 
 The ``mu``-integrals are sums over the K actions with weights ``mu(a|s)`` for a finite action
-set, and a quadrature or Monte Carlo rule over a box (:mod:`genpqr.actions`). The fitting steps
-of each are in :class:`~genpqr.estimator.FinitePath` and :class:`~genpqr.estimator.BoxPath`; the
-fitted stage-2 objects in :mod:`genpqr.stage2`, the diagnostics in
-:class:`~genpqr.estimator.FitDiagnostics`.
+set, and a quadrature or Monte Carlo rule over a box (:mod:`genpqr.actions`). ``fit`` chooses a
+fit path, a strategy object that reads the estimator's parameters and returns its fitted state
+(:class:`~genpqr.estimator.FittedState`, stored as ``fitted_``, the only fitted attribute):
+:class:`~genpqr.estimator.FinitePath` (with the many-actions stage 2 of
+:class:`~genpqr.estimator.LargePath`), :class:`~genpqr.estimator.BoxPath`,
+:class:`~genpqr.estimator.TypesPath`, or an out-of-core fit of :mod:`genpqr.scale` passed as
+``X``. The fitted attributes (``policy_``, ``stage2_``, ...) are read-only views of that state.
 """
 
 from __future__ import annotations
@@ -22,26 +25,28 @@ import copy
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ..data.validation import as_float_array
 from ..data import Transitions
-from ._diagnostics import Diagnostics
-from ._estimator_box import BoxPath
-from ._estimator_finite import FinitePath
+from ..data.validation import as_float_array
 from ..exceptions import NotFittedError
-from ..normalization import Normalization
+from ._diagnostics import Diagnostics, FitSummary
+from ._estimator_box import (BoxPath, box_continuation, box_inputs, box_mu_q, box_needs_actions, box_q, box_reward,
+                             box_summary, box_u)
+from ._estimator_finite import FinitePath, as_weights
+from ._finite_readout import (bellman_residual, exact_value_difference, finite_summary, renormalize_exact,
+                              sample_value_difference, with_kernel)
+from ._latent_types import TypesPath
+from ._options import check_n_types
 from ._persistence import require_data
-from ..stage2 import ExactStage2, ReferenceWeights, SampleStage2
-from ._offsets import RegressedOffset, ValueTargetOffset
-from ._latent_types import fit_latent_types
+from ._state import FittedState, StateView, check_state_format
 
 __all__ = ["GenPQR", "Diagnostics", "load"]
 
-# Former private names, importable (and unpickled from saved models) under their old paths.
-_ExactStage2, _SampleStage2, _ReferenceWeights = ExactStage2, SampleStage2, ReferenceWeights
-_RegressedOffset, _ValueTargetOffset = RegressedOffset, ValueTargetOffset
+
+def _finite(space):
+    return space if space.is_finite else None
 
 
-class GenPQR(FinitePath, BoxPath, BaseEstimator):
+class GenPQR(BaseEstimator):
     """Generalized Policy-to-Q-to-Reward (GenPQR) reward recovery.
 
     Parameters
@@ -60,31 +65,25 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
         are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the same data give the
         same first stage, and the same reward, through both doors. ``first_stage_`` says which was used and why.
-        Other paths: :class:`genpqr.stage1.BasisLogit`, a logit on splines and products of the standardized state.
+        Other paths: :class:`genpqr.stage1.BasisLogit`, a logit on splines and products of the
+        standardized state. With continuous actions a conditional density (default
+        ``LinearGaussianDensity(degree=2, heteroscedastic=True)``, squashed onto a bounded box).
     policy_prefit : bool
         If True, ``policy_model`` is already fitted (on action codes or labels matching the data's) and is used as
         is: not cloned, not refitted. Lets several estimators share one policy estimate. Incompatible with
         ``cross_fit``.
-    q_model : "exact", "lstd", LSTDQ, regressor, or native Q-model, optional
+    q_model : "exact", "lstd", LSTDQ, FQE, regressor, or native Q-model, optional
         Stage 2. ``"exact"``: states are tabular indices, ``P`` is estimated (``transition_model``) and the
-        Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear solve in features (``"lstd"``
-        is ``LSTDQ()``; pair features ``phi(s) (x) x_a`` with ``encoding="action_features"``). Otherwise FQE. Default:
-        ``LSTDQ(features=StateBasis(), alpha=1e-5)``, else FQE (:func:`genpqr.estimator.default_q_model`).
-    encoding : {"auto", "per_action", "joint", "action_features", "native"}
-        How a regressor sees actions (see :mod:`genpqr.stage2`); ``"action_features"``: one
-        regressor on ``[s, x_a]`` from the data's action table, shared across actions.
-    n_iterations : int
-        Maximum FQE iterations K.
-    tol : float or None
-        FQE stopping rule on the sup change of the Bellman targets.
-    warm_start : "auto" or bool
-    structure : {"continuation", "direct"}
-        What FQE regresses (finite and continuous actions; :mod:`genpqr.stage2`):
-        ``"continuation"`` (default) only ``f = P mu Q`` and adds the known ``u - g`` back
-        (``Q = u - g + gamma f``), so the regressor never has to learn ``log pi_hat``;
-        ``"direct"``: Q itself (the paper's Algorithm 2 as written). Both have the same fixed
-        point when the regression is exact; with many actions or a misspecified regressor the
-        continuation is far more accurate (docs/benchmarks.md, "FQE structure").
+        Bellman equation is solved exactly. ``"lstd"`` or a :class:`genpqr.stage2.LSTDQ`: one linear
+        solve in features (``"lstd"`` is ``LSTDQ(encoding="per_action")``; pair features ``phi(s) (x)
+        x_a`` with ``LSTDQ(encoding="action_features")``). Otherwise fitted Q evaluation: a
+        :class:`genpqr.stage2.FQE` holds its settings (``encoding``, ``n_iterations``, ``tol``,
+        ``warm_start``, ``validation_fraction``, ``n_iter_no_change``, ``structure``,
+        ``freeze_transformers``, ...; its ``progress`` is this estimator's and its ``random_state``,
+        when None, this estimator's); a bare regressor or native Q-model ``m`` (or None: gradient
+        boosting) is ``FQE(m)`` with FQE's defaults. With continuous actions the regressor sees ``[s, a]``.
+        Default (None) on finite actions and non-tabular states: ``LSTDQ(features=StateBasis(),
+        alpha=1e-5)``, else FQE (:func:`genpqr.estimator.default_q_model`).
     clip : "auto", (low, high) or None
         Probability clip bounds (rows renormalized after clipping). ``"auto"`` (default):
         chosen from the data so that no bound binds on an observed action -- no clip when the
@@ -92,6 +91,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         ``p_min`` the smallest fitted probability of an observed action (:mod:`genpqr.stage1`).
         The paper used (0.01, 0.99); ``None``: no clip. A :class:`ClippingWarning` is raised when more
         than :data:`genpqr.stage1.CLIP_WARN_FRACTION` of the observed choices are decided by a bound.
+        Finite actions (continuous actions: ``ContinuousOptions(min_log_density=...)``).
     cross_fit : int or None
         Number of episode folds for cross-fitting stage 1. Fitted Q evaluation and LSTD use the
         out-of-fold probabilities at the training rows. On the exact tabular path the reward
@@ -119,40 +119,33 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         ``random_state`` (None: seed 0, as ``genpqr fit``'s default ``--seed``).
     solver : str
         Linear solver of the exact path (:func:`genpqr.stage2.solve_linear_bellman`).
-    validation_fraction, n_iter_no_change : FQE early stopping (see :class:`~genpqr.stage2.FQE`).
     offset_model : regressor, optional
         Estimates data-driven ``g`` (outcome or value normalizations) when the
-        normalization does not name one. Default gradient boosting.
+        normalization does not name one. Default gradient boosting. Finite actions.
     min_support : int
-        Warn (:class:`WeakSupportWarning`) when fewer rows support ``mu``.
+        Warn (:class:`WeakSupportWarning`) when fewer rows support ``mu`` (continuous actions: when
+        the effective sample size of ``mu / pi_hat`` is below it).
+    continuous : ContinuousOptions, optional
+        Continuous actions (``X.action_space`` a :class:`~genpqr.data.BoxActions`; paper, App.
+        "Continuous-Action Extension"): the integration rule of the ``mu``-integrals, the reference
+        measure ``lambda``, the log-density floor and the density checks
+        (:class:`~genpqr.estimator.ContinuousOptions`; None: its defaults). The default
+        normalization there is ``uniform()`` on a bounded box and ``behavior(g=0)`` otherwise.
+    n_types : int
+        Latent agent types (finite actions): ``n_types > 1`` runs EM over episodes with a weighted
+        stage 1 and stage 2 per type (:class:`~genpqr.estimator.TypesPath`). An integer >= 1.
+    types : TypeOptions, optional
+        The EM's settings (:class:`~genpqr.estimator.TypeOptions`: mixing covariates,
+        type-specific transitions, starts, iterations, tolerance; None: its defaults).
     random_state : int or None
     progress : bool or None
         Progress bars (None: only on a terminal).
-    integration, reference, min_log_density, check_density, density_tol, freeze_transformers
-        Continuous actions (``X.action_space`` a :class:`~genpqr.data.BoxActions`; paper, App.
-        "Continuous-Action Extension"). ``integration``: the rule of the ``mu``-integrals, an
-        :class:`~genpqr.actions.IntegrationRule` (default ``MonteCarlo()``, 32 antithetic draws,
-        common random numbers across iterations; ``GaussHermite``, ``GaussLegendre``).
-        ``reference``: the reference measure ``lambda`` of ``u = log dpi/dlambda`` (default
-        :class:`~genpqr.actions.Lebesgue` on the action space). ``min_log_density``: lower clip
-        of ``u`` (the continuous analogue of probability clipping; None: no clip).
-        ``check_density``/``density_tol``: verify numerically that the policy density (and a user
-        kernel) integrates to one. ``freeze_transformers``: fit a Pipeline q_model's transformers
-        once. With continuous actions the policy model is a conditional density (default
-        ``LinearGaussianDensity(degree=2, heteroscedastic=True)``, squashed onto a bounded box),
-        ``q_model`` a regressor on ``[s, a]``, the default normalization ``uniform()`` on a bounded
-        box and ``behavior(g=0)`` otherwise, and ``min_support`` bounds the effective sample size
-        of ``mu / pi_hat``; ``encoding``, ``clip``, ``n_states``, ``transition_model``, ``solver``,
-        ``validation_fraction``, ``n_iter_no_change``, ``offset_model`` and ``progress`` apply to
-        finite actions only.
-    n_types, type_covariates, type_specific_transitions, n_em_starts, max_em_iter, em_tol
-        Latent agent types (finite actions; ``n_types > 1``): EM over episodes with a weighted stage 1
-        and stage 2 per type, mixing on ``type_covariates`` (None, ``"initial_state"`` or (n_episodes, d)),
-        ``n_em_starts`` starts (k-means, then random) (:func:`genpqr.estimator.fit_latent_types`). Then fitted:
-        ``type_models_`` (a GenPQR per type), ``type_weights_``, ``type_proportions_``, ``loglik_``, ``aic_``, ``bic_``.
 
     Attributes
     ----------
+    fitted_ : FittedState
+        The fitted state, one object (:class:`~genpqr.estimator.FittedState`); the attributes
+        below are read-only views of its fields, and exist only where the fit has them.
     policy_ : FittedPolicy
         Stage 1 (exact tabular path: one full-sample fit, also when ``cross_fit`` is set).
     policy_folds_ : FittedPolicy or None
@@ -161,18 +154,29 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     first_stage_ : FirstStageChoice
         Finite actions: which stage-1 model was used and why (:class:`genpqr.stage1.FirstStageChoice`:
         ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"basis-logit"``);
-        printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here.
+        printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here
+        (``fit(X, first_stage=...)``).
     q_model_ : object
         Finite actions: ``q_model`` or its default (None: FQE's default regressor).
     normalization_ : Normalization (labels bound to codes)
+    gamma_ : float
+    action_space_ : FiniteActions or BoxActions
     encoder_ : ActionEncoder
+        Finite actions: labels <-> codes ``0..K-1``.
+    n_actions_ : int
+        Finite actions: K.
     taken_actions_ : ndarray of shape (K,), bool
         Finite actions: the actions some training row takes. False marks an action listed only in
         the data's action table: its reward is a prediction from its features (through the
         policy model), not an estimate from observed choices.
-    diagnostics_ : Diagnostics
+    stage2_ : ExactStage2, SampleStage2, LargeStage2 or FQE
+        The fitted stage 2.
+    diagnostics_ : Diagnostics or ContinuousDiagnostics
     training_data_ : Transitions
-        Absent from a model saved with ``save(path, include_data=False)``.
+        Absent from a model saved with ``save(path, include_data=False)`` and from an
+        out-of-core fit (:meth:`with_training_data` gives it back).
+    n_states_ : int
+        Exact path: the number of tabular states.
     visited_states_ : ndarray of shape (S,), bool
         Exact path: states with an observed choice; rewards elsewhere are not identified (see :meth:`reward_table`).
     transition_counts_ : ndarray of shape (S, K)
@@ -186,101 +190,163 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     data_fingerprint_ : str
         :meth:`~genpqr.data.Transitions.fingerprint` of the training data (kept when the data is
         left out of a save): whether data read again is the data of the fit, by content.
+    reference_, reference_measure_, density_integrals_, kernel_, integration_, fqe_, mc_seeds_
+        Continuous actions: the reference measure and its description, the policy density's
+        integrals, ``mu`` bound to the space, the integration rule, the FQE (``stage2_``), the
+        Monte Carlo seeds (:class:`~genpqr.estimator.ContinuousState`).
+    type_models_, type_episodes_, type_weights_, type_proportions_, type_mixing_coef_, loglik_, n_em_iter_, \
+em_converged_, n_params_, aic_, bic_, type_separation_, em_start_logliks_
+        Latent types (``n_types > 1``): a one-type GenPQR per type, the posteriors per episode,
+        the mixture's fit (:class:`~genpqr.estimator.TypesState`).
     structural_ : StructuralFit
-        Only when set by ``genpqr fit --features``: the structural fit that :meth:`counterfactual` uses by
-        default (see :func:`genpqr.structural.fit_structural`).
+        Only when attached with :meth:`with_structural` (``genpqr fit --features``): the structural
+        fit that :meth:`counterfactual` uses by default (see :func:`genpqr.structural.fit_structural`).
 
     Notes
     -----
     Model selection: ``fit(X)`` takes a ``Transitions`` as ``X``, :meth:`score` is the
     held-out policy log likelihood minus the held-out squared Bellman residual, and a
     ``Transitions`` is split by scikit-learn's splitters, so ``GridSearchCV(GenPQR(...),
-    {"q_model": [...]}, cv=GroupKFold(5)).fit(data, groups=data.episode_ids)`` chooses the Q
-    model (docs/model_selection.md).
+    {"q_model__n_iterations": [...]}, cv=GroupKFold(5)).fit(data, groups=data.episode_ids)``
+    chooses FQE's settings (docs/model_selection.md).
     """
 
     def __init__(self, normalization=None, gamma=0.9, policy_model=None, policy_prefit=False, q_model=None,
-                 encoding="auto",
-                 n_iterations=100, tol=1e-6, warm_start="auto", clip="auto", cross_fit=None, n_states=None,
-                 transition_model="auto", solver="auto", validation_fraction=None, n_iter_no_change=10, offset_model=None, min_support=30,
-                 random_state=None, progress=None, structure="continuation", integration=None, reference=None,
-                 min_log_density=None, check_density=True, density_tol=1e-2, freeze_transformers=True, n_types=1,
-                 type_covariates=None, type_specific_transitions=False, n_em_starts=3, max_em_iter=200, em_tol=1e-8):
+                 clip="auto", cross_fit=None, n_states=None, transition_model="auto", solver="auto",
+                 offset_model=None, min_support=30, continuous=None, n_types=1, types=None, random_state=None,
+                 progress=None):
         self.normalization = normalization
         self.gamma = gamma
         self.policy_model = policy_model
         self.policy_prefit = policy_prefit
         self.q_model = q_model
-        self.encoding = encoding
-        self.n_iterations = n_iterations
-        self.tol = tol
-        self.warm_start = warm_start
         self.clip = clip
         self.cross_fit = cross_fit
         self.n_states = n_states
         self.transition_model = transition_model
         self.solver = solver
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
         self.offset_model = offset_model
         self.min_support = min_support
+        self.continuous = continuous
+        self.n_types = n_types
+        self.types = types
         self.random_state = random_state
         self.progress = progress
-        self.structure = structure
-        self.integration = integration
-        self.reference = reference
-        self.min_log_density = min_log_density
-        self.check_density = check_density
-        self.density_tol = density_tol
-        self.freeze_transformers = freeze_transformers
-        self.n_types, self.type_covariates, self.type_specific_transitions = n_types, type_covariates, type_specific_transitions
-        self.n_em_starts, self.max_em_iter, self.em_tol = n_em_starts, max_em_iter, em_tol
+
+    # ------------------------------------------------------------------ the fitted state, read-only
+    gamma_ = StateView("gamma")
+    action_space_ = StateView("action_space")
+    encoder_ = StateView("action_space", derive=_finite)
+    n_actions_ = StateView("action_space", derive=lambda space: space.n_actions if space.is_finite else None)
+    state_dim_ = StateView("state_dim")
+    normalization_ = StateView("normalization")
+    policy_ = StateView("policy")
+    policy_folds_ = StateView("policy_folds", none_is_value=True)
+    first_stage_ = StateView("first_stage")
+    stage2_ = StateView("stage2")
+    diagnostics_ = StateView("diagnostics")
+    taken_actions_ = StateView("taken_actions")
+    training_data_ = StateView("training_data")
+    data_fingerprint_ = StateView("data_fingerprint")
+    saved_without_data_ = StateView("saved_without_data", derive=lambda saved: True if saved else None)
+    structural_ = StateView("structural")
+    q_model_ = StateView("q_model")
+    n_states_ = StateView("tabular", "n_states")
+    visited_states_ = StateView("tabular", "visited_states")
+    transition_counts_ = StateView("tabular", "transition_counts")
+    transition_model_ = StateView("tabular", "transition_model", none_is_value=True)
+    transition_selection_ = StateView("tabular", "transition_selection", none_is_value=True)
+    reference_ = StateView("continuous", "reference")
+    reference_measure_ = StateView("continuous", "reference_measure")
+    density_integrals_ = StateView("continuous", "density_integrals")
+    mc_seeds_ = StateView("continuous", "mc_seeds")
+    kernel_ = StateView("continuous", "kernel")
+    integration_ = StateView("continuous", "integration")
+    fqe_ = StateView(derive=lambda state: state.stage2 if state.is_box else None)
+    type_models_ = StateView("types", "type_models")
+    type_episodes_ = StateView("types", "type_episodes")
+    type_weights_ = StateView("types", "type_weights")
+    type_proportions_ = StateView("types", "type_proportions")
+    type_mixing_coef_ = StateView("types", "type_mixing_coef", none_is_value=True)
+    loglik_ = StateView("types", "loglik")
+    n_em_iter_ = StateView("types", "n_em_iter")
+    em_converged_ = StateView("types", "em_converged")
+    n_params_ = StateView("types", "n_params", none_is_value=True)
+    aic_ = StateView("types", "aic")
+    bic_ = StateView("types", "bic")
+    type_separation_ = StateView("types", "type_separation")
+    em_start_logliks_ = StateView("types", "em_start_logliks")
 
     # ------------------------------------------------------------------ fitting
-    @property
-    def _exact(self) -> bool:
-        return isinstance(self.q_model, str) and self.q_model == "exact"
-
-    def fit(self, X: Transitions, y=None):
+    def fit(self, X, y=None, *, first_stage=None):
         """Fit both stages on logged transitions ``X`` (a :class:`~genpqr.data.Transitions`;
         ``y`` is ignored: the actions are the labels); returns self.
 
         ``X`` can be split by scikit-learn's model selection (``GridSearchCV``,
         ``cross_validate``): split by episode, ``groups=X.episode_ids`` with ``GroupKFold``;
-        see :meth:`score` and docs/model_selection.md."""
-        data = X
+        see :meth:`score` and docs/model_selection.md. ``X`` may also be an out-of-core fit of
+        :mod:`genpqr.scale` (an object with ``fit_state(estimator)``, e.g. what
+        :func:`genpqr.scale.fit_parquet` passes), which then runs the fit.
+
+        ``first_stage`` (a :class:`~genpqr.stage1.FirstStageChoice`, optional): how the caller
+        chose ``policy_model``, recorded as ``first_stage_`` instead of ``"given"`` (``genpqr fit``
+        records its ``--policy-model`` rule this way).
+
+        The fit path (finite actions, continuous actions, latent types, or ``X``'s own) returns the
+        fitted state (:class:`~genpqr.estimator.FittedState`); it is stored here as ``fitted_``,
+        replacing any earlier fit."""
+        fit_state = getattr(X, "fit_state", None)
+        if callable(fit_state) and not isinstance(X, Transitions):
+            state = fit_state(self)
+        else:
+            state = self._path(X).fit(X, first_stage=first_stage)
+        self.fitted_ = state  # the one place a fit sets the fitted state
+        return self
+
+    def _path(self, data):
+        """The strategy of an in-memory fit on ``data``."""
         if not isinstance(data, Transitions):
             raise TypeError(
                 f"data must be genpqr.data.Transitions (build it with from_arrays / from_pandas / "
                 f"from_episodes), got {type(data).__name__}"
             )
-        if self.n_types != 1:  # latent types: EM over episodes, one fit per type
-            return fit_latent_types(self, data)
-        fitted = self._fit_finite(data) if data.is_finite else self._fit_box(data)
-        self.data_fingerprint_ = data.fingerprint()  # kept in a slim save: is a file read again the same data?
-        return fitted
+        if check_n_types(self.n_types) > 1:  # latent types: EM over episodes, one fit per type
+            return TypesPath(self)
+        return FinitePath(self) if data.is_finite else BoxPath(self)
+
+    def _fitted_copy(self, state: FittedState, **params) -> "GenPQR":
+        """A shallow copy of this estimator with ``params`` replaced and the fitted state ``state``."""
+        new = copy.copy(self)
+        new.__dict__.update(params)
+        new.fitted_ = state
+        return new
+
+    def __setstate__(self, state):
+        """Unpickling (a model file): a fitted state of another format is refused with a message
+        to refit (:class:`~genpqr.exceptions.ModelFormatError`)."""
+        if "fitted_" in state or any(k.endswith("_") and not k.startswith("_") for k in state):
+            check_state_format(state.get("fitted_"), "this model file")
+        super().__setstate__(state)
 
     @property
     def _is_box(self) -> bool:
         """Fitted on continuous actions (a box)."""
-        return hasattr(self, "action_space_") and not self.action_space_.is_finite
-
-    def _fit_stage2(self, normalization):
-        if self._is_box:
-            return self._fit_box_stage2(normalization)
-        return self._fit_finite_stage2(normalization)
+        state = self.__dict__.get("fitted_")
+        return state is not None and state.is_box
 
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self, types_ok=False):
-        if hasattr(self, "type_models_") and not types_ok:
-            raise TypeError(f"this GenPQR has {len(self.type_models_)} latent types: use type_models_[m] (one per type)")
-        if not hasattr(self, "stage2_") and not hasattr(self, "type_models_"):
+        state = self.__dict__.get("fitted_")
+        if state is None:
             raise NotFittedError("this GenPQR is not fitted yet; call fit(transitions) first")
+        if state.types is not None and not types_ok:
+            raise TypeError(f"this GenPQR has {len(state.types.type_models)} latent types: use type_models_[m] (one "
+                            f"per type)")
 
     def _states(self, states):
         self._check_fitted()
         X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
-        d = self.state_dim_ if hasattr(self, "state_dim_") else self.training_data_.state_dim
+        d = self.fitted_.state_dim
         if X.shape[1] != d:
             raise ValueError(f"states must have {d} column(s) like the training data, got {X.shape[1]}")
         return X
@@ -293,12 +359,17 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
             raise ValueError(f"actions has {codes.shape[0]} entries but states has {table.shape[0]} rows")
         return table[np.arange(table.shape[0]), codes]
 
+    def _box(self, states, actions, what):
+        """``(state, X, A)`` of a continuous-action read-off at ``actions`` (required)."""
+        box_needs_actions(actions, what)
+        self._check_fitted()
+        return (self.fitted_, *box_inputs(self.fitted_, states, actions))
+
     def log_policy(self, states, actions=None) -> np.ndarray:
         """``u(s, .) = log pi_hat(.|s)`` (clipped), shape (n, K); with continuous actions
         ``u(s, a) = log dpi_hat/dlambda`` (clipped at ``min_log_density``) at ``actions``, (n,)."""
         if self._is_box:
-            self._box_needs_actions(actions, "log_policy")
-            return self._u(*self._box_inputs(states, actions))[0]
+            return box_u(*self._box(states, actions, "log_policy"))[0]
         u = self.stage2_.u(self._states(states))
         return u if actions is None else self._select(u, actions)
 
@@ -306,8 +377,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         """``Q^mu_{u-g}``: (n, K), or (n,) at the given action labels (continuous actions:
         at the given actions, (n,))."""
         if self._is_box:
-            self._box_needs_actions(actions, "q")
-            return self._box_q(*self._box_inputs(self._states(states), actions))[0]
+            return box_q(*self._box(states, actions, "q"))[0]
         return self._select(self.stage2_.q(self._states(states)), actions)
 
     def mu_q(self, states) -> np.ndarray:
@@ -316,7 +386,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         Carlo draws seeded from ``random_state``: the same states give the same values)."""
         X = self._states(states)
         if self._is_box:
-            return self._box_mu_q(self._box_inputs(X))
+            return box_mu_q(self.fitted_, X)
         return np.sum(self.stage2_.mu(X) * self.stage2_.q(X), axis=1)
 
     def reward(self, states, actions=None, *, as_frame: bool = False):
@@ -327,8 +397,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         whose columns are the action labels (one row per state, indexed like ``states`` when it
         is a DataFrame), or with ``actions`` a Series named ``reward``."""
         if self._is_box:
-            self._box_needs_actions(actions, "reward")
-            out = self._box_reward(*self._box_inputs(self._states(states), actions))
+            out = box_reward(*self._box(states, actions, "reward"))
             return self._as_frame(out, states, actions) if as_frame else out
         X = self._states(states)
         if actions is not None and hasattr(self.stage2_, "reward_at"):  # many actions: only the pairs asked
@@ -351,10 +420,9 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
     def continuation(self, states, actions=None) -> np.ndarray:
         """``v = (u - g - Q) / gamma`` (= ``-P mu Q``): (n, K) or (n,). Zero when gamma = 0."""
         if self._is_box:
-            self._box_needs_actions(actions, "continuation")
-            return self._box_continuation(*self._box_inputs(self._states(states), actions))
+            return box_continuation(*self._box(states, actions, "continuation"))
         X = self._states(states)
-        if isinstance(self.stage2_, ExactStage2):
+        if self.fitted_.is_exact:
             return self._select(self.stage2_.recovery.continuation[self.stage2_.index(X)], actions)
         if self.gamma_ == 0:
             return self._select(np.zeros((X.shape[0], self.n_actions_)), actions)
@@ -372,12 +440,30 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         import pandas as pd
 
         self._check_fitted()
-        if not isinstance(self.stage2_, ExactStage2):
+        if not self.fitted_.is_exact:
             raise ValueError("reward_table() needs the exact tabular path (q_model='exact')")
         table = pd.DataFrame(self.stage2_.recovery.reward, columns=self.encoder_.labels)
         taken = getattr(self, "taken_actions_", np.ones(self.n_actions_, dtype=bool))
         table.attrs["never_taken"] = self.encoder_.labels[~taken].tolist()
         return table
+
+    def policy_value_difference(self, policy_1, policy_2, states=None) -> np.ndarray:
+        r"""``V^{pi_1}(s) - V^{pi_2}(s)`` under the reward ``u = log pi_hat`` (no normalization
+        needed: Theorem "Identification of policy value differences"). Finite actions.
+
+        Policies are a Normalization (its ``mu``), an (S, K) / (K,) array of probabilities or a
+        callable ``states -> (n, K)``. Returns shape (S,) on the exact path (or at ``states``),
+        else at ``states`` (default: the training states).
+        """
+        from ..normalization import Normalization
+
+        self._check_fitted()
+        pols = [as_weights(p.bind(self.encoder_.encode) if isinstance(p, Normalization) else p)
+                for p in (policy_1, policy_2)]
+        X = None if states is None else self._states(states)
+        if self.fitted_.is_exact:
+            return exact_value_difference(self.fitted_, pols, X)
+        return sample_value_difference(self, pols, X)
 
     def policy_log_loss(self, data: Transitions) -> float:
         """``-mean log pi_hat(a|s)`` on (held-out) transitions, with clipped probabilities
@@ -441,25 +527,61 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         if data.n == 0:
             raise ValueError("X has no row with an observed next state: the Bellman term needs transitions "
                              "(split by episode so that held-out folds hold whole episodes)")
-        residual = self._bellman_residual(data, self.encoder_.encode(data.labels_of()))
+        residual = bellman_residual(self, data, self.encoder_.encode(data.labels_of()))
         return {"policy_log_likelihood": float(np.mean(u_rows)), "bellman_mse": float(np.mean(residual ** 2)),
                 "n_choices": int(X.n), "n_transitions": int(data.n)}
 
     # ------------------------------------------------------------------ re-use of stage 1
-    def renormalize(self, normalization: Normalization) -> "GenPQR":
+    def renormalize(self, normalization) -> "GenPQR":
         """A copy under another normalization, re-solving stage 2 only (stage 1 is re-used;
         remark after Theorem "IRL via a Bellman equation"). ``self`` is unchanged. Needs the
         training data, except on the exact path: a model saved with ``include_data=False``
         re-solves from its stored log-policy table, kernel and choice counts (the same numbers;
         an outcome-regression offset ``behavior(g=None)`` still needs the data)."""
         self._check_fitted()
-        if not hasattr(self, "training_data_") and isinstance(self.stage2_, ExactStage2):
-            return self._renormalize_exact(normalization)
+        state = self.fitted_
+        if state.training_data is None and state.is_exact:
+            return self._fitted_copy(renormalize_exact(state, normalization, self.solver), normalization=normalization)
         require_data(self, "renormalize")
-        new = copy.copy(self)
-        new.normalization = normalization
-        new._fit_stage2(normalization)
-        return new
+        path = BoxPath(self) if state.is_box else FinitePath(self, q_model=state.q_model)
+        return self._fitted_copy(path.solve(state, normalization), normalization=normalization)
+
+    def with_kernel(self, kernel, *, transition_counts=None) -> "GenPQR":
+        """Exact path: a copy whose reward is re-solved under another transition ``kernel`` (an
+        :func:`~genpqr.stage2.as_kernel` kernel on the same states), keeping this fit's ``u``,
+        normalization, choice counts and discount; ``transition_counts`` (S, K) replaces
+        ``transition_counts_`` when given. ``self`` is unchanged. The bootstrap's split of the
+        reward's uncertainty by source (:mod:`genpqr.evaluation`) re-solves with a replicate's
+        kernel or stage 1 this way."""
+        self._check_fitted()
+        if not self.fitted_.is_exact:
+            raise ValueError("with_kernel needs the exact tabular path (q_model='exact')")
+        return self._fitted_copy(with_kernel(self.fitted_, kernel, self.solver, transition_counts))
+
+    def with_training_data(self, data: Transitions) -> "GenPQR":
+        """A copy holding ``data`` as its training data (a model saved without it, or fitted out
+        of core), after checking that ``data`` is the data of the fit: its
+        :meth:`~genpqr.data.Transitions.fingerprint` equals ``data_fingerprint_`` (every row, in
+        order, with its labels). ``self`` is unchanged. ``ValueError`` when they differ or the fit
+        kept no fingerprint."""
+        self._check_fitted(types_ok=True)
+        if not isinstance(data, Transitions):
+            raise TypeError(f"data must be genpqr.data.Transitions, got {type(data).__name__}")
+        expected = self.fitted_.data_fingerprint
+        if expected is None:
+            raise ValueError("this fit kept no fingerprint of its data (an out-of-core fit), so data read again "
+                             "cannot be checked against it; refit in memory instead")
+        if data.fingerprint() != expected:
+            raise ValueError("data differs from the data of the fit (its fingerprint does not match "
+                             "data_fingerprint_: other rows, another order or other labels)")
+        return self._fitted_copy(self.fitted_.replace(training_data=data, saved_without_data=False))
+
+    def with_structural(self, structural) -> "GenPQR":
+        """A copy holding ``structural`` (a :class:`genpqr.structural.StructuralFit` estimated on
+        this model, e.g. by :func:`genpqr.structural.fit_structural`) as ``structural_``: the fit
+        :meth:`counterfactual` answers on by default, saved with the model. ``self`` is unchanged."""
+        self._check_fitted(types_ok=True)
+        return self._fitted_copy(self.fitted_.replace(structural=structural))
 
     # ------------------------------------------------------------------ counterfactuals
     def counterfactual(self, reward_change=None, transitions=None, gamma=None, *, parameter_change=None,
@@ -506,6 +628,9 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         A pickle (joblib; cloudpickle for user closures such as a lambda ``g``) behind a header
         with its size, SHA-256 and an HMAC under this user's key (:mod:`genpqr.estimator.manifest`), written
         atomically. A model file is code: :func:`genpqr.load` loads only what genpqr signed.
+        The file holds the parameters and the fitted state (``fitted_``, format
+        :data:`~genpqr.estimator.STATE_FORMAT`): a file of another format is refused on loading
+        with a message to refit.
 
         ``include_data=False`` (default) leaves out the training transitions and the per-row
         cross-fitting folds (O(n) bytes): the saved model still predicts (``reward``,
@@ -525,7 +650,7 @@ class GenPQR(FinitePath, BoxPath, BaseEstimator):
         shows it as a table. With a structural fit (``structural_``, set by ``genpqr fit --features``),
         its parameter table follows (``tables``, ``as_text()``, ``as_html()``, ``as_latex()``)."""
         self._check_fitted()
-        summary = self._box_summary() if self._is_box else self._finite_summary()
+        summary = box_summary(self.fitted_, type(self).__name__) if self._is_box else finite_summary(self.fitted_)
         structural = getattr(self, "structural_", None)
         if structural is not None and hasattr(structural, "summary"):
             return structural.summary().after(summary)
@@ -537,7 +662,8 @@ def load(path, trusted: bool = False) -> GenPQR:
     (checked against its ``manifest.json``). A model file is code: without ``trusted`` only a file
     ``save`` signed under this user's key (or that a signed manifest lists) loads, checked before
     anything in it runs; ``trusted=True`` loads any, for a source you trust. Raises
-    ``UntrustedFileError``, ``IntegrityError`` or ``TypeError`` (see :func:`genpqr.estimator.read_model`)."""
+    ``UntrustedFileError``, ``IntegrityError``, ``ModelFormatError`` (a file of an older genpqr:
+    refit) or ``TypeError`` (see :func:`genpqr.estimator.read_model`)."""
     from ._persistence import read_model
 
     model = read_model(path, trusted=trusted)

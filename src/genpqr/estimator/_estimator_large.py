@@ -27,14 +27,14 @@ import warnings
 import numpy as np
 
 from ..data.validation import seed_from, short_list
-from ..normalization import AnchorWeights, BehaviorWeights, FixedOffset, FixedWeights, StateAnchorWeights
-from ..stage1 import DENSE_LIMIT_BYTES, block_rows, log_policy_at
-from ..stage2 import FQE, ColumnWeights, SampleStage2, column_mu_sum, sample_columns
+from ..stage1 import DENSE_LIMIT_BYTES, log_policy_at
+from ..stage2 import ColumnWeights, SampleStage2, column_mu_sum, sample_columns
 from ._diagnostic_checks import COVERAGE_LIMIT, emit, failed_diagnostics
 from ._diagnostics import Diagnostics
+from ._options import fqe_for_fit, fqe_spec, q_model_kind
 
-__all__ = ["MU_SAMPLES", "EXACT_READ_PAIRS", "LargeStage2", "large_path_applies", "fit_large_stage2",
-           "reference_columns", "behaviour_proposal"]
+__all__ = ["MU_SAMPLES", "EXACT_READ_PAIRS", "LargeStage2", "LargePath", "large_path_applies", "reference_columns",
+           "behaviour_proposal"]
 
 #: Actions drawn for a sampled mu-sum (mean-zero or behaviour weights over many actions).
 MU_SAMPLES = 64
@@ -43,45 +43,38 @@ MU_SAMPLES = 64
 EXACT_READ_PAIRS = 2 ** 22
 
 
-def large_path_applies(est, data, norm, max_bytes: int | None = None) -> bool:
-    """Whether the finite path runs without (n, K) arrays: ``encoding="action_features"``, FQE,
-    one stage-1 model, a supported ``mu`` with a fixed offset, and ``n K`` floats over ``max_bytes``
-    (default :data:`genpqr.stage1.DENSE_LIMIT_BYTES`, read at call time)."""
+def large_path_applies(est, data, norm, policy, max_bytes: int | None = None) -> bool:
+    """Whether the finite path runs without (n, K) arrays: FQE with ``encoding="action_features"``,
+    one stage-1 model (``policy``), a ``mu`` the columns can carry (a point mass, uniform or the
+    behaviour) with a fixed offset, and ``n K`` floats over ``max_bytes`` (default
+    :data:`genpqr.stage1.DENSE_LIMIT_BYTES`, read at call time)."""
     max_bytes = DENSE_LIMIT_BYTES if max_bytes is None else max_bytes
-    if getattr(est, "encoding", None) != "action_features" or est._exact or isinstance(est.q_model, str) \
-            or hasattr(est.q_model, "fit_bellman"):
+    if q_model_kind(est.q_model) != "fqe" or fqe_spec(est.q_model).encoding != "action_features":
         return False
     if 8 * data.n * data.n_actions <= max_bytes or data.action_table is None:
         return False
-    policy = est.policy_
-    if policy.fold_of_row is not None or len(policy.models) != 1 or not isinstance(norm.g, FixedOffset):
+    if policy.fold_of_row is not None or len(policy.models) != 1 or not norm.g.fixed():
         return False
     mu = norm.mu
-    return isinstance(mu, (AnchorWeights, StateAnchorWeights, BehaviorWeights)) or \
-        (isinstance(mu, FixedWeights) and mu.weights is None)
+    return mu.is_point_mass or mu.is_uniform or mu.needs_policy
 
 
 def reference_columns(norm, policy, states, n_actions: int, n_samples: int | None = None, random_state=None,
                       max_bytes: int = DENSE_LIMIT_BYTES, proposal=None, exact_pairs: int = 0) -> ColumnWeights:
-    """``mu(.|s)`` at ``states`` as :class:`~genpqr.stage2.ColumnWeights`: exact on an anchor's
-    column(s), on all K columns when ``n K <= exact_pairs``, else ``n_samples`` (default
-    :data:`MU_SAMPLES`) draws from ``proposal`` (K,) (default uniform) with importance weights."""
+    """``mu(.|s)`` at ``states`` as :class:`~genpqr.stage2.ColumnWeights`: exact on a point mass's
+    column(s) (:meth:`~genpqr.normalization.ActionWeights.point_columns`), on all K columns when
+    ``n K <= exact_pairs``, else ``n_samples`` (default :data:`MU_SAMPLES`) draws from ``proposal``
+    (K,) (default uniform) with importance weights."""
     n_samples = MU_SAMPLES if n_samples is None else n_samples
     mu, n, K = norm.mu, states.shape[0], int(n_actions)
-    if not isinstance(mu, (AnchorWeights, StateAnchorWeights)) and n * K <= exact_pairs:
+    if mu.is_point_mass:
+        return ColumnWeights(*mu.point_columns(states, K), K)
+    if n * K <= exact_pairs:
         every = np.arange(K)
         values = np.exp(log_policy_at(policy, states, np.broadcast_to(every, (n, K)), max_bytes)) \
             if mu.needs_policy else np.full((n, K), 1.0 / K)
         return ColumnWeights(every, values, K)
-    if isinstance(mu, AnchorWeights):
-        return ColumnWeights(np.array([mu.action]), np.ones((n, 1)), K)
-    if isinstance(mu, StateAnchorWeights):
-        step = block_rows(K, max_bytes)
-        codes = np.concatenate([np.argmax(mu.probabilities(states[r:r + step], K), axis=1)
-                                for r in range(0, n, step)]) if n else np.zeros(0, np.int64)
-        columns = np.unique(codes)
-        return ColumnWeights(columns, (codes[:, None] == columns[None, :]).astype(np.float64), K)
-    if isinstance(mu, BehaviorWeights):
+    if mu.needs_policy:
         weight_fn = lambda c: np.exp(log_policy_at(policy, states, np.broadcast_to(c, (n, c.size)), max_bytes))
     else:
         weight_fn = lambda c: np.full((n, c.size), 1.0 / K)
@@ -98,84 +91,89 @@ def behaviour_proposal(norm, data, floor: float = 0.1):
     return (1.0 - floor) * freq + floor / data.n_actions
 
 
-def _check_large_support(est, norm, data, columns, sampled):
+def _check_large_support(norm, data, columns, sampled):
     counts = data.action_counts()
     needed = np.flatnonzero(counts == 0) if sampled else np.unique(columns)[counts[np.unique(columns)] == 0]
     if needed.size:
-        what = "anchor action" if norm.name in ("anchor", "state-anchor") else "action"
+        what = "anchor action" if norm.mu.is_point_mass else "action"
         raise ValueError(f"the normalization ({norm.describe()}) puts weight on {what}(s) "
                          f"{short_list(data.encoder.decode(needed))} that never occur in the data (no observed choice "
                          f"takes them); the data cannot support this normalization; normalize on taken actions")
 
 
-def fit_large_stage2(est, norm, data, max_bytes: int | None = None):
-    """Stage 2 of ``est`` (a :class:`genpqr.GenPQR` after stage 1) without (n, K) arrays: sets
-    ``normalization_``, ``stage2_`` (a :class:`LargeStage2`) and ``diagnostics_``; blocks of at
-    most ``max_bytes`` (default :data:`genpqr.stage1.DENSE_LIMIT_BYTES`)."""
-    max_bytes = DENSE_LIMIT_BYTES if max_bytes is None else max_bytes
-    trans, rows, K, policy = data.with_next(), data.next_observed, est.n_actions_, est.policy_
-    seed = seed_from(est.random_state)
-    anchored = isinstance(norm.mu, (AnchorWeights, StateAnchorWeights))
-    codes = data.actions
-    if anchored:  # u at the row's anchor too (diagnostics), from the same log-partition
-        w = reference_columns(norm, policy, data.states, K, max_bytes=max_bytes)
-        codes = np.column_stack([data.actions, w.columns[np.argmax(w.values, axis=1)]])
-    u_both, clipped = log_policy_at(policy, data.states, codes, max_bytes, return_clipped=True)
-    u_taken, clipped = (u_both[:, 0], clipped[:, 0]) if anchored else (u_both, clipped)
-    next_w = reference_columns(norm, policy, trans.next_states, K, random_state=seed, max_bytes=max_bytes,
-                               proposal=behaviour_proposal(norm, data))
-    _check_large_support(est, norm, data, next_w.columns, next_w.sampled)
-    est.normalization_ = norm
-    g_rows, g_next = norm.g(trans.states), norm.g(trans.next_states)
-    u_next = log_policy_at(policy, trans.next_states, np.broadcast_to(next_w.columns, next_w.values.shape), max_bytes)
-    terms = next_w.values * (u_next - g_next[:, None])
-    next_reward = terms.sum(axis=1)
-    fqe = FQE(regressor=est.q_model, encoding="action_features", n_iterations=est.n_iterations, tol=est.tol,
-              warm_start=est.warm_start, validation_fraction=est.validation_fraction,
-              n_iter_no_change=est.n_iter_no_change, progress=est.progress, random_state=est.random_state,
-              structure=est.structure)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
-        fqe.fit(trans.states, trans.actions, trans.next_states, trans.continues, u_taken[rows] - g_rows, next_w,
-                est.gamma_, groups=trans.episode_ids, next_reward=next_reward,
-                action_features=np.asarray(data.action_table.features))
-    est.stage2_ = LargeStage2(fqe, norm, policy, norm.g, K, max_bytes=max_bytes, random_state=seed)
-    est.stage2_.proposal = behaviour_proposal(norm, data)
-    se = float("nan")
-    if next_w.sampled and next_w.columns.size > 1:
-        m = next_w.columns.size
-        se = float(np.mean(np.sqrt(np.maximum((terms ** 2).sum(1) - next_reward ** 2 / m, 0) * m / (m - 1))))
-    anchor = (codes[:, 1], u_both[:, 1]) if anchored else None
-    est.diagnostics_ = _large_diagnostics(est, data, u_taken, clipped, se, anchor)
-    return est
+class LargePath:
+    """Stage 2 of the finite path without (n, K) arrays (a :class:`genpqr.GenPQR`'s
+    ``estimator``: read, never written); blocks of at most ``max_bytes`` (default
+    :data:`genpqr.stage1.DENSE_LIMIT_BYTES`)."""
 
+    def __init__(self, estimator, max_bytes: int | None = None):
+        self.est = estimator
+        self.max_bytes = DENSE_LIMIT_BYTES if max_bytes is None else max_bytes
 
-def _large_diagnostics(est, data, u_taken, clipped, se, anchor):
-    """The fit's diagnostics from ``u`` at the taken actions and, for an anchor, ``anchor =
-    (the row's anchor code, u there)``; ``max_mu_over_pi`` and ``coverage_share`` NaN otherwise."""
-    hist, fqe, norm = est.stage2_.fqe.history_, est.stage2_.fqe, est.normalization_
-    ratio = coverage = float("nan")
-    support = int(data.n)  # a sampled mu (uniform or pi) weighs every action
-    if anchor is not None:
-        inv = np.exp(-anchor[1])  # mu / pi on the row's anchor
-        ratio, coverage = float(inv.max()), float(np.mean(inv > COVERAGE_LIMIT))
-        support = int(np.sum(anchor[0] == data.actions))
-    diag = Diagnostics(
-        n_transitions=data.n, n_episodes=data.n_episodes,
-        action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
-        support_count=support, policy_log_loss=float(-np.mean(u_taken)),
-        policy_log_loss_kind="out-of-fold" if est.policy_.cross_fitted else "in-sample",
-        fraction_clipped=float(np.mean(clipped)), fraction_floored=float("nan"),
-        clip=tuple(float(c) for c in est.policy_.clip), clip_rule=est.policy_.clip_rule,
-        max_mu_over_pi=ratio, coverage_share=coverage, n_last_choices=data.n_choice_only,
-        n_never_taken=int(np.sum(~data.taken_actions())), bellman_residuals=list(hist.bellman_residual),
-        target_changes=list(hist.target_change), n_iterations=fqe.n_iter_, converged=bool(fqe.converged_),
-        solver="fqe", mu_sum_standard_error=se)
-    failures = failed_diagnostics(diag, normalization=norm.describe(), clip=est.policy_.clip,
-                                  min_support=est.min_support, tol=est.tol,
-                                  early_stopping=bool(est.validation_fraction), max_iterations=est.n_iterations)
-    diag.warnings = emit(failures, stacklevel=7)
-    return diag
+    def solve(self, state, norm):
+        """``state`` (after stage 1) with ``normalization``, ``stage2`` (a :class:`LargeStage2`)
+        and ``diagnostics`` under the bound normalization ``norm``."""
+        est, max_bytes, data, policy = self.est, self.max_bytes, state.training_data, state.policy
+        trans, rows, K = data.with_next(), data.next_observed, data.n_actions
+        seed = seed_from(est.random_state)
+        anchored = norm.mu.is_point_mass
+        codes = data.actions
+        if anchored:  # u at the row's anchor too (diagnostics), from the same log-partition
+            w = reference_columns(norm, policy, data.states, K, max_bytes=max_bytes)
+            codes = np.column_stack([data.actions, w.columns[np.argmax(w.values, axis=1)]])
+        u_both, clipped = log_policy_at(policy, data.states, codes, max_bytes, return_clipped=True)
+        u_taken, clipped = (u_both[:, 0], clipped[:, 0]) if anchored else (u_both, clipped)
+        next_w = reference_columns(norm, policy, trans.next_states, K, random_state=seed, max_bytes=max_bytes,
+                                   proposal=behaviour_proposal(norm, data))
+        _check_large_support(norm, data, next_w.columns, next_w.sampled)
+        g_rows, g_next = norm.g(trans.states), norm.g(trans.next_states)
+        u_next = log_policy_at(policy, trans.next_states, np.broadcast_to(next_w.columns, next_w.values.shape),
+                               max_bytes)
+        terms = next_w.values * (u_next - g_next[:, None])
+        next_reward = terms.sum(axis=1)
+        fqe = fqe_for_fit(est.q_model, random_state=est.random_state, progress=est.progress)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # re-raised below with context
+            fqe.fit(trans.states, trans.actions, trans.next_states, trans.continues, u_taken[rows] - g_rows, next_w,
+                    state.gamma, groups=trans.episode_ids, next_reward=next_reward,
+                    action_features=np.asarray(data.action_table.features))
+        stage2 = LargeStage2(fqe, norm, policy, norm.g, K, max_bytes=max_bytes, random_state=seed,
+                             proposal=behaviour_proposal(norm, data))
+        se = float("nan")
+        if next_w.sampled and next_w.columns.size > 1:
+            m = next_w.columns.size
+            se = float(np.mean(np.sqrt(np.maximum((terms ** 2).sum(1) - next_reward ** 2 / m, 0) * m / (m - 1))))
+        anchor = (codes[:, 1], u_both[:, 1]) if anchored else None
+        state = state.replace(normalization=norm, stage2=stage2, tabular=None)
+        return state.replace(diagnostics=self._diagnostics(state, u_taken, clipped, se, anchor))
+
+    def _diagnostics(self, state, u_taken, clipped, se, anchor):
+        """The fit's diagnostics from ``u`` at the taken actions and, for an anchor, ``anchor =
+        (the row's anchor code, u there)``; ``max_mu_over_pi`` and ``coverage_share`` NaN otherwise."""
+        data, policy, fqe = state.training_data, state.policy, state.stage2.fqe
+        hist, spec = fqe.history_, fqe_spec(self.est.q_model)
+        ratio = coverage = float("nan")
+        support = int(data.n)  # a sampled mu (uniform or pi) weighs every action
+        if anchor is not None:
+            inv = np.exp(-anchor[1])  # mu / pi on the row's anchor
+            ratio, coverage = float(inv.max()), float(np.mean(inv > COVERAGE_LIMIT))
+            support = int(np.sum(anchor[0] == data.actions))
+        diag = Diagnostics(
+            n_transitions=data.n, n_episodes=data.n_episodes,
+            action_counts=dict(zip(data.action_labels.tolist(), data.action_counts().tolist())),
+            support_count=support, policy_log_loss=float(-np.mean(u_taken)),
+            policy_log_loss_kind="out-of-fold" if policy.cross_fitted else "in-sample",
+            fraction_clipped=float(np.mean(clipped)), fraction_floored=float("nan"),
+            clip=tuple(float(c) for c in policy.clip), clip_rule=policy.clip_rule,
+            max_mu_over_pi=ratio, coverage_share=coverage, n_last_choices=data.n_choice_only,
+            n_never_taken=int(np.sum(~data.taken_actions())), bellman_residuals=list(hist.bellman_residual),
+            target_changes=list(hist.target_change), n_iterations=fqe.n_iter_, converged=bool(fqe.converged_),
+            solver="fqe", mu_sum_standard_error=se)
+        failures = failed_diagnostics(diag, normalization=state.normalization.describe(), clip=policy.clip,
+                                      min_support=self.est.min_support, tol=spec.tol,
+                                      early_stopping=bool(spec.validation_fraction), max_iterations=spec.n_iterations)
+        diag.warnings = emit(failures, stacklevel=7)
+        return diag
 
 
 class LargeStage2(SampleStage2):
@@ -183,9 +181,9 @@ class LargeStage2(SampleStage2):
     without (n, K) arrays (:meth:`LargeStage2.reward_at`)."""
 
     def __init__(self, fqe, normalization, policy, g_fn, n_actions, max_bytes=DENSE_LIMIT_BYTES,
-                 random_state=None):
+                 random_state=None, proposal=None):
         super().__init__(fqe, normalization, policy, g_fn, n_actions)
-        self.max_bytes, self.random_state = max_bytes, random_state
+        self.max_bytes, self.random_state, self.proposal = max_bytes, random_state, proposal
 
     def reward_at(self, states, codes) -> np.ndarray:
         """``r(s_i, a_i) = Q(s_i, a_i) - (mu Q)(s_i) + g(s_i)``, shape (n,), from ``u`` and the
@@ -197,7 +195,7 @@ class LargeStage2(SampleStage2):
         if codes.shape != (n,):
             raise ValueError(f"actions has {codes.shape[0]} entries but states has {n} rows")
         w = reference_columns(self.normalization, self.policy, states, self.n_actions, random_state=self.random_state,
-                              max_bytes=self.max_bytes, proposal=getattr(self, "proposal", None),
+                              max_bytes=self.max_bytes, proposal=self.proposal,
                               exact_pairs=EXACT_READ_PAIRS)
         model, g = self.fqe.model_, self.g(states)
         q_at, mu_q = model.predict_q_at(states, codes), column_mu_sum(model, states, w, model.block_size)

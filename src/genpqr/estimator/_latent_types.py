@@ -1,8 +1,11 @@
 r"""Latent agent types for :class:`genpqr.GenPQR` (``n_types=M``): a finite mixture over episodes
-estimated by EM over conditional choice probabilities (Arcidiacono and Miller 2011).
+estimated by EM over conditional choice probabilities (Arcidiacono and Miller 2011). The EM's
+knobs are a :class:`~genpqr.estimator.TypeOptions` (``GenPQR(types=...)``); :class:`TypesPath` is
+the strategy ``GenPQR.fit`` chooses when ``n_types > 1``, returning a
+:class:`~genpqr.estimator.FittedState` whose ``types`` part holds the mixture.
 
 Every episode ``e`` belongs to one of ``M`` types for all its rows. Type ``m`` has its own stage 1
-``pi_m(a|s)`` (and, with ``type_specific_transitions``, its own ``P_m(s'|s, a)``), and so its
+``pi_m(a|s)`` (and, with ``specific_transitions``, its own ``P_m(s'|s, a)``), and so its
 own ``Q_m`` and reward ``r_m = Q_m - mu Q_m + g``. With ``q[e, m]`` the posterior probability
 that episode ``e`` is of type ``m``:
 
@@ -15,7 +18,7 @@ that episode ``e`` is of type ``m``:
 
 Stage 2 does not enter the likelihood, so it is solved once per type at the converged weights
 (:func:`fit_type_models`): the same answer as solving it at every M-step. Starts: k-means on the
-episodes' action frequencies, then random Dirichlet posteriors (``n_em_starts`` in all, drawn
+episodes' action frequencies, then random Dirichlet posteriors (``n_starts`` in all, drawn
 from ``random_state``); the start with the highest log likelihood is kept.
 """
 
@@ -26,13 +29,16 @@ import warnings
 
 import numpy as np
 
-from ..data.validation import clone_learner as clone, seed_from
+from ..data.validation import check_gamma, seed_from
 from ..exceptions import LatentTypeWarning
 from ..stage1 import (SEPARATION_WARN, episode_codes, fit_policy, latent_type_warnings, mixing_log_prior,
                       separation_share, type_posteriors, type_row_weights)
 from .. import stage2 as tabular
+from ._estimator_finite import FinitePath
+from ._options import TypeOptions, check_n_types, options, q_model_kind
+from ._state import FittedState, TypesState
 
-__all__ = ["LatentTypeWarning", "TypeFit", "fit_latent_types", "fit_type_models", "type_loglik_terms",
+__all__ = ["LatentTypeWarning", "TypeFit", "TypesPath", "fit_type_models", "type_loglik_terms",
            "ccp_parameter_count", "information_criteria", "type_criteria", "type_warnings", "SEPARATION_WARN"]
 
 @dataclasses.dataclass
@@ -64,11 +70,10 @@ def _stage1_learner(estimator, data):
     one-type fit on the pooled data (exact path: :func:`genpqr.stage1.choose_tabular_policy`)."""
     if estimator.policy_prefit:
         raise ValueError("n_types > 1 refits stage 1 per type: policy_prefit must be False")
-    one = _template(estimator)
-    if one._exact:
-        one.n_states_ = one._infer_n_states(data)
-    learner, choice = one._first_stage(data)
-    return learner, choice, (one.n_states_ if one._exact else None)
+    path = FinitePath(_template(estimator))
+    n_states = path.infer_n_states(data) if path.exact else None
+    learner, choice = path.first_stage(data, n_states)
+    return learner, choice, n_states
 
 
 def _weighted(data, base, row_weight):
@@ -114,14 +119,15 @@ def type_loglik_terms(policies, data, kernels=None) -> np.ndarray:
 
 
 def _covariates(estimator, data, labels, codes):
-    """The mixing covariates (n_episodes, d) or None: ``type_covariates`` as an array aligned with
-    the sorted episode labels, or ``"initial_state"`` (each episode's first row's state)."""
-    z = estimator.type_covariates
+    """The mixing covariates (n_episodes, d) or None: ``TypeOptions.covariates`` as an array aligned
+    with the sorted episode labels, or ``"initial_state"`` (each episode's first row's state)."""
+    z = options(estimator.types, TypeOptions, "types").covariates
     if z is None:
         return None
     if isinstance(z, str):
         if z != "initial_state":
-            raise ValueError(f"type_covariates must be None, 'initial_state' or an array (n_episodes, d), got {z!r}")
+            raise ValueError(f"TypeOptions covariates must be None, 'initial_state' or an array (n_episodes, d), got "
+                             f"{z!r}")
         time = np.arange(data.n) if data.timesteps is None else np.asarray(data.timesteps)
         order = np.lexsort((time, codes))  # by episode, then time: each episode's first row leads its block
         first = order[np.searchsorted(codes[order], np.arange(labels.size))]
@@ -129,8 +135,8 @@ def _covariates(estimator, data, labels, codes):
     z = np.asarray(z, dtype=np.float64)
     z = z[:, None] if z.ndim == 1 else z
     if z.shape[0] != labels.size:
-        raise ValueError(f"type_covariates has {z.shape[0]} rows but the data has {labels.size} episodes (one row "
-                         f"per episode, in the order of the sorted episode ids)")
+        raise ValueError(f"TypeOptions covariates has {z.shape[0]} rows but the data has {labels.size} episodes (one "
+                         f"row per episode, in the order of the sorted episode ids)")
     return z
 
 
@@ -156,7 +162,7 @@ def _em_step(estimator, learner, data, base, codes, q, z, n_states, seed):
     policies = [fit_policy(learner, _weighted(data, base, rows[:, m]), clip=estimator.clip, random_state=seed)
                 for m in range(q.shape[1])]
     kernels = None
-    if estimator.type_specific_transitions:
+    if options(estimator.types, TypeOptions, "types").specific_transitions:
         kernels = [_type_kernel(data, n_states, data.n_actions, base * rows[:, m]) for m in range(q.shape[1])]
     log_prior, coef = mixing_log_prior(q, z)
     posterior = type_posteriors(type_loglik_terms(policies, data, kernels), codes, log_prior)
@@ -164,34 +170,33 @@ def _em_step(estimator, learner, data, base, codes, q, z, n_states, seed):
 
 
 def _run_em(estimator, learner, data, base, codes, q, z, n_states, seed) -> TypeFit:
+    opts = options(estimator.types, TypeOptions, "types")
     loglik, converged, it = -np.inf, False, 0
-    for it in range(1, int(estimator.max_em_iter) + 1):
+    for it in range(1, int(opts.max_iter) + 1):
         policies, kernels, log_prior, coef, post = _em_step(estimator, learner, data, base, codes, q, z, n_states,
                                                             seed)
         fit_weights, q = q, post.weights
         change, loglik = post.loglik - loglik, post.loglik
-        if abs(change) <= estimator.em_tol * max(1.0, abs(loglik)):
+        if abs(change) <= opts.tol * max(1.0, abs(loglik)):
             converged = True
             break
     return TypeFit(policies, kernels, fit_weights, q, log_prior, coef, loglik, it, converged)
 
 
 def _check_parameters(estimator, data):
-    M = estimator.n_types
-    if not isinstance(M, (int, np.integer)) or M < 1:
-        raise ValueError(f"n_types must be an int >= 1, got {M!r}")
+    M, opts = check_n_types(estimator.n_types), options(estimator.types, TypeOptions, "types")
     if not data.is_finite:
         raise NotImplementedError("n_types > 1 is implemented for finite actions")
-    if estimator.type_specific_transitions and (not estimator._exact or
-                                                 not tabular.is_estimated_spec(estimator.transition_model)):
-        raise ValueError("type_specific_transitions=True needs tabular states (q_model='exact') and no given "
+    exact = q_model_kind(estimator.q_model) == "exact"
+    if opts.specific_transitions and (not exact or not tabular.is_estimated_spec(estimator.transition_model)):
+        raise ValueError("TypeOptions(specific_transitions=True) needs tabular states (q_model='exact') and no given "
                          "transition_model: each type's kernel is estimated from its weighted transition counts")
-    for name in ("max_em_iter", "n_em_starts"):
-        value = getattr(estimator, name)
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if not (np.isscalar(estimator.em_tol) and estimator.em_tol >= 0):
-        raise ValueError(f"em_tol must be a number >= 0, got {estimator.em_tol!r}")
+    for name in ("max_iter", "n_starts"):
+        value = getattr(opts, name)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"TypeOptions {name} must be an int >= 1, got {value!r}")
+    if not (np.isscalar(opts.tol) and opts.tol >= 0):
+        raise ValueError(f"TypeOptions tol must be a number >= 0, got {opts.tol!r}")
     n_episodes = np.unique(data.episode_ids).size
     if n_episodes < M:
         raise ValueError(f"n_types={M} needs at least {M} episodes, the data has {n_episodes}")
@@ -199,14 +204,15 @@ def _check_parameters(estimator, data):
 
 def _type_models(estimator, data, q, learner, choice, n_states) -> list:
     """One-type fits per type with row weights ``w_i q[e(i), m]`` (on the exact path one kernel for
-    every type unless ``type_specific_transitions``: estimated from all rows, or the given
+    every type unless ``specific_transitions``: estimated from all rows, or the given
     ``transition_model``, a structured estimator evaluated once on all rows)."""
     _, codes = episode_codes(data.episode_ids)
     rows, base = type_row_weights(q, codes), data.weights
     params = _template(estimator, n_states).get_params(deep=False)
     params.update(policy_model=learner)
     given = estimator.transition_model
-    if estimator._exact and not estimator.type_specific_transitions:  # one kernel for all types, from all rows
+    specific = options(estimator.types, TypeOptions, "types").specific_transitions
+    if q_model_kind(estimator.q_model) == "exact" and not specific:  # one kernel for all types, from all rows
         if tabular.is_estimated_spec(given):  # "auto" chooses on every row (weighted rows keep the counts)
             model, _ = tabular.resolve_transition_model(given, data.with_next(), n_states,
                                                         random_state=seed_from(estimator.random_state))
@@ -214,23 +220,19 @@ def _type_models(estimator, data, q, learner, choice, n_states) -> list:
         elif callable(given):
             given = given(data.with_next(), n_states, data.n_actions)
         params.update(transition_model=given)
-    models = []
-    for m in range(q.shape[1]):
-        model = type(estimator)(**params).fit(_weighted(data, base, rows[:, m]))
-        model.first_stage_ = choice
-        models.append(model)
-    return models
+    return [type(estimator)(**params).fit(_weighted(data, base, rows[:, m]), first_stage=choice)
+            for m in range(q.shape[1])]
 
 
 def fit_type_models(estimator, data, type_weights) -> list:
-    """Fit each type's model at given episode weights: the M-step of :func:`fit_latent_types`
+    """Fit each type's model at given episode weights: the M-step of :class:`TypesPath`
     with the posteriors fixed (e.g. known types: one-hot rows).
 
     Parameters
     ----------
     estimator : GenPQR
         Its parameters define every type's fit (``n_types`` is ignored; the exact path's
-        transitions are pooled over types unless ``type_specific_transitions``).
+        transitions are pooled over types unless ``TypeOptions(specific_transitions=True)``).
     data : Transitions
     type_weights : array of shape (n_episodes, M)
         Non-negative weight of each episode (rows in the order of the sorted episode ids) in each
@@ -259,37 +261,39 @@ def _reordered(fit: TypeFit, z) -> TypeFit:
                                fit_weights=fit_weights, weights=weights, log_prior=log_prior, mixing_coef=coef)
 
 
-def fit_latent_types(estimator, data):
-    """``GenPQR(n_types=M).fit(data)``: EM over episodes (module docstring); returns ``estimator``
-    with the fitted attributes of the latent types set (see :class:`genpqr.GenPQR`)."""
-    _check_parameters(estimator, data)
-    labels, codes = episode_codes(data.episode_ids)
-    learner, choice, n_states = _stage1_learner(estimator, data)
-    z = _covariates(estimator, data, labels, codes)
-    seed = seed_from(estimator.random_state)
-    rng = np.random.default_rng(seed)
-    base = data.weights
-    runs = []
-    for start in range(int(estimator.n_em_starts)):
-        q0 = _initial_weights(data, codes, labels.size, int(estimator.n_types), start, rng)
-        runs.append(_run_em(estimator, learner, data, base, codes, q0, z, n_states, seed))
-    best = _reordered(max(runs, key=lambda r: r.loglik), z)
-    estimator.em_start_logliks_ = [float(r.loglik) for r in runs]
-    estimator.type_models_ = _type_models(estimator, data, best.fit_weights, learner, choice, n_states)
-    estimator.type_episodes_, estimator.type_weights_ = labels, best.weights
-    prior = np.broadcast_to(np.exp(best.log_prior), best.weights.shape)
-    estimator.type_proportions_ = prior.mean(axis=0)
-    estimator.type_mixing_coef_ = best.mixing_coef
-    estimator.loglik_, estimator.n_em_iter_, estimator.em_converged_ = float(best.loglik), best.n_iter, best.converged
-    estimator.n_params_ = _parameter_count(estimator, best, data, z)
-    estimator.aic_, estimator.bic_ = information_criteria(estimator.loglik_, estimator.n_params_, labels.size)
-    estimator.type_separation_ = separation_share(best.weights, best.log_prior)
-    estimator.first_stage_, estimator.training_data_ = choice, data
-    estimator.encoder_ = estimator.action_space_ = data.encoder
-    estimator.n_actions_, estimator.state_dim_ = data.n_actions, data.state_dim
-    estimator.data_fingerprint_ = data.fingerprint()
-    _warn_types(estimator, best.log_prior)
-    return estimator
+class TypesPath:
+    """The fit with latent types of a :class:`genpqr.GenPQR` (``estimator``: read, never written):
+    EM over episodes (module docstring), then one one-type fit per type."""
+
+    def __init__(self, estimator):
+        self.est = estimator
+
+    def fit(self, data, first_stage=None) -> FittedState:
+        est = self.est
+        _check_parameters(est, data)
+        opts = options(est.types, TypeOptions, "types")
+        labels, codes = episode_codes(data.episode_ids)
+        learner, choice, n_states = _stage1_learner(est, data)
+        z = _covariates(est, data, labels, codes)
+        seed = seed_from(est.random_state)
+        rng = np.random.default_rng(seed)
+        runs = [_run_em(est, learner, data, data.weights, codes,
+                        _initial_weights(data, codes, labels.size, int(est.n_types), start, rng), z, n_states, seed)
+                for start in range(int(opts.n_starts))]
+        best = _reordered(max(runs, key=lambda r: r.loglik), z)
+        n_params = _parameter_count(best, data, z)
+        aic, bic = information_criteria(float(best.loglik), n_params, labels.size)
+        prior = np.broadcast_to(np.exp(best.log_prior), best.weights.shape)
+        types = TypesState(
+            type_models=_type_models(est, data, best.fit_weights, learner, choice, n_states), type_episodes=labels,
+            type_weights=best.weights, type_proportions=prior.mean(axis=0), type_mixing_coef=best.mixing_coef,
+            loglik=float(best.loglik), n_em_iter=best.n_iter, em_converged=best.converged, n_params=n_params,
+            aic=aic, bic=bic, type_separation=separation_share(best.weights, best.log_prior),
+            em_start_logliks=[float(r.loglik) for r in runs])
+        _warn_types(types, best.log_prior, opts)
+        return FittedState(gamma=check_gamma(est.gamma), action_space=data.encoder, state_dim=data.state_dim,
+                           first_stage=choice if first_stage is None else first_stage, training_data=data,
+                           data_fingerprint=data.fingerprint(), types=types)
 
 
 def _linear_coef(model):
@@ -340,7 +344,7 @@ def _transition_parameter_count(data) -> int:
     return int(distinct.shape[0] - np.unique(distinct[:, 0]).size)
 
 
-def _parameter_count(estimator, fit: TypeFit, data, z) -> int | None:
+def _parameter_count(fit: TypeFit, data, z) -> int | None:
     counts = [ccp_parameter_count(p, data) for p in fit.policies]
     if any(c is None for c in counts):
         return None
@@ -371,12 +375,12 @@ def type_warnings(type_weights, log_prior) -> list[str]:
     return latent_type_warnings(type_weights, log_prior, REWARDS_IN_DOUBT)
 
 
-def _warn_types(estimator, log_prior):
-    messages = type_warnings(estimator.type_weights_, log_prior)
-    if not estimator.em_converged_:
-        messages.append(f"EM stopped after max_em_iter={estimator.max_em_iter} iterations without reaching "
-                        f"em_tol={estimator.em_tol:g}: loglik_, type_weights_ and the per-type rewards are not at a "
-                        f"fixed point; raise max_em_iter")
+def _warn_types(types: TypesState, log_prior, opts):
+    messages = type_warnings(types.type_weights, log_prior)
+    if not types.em_converged:
+        messages.append(f"EM stopped after max_iter={opts.max_iter} iterations (TypeOptions) without reaching "
+                        f"tol={opts.tol:g}: loglik_, type_weights_ and the per-type rewards are not at a fixed point; "
+                        f"raise TypeOptions(max_iter=...)")
     for message in messages:
         warnings.warn(message, LatentTypeWarning, stacklevel=4)
 
@@ -386,7 +390,7 @@ def type_criteria(model, data) -> dict:
     latent types, on one scale for choosing ``n_types``: with one type the choice log likelihood
     ``sum_i w_i log pi_hat(a_i|s_i)`` and the stage-1 parameters (:func:`ccp_parameter_count`);
     with types the fitted ``loglik_``, ``n_params_``, ``aic_``, ``bic_``. (With
-    ``type_specific_transitions`` the mixture's likelihood also holds the transitions: compare
+    ``specific_transitions`` the mixture's likelihood also holds the transitions: compare
     it with a one-type fit's choice and transition likelihood.)"""
     if hasattr(model, "type_models_"):
         return dict(loglik=model.loglik_, n_params=model.n_params_, aic=model.aic_, bic=model.bic_)

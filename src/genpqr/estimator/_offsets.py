@@ -1,10 +1,11 @@
-r"""Data-driven offsets ``g`` of a normalization ``mu r = g`` (finite actions; :mod:`genpqr.normalization`).
+r"""Data-driven offsets ``g`` of a normalization ``mu r = g`` (finite actions; :mod:`genpqr.normalization`),
+chosen by the offset's capabilities:
 
-* :class:`~genpqr.normalization.OutcomeOffset` (``behavior(g=None)``): ``g(s) = E[y | s]``,
-  regressed on every observed choice (:class:`RegressedOffset`), or on the exact path the state
-  means of ``y`` (:func:`state_means`);
-* :class:`~genpqr.normalization.ValueOffset`: ``g = h - gamma mu P h`` with ``(P h)(s, a)``
-  regressed per action (:class:`ValueTargetOffset`).
+* ``needs_outcomes`` (:class:`~genpqr.normalization.OutcomeOffset`, ``behavior(g=None)``):
+  ``g(s) = E[y | s]``, regressed on every observed choice (:class:`RegressedOffset`), or on the
+  exact path the state means of ``y`` (:func:`state_means`);
+* ``needs_transitions`` (:class:`~genpqr.normalization.ValueOffset`): ``g = h - gamma mu P h``
+  with ``(P h)(s, a)`` regressed per action (:class:`ValueTargetOffset`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, seed_from
-from ..normalization import FixedOffset, OutcomeOffset, ValueOffset
+from ..normalization import FixedOffset
 from ..stage2 import fit_regressor, make_q_model
 
 __all__ = ["RegressedOffset", "ValueTargetOffset", "default_regressor", "outcomes", "state_means", "fit_offset"]
@@ -69,11 +70,11 @@ def fit_offset(offset, choices, data, mu_fn, *, gamma, n_actions, offset_model=N
     ``choices``: every observed choice (for ``E[y|s]``); ``data``: the complete transitions
     (for ``P h``); ``mu_fn``: ``states -> mu(.|s)``; ``offset_model``: the regressor when the
     offset names none (default :func:`default_regressor`)."""
-    if isinstance(offset, OutcomeOffset):
+    if offset.needs_outcomes:
         model = clone(offset.regressor or offset_model or default_regressor(random_state))
         fit_regressor(model, choices.states, outcomes(choices), choices.sample_weight, slot="offset_model")
         return RegressedOffset(model)
-    if isinstance(offset, ValueOffset):
+    if offset.needs_transitions:
         return _fit_value_offset(offset, data, mu_fn, gamma, n_actions, offset_model, random_state)
     return offset
 

@@ -24,6 +24,7 @@ What a saved model still pickles, and why: :func:`pickled_parts` and
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 from ..messages import Mention, Message
 
@@ -37,19 +38,18 @@ MODEL_FILE = "model.joblib"
 
 def without_data(model):
     """A shallow copy of a fitted model without its per-row training data (``model`` is not
-    modified)."""
-    slim = copy.copy(model)
-    slim.__dict__.pop("training_data_", None)
-    policy = getattr(slim, "policy_", None)
+    modified): the fitted state without ``training_data``, the fold of every training row and
+    the exact path's fold models (their out-of-fold diagnostics are computed), per type too."""
+    state = model.fitted_
+    policy = state.policy
     if getattr(policy, "fold_of_row", None) is not None:
-        slim.policy_ = copy.copy(policy)
-        slim.policy_.fold_of_row = None
-    if getattr(slim, "policy_folds_", None) is not None:  # the exact path's out-of-fold diagnostics, computed
-        slim.policy_folds_ = None
-    if getattr(slim, "type_models_", None) is not None:  # latent types: one fitted model per type
-        slim.type_models_ = [without_data(m) for m in slim.type_models_]
-    slim.saved_without_data_ = True
-    return slim
+        policy = copy.copy(policy)
+        policy.fold_of_row = None
+    types = state.types
+    if types is not None:  # latent types: one fitted model per type
+        types = dataclasses.replace(types, type_models=[without_data(m) for m in types.type_models])
+    return model._fitted_copy(state.replace(training_data=None, policy=policy, policy_folds=None, types=types,
+                                            saved_without_data=True))
 
 
 def require_data(model, what: str) -> None:
@@ -82,6 +82,9 @@ def read_model(path, *, trusted: bool = False):
 
     Raises
     ------
+    genpqr.exceptions.ModelFormatError
+        A model of another genpqr's format (saved before the fitted state was one object, or
+        naming classes that are gone): refit it.
     genpqr.exceptions.UntrustedFileError
         Not signed by genpqr under this user's key, and ``trusted`` is False (nothing has run).
     genpqr.exceptions.IntegrityError
@@ -104,8 +107,9 @@ def read_model(path, *, trusted: bool = False):
 
 
 def pickled_parts(model, *, include_data: bool = False):
-    """What a saved model pickles, measured: one row per attribute of the saved object, and a
-    last row ``"(all)"`` for the whole.
+    """What a saved model pickles, measured: one row per parameter and per field of its fitted
+    state (named as the attribute that reads it: ``policy_``, ``stage2_``, ...), and a last row
+    ``"(all)"`` for the whole.
 
     Columns: ``attribute``, ``type``, ``array_bytes`` (numeric arrays and torch tensors, which
     a non-executing format such as ``.npz`` or a ``weights_only`` state dict could hold),
@@ -118,8 +122,10 @@ def pickled_parts(model, *, include_data: bool = False):
     import pandas as pd
 
     obj = model if include_data else without_data(model)
+    params = [(k, v) for k, v in vars(obj).items() if k != "fitted_"]
+    fields = [(f"{f.name}_", getattr(obj.fitted_, f.name)) for f in dataclasses.fields(obj.fitted_)]
     rows = []
-    for name, value in [*vars(obj).items(), ("(all)", obj)]:
+    for name, value in [*params, *[(k, v) for k, v in fields if v is not None], ("(all)", obj)]:
         arrays, rest, classes = _measure(value)
         rows.append(dict(attribute=name, type=type(value).__name__, array_bytes=arrays, object_bytes=rest,
                          classes=", ".join(sorted(classes))))

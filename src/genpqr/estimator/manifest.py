@@ -263,15 +263,32 @@ def read_signed(path, *, holds: str, trusted: bool = False, sha256: str | None =
 
 
 def _unpickle(path, payload):
-    """joblib.load of trusted bytes; any failure is an IntegrityError naming the file."""
+    """joblib.load of trusted bytes; a file of another genpqr's format (an object refusing its
+    format, or a pickle naming a genpqr class or module that is gone) is a one-line
+    :class:`~genpqr.exceptions.ModelFormatError` naming the file; any other failure an
+    IntegrityError naming the file."""
     import joblib
+
+    from ..exceptions import ModelFormatError
 
     try:
         return joblib.load(io.BytesIO(payload))
+    except ModelFormatError as exc:
+        raise ModelFormatError(f"{path}: {exc}") from None
+    except (AttributeError, ImportError) as exc:
+        if "genpqr" not in str(exc):
+            raise IntegrityError(_unreadable(path, exc)) from None
+        raise ModelFormatError(f"{path} was saved by another version of genpqr (it names "
+                               f"{' '.join(str(exc).split())[:120]}); refit it with this version (GenPQR(...).fit"
+                               f"(data), or genpqr fit) and save it again") from None
     except Exception as exc:  # noqa: BLE001  (a damaged pickle fails in any way)
-        text = " ".join(str(exc).split())[:200]
-        raise IntegrityError(f"{path} could not be read as a saved genpqr object ({type(exc).__name__}: {text}); "
-                             "it is damaged, is not a genpqr file, or needs modules this environment lacks") from None
+        raise IntegrityError(_unreadable(path, exc)) from None
+
+
+def _unreadable(path, exc) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return (f"{path} could not be read as a saved genpqr object ({type(exc).__name__}: {text}); it is damaged, is "
+            "not a genpqr file, or needs modules this environment lacks")
 
 
 # ================================================================================== folders

@@ -9,7 +9,6 @@ full sample); replicates run in parallel with joblib and show a progress bar.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Callable
 
@@ -117,31 +116,15 @@ def check_exact(model) -> None:
                          "(GenPQR(q_model='exact'), genpqr fit in tabular mode): the kernel must be a table")
 
 
-def resolved(model, log_policy, normalization, kernel, counts):
-    """A shallow copy of an exact-path ``model`` whose ``stage2_`` is re-solved with the given
-    ``u`` (S, K), normalization and kernel (:func:`genpqr.stage2.recover_reward`)."""
-    from ..normalization import FixedOffset, Normalization, OutcomeOffset
-    from ..stage2 import ExactStage2, recover_reward
-
-    old = model.stage2_.recovery
-    if isinstance(normalization.g, OutcomeOffset):  # the fit's E[y|s], as solved
-        normalization = Normalization(normalization.mu, FixedOffset(old.g), normalization.name)
-    recovery = recover_reward(log_policy, kernel, model.gamma_, normalization, solver=model.solver)
-    new = copy.copy(model)
-    new.stage2_ = ExactStage2(recovery, kernel, counts)
-    return new
-
-
 def replicate_parts(full, rep):
-    """``(policy model, transitions model)`` of one replicate ``rep`` against the full fit."""
+    """``(policy model, transitions model)`` of one replicate ``rep`` against the full fit: the
+    replicate's stage 1 under the full sample's kernel, and the full sample's stage 1 under the
+    replicate's kernel (:meth:`genpqr.GenPQR.with_kernel`)."""
     if rep.stage2_.recovery.reward.shape != full.stage2_.recovery.reward.shape:
         raise ValueError(f"a replicate has {rep.stage2_.recovery.reward.shape[0]} states but the full sample "
                          f"{full.stage2_.recovery.reward.shape[0]}; give n_states to the estimator")
-    policy = resolved(rep, rep.stage2_.recovery.log_policy, rep.normalization_, full.stage2_.kernel,
-                      rep.stage2_.counts)
-    moves = resolved(full, full.stage2_.recovery.log_policy, full.normalization_, rep.stage2_.kernel,
-                     full.stage2_.counts)
-    moves.transition_counts_ = getattr(rep, "transition_counts_", None)
+    policy = rep.with_kernel(full.stage2_.kernel)
+    moves = full.with_kernel(rep.stage2_.kernel, transition_counts=rep.transition_counts_)
     return policy, moves
 
 

@@ -36,9 +36,10 @@ import pandas as pd
 from ..evaluation import mean_ci, reward_correlation, reward_mse
 from .. import normalization as CN
 from ..actions import GaussLegendre, LinearGaussianDensity, MonteCarlo
-from ..estimator import GenPQR
+from ..estimator import ContinuousOptions, GenPQR
 from ..envs.lqg import make_lqg
 from ..models.neural_densities import MixtureDensityNetwork
+from ..stage2 import FQE
 
 __all__ = ["run_continuous_experiment", "run_discretization_check", "write_report", "write_outputs", "METHODS",
            "NORMALIZATIONS", "KIND"]
@@ -127,8 +128,8 @@ def _fit_one(problem, data, norm, norm_name, method, seed, n, eval_s, eval_a, tr
     """One run of :func:`run_continuous_experiment`: fit, evaluate, and the result row."""
     policy, prefit = _policy(method, problem, seed)
     est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=policy, policy_prefit=prefit,
-                 q_model=_q_model(), integration=MonteCarlo(n_samples, readoff_samples=readoff_samples),
-                 n_iterations=500, tol=1e-6, random_state=seed)
+                 q_model=FQE(_q_model(), n_iterations=500, tol=1e-6), random_state=seed,
+                 continuous=ContinuousOptions(integration=MonteCarlo(n_samples, readoff_samples=readoff_samples)))
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -169,11 +170,10 @@ def run_discretization_check(n_actions=(11, 21, 41, 81), out_dir=None, degree=20
     data = problem.exact_design(24)
     rows = []
     for name, norm in (("uniform", CN.uniform()), ("anchor", CN.point_anchor(0.0))):
-        est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(),
-                     policy_prefit=True,
-                     q_model=make_pipeline(StateActionBasis(problem.n_states, degree),
-                                           LinearRegression(fit_intercept=False)),
-                     integration=GaussLegendre(48), n_iterations=1000, tol=1e-13).fit(data)
+        est = GenPQR(normalization=norm, gamma=problem.gamma, policy_model=problem.policy_density(), policy_prefit=True,
+                     q_model=FQE(make_pipeline(StateActionBasis(problem.n_states, degree),
+                                               LinearRegression(fit_intercept=False)), n_iterations=1000, tol=1e-13),
+                     continuous=ContinuousOptions(integration=GaussLegendre(48))).fit(data)
         truth = problem.normalized_reward(norm)
         for K in n_actions:
             log_policy, P, grid = problem.discretized(K)

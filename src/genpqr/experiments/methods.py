@@ -205,10 +205,12 @@ def layer_tuples(kwargs: dict) -> dict:
 
 def _genpqr(data, seed, options, q_model):
     from ..estimator import GenPQR
+    from ..stage2 import FQE
 
+    fqe = options.get("fqe")  # FQE's settings (iterations, tolerance, early stopping, structure)
     return GenPQR(normalization=anchor_normalization(), gamma=GAMMA, policy_model=stage1_model(data, seed, options),
-                  q_model=q_model, clip=PAPER_CLIP, random_state=seed, progress=False,
-                  **options.get("fqe", {}))
+                  q_model=FQE(q_model, **fqe) if fqe else q_model, clip=PAPER_CLIP, random_state=seed,
+                  progress=False)
 
 
 def updates_schedule(q_options: dict, n_rows: int) -> dict:

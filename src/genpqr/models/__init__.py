@@ -26,6 +26,13 @@ defaults live in :mod:`genpqr.actions`, as the core's default classifier of cont
 LightGBM load only when a model from here is used.
 """
 
-from .two_tower import TwoTowerClassifier
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+from ..lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from .two_tower import TwoTowerClassifier
 
 __all__ = ["TwoTowerClassifier"]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)

@@ -65,9 +65,16 @@ def _state_index(states, n_rows: int, name: str) -> np.ndarray:
 
 # =============================================================================== mu
 class ActionWeights:
-    """Reference distribution ``mu(.|s)`` over actions."""
+    """Reference distribution ``mu(.|s)`` over actions.
+
+    Capabilities (class attributes the estimator asks instead of testing classes):
+    ``needs_policy`` (``mu`` is read off the fitted policy, ``mu = pi``), ``is_point_mass``
+    (all of ``mu(.|s)`` on one action per state: :meth:`point_columns` gives those columns),
+    ``is_uniform`` (``mu = 1/K``, the mean-zero weights)."""
 
     needs_policy = False
+    is_point_mass = False
+    is_uniform = False
 
     def bind(self, encode: Callable) -> "ActionWeights":
         """A copy whose action labels are mapped to codes by ``encode(labels, name)``."""
@@ -80,6 +87,11 @@ class ActionWeights:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def point_columns(self, states, n_actions: int) -> tuple:
+        """A point mass's ``(columns (c,), values (n, c))``: the codes it puts mass on and the
+        one-hot weights of each state over them (``mu`` without an (n, K) array)."""
+        raise TypeError(f"{type(self).__name__} is not a point mass")
+
 
 @dataclass(frozen=True)
 class AnchorWeights(ActionWeights):
@@ -87,6 +99,7 @@ class AnchorWeights(ActionWeights):
 
     action: object
     label: object = field(default=None, compare=False)
+    is_point_mass = True
 
     def bind(self, encode):
         code = int(np.asarray(encode(np.asarray([self.action]), "anchor action"))[0])
@@ -101,6 +114,9 @@ class AnchorWeights(ActionWeights):
     def describe(self):
         return f"anchor action {self.action if self.label is None else plain(self.label)!r}"
 
+    def point_columns(self, states, n_actions):
+        return np.array([_check_code(self.action, n_actions, "anchor action")]), np.ones((len(states), 1))
+
 
 @dataclass(frozen=True)
 class StateAnchorWeights(ActionWeights):
@@ -109,13 +125,15 @@ class StateAnchorWeights(ActionWeights):
 
     actions: object
     _encode: Callable | None = field(default=None, compare=False)
+    is_point_mass = True
 
     def bind(self, encode):
         if callable(self.actions):
             return replace(self, _encode=encode)
         return replace(self, actions=np.asarray(encode(np.asarray(self.actions), "state anchor actions")))
 
-    def probabilities(self, states, n_actions, policy_proba=None):
+    def codes(self, states, n_actions: int) -> np.ndarray:
+        """The anchor's code at each state, shape (n,)."""
         n = len(states)
         if callable(self.actions):
             labels = np.asarray(self.actions(states))
@@ -128,12 +146,21 @@ class StateAnchorWeights(ActionWeights):
         codes = codes.astype(np.int64)
         if codes.size and (codes.min() < 0 or codes.max() >= n_actions):
             raise ValueError(f"state anchor actions must be action codes in [0, {n_actions})")
-        mu = np.zeros((n, n_actions))
-        mu[np.arange(n), codes] = 1.0
+        return codes
+
+    def probabilities(self, states, n_actions, policy_proba=None):
+        codes = self.codes(states, n_actions)
+        mu = np.zeros((codes.size, n_actions))
+        mu[np.arange(codes.size), codes] = 1.0
         return mu
 
     def describe(self):
         return "state-dependent anchor a(s)"
+
+    def point_columns(self, states, n_actions):
+        codes = self.codes(states, n_actions)
+        columns = np.unique(codes)
+        return columns, (codes[:, None] == columns[None, :]).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -142,6 +169,10 @@ class FixedWeights(ActionWeights):
     callable ``states -> (n, K)``, or ``None`` for uniform weights (mean-zero reward)."""
 
     weights: object = None
+
+    @property
+    def is_uniform(self) -> bool:
+        return self.weights is None
 
     def __post_init__(self):
         if self.weights is not None and not callable(self.weights):
@@ -196,11 +227,17 @@ def _check_code(code, n_actions, name):
 
 # =============================================================================== g
 class Offset:
-    """The anchor function ``g(s)``."""
+    """The anchor function ``g(s)``.
+
+    Capabilities: ``needs_outcomes`` (``g = E[y|s]`` is estimated from the data's outcomes),
+    ``needs_transitions`` (``g`` involves ``P``, a value target); :meth:`fixed` when neither."""
+
+    needs_outcomes = False
+    needs_transitions = False
 
     def fixed(self) -> bool:
         """True when ``g`` needs neither transitions nor data."""
-        return True
+        return not (self.needs_outcomes or self.needs_transitions)
 
     def __call__(self, states: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -249,9 +286,7 @@ class ValueOffset(Offset):
 
     h: object
     regressor: object = None
-
-    def fixed(self):
-        return False
+    needs_transitions = True
 
     def describe(self):
         return "value target V^mu_r = h"
@@ -263,9 +298,7 @@ class OutcomeOffset(Offset):
     ``regressor`` (default gradient boosting) or by per-state means for tabular states."""
 
     regressor: object = None
-
-    def fixed(self):
-        return False
+    needs_outcomes = True
 
     def describe(self):
         return "g(s) = E[outcome | s]"

@@ -45,16 +45,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import ActionEncoder
+from ..estimator import FittedState, fqe_spec, q_model_kind
 from ._distributed_fqe import check_boosted, fit_boosted_fqe, is_boosted_q_model
-from ._stream import DEFAULT_CHUNK_ROWS, ParquetSource, as_source, scan_row_groups
-from ._stream_fit import DEFAULT_SAMPLE_ROWS, check_sample_rows
-from ._stream_stats import (RowDraws, add_parts, bellman_chunk, choice_frame, clip_pass, concatenate_chunks, lstd_pass,
-                            row_count_pass, sample_pass, tabular_pass)
-from ._stream_steps import (clone_estimator, closed_form_model, finish_closed_form, path_kind, resolve_clip,
-                            sample_policy, start)
-from ._stream_tabular import check_tabular, fit_counts
+from ._fit import (DEFAULT_SAMPLE_ROWS, check_out_of_core, check_sample_rows, check_tabular, clone_estimator,
+                   closed_form_model, finish_closed_form, fit_counts, resolve_clip, sample_policy, start)
+from ._scan import DEFAULT_CHUNK_ROWS, ParquetSource, as_source, scan_row_groups
+from ._statistics import (RowDraws, add_parts, bellman_chunk, choice_frame, clip_pass, concatenate_chunks, lstd_pass,
+                          row_count_pass, sample_pass, tabular_pass)
 
-__all__ = ["fit_dask", "plan_partitions", "POLICIES"]
+__all__ = ["fit_dask", "DaskFit", "plan_partitions", "POLICIES"]
 
 #: Stage-1 choices of :func:`fit_dask`.
 POLICIES = ("sample", "lightgbm")
@@ -106,23 +105,43 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
         the in-memory FQE algorithm with LightGBM's data-parallel trees (see
         :mod:`genpqr.scale`).
     """
-    est, kind = _check_arguments(estimator, client, sample_rows, policy)
+    est, _ = _check_arguments(estimator, client, sample_rows, policy)
     source = as_source(path, episode=episode, time=time, state=state, action=action, terminated=terminated,
                        truncated=truncated, chunk_rows=chunk_rows, keep_last=keep_last, time_gaps=time_gaps)
-    cluster = _Cluster(client, progress)
-    partitions, labels = plan_partitions(source, client, npartitions, progress=progress)
-    labels = labels if action_labels is None else np.asarray(action_labels)
-    if source.expected_step is None:  # the validation pass, per partition (see genpqr.scale.ParquetSource.scan)
-        source.adopt(cluster.map_reduce(_scan_task, partitions, "checking", source=source))
-    start(est, ActionEncoder(labels), len(source.state))
-    if kind == "exact":
-        check_tabular(est)
-        counts = cluster.map_reduce(tabular_pass, partitions, "counting", source=source, labels=labels,
-                                    n_states=est.n_states)
-        if counts is None:
-            raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
-        return fit_counts(est, counts if est.n_states is None else counts.resized(int(est.n_states)))
-    return _fit_sampled(est, source, cluster, partitions, int(sample_rows), policy, lightgbm_params, kind == "fqe")
+    return est.fit(DaskFit(source, client, action_labels=action_labels, sample_rows=sample_rows,
+                           npartitions=npartitions, policy=policy, lightgbm_params=lightgbm_params, progress=progress))
+
+
+class DaskFit:
+    """The distributed fit of a :class:`genpqr.GenPQR` (what :func:`fit_dask` runs):
+    ``GenPQR(...).fit(DaskFit(source, client))`` runs :meth:`fit_state`. Parameters as in
+    :func:`fit_dask`."""
+
+    def __init__(self, source, client, *, action_labels=None, sample_rows: int = DEFAULT_SAMPLE_ROWS,
+                 npartitions: int | None = None, policy: str = "sample", lightgbm_params: dict | None = None,
+                 progress=None):
+        self.source, self.client, self.action_labels = source, client, action_labels
+        self.sample_rows, self.npartitions, self.policy = sample_rows, npartitions, policy
+        self.lightgbm_params, self.progress = lightgbm_params, progress
+
+    def fit_state(self, est) -> FittedState:
+        """The fitted state of ``est``'s parameters, the passes run by the cluster's workers."""
+        kind = _check_fit(est, self.client, self.sample_rows, self.policy)
+        source, cluster = self.source, _Cluster(self.client, self.progress)
+        partitions, labels = plan_partitions(source, self.client, self.npartitions, progress=self.progress)
+        labels = labels if self.action_labels is None else np.asarray(self.action_labels)
+        if source.expected_step is None:  # the validation pass, per partition (see genpqr.scale.ParquetSource.scan)
+            source.adopt(cluster.map_reduce(_scan_task, partitions, "checking", source=source))
+        begun = start(est, ActionEncoder(labels), len(source.state))
+        if kind == "exact":
+            check_tabular(begun)
+            counts = cluster.map_reduce(tabular_pass, partitions, "counting", source=source, labels=labels,
+                                        n_states=est.n_states)
+            if counts is None:
+                raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
+            return fit_counts(est, begun, counts if est.n_states is None else counts.resized(int(est.n_states)))
+        return _fit_sampled(est, begun, source, cluster, partitions, int(self.sample_rows), self.policy,
+                            self.lightgbm_params, kind == "fqe")
 
 
 def plan_partitions(source: ParquetSource, client, npartitions: int | None = None, progress=None) -> tuple:
@@ -138,35 +157,35 @@ def plan_partitions(source: ParquetSource, client, npartitions: int | None = Non
     return source.plan(groups, [s for _, s in scans]), labels
 
 
-def _fit_sampled(est, source, cluster, partitions, sample_rows, policy, lightgbm_params, fqe):
+def _fit_sampled(est, begun, source, cluster, partitions, sample_rows, policy, lightgbm_params, fqe):
     """Stage 1 (on the random sample, prefitted or by LightGBM), then the LSTD statistics or
     boosted FQE (``fqe``)."""
-    labels = est.encoder_.labels
+    labels = begun.encoder.labels
     common = dict(source=source, labels=labels)
     # boosted FQE needs the sample only to fit stage 1; the closed form also fits its features on it
     sample = None
     if not (fqe and (est.policy_prefit or policy == "lightgbm")):
-        sample = _sample(est, source, cluster, partitions, sample_rows)
+        sample = _sample(est, begun, source, cluster, partitions, sample_rows)
     if policy == "lightgbm":
-        fitted = _lightgbm_policy(est, cluster, source, partitions, lightgbm_params)
+        fitted = _lightgbm_policy(est, begun, cluster, source, partitions, lightgbm_params)
     else:
-        fitted = sample_policy(est, sample)
+        fitted = sample_policy(est, begun, sample)
     resolve_clip(fitted, est.clip, lambda: cluster.map_reduce(
         clip_pass, partitions, "policy clip", policy=cluster.scatter(fitted), **common).rule_inputs())
     if fqe:
-        return fit_boosted_fqe(est, cluster, partitions, source, fitted)
-    q_model = closed_form_model(est, sample, fitted)
+        return fit_boosted_fqe(est, begun, cluster, partitions, source, fitted)
+    q_model = closed_form_model(est, begun, sample, fitted)
     total = cluster.map_reduce(_lstd_task, partitions, "LSTD statistics", q_model=cluster.scatter(q_model),
-                               policy=cluster.scatter(fitted), normalization=est.normalization_, gamma=est.gamma_,
+                               policy=cluster.scatter(fitted), normalization=begun.normalization, gamma=begun.gamma,
                                **common)
     if total.statistics is not None:
-        _adopt_statistics(q_model, total.statistics, est, sample, fitted)
-    return finish_closed_form(est, q_model, fitted, total.summary)
+        _adopt_statistics(q_model, total.statistics, begun, sample, fitted)
+    return finish_closed_form(est, begun, q_model, fitted, total.summary)
 
 
-def _sample(est, source, cluster, partitions, sample_rows):
+def _sample(est, begun, source, cluster, partitions, sample_rows):
     """The streamed fit's stage-1 random sample, drawn partition by partition."""
-    common = dict(source=source, labels=est.encoder_.labels)
+    common = dict(source=source, labels=begun.encoder.labels)
     if source.keep_last:
         offsets = [p.offset for p in partitions]
     else:  # a dropped last choice is no row of the sample's stream: count the rows kept
@@ -181,15 +200,15 @@ def _sample(est, source, cluster, partitions, sample_rows):
     return concatenate_chunks(parts)
 
 
-def _adopt_statistics(q_model, statistics, est, sample, policy):
+def _adopt_statistics(q_model, statistics, begun, sample, policy):
     """Give the client's initialised ``q_model`` the statistics summed on the cluster: one
     sample transition through ``partial_fit`` sets its shapes, then ``statistics_`` is replaced."""
     row = sample.subset(np.flatnonzero(sample.next_observed)[:1])
-    q_model.partial_fit(bellman_chunk(row, policy, est.normalization_, est.normalization_.g, est.gamma_))
+    q_model.partial_fit(bellman_chunk(row, policy, begun.normalization, begun.normalization.g, begun.gamma))
     q_model.statistics_ = statistics
 
 
-def _lightgbm_policy(est, cluster, source, partitions, params):
+def _lightgbm_policy(est, begun, cluster, source, partitions, params):
     """Stage 1 by ``lightgbm.DaskLGBMClassifier`` on every choice of the partitions."""
     import dask.dataframe as dd
     import pandas as pd
@@ -202,12 +221,12 @@ def _lightgbm_policy(est, cluster, source, partitions, params):
     params.pop("n_jobs", None)  # LightGBM's Dask interface uses each worker's threads
     meta = pd.DataFrame({**{c: pd.Series(dtype="float64") for c in source.state},
                          "_genpqr_action": pd.Series(dtype="int64")})
-    frame = dd.from_map(choice_frame, list(partitions), source=source, labels=est.encoder_.labels, meta=meta,
+    frame = dd.from_map(choice_frame, list(partitions), source=source, labels=begun.encoder.labels, meta=meta,
                         enforce_metadata=False)
     frame = cluster.client.persist(frame)
     X, y = frame[list(source.state)].to_dask_array(), frame["_genpqr_action"].to_dask_array()
     model = DaskLGBMClassifier(client=cluster.client, **params).fit(X, y).to_local()
-    return FittedPolicy([model], None, est.n_actions_, (0.0, 1.0))
+    return FittedPolicy([model], None, begun.n_actions, (0.0, 1.0))
 
 
 # ============================================================================ the cluster
@@ -269,9 +288,15 @@ class _Cluster:
         return futures[0].result()
 
 
+def _boosted(est) -> bool:
+    return q_model_kind(est.q_model) == "fqe" and is_boosted_q_model(fqe_spec(est.q_model).regressor)
+
+
 def _check_arguments(estimator, client, sample_rows, policy) -> tuple:
     """``(est, kind)``: the estimator to fit and its path (``"exact"``, ``"lstd"`` or ``"fqe"``)."""
-    boosted = is_boosted_q_model(getattr(estimator, "q_model", None))
+    from ..estimator import GenPQR
+
+    boosted = isinstance(estimator, GenPQR) and _boosted(estimator)
     try:
         est = clone_estimator(estimator, fqe=boosted)
     except ValueError as exc:
@@ -280,17 +305,22 @@ def _check_arguments(estimator, client, sample_rows, policy) -> tuple:
         raise ValueError(f"{exc}. fit_dask also runs boosted FQE with q_model a genpqr.models.boosting."
                          "BoostedQModel (LightGBM's Dask interface); other FQE regressors are not "
                          "distributed") from None
+    return est, _check_fit(est, client, sample_rows, policy)
+
+
+def _check_fit(est, client, sample_rows, policy) -> str:
+    """The path of a distributed fit of ``est`` (``"exact"``, ``"lstd"`` or ``"fqe"``), its arguments checked."""
     check_sample_rows(sample_rows)
     _check_client(client)
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    kind = path_kind(est, fqe=boosted)
+    kind = check_out_of_core(est, fqe=_boosted(est))
     if kind == "fqe":
         check_boosted(est)
     if policy == "lightgbm" and (kind == "exact" or est.policy_prefit):
         raise ValueError("policy='lightgbm' fits stage 1 of the closed-form and boosted paths; the tabular path "
                          "uses cell frequencies and policy_prefit=True a given classifier")
-    return est, kind
+    return kind
 
 
 def _check_client(client) -> None:

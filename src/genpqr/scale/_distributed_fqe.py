@@ -50,10 +50,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..data.validation import as_float_array, seed_from
-from ._stream_stats import add_parts, bellman_chunk, chunk_choice_summary
+from ..estimator import fqe_spec
+from ._fit import StreamedFQE, check_actions, check_structure, finish_fqe
+from ._statistics import add_parts, bellman_chunk, chunk_choice_summary
 
 __all__ = ["BellmanBlock", "ClusterBoostedQ", "bellman_block_pass", "advance_block", "block_features",
-           "is_boosted_q_model", "lightgbm_regressor_params", "check_boosted", "fit_boosted_fqe"]
+           "is_boosted_q_model"]
 
 
 def is_boosted_q_model(q_model) -> bool:
@@ -90,10 +92,12 @@ def lightgbm_regressor_params(q_model) -> dict:
 
 
 def check_boosted(est) -> tuple:
-    """``(params, n_iterations)`` of the boosted path of ``est`` (ValueError naming a bad
-    parameter; ImportError without LightGBM's Dask interface), before any work on the cluster."""
-    params = lightgbm_regressor_params(est.q_model)
-    n_iter = est.n_iterations
+    """``(params, n_iterations)`` of the boosted path of ``est`` (its q_model a BoostedQModel, bare
+    or in an FQE; ValueError naming a bad parameter; ImportError without LightGBM's Dask
+    interface), before any work on the cluster."""
+    spec = fqe_spec(est.q_model)
+    params = lightgbm_regressor_params(spec.regressor)
+    n_iter = spec.n_iterations
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
         raise ValueError(f"n_iterations must be a positive int, got {n_iter!r}")
     try:
@@ -283,37 +287,34 @@ class ClusterBoostedQ:
 
 
 # ============================================================================ the loop (on the client)
-def fit_boosted_fqe(est, cluster, partitions, source, policy):
+def fit_boosted_fqe(est, begun, cluster, partitions, source, policy):
     """Stage 2 of ``est`` (q_model a BoostedQModel) by boosted FQE on the cluster; returns the
-    fitted ``est``. ``cluster`` holds the ``client`` and ``progress`` and gathers futures with a
-    progress bar (``gather(futures, desc)``); ``policy`` is the fitted stage 1 (clip resolved)."""
-    from ._stream_fqe import StreamedFQE, check_structure
-    from ._stream_steps import check_actions
-
+    fitted state. ``begun``: the fit's :class:`~genpqr.scale.Start`; ``cluster`` holds the
+    ``client`` and ``progress`` and gathers futures with a progress bar (``gather(futures,
+    desc)``); ``policy`` is the fitted stage 1 (clip resolved)."""
+    spec = fqe_spec(est.q_model)
     params, n_iter = check_boosted(est)
-    continuation = check_structure(est.structure)
-    est.policy_ = policy
-    blocks = _read_blocks(cluster.client, partitions, source=source, labels=est.encoder_.labels, policy=policy,
-                          normalization=est.normalization_, gamma=est.gamma_, continuation=continuation)
+    continuation = check_structure(spec.structure)
+    blocks = _read_blocks(cluster.client, partitions, source=source, labels=begun.encoder.labels, policy=policy,
+                          normalization=begun.normalization, gamma=begun.gamma, continuation=continuation)
     info = cluster.gather(cluster.client.map(block_info, blocks, pure=False), "FQE data")
     summary = None
     for _, _, part in info:
         summary = add_parts(summary, part)
     if summary is None:
         raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
-    check_actions(est, summary)
+    check_actions(est, begun, summary)
     lengths = [n for n, _, _ in info]
     blocks = [b for b, n in zip(blocks, lengths) if n]
     lengths = [n for n in lengths if n]
     if not blocks:
         raise ValueError("the data holds no complete transition (every episode is a single choice)")
-    loop = _Loop(cluster, blocks, lengths, est.state_dim_ + est.n_actions_)
-    threads = _prediction_threads(est.q_model)
-    boosters, history, mean_square, converged = loop.run(params, n_iter, est.tol, threads)
-    fqe = StreamedFQE(ClusterBoostedQ(boosters, est.n_actions_, est.state_dim_, threads), history, mean_square,
-                      converged, continuation, est.gamma_)
-    fqe.solver_name_ = "boosted fqe (dask)"
-    return _finish(est, fqe, summary)
+    loop = _Loop(cluster, blocks, lengths, begun.state_dim + begun.n_actions)
+    threads = _prediction_threads(spec.regressor)
+    boosters, history, mean_square, converged = loop.run(params, n_iter, spec.tol, threads)
+    fqe = StreamedFQE(ClusterBoostedQ(boosters, begun.n_actions, begun.state_dim, threads), history, mean_square,
+                      converged, continuation, begun.gamma, solver_name="boosted fqe (dask)")
+    return finish_fqe(est, begun, fqe, policy, summary)
 
 
 def _read_blocks(client, partitions, **kwargs) -> list:
@@ -386,19 +387,6 @@ class _Loop:
                 converged = True
                 break
         return boosters, history, mean_square, converged
-
-
-def _finish(est, fqe, summary):
-    """``est.stage2_`` and ``diagnostics_`` as the streamed FQE path (``stream_fit``) sets them."""
-    from ..stage2 import SampleStage2
-    from ._stream_steps import make_diagnostics
-
-    est.stage2_ = SampleStage2(fqe, est.normalization_, est.policy_, est.normalization_.g, est.n_actions_)
-    extra = dict(bellman_residuals=list(fqe.history_.bellman_residual),
-                 target_changes=list(fqe.history_.target_change), n_iterations=fqe.n_iter_,
-                 converged=fqe.converged_, solver=fqe.solver_name_)
-    est.diagnostics_ = make_diagnostics(est, summary, extra)
-    return est
 
 
 def _prediction_threads(q_model) -> int:

@@ -54,9 +54,6 @@ def is_auto(clip) -> bool:
     return isinstance(clip, str) and clip.strip().lower() == "auto"
 
 
-_check_clip, _is_auto = check_clip, is_auto  # former private names (imported by stream_fit, baselines)
-
-
 def clip_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> tuple[np.ndarray, np.ndarray]:
     """Clip probabilities (n, K) to ``[low, high]`` and renormalize each row.
 
@@ -66,7 +63,7 @@ def clip_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> tuple[np.ndarray, np.nda
     clipped : ndarray of bool, shape (n, K)
         Entries that hit a bound.
     """
-    low, high = _check_clip(clip)
+    low, high = check_clip(clip)
     clipped = (proba < low) | (proba > high)
     p = np.clip(proba, low, high)
     p = p / p.sum(axis=1, keepdims=True)
@@ -364,8 +361,8 @@ def fit_policy(classifier, transitions: Transitions, *, clip=DEFAULT_CLIP, cross
     with a ``progress`` parameter left at None gets this one).
     ``clip``: ``(low, high)``, ``None`` or ``"auto"`` (:mod:`genpqr.stage1`)."""
     classifier = forward_progress(bind_action_features(check_classifier(classifier), transitions), progress)
-    if not _is_auto(clip):
-        _check_clip(clip)
+    if not is_auto(clip):
+        check_clip(clip)
     X, y, K = transitions.states, transitions.actions, transitions.n_actions
     w = transitions.sample_weight
     if cross_fit is None:

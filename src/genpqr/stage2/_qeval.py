@@ -77,9 +77,6 @@ __all__ = ["FQE", "TabularQModel", "FQEHistory", "make_q_model", "STRUCTURES"]
 #: How the regressor enters the Q-function for continuous actions.
 STRUCTURES = ("continuation", "direct")
 
-#: Former private name of :func:`genpqr.stage2.warm_start_ok`.
-_warm_start_ok = warm_start_ok
-
 
 class FQE(BaseEstimator):
     """Fitted Q evaluation of ``Q^mu_{u-g}`` (paper, Algorithm 2).

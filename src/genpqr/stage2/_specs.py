@@ -3,7 +3,8 @@
 :data:`~genpqr.registry.CONTINUOUS_Q_MODELS` (``linear``, ``hgb``, ``mlp``) and
 :data:`~genpqr.registry.TRANSITION_MODELS` (``auto``, ``counts``, ``shrinkage``, ``lowrank``,
 ``classifier``, a kernel file), beside the classes they build. Q factories return
-:class:`genpqr.GenPQR` keyword arguments (``q_model`` with its iteration settings).
+``q_model`` with FQE's settings (iterations, tolerance, early stopping, encoding), which
+:func:`genpqr.app.build.q_model` makes one ``GenPQR(q_model=)``.
 
 Transition factories, by capability: :data:`~genpqr.registry.SELECTED` (``auto``) receive
 ``data``, ``n_states``, ``seed`` (and ``progress``, the comparison's bar) and return

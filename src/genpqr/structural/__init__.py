@@ -56,15 +56,22 @@ Layers (no import circles): ``checks``, ``identification``, ``summary`` < ``kern
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """
 
-from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_structural
-from .fit_checks import ProjectionWarning
-from .identification import Identification, IdentifiedCombination, identification
-from .results import LRTestResult, StructuralSummary, lr_test
-from .separation import Separation, find_separation
-from .types import LatentTypeWarning, TypedStructuralFit, estimate_types
-from .type_counterfactuals import type_counterfactuals, type_fit
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+
+from ..lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from .estimation import ESTIMATORS, StructuralFit, estimate_structural, fit_structural
+    from .fit_checks import ProjectionWarning
+    from .identification import Identification, IdentifiedCombination, identification
+    from .results import LRTestResult, StructuralSummary, lr_test
+    from .separation import Separation, find_separation
+    from .types import LatentTypeWarning, TypedStructuralFit, estimate_types
+    from .type_counterfactuals import type_counterfactuals, type_fit
 
 __all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
            "Separation", "find_separation", "ProjectionWarning", "Identification", "IdentifiedCombination",
            "identification", "estimate_types", "TypedStructuralFit", "LatentTypeWarning", "type_fit",
            "type_counterfactuals"]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)

@@ -156,12 +156,11 @@ class StructuralStep(BaseEstimator):
             Likelihood weights; default the visit counts of ``model.training_data_``.
         """
         from ..estimator import GenPQR
-        from ..stage2 import ExactStage2
 
         start = time.perf_counter()
         if not isinstance(model, GenPQR) or not hasattr(model, "stage2_"):
             raise TypeError(f"model must be a fitted genpqr.GenPQR, got {type(model).__name__}")
-        if not isinstance(model.stage2_, ExactStage2):
+        if not hasattr(model, "n_states_"):  # the exact tabular path's tables
             raise ValueError("StructuralStep needs GenPQR fitted with q_model='exact' (tabular states)")
         if self.method not in self._methods:
             raise ValueError(f"method must be one of {self._methods}, got {self.method!r}")

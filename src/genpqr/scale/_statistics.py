@@ -18,8 +18,9 @@ The *passes* read a :class:`genpqr.scale.ParquetSource`, or only one of its
 :class:`~genpqr.scale.Partition` objects, chunk by chunk and return the summed statistic
 (None when there is no row). They are top-level functions of picklable arguments, so that a
 Dask worker can run them: :func:`tabular_pass`, :func:`row_count_pass`, :func:`sample_pass`,
-:func:`clip_pass`, :func:`lstd_pass` and :func:`choice_frame` (states and action codes, for a
-distributed first stage).
+:func:`clip_pass`, :func:`lstd_pass`, :func:`fqe_pass` (one Bellman iteration of streamed FQE
+and its evaluation sums) and :func:`choice_frame` (states and action codes, for a distributed
+first stage).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import Transitions
+from ..stage2 import BellmanTargets, predict_at
 
 __all__ = ["TabularCounts", "ChoiceSummary", "ClipSummary", "LSTDPart", "RowDraws", "tabular_chunk_counts",
            "bellman_chunk", "choice_summary", "chunk_choice_summary", "clip_chunk", "concatenate_chunks",
-           "tabular_pass", "row_count_pass", "sample_pass", "clip_pass", "lstd_pass", "choice_frame", "add_parts"]
+           "tabular_pass", "row_count_pass", "sample_pass", "clip_pass", "lstd_pass", "fqe_pass", "choice_frame",
+           "add_parts"]
 
 
 # ============================================================================ tabular counts
@@ -407,6 +410,49 @@ def lstd_pass(source, labels, q_model, policy, normalization, gamma: float, part
     if summary is None:
         return None
     return LSTDPart(getattr(q_model, "statistics_", None), summary)
+
+
+def _bellman(problem, continuation: bool) -> BellmanTargets:
+    """The chunk's targets of the regressed quantity (Q, or ``f = P mu Q`` with ``continuation``)."""
+    return BellmanTargets(problem.reward, problem.continues, problem.next_mu,
+                          problem.next_reward if continuation else None, problem.gamma)
+
+
+def _targets(bellman: BellmanTargets, next_states, model):
+    """The targets from ``model`` (None: ``Q = 0`` / ``f = 0``)."""
+    return bellman.first() if model is None else bellman.targets(model, next_states)
+
+
+def fqe_pass(source, labels, policy, normalization, gamma, live, previous, before, n_actions, *, fit=True,
+             summarize=False, progress=None, desc="FQE", continuation=False):
+    """One Bellman iteration over ``source``: per chunk, the targets from the frozen ``previous``
+    model (None: ``Q = 0``), ``live.fit_q`` on them (when ``fit``), and the evaluation sums of
+    ``previous`` (with ``before``, the model one iteration older, for the target change).
+    ``continuation``: the models regress ``f = P mu Q``; the sums are on the scale of Q
+    (``gamma`` times those of f).
+
+    Returns ``(sums, summary)``: ``sums = [rows, sum (Q_prev(s,a) - y)^2, sum (y - y_old)^2,
+    max |y - y_old|]`` and the :class:`~genpqr.scale.ChoiceSummary` (when ``summarize``).
+    """
+    sums, summary = [0, 0.0, 0.0, 0.0], None
+    for chunk in source.chunks(labels, progress, desc):
+        raw = policy.raw_proba(chunk.states)
+        if summarize:
+            part = chunk_choice_summary(chunk, raw, policy, normalization)
+            summary = part if summary is None else summary + part
+        problem = bellman_chunk(chunk, policy, normalization, normalization.g, gamma, raw=raw)
+        if problem is None:
+            continue
+        bellman = _bellman(problem, continuation)
+        y = _targets(bellman, problem.next_states, previous)
+        if previous is not None:
+            diff = bellman.q_scale(y - _targets(bellman, problem.next_states, before))
+            resid = bellman.q_scale(predict_at(previous, problem.states, problem.actions) - y)
+            sums = [sums[0] + problem.n, sums[1] + float(resid @ resid), sums[2] + float(diff @ diff),
+                    max(sums[3], float(np.max(np.abs(diff))))]
+        if fit:
+            live.fit_q(problem.states, problem.actions, y, n_actions)
+    return sums, summary
 
 
 def choice_frame(partition, source, labels):
