@@ -1,10 +1,8 @@
 """The self-contained HTML report of `genpqr fit` (genpqr.app.report)."""
 
-import base64
-import io
 import re
+import xml.etree.ElementTree as ET
 
-import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,26 +11,43 @@ import genpqr
 from genpqr.app.report import ReportContext, render_html, report_figures
 from tests.app.test_workflow import base_flags, fit_cli, write_tabular_csv
 
-PNG = re.compile(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'")
+SVG = re.compile(r"<svg xmlns=.*?</svg>", re.S)
+NS = "{http://www.w3.org/2000/svg}"
 SECTIONS = ("1. Data", "2. Policy fit", "3. Q-evaluation", "4. Reward", "5. Coverage diagnostics", "6. Warnings",
             "7. Configuration")
 
 
 def embedded_images(html):
-    return [mpimg.imread(io.BytesIO(base64.b64decode(b)), format="png") for b in PNG.findall(html)]
+    """The report's figures: each inline SVG, parsed (so well-formed XML)."""
+    return [ET.fromstring(text) for text in SVG.findall(html)]
 
 
-def assert_not_blank(img):
-    """A drawn figure: reasonable size, and a visible share of non-white pixels."""
-    rgb = img[..., :3]
-    assert img.shape[0] > 150 and img.shape[1] > 150
-    ink = np.mean(np.any(rgb < 0.9, axis=-1))
-    assert ink > 0.02 and np.std(rgb) > 0.05, (ink, np.std(rgb))
+def data_marks(svg) -> list:
+    """The drawn data of a figure: the marks inside its panels' data groups that have a size (a
+    path with a segment, a circle, a rectangle or a raster image with an area)."""
+    marks = []
+    for group in svg.iter(f"{NS}g"):
+        if group.get("class") != "data":
+            continue
+        for el in group.iter():
+            tag = el.tag.replace(NS, "")
+            if tag == "path" and re.search(r"[LV]", el.get("d", "")) or tag == "circle" and float(el.get("r")) > 0 \
+                    or tag in ("rect", "image") and float(el.get("width")) > 0 and float(el.get("height")) > 0:
+                marks.append(el)
+    return marks
+
+
+def assert_not_blank(svg):
+    """A drawn figure: reasonable size, axes, and data drawn in them."""
+    assert float(svg.get("width")) > 150 and float(svg.get("height")) > 150
+    assert any(g.get("class") == "panel" for g in svg.iter(f"{NS}g"))
+    assert len(data_marks(svg)) >= 1, ET.tostring(svg)[:300]
 
 
 def assert_self_contained(html):
     assert "<script" not in html and "<link" not in html
     assert not re.search(r"src=['\"](?!data:)", html)  # every image is a data URI
+    assert not re.search(r"href=['\"](?!data:|#)", html)  # and every link within the page
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +145,87 @@ def test_report_figures_from_a_context(tmp_path):
     assert "CoverageWarning: the recovered reward" in section and "No warnings" not in section
     for img in embedded_images(html):
         assert_not_blank(img)
+
+
+# ---------------------------------------------------------------------------- cost and bounds (issues 31, 33)
+def test_calibration_on_distinct_states_equals_sklearns_on_the_rows(tmp_path):
+    """The calibration figure's points, computed once per distinct (fold, state) with weights,
+    are sklearn's calibration_curve over every (row, action) pair (the same quantile bins)."""
+    from sklearn.calibration import calibration_curve
+
+    from genpqr.app.report_discrete import _policy_cells, calibration_points
+    from genpqr.stage1 import clip_proba
+
+    frame, _ = write_tabular_csv(tmp_path / "d.csv", n_episodes=60, horizon=8)
+    data = genpqr.from_pandas(frame, episode="episode", time="time", state="state", action="action")
+    model = genpqr.GenPQR(genpqr.normalization.anchor_action("left"), gamma=0.9, q_model="exact", n_states=15,
+                          cross_fit=3, random_state=0, progress=False).fit(data)
+    for held_out in (False, True):
+        policy = model.policy_folds_ if held_out else model.policy_
+        proba = clip_proba(policy.training_raw_proba(data.states), model.policy_.clip)[0]
+        onehot = np.zeros_like(proba)
+        onehot[np.arange(data.n), model.training_data_.actions] = 1.0
+        cells = _policy_cells(model, held_out=held_out)
+        assert cells.proba.shape[0] < data.n / 10  # one row per (fold, state), not per choice
+        for n_bins in (5, 10):
+            expected = calibration_curve(onehot.ravel(), proba.ravel(), n_bins=n_bins, strategy="quantile")
+            for got, want in zip(calibration_points(cells, n_bins), expected):
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_many_actions_report_is_bounded(tmp_path, capsys):
+    """Issue 33: 2,000 items and 60 rows. The per-action figures show the 30 most visited items
+    (the anchor among them), the action table the 60 most frequent and the rewards table their
+    columns, each saying so; the page stays small."""
+    from genpqr.app.cli import main
+
+    rng = np.random.default_rng(0)
+    K, n = 2000, 60
+    x = rng.normal(size=(K, 2))
+    actions = rng.choice(K, size=n, p=np.exp(x[:, 0]) / np.exp(x[:, 0]).sum())
+    pd.DataFrame({"episode": np.arange(n) // 6, "time": np.arange(n) % 6, "state": rng.integers(0, 3, n),
+                  "action": actions}).to_csv(tmp_path / "d.csv", index=False)
+    pd.DataFrame({"action": np.arange(K), "f0": x[:, 0], "f1": x[:, 1]}).to_csv(tmp_path / "items.csv", index=False)
+    anchor = int(np.bincount(actions).argmax())
+    code = main(["fit", str(tmp_path / "d.csv"), "--episode", "episode", "--time", "time", "--state", "state",
+                 "--action", "action", "--gamma", "0.9", "--normalization", f"anchor:{anchor}", "--action-features",
+                 str(tmp_path / "items.csv"), "--quiet", "--out", str(tmp_path / "o")])
+    assert code == 0, capsys.readouterr().err
+    html = (tmp_path / "o" / "report.html").read_text()
+    assert len(html) < 250_000
+    assert "The 30 most visited of 2,000 actions are shown; all are in rewards.csv." in html
+    assert "The 60 most frequent of 2,000 actions; the other 1,940 have" in html
+    assert "Columns of the 30 most visited of 2,000 actions; every action&#39;s columns are in rewards.csv." in html
+    table = html.split("id='rewards-table'>Rewards table")[1].split("5. Coverage")[0]
+    assert table.count("<th>reward_") == 30 and f"<th>reward_{anchor}</th>" in table
+    for svg in embedded_images(html):
+        assert_not_blank(svg)
+        ticks = [t for t in svg.iter(f"{NS}text") if t.get("transform", "").endswith("rotate(-90)")
+                 and t.get("class") is None]
+        assert len(ticks) <= 30  # one tick label per shown action at most
+    section = html.split("id='action-frequencies'")[1].split("</table>")[0]
+    assert section.count("<tr>") == 60
+
+
+def test_the_report_imports_no_plotting_library(tmp_path):
+    """Writing report.html imports neither matplotlib nor scipy.stats nor sklearn.calibration."""
+    import subprocess
+    import sys
+
+    write_tabular_csv(tmp_path / "d.csv", n_episodes=40, horizon=6)
+    code = f"""
+import sys
+import pandas as pd
+import genpqr
+from genpqr.app.report import ReportContext, render_html
+frame = pd.read_csv({str(tmp_path / "d.csv")!r})
+data = genpqr.from_pandas(frame, episode="episode", time="time", state="state", action="action")
+model = genpqr.GenPQR(genpqr.normalization.anchor_action("left"), gamma=0.9, q_model="exact", n_states=15,
+                      progress=False).fit(data)
+before = set(sys.modules)
+html = render_html(ReportContext(model=model, config={{}}, data_summary={{}}, rewards=model.reward_table()))
+print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("matplotlib", "scipy", "sklearn")))
+"""
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

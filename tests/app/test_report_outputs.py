@@ -5,6 +5,7 @@ model leaves the training data out unless asked, and the figures label what they
 import json
 import re
 import warnings
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pandas as pd
@@ -273,7 +274,8 @@ def test_report_figures_mark_states_without_choices(tmp_path, capsys):
     """The heat map hatches, and the interval plot shades (hollow markers), the states with no
     observed choice; the warning is printed once (not once before and once after the fit)."""
     from genpqr.app.config import FitConfig
-    from genpqr.app.report import _fig_heatmap, _fig_intervals, context_from_outputs
+    from genpqr.app.report import context_from_outputs
+    from genpqr.app.report_discrete import _fig_heatmap, _fig_intervals
     from genpqr.app.workflow import run_fit
 
     rng = np.random.default_rng(0)
@@ -289,14 +291,22 @@ def test_report_figures_mark_states_without_choices(tmp_path, capsys):
         w for w in outputs.warnings if w.startswith("WeakSupportWarning: 2 of 6 states")]
     assert len([w for w in outputs.warnings if "no observed choice" in w]) == 1
     ctx = context_from_outputs(outputs)
-    heat = _fig_heatmap(ctx).axes[0]
-    hatched = [p for p in heat.patches if p.get_hatch()]
-    assert sorted(round(p.get_y() + 0.5) for p in hatched) == [4, 5]
-    assert "no observed choice" in heat.get_legend().get_texts()[0].get_text()
-    intervals = _fig_intervals(ctx).axes[0]
-    assert any("no observed choice" in t.get_text() for t in intervals.get_legend().get_texts())
-    hollow = [line for line in intervals.lines if line.get_markerfacecolor() == "white"]
-    assert len(hollow) == 2 and all(line.get_xdata().round().tolist() == [4, 5] for line in hollow)
+    heat = ET.fromstring(_fig_heatmap(ctx).svg())
+    hatched = [el for el in heat.iter() if el.get("class") == "unvisited"]
+    assert sorted(int(el.get("data-state")) for el in hatched) == [4, 5]
+    assert all(el.get("fill", "").startswith("url(#") for el in hatched)  # drawn with the hatch pattern
+    assert "no observed choice" in _legend_texts(heat)[0]
+    intervals = ET.fromstring(_fig_intervals(ctx).svg())
+    assert any("no observed choice" in t for t in _legend_texts(intervals))
+    hollow = [[float(m.get("data-x")) for m in series if m.get("class") == "hollow"] for series in intervals.iter()
+              if series.get("class") == "series"]
+    hollow = [xs for xs in hollow if xs]
+    assert len(hollow) == 2 and all(np.round(xs).tolist() == [4, 5] for xs in hollow)
+    assert all(m.get("fill") == "white" for m in intervals.iter() if m.get("class") == "hollow")
+
+
+def _legend_texts(svg) -> list:
+    return [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text") if t.get("class") == "legend"]
 
 
 def test_demo_prints_its_warnings_as_lines_not_source_code(tmp_path, capsys):

@@ -2,6 +2,7 @@
 recovery on the LQG benchmark from a long-format CSV, outputs, report, and bad input."""
 
 import json
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ from genpqr.app.workflow import FitConfig, run_fit
 from .test_workflow import fit_cli
 
 GAMMA = 0.9
+NS = "{http://www.w3.org/2000/svg}"
 
 
 def simulate_lqg(problem, n_episodes, horizon, seed, normalization=None):
@@ -99,12 +101,13 @@ def test_report_sections_and_non_empty_figures(lqg_fit):
     assert "mean log density" in html and "log loss" not in html.split("2. Policy fit")[1].split("3. Q")[0]
     figs = report_figures(context_from_outputs(outputs, n_rows=3000))
     assert [f.section for f in figs] == ["data", "policy", "q", "reward", "coverage"]
-    assert html.count("<img") == len(figs)
+    assert html.count("<svg ") == len(figs)
     for f in figs:
-        axes = [ax for ax in f.figure.axes if ax.get_visible()]
-        assert axes, f.caption
-        for ax in axes:
-            assert ax.lines or ax.patches, f.caption
+        panels = [g for g in ET.fromstring(f.figure.svg(f.caption)).iter(f"{NS}g") if g.get("class") == "panel"]
+        assert panels, f.caption
+        for panel in panels:  # each panel has drawn data (a line or bars)
+            assert any(el.tag in (f"{NS}path", f"{NS}rect") for g in panel if g.get("class") == "data" for el in g.iter()
+                       if el is not g), f.caption
 
 
 def test_bounded_actions_uniform_and_cli(small_csv, tmp_path, capsys):

@@ -310,7 +310,10 @@ const headings = [...document.querySelectorAll('h2, h3')].map(h => [h.tagName, h
 const wide = [...document.querySelectorAll('table')].filter(t => t.scrollWidth > document.body.clientWidth)
   .filter(t => !t.parentElement.classList.contains('scroll')).length;
 const rows = [...document.querySelectorAll('tr')].map(r => [...r.children].map(c => c.textContent.trim()));
-return [links, headings, wide, rows, document.querySelector('main').innerText];
+const figures = [...document.querySelectorAll('figure')].map(f => {
+  const svg = f.querySelector('svg'); const box = svg ? svg.getBoundingClientRect() : null;
+  return [svg ? box.width : 0, svg ? box.height : 0, f.querySelectorAll('svg text').length];});
+return [links, headings, wide, rows, document.querySelector('main').innerText, figures];
 """
 
 
@@ -318,7 +321,7 @@ def test_the_report_reads_well(browser, report):
     open_page(browser, report)
     found = overflow(browser, "main", "nav.toc")
     assert not found, found
-    links, headings, wide_unscrolled, rows, text = browser.execute_script(REPORT_JS)
+    links, headings, wide_unscrolled, rows, text, figures = browser.execute_script(REPORT_JS)
     assert links, "report.html has no table of contents (nav.toc)"
     sections = [h for h in headings if h[0] == "H2"]
     assert len(sections) >= 7
@@ -333,6 +336,8 @@ def test_the_report_reads_well(browser, report):
     assert wide_unscrolled == 0, "a table wider than the page outside a scroll container"
     repeated = [row for row in rows if len(row) == 2 and row[1].lower().startswith(row[0].lower() + ":")]
     assert not repeated, f"rows that repeat their label: {repeated}"
+    # every figure is an inline SVG the browser lays out with a size, and its axes carry text
+    assert len(figures) >= 6 and all(w > 150 and h > 100 and n >= 3 for w, h, n in figures), figures
 
 
 def test_the_report_checks_fail_on_what_they_look_for(browser, tmp_path):

@@ -1,19 +1,23 @@
 """The self-contained HTML report of ``genpqr fit``.
 
-One file, no external resources: figures are PNGs embedded as base64 ``data:`` URIs; the page
-is rendered from the Jinja2 templates of ``genpqr/app/templates`` (:mod:`genpqr.app.report_base`).
-Continuous actions: :mod:`genpqr.app.report_continuous` (same base template, sections adapted).
-Sections: data summary (episodes, steps, action frequencies, anchor support), policy fit
-(held-out log loss against the action-frequency baseline, calibration curve over all
-(row, action) pairs), Q-evaluation convergence (Bellman residual per FQE iteration, or the
-exact solve's residual), the reward (state x action heat map and bootstrap intervals for
-tabular data; partial dependence on each state column otherwise; projected parameters),
-the coverage diagnostics of the theory (``max mu/pi_hat``, clipped mass, support) and every
-warning raised during the fit or derived from a failed diagnostic
+One file, no external resources: figures are inline SVG drawn from the data
+(:mod:`genpqr.app.report_plot`, no matplotlib); the page is rendered from the Jinja2 templates of
+``genpqr/app/templates`` (:mod:`genpqr.app.report_base`). Discrete actions: the figures are
+:mod:`genpqr.app.report_discrete`'s; continuous actions: :mod:`genpqr.app.report_continuous` (same
+base template, sections adapted). Sections: data summary (episodes, steps, action frequencies,
+anchor support), policy fit (held-out log loss against the action-frequency baseline, calibration
+curve over all (row, action) pairs), Q-evaluation convergence (Bellman residual per FQE
+iteration, or the exact solve's residual), the reward (state x action heat map and bootstrap
+intervals for tabular data; partial dependence on each state column otherwise; projected
+parameters), the coverage diagnostics of the theory (``max mu/pi_hat``, clipped mass, support)
+and every warning raised during the fit or derived from a failed diagnostic
 (:func:`genpqr.app.report_base.report_warnings`).
 
-:func:`report_figures` returns the figures (matplotlib ``Figure`` objects, drawn without
-pyplot, so no backend state is touched); :func:`render_html` renders the page;
+With many actions the report stays bounded: per-action figures and the rewards table show the
+:data:`~genpqr.app.report_discrete.TOP_ACTIONS` most visited actions and the action table the
+:data:`~genpqr.app.report_base.MAX_TABLE_ROWS` most frequent, each saying where the rest are.
+
+:func:`report_figures` returns the figures; :func:`render_html` renders the page;
 :func:`write_report` writes it.
 """
 
@@ -24,14 +28,13 @@ from pathlib import Path
 import numpy as np
 
 from ..data.validation import plain
-from ..evaluation import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
-from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
-                          render_page)
-from .report_continuous import context_continuous, continuous_figures, render_continuous_html
+from .report_base import MAX_TABLE_ROWS, ReportContext, ReportFigure, data_summary, render_page
+from .report_continuous import context_continuous, render_continuous_html
+from .report_discrete import TOP_ACTIONS, anchored, pieces_of, report_figures, shown_actions
 from .structural import report_section
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report",
-           "describe_normalization", "transition_rows", "anchored"]
+           "describe_normalization", "transition_rows", "rewards_view", "anchored"]
 
 
 def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
@@ -83,23 +86,6 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
 
 
 # ============================================================================ pieces computed from the model
-def _policy_rows(model, held_out: bool = False):
-    """(states, action codes, clipped training probabilities of the fit (out-of-fold when
-    cross-fitted); ``held_out``: out of fold also on the exact path, from ``policy_folds_``)."""
-    from ..stage1 import clip_proba
-
-    data = model.training_data_
-    policy = (getattr(model, "policy_folds_", None) if held_out else None) or model.policy_
-    proba = clip_proba(policy.training_raw_proba(data.states), model.policy_.clip)[0]
-    return data.states, data.actions, proba
-
-
-def _coverage_ratios(model):
-    states, _, proba = _policy_rows(model)
-    mu = model.normalization_.weights(states, model.n_actions_, proba)
-    return np.max(mu / proba, axis=1)
-
-
 def describe_normalization(model) -> str:
     """The fitted normalization in the user's action labels."""
     norm = model.normalization_
@@ -110,111 +96,10 @@ def describe_normalization(model) -> str:
     return norm.describe()
 
 
-def anchored(model) -> bool:
-    """Whether the fitted normalization puts all weight on anchor actions (its registry entry says so)."""
-    from ..registry import ANCHORED, NORMALIZATIONS
-
-    entry = NORMALIZATIONS.find(model.normalization_.name)
-    return entry is not None and entry.can(ANCHORED)
-
-
 def _baseline_log_loss(model) -> float:
     data = model.training_data_
     freq = data.action_counts() / data.n
     return float(-np.mean(np.log(freq[data.actions])))
-
-
-
-
-# ============================================================================ figures
-def _fig_actions(ctx):
-    model = ctx.model
-    d = model.diagnostics_
-    labels = [plain_text(a) for a in d.action_counts]
-    counts = np.asarray(list(d.action_counts.values()), dtype=float)
-    fig = new_figure(max(4.0, 0.5 * len(labels) + 2.5), 3.0)
-    ax = fig.add_subplot()
-    bars = ax.bar(range(len(labels)), counts, color="#4477aa")
-    weight = model.normalization_.weights(model.training_data_.states, model.n_actions_,
-                                          _policy_rows(model)[2]).sum(axis=0)
-    for bar, w in zip(bars, weight):
-        if w > 0 and anchored(model):
-            bar.set_color("#cc6677")
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_xlabel("action")
-    ax.set_ylabel("transitions")
-    ax.set_title("action frequencies" + (" (anchor in red)" if anchored(model) else ""))
-    return fig
-
-
-def _fig_calibration(ctx):
-    from sklearn.calibration import calibration_curve
-
-    model = ctx.model
-    _, actions, proba = _policy_rows(model, held_out=True)
-    onehot = np.zeros_like(proba)
-    onehot[np.arange(actions.size), actions] = 1.0
-    frac, mean_pred = calibration_curve(onehot.ravel(), proba.ravel(), n_bins=10, strategy="quantile")
-    fig = new_figure(4.6, 4.0)
-    ax = fig.add_subplot()
-    ax.plot([0, 1], [0, 1], color="black", lw=1, ls="--", label="perfect calibration")
-    ax.plot(mean_pred, frac, marker="o", color="#4477aa", label="policy model")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("predicted probability pi_hat(a|s)")
-    ax.set_ylabel("observed frequency of a")
-    ax.set_title(f"calibration ({model.diagnostics_.policy_log_loss_kind}, all (row, action) pairs)", fontsize=9)
-    legend_outside(ax)
-    return fig
-
-
-def _fig_heatmap(ctx):
-    from ..evaluation import plot_reward_table
-
-    model = ctx.model
-    table = np.asarray(model.stage2_.recovery.reward)
-    S = table.shape[0]
-    fig = new_figure(max(4.0, 0.7 * table.shape[1] + 3.0), min(12.0, max(3.0, 0.22 * S + 1.2)))
-    ax = fig.add_subplot()
-    bound = float(np.max(np.abs(table))) or 1.0
-    plot_reward_table(table, model.encoder_.labels, ax=ax, title="recovered reward r(s, a)", vmin=-bound, vmax=bound)
-    if ctx.state_labels is not None and S <= 40:
-        ax.set_yticks(range(S), [plain_text(v) for v in ctx.state_labels], fontsize=7)
-    ax.set_ylabel("state" if not ctx.state_names else plain_text(", ".join(ctx.state_names)))
-    unvisited = _unvisited(model, S)
-    if unvisited.size:
-        from matplotlib.patches import Rectangle
-
-        for i, s in enumerate(unvisited):
-            ax.add_patch(Rectangle((-0.5, s - 0.5), table.shape[1], 1.0, fill=False, hatch="///", edgecolor="0.25",
-                                   lw=0.0, label=None if i else "state with no observed choice (not identified)"))
-        legend_outside(ax, ncols=1)
-    return fig
-
-
-def _fig_transition_support(ctx):
-    """Observed transitions per (state, action) cell, on a log scale; cells under the
-    thin-transitions threshold outlined."""
-    from ..estimator import THIN_TRANSITIONS
-
-    model = ctx.model
-    moves = np.asarray(model.transition_counts_, dtype=np.float64)
-    S, K = moves.shape
-    fig = new_figure(max(4.0, 0.7 * K + 3.0), min(12.0, max(3.0, 0.22 * S + 1.2)))
-    ax = fig.add_subplot()
-    image = ax.imshow(np.log10(1.0 + moves), aspect="auto", cmap="viridis", interpolation="nearest")
-    fig.colorbar(image, ax=ax, label="log10(1 + observed transitions)")
-    visits = np.asarray(model.stage2_.counts)
-    rows, cols = np.nonzero((moves < THIN_TRANSITIONS) & (visits > 0))
-    if rows.size and rows.size <= 2000:
-        ax.plot(cols, rows, "s", ms=3, mfc="none", mec="#cc6677", ls="none",
-                label=f"logged cell with < {THIN_TRANSITIONS} transitions")
-        legend_outside(ax, ncols=1)
-    ax.set_xticks(range(K), [plain_text(a) for a in model.encoder_.labels], rotation=90 if K > 12 else 0)
-    ax.set_xlabel("action")
-    ax.set_ylabel("state_index")
-    ax.set_title("observed transitions per (state, action)", fontsize=9)
-    return fig
 
 
 def transition_rows(model) -> list:
@@ -255,123 +140,6 @@ def _source_lines(ctx) -> list:
     return [line for line in lines if line]
 
 
-def _unvisited(model, n_states: int) -> np.ndarray:
-    """State indices with no observed choice (their rewards are not identified by the data)."""
-    visited = getattr(model, "visited_states_", None)
-    if visited is None or np.shape(visited) != (n_states,):
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(~np.asarray(visited, dtype=bool))
-
-
-def _fig_intervals(ctx):
-    model, boot = ctx.model, ctx.bootstrap
-    table = np.asarray(model.stage2_.recovery.reward)
-    S, K = table.shape
-    lo, hi = (np.ravel(x)[:S * K].reshape(S, K) for x in boot.interval(ctx.level))
-    fig = new_figure(max(5.0, 0.18 * S + 3.0), 3.8)
-    ax = fig.add_subplot()
-    x = np.arange(S)
-    unvisited = _unvisited(model, S)
-    seen = np.ones(S, dtype=bool)
-    seen[unvisited] = False
-    for i, s in enumerate(unvisited):  # their intervals only measure the extrapolation, not the data
-        ax.axvspan(s - 0.5, s + 0.5, color="0.9", lw=0, zorder=0,
-                   label=None if i else "no observed choice:\nnot identified (hollow)")
-    for k, label in enumerate(model.encoder_.labels):
-        shift = (k - (K - 1) / 2) * 0.8 / max(K, 1)
-        color = f"C{k % 10}"
-        ax.vlines(x + shift, lo[:, k], hi[:, k], lw=1.2, colors=color)  # percentile: need not contain the estimate
-        ax.plot(x[seen] + shift, table[seen, k], "o", ms=3, color=color, label=plain_text(label))
-        if unvisited.size:
-            ax.plot(x[~seen] + shift, table[~seen, k], "o", ms=3, mfc="white", color=color)
-    ax.axhline(0, color="grey", lw=0.6)
-    ax.set_xlabel("state_index")
-    ax.set_ylabel("reward")
-    ax.set_title(f"reward with {ctx.level:.0%} bootstrap intervals ({boot.replicates.shape[0]} replicates)",
-                 fontsize=9)
-    legend_outside(ax, "right", title="action", fontsize=7, ncols=1 if K <= 12 else 2, markerscale=2)
-    return fig
-
-
-def _fig_partial_dependence(ctx):
-    model = ctx.model
-    states = model.training_data_.states
-    names = list(ctx.state_names) or [f"s{j}" for j in range(states.shape[1])]
-    d = min(states.shape[1], MAX_PD_COLUMNS)
-    ncols = min(d, 3)
-    nrows = int(np.ceil(d / ncols))
-    fig = new_figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    medians = np.median(states, axis=0)
-    for j in range(d):
-        lo, hi = np.quantile(states[:, j], [0.01, 0.99])
-        grid_values = np.unique(states[:, j]) if np.unique(states[:, j]).size <= 30 else np.linspace(lo, hi, 50)
-        grid = np.tile(medians, (grid_values.size, 1))
-        grid[:, j] = grid_values
-        reward = model.reward(grid)
-        ax = axes[j]
-        for k, label in enumerate(model.encoder_.labels):
-            ax.plot(grid_values, reward[:, k], label=plain_text(label), marker="." if grid_values.size <= 30 else None)
-        ax.set_xlabel(plain_text(names[j]))
-        ax.set_ylabel("reward")
-    for ax in axes[d:]:
-        ax.set_visible(False)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", title="action", fontsize=7)
-    fig.suptitle("partial dependence: reward vs each state column (others at their medians)", fontsize=9)
-    return fig
-
-
-def _fig_coverage(ctx):
-    ratios = _coverage_ratios(ctx.model)
-    fig = new_figure(5.0, 3.4)
-    ax = fig.add_subplot()
-    logs = np.log10(ratios)
-    if np.ptp(logs) < 1e-9:
-        ax.bar([logs[0]], [ratios.size], width=0.1, color="#4477aa")
-    else:
-        ax.hist(logs, bins=40, color="#4477aa")
-    ax.axvline(np.log10(ratios.max()), color="#cc6677", lw=1.5, label=f"max mu/pi_hat = {ratios.max():.3g}")
-    ax.set_xlabel("log10 max_a mu(a|s) / pi_hat(a|s) at each logged state")
-    ax.set_ylabel("transitions")
-    legend_outside(ax)
-    ax.set_title("coverage of the normalization by the behaviour", fontsize=9)
-    return fig
-
-
-def report_figures(ctx: ReportContext) -> list[ReportFigure]:
-    """Every figure of the report, in order."""
-    if ctx.continuous:
-        return continuous_figures(ctx)
-    figs = [ReportFigure("data", "Transitions per action.", _fig_actions(ctx)),
-            ReportFigure("policy", "Calibration of the stage-1 policy: within each bin of predicted "
-                                   "probability, the share of (row, action) pairs where the action was taken.",
-                         _fig_calibration(ctx))]
-    if ctx.model.diagnostics_.solver == "fqe":
-        figs.append(ReportFigure("q", "Sample Bellman residual (RMS) and the largest change of the Bellman targets "
-                                      "per fitted-Q-evaluation iteration. Convergence is the target change going to "
-                                      f"zero; {RESIDUAL_FLOOR_NOTE}.", fig_convergence(ctx)))
-    if ctx.tabular:
-        figs.append(ReportFigure("reward", "Recovered (normalized) reward by state and action.", _fig_heatmap(ctx)))
-        if getattr(ctx.model, "transition_counts_", None) is not None:
-            figs.append(ReportFigure("transitions", "Observed transitions per (state, action) cell: the estimated "
-                                                    "kernel P(.|s, a) of a cell is the frequency of these moves "
-                                                    "(rewards.csv: transitions_<action>).",
-                                     _fig_transition_support(ctx)))
-        if ctx.bootstrap is not None:
-            figs.append(ReportFigure("reward", "Point estimates with percentile bootstrap intervals (whole episodes "
-                                               "resampled).", _fig_intervals(ctx)))
-    else:
-        figs.append(ReportFigure("reward", "Partial dependence of the reward on each state column, one line per "
-                                           "action, the other columns held at their medians.",
-                                 _fig_partial_dependence(ctx)))
-    figs.append(ReportFigure("coverage", "Distribution over the logged states of max_a mu(a|s)/pi_hat(a|s), the "
-                                         "quantity whose maximum (the coverage constant) enters the error bounds.",
-                             _fig_coverage(ctx)))
-    return figs
-
-
-
-
 # ============================================================================ HTML
 def render_html(ctx: ReportContext) -> str:
     """The report as one HTML string (``discrete.html``; continuous actions: ``continuous.html``)."""
@@ -381,11 +149,14 @@ def render_html(ctx: ReportContext) -> str:
     d = model.diagnostics_
     n = d.n_transitions
     support = f"{d.support_count} of {n} transitions ({d.support_count / n:.1%})"
+    action_rows, action_note = _action_rows(d, n)
+    pieces = pieces_of(ctx)
+    rewards, rewards_note = rewards_view(ctx, pieces.shown) if ctx.tabular else (None, "")
     return render_page(
-        "discrete.html", ctx, report_figures(ctx),
+        "discrete.html", ctx, report_figures(ctx, pieces),
         normalization=describe_normalization(model), gamma=f"{model.gamma_:g}",
         data_summary=list(ctx.data_summary.items()),
-        action_rows=_action_rows(d, n),
+        action_rows=action_rows, action_note=action_note, rewards_note=rewards_note,
         anchored=anchored(model), support=support,
         policy_rows=[("policy log loss", f"{d.policy_log_loss:.4f} ({d.policy_log_loss_kind})"),
                      ("log loss of the action frequencies alone", f"{_baseline_log_loss(model):.4f}"),
@@ -393,7 +164,7 @@ def render_html(ctx: ReportContext) -> str:
         out_of_fold=d.policy_log_loss_kind == "out-of-fold", fqe=d.solver == "fqe", q_rows=_q_rows(d, model),
         structural=report_section(ctx) if ctx.structural is not None else None, parameters=ctx.parameters,
         projection_r2=None if ctx.projection_r2 is None else f"{ctx.projection_r2:.4f}",
-        rewards=ctx.rewards if ctx.tabular else None, types=ctx.types,
+        rewards=rewards, types=ctx.types,
         transition_rows=transition_rows(model) if ctx.tabular else [],
         source_lines=[] if ctx.sources is None else _source_lines(ctx),
         coverage_rows=[("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
@@ -401,13 +172,41 @@ def render_html(ctx: ReportContext) -> str:
                        ("support of the normalization", support)])
 
 
-def _action_rows(d, n: int) -> list:
-    """Section 1's action frequencies; with an action table a taken flag per action (a never-taken
-    action's reward is a prediction from its features)."""
+def _action_rows(d, n: int) -> tuple[list, str]:
+    """Section 1's action frequencies (at most :data:`MAX_TABLE_ROWS` actions, the most frequent, in
+    label order) and a note on those left out; with an action table a taken flag per action (a
+    never-taken action's reward is a prediction from its features)."""
     table = getattr(d, "n_never_taken", None) is not None
-    return [(f"{lab}", f"{cnt} ({cnt / n:.1%})" + (("; taken" if cnt else "; never taken: its reward is a prediction "
+    items = list(d.action_counts.items())
+    counts = np.asarray([cnt for _, cnt in items], dtype=np.float64)
+    shown = shown_actions(counts, limit=MAX_TABLE_ROWS)
+    if shown.size < counts.size:  # the most frequent first
+        shown = shown[np.argsort(-counts[shown], kind="stable")]
+    rows = [(f"{lab}", f"{cnt} ({cnt / n:.1%})" + (("; taken" if cnt else "; never taken: its reward is a prediction "
                                                     "from its features") if table else ""))
-            for lab, cnt in d.action_counts.items()]
+            for lab, cnt in (items[k] for k in shown)]
+    rest = np.ones(counts.size, dtype=bool)
+    rest[shown] = False
+    note = "" if not rest.any() else (
+        f"The {shown.size} most frequent of {counts.size:,} actions; the other {int(rest.sum()):,} have "
+        f"{int(counts[rest].sum()):,} transitions ({int(np.sum(counts[rest] == 0)):,} of them none). Every "
+        "action's count: model.joblib (diagnostics_.action_counts); per state: rewards.csv's transitions_<action>.")
+    return rows, note
+
+
+def rewards_view(ctx, shown) -> tuple:
+    """The rewards table as the report shows it: with more actions than :data:`TOP_ACTIONS`, the
+    columns of the ``shown`` actions only (and the columns that are not per action); a note."""
+    frame = ctx.rewards
+    labels = [str(a) for a in ctx.model.encoder_.labels]
+    if frame is None or len(labels) <= TOP_ACTIONS:
+        return frame, ""
+    keep = {labels[k] for k in shown}
+    per_action = {f"{kind}_{lab}{end}": lab for lab in labels for kind in ("reward", "transitions")
+                  for end in ("", "_se", "_lo", "_hi")}
+    columns = [c for c in frame.columns if str(c) not in per_action or per_action[str(c)] in keep]
+    return frame[columns], (f"Columns of the {len(keep)} most visited of {len(labels):,} actions; every action's "
+                            "columns are in rewards.csv.")
 
 
 def _q_rows(d, model) -> list:

@@ -6,15 +6,14 @@ The page is rendered from Jinja2 templates (``genpqr/app/templates``, autoescape
 holds the page, its style sheet (``report.css``, inlined), the header and the sections that
 both flavours share (6. warnings, 7. configuration); ``discrete.html`` and ``continuous.html``
 extend it with sections 1-5; ``macros.html`` has the tables and figures; ``structural.html``
-is the structural-parameters part of section 4. Figures are matplotlib ``Figure`` objects
-(drawn without pyplot, so no backend state is touched) embedded as base64 PNG ``data:`` URIs,
-so the report is one file with no external resources.
+is the structural-parameters part of section 4. Figures are :class:`genpqr.app.report_svg.Figure`
+objects written into the page as inline SVG (no matplotlib: a figure costs milliseconds and a few
+kilobytes), so the report is one file with no external resources. Tables show at most
+:data:`MAX_TABLE_ROWS` rows and :data:`MAX_TABLE_COLUMNS` columns (the CSV files hold them all).
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -24,11 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ReportContext", "ReportFigure", "MAX_TABLE_ROWS", "MAX_PD_COLUMNS", "data_summary", "report_warnings",
-           "report_warning_groups", "warning_sections", "REWARD_SIDE",
-           "new_figure", "fig_convergence", "figure_png", "png_data_uri", "format_value", "table_view", "render_page"]
+__all__ = ["ReportContext", "ReportFigure", "MAX_TABLE_ROWS", "MAX_TABLE_COLUMNS", "MAX_PD_COLUMNS", "data_summary",
+           "report_warnings", "report_warning_groups", "warning_sections", "REWARD_SIDE", "fig_convergence",
+           "figure_svg", "format_value", "table_view", "render_page"]
 
 MAX_TABLE_ROWS = 60
+MAX_TABLE_COLUMNS = 80
 MAX_PD_COLUMNS = 12
 
 
@@ -96,7 +96,8 @@ class ReportContext:
 
 @dataclass
 class ReportFigure:
-    """A figure of the report: the section it belongs to, its caption and the matplotlib figure."""
+    """A figure of the report: the section it belongs to, its caption and the figure
+    (:class:`genpqr.app.report_svg.Figure`)."""
 
     section: str
     caption: str
@@ -164,33 +165,28 @@ def report_warning_groups(ctx) -> list:
 
 
 # ============================================================================ figures
-def new_figure(width=5.5, height=3.6):
-    """A matplotlib ``Figure`` (no pyplot) with constrained layout at 100 dpi."""
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
-
-
 def fig_convergence(ctx):
-    """Bellman residual and target change per fitted-Q-evaluation iteration (both flavours)."""
-    from ..evaluation import plot_bellman_residuals
+    """Bellman residual and target change per fitted-Q-evaluation iteration, log scale (both
+    flavours; :func:`genpqr.evaluation.plot_bellman_residuals` drawn as SVG)."""
+    from .report_plot import Axes, Figure
 
-    fig = new_figure(5.4, 4.4)
-    ax = plot_bellman_residuals(ctx.model.diagnostics_, ax=fig.add_subplot())
-    ax.set_title("fitted Q evaluation: residuals per iteration", fontsize=9)
-    return fig
+    d = ctx.model.diagnostics_
+    ax = Axes("fitted Q evaluation: residuals per iteration", "FQE iteration", "residual / change", ylog=True)
+    change, res = np.asarray(d.target_changes, dtype=float), np.asarray(d.bellman_residuals, dtype=float)
+    if change.size:
+        ax.line(np.arange(1, change.size + 1), np.maximum(change, 1e-300), "#1f77b4",
+                label="max target change (convergence)")
+    if res.size:
+        ax.line(np.arange(1, res.size + 1), np.maximum(res, 1e-300), "#ff7f0e",
+                label="sample Bellman residual (RMS; floors at next-state noise)")
+    return Figure([ax], width=540, panel_height=360)
 
 
-def figure_png(fig) -> bytes:
-    """The figure as PNG bytes."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+def figure_svg(f: ReportFigure):
+    """A report figure as inline SVG markup (its caption as the SVG's title)."""
+    from markupsafe import Markup
 
-
-def png_data_uri(fig) -> str:
-    """The figure as a ``data:image/png;base64,...`` URI."""
-    return "data:image/png;base64," + base64.b64encode(figure_png(fig)).decode("ascii")
+    return Markup(f.figure.svg(f.caption))
 
 
 # ============================================================================ tables
@@ -204,17 +200,20 @@ def format_value(x) -> str:
 @dataclass
 class TableView:
     """A DataFrame as the template shows it: the column names, the first rows (cells formatted
-    by :func:`format_value`) and the total number of rows."""
+    by :func:`format_value`), the total number of rows and of columns."""
 
     columns: list
     rows: list
     n_rows: int
+    n_columns: int = 0
 
 
-def table_view(frame, max_rows: int = MAX_TABLE_ROWS) -> TableView:
-    """The first ``max_rows`` rows of ``frame``, formatted (the CSV holds them all)."""
-    rows = [[format_value(v) for v in row.tolist()] for _, row in frame.head(max_rows).iterrows()]
-    return TableView([str(c) for c in frame.columns], rows, len(frame))
+def table_view(frame, max_rows: int = MAX_TABLE_ROWS, max_columns: int = MAX_TABLE_COLUMNS) -> TableView:
+    """The first ``max_rows`` rows and ``max_columns`` columns of ``frame``, formatted (the CSV
+    holds them all)."""
+    head = frame.iloc[:max_rows, :max_columns]
+    rows = [[format_value(v) for v in row] for row in head.itertuples(index=False, name=None)]
+    return TableView([str(c) for c in head.columns], rows, len(frame), frame.shape[1])
 
 
 # ============================================================================ the page
@@ -225,7 +224,7 @@ def _environment():
     env = Environment(loader=PackageLoader("genpqr.app", "templates"), autoescape=True, trim_blocks=True,
                       lstrip_blocks=True, undefined=StrictUndefined)
     env.filters["fmt"] = format_value
-    env.globals.update(table_view=table_view, png_data_uri=png_data_uri)
+    env.globals.update(table_view=table_view, figure_svg=figure_svg)
     return env
 
 

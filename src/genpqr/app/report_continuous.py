@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..evaluation import RESIDUAL_FLOOR_NOTE, legend_outside, plain_text
+from ..evaluation import RESIDUAL_FLOOR_NOTE
 from .config import action_columns
-from .report_base import (MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, new_figure,
-                          render_page)
+from .report_base import MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, render_page
+from .report_plot import Axes, Figure
+from .report_svg import BLUE, GREEN, LIGHT, RED, histogram
 
 __all__ = ["context_continuous", "continuous_figures", "render_continuous_html"]
 
@@ -87,45 +88,44 @@ def pit_values(model, max_rows: int = PIT_ROWS, n_draws: int = PIT_DRAWS, random
 
 
 # ============================================================================ figures
+def _action_name(ctx, j: int) -> str:
+    return str(ctx.action_names[j]) if j < len(ctx.action_names) else f"a{j}"
+
+
+def _panels_figure(panels, title: str) -> Figure:
+    """Panels side by side (at most three a row), as the matplotlib figures were."""
+    ncols = min(len(panels), 3)
+    return Figure(panels, ncols=ncols, width=min(940, 380 * ncols + 40), panel_height=280, title=title)
+
+
 def _fig_actions(ctx):
     model = ctx.model
     data, space = model.training_data_, model.action_space_
-    m = data.action_dim
     anchors = _anchor_rows(model, data.states)
-    fig = new_figure(min(4.2 * m, 12.0) + 0.6, 3.0)
-    axes = np.atleast_1d(fig.subplots(1, m, squeeze=False).ravel())
-    for j, ax in enumerate(axes):
-        ax.hist(data.actions[:, j], bins=40, color="#4477aa")
+    panels = []
+    for j in range(data.action_dim):
+        ax = Axes("", _action_name(ctx, j), "transitions")
+        ax.hist(*histogram(data.actions[:, j], 40))
         if np.isfinite(space.low[j]):
-            ax.axvline(space.low[j], color="grey", ls="--", lw=1, label="support bounds")
-            ax.axvline(space.high[j], color="grey", ls="--", lw=1)
+            ax.vline(float(space.low[j]), "grey", width=1, dash="4 3", label="support bounds")
+            ax.vline(float(space.high[j]), "grey", width=1, dash="4 3")
         if anchors is not None:
             a0 = np.unique(anchors[:, j])
-            ax.axvline(a0[0], color="#cc6677", lw=1.5, label="anchor a0" if a0.size == 1 else "anchor a0(s)")
-        ax.set_xlabel(plain_text(ctx.action_names[j]) if j < len(ctx.action_names) else f"a{j}")
-        ax.set_ylabel("transitions")
-        if ax.get_legend_handles_labels()[0]:
-            legend_outside(ax, fontsize=7)
-    fig.suptitle("logged actions", fontsize=9)
-    return fig
+            ax.vline(float(a0[0]), RED, label="anchor a0" if a0.size == 1 else "anchor a0(s)")
+        panels.append(ax)
+    return _panels_figure(panels, "logged actions")
 
 
 def _fig_pit(ctx):
     pit = pit_values(ctx.model)
-    m = pit.shape[1]
-    fig = new_figure(min(4.2 * m, 12.0) + 0.6, 3.0)
-    axes = fig.subplots(1, m, squeeze=False).ravel()
-    for j, ax in enumerate(axes):
-        ax.hist(pit[:, j], bins=20, range=(0, 1), density=True, color="#4477aa")
-        ax.axhline(1.0, color="black", ls="--", lw=1, label="calibrated")
-        ax.set_xlim(0, 1)
-        name = plain_text(ctx.action_names[j]) if j < len(ctx.action_names) else f"a{j}"
-        ax.set_xlabel(f"F_pi_hat({name} | s) at the logged action")
-        ax.set_ylabel("density")
-        legend_outside(ax, fontsize=7)
-    fig.suptitle(f"probability integral transform ({ctx.model.diagnostics_.policy_log_loss_kind}, "
-                 f"{pit.shape[0]} rows)", fontsize=9)
-    return fig
+    panels = []
+    for j in range(pit.shape[1]):
+        ax = Axes("", f"F_pi_hat({_action_name(ctx, j)} | s) at the logged action", "density", xlim=(0, 1))
+        ax.hist(*histogram(pit[:, j], 20, range_=(0, 1), density=True))
+        ax.hline(1.0, "black", width=1, dash="4 3", label="calibrated")
+        panels.append(ax)
+    return _panels_figure(panels, f"probability integral transform ({ctx.model.diagnostics_.policy_log_loss_kind}, "
+                                  f"{pit.shape[0]} rows)")
 
 
 def _grid(values, lo=None, hi=None, size=50):
@@ -142,41 +142,31 @@ def _fig_partial_dependence(ctx):
     s_names = list(ctx.state_names) or [f"s{j}" for j in range(S.shape[1])]
     a_names = list(ctx.action_names) or [f"a{j}" for j in range(A.shape[1])]
     d, m = min(S.shape[1], MAX_PD_COLUMNS), min(A.shape[1], MAX_PD_COLUMNS)
-    panels = d + m
-    ncols = min(panels, 3)
-    nrows = int(np.ceil(panels / ncols))
-    fig = new_figure(3.4 * ncols + 0.6, 2.8 * nrows + 0.4)
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     s_med, a_med = np.median(S, axis=0), np.median(A, axis=0)
+    panels = []
     for j in range(d):
         grid_values = _grid(S[:, j])
         states = np.tile(s_med, (grid_values.size, 1))
         states[:, j] = grid_values
         actions = np.tile(a_med, (grid_values.size, 1))
-        axes[j].plot(grid_values, model.reward(states, actions), color="#4477aa",
-                     marker="." if grid_values.size <= 30 else None)
-        axes[j].set_xlabel(plain_text(s_names[j]))
-        axes[j].set_ylabel("reward at the median action")
+        ax = Axes("", str(s_names[j]), "reward at the median action")
+        ax.line(grid_values, model.reward(states, actions), BLUE, marker="o" if grid_values.size <= 30 else None,
+                size=2)
+        panels.append(ax)
     for k in range(m):
         grid_values = _grid(A[:, k], space.low[k], space.high[k])
         actions = np.tile(a_med, (grid_values.size, 1))
         actions[:, k] = grid_values
         states = np.tile(s_med, (grid_values.size, 1))
-        ax = axes[d + k]
-        ax.plot(grid_values, model.reward(states, actions), color="#228833")
-        ax.set_xlabel(plain_text(a_names[k]))
-        ax.set_ylabel("reward at the median state")
-    for ax in axes[panels:]:
-        ax.set_visible(False)
-    fig.suptitle("partial dependence of the reward (the other inputs at their medians)", fontsize=9)
-    return fig
+        ax = Axes("", str(a_names[k]), "reward at the median state")
+        ax.line(grid_values, model.reward(states, actions), GREEN)
+        panels.append(ax)
+    return _panels_figure(panels, "partial dependence of the reward (the other inputs at their medians)")
 
 
 def _fig_coverage(ctx):
     model = ctx.model
     data = model.training_data_
-    fig = new_figure(5.0, 3.4)
-    ax = fig.add_subplot()
     anchors = _anchor_rows(model, data.states)
     if anchors is not None:
         at_anchor = model.policy_.log_prob(data.states, anchors)
@@ -185,24 +175,22 @@ def _fig_coverage(ctx):
                            41)
         if np.ptp(bins) < 1e-9:
             bins = 40
-        ax.hist(at_logged, bins=bins, color="#bbbbbb", label="at the logged actions")
-        ax.hist(at_anchor, bins=bins, color="#4477aa", alpha=0.8, label="at the anchor a0(s)")
-        ax.set_xlabel("log pi_hat(a|s) at each logged state")
-        ax.set_title("support of the anchor under the estimated policy", fontsize=9)
+        ax = Axes("support of the anchor under the estimated policy", "log pi_hat(a|s) at each logged state",
+                  "transitions")
+        ax.hist(*histogram(at_logged, bins), LIGHT, label="at the logged actions")
+        ax.hist(*histogram(at_anchor, bins), BLUE, opacity=0.8, label="at the anchor a0(s)")
     else:
         log_ratio = (model.kernel_.log_prob(data.states, data.actions)
                      - model.policy_.log_prob(data.states, data.actions)) / np.log(10.0)
+        ax = Axes("importance weights of mu against the behaviour", "log10 mu(a|s) / pi_hat(a|s) at the logged (s, a)",
+                  "transitions")
         if np.ptp(log_ratio) < 1e-9:
-            ax.bar([log_ratio[0]], [log_ratio.size], width=0.1, color="#4477aa")
+            ax.bars([log_ratio[0]], [log_ratio.size], width=0.1)
         else:
-            ax.hist(log_ratio, bins=40, color="#4477aa")
+            ax.hist(*histogram(log_ratio, 40))
         ess = model.diagnostics_.support_ess
-        ax.axvline(np.max(log_ratio), color="#cc6677", lw=1.5, label=f"max at the rows; ESS = {ess:.1f}")
-        ax.set_xlabel("log10 mu(a|s) / pi_hat(a|s) at the logged (s, a)")
-        ax.set_title("importance weights of mu against the behaviour", fontsize=9)
-    ax.set_ylabel("transitions")
-    legend_outside(ax)
-    return fig
+        ax.vline(float(np.max(log_ratio)), RED, label=f"max at the rows; ESS = {ess:.1f}")
+    return Figure([ax], width=500, panel_height=300)
 
 
 def continuous_figures(ctx: ReportContext) -> list[ReportFigure]:

@@ -47,8 +47,7 @@ import numpy as np
 from ..structural.estimation import SE_KINDS, estimate_structural
 from .flags import cli_text
 from ..structural.results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
-from ..evaluation import plain_text
-from .report_base import ReportFigure, new_figure
+from .report_base import ReportFigure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
            "parameters_table", "typed_parameters_table", "choice_fit_table", "fig_choice_fit", "report_section",
@@ -236,9 +235,9 @@ def console_lines(fit, parameters) -> list:
 
 # ============================================================================ fit of the choice model
 def _wilson(successes, trials, level):
-    from scipy.stats import norm
+    from statistics import NormalDist  # (not scipy.stats: its import costs a second)
 
-    z = norm.ppf(0.5 + level / 2)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     n = np.maximum(trials, 1)
     phat = successes / n
     centre = (phat + z ** 2 / (2 * n)) / (1 + z ** 2 / n)
@@ -269,26 +268,29 @@ def choice_fit_table(fit, labels, level: float = 0.95):
 def fig_choice_fit(fit, labels, level: float = 0.95, state_name: str = "state_index"):
     """One panel per action (the most frequent one left out, at most 4 panels): observed
     frequency per state with Wilson intervals (points) and the model's fitted probability (line)."""
+    from .report_plot import Axes, Figure
+    from .report_svg import BLUE, LIGHT, RED
+
     table = choice_fit_table(fit, labels, level)
     order = np.argsort(fit.counts.sum(axis=0))
     shown = [int(k) for k in order[:-1][:4]] if len(labels) > 1 else [0]
-    fig = new_figure(5.8, 2.6 * len(shown) + 0.6)
-    axes = np.atleast_1d(fig.subplots(len(shown), 1, squeeze=False).ravel())
-    for ax, k in zip(axes, shown):
+    panels = []
+    for i, k in enumerate(shown):
         d = table[table.action == labels[k]]
-        seen = d.choices_in_state > 0
+        seen = (d.choices_in_state > 0).to_numpy()
         x = d.state_index.to_numpy()
-        ax.vlines(x[seen], d.observed_low[seen], d.observed_high[seen], colors="#bbbbbb", lw=1,
+        observed, fitted = d.observed.to_numpy(), d.fitted.to_numpy()
+        top = float(np.nanmax([fitted.max(), np.nanmax(observed[seen]) if seen.any() else 0.0]))
+        ax = Axes(f"choice probabilities: observed vs fitted ({fit.estimator})" if i == 0 else "",
+                  state_name if i == len(shown) - 1 else "",
+                  f"P({labels[k]} | {'state' if state_name == 'state_index' else state_name})",
+                  ylim=(0, min(1.0, 1.25 * top + 1e-3)))
+        ax.vlines(x[seen], d.observed_low.to_numpy()[seen], d.observed_high.to_numpy()[seen], LIGHT, width=1,
                   label=f"{level:.0%} binomial interval")
-        ax.plot(x[seen], d.observed[seen], "o", ms=3, color="#4477aa", label="observed frequency")
-        ax.plot(x, d.fitted, "-", color="#cc6677", lw=1.5, label="fitted probability")
-        ax.set_ylabel(plain_text(f"P({labels[k]} | {'state' if state_name == 'state_index' else state_name})"))
-        top = float(np.nanmax([d.fitted.max(), np.nanmax(d.observed[seen]) if seen.any() else 0.0]))
-        ax.set_ylim(0, min(1.0, 1.25 * top + 1e-3))
-    axes[-1].set_xlabel(plain_text(state_name))
-    axes[0].legend(fontsize=7)
-    axes[0].set_title(f"choice probabilities: observed vs fitted ({fit.estimator})", fontsize=9)
-    return fig
+        ax.line(x[seen], observed[seen], BLUE, width=0, marker="o", size=2.5, label="observed frequency")
+        ax.line(x, fitted, RED, label="fitted probability")
+        panels.append(ax)
+    return Figure(panels, width=600, panel_height=250)
 
 
 def report_section(ctx) -> dict:
