@@ -94,6 +94,8 @@ class StructuralStatistic:
     re-estimated on the replicate (same estimator, the replicate's first stage, kernel and
     choices)."""
 
+    reads_tables = True  # the fitted tables only: a count replicate serves it (genpqr.evaluation)
+
     def __init__(self, features, names, estimator: str):
         self.features, self.names, self.estimator = features, names, estimator
 
