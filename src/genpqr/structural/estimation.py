@@ -85,7 +85,7 @@ from .identification import Identification, generalized_inverse, identification
 from .separation import Separation, find_separation
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
-           "estimate_structural", "fit_structural", "std_errors", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS", "ProjectionWarning"]
+           "estimate_structural", "estimate_theta", "fit_structural", "std_errors", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS", "ProjectionWarning"]
 
 #: The structural estimators of :func:`estimate_structural` (:mod:`genpqr.structural.estimation`).
 ESTIMATORS = ("npl", "nfxp", "pml", "projection")
@@ -381,6 +381,19 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
         None if action_labels is None else np.asarray(action_labels),
         iterations={name: count or 0 for name, count, _ in run.parts}, convergence=convergence, separation=separation,
         mle_theta=mle_theta, mle_loglik=mle_loglik, identification=ident, covariances=held)
+
+
+def estimate_theta(estimator: str, features, counts, kernel, gamma, *, offset=None, start_policy=None,
+                   reward_table=None, tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
+    """The point estimate ``theta`` of :func:`estimate_structural` (no latent types) alone: the
+    same checks and the same estimator run, so the same numbers, without what only the result
+    object needs (the separation check, the derivatives at the estimate, identification,
+    standard errors, warnings' checks). A bootstrap replicate needs nothing else."""
+    X, n, off, kernel, gamma, _ = _inputs(estimator, features, counts, offset, kernel, gamma, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the full-sample fit says whether it converged
+        run = _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter)
+    return np.asarray(run.theta, dtype=np.float64)
 
 
 def _typed(estimator, features, kernel, gamma, n_types, episodes, **kwargs):
