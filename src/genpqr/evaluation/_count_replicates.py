@@ -41,6 +41,9 @@ import scipy.sparse as sp
 
 __all__ = ["EpisodeCounts", "CountPlan", "count_plan", "reads_tables", "multiplicities"]
 
+#: Episodes x cells at most this many entries: the episodes' counts are held dense.
+DENSE_COUNTS = 2_000_000
+
 
 def reads_tables(statistic) -> bool:
     """Whether ``statistic(model)`` reads only the fitted tables of an exact-path model
@@ -88,8 +91,9 @@ class EpisodeCounts:
         live = nxt & ~term
         s2i = np.where(nxt, s2, 0).astype(np.int64)
 
-        def counts(rows, cols, width):
-            return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(E, width))
+        def counts(rows, cols, width):  # dense while small: a dense product is cheaper than a sparse one
+            matrix = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(E, width))
+            return matrix.toarray() if E * width <= DENSE_COUNTS else matrix
 
         self.n_states, self.n_actions, self.n_episodes = S, K, E
         self.choices = counts(episode, s * K + a, S * K)
@@ -104,15 +108,16 @@ class EpisodeCounts:
         """``(choices (S*K,), moves (S*K,), flows csr (S*K, S), live_next (S,), top)`` of a replicate
         with episode multiplicities ``m`` (E,)."""
         S, K = self.n_states, self.n_actions
-        w = sp.csr_matrix(m[None, :])
-        flows = (w @ self.flows).tocoo()
-        keep = flows.data > 0
-        flat = flows.col[keep]
-        matrix = sp.csr_matrix((flows.data[keep], (flat // S, flat % S)), shape=(S * K, S))
+
+        def total(counts):  # integer counts times integer multiplicities: exact in float64
+            return np.asarray(counts.T @ m).reshape(-1)
+
+        flows = total(self.flows)
+        flat = np.flatnonzero(flows)
+        matrix = sp.csr_matrix((flows[flat], (flat // S, flat % S)), shape=(S * K, S))
         matrix.sum_duplicates()
         top = int(self.top_state[m > 0].max())
-        return (np.asarray((w @ self.choices).todense()).reshape(-1), np.asarray((w @ self.moves).todense()).reshape(-1),
-                matrix, np.asarray((w @ self.live_next).todense()).reshape(-1), top)
+        return total(self.choices), total(self.moves), matrix, total(self.live_next), top
 
 
 class CountPlan:
@@ -123,16 +128,18 @@ class CountPlan:
         self.template, self.full = template, full
         self.encoder = data.encoder
         self.counts = EpisodeCounts(data, full.n_states_, full.n_actions_)
+        from ..data.validation import clone_learner
+        from ..stage1 import FrequencyClassifier
+
+        model = template.policy_model  # None: the tabular rule's cell frequencies (count_plan)
+        self.classifier = clone_learner(model if model is not None else FrequencyClassifier(n_states=full.n_states_))
 
     def replicate(self, m: np.ndarray):
         """The replicate model of multiplicities ``m``, or None where the refit must decide
         (it would raise, or take a branch this path does not follow)."""
         from ..normalization import mean_zero
-        from ..stage1 import (FittedPolicy, FrequencyClassifier, auto_clip_from_summary, check_bounds, clip_proba,
-                              safe_log)
+        from ..stage1 import FittedPolicy, auto_clip_from_summary, check_bounds, clip_proba, safe_log
         from ..stage2 import ExactStage2, kernel_from_counts, recover_reward
-        from ..data.validation import clone_learner as clone
-
         template, full = self.template, self.full
         S, K = self.counts.n_states, self.counts.n_actions
         choices, moves, flows, live_next, top = self.counts.weighted(m)
@@ -144,8 +151,7 @@ class CountPlan:
             return None
         cells = np.flatnonzero(choices)
         X = (cells // K).astype(np.float64)[:, None]
-        model = template.policy_model if template.policy_model is not None else FrequencyClassifier(n_states=S)
-        classifier = clone(model).fit(X, cells % K, sample_weight=choices[cells])
+        classifier = copy.copy(self.classifier).fit(X, cells % K, sample_weight=choices[cells])
         policy = FittedPolicy([classifier], None, K, (0.0, 1.0))
         grid = np.arange(S, dtype=np.float64)[:, None]
         raw = policy.raw_proba(grid)
