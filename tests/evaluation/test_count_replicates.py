@@ -192,3 +192,11 @@ def test_cli_example_bootstrap_equals_the_refit():
     for part in ("policy", "transitions", "both"):
         np.testing.assert_allclose(getattr(counted, part).replicates, getattr(refit, part).replicates,
                                    rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("resample", ["policy", "transitions"])
+def test_one_stage_resampled_from_counts_equals_the_refit(resample, filled_data):
+    est = _estimator("anchor, n_states, auto clip")
+    kw = dict(n_boot=8, random_state=5, progress=False, resample=resample)
+    np.testing.assert_allclose(bootstrap(est, filled_data, **kw).replicates,
+                               bootstrap(est, filled_data, method="refit", **kw).replicates, rtol=0, atol=TOL)
