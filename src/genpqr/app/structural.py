@@ -105,8 +105,8 @@ class StructuralStatistic:
         table = np.asarray(rec.reward, dtype=np.float64)
         # the estimate alone (structural_from_model's theta, without its standard errors and checks)
         theta = estimate_theta(self.estimator, self.features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
-                               start_policy=np.exp(rec.log_policy), reward_table=rec.reward)
-        return np.concatenate([table.ravel(), theta])
+                               start_policy=np.exp(rec.log_policy))
+        return np.concatenate([table.ravel(), np.asarray(theta, dtype=np.float64)])
 
 
 def _bootstrap_columns(table, fit, boot, level):

@@ -229,18 +229,6 @@ def count_plan(template, full, data, statistic):
     return CountPlan(template, full, data)
 
 
-def replicate_fit(template, data, seed: int, plan: CountPlan | None = None):
-    """The fitted replicate of ``seed``: from counts when ``plan`` serves it, else ``template``
-    refitted on :func:`~genpqr.evaluation.resample_episodes` of the same draw."""
-    from ._inference import refit_copy, resample_episodes
-
-    if plan is not None:
-        rep = plan.replicate(multiplicities(plan.counts.n_episodes, np.random.default_rng(seed)))
-        if rep is not None:
-            return rep
-    return refit_copy(template).fit(resample_episodes(data, np.random.default_rng(seed)))
-
-
 def run_replicates(one, seeds, args, *, n_jobs: int, progress, plan=None) -> list:
     """``[one(seed, *args) for seed in seeds]``, in order, with joblib workers and a tqdm bar
     (``progress`` None: on a terminal only; False: silent). Count replicates (``plan``) cost

@@ -150,13 +150,24 @@ def replicate_template(estimator, full):
     return copy_
 
 
+def replicate_fit(template, data, seed: int, plan=None):
+    """The fitted replicate of ``seed``: from counts when ``plan`` serves it, else ``template``
+    refitted on :func:`~genpqr.evaluation.resample_episodes` of the same draw."""
+    from ._count_replicates import multiplicities
+
+    if plan is not None:
+        rep = plan.replicate(multiplicities(plan.counts.n_episodes, np.random.default_rng(seed)))
+        if rep is not None:
+            return rep
+    return refit_copy(template).fit(resample_episodes(data, np.random.default_rng(seed)))
+
+
 def _replicate(seed, estimator, data, statistic, resample="both", full=None, plan=None):
     """One replicate (from counts with ``plan``, :mod:`genpqr.evaluation._count_replicates`);
     the full-sample fit already raised any warnings, so replicates are quiet."""
     import warnings
 
     from ..exceptions import GenPQRWarning
-    from ._count_replicates import replicate_fit
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..data import Transitions
 from ..data.validation import check_random_state
-from ._inference import (BootstrapResult, check_bootstrap_args, check_exact, refit_copy, replicate_parts,
-                         replicate_template)
+from ._inference import (BootstrapResult, check_bootstrap_args, check_exact, refit_copy, replicate_fit,
+                         replicate_parts, replicate_template)
 
 __all__ = ["BootstrapSources", "bootstrap_sources", "RESAMPLE_SOURCES", "reward_table_statistic"]
 
@@ -52,7 +52,6 @@ def _replicate(seed, estimator, full, data, statistic, both_statistic, plan=None
     """One replicate: ``(policy part, transitions part, both)`` statistics (from counts with
     ``plan``); quiet (the full fit warned)."""
     from ..exceptions import GenPQRWarning
-    from ._count_replicates import replicate_fit
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)
