@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..structural.estimation import SE_KINDS, estimate_structural, estimate_theta
+from ..structural.estimation import SE_KINDS, estimate_structural
 from .flags import cli_text
 from ..structural.results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
 from ..evaluation import plain_text
@@ -100,13 +100,9 @@ class StructuralStatistic:
         self.features, self.names, self.estimator = features, names, estimator
 
     def __call__(self, model):
-        stage2 = model.stage2_
-        rec = stage2.recovery
-        table = np.asarray(rec.reward, dtype=np.float64)
-        # the estimate alone (structural_from_model's theta, without its standard errors and checks)
-        theta = estimate_theta(self.estimator, self.features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
-                               start_policy=np.exp(rec.log_policy))
-        return np.concatenate([table.ravel(), np.asarray(theta, dtype=np.float64)])
+        table = np.asarray(model.stage2_.recovery.reward, dtype=np.float64)
+        fit = structural_from_model(model, model.training_data_, self.features, self.names, self.estimator)
+        return np.concatenate([table.ravel(), fit.theta])
 
 
 def _bootstrap_columns(table, fit, boot, level):

@@ -56,7 +56,6 @@ Layers (no import circles): ``checks``, ``identification``, ``summary`` < ``kern
 core (:mod:`genpqr.counterfactuals`), since they serve every tabular fit, structural or not.
 """
 
-<<<<<<< HEAD
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 from ..lazy import attach
@@ -69,17 +68,8 @@ if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type check
     from .separation import Separation, find_separation
     from .types import LatentTypeWarning, TypedStructuralFit, estimate_types
     from .type_counterfactuals import type_counterfactuals, type_fit
-=======
-from .estimation import ESTIMATORS, StructuralFit, estimate_structural, estimate_theta, fit_structural
-from .fit_checks import ProjectionWarning
-from .identification import Identification, IdentifiedCombination, identification
-from .results import LRTestResult, StructuralSummary, lr_test
-from .separation import Separation, find_separation
-from .types import LatentTypeWarning, TypedStructuralFit, estimate_types
-from .type_counterfactuals import type_counterfactuals, type_fit
->>>>>>> d259496 (estimate_theta beside estimate_structural (no private names across modules, module size); evaluation re-exports the count-replicate names (architecture rules))
 
-__all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "estimate_theta", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
+__all__ = ["ESTIMATORS", "StructuralFit", "estimate_structural", "fit_structural", "StructuralSummary", "LRTestResult", "lr_test",
            "Separation", "find_separation", "ProjectionWarning", "Identification", "IdentifiedCombination",
            "identification", "estimate_types", "TypedStructuralFit", "LatentTypeWarning", "type_fit",
            "type_counterfactuals"]

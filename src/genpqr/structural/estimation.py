@@ -85,8 +85,7 @@ from .identification import Identification, generalized_inverse, identification
 from .separation import Separation, find_separation
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
-           "estimate_structural", "estimate_theta", "fit_structural", "std_errors", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS",
-           "ProjectionWarning"]
+           "estimate_structural", "fit_structural", "std_errors", "MIN_CHOICES_PER_PARAMETER", "SE_KINDS", "ProjectionWarning"]
 
 #: The structural estimators of :func:`estimate_structural` (:mod:`genpqr.structural.estimation`).
 ESTIMATORS = ("npl", "nfxp", "pml", "projection")
@@ -278,7 +277,8 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
 
 @dataclass
 class _Run:
-    """An estimator's estimate, policy (or None), iterations, convergence (None: one step), PML's covariance."""
+    """What an estimator returned: the estimate, its policy (or None), its iterations and whether
+    it converged (None: a one-step estimator), PML's covariance."""
 
     theta: np.ndarray
     policy: np.ndarray | None
@@ -383,14 +383,6 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
         mle_theta=mle_theta, mle_loglik=mle_loglik, identification=ident, covariances=held)
 
 
-def estimate_theta(estimator, features, counts, kernel, gamma, offset=None, start_policy=None, tol=1e-10, max_iter=200):
-    """``theta`` of :func:`estimate_structural` (no types; not projection) by its checks and run alone."""
-    X, n, off, kernel, gamma, _ = _inputs(estimator, features, counts, offset, kernel, gamma, None)
-    with warnings.catch_warnings():  # quiet: the full-sample fit says whether it converged
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, None, tol, max_iter).theta
-
-
 def _typed(estimator, features, kernel, gamma, n_types, episodes, **kwargs):
     """The latent-type route of :func:`estimate_structural` (:mod:`genpqr.structural.types`)."""
     from .types import estimate_types
@@ -464,6 +456,7 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
     if estimator == "projection" and int(n_types) == 1:
         fit = projection_std_errors(fit, model, offset)
     return fit
+
 
 def _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter):
     """The MLE (NPL with its safeguard, quietly) beside a projection: ``(theta, loglik, identified)``
