@@ -101,7 +101,8 @@ class StructuralStatistic:
 
     def __call__(self, model):
         table = np.asarray(model.stage2_.recovery.reward, dtype=np.float64)
-        fit = structural_from_model(model, model.training_data_, self.features, self.names, self.estimator)
+        fit = structural_from_model(model, getattr(model, "training_data_", None), self.features, self.names,
+                                    self.estimator)  # no training data in a count replicate: unused here
         return np.concatenate([table.ravel(), fit.theta])
 
 

@@ -21,7 +21,7 @@ table is the same solve of the same system (tests/evaluation/test_count_replicat
 every replicate with the refit to 1e-10). What the refit computes for nothing here -- the
 cross-fitted folds of the out-of-fold diagnostics, the diagnostics, the resampled rows -- is
 not computed: a count replicate is a shallow copy of the full-sample fit with the fitted
-attributes of stage 1 and stage 2 replaced (``training_data_`` and ``diagnostics_`` are None).
+state of stage 1 and stage 2 replaced (no ``training_data_``, ``diagnostics_`` or ``policy_folds_``).
 
 :func:`count_plan` says whether a fit qualifies: the exact path with a cell-frequency first
 stage (given, or the default on an unordered state; not prefit), count transitions (``transition_model`` None or ``"counts"``, also when
@@ -188,12 +188,14 @@ class CountPlan:
             return None
         u = safe_log(full_proba)
         recovery = recover_reward(u, kernel, full.gamma_, norm, solver=template.solver)
-        rep = copy.copy(full)
-        rep.policy_, rep.policy_folds_, rep.normalization_ = policy, None, norm
-        rep.stage2_ = ExactStage2(recovery, kernel, table.copy())
-        rep.transition_counts_, rep.transition_model_, rep.transition_selection_ = transition_counts, None, None
-        rep.visited_states_ = visited
-        rep.training_data_ = rep.diagnostics_ = None
+        from ..estimator import TabularState
+
+        state = full.fitted_.replace(
+            normalization=norm, policy=policy, policy_folds=None, stage2=ExactStage2(recovery, kernel, table.copy()),
+            diagnostics=None, training_data=None, structural=None,
+            tabular=TabularState(n_states=S, visited_states=visited, transition_counts=transition_counts))
+        rep = copy.copy(full)  # the estimator with the replicate's fitted state (GenPQR.fitted_)
+        rep.fitted_ = state
         return rep
 
 
