@@ -188,14 +188,14 @@ class CountPlan:
             return None
         u = safe_log(full_proba)
         recovery = recover_reward(u, kernel, full.gamma_, norm, solver=template.solver)
-        from ..estimator import TabularState
+        import dataclasses
 
         state = full.fitted_.replace(
             normalization=norm, policy=policy, policy_folds=None, stage2=ExactStage2(recovery, kernel, table.copy()),
             diagnostics=None, training_data=None, structural=None,
-            tabular=TabularState(n_states=S, visited_states=visited, transition_counts=transition_counts))
-        rep = copy.copy(full)  # the estimator with the replicate's fitted state (GenPQR.fitted_)
-        rep.fitted_ = state
+            tabular=dataclasses.replace(full.fitted_.tabular, visited_states=visited, transition_counts=transition_counts,
+                                        transition_model=None, transition_selection=None))
+        rep = full._fitted_copy(state)  # the estimator with the replicate's fitted state (GenPQR.fitted_)
         return rep
 
 
