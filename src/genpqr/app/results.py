@@ -17,6 +17,8 @@ class TabularStatistic:
     """Bootstrap statistic: the reward table, plus the projected parameters when features
     are given (weights: the replicate's visits per state-action pair)."""
 
+    reads_tables = True  # the fitted tables only: a count replicate serves it (genpqr.evaluation)
+
     def __init__(self, features=None):
         self.features = features
 

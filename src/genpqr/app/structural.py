@@ -93,12 +93,15 @@ class StructuralStatistic:
     re-estimated on the replicate (same estimator, the replicate's first stage, kernel and
     choices)."""
 
+    reads_tables = True  # the fitted tables only: a count replicate serves it (genpqr.evaluation)
+
     def __init__(self, features, names, estimator: str):
         self.features, self.names, self.estimator = features, names, estimator
 
     def __call__(self, model):
         table = np.asarray(model.stage2_.recovery.reward, dtype=np.float64)
-        fit = structural_from_model(model, model.training_data_, self.features, self.names, self.estimator)
+        fit = structural_from_model(model, getattr(model, "training_data_", None), self.features, self.names,
+                                    self.estimator)  # no training data in a count replicate: unused here
         return np.concatenate([table.ravel(), fit.theta])
 
 

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from joblib import Parallel, delayed
-from tqdm.auto import tqdm
 
 from ..data.validation import check_random_state, clone_learner as clone
 from ..data import Transitions
@@ -108,6 +106,9 @@ def _default_statistic(model):
     raise ValueError("give a statistic(model) for non-tabular models")
 
 
+_default_statistic.reads_tables = True  # the reward table: a count replicate serves it
+
+
 def check_exact(model) -> None:
     """``ValueError`` unless ``model`` is a fitted exact-path model (a reward table and a kernel table)."""
     stage2 = getattr(model, "stage2_", None)
@@ -149,16 +150,28 @@ def replicate_template(estimator, full):
     return copy_
 
 
-def _replicate(estimator, data, seed, statistic, resample="both", full=None):
-    """One replicate; the full-sample fit already raised any warnings, so replicates are quiet."""
+def replicate_fit(template, data, seed: int, plan=None):
+    """The fitted replicate of ``seed``: from counts when ``plan`` serves it, else ``template``
+    refitted on :func:`~genpqr.evaluation.resample_episodes` of the same draw."""
+    from ._count_replicates import multiplicities
+
+    if plan is not None:
+        rep = plan.replicate(multiplicities(plan.counts.n_episodes, np.random.default_rng(seed)))
+        if rep is not None:
+            return rep
+    return refit_copy(template).fit(resample_episodes(data, np.random.default_rng(seed)))
+
+
+def _replicate(seed, estimator, data, statistic, resample="both", full=None, plan=None):
+    """One replicate (from counts with ``plan``, :mod:`genpqr.evaluation._count_replicates`);
+    the full-sample fit already raised any warnings, so replicates are quiet."""
     import warnings
 
     from ..exceptions import GenPQRWarning
 
-    rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)
-        model = refit_copy(estimator).fit(resample_episodes(data, rng))
+        model = replicate_fit(estimator, data, seed, plan)
         if resample != "both":  # one stage from the replicate, the other held at the full-sample fit
             model = replicate_parts(full, model)[0 if resample == "policy" else 1]
     return np.asarray(statistic(model), dtype=np.float64)
@@ -166,7 +179,7 @@ def _replicate(estimator, data, seed, statistic, resample="both", full=None):
 
 def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Callable | None = None,
               n_jobs: int = 1, random_state=None, progress: bool | None = None,
-              fitted=None, resample: str = "both") -> BootstrapResult:
+              fitted=None, resample: str = "both", method: str = "auto") -> BootstrapResult:
     """Bootstrap a statistic of a fitted estimator over whole episodes.
 
     Parameters
@@ -187,7 +200,16 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
         ``"policy"`` holds the kernel at the full-sample estimate, ``"transitions"`` holds the
         policy (and normalization) at the full-sample fit (:func:`bootstrap_sources`, which
         returns all three from the same replicates).
+    method : {"auto", "refit"}
+        ``"auto"``: on the exact tabular path with a cell-frequency first stage and count
+        transitions, and a statistic that reads only the fitted tables (``reward_table``, or
+        one marked ``reads_tables = True``), each replicate is computed from the episodes'
+        reweighted counts and one sparse solve instead of a refit -- the same numbers
+        (:mod:`genpqr.evaluation._count_replicates`); elsewhere, and with ``"refit"``, every
+        replicate refits a clone of the estimator on its resampled episodes.
     """
+    if method not in ("auto", "refit"):
+        raise ValueError(f"method must be 'auto' or 'refit', got {method!r}")
     if resample not in ("both", "policy", "transitions"):
         raise ValueError(f"resample must be 'both', 'policy' or 'transitions', got {resample!r}")
     check_bootstrap_args(n_boot, data, n_jobs)
@@ -198,7 +220,9 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
     estimate = np.asarray(statistic(full), dtype=np.float64)
     seeds = check_random_state(random_state).integers(0, 2**63 - 1, size=n_boot)
     template = replicate_template(estimator, full)
-    tasks = (delayed(_replicate)(template, data, int(s), statistic, resample, full) for s in seeds)
-    results = Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
-    reps = list(tqdm(results, total=n_boot, desc="bootstrap", disable=(None if progress is None else not progress)))
+    from ._count_replicates import count_plan, run_replicates
+
+    plan = count_plan(template, full, data, statistic) if method == "auto" else None
+    reps = run_replicates(_replicate, seeds, (template, data, statistic, resample, full, plan), n_jobs=n_jobs,
+                          progress=progress, plan=plan)
     return BootstrapResult(estimate, np.stack(reps))

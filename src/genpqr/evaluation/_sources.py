@@ -28,13 +28,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from joblib import Parallel, delayed
-from tqdm.auto import tqdm
 
 from ..data import Transitions
 from ..data.validation import check_random_state
-from ._inference import (BootstrapResult, check_bootstrap_args, check_exact, refit_copy, replicate_parts,
-                         replicate_template, resample_episodes)
+from ._inference import (BootstrapResult, check_bootstrap_args, check_exact, refit_copy, replicate_fit,
+                         replicate_parts, replicate_template)
 
 __all__ = ["BootstrapSources", "bootstrap_sources", "RESAMPLE_SOURCES", "reward_table_statistic"]
 
@@ -47,14 +45,17 @@ def reward_table_statistic(model) -> np.ndarray:
     return np.asarray(model.stage2_.recovery.reward, dtype=np.float64)
 
 
-def _replicate(estimator, full, data, seed, statistic, both_statistic):
-    """One replicate: ``(policy part, transitions part, both)`` statistics; quiet (the full fit warned)."""
+reward_table_statistic.reads_tables = True  # a count replicate serves it (genpqr.evaluation._count_replicates)
+
+
+def _replicate(seed, estimator, full, data, statistic, both_statistic, plan=None):
+    """One replicate: ``(policy part, transitions part, both)`` statistics (from counts with
+    ``plan``); quiet (the full fit warned)."""
     from ..exceptions import GenPQRWarning
 
-    rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GenPQRWarning)
-        rep = refit_copy(estimator).fit(resample_episodes(data, rng))
+        rep = replicate_fit(estimator, data, seed, plan)
         policy, moves = replicate_parts(full, rep)
         return (np.asarray(statistic(policy), dtype=np.float64), np.asarray(statistic(moves), dtype=np.float64),
                 np.asarray(both_statistic(rep), dtype=np.float64))
@@ -116,7 +117,7 @@ class BootstrapSources:
 
 def bootstrap_sources(estimator, data: Transitions, *, n_boot: int = 200, statistic: Callable | None = None,
                       both_statistic: Callable | None = None, n_jobs: int = 1, random_state=None,
-                      progress: bool | None = None, fitted=None) -> BootstrapSources:
+                      progress: bool | None = None, fitted=None, method: str = "auto") -> BootstrapSources:
     """Bootstrap over whole episodes, split into the variance from the policy and from the transitions.
 
     Parameters
@@ -136,7 +137,12 @@ def bootstrap_sources(estimator, data: Transitions, *, n_boot: int = 200, statis
     n_jobs, random_state, progress, fitted
         As in :func:`genpqr.evaluation.bootstrap`; with the same ``random_state`` the ``both``
         part is that function's result.
+    method : {"auto", "refit"}
+        As in :func:`genpqr.evaluation.bootstrap`: replicates from reweighted counts where
+        they give the refit's numbers (both statistics must read only the fitted tables).
     """
+    if method not in ("auto", "refit"):
+        raise ValueError(f"method must be 'auto' or 'refit', got {method!r}")
     check_bootstrap_args(n_boot, data, n_jobs)
     statistic = statistic or reward_table_statistic
     both_statistic = both_statistic or statistic
@@ -145,9 +151,11 @@ def bootstrap_sources(estimator, data: Transitions, *, n_boot: int = 200, statis
     estimate, both_estimate = (np.asarray(f(full), dtype=np.float64) for f in (statistic, both_statistic))
     seeds = check_random_state(random_state).integers(0, 2**63 - 1, size=n_boot)
     template = replicate_template(estimator, full)
-    tasks = (delayed(_replicate)(template, full, data, int(s), statistic, both_statistic) for s in seeds)
-    results = Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
-    reps = list(tqdm(results, total=n_boot, desc="bootstrap", disable=(None if progress is None else not progress)))
+    from ._count_replicates import count_plan, reads_tables, run_replicates
+
+    plan = count_plan(template, full, data, statistic) if method == "auto" and reads_tables(both_statistic) else None
+    reps = run_replicates(_replicate, seeds, (template, full, data, statistic, both_statistic, plan), n_jobs=n_jobs,
+                          progress=progress, plan=plan)
     policy, moves, both = (np.stack([r[i] for r in reps]) for i in range(3))
     return BootstrapSources(BootstrapResult(estimate, policy), BootstrapResult(estimate, moves),
                             BootstrapResult(both_estimate, both))
