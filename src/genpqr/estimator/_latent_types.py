@@ -276,7 +276,8 @@ def fit_latent_types(estimator, data):
     best = _reordered(max(runs, key=lambda r: r.loglik), z)
     estimator.em_start_logliks_ = [float(r.loglik) for r in runs]
     estimator.type_models_ = _type_models(estimator, data, best.fit_weights, learner, choice, n_states)
-    estimator.type_episodes_, estimator.type_weights_ = labels, best.weights
+    names = data.episode_names(labels) if hasattr(data, "episode_names") else labels  # the user's ids
+    estimator.type_episodes_, estimator.type_weights_ = names, best.weights
     prior = np.broadcast_to(np.exp(best.log_prior), best.weights.shape)
     estimator.type_proportions_ = prior.mean(axis=0)
     estimator.type_mixing_coef_ = best.mixing_coef

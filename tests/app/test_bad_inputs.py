@@ -1,0 +1,127 @@
+"""Bad inputs of the newer features (issue 33), table-driven as in ``tests/estimator/test_bad_inputs.py``:
+latent types, kernel files, action features, interrupted runs, files that change while read.
+
+Every case states the kind of outcome it expects: ``Err(phrases)`` (exit code 2, one line on
+stderr holding every phrase: the input's name and what was expected, no traceback) or
+``Ok(check)`` (exit code 0 and ``check(out_dir, stdout, stderr)`` holds: the correct result, or
+the warning naming the input and the output in doubt).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genpqr import stage2
+from genpqr.app.cli import main
+from genpqr.envs import random_mdp, simulate_tabular
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+S, GAMMA, LABELS = 6, 0.9, np.array(["a", "b", "c"])
+
+
+@dataclass
+class Err:
+    phrases: tuple
+
+    def __init__(self, *phrases):
+        self.phrases = phrases
+
+
+@dataclass
+class Ok:
+    check: Callable
+
+
+def _run(argv, capsys):
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _assert_outcome(case, expected, code, out, stdout, stderr):
+    assert "Traceback" not in stderr, stderr
+    if isinstance(expected, Err):
+        assert code == 2, (case, stdout, stderr)
+        message = stderr.strip().splitlines()[-1]
+        assert message.startswith(("genpqr fit: error: ", "genpqr: error: ", "genpqr counterfactual: error: ")), \
+            stderr
+        for phrase in expected.phrases:
+            assert phrase in message, (case, message)
+        assert len(message) < 900, f"{case}: {len(message)} characters"
+    else:
+        assert code == 0, (case, stderr)
+        assert expected.check(out, stdout, stderr), (case, stdout, stderr)
+
+
+# ----------------------------------------------------------------------------- latent types: the user's episode ids
+@pytest.fixture(scope="module")
+def two_types(tmp_path_factory):
+    """Two types of 90 and 60 episodes of a 6-state, 3-action MDP (opposite rewards)."""
+    mdp = random_mdp(S, 3, n_next=3, gamma=GAMMA, random_state=1, reward_scale=1.5)
+    frames, offset = [], 0
+    for j, (m, n) in enumerate(zip([mdp, dataclasses.replace(mdp, reward=-mdp.reward)], (90, 60))):
+        data = simulate_tabular(m, stage2.soft_optimal_policy(m.reward, m.kernel, GAMMA), n_episodes=n, horizon=12,
+                                random_state=20 + j)
+        frames.append(pd.DataFrame({"episode": data.episode_ids + offset, "type": j,
+                                    "time": data.timesteps.astype(int), "state": data.states[:, 0].astype(int),
+                                    "action": LABELS[data.actions]}))
+        offset += n
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ids(frame, kind):
+    """The episode ids 0..89 and 1000..1059 (numbers), or text ids ``ep_0000``.. in another order."""
+    e = frame.episode.to_numpy()
+    if kind == "numbers":
+        return frame.assign(episode=np.where(e < 90, e, e - 90 + 1000))
+    return frame.assign(episode=[f"ep_{(149 - i) * 7 % 150:04d}" for i in e])  # sorted order != the data's
+
+
+def _features_file(path):
+    """``--features``: one indicator per (state, non-anchor action), a structural model of the
+    6-state tabular data (every reward free but the anchor's)."""
+    rows = []
+    for s in range(S):
+        row = {"state_index": s}
+        for k, label in enumerate(LABELS):
+            rows.append({**row, "action": label, **{f"r{t}_{b}": float(t == s and b == label)
+                                                     for t in range(S) for b in LABELS[1:]}})
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+ROUTES = {"tabular": [], "continuous states": ["--q-model", "linear"],
+          "structural": ["--features", "{tmp}/features.csv", "--policy-model", "frequency"]}
+
+
+@pytest.mark.parametrize("route, ids", [("tabular", "numbers"), ("tabular", "text"), ("continuous states", "numbers"),
+                                        ("structural", "text")])
+def test_types_csv_joins_with_the_data(two_types, route, ids, tmp_path, capsys):
+    frame = _ids(two_types, ids)
+    frame.drop(columns="type").to_csv(tmp_path / "data.csv", index=False)
+    _features_file(tmp_path / "features.csv")
+    out = tmp_path / "out"
+    argv = ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state",
+            "--action", "action", "--gamma", GAMMA, "--normalization", "anchor:a", "--types", "2", "--quiet",
+            "--out", out, *[a.replace("{tmp}", str(tmp_path)) for a in ROUTES[route]]]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    types = pd.read_csv(out / "types.csv", dtype={"episode": frame.episode.dtype})
+    assert len(types) == frame.episode.nunique() and types.episode.is_unique
+    truth = frame.groupby("episode")["type"].first()
+    joined = types.join(truth, on="episode", how="inner")
+    assert len(joined) == len(types)  # every row of types.csv is an episode of the data, by its own id
+    best = types.filter(like="posterior_type_").to_numpy().argmax(axis=1)
+    agree = np.mean(best[joined.index] == joined["type"].to_numpy())
+    # the types found are the simulated ones, episode by episode (a linear Q of the state number is a
+    # coarser model of these tabular choices: fewer episodes are told apart)
+    assert max(agree, 1 - agree) > (0.7 if route == "continuous states" else 0.9), agree
