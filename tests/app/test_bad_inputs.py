@@ -103,8 +103,8 @@ ROUTES = {"tabular": [], "continuous states": ["--q-model", "linear"],
           "structural": ["--features", "{tmp}/features.csv", "--policy-model", "frequency"]}
 
 
-@pytest.mark.parametrize("route, ids", [("tabular", "numbers"), ("tabular", "text"), ("continuous states", "numbers"),
-                                        ("structural", "text")])
+@pytest.mark.parametrize("route, ids", [("tabular", "numbers"), ("tabular", "text"), ("continuous states", "text"),
+                                        ("structural", "numbers")])
 def test_types_csv_joins_with_the_data(two_types, route, ids, tmp_path, capsys):
     frame = _ids(two_types, ids)
     frame.drop(columns="type").to_csv(tmp_path / "data.csv", index=False)
@@ -125,3 +125,24 @@ def test_types_csv_joins_with_the_data(two_types, route, ids, tmp_path, capsys):
     # the types found are the simulated ones, episode by episode (a linear Q of the state number is a
     # coarser model of these tabular choices: fewer episodes are told apart)
     assert max(agree, 1 - agree) > (0.7 if route == "continuous states" else 0.9), agree
+    if route == "structural":  # the mixing proportions' intervals stay in [0, 1] and hold the estimate
+        params = pd.read_csv(out / "parameters.csv")
+        props = params[params.parameter.str.startswith("mixing proportion[")]
+        assert len(props) == 2 and props.estimate.sum() == pytest.approx(1.0)
+        assert (props.ci_low > 0).all() and (props.ci_high < 1).all()
+        assert (props.ci_low < props.estimate).all() and (props.estimate < props.ci_high).all()
+        assert props.ci_kind.str.contains("logit scale").all()
+
+
+def test_proportion_interval_is_the_logit_wald_interval():
+    from scipy.special import expit, logit
+
+    from genpqr.app.structural import proportion_interval
+
+    p, se, z = np.array([0.05, 0.5, 0.97, 0.0, 1.0]), np.array([0.08, 0.1, 0.05, 0.1, 0.1]), 1.96
+    low, high = proportion_interval(p, se, z)
+    half = z * se[:3] / (p[:3] * (1 - p[:3]))
+    np.testing.assert_allclose(low[:3], expit(logit(p[:3]) - half), rtol=1e-12)
+    np.testing.assert_allclose(high[:3], expit(logit(p[:3]) + half), rtol=1e-12)
+    assert np.all((low[:3] > 0) & (high[:3] < 1)) and p[0] - z * se[0] < 0  # the plain Wald one leaves [0, 1]
+    assert np.isnan(low[3:]).all() and np.isnan(high[3:]).all()  # at 0 or 1: no interval, not a zero-width one
