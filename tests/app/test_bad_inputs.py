@@ -103,10 +103,7 @@ ROUTES = {"tabular": [], "continuous states": ["--q-model", "linear"],
           "structural": ["--features", "{tmp}/features.csv", "--policy-model", "frequency"]}
 
 
-@pytest.mark.parametrize("route, ids", [("tabular", "numbers"), ("tabular", "text"), ("continuous states", "text"),
-                                        ("structural", "numbers")])
-def test_types_csv_joins_with_the_data(two_types, route, ids, tmp_path, capsys):
-    frame = _ids(two_types, ids)
+def _typed_fit(frame, route, tmp_path, capsys):
     frame.drop(columns="type").to_csv(tmp_path / "data.csv", index=False)
     _features_file(tmp_path / "features.csv")
     out = tmp_path / "out"
@@ -115,6 +112,28 @@ def test_types_csv_joins_with_the_data(two_types, route, ids, tmp_path, capsys):
             "--out", out, *[a.replace("{tmp}", str(tmp_path)) for a in ROUTES[route]]]
     code, stdout, stderr = _run(argv, capsys)
     assert code == 0, stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def structural_typed(two_types, tmp_path_factory):
+    """``--features --types 2`` on the data with episode ids 0..89 and 1000..1059."""
+    frame = _ids(two_types, "numbers")
+    folder = tmp_path_factory.mktemp("structural_typed")
+    frame.drop(columns="type").to_csv(folder / "data.csv", index=False)
+    _features_file(folder / "features.csv")
+    argv = ["fit", folder / "data.csv", "--episode", "episode", "--time", "time", "--state", "state",
+            "--action", "action", "--gamma", GAMMA, "--normalization", "anchor:a", "--types", "2", "--quiet",
+            "--out", folder / "out", "--features", folder / "features.csv", "--policy-model", "frequency"]
+    assert main([str(a) for a in argv]) == 0
+    return folder / "out"
+
+
+@pytest.mark.parametrize("route, ids", [("tabular", "numbers"), ("tabular", "text"), ("continuous states", "text"),
+                                        ("structural", "numbers")])
+def test_types_csv_joins_with_the_data(two_types, structural_typed, route, ids, tmp_path, capsys):
+    frame = _ids(two_types, ids)
+    out = structural_typed if route == "structural" else _typed_fit(frame, route, tmp_path, capsys)
     types = pd.read_csv(out / "types.csv", dtype={"episode": frame.episode.dtype})
     assert len(types) == frame.episode.nunique() and types.episode.is_unique
     truth = frame.groupby("episode")["type"].first()
@@ -146,3 +165,18 @@ def test_proportion_interval_is_the_logit_wald_interval():
     np.testing.assert_allclose(high[:3], expit(logit(p[:3]) + half), rtol=1e-12)
     assert np.all((low[:3] > 0) & (high[:3] < 1)) and p[0] - z * se[0] < 0  # the plain Wald one leaves [0, 1]
     assert np.isnan(low[3:]).all() and np.isnan(high[3:]).all()  # at 0 or 1: no interval, not a zero-width one
+
+
+def test_counterfactual_on_a_typed_structural_fit_names_the_python_route(structural_typed, tmp_path, capsys):
+    argv = ["counterfactual", structural_typed, "--parameter-change", "r0_b=*2", "--out", tmp_path / "cf", "--quiet"]
+    code, stdout, stderr = _run(argv, capsys)
+    _assert_outcome("typed counterfactual", Err("2 latent types", "--types 2", "genpqr.structural.type_counterfactuals",
+                                                "model.joblib"), code, None, stdout, stderr)
+    assert not (tmp_path / "cf").exists()
+    # the route it names answers, per type and averaged
+    import genpqr
+    from genpqr.structural import type_counterfactuals
+
+    table = type_counterfactuals(genpqr.load(structural_typed / "model.joblib").structural_,
+                                 parameter_change={"r0_b": "*2"})
+    assert set(table["type"].astype(str)) == {"0", "1", "mixture"}

@@ -249,6 +249,12 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
                          f"counterfactual does not take typed fits: in Python, each type's model "
                          f"(genpqr.load(...).type_models_[m].counterfactual(...)), or with --features the mixture "
                          f"MLE's per-type and averaged answers (genpqr.structural.type_counterfactuals)")
+    typed = getattr(model, "structural_", None)
+    if hasattr(typed, "posterior_frame"):  # a TypedStructuralFit: --features F --types M
+        raise ValueError(f"{fit_dir} holds a structural mixture MLE with {typed.n_types} latent types (--features with "
+                         f"--types {typed.n_types}); genpqr counterfactual does not take typed fits: in Python, "
+                         f"genpqr.structural.type_counterfactuals(genpqr.load('{fit_dir / 'model.joblib'}').structural_, "
+                         f"parameter_change={{NAME: '*2'}}) gives each type's answer and their average")
     if not hasattr(model, "n_states_"):
         raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
                          "tabular fit (--q-model exact); use genpqr.counterfactuals.soft_counterfactual in Python instead")
