@@ -180,3 +180,72 @@ def test_counterfactual_on_a_typed_structural_fit_names_the_python_route(structu
     table = type_counterfactuals(genpqr.load(structural_typed / "model.joblib").structural_,
                                  parameter_change={"r0_b": "*2"})
     assert set(table["type"].astype(str)) == {"0", "1", "mixture"}
+
+
+# ----------------------------------------------------------------------------- the table: genpqr fit
+def _base():
+    from tests.estimator.test_bad_inputs import base_frame
+
+    return base_frame()  # 30 episodes x 6 steps, states 0..3, actions a, b
+
+
+def _kernel(values, dtype=np.float64):
+    """A (4, 2, 4) kernel file maker: ``values`` is a function of the uniform kernel."""
+    def write(tmp):
+        np.save(tmp / "kernel.npy", np.asarray(values(np.full((4, 2, 4), 0.25)), dtype=dtype))
+    return write
+
+
+def _negative(P):
+    P[1, 0, 2], P[1, 0, 3] = -0.25, 0.75
+    return P
+
+
+def _cell(P, index, value):
+    P[index] = value
+    return P
+
+
+def _warned(*phrases, absent=()):
+    return lambda out, so, se: all(p in so for p in phrases) and not any(p in so for p in absent)
+
+
+KERNEL = ["--transition", "{tmp}/kernel.npy"]
+
+# name: (input maker (tmp -> None; writes beside data.csv) or None, data maker or None, extra argv, outcome)
+CLI = {
+    # --- kernel files: checked as a kernel, then against the data -------------------------------------
+    "kernel with a negative entry": (_kernel(_negative), None, KERNEL,
+                                     Err("kernel.npy", "(--transition)", "P[1, 0, 2] = -0.25 is negative")),
+    "kernel rows summing to 2": (_kernel(lambda P: 2 * P), None, KERNEL,
+                                 Err("kernel.npy", "(--transition)", "P[0, 0, :] sums to 2, not 1", "8 of 8 rows")),
+    "kernel with a NaN": (_kernel(lambda P: _cell(P, (2, 1, 0), np.nan)), None, KERNEL,
+                          Err("kernel.npy", "(--transition)", "P[2, 1, 0] = nan is not a number")),
+    "kernel of integer ones": (_kernel(lambda P: P * 0 + 1, dtype=np.int64), None, KERNEL,
+                               Err("kernel.npy", "(--transition)", "holds integers", "as floats")),
+    "kernel of 0/1 booleans": (_kernel(lambda P: np.broadcast_to(np.eye(4)[:, None, :], P.shape), dtype=bool), None,
+                               KERNEL, Err("kernel.npy", "(--transition)", "holds booleans")),
+    "kernel in float32, rows off by rounding": (_kernel(lambda P: P / 3 * 3, dtype=np.float32), None, KERNEL,
+                                                Ok(_warned(absent=("KernelDataWarning",)))),
+    "identity kernel against the data": (
+        _kernel(lambda P: np.broadcast_to(np.eye(4)[:, None, :], P.shape)), None, KERNEL,
+        Ok(_warned("KernelDataWarning", "kernel.npy", "(--transition)", "gives probability zero to", "of the observed",
+                   "rewards.csv", "P["))),
+}
+
+
+@pytest.mark.parametrize("case", list(CLI))
+def test_fit_bad_input(case, tmp_path, capsys):
+    make_input, make_data, extra, expected = CLI[case]
+    frame = _base() if make_data is None else make_data(_base())
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    if make_input is not None:
+        make_input(tmp_path)
+    out = tmp_path / "out"
+    argv = ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state", "--action",
+            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--out", out]
+    argv += [str(a).replace("{tmp}", str(tmp_path)) for a in extra]
+    code, stdout, stderr = _run(argv, capsys)
+    _assert_outcome(case, expected, code, out, stdout, stderr)
+    if isinstance(expected, Err):
+        assert not out.exists(), case

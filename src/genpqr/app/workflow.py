@@ -204,7 +204,22 @@ def _transitions(config: FitConfig, frame, labels, tabular: bool) -> FitData:
                                        truncated=config.truncated, outcome=config.outcome,
                                        action_labels=None if table is not None else labels,
                                        time_gaps=config.time_gaps, action_features=table)
+    if hasattr(fit_data.transition_model, "shape"):  # a kernel file: do the data's moves fit it?
+        _check_kernel_file(config, fit_data.transition_model, fit_data.transitions)
     return fit_data
+
+
+def _check_kernel_file(config: FitConfig, kernel, data) -> None:
+    """``--transition FILE``: a :class:`~genpqr.exceptions.KernelDataWarning` naming the file when
+    the kernel gives probability zero to observed moves (:func:`genpqr.stage2.check_kernel_against_moves`)."""
+    from ..exceptions import KernelDataWarning
+    from ..stage2._kernel_files import check_kernel_against_moves
+
+    seen = data.next_observed
+    message = check_kernel_against_moves(kernel, data.n_actions, data.states[seen, 0], data.actions[seen],
+                                         data.next_states[seen, 0], config.transition.value)
+    if message is not None:
+        warnings.warn(message, KernelDataWarning, stacklevel=2)
 
 
 def tabular_training_data(config: FitConfig):
