@@ -150,7 +150,7 @@ def _read_npz(path: str, what: str, tag: str = ""):
     try:
         kernel = sp.load_npz(path)
     except (ValueError, OSError, KeyError) as exc:
-        raise ValueError(f"cannot read the {what} {path!r}{tag}: {' '.join(str(exc).split())}; write a sparse (S*K, S) "
+        raise ValueError(f"cannot read the {what}{tag} {path!r}: {' '.join(str(exc).split())}; write a sparse (S*K, S) "
                          f"matrix with scipy.sparse.save_npz (or a dense array with numpy.save, .npy)") from None
     if not (np.issubdtype(kernel.dtype, np.number) or kernel.dtype == bool):
         raise ValueError(f"the {what} {path!r}{tag} must hold numbers, got dtype {kernel.dtype}")
@@ -166,7 +166,7 @@ def _read_npy(path: str, what: str, tag: str = "") -> np.ndarray:
     with open(path, "rb") as fh:
         magic = fh.read(6)
     if magic != b"\x93NUMPY":
-        raise ValueError(f"cannot read the {what} {path!r}{tag}: it is not a NumPy .npy file (no .npy header); write the "
+        raise ValueError(f"cannot read the {what}{tag} {path!r}: it is not a NumPy .npy file (no .npy header); write the "
                          f"array with numpy.save")
     try:
         big = Path(path).stat().st_size > SPARSE_FILE_BYTES
@@ -174,7 +174,7 @@ def _read_npy(path: str, what: str, tag: str = "") -> np.ndarray:
     except (ValueError, OSError) as exc:
         why = ("it holds Python objects, not numbers" if "pickle" in str(exc) or "Python objects" in str(exc)
                else " ".join(str(exc).split()))
-        raise ValueError(f"cannot read the {what} {path!r}{tag}: {why}; write a numeric array with numpy.save") from None
+        raise ValueError(f"cannot read the {what}{tag} {path!r}: {why}; write a numeric array with numpy.save") from None
     if not (np.issubdtype(kernel.dtype, np.number) or kernel.dtype == bool):
         raise ValueError(f"the {what} {path!r}{tag} must hold numbers, got dtype {kernel.dtype}")
     return kernel
