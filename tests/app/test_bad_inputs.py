@@ -249,3 +249,76 @@ def test_fit_bad_input(case, tmp_path, capsys):
     _assert_outcome(case, expected, code, out, stdout, stderr)
     if isinstance(expected, Err):
         assert not out.exists(), case
+
+
+# ----------------------------------------------------------------------------- Ctrl-C, killed runs
+def _fit_args(tmp_path, *extra):
+    return ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state", "--action",
+            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--quiet",
+            "--out", tmp_path / "out", *extra]
+
+
+def _files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_ctrl_c_during_fit_one_line_exit_130_earlier_output_kept(tmp_path, capsys):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    assert _run(_fit_args(tmp_path), capsys)[0] == 0
+    before = _files(tmp_path / "out")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}
+    start = ("import sys; from genpqr.app.cli import main; print('imported', flush=True); "
+             "sys.exit(main(sys.argv[1:]))")  # the console script's steps, saying when the imports are done
+    argv = [sys.executable, "-c", start, *map(str, _fit_args(tmp_path, "--bootstrap", "100000"))]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "imported"
+    time.sleep(1.5)  # fitting (the bootstrap's replicates take minutes): then Ctrl-C
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == f"genpqr fit: interrupted; the earlier output in {tmp_path / 'out'} is unchanged"
+    assert _files(tmp_path / "out") == before
+    assert not list(tmp_path.glob(".out.*"))  # its staging folder removed
+
+
+def test_ctrl_c_while_writing_leaves_the_earlier_output(tmp_path, capsys, monkeypatch):
+    from genpqr.estimator import folder_ops
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    assert _run(_fit_args(tmp_path), capsys)[0] == 0
+    before = _files(tmp_path / "out")
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(folder_ops, "write_each", stop)
+    code, stdout, stderr = _run(_fit_args(tmp_path, "--gamma", "0.8"), capsys)
+    assert code == 130 and "Traceback" not in stderr
+    assert stderr.strip().splitlines() == [f"genpqr fit: interrupted; the earlier output in {tmp_path / 'out'} is "
+                                           f"unchanged"]
+    assert _files(tmp_path / "out") == before and not list(tmp_path.glob(".out.*"))
+
+
+def test_leftover_staging_folders_removed_by_the_next_successful_run(tmp_path, capsys):
+    import os
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    dead, old, alive = (tmp_path / ".out.999999999-x1.partial", tmp_path / ".out.k2j3.partial",
+                        tmp_path / f".out.{os.getppid()}-x3.partial")
+    other = tmp_path / ".other.999999999-x4.partial"  # another output's: not this run's business
+    for folder in (dead, old, alive, other):
+        folder.mkdir()
+        (folder / "rewards.csv").write_text("x")
+    code, _, stderr = _run(_fit_args(tmp_path), capsys)
+    assert code == 0, stderr
+    assert not dead.exists() and not old.exists()  # killed runs' (SIGTERM, SIGKILL) staging folders
+    assert alive.exists() and other.exists()  # a run still going keeps its own

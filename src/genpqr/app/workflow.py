@@ -388,12 +388,28 @@ def config_from_args(args) -> FitConfig:
     return config
 
 
+def interrupted_line(out) -> str:
+    """The one line of a command stopped by Ctrl-C: what became of its output folder."""
+    if out is None:
+        return "interrupted; nothing was written"
+    folder = Path(out)
+    if folder.is_dir() and any(folder.iterdir()):
+        return f"interrupted; the earlier output in {folder} is unchanged"
+    return f"interrupted; nothing was written to {folder}"
+
+
 def fit_command(args) -> int:
     """Run ``genpqr fit``; 0 on success, 2 with a one-line message on bad input."""
+    out = getattr(args, "out", None)
     try:
-        outputs = run_fit(config_from_args(args))
+        config = config_from_args(args)
+        out = config.out
+        outputs = run_fit(config)
     except (ValueError, TypeError, OSError, ImportError) as exc:
         print(f"genpqr fit: error: {console_text(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the staging folder is gone, --out as it was (manifest.output_folder)
+        print(f"genpqr fit: {interrupted_line(out)}", file=sys.stderr)
+        return 130
     print(outputs.describe())
     return 0
