@@ -322,3 +322,30 @@ def test_leftover_staging_folders_removed_by_the_next_successful_run(tmp_path, c
     assert code == 0, stderr
     assert not dead.exists() and not old.exists()  # killed runs' (SIGTERM, SIGKILL) staging folders
     assert alive.exists() and other.exists()  # a run still going keeps its own
+
+
+# ----------------------------------------------------------------------------- a data file that changes while read
+@pytest.mark.parametrize("change", ["append", "rewrite same size"])
+def test_data_file_changed_while_read_is_refused(change, tmp_path, capsys, monkeypatch):
+    import os
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    real = pd.read_csv
+
+    def read_then_change(path, *args, **kwargs):  # another process writes the file during the read
+        frame = real(path, *args, **kwargs)
+        if str(path).endswith("data.csv"):
+            if change == "append":
+                with open(path, "a") as fh:
+                    fh.write("99,0,1,a,0.0,a,0.1\n")
+            else:
+                st = os.stat(path)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        return frame
+
+    monkeypatch.setattr(pd, "read_csv", read_then_change)
+    code, stdout, stderr = _run(_fit_args(tmp_path), capsys)
+    _assert_outcome(change, Err("data file", "data.csv", "changed while it was read",
+                                "went from" if change == "append" else "modified or replaced", "run again"),
+                    code, None, stdout, stderr)
+    assert not (tmp_path / "out").exists()
