@@ -48,6 +48,12 @@ class KernelDataWarning(GenPQRWarning):
     computed through it is in doubt."""
 
 
+class ActionFeaturesWarning(GenPQRWarning):
+    """Action features that do not tell some actions apart (a constant column, equal rows of
+    different actions, linearly dependent columns): the rewards of those actions, or the
+    coefficients of those features, are not decided by the data."""
+
+
 class ThinTransitionsWarning(WeakSupportWarning):
     """A material share of the logged rows sits on state-action cells with few observed
     transitions, so the estimated kernel there, and the reward computed through it, rest on a

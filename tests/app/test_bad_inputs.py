@@ -211,6 +211,14 @@ def _warned(*phrases, absent=()):
 
 
 KERNEL = ["--transition", "{tmp}/kernel.npy"]
+ITEMS = ["--action-features", "{tmp}/items.csv"]
+
+
+def _items(**columns):
+    """``items.csv``: the actions a, b (taken) and c (never taken) with the given feature columns."""
+    def write(tmp):
+        pd.DataFrame({"action": ["a", "b", "c"], **columns}).to_csv(tmp / "items.csv", index=False)
+    return write
 
 # name: (input maker (tmp -> None; writes beside data.csv) or None, data maker or None, extra argv, outcome)
 CLI = {
@@ -231,6 +239,22 @@ CLI = {
         _kernel(lambda P: np.broadcast_to(np.eye(4)[:, None, :], P.shape)), None, KERNEL,
         Ok(_warned("KernelDataWarning", "kernel.npy", "(--transition)", "gives probability zero to", "of the observed",
                    "rewards.csv", "P["))),
+    # --- action features that do not tell the actions apart ----------------------------------------------
+    "only feature constant": (_items(size=[1.0, 1.0, 1.0]), None, ITEMS,
+                              Err("--action-features", "items.csv", "no feature column varies", "['size']",
+                                  "same reward")),
+    "a constant feature beside a varying one": (
+        _items(size=[1.0, 1.0, 1.0], price=[1.0, 2.0, 3.0]), None, ITEMS,
+        Ok(_warned("ActionFeaturesWarning", "items.csv", "['size'] are constant", absent=("share their",)))),
+    "two actions with the same features": (
+        _items(price=[1.0, 2.0, 1.0], quality=[0.5, 1.0, 0.5]), None, ITEMS,
+        Ok(_warned("ActionFeaturesWarning", "--action-features", "2 actions share their feature row", "['a', 'c']",
+                   "rewards.csv", "equal by construction"))),
+    "linearly dependent features": (
+        _items(price=[1.0, 2.0, 4.0], quality=[0.5, 1.0, 0.0], total=[1.5, 3.0, 4.0]), None, ITEMS,
+        Ok(_warned("ActionFeaturesWarning", "linearly dependent", "(rank 2)", "not identified"))),
+    "features that separate the actions": (_items(price=[1.0, 2.0, 4.0], quality=[0.5, 1.0, 0.0]), None, ITEMS,
+                                           Ok(_warned(absent=("ActionFeaturesWarning",)))),
 }
 
 

@@ -84,7 +84,7 @@ from ..registry import OUTCOME, STRUCTURAL_ESTIMATORS
 from ..registry import TYPES as TYPES_ESTIMATED
 from .config import (FIT_OPTIONS, STATES, FitConfig, check_estimator_needs_features, check_in_memory_action_features,
                      parse_bins)
-from .action_features import read_action_table
+from .action_features import check_action_separation, read_action_table
 from .build import FitData, build_estimator
 from .data_file import read_features, read_frame
 from .flags import console_text
@@ -190,6 +190,8 @@ def _transitions(config: FitConfig, frame, labels, tabular: bool) -> FitData:
     from ..data import from_pandas
 
     table = read_action_table(config, labels) if config.action_features else None
+    if table is not None:
+        check_action_separation(table, config.action_features)
     fit_data = FitData(labels=labels, frame=frame)
     state_cols, fit_frame = list(config.state), frame
     if tabular:
