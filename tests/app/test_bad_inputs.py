@@ -373,3 +373,20 @@ def test_data_file_changed_while_read_is_refused(change, tmp_path, capsys, monke
                                 "went from" if change == "append" else "modified or replaced", "run again"),
                     code, None, stdout, stderr)
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- genpqr counterfactual
+@pytest.mark.parametrize("dangling", [False, True])
+def test_counterfactual_names_a_symlinked_model_file(dangling, tmp_path, capsys):
+    import shutil
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    assert _run(_fit_args(tmp_path), capsys)[0] == 0
+    model = tmp_path / "out" / "model.joblib"
+    shutil.move(model, tmp_path / "elsewhere.joblib")
+    model.symlink_to(tmp_path / ("missing.joblib" if dangling else "elsewhere.joblib"))
+    code, stdout, stderr = _run(["counterfactual", tmp_path / "out", "--reward-change", "b=1", "--out",
+                                 tmp_path / "cf", "--quiet"], capsys)
+    _assert_outcome("symlinked model", Err("model.joblib is a symbolic link", "elsewhere" if not dangling else
+                                           "missing.joblib", "plain files"), code, None, stdout, stderr)
+    assert not (tmp_path / "cf").exists()

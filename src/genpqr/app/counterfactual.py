@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -237,6 +238,10 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
 
     fit_dir = Path(fit_dir)
     for name in ("model.joblib", "config.json", "rewards.csv"):
+        if (fit_dir / name).is_symlink():
+            raise ValueError(f"{fit_dir / name} is a symbolic link (to {os.readlink(fit_dir / name)}), not the file "
+                             f"genpqr fit wrote; genpqr reads only plain files of a fit folder (a link can point "
+                             f"anywhere): copy the fit folder with its files (cp -rL), not links")
         if not (fit_dir / name).exists():
             raise FileNotFoundError(f"{fit_dir} is not a genpqr fit folder: it has no {name}")
     verify_folder(fit_dir, kind="fit", require=["model.joblib", "config.json", "rewards.csv"])
