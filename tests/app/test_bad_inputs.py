@@ -390,3 +390,15 @@ def test_counterfactual_names_a_symlinked_model_file(dangling, tmp_path, capsys)
     _assert_outcome("symlinked model", Err("model.joblib is a symbolic link", "elsewhere" if not dangling else
                                            "missing.joblib", "plain files"), code, None, stdout, stderr)
     assert not (tmp_path / "cf").exists()
+
+
+# ----------------------------------------------------------------------------- --types: the flag the user typed
+@pytest.mark.parametrize("route", ["tabular", "structural"])
+def test_more_types_than_episodes_refused_naming_types(route, tmp_path, capsys):
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    pd.DataFrame([{"state_index": s, "action": a, "x": float(a == "b") * s} for s in range(4) for a in "ab"]).to_csv(
+        tmp_path / "features.csv", index=False)
+    extra = ["--features", tmp_path / "features.csv", "--policy-model", "frequency"] if route == "structural" else []
+    code, stdout, stderr = _run(_fit_args(tmp_path, "--types", "31", *extra), capsys)
+    _assert_outcome(route, Err("--types 31 needs at least 31 episodes", "the data has 30"), code, None, stdout, stderr)
+    assert "n_types" not in stderr

@@ -311,6 +311,14 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
                       transition=fit.transition)
 
 
+def check_types_episodes(config: FitConfig, data) -> None:
+    """``--types M`` needs at least M episodes (types are told apart by episodes), on every route:
+    tabular, continuous states and the structural mixture MLE (--features) alike."""
+    if config.types > data.n_episodes:
+        raise ValueError(f"--types {config.types} needs at least {config.types} episodes (the types are told apart "
+                         f"by whole episodes), but the data has {data.n_episodes}; lower --types")
+
+
 def check_before_fit(config: FitConfig, data, index) -> None:
     """What can be refused before the (possibly long) fit: too few episodes for the bootstrap
     or for cross-fitting; a warning for more states than half the transitions. (States never
@@ -327,6 +335,7 @@ def check_before_fit(config: FitConfig, data, index) -> None:
         raise ValueError(f"--types {config.types} with --features estimates the mixture MLE (--estimator "
                          f"{' or '.join(STRUCTURAL_ESTIMATORS.names(TYPES_ESTIMATED))}, got {config.estimator}) without "
                          "--bootstrap (bootstrap in Python: TypedStructuralFit.bootstrap)")
+    check_types_episodes(config, data)
     if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
         raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                          f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
