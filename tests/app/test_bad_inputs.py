@@ -402,3 +402,18 @@ def test_more_types_than_episodes_refused_naming_types(route, tmp_path, capsys):
     code, stdout, stderr = _run(_fit_args(tmp_path, "--types", "31", *extra), capsys)
     _assert_outcome(route, Err("--types 31 needs at least 31 episodes", "the data has 30"), code, None, stdout, stderr)
     assert "n_types" not in stderr
+
+
+# ----------------------------------------------------------------------------- API: latent types' covariates
+@pytest.mark.parametrize("value, phrases", [(np.nan, ("type_covariates", "missing or infinite", "episode 3")),
+                                            ("x", ("type_covariates must be numbers", "'x'"))])
+def test_type_covariates_with_nan_or_text_named(value, phrases):
+    from genpqr import GenPQR, from_pandas, normalization as N
+
+    data = from_pandas(_base(), episode="episode", time="time", state="state", action="action")
+    z = np.arange(30, dtype=float).astype(object)
+    z[3] = value
+    with pytest.raises(ValueError) as info:
+        GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", n_types=2, type_covariates=z, cross_fit=0).fit(data)
+    for phrase in phrases:
+        assert phrase in str(info.value), str(info.value)

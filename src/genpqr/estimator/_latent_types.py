@@ -126,8 +126,22 @@ def _covariates(estimator, data, labels, codes):
         order = np.lexsort((time, codes))  # by episode, then time: each episode's first row leads its block
         first = order[np.searchsorted(codes[order], np.arange(labels.size))]
         return np.asarray(data.states[first], dtype=np.float64)
-    z = np.asarray(z, dtype=np.float64)
+    try:
+        z = np.asarray(z, dtype=np.float64)
+    except (TypeError, ValueError):
+        raw = np.asarray(z, dtype=object).ravel()
+        text = next((v for v in raw if not isinstance(v, (int, float, np.number))), None)
+        raise ValueError(f"type_covariates must be numbers (one row per episode), got text or other values (e.g. "
+                         f"{text!r}); encode categories as numbers (one indicator column per category)") from None
     z = z[:, None] if z.ndim == 1 else z
+    bad = ~np.isfinite(z)
+    if bad.any():
+        from ..data.validation import plain
+
+        row = int(np.argwhere(bad)[0][0])
+        episode = data.episode_names(labels[row:row + 1])[0] if hasattr(data, "episode_names") else labels[row]
+        raise ValueError(f"type_covariates has {int(bad.sum())} missing or infinite value(s) (first in the row of "
+                         f"episode {plain(episode)!r}, row {row} in the order of the sorted episode ids); the mixing proportions need a finite covariate for every episode")
     if z.shape[0] != labels.size:
         raise ValueError(f"type_covariates has {z.shape[0]} rows but the data has {labels.size} episodes (one row "
                          f"per episode, in the order of the sorted episode ids)")
