@@ -417,3 +417,12 @@ def test_type_covariates_with_nan_or_text_named(value, phrases):
         GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", n_types=2, type_covariates=z, cross_fit=0).fit(data)
     for phrase in phrases:
         assert phrase in str(info.value), str(info.value)
+
+
+def test_transition_model_overridden_on_one_episode_says_so(tmp_path, capsys):
+    frame = _base()
+    frame.assign(episode=0, time=np.arange(len(frame))).to_csv(tmp_path / "data.csv", index=False)
+    args = [a for a in _fit_args(tmp_path, "--transition", "shrinkage") if a != "--quiet"]
+    code, stdout, stderr = _run(args, capsys)
+    assert code == 0, stderr
+    assert "counts, overriding the requested --transition shrinkage (one episode" in stdout
