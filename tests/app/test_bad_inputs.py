@@ -426,3 +426,28 @@ def test_transition_model_overridden_on_one_episode_says_so(tmp_path, capsys):
     code, stdout, stderr = _run(args, capsys)
     assert code == 0, stderr
     assert "counts, overriding the requested --transition shrinkage (one episode" in stdout
+
+
+# ----------------------------------------------------------------------------- a time column of timestamps
+@pytest.mark.parametrize("clock, expected", [
+    ("daily", Ok(lambda out, so, se: (out / "rewards.csv").exists())),
+    ("hourly, from a later start per episode", Ok(lambda out, so, se: (out / "rewards.csv").exists())),
+    ("daily with a missing day", Err("time gap inside an episode", "episode 0", "--time-gaps split")),
+    ("month starts", Err("time column 'time'", "not whole multiples", "31 days", "months since the start"))])
+def test_parquet_timestamp_time_column(clock, expected, tmp_path, capsys):
+    frame = _base()
+    if clock == "daily":
+        frame["time"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(frame.time, "D")
+    elif clock.startswith("hourly"):
+        frame["time"] = (pd.Timestamp("2026-01-01") + pd.to_timedelta(frame.episode * 7, "D")
+                         + pd.to_timedelta(frame.time, "h"))
+    elif clock == "daily with a missing day":
+        frame = frame.drop(index=frame.index[(frame.episode == 0) & (frame.time == 3)])
+        frame["time"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(frame.time, "D")
+    else:  # steps of 31, 28, 31, 30 and 31 days
+        frame["time"] = [pd.Timestamp("2026-01-01") + pd.DateOffset(months=int(t)) for t in frame.time]
+    frame.to_parquet(tmp_path / "data.parquet", index=False)
+    args = _fit_args(tmp_path)
+    args[1] = tmp_path / "data.parquet"
+    code, stdout, stderr = _run(args, capsys)
+    _assert_outcome(clock, expected, code, tmp_path / "out", stdout, stderr)
