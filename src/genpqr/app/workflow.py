@@ -215,7 +215,7 @@ def _check_kernel_file(config: FitConfig, kernel, data) -> None:
     """``--transition FILE``: a :class:`~genpqr.exceptions.KernelDataWarning` naming the file when
     the kernel gives probability zero to observed moves (:func:`genpqr.stage2.check_kernel_against_moves`)."""
     from ..exceptions import KernelDataWarning
-    from ..stage2._kernel_files import check_kernel_against_moves
+    from ..stage2 import check_kernel_against_moves
 
     seen = data.next_observed
     message = check_kernel_against_moves(kernel, data.n_actions, data.states[seen, 0], data.actions[seen],

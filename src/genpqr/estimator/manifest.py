@@ -46,7 +46,8 @@ from pathlib import Path
 
 from ..exceptions import IntegrityError, UntrustedFileError
 from ..messages import Mention, Message
-from .folder_ops import check_place, exchange, fsync_dir, is_leftover, named_target, umask, writing
+from .folder_ops import (check_place, exchange, fsync_dir, is_leftover, named_target, remove_leftover_staging, umask,
+                         writing)
 
 __all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "read_header", "output_folder",
            "verify_folder", "read_manifest", "manifest_trusted", "sha256_file", "atomic_write_bytes",
@@ -444,44 +445,6 @@ def output_folder(target, *, kind: str, inputs=(), command=None, flag: str | Non
         shutil.rmtree(staging, ignore_errors=True)
         raise
     remove_leftover_staging(target)
-
-
-def remove_leftover_staging(target) -> list:
-    """Remove the staging folders ``.NAME.PID-XXXX.partial`` beside ``target`` that killed runs
-    (SIGTERM, SIGKILL, a power cut) left behind: those whose process is gone (a folder of a run
-    still going is kept), and those of older versions, which carry no process id. Called after
-    each successful write into ``target``; returns the folders removed."""
-    target = Path(target)
-    removed = []
-    for path in target.parent.glob(f".{glob_escape(target.name)}.*.partial"):
-        middle = path.name[len(target.name) + 2:]
-        pid = middle.split("-", 1)[0]
-        if pid.isdigit() and "-" in middle and _alive(int(pid)):
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
-
-
-def glob_escape(name: str) -> str:
-    """``name`` with glob's special characters escaped."""
-    import glob
-
-    return glob.escape(name)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (this one counts as gone: its own staging was moved)."""
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
 
 
 def write_manifest(folder, *, kind: str, command=None) -> dict:
