@@ -44,6 +44,18 @@ class ExtrapolationWarning(WeakSupportWarning):
     saw rarely or never: identified is not the same as supported (see :mod:`genpqr.counterfactuals`)."""
 
 
+class KernelDataWarning(GenPQRWarning):
+    """A given transition kernel (``transition_model`` as an array or file; ``genpqr fit --transition
+    FILE``) gives probability zero to moves the data show: the data contradict it, and the reward
+    computed through it is in doubt."""
+
+
+class ActionFeaturesWarning(GenPQRWarning):
+    """Action features that do not tell some actions apart (a constant column, equal rows of
+    different actions, linearly dependent columns): the rewards of those actions, or the
+    coefficients of those features, are not decided by the data."""
+
+
 class ThinTransitionsWarning(WeakSupportWarning):
     """A material share of the logged rows sits on state-action cells with few observed
     transitions, so the estimated kernel there, and the reward computed through it, rest on a

@@ -16,7 +16,7 @@ import numpy as np
 from ..data.validation import plain, short_list
 from .config import FitConfig
 
-__all__ = ["FLAG", "read_action_table", "never_taken_line"]
+__all__ = ["FLAG", "read_action_table", "check_action_separation", "never_taken_line"]
 
 FLAG = "--action-features"
 
@@ -51,6 +51,53 @@ def read_action_table(config: FitConfig, data_labels: np.ndarray):
     except ActionTableError as exc:  # duplicates, missing labels, NaN/inf features (named errors)
         raise _fault(path, str(exc)) from None
     return action_table
+
+
+def check_action_separation(action_table, path) -> None:
+    """Do the features tell the actions apart? ``ValueError`` when no column varies across the
+    actions (every action would get the same reward); an
+    :class:`~genpqr.exceptions.ActionFeaturesWarning` naming the constant columns, the actions
+    sharing one feature row (their rewards in rewards.csv cannot differ) and linearly dependent
+    columns (their coefficients are not identified). Linear in the number of actions (one sort,
+    one SVD of the d x d cross-product)."""
+    import warnings
+
+    from ..exceptions import ActionFeaturesWarning
+
+    X, labels = np.asarray(action_table.features, dtype=np.float64), np.asarray(action_table.labels)
+    X = X.reshape(len(labels), -1)
+    names = list(action_table.feature_names or [f"feature {j}" for j in range(X.shape[1])])
+    spread = X.max(axis=0) - X.min(axis=0)
+    constant = [n for n, s in zip(names, spread) if s == 0]
+    if len(constant) == len(names):
+        raise _fault(path, f"no feature column varies across the {len(labels)} actions ({short_list(constant, 10)} "
+                           f"{'is' if len(constant) == 1 else 'are all'} constant): the features cannot tell the "
+                           f"actions apart, so every action would get the same reward; add columns that differ "
+                           f"between actions")
+    said = []
+    if constant:
+        said.append(f"column(s) {short_list(constant, 10)} are constant across the actions and tell none apart")
+    order = np.lexsort(X.T[::-1])
+    same = np.r_[False, np.all(X[order][1:] == X[order][:-1], axis=1)]
+    if same.any():
+        group = np.cumsum(~same) - 1
+        sizes = np.bincount(group)
+        tied = [labels[order][group == g] for g in np.flatnonzero(sizes > 1)[:3]]
+        n_tied = int(sizes[sizes > 1].sum())
+        said.append(f"{n_tied} actions share their feature row with another action (e.g. "
+                    f"{'; '.join(short_list(t, 5) for t in tied)}): the features cannot tell them apart, so their "
+                    f"rewards in rewards.csv come out equal by construction, not from the data")
+    varying = [j for j, s in enumerate(spread) if s > 0]
+    Z = X[:, varying] - X[:, varying].mean(axis=0)
+    Z = Z / np.linalg.norm(Z, axis=0)
+    sv = np.linalg.svd(Z.T @ Z, compute_uv=False)
+    rank = int(np.sum(sv > sv[0] * 1e-10))
+    if rank < len(varying):
+        said.append(f"the {len(varying)} varying column(s) {short_list([names[j] for j in varying], 10)} are "
+                    f"linearly dependent across the actions (rank {rank}): their separate coefficients are not "
+                    f"identified (the rewards use only {rank} direction(s) of them)")
+    if said:
+        warnings.warn(f"{FLAG} file {str(path)!r}: " + "; ".join(said), ActionFeaturesWarning, stacklevel=2)
 
 
 def _check_columns(table, label: str, names: list, path) -> None:

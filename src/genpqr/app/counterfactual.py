@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -228,9 +229,7 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     from .config import FitConfig
 
     fit_dir = Path(fit_dir)
-    for name in ("model.joblib", "config.json", "rewards.csv"):
-        if not (fit_dir / name).exists():
-            raise FileNotFoundError(f"{fit_dir} is not a genpqr fit folder: it has no {name}")
+    _check_fit_files(fit_dir)
     verify_folder(fit_dir, kind="fit", require=["model.joblib", "config.json", "rewards.csv"])
     out = Path(out) if out is not None else fit_dir / "counterfactual"
     inputs = [fit_dir / "model.joblib", fit_dir / "config.json", fit_dir / "rewards.csv", spec.get("transitions")]
@@ -241,6 +240,12 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
                          f"counterfactual does not take typed fits: in Python, each type's model "
                          f"(genpqr.load(...).type_models_[m].counterfactual(...)), or with --features the mixture "
                          f"MLE's per-type and averaged answers (genpqr.structural.type_counterfactuals)")
+    typed = getattr(model, "structural_", None)
+    if hasattr(typed, "posterior_frame"):  # a TypedStructuralFit: --features F --types M
+        raise ValueError(f"{fit_dir} holds a structural mixture MLE with {typed.n_types} latent types (--features with "
+                         f"--types {typed.n_types}); genpqr counterfactual does not take typed fits: in Python, "
+                         f"genpqr.structural.type_counterfactuals(genpqr.load('{fit_dir / 'model.joblib'}').structural_, "
+                         f"parameter_change={{NAME: '*2'}}) gives each type's answer and their average")
     if not hasattr(model, "n_states_"):
         raise ValueError(f"{fit_dir} holds a fit on continuous states or actions; genpqr counterfactual needs a "
                          "tabular fit (--q-model exact); use genpqr.counterfactuals.soft_counterfactual in Python instead")
@@ -253,7 +258,8 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     if transitions is not None:
         from ..stage2 import load_kernel
 
-        transitions = load_kernel(transitions, len(labels), "--transitions kernel", n_states=model.n_states_)
+        transitions = load_kernel(transitions, len(labels), "--transitions kernel", n_states=model.n_states_,
+                                  param="transitions")
     if spec.get("parameter_change") and getattr(model, "structural_", None) is None:
         raise ValueError(f"--parameter-change needs a structural fit, but {fit_dir} was fitted without --features; "
                          f"refit with --features FILE.csv, or state the change as --reward-change")
@@ -276,6 +282,17 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     with output_folder(out, kind="counterfactual", inputs=inputs) as staging:
         write_each(staging, out, writers)
     return result, out
+
+
+def _check_fit_files(fit_dir: Path) -> None:
+    """The files a counterfactual reads are in ``fit_dir``, as plain files (a link is named as one)."""
+    for name in ("model.joblib", "config.json", "rewards.csv"):
+        if (fit_dir / name).is_symlink():
+            raise ValueError(f"{fit_dir / name} is a symbolic link (to {os.readlink(fit_dir / name)}), not the file "
+                             f"genpqr fit wrote; genpqr reads only plain files of a fit folder (a link can point "
+                             f"anywhere): copy the fit folder with its files (cp -rL), not links")
+        if not (fit_dir / name).exists():
+            raise FileNotFoundError(f"{fit_dir} is not a genpqr fit folder: it has no {name}")
 
 
 def _identification(result) -> dict:

@@ -55,10 +55,47 @@ def read_frame(config: FitConfig):
     check_column_names(config, list(frame.columns))
     if len(frame) == 0:
         raise ValueError(f"{config.data} has no rows")
+    frame = timestamps_as_steps(frame, config)
     check_rows(frame, config)
     if config.action_type != "continuous":
         check_discrete_actions(frame, config)
     return frame
+
+
+def timestamps_as_steps(frame, config: FitConfig):
+    """A time column of timestamps (dates, datetimes; e.g. a Parquet timestamp column) as step
+    numbers in the data's own unit: the most common step between consecutive rows of an episode.
+    Every step must be a whole multiple of it (a larger multiple is a gap, handled by
+    ``--time-gaps``); otherwise ``ValueError`` naming the column and the unit. Other columns are
+    returned as they are (a new frame when converted; the input is not modified)."""
+    import pandas as pd
+
+    col = frame[config.time] if config.time in frame.columns else None
+    if col is None or not (pd.api.types.is_datetime64_any_dtype(col) or pd.api.types.is_timedelta64_dtype(col)):
+        return frame
+    missing = col.isna().to_numpy()
+    if missing.any():
+        raise ValueError(f"time column {config.time!r} has {int(missing.sum())} missing timestamp(s) (first at "
+                         f"{data_row(int(np.flatnonzero(missing)[0]))})")
+    ns = col.to_numpy().astype("datetime64[ns]" if pd.api.types.is_datetime64_any_dtype(col) else "timedelta64[ns]")
+    ns = ns.astype(np.int64)
+    order = np.lexsort((ns, pd.factorize(frame[config.episode])[0]))
+    same = pd.factorize(frame[config.episode])[0][order]
+    steps = np.diff(ns[order])[same[1:] == same[:-1]]
+    steps = steps[steps > 0]
+    if steps.size == 0:
+        unit = 1
+    else:
+        values, counts = np.unique(steps, return_counts=True)
+        unit = int(values[np.argmax(counts)])
+        off = steps % unit != 0
+        if off.any():
+            raise ValueError(f"time column {config.time!r} holds timestamps whose steps are not whole multiples of "
+                             f"the data's most common step, {pd.Timedelta(unit, 'ns')} (e.g. a step of "
+                             f"{pd.Timedelta(int(steps[off][0]), 'ns')}; calendar months or years vary in length): "
+                             f"convert the column to step numbers (e.g. months since the start) or to evenly spaced "
+                             f"times")
+    return frame.assign(**{config.time: (ns - ns.min()) // unit})
 
 
 def check_column_names(config: FitConfig, columns: list) -> None:

@@ -99,7 +99,7 @@ def structural_type_models(model, data, structural) -> list:
     from ..stage1 import episode_codes
 
     labels, _ = episode_codes(data.episode_ids)
-    if not np.array_equal(labels, np.asarray(structural.episode_labels)):
+    if not np.array_equal(data.episode_names(labels), np.asarray(structural.episode_labels)):
         raise ValueError("structural was fitted on other episodes than data: its posteriors cannot weigh data's rows")
     return fit_type_models(model, data, structural.posteriors)
 

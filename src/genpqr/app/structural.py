@@ -173,10 +173,23 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     return table
 
 
+def proportion_interval(p, se, z):
+    """The interval of a proportion ``p`` with delta-method SE ``se``: Wald on the logit scale
+    (SE ``se / (p (1 - p))``) mapped back, so it stays inside [0, 1] (a Wald interval on the
+    proportion itself leaves it near 0 or 1); NaN where ``p`` is 0 or 1 or ``se`` is not finite."""
+    p, se = np.asarray(p, dtype=np.float64), np.asarray(se, dtype=np.float64)
+    inside = (p > 0) & (p < 1) & np.isfinite(se)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logit = np.log(p) - np.log1p(-p)
+        half = z * se / (p * (1.0 - p))
+        low, high = 1.0 / (1.0 + np.exp(-(logit - half))), 1.0 / (1.0 + np.exp(-(logit + half)))
+    return np.where(inside, low, np.nan), np.where(inside, high, np.nan)
+
+
 def typed_parameters_table(fit, level: float = 0.95):
     """``parameters.csv`` of a fit with latent types: one row per type-specific or shared
     parameter, per mixing coefficient and per mixing proportion (``mixing proportion[type m]``,
-    delta-method SE); the columns of :func:`parameters_table` plus ``n_types, aic, bic``."""
+    delta-method SE, interval on the logit scale: :func:`proportion_interval`); the columns of :func:`parameters_table` plus ``n_types, aic, bic``."""
     import pandas as pd
     from scipy.stats import norm
 
@@ -184,14 +197,15 @@ def typed_parameters_table(fit, level: float = 0.95):
     z = norm.ppf(0.5 + level / 2)
     props = pd.DataFrame({"parameter": [f"mixing proportion[type {m}]" for m in range(fit.n_types)],
                           "estimate": fit.mixing_proportions, "std_error": fit.mixing_proportions_se})
-    props["ci_low"] = props.estimate - z * props.std_error
-    props["ci_high"] = props.estimate + z * props.std_error
+    props["ci_low"], props["ci_high"] = proportion_interval(props.estimate.to_numpy(), props.std_error.to_numpy(), z)
     props["z"] = props.estimate / props.std_error
     props["p_value"] = 2.0 * norm.sf(np.abs(props.z))
     table = pd.concat([frame.drop(columns="std_error_kind"), props], ignore_index=True)
     table["std_error_kind"] = ("OPG of the mixture likelihood's per-episode scores (all parameters, mixing ones "
                                "included; proportions by the delta method), conditional on the kernel")
     table["ci_kind"] = f"Wald, estimate -+ z std_error ({level:.0%})"
+    table.loc[table.parameter.str.startswith("mixing proportion["), "ci_kind"] = \
+        f"Wald on the logit scale, mapped back into [0, 1] ({level:.0%})"
     for column, value in (("estimator", f"{fit.estimator} (mixture MLE, {fit.n_types} types)"),
                           ("loglik", fit.loglik), ("n_choices", fit.n_choices),
                           ("iterations", sum(fit.iterations.values())), ("convergence", fit.convergence),

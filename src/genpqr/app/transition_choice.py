@@ -43,7 +43,9 @@ def choose_transition(config, data, index):
     if not spec.can(COMPARED):
         return None, None
     if data.n_episodes < 2:
-        return None, TransitionChoice("counts", "transition model: counts (one episode: no held-out comparison)")
+        return None, TransitionChoice("counts", f"transition model: counts, overriding the requested --transition "
+                                                f"{spec.name} (one episode: no held-out episodes to fit its settings "
+                                                f"on; rewards.csv uses counts)")
     name = spec.name
     candidates = {"counts": CountKernel(), name: spec.build(seed=config.seed, state_features=index.keys)}
     selection = select_transition_model(data, candidates, random_state=config.seed, n_states=S, settled_mass=0.0,

@@ -83,7 +83,7 @@ from ..registry import OUTCOME, SELECTED, STRUCTURAL_ESTIMATORS
 from ..registry import TYPES as TYPES_ESTIMATED
 from .config import (FIT_OPTIONS, STATES, FitConfig, check_estimator_needs_features, check_in_memory_action_features,
                      parse_bins)
-from .action_features import read_action_table
+from .action_features import check_action_separation, read_action_table
 from .build import FitData, build_estimator
 from .data_file import read_features, read_frame
 from .flags import console_text
@@ -190,6 +190,8 @@ def _transitions(config: FitConfig, frame, labels, tabular: bool) -> FitData:
     from ..data import from_pandas
 
     table = read_action_table(config, labels) if config.action_features else None
+    if table is not None:
+        check_action_separation(table, config.action_features)
     fit_data = FitData(labels=labels, frame=frame)
     state_cols, fit_frame = list(config.state), frame
     if tabular:
@@ -204,7 +206,22 @@ def _transitions(config: FitConfig, frame, labels, tabular: bool) -> FitData:
                                        truncated=config.truncated, outcome=config.outcome,
                                        action_labels=None if table is not None else labels,
                                        time_gaps=config.time_gaps, action_features=table)
+    if hasattr(fit_data.transition_model, "shape"):  # a kernel file: do the data's moves fit it?
+        _check_kernel_file(config, fit_data.transition_model, fit_data.transitions)
     return fit_data
+
+
+def _check_kernel_file(config: FitConfig, kernel, data) -> None:
+    """``--transition FILE``: a :class:`~genpqr.exceptions.KernelDataWarning` naming the file when
+    the kernel gives probability zero to observed moves (:func:`genpqr.stage2.check_kernel_against_moves`)."""
+    from ..exceptions import KernelDataWarning
+    from ..stage2 import check_kernel_against_moves
+
+    seen = data.next_observed
+    message = check_kernel_against_moves(kernel, data.n_actions, data.states[seen, 0], data.actions[seen],
+                                         data.next_states[seen, 0], config.transition.value)
+    if message is not None:
+        warnings.warn(message, KernelDataWarning, stacklevel=2)
 
 
 def tabular_training_data(config: FitConfig):
@@ -298,6 +315,14 @@ def _discrete_outputs(config: FitConfig, frame, labels, fit: _DiscreteFit, messa
                       transition=fit.transition, inference=fit.inference)
 
 
+def check_types_episodes(config: FitConfig, data) -> None:
+    """``--types M`` needs at least M episodes (types are told apart by episodes), on every route:
+    tabular, continuous states and the structural mixture MLE (--features) alike."""
+    if config.types > data.n_episodes:
+        raise ValueError(f"--types {config.types} needs at least {config.types} episodes (the types are told apart "
+                         f"by whole episodes), but the data has {data.n_episodes}; lower --types")
+
+
 def check_before_fit(config: FitConfig, data, index) -> None:
     """What can be refused before the (possibly long) fit: too few episodes for the bootstrap
     or for cross-fitting; a warning for more states than half the transitions. (States never
@@ -314,6 +339,7 @@ def check_before_fit(config: FitConfig, data, index) -> None:
         raise ValueError(f"--types {config.types} with --features estimates the mixture MLE (--estimator "
                          f"{' or '.join(STRUCTURAL_ESTIMATORS.names(TYPES_ESTIMATED))}, got {config.estimator}) without "
                          "--bootstrap (bootstrap in Python: TypedStructuralFit.bootstrap)")
+    check_types_episodes(config, data)
     if config.cross_fit >= 2 and data.n_episodes < config.cross_fit:
         raise ValueError(f"--cross-fit {config.cross_fit} needs at least {config.cross_fit} episodes, but the "
                          f"data has {data.n_episodes}; lower it or use --cross-fit 0 (in-sample diagnostics)")
@@ -339,13 +365,28 @@ def config_from_args(args) -> FitConfig:
     return config
 
 
+def interrupted_line(out) -> str:
+    """The one line of a command stopped by Ctrl-C: what became of its output folder."""
+    if out is None:
+        return "interrupted; nothing was written"
+    folder = Path(out)
+    if folder.is_dir() and any(folder.iterdir()):
+        return f"interrupted; the earlier output in {folder} is unchanged"
+    return f"interrupted; nothing was written to {folder}"
+
+
 def fit_command(args) -> int:
     """Run ``genpqr fit``; 0 on success, 2 with a one-line message on bad input."""
+    out = getattr(args, "out", None)
     try:
         config = config_from_args(args)
+        out = config.out
         outputs = run_fit(config)
     except (ValueError, TypeError, OSError, ImportError) as exc:
         print(f"genpqr fit: error: {console_text(exc)}", file=sys.stderr)  # one line, whatever its length
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the staging folder is gone, --out as it was (manifest.output_folder)
+        print(f"genpqr fit: {interrupted_line(out)}", file=sys.stderr)
+        return 130
     print(outputs.describe(verbose=config.verbose))
     return 0

@@ -57,13 +57,21 @@ def _check_rows(states_arr, next_arr, n):
                          f"got {next_arr.shape[1]}")
 
 
-def _episode_codes(episode_ids, n) -> np.ndarray:
+def _episode_codes(episode_ids, n) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(codes, labels)``: each row's episode code ``0..E-1`` and the user's id of each code
+    (None when no ids are given: row ``i`` is episode ``i``)."""
     if episode_ids is None:
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64), None
     ep_raw = np.asarray(episode_ids)
     if ep_raw.shape != (n,):
         raise ValueError(f"episode_ids must have shape ({n},), got {ep_raw.shape}")
-    return np.unique(ep_raw, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    labels, codes = np.unique(ep_raw, return_inverse=True)
+    codes = codes.astype(np.int64).reshape(-1)
+    if labels.dtype.kind in "iu" and np.array_equal(labels, np.arange(labels.size)):
+        labels = None  # the ids are their codes
+    elif labels.dtype.kind not in "iufb":
+        labels = labels.astype(object)
+    return codes, labels
 
 
 def _sample_weight(sample_weight, n):
@@ -163,13 +171,14 @@ def from_arrays(states, actions, next_states, *, terminated=None, truncated=None
         acts = space.encode(acts)
     if observed is not None:
         next_arr[~observed] = np.nan
+    episode_codes, episode_labels = _episode_codes(episode_ids, n)
     return Transitions(
         states=states_arr, actions=acts, next_states=next_arr, terminated=as_flags(terminated, n, "terminated"),
-        truncated=as_flags(truncated, n, "truncated"), episode_ids=_episode_codes(episode_ids, n),
+        truncated=as_flags(truncated, n, "truncated"), episode_ids=episode_codes,
         action_space=space, outcomes=optional_vector(outcomes, n, "outcomes"),
         rewards=optional_vector(rewards, n, "rewards"), timesteps=optional_vector(timesteps, n, "timesteps"),
         state_names=tuple(state_names) if state_names is not None else None, next_observed=observed,
-        sample_weight=_sample_weight(sample_weight, n))
+        sample_weight=_sample_weight(sample_weight, n), episode_labels=episode_labels)
 
 
 def _finite_space(acts, action_space, action_labels, action_features) -> FiniteActions:

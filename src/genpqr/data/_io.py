@@ -41,13 +41,36 @@ def read_table(path, *, format: str | None = None, sep: str | None = None, what:
         raise ValueError(f"unknown data format {fmt!r} for {path.name}; expected .csv or .parquet (or pass format=)")
     if path.stat().st_size == 0:
         raise ValueError(f"{what} {str(path)!r} is empty (0 bytes)")
+    before = _file_state(path)
     try:
         frame = pd.read_csv(path, sep=sep or ",") if fmt in ("csv", "txt") else pd.read_parquet(path)
     # pyarrow's read errors (ArrowInvalid) are ValueErrors
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as exc:
+        _check_unchanged(path, before, what)  # a read that failed on a file being rewritten: say that
         raise ValueError(f"cannot read {what} {str(path)!r}: {' '.join(str(exc).split())}") from None
+    _check_unchanged(path, before, what)
     _check_delimiter(frame, path, sep, what)
     return frame
+
+
+def _file_state(path: Path) -> tuple:
+    """``(size, modification time in ns, inode)`` of ``path``: what changes when a file is rewritten."""
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _check_unchanged(path: Path, before: tuple, what: str) -> None:
+    """Refuse a file that changed while it was read (its size, modification time or inode
+    differ after the read): the rows read may mix the old and the new content."""
+    try:
+        after = _file_state(path)
+    except OSError:
+        after = None
+    if after != before:
+        now = "was removed" if after is None else (f"went from {before[0]} to {after[0]} bytes" if after[0] != before[0]
+                                                   else "was modified or replaced")
+        raise ValueError(f"{what} {str(path)!r} changed while it was read (it {now}): the rows read may mix its old and "
+                         f"new content, so nothing was computed from them; run again once the file is fully written")
 
 
 def _check_delimiter(frame, path: Path, sep: str | None, what: str) -> None:

@@ -210,6 +210,10 @@ class Transitions(EpisodeRows):
     next_observed : ndarray of shape (n,), bool
     sample_weight : ndarray of shape (n,) or None
         Non-negative row weights (e.g. quadrature weights of an exact design).
+    episode_labels : ndarray of shape (n_episodes,) or None
+        The user's episode id of each code (``episode_labels[episode_ids]`` is every row's id, numbers
+        or text, as given to :func:`from_arrays` / :func:`from_pandas`); None: the codes are the ids.
+        A subset keeps the codes, hence the labels. :meth:`episode_names` maps codes to ids.
 
     Examples
     --------
@@ -241,8 +245,17 @@ class Transitions(EpisodeRows):
     state_names: tuple[str, ...] | None = field(default=None)
     next_observed: np.ndarray | None = None
     sample_weight: np.ndarray | None = None
+    episode_labels: np.ndarray | None = field(default=None, repr=False)
 
     _ROW_FIELDS = EpisodeRows._ROW_FIELDS + ("next_observed", "sample_weight")
+
+    def episode_names(self, codes=None) -> np.ndarray:
+        """The user's episode ids of episode ``codes`` (default: of every row): what an output
+        listing episodes prints, so that it joins with the data."""
+        codes = self.episode_ids if codes is None else np.asarray(codes)
+        if self.episode_labels is None:
+            return np.array(codes)
+        return np.asarray(self.episode_labels)[np.asarray(codes, dtype=np.int64)]
 
     def __post_init__(self):
         if not isinstance(self.action_space, ActionSpace):

@@ -132,8 +132,22 @@ def _covariates(estimator, data, labels, codes):
         order = np.lexsort((time, codes))  # by episode, then time: each episode's first row leads its block
         first = order[np.searchsorted(codes[order], np.arange(labels.size))]
         return np.asarray(data.states[first], dtype=np.float64)
-    z = np.asarray(z, dtype=np.float64)
+    try:
+        z = np.asarray(z, dtype=np.float64)
+    except (TypeError, ValueError):
+        raw = np.asarray(z, dtype=object).ravel()
+        text = next((v for v in raw if not isinstance(v, (int, float, np.number))), None)
+        raise ValueError(f"type_covariates must be numbers (one row per episode), got text or other values (e.g. "
+                         f"{text!r}); encode categories as numbers (one indicator column per category)") from None
     z = z[:, None] if z.ndim == 1 else z
+    bad = ~np.isfinite(z)
+    if bad.any():
+        from ..data.validation import plain
+
+        row = int(np.argwhere(bad)[0][0])
+        episode = data.episode_names(labels[row:row + 1])[0] if hasattr(data, "episode_names") else labels[row]
+        raise ValueError(f"type_covariates has {int(bad.sum())} missing or infinite value(s) (first in the row of "
+                         f"episode {plain(episode)!r}, row {row} in the order of the sorted episode ids); the mixing proportions need a finite covariate for every episode")
     if z.shape[0] != labels.size:
         raise ValueError(f"TypeOptions covariates has {z.shape[0]} rows but the data has {labels.size} episodes (one "
                          f"row per episode, in the order of the sorted episode ids)")
@@ -273,6 +287,7 @@ class TypesPath:
         _check_parameters(est, data)
         opts = options(est.types, TypeOptions, "types")
         labels, codes = episode_codes(data.episode_ids)
+        names = data.episode_names(labels) if hasattr(data, "episode_names") else labels  # the user's ids
         learner, choice, n_states = _stage1_learner(est, data)
         z = _covariates(est, data, labels, codes)
         seed = seed_from(est.random_state)
@@ -285,7 +300,7 @@ class TypesPath:
         aic, bic = information_criteria(float(best.loglik), n_params, labels.size)
         prior = np.broadcast_to(np.exp(best.log_prior), best.weights.shape)
         types = TypesState(
-            type_models=_type_models(est, data, best.fit_weights, learner, choice, n_states), type_episodes=labels,
+            type_models=_type_models(est, data, best.fit_weights, learner, choice, n_states), type_episodes=names,
             type_weights=best.weights, type_proportions=prior.mean(axis=0), type_mixing_coef=best.mixing_coef,
             loglik=float(best.loglik), n_em_iter=best.n_iter, em_converged=best.converged, n_params=n_params,
             aic=aic, bic=bic, type_separation=separation_share(best.weights, best.log_prior),

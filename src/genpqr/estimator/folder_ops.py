@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
+import shutil
 import sys
 from pathlib import Path
 
 from ..messages import Mention, Message
 
-__all__ = ["exchange", "fsync_dir", "writing", "write_each", "umask", "is_leftover", "check_place", "named_target"]
+__all__ = ["remove_leftover_staging", "exchange", "fsync_dir", "writing", "write_each", "umask", "is_leftover", "check_place", "named_target"]
 
 _LEFTOVERS = (".partial", ".old", ".tmp")
 
@@ -125,3 +127,34 @@ def write_each(staging, target, writers: dict) -> dict:
         with writing(target / name, target):
             write(staging / name)
     return {name: target / name for name in writers}
+
+
+def remove_leftover_staging(target) -> list:
+    """Remove the staging folders ``.NAME.PID-XXXX.partial`` beside ``target`` that killed runs
+    (SIGTERM, SIGKILL, a power cut) left behind: those whose process is gone (a folder of a run
+    still going is kept), and those of older versions, which carry no process id. Called after
+    each successful write into ``target``; returns the folders removed."""
+    target = Path(target)
+    removed = []
+    for path in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
+        middle = path.name[len(target.name) + 2:]
+        pid = middle.split("-", 1)[0]
+        if pid.isdigit() and "-" in middle and _alive(int(pid)):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (this one counts as gone: its own staging was moved)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True

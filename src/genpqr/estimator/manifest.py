@@ -46,7 +46,8 @@ from pathlib import Path
 
 from ..exceptions import IntegrityError, UntrustedFileError
 from ..messages import Mention, Message
-from .folder_ops import check_place, exchange, fsync_dir, is_leftover, named_target, umask, writing
+from .folder_ops import (check_place, exchange, fsync_dir, is_leftover, named_target, remove_leftover_staging, umask,
+                         writing)
 
 __all__ = ["MANIFEST", "MAGIC", "signing_key", "write_signed", "read_signed", "read_header", "output_folder",
            "verify_folder", "read_manifest", "manifest_trusted", "sha256_file", "atomic_write_bytes",
@@ -449,7 +450,7 @@ def output_folder(target, *, kind: str, inputs=(), command=None, flag: str | Non
     target = Path(target)
     check_target(target, inputs=inputs, flag=flag, kind=kind)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}-", suffix=".partial", dir=target.parent))
     os.chmod(staging, 0o777 & ~umask())  # the mode a plain mkdir gives, not mkdtemp's owner-only
     try:
         with writing(target, target, staging):
@@ -460,6 +461,7 @@ def output_folder(target, *, kind: str, inputs=(), command=None, flag: str | Non
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    remove_leftover_staging(target)
 
 
 def write_manifest(folder, *, kind: str, command=None) -> dict:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type check
     from ._transition_models import CountKernel, ShrinkageKernel, TransitionMoves
     from ._transition_lowrank import LowRankKernel
     from ._transition_classifier import ClassifierKernel
-    from ._kernel_files import SPARSE_FILE_BYTES, load_kernel
+    from ._kernel_files import SPARSE_FILE_BYTES, check_kernel_against_moves, load_kernel
     from ._transition_selection import (AutoTransition, TransitionSelection, default_candidates,
                                         select_transition_model, singleton_share)
     from ._transition_spec import TRANSITION_SPECS, is_count_spec, is_estimated_spec, resolve_transition_model
@@ -41,7 +41,7 @@ __all__ = ["FQE", "STRUCTURES", "ENCODINGS", "FeatureQ", "action_blocks", "joint
            "kernel_from_counts", "ROW_SUM_TOL", "DIRECT_MAX_STATES", "LinearSolveInfo", "solve_linear_bellman",
            "ExactStage2", "SampleStage2", "ReferenceWeights", "TransitionMoves", "CountKernel", "ShrinkageKernel",
            "LowRankKernel", "ClassifierKernel", "AutoTransition", "TransitionSelection", "select_transition_model",
-           "default_candidates", "load_kernel", "SPARSE_FILE_BYTES", "TRANSITION_SPECS", "is_count_spec", "is_estimated_spec", "singleton_share",
+           "default_candidates", "load_kernel", "check_kernel_against_moves", "SPARSE_FILE_BYTES", "TRANSITION_SPECS", "is_count_spec", "is_estimated_spec", "singleton_share",
            "resolve_transition_model", "ColumnWeights", "column_mu_sum", "sample_columns"]
 
 __getattr__, __dir__ = attach(__name__, __file__, __all__)

@@ -113,6 +113,8 @@ def as_episode_choices(episodes, n_states: int, n_actions: int) -> EpisodeChoice
         raise TypeError("episodes must be Transitions, a mapping with 'episode', 'state', 'action', or a tuple "
                         f"(episode_ids, states, actions[, next_states]); got {type(episodes).__name__}")
     labels, code = episode_codes(np.asarray(parts[0]).reshape(-1))
+    if hasattr(episodes, "episode_names"):  # Transitions: the user's episode ids, not their codes
+        labels = episodes.episode_names(labels)
     s = check_state_indices(parts[1], n_states, "episodes' states")
     a = np.asarray(parts[2]).reshape(-1)
     if a.shape != s.shape or code.shape != s.shape:

@@ -1,0 +1,453 @@
+"""Bad inputs of the newer features (issue 33), table-driven as in ``tests/estimator/test_bad_inputs.py``:
+latent types, kernel files, action features, interrupted runs, files that change while read.
+
+Every case states the kind of outcome it expects: ``Err(phrases)`` (exit code 2, one line on
+stderr holding every phrase: the input's name and what was expected, no traceback) or
+``Ok(check)`` (exit code 0 and ``check(out_dir, stdout, stderr)`` holds: the correct result, or
+the warning naming the input and the output in doubt).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genpqr import stage2
+from genpqr.app.cli import main
+from genpqr.envs import random_mdp, simulate_tabular
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+S, GAMMA, LABELS = 6, 0.9, np.array(["a", "b", "c"])
+
+
+@dataclass
+class Err:
+    phrases: tuple
+
+    def __init__(self, *phrases):
+        self.phrases = phrases
+
+
+@dataclass
+class Ok:
+    check: Callable
+
+
+def _run(argv, capsys):
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _assert_outcome(case, expected, code, out, stdout, stderr):
+    assert "Traceback" not in stderr, stderr
+    if isinstance(expected, Err):
+        assert code == 2, (case, stdout, stderr)
+        message = stderr.strip().splitlines()[-1]
+        assert message.startswith(("genpqr fit: error: ", "genpqr: error: ", "genpqr counterfactual: error: ")), \
+            stderr
+        for phrase in expected.phrases:
+            assert phrase in message, (case, message)
+        assert len(message) < 900, f"{case}: {len(message)} characters"
+    else:
+        assert code == 0, (case, stderr)
+        assert expected.check(out, stdout, stderr), (case, stdout, stderr)
+
+
+# ----------------------------------------------------------------------------- latent types: the user's episode ids
+@pytest.fixture(scope="module")
+def two_types(tmp_path_factory):
+    """Two types of 90 and 60 episodes of a 6-state, 3-action MDP (opposite rewards)."""
+    mdp = random_mdp(S, 3, n_next=3, gamma=GAMMA, random_state=1, reward_scale=1.5)
+    frames, offset = [], 0
+    for j, (m, n) in enumerate(zip([mdp, dataclasses.replace(mdp, reward=-mdp.reward)], (90, 60))):
+        data = simulate_tabular(m, stage2.soft_optimal_policy(m.reward, m.kernel, GAMMA), n_episodes=n, horizon=12,
+                                random_state=20 + j)
+        frames.append(pd.DataFrame({"episode": data.episode_ids + offset, "type": j,
+                                    "time": data.timesteps.astype(int), "state": data.states[:, 0].astype(int),
+                                    "action": LABELS[data.actions]}))
+        offset += n
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ids(frame, kind):
+    """The episode ids 0..89 and 1000..1059 (numbers), or text ids ``ep_0000``.. in another order."""
+    e = frame.episode.to_numpy()
+    if kind == "numbers":
+        return frame.assign(episode=np.where(e < 90, e, e - 90 + 1000))
+    return frame.assign(episode=[f"ep_{(149 - i) * 7 % 150:04d}" for i in e])  # sorted order != the data's
+
+
+def _features_file(path):
+    """``--features``: one indicator per (state, non-anchor action), a structural model of the
+    6-state tabular data (every reward free but the anchor's)."""
+    rows = []
+    for s in range(S):
+        row = {"state_index": s}
+        for k, label in enumerate(LABELS):
+            rows.append({**row, "action": label, **{f"r{t}_{b}": float(t == s and b == label)
+                                                     for t in range(S) for b in LABELS[1:]}})
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+ROUTES = {"tabular": [], "continuous states": ["--q-model", "linear"],
+          "structural": ["--features", "{tmp}/features.csv", "--policy-model", "frequency"]}
+
+
+def _typed_fit(frame, route, tmp_path, capsys):
+    frame.drop(columns="type").to_csv(tmp_path / "data.csv", index=False)
+    _features_file(tmp_path / "features.csv")
+    out = tmp_path / "out"
+    argv = ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state",
+            "--action", "action", "--gamma", GAMMA, "--normalization", "anchor:a", "--types", "2", "--quiet",
+            "--out", out, *[a.replace("{tmp}", str(tmp_path)) for a in ROUTES[route]]]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def structural_typed(two_types, tmp_path_factory):
+    """``--features --types 2`` on the data with episode ids 0..89 and 1000..1059."""
+    frame = _ids(two_types, "numbers")
+    folder = tmp_path_factory.mktemp("structural_typed")
+    frame.drop(columns="type").to_csv(folder / "data.csv", index=False)
+    _features_file(folder / "features.csv")
+    argv = ["fit", folder / "data.csv", "--episode", "episode", "--time", "time", "--state", "state",
+            "--action", "action", "--gamma", GAMMA, "--normalization", "anchor:a", "--types", "2", "--quiet",
+            "--out", folder / "out", "--features", folder / "features.csv", "--policy-model", "frequency"]
+    assert main([str(a) for a in argv]) == 0
+    return folder / "out"
+
+
+@pytest.mark.parametrize("route, ids", [("tabular", "numbers"), ("tabular", "text"), ("continuous states", "text"),
+                                        ("structural", "numbers")])
+def test_types_csv_joins_with_the_data(two_types, structural_typed, route, ids, tmp_path, capsys):
+    frame = _ids(two_types, ids)
+    out = structural_typed if route == "structural" else _typed_fit(frame, route, tmp_path, capsys)
+    types = pd.read_csv(out / "types.csv", dtype={"episode": frame.episode.dtype})
+    assert len(types) == frame.episode.nunique() and types.episode.is_unique
+    truth = frame.groupby("episode")["type"].first()
+    joined = types.join(truth, on="episode", how="inner")
+    assert len(joined) == len(types)  # every row of types.csv is an episode of the data, by its own id
+    best = types.filter(like="posterior_type_").to_numpy().argmax(axis=1)
+    agree = np.mean(best[joined.index] == joined["type"].to_numpy())
+    # the types found are the simulated ones, episode by episode (a linear Q of the state number is a
+    # coarser model of these tabular choices: fewer episodes are told apart)
+    assert max(agree, 1 - agree) > (0.7 if route == "continuous states" else 0.9), agree
+    if route == "structural":  # the mixing proportions' intervals stay in [0, 1] and hold the estimate
+        params = pd.read_csv(out / "parameters.csv")
+        props = params[params.parameter.str.startswith("mixing proportion[")]
+        assert len(props) == 2 and props.estimate.sum() == pytest.approx(1.0)
+        assert (props.ci_low > 0).all() and (props.ci_high < 1).all()
+        assert (props.ci_low < props.estimate).all() and (props.estimate < props.ci_high).all()
+        assert props.ci_kind.str.contains("logit scale").all()
+
+
+def test_proportion_interval_is_the_logit_wald_interval():
+    from scipy.special import expit, logit
+
+    from genpqr.app.structural import proportion_interval
+
+    p, se, z = np.array([0.05, 0.5, 0.97, 0.0, 1.0]), np.array([0.08, 0.1, 0.05, 0.1, 0.1]), 1.96
+    low, high = proportion_interval(p, se, z)
+    half = z * se[:3] / (p[:3] * (1 - p[:3]))
+    np.testing.assert_allclose(low[:3], expit(logit(p[:3]) - half), rtol=1e-12)
+    np.testing.assert_allclose(high[:3], expit(logit(p[:3]) + half), rtol=1e-12)
+    assert np.all((low[:3] > 0) & (high[:3] < 1)) and p[0] - z * se[0] < 0  # the plain Wald one leaves [0, 1]
+    assert np.isnan(low[3:]).all() and np.isnan(high[3:]).all()  # at 0 or 1: no interval, not a zero-width one
+
+
+def test_counterfactual_on_a_typed_structural_fit_names_the_python_route(structural_typed, tmp_path, capsys):
+    argv = ["counterfactual", structural_typed, "--parameter-change", "r0_b=*2", "--out", tmp_path / "cf", "--quiet"]
+    code, stdout, stderr = _run(argv, capsys)
+    _assert_outcome("typed counterfactual", Err("2 latent types", "--types 2", "genpqr.structural.type_counterfactuals",
+                                                "model.joblib"), code, None, stdout, stderr)
+    assert not (tmp_path / "cf").exists()
+    # the route it names answers, per type and averaged
+    import genpqr
+    from genpqr.structural import type_counterfactuals
+
+    table = type_counterfactuals(genpqr.load(structural_typed / "model.joblib").structural_,
+                                 parameter_change={"r0_b": "*2"})
+    assert set(table["type"].astype(str)) == {"0", "1", "mixture"}
+
+
+# ----------------------------------------------------------------------------- the table: genpqr fit
+def _base():
+    from tests.estimator.test_bad_inputs import base_frame
+
+    return base_frame()  # 30 episodes x 6 steps, states 0..3, actions a, b
+
+
+def _kernel(values, dtype=np.float64):
+    """A (4, 2, 4) kernel file maker: ``values`` is a function of the uniform kernel."""
+    def write(tmp):
+        np.save(tmp / "kernel.npy", np.asarray(values(np.full((4, 2, 4), 0.25)), dtype=dtype))
+    return write
+
+
+def _negative(P):
+    P[1, 0, 2], P[1, 0, 3] = -0.25, 0.75
+    return P
+
+
+def _cell(P, index, value):
+    P[index] = value
+    return P
+
+
+def _warned(*phrases, absent=()):
+    return lambda out, so, se: all(p in so for p in phrases) and not any(p in so for p in absent)
+
+
+KERNEL = ["--transition", "{tmp}/kernel.npy"]
+ITEMS = ["--action-features", "{tmp}/items.csv"]
+
+
+def _items(**columns):
+    """``items.csv``: the actions a, b (taken) and c (never taken) with the given feature columns."""
+    def write(tmp):
+        pd.DataFrame({"action": ["a", "b", "c"], **columns}).to_csv(tmp / "items.csv", index=False)
+    return write
+
+# name: (input maker (tmp -> None; writes beside data.csv) or None, data maker or None, extra argv, outcome)
+CLI = {
+    # --- kernel files: checked as a kernel, then against the data -------------------------------------
+    "kernel with a negative entry": (_kernel(_negative), None, KERNEL,
+                                     Err("kernel.npy", "(--transition)", "P[1, 0, 2] = -0.25 is negative")),
+    "kernel rows summing to 2": (_kernel(lambda P: 2 * P), None, KERNEL,
+                                 Err("kernel.npy", "(--transition)", "P[0, 0, :] sums to 2, not 1", "8 of 8 rows")),
+    "kernel with a NaN": (_kernel(lambda P: _cell(P, (2, 1, 0), np.nan)), None, KERNEL,
+                          Err("kernel.npy", "(--transition)", "P[2, 1, 0] = nan is not a number")),
+    "kernel of integer ones": (_kernel(lambda P: P * 0 + 1, dtype=np.int64), None, KERNEL,
+                               Err("kernel.npy", "(--transition)", "holds integers", "as floats")),
+    "kernel of 0/1 booleans": (_kernel(lambda P: np.broadcast_to(np.eye(4)[:, None, :], P.shape), dtype=bool), None,
+                               KERNEL, Err("kernel.npy", "(--transition)", "holds booleans")),
+    "kernel in float32, rows off by rounding": (_kernel(lambda P: P / 3 * 3, dtype=np.float32), None, KERNEL,
+                                                Ok(_warned(absent=("KernelDataWarning",)))),
+    "identity kernel against the data": (
+        _kernel(lambda P: np.broadcast_to(np.eye(4)[:, None, :], P.shape)), None, KERNEL,
+        Ok(_warned("KernelDataWarning", "kernel.npy", "(--transition)", "gives probability zero to", "of the observed",
+                   "rewards.csv", "P["))),
+    # --- action features that do not tell the actions apart ----------------------------------------------
+    "only feature constant": (_items(size=[1.0, 1.0, 1.0]), None, ITEMS,
+                              Err("--action-features", "items.csv", "no feature column varies", "['size']",
+                                  "same reward")),
+    "a constant feature beside a varying one": (
+        _items(size=[1.0, 1.0, 1.0], price=[1.0, 2.0, 3.0]), None, ITEMS,
+        Ok(_warned("ActionFeaturesWarning", "items.csv", "['size'] are constant", absent=("share their",)))),
+    "two actions with the same features": (
+        _items(price=[1.0, 2.0, 1.0], quality=[0.5, 1.0, 0.5]), None, ITEMS,
+        Ok(_warned("ActionFeaturesWarning", "--action-features", "2 actions share their feature row", "['a', 'c']",
+                   "rewards.csv", "equal by construction"))),
+    "linearly dependent features": (
+        _items(price=[1.0, 2.0, 4.0], quality=[0.5, 1.0, 0.0], total=[1.5, 3.0, 4.0]), None, ITEMS,
+        Ok(_warned("ActionFeaturesWarning", "linearly dependent", "(rank 2)", "not identified"))),
+    "features that separate the actions": (_items(price=[1.0, 2.0, 4.0], quality=[0.5, 1.0, 0.0]), None, ITEMS,
+                                           Ok(_warned(absent=("ActionFeaturesWarning",)))),
+}
+
+
+@pytest.mark.parametrize("case", list(CLI))
+def test_fit_bad_input(case, tmp_path, capsys):
+    make_input, make_data, extra, expected = CLI[case]
+    frame = _base() if make_data is None else make_data(_base())
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    if make_input is not None:
+        make_input(tmp_path)
+    out = tmp_path / "out"
+    argv = ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state", "--action",
+            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--out", out]
+    argv += [str(a).replace("{tmp}", str(tmp_path)) for a in extra]
+    code, stdout, stderr = _run(argv, capsys)
+    _assert_outcome(case, expected, code, out, stdout, stderr)
+    if isinstance(expected, Err):
+        assert not out.exists(), case
+
+
+# ----------------------------------------------------------------------------- Ctrl-C, killed runs
+def _fit_args(tmp_path, *extra):
+    return ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state", "--action",
+            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--quiet",
+            "--out", tmp_path / "out", *extra]
+
+
+def _files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_ctrl_c_during_fit_one_line_exit_130_earlier_output_kept(tmp_path, capsys):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    assert _run(_fit_args(tmp_path), capsys)[0] == 0
+    before = _files(tmp_path / "out")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}
+    start = ("import sys; from genpqr.app.cli import main; print('imported', flush=True); "
+             "sys.exit(main(sys.argv[1:]))")  # the console script's steps, saying when the imports are done
+    argv = [sys.executable, "-c", start, *map(str, _fit_args(tmp_path, "--bootstrap", "100000"))]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "imported"
+    time.sleep(1.5)  # fitting (the bootstrap's replicates take minutes): then Ctrl-C
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == f"genpqr fit: interrupted; the earlier output in {tmp_path / 'out'} is unchanged"
+    assert _files(tmp_path / "out") == before
+    assert not list(tmp_path.glob(".out.*"))  # its staging folder removed
+
+
+def test_ctrl_c_while_writing_leaves_the_earlier_output(tmp_path, capsys, monkeypatch):
+    from genpqr.estimator import folder_ops
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    assert _run(_fit_args(tmp_path), capsys)[0] == 0
+    before = _files(tmp_path / "out")
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(folder_ops, "write_each", stop)
+    code, stdout, stderr = _run(_fit_args(tmp_path, "--gamma", "0.8"), capsys)
+    assert code == 130 and "Traceback" not in stderr
+    assert stderr.strip().splitlines() == [f"genpqr fit: interrupted; the earlier output in {tmp_path / 'out'} is "
+                                           f"unchanged"]
+    assert _files(tmp_path / "out") == before and not list(tmp_path.glob(".out.*"))
+
+
+def test_leftover_staging_folders_removed_by_the_next_successful_run(tmp_path, capsys):
+    import os
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    dead, old, alive = (tmp_path / ".out.999999999-x1.partial", tmp_path / ".out.k2j3.partial",
+                        tmp_path / f".out.{os.getppid()}-x3.partial")
+    other = tmp_path / ".other.999999999-x4.partial"  # another output's: not this run's business
+    for folder in (dead, old, alive, other):
+        folder.mkdir()
+        (folder / "rewards.csv").write_text("x")
+    code, _, stderr = _run(_fit_args(tmp_path), capsys)
+    assert code == 0, stderr
+    assert not dead.exists() and not old.exists()  # killed runs' (SIGTERM, SIGKILL) staging folders
+    assert alive.exists() and other.exists()  # a run still going keeps its own
+
+
+# ----------------------------------------------------------------------------- a data file that changes while read
+@pytest.mark.parametrize("change", ["append", "rewrite same size"])
+def test_data_file_changed_while_read_is_refused(change, tmp_path, capsys, monkeypatch):
+    import os
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    real = pd.read_csv
+
+    def read_then_change(path, *args, **kwargs):  # another process writes the file during the read
+        frame = real(path, *args, **kwargs)
+        if str(path).endswith("data.csv"):
+            if change == "append":
+                with open(path, "a") as fh:
+                    fh.write("99,0,1,a,0.0,a,0.1\n")
+            else:
+                st = os.stat(path)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        return frame
+
+    monkeypatch.setattr(pd, "read_csv", read_then_change)
+    code, stdout, stderr = _run(_fit_args(tmp_path), capsys)
+    _assert_outcome(change, Err("data file", "data.csv", "changed while it was read",
+                                "went from" if change == "append" else "modified or replaced", "run again"),
+                    code, None, stdout, stderr)
+    assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- genpqr counterfactual
+@pytest.mark.parametrize("dangling", [False, True])
+def test_counterfactual_names_a_symlinked_model_file(dangling, tmp_path, capsys):
+    import shutil
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    assert _run(_fit_args(tmp_path), capsys)[0] == 0
+    model = tmp_path / "out" / "model.joblib"
+    shutil.move(model, tmp_path / "elsewhere.joblib")
+    model.symlink_to(tmp_path / ("missing.joblib" if dangling else "elsewhere.joblib"))
+    code, stdout, stderr = _run(["counterfactual", tmp_path / "out", "--reward-change", "b=1", "--out",
+                                 tmp_path / "cf", "--quiet"], capsys)
+    _assert_outcome("symlinked model", Err("model.joblib is a symbolic link", "elsewhere" if not dangling else
+                                           "missing.joblib", "plain files"), code, None, stdout, stderr)
+    assert not (tmp_path / "cf").exists()
+
+
+# ----------------------------------------------------------------------------- --types: the flag the user typed
+@pytest.mark.parametrize("route", ["tabular", "structural"])
+def test_more_types_than_episodes_refused_naming_types(route, tmp_path, capsys):
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    pd.DataFrame([{"state_index": s, "action": a, "x": float(a == "b") * s} for s in range(4) for a in "ab"]).to_csv(
+        tmp_path / "features.csv", index=False)
+    extra = ["--features", tmp_path / "features.csv", "--policy-model", "frequency"] if route == "structural" else []
+    code, stdout, stderr = _run(_fit_args(tmp_path, "--types", "31", *extra), capsys)
+    _assert_outcome(route, Err("--types 31 needs at least 31 episodes", "the data has 30"), code, None, stdout, stderr)
+    assert "n_types" not in stderr
+
+
+# ----------------------------------------------------------------------------- API: latent types' covariates
+@pytest.mark.parametrize("value, phrases", [(np.nan, ("type_covariates", "missing or infinite", "episode 3")),
+                                            ("x", ("type_covariates must be numbers", "'x'"))])
+def test_type_covariates_with_nan_or_text_named(value, phrases):
+    from genpqr import GenPQR, from_pandas, normalization as N
+
+    data = from_pandas(_base(), episode="episode", time="time", state="state", action="action")
+    z = np.arange(30, dtype=float).astype(object)
+    z[3] = value
+    with pytest.raises(ValueError) as info:
+        GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", n_types=2, type_covariates=z, cross_fit=0).fit(data)
+    for phrase in phrases:
+        assert phrase in str(info.value), str(info.value)
+
+
+def test_transition_model_overridden_on_one_episode_says_so(tmp_path, capsys):
+    frame = _base()
+    frame.assign(episode=0, time=np.arange(len(frame))).to_csv(tmp_path / "data.csv", index=False)
+    args = [a for a in _fit_args(tmp_path, "--transition", "shrinkage") if a != "--quiet"]
+    code, stdout, stderr = _run(args, capsys)
+    assert code == 0, stderr
+    assert "counts, overriding the requested --transition shrinkage (one episode" in stdout
+
+
+# ----------------------------------------------------------------------------- a time column of timestamps
+@pytest.mark.parametrize("clock, expected", [
+    ("daily", Ok(lambda out, so, se: (out / "rewards.csv").exists())),
+    ("hourly, from a later start per episode", Ok(lambda out, so, se: (out / "rewards.csv").exists())),
+    ("daily with a missing day", Err("time gap inside an episode", "episode 0", "--time-gaps split")),
+    ("month starts", Err("time column 'time'", "not whole multiples", "31 days", "months since the start"))])
+def test_parquet_timestamp_time_column(clock, expected, tmp_path, capsys):
+    frame = _base()
+    if clock == "daily":
+        frame["time"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(frame.time, "D")
+    elif clock.startswith("hourly"):
+        frame["time"] = (pd.Timestamp("2026-01-01") + pd.to_timedelta(frame.episode * 7, "D")
+                         + pd.to_timedelta(frame.time, "h"))
+    elif clock == "daily with a missing day":
+        frame = frame.drop(index=frame.index[(frame.episode == 0) & (frame.time == 3)])
+        frame["time"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(frame.time, "D")
+    else:  # steps of 31, 28, 31, 30 and 31 days
+        frame["time"] = [pd.Timestamp("2026-01-01") + pd.DateOffset(months=int(t)) for t in frame.time]
+    frame.to_parquet(tmp_path / "data.parquet", index=False)
+    args = _fit_args(tmp_path)
+    args[1] = tmp_path / "data.parquet"
+    code, stdout, stderr = _run(args, capsys)
+    _assert_outcome(clock, expected, code, tmp_path / "out", stdout, stderr)
