@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-portable test-adapters docs docs-check chromium wheel-check bench architecture clean
+.PHONY: demo test test-fast test-portable test-adapters docs docs-check chromium wheel-check bench bench-front-door architecture clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,11 @@ wheel-check: $(STAMP) $(ADAPTERS_STAMP)
 	$(WHEEL_ADAPTERS_VENV)/bin/python -m pip install --quiet --report $(WHEEL_DIR)/adapters-install.json \
 		-c $(WHEEL_DIR)/adapters-constraints.txt "$$(ls $(WHEEL_DIR)/dist/*.whl)[adapters]"
 	GENPQR_WHEEL_CHECK=$(WHEEL_DIR) $(THREADS) $(PY) -m pytest -p no:cacheprovider tests/app/test_wheel.py
+
+# every front-door command of issue 31 in one table: its time end to end, its floor, the ratio, the target
+# (docs/benchmarks.md, "The front door in one table")
+bench-front-door: $(STAMP)
+	$(THREADS) $(PY) benchmarks/bench_front_door.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/tabular_solver.py

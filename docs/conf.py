@@ -74,6 +74,7 @@ API = {
                               "genpqr.structural.estimation", "genpqr.structural.results",
                               "genpqr.structural.summary", "genpqr.structural.covariance",
                               "genpqr.structural.separation", "genpqr.structural.fit_checks",
+                              "genpqr.structural.identification",
                               "genpqr.structural.maximize", "genpqr.structural.nfxp", "genpqr.structural.checks",
                               "genpqr.structural.type_model", "genpqr.structural.types",
                               "genpqr.structural.type_counterfactuals"],
@@ -86,7 +87,7 @@ API = {
                     "genpqr.experiments.runner", "genpqr.experiments.report", "genpqr.experiments.continuous",
                     "genpqr.experiments.folder"],
     "The genpqr command": ["genpqr.app", "genpqr.app.cli", "genpqr.app.config", "genpqr.app.fit_parser", "genpqr.app.workflow",
-                           "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.options", "genpqr.app.flags", "genpqr.app.console", "genpqr.app.build", "genpqr.app.transition_choice",
+                           "genpqr.app.data_file", "genpqr.app.action_features", "genpqr.app.config_checks", "genpqr.app.states", "genpqr.app.options", "genpqr.app.flags", "genpqr.app.console", "genpqr.app.report_plot", "genpqr.app.report_svg", "genpqr.app.report_discrete", "genpqr.app.build", "genpqr.app.transition_choice",
                            "genpqr.app.results",
                            "genpqr.app.outputs", "genpqr.app.structural", "genpqr.app.infer", "genpqr.app.fit_continuous",
                            "genpqr.app.stream", "genpqr.app.counterfactual", "genpqr.app.counterfactual_options", "genpqr.app.report",
@@ -264,7 +265,12 @@ def _module_page(module: str, homes: dict) -> str:
             here.append(name)
         else:
             elsewhere.append(f"``{name}`` (:py:obj:`{home}`)")
-    lines = [module, "=" * len(module), "", f".. automodule:: {module}", "", f".. currentmodule:: {module}", ""]
+    parent, _, leaf = module.rpartition(".")
+    shadowed = not inspect.ismodule(getattr(importlib.import_module(parent), leaf, None) or importlib)
+    # a module named like a function its package exports (genpqr.structural.identification): the
+    # function owns the name in the index, the module page is not indexed
+    lines = [module, "=" * len(module), "", f".. automodule:: {module}", *(["   :no-index:"] if shadowed else []),
+             "", f".. currentmodule:: {module}", ""]
     if here:
         lines += [".. rubric:: Documented here", "", ".. autosummary::", "   :nosignatures:", "   :toctree: generated",
                   "", *(f"   {name}" for name in here), ""]

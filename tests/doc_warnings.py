@@ -96,7 +96,9 @@ def recording():
 
 def printed(text: str) -> list:
     """``(category, message)`` of the warnings a command printed (``Category: message`` lines)."""
-    return [(m.group(1), m.group(2)) for m in map(_PRINTED.search, text.splitlines()) if m]
+    from genpqr.app.console import unwrap
+
+    return [(m.group(1), m.group(2)) for m in map(_PRINTED.search, unwrap(text).splitlines()) if m]
 
 
 def _matches(entry, warning) -> bool:

@@ -44,7 +44,7 @@ def test_forms_and_capabilities_are_the_entries():
     assert NORMALIZATIONS.forms(STREAMS) == "anchor:ACTION or mean-zero"
     assert INTEGRATION_RULES.forms() == "mc:N, gauss-hermite:N or gauss-legendre:N"
     assert {"two-tower", "bilinear", "conditional-logit"} <= set(POLICY_MODELS.names(MANY_ACTIONS))
-    assert POLICY_MODELS.names(without=(TABULAR,))[:2] == ["logistic", "conditional-logit"]
+    assert POLICY_MODELS.names(without=(TABULAR,))[:3] == ["basis-logit", "logistic", "conditional-logit"]
     assert Q_MODELS.names(TABULAR) == ["exact"]
     assert POLICY_MODELS.forms().endswith("or package.module:Class") and "gaussian" in DENSITIES.names()
 

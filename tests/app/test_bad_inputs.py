@@ -267,9 +267,10 @@ def test_fit_bad_input(case, tmp_path, capsys):
         make_input(tmp_path)
     out = tmp_path / "out"
     argv = ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state", "--action",
-            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--out", out]
+            "action", "--gamma", "0.9", "--normalization", "anchor:a", "--cross-fit", "0", "--verbose", "--out", out]
     argv += [str(a).replace("{tmp}", str(tmp_path)) for a in extra]
     code, stdout, stderr = _run(argv, capsys)
+    stdout = " ".join(stdout.split())  # --verbose: every warning in full; lines wrapped at 100 characters
     _assert_outcome(case, expected, code, out, stdout, stderr)
     if isinstance(expected, Err):
         assert not out.exists(), case
@@ -409,12 +410,14 @@ def test_more_types_than_episodes_refused_naming_types(route, tmp_path, capsys):
                                             ("x", ("type_covariates must be numbers", "'x'"))])
 def test_type_covariates_with_nan_or_text_named(value, phrases):
     from genpqr import GenPQR, from_pandas, normalization as N
+    from genpqr.estimator import TypeOptions
 
     data = from_pandas(_base(), episode="episode", time="time", state="state", action="action")
     z = np.arange(30, dtype=float).astype(object)
     z[3] = value
     with pytest.raises(ValueError) as info:
-        GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", n_types=2, type_covariates=z, cross_fit=0).fit(data)
+        GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", n_types=2, types=TypeOptions(covariates=z),
+               cross_fit=0).fit(data)
     for phrase in phrases:
         assert phrase in str(info.value), str(info.value)
 
@@ -425,7 +428,7 @@ def test_transition_model_overridden_on_one_episode_says_so(tmp_path, capsys):
     args = [a for a in _fit_args(tmp_path, "--transition", "shrinkage") if a != "--quiet"]
     code, stdout, stderr = _run(args, capsys)
     assert code == 0, stderr
-    assert "counts, overriding the requested --transition shrinkage (one episode" in stdout
+    assert "counts, overriding the requested --transition shrinkage (one episode" in " ".join(stdout.split())
 
 
 # ----------------------------------------------------------------------------- a time column of timestamps

@@ -338,7 +338,7 @@ def test_counterfactual_output_is_a_transaction_and_the_fit_stays_valid(data, tm
         assert main(argv) == 0
     capsys.readouterr()
     assert set(M.verify_folder(out / "counterfactual", kind="counterfactual")["files"]) == {
-        "summary.csv", "states.csv", "support.csv", "identification.json", "counterfactual.npz"}
+        "summary.csv", "states.csv", "support.csv", "identification.json", "counterfactual.npz", "welfare.csv"}
     M.verify_folder(out, kind="fit")  # a nested genpqr output does not break the fit folder
     for target, phrase in ((out, "holds an input of this run"), (tmp_path, "holds an input of this run"),
                            (data, "is a file")):

@@ -8,6 +8,7 @@ import pandas as pd
 
 import genpqr
 from genpqr.app.fit_parser import add_fit_parser
+from genpqr.app.console import unwrap
 from genpqr.envs.rust import bus_engine, simulate_typed_buses
 from genpqr.estimator import fit_type_models
 from genpqr.structural import fit_structural
@@ -21,7 +22,7 @@ def fit_cli(argv, capsys):
     args = parser.parse_args(["fit", *map(str, argv)])
     code = args.func(args)
     out, err = capsys.readouterr()
-    return code, out, err
+    return code, unwrap(out), err  # the lines as printed before wrapping at 100 characters
 
 
 def test_types_flag_matches_the_api(tmp_path, capsys):

@@ -35,7 +35,8 @@ def test_many_actions_bootstrap_no_fragmentation_and_transition_columns(tmp_path
     frame, _ = _thin_csv(csv)
     with warnings.catch_warnings():
         warnings.simplefilter("error", pd.errors.PerformanceWarning)
-        code, out, err = fit_cli(_argv(csv, tmp_path / "fit", "--bootstrap", "3", "--transition", "counts"), capsys)
+        code, out, err = fit_cli(_argv(csv, tmp_path / "fit", "--bootstrap", "3", "--transition", "counts",
+                                       "--verbose"), capsys)  # the warnings in full
     assert code == 0, err
     rewards = pd.read_csv(tmp_path / "fit" / "rewards.csv")
     assert [c for c in rewards.columns if c.startswith("transitions_")] == [f"transitions_{a}" for a in MANY]

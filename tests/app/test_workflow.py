@@ -11,6 +11,7 @@ import genpqr
 from genpqr import GenPQR, from_pandas, normalization as N, stage2
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.stage1 import FrequencyClassifier
+from genpqr.app.console import unwrap
 from genpqr.app.flags import console_text
 from genpqr.app.fit_parser import add_fit_parser
 from genpqr.app.workflow import FitConfig, StateIndex, config_from_args, run_fit
@@ -45,7 +46,7 @@ def fit_cli(argv, capsys=None):
     args = parser.parse_args(["fit", *map(str, argv)])
     code = args.func(args)
     out, err = capsys.readouterr() if capsys is not None else ("", "")
-    return code, out, err
+    return code, unwrap(out), err  # the console's lines as printed before wrapping at 100 characters
 
 
 def base_flags(csv, out, normalization="anchor:left"):
@@ -466,8 +467,9 @@ BAD = {
     "missing state column": (lambda f: f, ["--state", "stat"], ["missing column", "'stat' (--state)"]),
     "mixed types in a state column": (_mixed_state, [], ["'state' mixes numbers and text", "'high'"]),
     "mixed types in the action column": (_mixed_action, [], ["'action' mixes numbers and text"]),
-    "text state column": (lambda f: f.assign(state=f["state"].map("s{}".format)), [],
-                          ["state column 'state' must be numeric"]),
+    "text state column with a continuous Q model": (lambda f: f.assign(state=f["state"].map("s{}".format)),
+                                                    ["--q-model", "linear"],
+                                                    ["state column 'state' must be numeric", "--q-model exact"]),
     "single action": (lambda f: f.assign(action="stay"), ["--normalization", "mean-zero"],
                       ["only one action", "a reward cannot be identified from choices among one option"]),
     "anchor never taken": (lambda f: f, ["--normalization", "anchor:right"],

@@ -70,8 +70,10 @@ def test_make_demo_warns_only_what_it_explains(tmp_path, capsys):
         check_warnings("genpqr demo", "output", found)
     finally:
         del EXPECTED["genpqr demo"]
+    from genpqr.app.console import unwrap
+
     for category, _ in DEMO_EXPECTED:
-        line = next(line for line in out.splitlines() if f"the {category}, checked against the truth" in line)
+        line = next(line for line in unwrap(out).splitlines() if f"the {category}, checked against the truth" in line)
         flagged, other = map(float, re.findall(r"RMSE is ([\d.]+) at the .* and ([\d.]+) at the other", line)[0])
         assert flagged > 1.5 * other, line  # the warning points at the larger errors
 
@@ -108,10 +110,13 @@ def test_structural_warnings_are_printed_apart_from_the_rewards_ones(tmp_path, c
                                                                                            index=False)
     monkeypatch.chdir(tmp_path)
     command = ("fit panel.csv --episode bus --time month --state mileage_bin --action replace --gamma 0.9999 "
-               "--normalization anchor:1 --transition increment:2:1 --n-states 90 --features f.csv --out fit --quiet")
+               "--normalization anchor:1 --transition increment:2:1 --n-states 90 --features f.csv --out fit --quiet "
+               "--verbose")  # each warning in full
     assert main(shlex.split(command)) == 0
-    out = capsys.readouterr().out
-    tail = out.split("wrote:")[1]
+    from genpqr.app.console import unwrap
+
+    out = unwrap(capsys.readouterr().out)
+    tail = out.split("wrote ")[1]
     rewards, params = tail.split("warning(s) about rewards.csv")[1].split("warning(s) about parameters.csv")
     assert "CoverageWarning" in rewards and "WeakSupportWarning: the structural estimates rest on 7" not in rewards
     assert "(not parameters.csv: the npl MLE does not use the normalization" in rewards

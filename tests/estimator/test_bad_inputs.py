@@ -270,8 +270,10 @@ CLI = {
     "missing episode column": (None, ["--episode", "ep"], Err("'ep' (--episode)")),
     "mixed state types": (_mixed("state", "high"), [], Err("'state' mixes numbers and text", "'high'")),
     "mixed action types": (_mixed("action", 7), [], Err("'action' mixes numbers and text")),
-    "text state column": (lambda f: f.assign(state=f.state.map("s{}".format)), [],
-                          Err("state column 'state' must be numeric")),
+    # text labels are tabular states (issue 32): refused where states must be numbers
+    "text state column, continuous Q model": (lambda f: f.assign(state=f.state.map("s{}".format)),
+                                              ["--q-model", "linear"],
+                                              Err("state column 'state' must be numeric", "--q-model exact")),
     "text time column": (lambda f: f.assign(time=f.time.map("t{}".format)), [],
                          Err("time column 'time' must be numeric")),
     "missing state value": (_set("state", np.nan), [], Err("state column 'state' has 1 missing", "data row 5",
@@ -713,7 +715,8 @@ SAME = {
     "a missing time": (_set("time", np.nan), [], "time column 'time' has 1 missing or infinite value(s) (first at "
                                                  "data row 5"),
     "one action": (lambda f: f.assign(action="b"), [], "holds only one action ('b')"),
-    "text states": (lambda f: f.assign(state=f.state.map("s{}".format)), [], "state column 'state' must be numeric"),
+    "text states, LSTD": (lambda f: f.assign(state=f.state.map("s{}".format)), ["--q-model", "lstd"],
+                          "state column 'state' must be numeric"),
 }
 CHUNK_ROWS = (1, 7, 50, 90, 1000)  # one episode per chunk .. the whole data in one chunk
 

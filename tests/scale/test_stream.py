@@ -467,9 +467,9 @@ def test_cli_neural_fqe_out_of_core(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["fit", str(path), "--episode", "ep", "--time", "t", "--state", "x0,x1", "--action", "a",
                  "--gamma", "0.9", "--normalization", "anchor:stay", "--q-model", "mlp", "--n-iterations", "3",
-                 "--chunk-rows", "150", "--out", str(out), "--quiet"])
+                 "--chunk-rows", "150", "--out", str(out), "--quiet", "--verbose"])  # internals: stage 2
     assert code == 0, capsys.readouterr().err
-    printed = capsys.readouterr().out
+    printed = " ".join(capsys.readouterr().out.split())  # lines wrapped at 100 characters
     assert "neural FQE streamed by chunk" in printed and "fqe (out of core)" in printed
     model = load(out / "model.joblib")
     assert model.diagnostics_.n_iterations == 3 and np.isfinite(model.reward(np.zeros((4, 2)))).all()

@@ -149,12 +149,13 @@ def test_large_action_spaces_page_runs(tmp_path, monkeypatch, capsys):
 
     import pandas as pd
     from genpqr.app.cli import main
+    from genpqr.app.console import unwrap
 
     command = re.search(r"```bash\n(genpqr fit .*?)```", text, re.S).group(1).replace("\\\n", " ")
     assert not (tmp_path / "fit-items").exists()
     with recording() as found:
         assert main(shlex.split(command)[1:] + ["--quiet"]) == 0
-    console = capsys.readouterr().out
+    console = unwrap(capsys.readouterr().out)
     check_warnings("docs/large_action_spaces.md", "shell", found + printed(console))
     assert ("1 action(s) in the table were never taken: their rewards are predictions from their features "
             "(['item5'])") in console

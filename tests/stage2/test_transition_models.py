@@ -351,7 +351,9 @@ def test_choosing_a_transition_model_page_runs(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     with recording() as found:
         assert main(shlex.split(command)[1:]) == 0
-    console = capsys.readouterr().out
+    from genpqr.app.console import unwrap
+
+    console = unwrap(capsys.readouterr().out)
     check_warnings("docs/choosing_a_transition_model.md", "shell", found + printed(console))
     line = re.search(r"transition model: counts \(0\.1% of the moves .*?, at most 1%: cells are well filled, no "
                      r"held-out comparison\)", text.replace("\n", " "))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 
-__all__ = ["WIDTH", "INTERNALS", "fit_width", "first_clause", "short_warning", "GLOSSARY_POINTER"]
+__all__ = ["WIDTH", "INTERNALS", "fit_width", "unwrap", "first_clause", "short_warning", "GLOSSARY_POINTER"]
 
 #: The widest line a command prints.
 WIDTH = 100
@@ -37,32 +37,62 @@ def fit_width(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-def first_clause(message: str) -> str:
-    """``message`` up to its first ``.``, ``;`` or ``:`` followed by a space, outside brackets."""
-    depth = 0
+def unwrap(text: str, width: int = WIDTH) -> str:
+    """The lines :func:`fit_width` wrapped, joined back: a line indented four more than the line
+    it continues, whose first word would not have fitted on that line (for scripts that read the
+    console line by line)."""
+    out, indents, previous = [], [], ""
+    for line in str(text).splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        word = line.strip().split(" ", 1)[0]
+        if out and indent == indents[-1] + 4 and len(previous) + 1 + len(word) > width:
+            out[-1].append(line.strip())
+        else:
+            out.append([line])
+            indents.append(indent)
+        previous = line
+    return "\n".join(" ".join(part) for part in out)
+
+
+def clauses(message: str) -> list:
+    """``message`` cut after each ``.``, ``;`` or ``:`` followed by a space, outside brackets."""
+    out, depth, start = [], 0, 0
     for i, ch in enumerate(message):
         depth += ch in "([{"
         depth -= ch in ")]}"
         if depth <= 0 and ch in ".;:" and message[i + 1:i + 2] == " " and i > 0 and not message[i - 1].isupper():
-            return message[:i]
-    return message
+            out.append(message[start:i + 1])
+            start = i + 1
+    return out + [message[start:]] if start < len(message) else out
+
+
+def first_clause(message: str) -> str:
+    """``message`` up to its first ``.``, ``;`` or ``:`` followed by a space, outside brackets."""
+    return clauses(message)[0].rstrip(".;:") if message else message
 
 
 def short_warning(text: str, width: int = WIDTH, indent: str = "  ") -> str:
     """A warning ``"Category: message"`` as one line of at most ``width`` characters: the
-    category and the message's first clause, cut at a word with ``...`` when longer."""
+    category and the message's first clause (asides in brackets dropped when it is too long),
+    then as many of the next clauses as fit; cut at a word with ``...`` when even the first does
+    not fit."""
     category, sep, message = " ".join(str(text).split()).partition(": ")
     if not sep:
         category, message = "", category
     head = indent + (f"{category}: " if category else "")
-    clause = first_clause(message).strip()
-    line = head + clause
-    if len(line) > width:  # the asides in brackets go first
-        line = head + " ".join(_without_brackets(clause).split())
-    if len(line) <= width:
-        return line
-    cut = line[:width - 4].rsplit(" ", 1)[0]
-    return cut.rstrip(",;:(") + " ..."
+    parts = [p.strip() for p in clauses(message)] or [""]
+    line = head + parts[0]
+    if len(line.rstrip(".;:")) > width:  # the asides in brackets go first
+        line = head + " ".join(_without_brackets(parts[0]).split())
+    if len(line.rstrip(".;:")) > width:
+        cut = line[:width - 4].rsplit(" ", 1)[0]
+        return cut.rstrip(",;:(") + " ..."
+    line = line.strip()
+    for part in parts[1:]:  # more of the message while it fits
+        if len(f"{indent}{line} {part}".rstrip(".;:")) > width:
+            break
+        line = f"{line} {part}"
+    return indent + line.rstrip(" .;:")
 
 
 def _without_brackets(text: str) -> str:

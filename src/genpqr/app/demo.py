@@ -87,7 +87,7 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
     with output_folder(out, kind="demo") as staging:
         path = write_each(staging, out, {"demo.png": lambda p: _plot(p, truth, exact.reward(grid), data, fqe, floor,
                                                                     show=show)})["demo.png"]
-    _print(f"\nFigure written to {path}")
+    print(f"\nFigure written to {path}")  # a path is not wrapped
     return {"rows": rows, "figure": str(path), "residual_floor": floor,
             "last_residual": fqe.diagnostics_.bellman_residuals[-1], "warnings": messages, "coverage": split}
 

@@ -30,7 +30,7 @@ come from the same source, named in ``std_error_kind`` and ``ci_kind``:
     standard error and interval are empty. Each identified combination of such parameters
     follows as a row of its own (``parameter`` e.g. ``bonus + bonus2``; NPL and NFXP stop at
     different points of the flat direction, but agree on these;
-    :mod:`genpqr.structural.identification`);
+    ``genpqr.structural.identification``);
 ``std_error_analytic, std_error_analytic_kind``
     with ``--bootstrap`` only: the estimator's own standard error (OPG, inverse Hessian, or
     none) and its kind, kept beside the bootstrap one;
@@ -125,7 +125,7 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
 
     A parameter the choices do not identify has no estimate, standard error or interval
     (``identified`` False); each identified combination of such parameters follows as a row
-    (``parameter`` e.g. ``"bonus + bonus2"``, :mod:`genpqr.structural.identification`).
+    (``parameter`` e.g. ``"bonus + bonus2"``, ``genpqr.structural.identification``).
 
     Parameters
     ----------

@@ -291,7 +291,8 @@ def _warn(result, warn):
     if not warn:
         return
     if result.route == "nonparametric" and not result.invariant:
-        warnings.warn(result.describe(), IdentificationWarning, stacklevel=4)
+        warnings.warn("the nonparametric answer is not invariant to the normalization: " + result.describe(),
+                      IdentificationWarning, stacklevel=4)
     if result.support is not None:
         warn_if_material(result.support, result.route, stacklevel=4)
     if result.off_support is not None and result.off_support[:, 1].mean() > OFF_SUPPORT_WARN:

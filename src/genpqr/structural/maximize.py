@@ -46,7 +46,7 @@ def at_maximum(d: LikelihoodDerivatives, n_choices: float) -> bool:
 
 def at_ridge_maximum(d: LikelihoodDerivatives, n_choices: float) -> bool:
     """A maximum of the full likelihood on a flat ridge (parameters not identified,
-    :mod:`genpqr.structural.identification`): ``-H`` is positive semi-definite with some
+    ``genpqr.structural.identification``): ``-H`` is positive semi-definite with some
     eigenvalues zero to :data:`~genpqr.structural.identification.IDENTIFICATION_RTOL`, the
     score along those directions vanishes and the Newton decrement on the others is below 1e-14
     per choice."""

@@ -142,7 +142,7 @@ def coefficient_frame(fit, level: float = 0.95):
     Wald interval of the same standard error, or the percentile interval of a bootstrap fit; the
     robust one is the sandwich, NaN where not defined). A parameter the choices do not identify
     has no number (NaN, ``identified`` False); each identified combination of such parameters
-    follows as a row of its own (:mod:`genpqr.structural.identification`)."""
+    follows as a row of its own (``genpqr.structural.identification``)."""
     import pandas as pd
     from scipy.stats import norm
 
