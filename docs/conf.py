@@ -266,7 +266,7 @@ def _module_page(module: str, homes: dict) -> str:
         else:
             elsewhere.append(f"``{name}`` (:py:obj:`{home}`)")
     parent, _, leaf = module.rpartition(".")
-    shadowed = not inspect.ismodule(getattr(importlib.import_module(parent), leaf, None) or importlib)
+    shadowed = bool(parent) and not inspect.ismodule(getattr(importlib.import_module(parent), leaf, None) or importlib)
     # a module named like a function its package exports (genpqr.structural.identification): the
     # function owns the name in the index, the module page is not indexed
     lines = [module, "=" * len(module), "", f".. automodule:: {module}", *(["   :no-index:"] if shadowed else []),

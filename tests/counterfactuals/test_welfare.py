@@ -21,6 +21,7 @@ from scipy.stats import norm
 from genpqr import GenPQR, normalization as N
 from genpqr.counterfactuals import WelfareResult, counterfactual, load_counterfactual
 from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.exceptions import ExtrapolationWarning
 from genpqr.evaluation import bootstrap
 from genpqr.stage1 import FrequencyClassifier
 from genpqr.structural import fit_structural
@@ -242,3 +243,20 @@ def test_bootstrap_intervals_can_be_read_at_another_level(boot):
     assert "bootstrap percentile over episodes (80%" in res.summary(level=0.8).as_text()
     with pytest.raises(ValueError, match="give alpha or level"):
         res.summary(alpha=0.1, level=0.9)
+
+
+def test_a_change_that_pushes_a_rate_to_a_corner_shows_no_zero_width_interval(bus):
+    """RC multiplied by 1e3: nobody replaces any more. The delta method's interval of that rate
+    collapses to a point; the summary shows none, says why, and a warning names the rate (issue 33)."""
+    truth, model, fit = bus
+    with pytest.warns(ExtrapolationWarning, match=r"corner \(.*stationary rate\[replace\]"):
+        res = fit.counterfactual({"RC": "*1e3"}, model=model)
+    table = res.summary().table
+    row = table.loc["stationary rate[replace]"]
+    assert row["counterfactual"] < 1e-6 and np.isnan(row["counterfactual_lower"]) and np.isnan(row["change_upper"])
+    kept = table.loc["welfare (utility)"]  # rows that are not rates keep their intervals
+    assert kept["counterfactual_lower"] < kept["counterfactual_upper"]
+    assert "pushes the model to a corner" in res.summary().as_text()
+    modest = _quiet(fit.counterfactual, {"RC": "*2"}, model=model)  # no corner: every interval shown
+    assert np.isfinite(modest.summary().table.loc["stationary rate[replace]", "counterfactual_lower"])
+    assert "corner" not in modest.summary().as_text()

@@ -295,6 +295,16 @@ def _warn(result, warn):
                       IdentificationWarning, stacklevel=4)
     if result.support is not None:
         warn_if_material(result.support, result.route, stacklevel=4)
+    from ._counterfactual_summary import CORNER, corner_rates
+
+    corners = corner_rates(result)
+    if corners:
+        from ..exceptions import ExtrapolationWarning
+
+        warnings.warn(f"the counterfactual pushes a choice rate to a corner ({', '.join(corners)} within "
+                      f"{CORNER:g} of 0 or 1): its interval is not shown (the delta method's collapses to a point) "
+                      f"and the answer rests on the model's form far from the data (summary.csv)",
+                      ExtrapolationWarning, stacklevel=4)
     if result.off_support is not None and result.off_support[:, 1].mean() > OFF_SUPPORT_WARN:
         n_off, B = int(result.off_support[:, 1].sum()), result.off_support.shape[0]
         warnings.warn(f"{n_off} of {B} bootstrap replicates ({n_off / B:.0%}) of the {result.route} counterfactual "

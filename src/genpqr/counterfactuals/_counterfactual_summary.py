@@ -126,6 +126,9 @@ def compact_frame(result, level=None, kind=None):
     if kind != "none":
         for part, (low, high) in _statistic_bounds(result, kind, level).items():
             table[f"{part}_lower"], table[f"{part}_upper"] = low, high
+        corner = table.index.isin(corner_rates(result))  # a zero-width interval says nothing there
+        for part in ("counterfactual", "change"):
+            table.loc[corner, [f"{part}_lower", f"{part}_upper"]] = np.nan
     welfare = getattr(result, "welfare", None)
     if welfare is not None:
         extra = pd.DataFrame([row for _, row in _welfare_rows(welfare, kind, level)],
@@ -133,6 +136,18 @@ def compact_frame(result, level=None, kind=None):
         table = pd.concat([table, extra[[c for c in table.columns if c in extra.columns]]])
         table.index.name = "statistic"
     return table
+
+
+#: A counterfactual rate this close to 0 or 1 is at a corner of the model.
+CORNER = 1e-6
+
+
+def corner_rates(result) -> list:
+    """The compact table's rows (``"stationary rate[a]"``...) whose counterfactual choice rate is
+    within :data:`CORNER` of 0 or 1: the change pushed the model to a corner, where the delta
+    method's interval collapses to a point."""
+    c = result.counterfactual.summary(result.action_labels, result.state_values)
+    return [_label(k) for k, v in c.items() if str(k[1]).startswith("rate[") and min(v, 1 - v) < CORNER]
 
 
 def counterfactual_intervals(result, level=None, kind=None):
@@ -195,6 +210,11 @@ def _route_gap_note(result, other: str) -> str:
 
 def _notes(result) -> list:
     notes = []
+    corners = corner_rates(result)
+    if corners:
+        notes.append(f"the change pushes the model to a corner: {', '.join(corners)} within {CORNER:g} of 0 or 1; "
+                     f"no interval is shown there (the delta method's collapses to a point), and the answer rests on "
+                     f"the model's form far from the data")
     if result.route == "nonparametric" and not result.invariant:
         notes.append(f"not identified under every normalization: {result.rule}")
     if result.alternative is not None:
