@@ -454,3 +454,17 @@ def test_parquet_timestamp_time_column(clock, expected, tmp_path, capsys):
     args[1] = tmp_path / "data.parquet"
     code, stdout, stderr = _run(args, capsys)
     _assert_outcome(clock, expected, code, tmp_path / "out", stdout, stderr)
+
+
+def test_ctrl_c_before_a_command_starts_is_one_line(monkeypatch, capsys):
+    """Ctrl-C while genpqr imports its modules or parses the flags (before a command's own
+    handler): one line and exit 130, no traceback."""
+    from genpqr.app import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["fit", "--help"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "genpqr: interrupted; nothing was written" and "Traceback" not in err

@@ -220,11 +220,15 @@ def main(argv=None) -> int:
     if argv[:1] == ["--version"]:  # as the parser would answer, before building it (that imports the options)
         print(f"genpqr {_version()}")
         return 0
-    args = build_parser().parse_args(argv)
-    if args.command == "demo" and _check_demo(args):
-        print(f"genpqr demo: error: {_check_demo(args)}", file=sys.stderr)
-        return 2
-    return args.func(args)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "demo" and _check_demo(args):
+            print(f"genpqr demo: error: {_check_demo(args)}", file=sys.stderr)
+            return 2
+        return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler (while importing, parsing): one line
+        print("genpqr: interrupted; nothing was written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -25,10 +25,12 @@ SPEC_HELP = ("debiased estimate and efficient-influence-function SE of a target 
 def parse_specs(value, values) -> list:
     """The ``--infer`` texts (flags: a list; JSON: a string or a list), each checked without the
     data: a ``ValueError`` naming ``--infer`` and the spec otherwise."""
+    items = [value] if isinstance(value, str) else list(value)
+    if not items:  # no --infer: nothing to import (the inference wing costs seconds to import)
+        return []
     from ..inference import target_kind
     from ..messages import Message
 
-    items = [value] if isinstance(value, str) else list(value)
     for text in items:
         if not isinstance(text, str):
             raise TypeError(f"{FLAG} takes target specs as text, got {text!r}")

@@ -144,20 +144,18 @@ def tabular_rewards(model, index, data, labels, boot, level):
     S, K = table.shape
     rewards = index.labels()
     visits = np.bincount(data.states[:, 0].astype(np.int64), minlength=S)
-    columns = {"visits": visits, "visited": visits > 0}  # False: no observed choice, the reward is not identified
     moves = np.asarray(getattr(model, "transition_counts_", np.zeros((S, K))), dtype=np.int64)
-    for k, label in enumerate(labels):
-        columns[f"reward_{label}"] = table[:, k]
-    for k, label in enumerate(labels):
-        columns[f"transitions_{label}"] = moves[:, k]
+    # one block per kind of column (a frame per block, not a column each: K may be 1e5 items)
+    blocks = [pd.DataFrame({"visits": visits, "visited": visits > 0}, index=rewards.index),  # False: not identified
+              pd.DataFrame(table, index=rewards.index, columns=[f"reward_{label}" for label in labels]),
+              pd.DataFrame(moves, index=rewards.index, columns=[f"transitions_{label}" for label in labels])]
     if boot is not None:
         se, lo, hi = (x.reshape(S, K) for x in _intervals(boot, level, S * K))
-        for k, label in enumerate(labels):
-            columns[f"reward_{label}_se"] = se[:, k]
-            columns[f"reward_{label}_lo"] = lo[:, k]
-            columns[f"reward_{label}_hi"] = hi[:, k]
-    extra = pd.DataFrame(columns, index=rewards.index)
-    return pd.concat([rewards.drop(columns=[c for c in columns if c in rewards.columns]), extra], axis=1)
+        parts = np.stack([se, lo, hi], axis=2).reshape(S, 3 * K)  # per action: _se, _lo, _hi
+        names = [f"reward_{label}_{part}" for label in labels for part in ("se", "lo", "hi")]
+        blocks.append(pd.DataFrame(parts, index=rewards.index, columns=names))
+    extra = pd.concat(blocks, axis=1)
+    return pd.concat([rewards.drop(columns=[c for c in extra.columns if c in rewards.columns]), extra], axis=1)
 
 
 def row_rewards(model, frame, config, labels, boot):
