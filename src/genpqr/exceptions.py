@@ -105,7 +105,7 @@ class InferenceWarning(GenPQRWarning):
 __all__ = ["GenPQRWarning", "WeakSupportWarning", "ClippingWarning", "CoverageWarning", "ConvergenceWarning",
            "LatentTypeWarning", "NotFittedError", "ExtrapolationWarning", "ThinTransitionsWarning", "IntegrityError",
            "UntrustedFileError", "ActionTableError", "DuplicateActionLabelError", "MissingActionLabelError",
-           "ActionFeatureError", "InferenceWarning", "ModelFormatError"]
+           "ActionFeatureError", "InferenceWarning", "ModelFormatError", "KernelDataWarning", "ActionFeaturesWarning"]
 
 
 def _not_fitted_error() -> type:

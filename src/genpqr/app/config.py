@@ -1,5 +1,5 @@
 """The configuration of ``genpqr fit``: each option declared once (:data:`FIT_OPTIONS`), and
-:class:`FitConfig`, the typed config made from them (also the JSON file ``--config`` reads and
+``FitConfig``, the typed config made from them (also the JSON file ``--config`` reads and
 ``config.json`` a fit writes; flags override it).
 
 Every field is parsed when the config is made: the names of models, normalizations, transition

@@ -33,7 +33,7 @@ def add_fit_parser(subparsers) -> argparse.ArgumentParser:
 
     One flag per option of :data:`genpqr.app.config.FIT_OPTIONS`. Every flag defaults to "not
     given" so that ``--config FILE.json`` values are kept unless a flag overrides them; its help
-    states the default :class:`FitConfig` applies, or that it is required (as a flag or in the
+    states the default ``FitConfig`` applies, or that it is required (as a flag or in the
     config file). ``args.func`` is :func:`fit_command`.
     """
     p = subparsers.add_parser(

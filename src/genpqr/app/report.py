@@ -195,7 +195,7 @@ def _action_rows(d, n: int) -> tuple[list, str]:
 
 
 def rewards_view(ctx, shown) -> tuple:
-    """The rewards table as the report shows it: with more actions than :data:`TOP_ACTIONS`, the
+    """The rewards table as the report shows it: with more actions than ``TOP_ACTIONS``, the
     columns of the ``shown`` actions only (and the columns that are not per action); a note."""
     frame = ctx.rewards
     labels = [str(a) for a in ctx.model.encoder_.labels]

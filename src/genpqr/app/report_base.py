@@ -6,7 +6,7 @@ The page is rendered from Jinja2 templates (``genpqr/app/templates``, autoescape
 holds the page, its style sheet (``report.css``, inlined), the header and the sections that
 both flavours share (6. warnings, 7. configuration); ``discrete.html`` and ``continuous.html``
 extend it with sections 1-5; ``macros.html`` has the tables and figures; ``structural.html``
-is the structural-parameters part of section 4. Figures are :class:`genpqr.app.report_svg.Figure`
+is the structural-parameters part of section 4. Figures are ``Figure``
 objects written into the page as inline SVG (no matplotlib: a figure costs milliseconds and a few
 kilobytes), so the report is one file with no external resources. Tables show at most
 :data:`MAX_TABLE_ROWS` rows and :data:`MAX_TABLE_COLUMNS` columns (the CSV files hold them all).
@@ -97,7 +97,7 @@ class ReportContext:
 @dataclass
 class ReportFigure:
     """A figure of the report: the section it belongs to, its caption and the figure
-    (:class:`genpqr.app.report_svg.Figure`)."""
+    (``Figure``)."""
 
     section: str
     caption: str

@@ -6,7 +6,7 @@ probabilities once per distinct (fold, state) row (:func:`genpqr.stage1.FittedPo
 with tabular states one row per visited state, not one per logged choice: :class:`PolicyCells`),
 from which the calibration curve (:func:`calibration_points`, sklearn's quantile bins on weighted
 cells), the coverage ratios and the actions of the normalization follow. Per-action figures show at
-most :data:`TOP_ACTIONS` actions, the most visited (:func:`shown_actions`, the anchor among them),
+most ``TOP_ACTIONS`` actions, the most visited (:func:`shown_actions`, the anchor among them),
 and one series per action at most :data:`TOP_SERIES`; their captions say where the rest are.
 """
 
@@ -309,7 +309,7 @@ def _fig_coverage(ctx, pieces=None):
 
 def pieces_of(ctx) -> SimpleNamespace:
     """What several figures and tables need, computed once: ``cells`` and ``held_out``
-    (:func:`_policy_cells`), ``anchors`` (:func:`_anchor_codes`) and ``shown``, the actions of the
+    (``_policy_cells``), ``anchors`` (``_anchor_codes``) and ``shown``, the actions of the
     per-action figures and tables (:func:`shown_actions`: the most visited, the anchor among them)."""
     model = ctx.model
     cells = _policy_cells(model)

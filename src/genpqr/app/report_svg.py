@@ -61,7 +61,7 @@ def _hex(color: str) -> np.ndarray:
 
 
 def colormap(name: str, values) -> np.ndarray:
-    """RGB (..., 3) uint8 of ``values`` in [0, 1] under colour map ``name`` (:data:`COLORMAPS`);
+    """RGB (..., 3) uint8 of ``values`` in [0, 1] under colour map ``name`` (``COLORMAPS``);
     NaN is light grey."""
     anchors = np.array([_hex(c) for c in COLORMAPS[name]])
     v = np.asarray(values, dtype=np.float64)

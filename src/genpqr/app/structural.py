@@ -189,7 +189,7 @@ def proportion_interval(p, se, z):
 def typed_parameters_table(fit, level: float = 0.95):
     """``parameters.csv`` of a fit with latent types: one row per type-specific or shared
     parameter, per mixing coefficient and per mixing proportion (``mixing proportion[type m]``,
-    delta-method SE, interval on the logit scale: :func:`proportion_interval`); the columns of :func:`parameters_table` plus ``n_types, aic, bic``."""
+    delta-method SE, interval on the logit scale: ``proportion_interval``); the columns of :func:`parameters_table` plus ``n_types, aic, bic``."""
     import pandas as pd
     from scipy.stats import norm
 

@@ -1,7 +1,7 @@
 """``genpqr fit``: from a long-format data file and a small config to a fitted model, a
 rewards table and a self-contained report.
 
-A :class:`FitConfig` says what the columns are and how to fit (it is also a JSON file:
+A ``FitConfig`` says what the columns are and how to fit (it is also a JSON file:
 ``genpqr fit --config fit.json``; flags given on the command line override it).
 :func:`run_fit` reads the file, checks it (missing columns, mixed types, a single action,
 an anchor never taken: each a one-line ``ValueError`` naming the problem), fits

@@ -12,7 +12,7 @@ against it, and a different ``lambda`` gives a different normalized reward. It i
 ``reference_measure_`` and the summary. :class:`BoxPath` is the strategy
 :meth:`GenPQR.fit <genpqr.GenPQR.fit>` chooses when ``X.action_space`` is a
 :class:`~genpqr.data.BoxActions`: it returns a :class:`~genpqr.estimator.FittedState`; the
-read-off functions (:func:`box_q`, :func:`box_mu_q`, ...) take that state.
+read-off functions (``box_q``, ``box_mu_q``, ...) take that state.
 """
 
 from __future__ import annotations

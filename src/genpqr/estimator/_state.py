@@ -4,7 +4,7 @@ r"""The fitted state of :class:`genpqr.GenPQR`: one typed object, set in one pla
 latent-type paths in memory; the streamed and distributed fits of :mod:`genpqr.scale`), which
 returns a :class:`FittedState`; the estimator stores it as ``fitted_`` and nothing else writes it.
 The fitted attributes users read (``policy_``, ``stage2_``, ``normalization_``, ...) are
-read-only views of its fields (:class:`StateView`): an attribute whose field is None (or whose
+read-only views of its fields (``StateView``): an attribute whose field is None (or whose
 part, e.g. the exact path's :class:`TabularState`, is absent) does not exist, so ``hasattr``
 tells the paths apart as before. The few things a caller may add to a fitted model go through
 methods that return a new estimator (``with_training_data``, ``with_structural``) or a fit
@@ -205,7 +205,7 @@ class FittedState:
         return self.tabular is not None
 
     def replace(self, **changes) -> "FittedState":
-        """A copy with ``changes`` (:func:`dataclasses.replace`)."""
+        """A copy with ``changes`` (``replace``)."""
         return dataclasses.replace(self, **changes)
 
 

@@ -163,7 +163,7 @@ def replicate_fit(template, data, seed: int, plan=None):
 
 
 def _replicate(seed, estimator, data, statistic, resample="both", full=None, plan=None):
-    """One replicate (from counts with ``plan``, :mod:`genpqr.evaluation._count_replicates`);
+    """One replicate (from counts with ``plan``, ``_count_replicates``);
     the full-sample fit already raised any warnings, so replicates are quiet."""
     import warnings
 
@@ -205,7 +205,7 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
         transitions, and a statistic that reads only the fitted tables (``reward_table``, or
         one marked ``reads_tables = True``), each replicate is computed from the episodes'
         reweighted counts and one sparse solve instead of a refit -- the same numbers
-        (:mod:`genpqr.evaluation._count_replicates`); elsewhere, and with ``"refit"``, every
+        (``_count_replicates``); elsewhere, and with ``"refit"``, every
         replicate refits a clone of the estimator on its resampled episodes.
     """
     if method not in ("auto", "refit"):

@@ -24,7 +24,7 @@ The EIF of a saturated discrete model is the derivative of ``psi`` along the poi
 
 with the Riesz representers ``alpha = grad_u / (rho pi)`` and ``lambda_k = omega_k / (rho pi)``
 (``f_k = 0`` at a terminal next state). This is the notes' Thm 4 form ``alpha° + beta + m - psi``;
-each target's docstring in :mod:`genpqr.inference._targets` names its closed form.
+each target's docstring in ``_targets`` names its closed form.
 """
 
 from __future__ import annotations

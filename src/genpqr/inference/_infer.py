@@ -1,6 +1,6 @@
 r"""The debiased (one-step) estimator with influence-function inference.
 
-For targets ``psi`` (:mod:`genpqr.inference._targets`) and rows ``O_i = (S_i, A_i, S'_i)``:
+For targets ``psi`` (``_targets``) and rows ``O_i = (S_i, A_i, S'_i)``:
 
 1. split the *episodes* into ``cross_fit`` folds;
 2. on the other folds refit the GenPQR template (its data-driven choices held at the
@@ -70,7 +70,7 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
         Riesz regression); a transformer of the state index, the closed forms' Riesz regression on
         its features (large state spaces, e.g. a grid: map the index to coordinates, then splines).
         Other states: the state feature map of the linear-sieve Riesz regression
-        (:mod:`genpqr.inference._sieve`): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
+        (``_sieve``): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
         (:func:`genpqr.stage2.make_features`); default (None): each coordinate to [0, 1] by its
         quantiles, then cubic B-splines (bounded features).
     cross_fit : "auto", int or None

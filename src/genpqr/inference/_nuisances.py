@@ -1,6 +1,6 @@
 """The nuisances of :func:`genpqr.inference.infer` from a GenPQR template: the full-sample fit,
 the per-fold refits (with the full fit's data-driven choices held fixed), and the law of the
-data they give (:class:`~genpqr.inference._algebra.TabularLaw` on the exact tabular path)."""
+data they give (``TabularLaw`` on the exact tabular path)."""
 
 from __future__ import annotations
 

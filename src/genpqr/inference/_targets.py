@@ -19,7 +19,7 @@ Two rewards can be valued (``reward=``):
 
 The influence function of each target is derived and checked numerically (pathwise derivative
 along random submodels, tests/inference/test_derivative.py); the closed forms are in
-:mod:`genpqr.inference._algebra`.
+``_algebra``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Target:
         raise NotImplementedError
 
     def pieces(self, law: alg.TabularLaw) -> alg.Pieces:
-        """Exact tabular value and gradient (:mod:`genpqr.inference._algebra`)."""
+        """Exact tabular value and gradient (``_algebra``)."""
         raise NotImplementedError
 
     def __sub__(self, other):
@@ -317,7 +317,7 @@ def policy_value(policy, *, reward: str = "normalized", gamma: float | None = No
                  name: str | None = None) -> PolicyValue:
     """The value of a known policy (or of the behaviour, ``policy="behavior"``) under the
     recovered reward: ``E_{rho0}[V^policy(S)]`` (notes Example 1a / Example 2; see
-    :class:`PolicyValue`).
+    ``PolicyValue``).
 
     Parameters
     ----------
@@ -337,7 +337,7 @@ def policy_value(policy, *, reward: str = "normalized", gamma: float | None = No
 def softmax_value(actions=None, temperature: float = 1.0, *, reward: str = "normalized", gamma: float | None = None,
                   start="data", name: str | None = None) -> SoftmaxValue:
     """The value of the counterfactual softmax policy over ``actions`` at ``temperature``
-    under the recovered reward (notes Example 1b; see :class:`SoftmaxValue`)."""
+    under the recovered reward (notes Example 1b; see ``SoftmaxValue``)."""
     check_reward(reward, gamma, None, "softmax_value")
     return SoftmaxValue(None if actions is None else list(np.atleast_1d(actions)), float(temperature), reward, gamma,
                         start, name or f"V(softmax{'' if actions is None else ' ' + '|'.join(map(str, np.atleast_1d(actions)))}, "
@@ -358,7 +358,7 @@ def reward_mean(weights=None, *, distribution=None, name: str | None = None) -> 
     """The mean of the normalized reward: over the data's (state, action) law, times ``weights``
     if given (``E_0[w rbar]``; (S, K) on tabular states, a callable ``states -> (n, K)`` on any);
     or under a given ``distribution``: an (S, K) array of cells (tabular) or ``(states, action
-    probabilities)`` points (any states; the mean over the points). See :class:`RewardFunctional`."""
+    probabilities)`` points (any states; the mean over the points). See ``RewardFunctional``."""
     if isinstance(distribution, tuple):
         return RewardFunctional("measure", distribution, None, None, name or "E_dist[r]")
     if distribution is not None:

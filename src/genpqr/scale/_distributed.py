@@ -114,7 +114,7 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
 
 class DaskFit:
     """The distributed fit of a :class:`genpqr.GenPQR` (what :func:`fit_dask` runs):
-    ``GenPQR(...).fit(DaskFit(source, client))`` runs :meth:`fit_state`. Parameters as in
+    ``GenPQR(...).fit(DaskFit(source, client))`` runs ``fit_state``. Parameters as in
     :func:`fit_dask`."""
 
     def __init__(self, source, client, *, action_labels=None, sample_rows: int = DEFAULT_SAMPLE_ROWS,

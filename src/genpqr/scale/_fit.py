@@ -35,8 +35,8 @@ plus the sufficient statistics of stage 2.
 
 How: :func:`fit_parquet` passes a :class:`StreamedFit` (the source and the sampling settings) to
 ``GenPQR.fit``, which runs its :meth:`StreamedFit.fit_state`: the passes of the statistics
-module, then the steps on the summed statistics below (:func:`start`, :func:`fit_counts`,
-:func:`finish_closed_form`, :func:`finish_fqe`), each returning the estimator's
+module, then the steps on the summed statistics below (``start``, :func:`fit_counts`,
+``finish_closed_form``, ``finish_fqe``), each returning the estimator's
 :class:`~genpqr.estimator.FittedState`; :func:`genpqr.scale.fit_dask` runs the same passes per
 partition on a Dask cluster and ends in the same steps.
 
@@ -117,7 +117,7 @@ def fit_parquet(estimator, path, *, episode: str | None = None, time: str | None
 
 class StreamedFit:
     """The out-of-core fit of a :class:`genpqr.GenPQR` on one machine: ``GenPQR(...).fit(
-    StreamedFit(source))`` runs :meth:`fit_state` (what :func:`fit_parquet` does).
+    StreamedFit(source))`` runs ``fit_state`` (what :func:`fit_parquet` does).
 
     Parameters
     ----------
@@ -175,7 +175,7 @@ def check_sample_rows(sample_rows) -> None:
 # ============================================================================ the steps every fit shares
 @dataclass(frozen=True)
 class Start:
-    """What an out-of-core fit fixes first (:func:`start`): the checked discount, the action
+    """What an out-of-core fit fixes first (``start``): the checked discount, the action
     codes, the state columns and the normalization bound to the codes."""
 
     gamma: float

@@ -249,7 +249,7 @@ those of the best setting by this many standard errors of their paired per-episo
 
 def _trails(log_p, best, seen, episodes) -> bool:
     """Whether the held-out log-likelihoods ``log_p`` trail ``best`` on the moves ``seen`` by more
-    than :data:`RACE_Z` standard errors (episodes are the units; at least two)."""
+    than ``RACE_Z`` standard errors (episodes are the units; at least two)."""
     d = np.bincount(episodes[seen], (log_p - best)[seen])
     d = d[np.bincount(episodes[seen]) > 0]
     if d.size < 2:
@@ -279,13 +279,13 @@ class LowRankKernel(KernelModel):
         groups). The ranks and concentrations start from random profiles; each group count
         starts, on every fold, from the fit without groups at the chosen rank and concentration
         (a warm start; its EM stops when the log-likelihood changes by less than ``tol``
-        either way, or after :data:`WARM_MAX_ITER` iterations). A warm start of the
+        either way, or after ``WARM_MAX_ITER`` iterations). A warm start of the
         concentrations was tried and dropped: a fit started from another concentration's can
         settle in a worse optimum. Each grid is climbed from
         its start (the smallest rank, the middle concentration, no groups): the next setting
         is tried while the held-out likelihood improves, so the settings past the peak are not
         fitted (the same choice as the whole grid's wherever the likelihood is unimodal along
-        it); a setting whose held-out moves trail the best's by :data:`RACE_Z` standard errors
+        it); a setting whose held-out moves trail the best's by ``RACE_Z`` standard errors
         after a fold is dropped without its other folds (``cv_stopped_``).
     action_tilt : bool
         Whether the prior tilts the state's weights by the action's shift (else the state's
@@ -313,7 +313,7 @@ class LowRankKernel(KernelModel):
         all three are given), for the settings scored on every fold.
     cv_stopped_ : dict
         ``(rank, concentration, n_groups) -> folds scored`` for the settings dropped before the
-        last fold: their held-out moves so far trailed the best setting's by :data:`RACE_Z`
+        last fold: their held-out moves so far trailed the best setting's by ``RACE_Z``
         standard errors of the paired per-episode difference.
     n_iter_ : int
     """
