@@ -1,4 +1,4 @@
-"""Every front-door command of issue 31 in one table (``make bench-front-door``): its time end to
+"""Every front-door command in one table (``make bench-front-door``): its time end to
 end as a user runs it, the floor it names, the ratio, and the target.
 
 Cases (``--cases``, comma-separated; default all):

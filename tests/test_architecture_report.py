@@ -1,4 +1,4 @@
-"""``make architecture`` (tools/architecture.py): the figures issue 30 asks for, checked."""
+"""``make architecture`` (tools/architecture.py): the shape of the package, checked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shape of the package in numbers (issue 30): ``make architecture`` prints them, the test
+"""The shape of the package in numbers: ``make architecture`` prints them, the test
 suite (tests/test_architecture_report.py) checks them.
 
 * the places a ``GenPQR`` is built from a command-line config (functions of ``genpqr.app`` that
