@@ -223,10 +223,9 @@ def run_cli(folder: Path, truth, s, a, cross_fit, extra=()):
 def _reward_from_table(table, shape):
     """The (S, K) reward of ``rewards.csv`` (one row per state; a column per item label)."""
     S, K = shape
-    cols = [c for c in table.columns if c not in ("state", "visited") and not str(c).endswith(("_se", "_low",
-                                                                                              "_high"))]
-    if "state" in table.columns and len(table) == S and all(str(k) in map(str, cols) for k in range(K)):
-        by_label = {str(c): c for c in cols}
+    by_label = {str(c)[len("reward_"):]: c for c in table.columns
+                if str(c).startswith("reward_") and not str(c).endswith(("_se", "_lo", "_hi"))}
+    if "state" in table.columns and len(table) == S and all(str(k) in by_label for k in range(K)):
         out = np.full(shape, np.nan)
         rows = table["state"].to_numpy(dtype=np.int64)
         for k in range(K):
