@@ -44,6 +44,8 @@ def parse_specs(value, values) -> list:
 def check_specs(config) -> None:
     """What ``--infer`` needs from the other settings (no data needed): a projection needs
     ``--features``."""
+    if not config.infer:  # nothing to import (the inference wing costs seconds to import)
+        return
     from ..inference import target_kind
 
     for text in config.infer:
