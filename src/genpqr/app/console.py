@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 
-__all__ = ["WIDTH", "INTERNALS", "fit_width", "unwrap", "first_clause", "short_warning", "GLOSSARY_POINTER"]
+__all__ = ["WIDTH", "INTERNALS", "fit_width", "unwrap", "short_warning", "GLOSSARY_POINTER"]
 
 #: The widest line a command prints.
 WIDTH = 100
@@ -64,11 +64,6 @@ def clauses(message: str) -> list:
             out.append(message[start:i + 1])
             start = i + 1
     return out + [message[start:]] if start < len(message) else out
-
-
-def first_clause(message: str) -> str:
-    """``message`` up to its first ``.``, ``;`` or ``:`` followed by a space, outside brackets."""
-    return clauses(message)[0].rstrip(".;:") if message else message
 
 
 def short_warning(text: str, width: int = WIDTH, indent: str = "  ") -> str:

@@ -154,7 +154,20 @@ def render_latex(layout: SummaryLayout, label: str | None = None) -> str:
     return "\n".join(out)
 
 
-class TableSummary:
+class _Printed:
+    """``print``, ``repr`` and a notebook show the summary: its :meth:`as_text`, its :meth:`as_html`."""
+
+    def __str__(self) -> str:
+        return self.as_text()
+
+    def __repr__(self) -> str:
+        return self.as_text()
+
+    def _repr_html_(self) -> str:
+        return self.as_html()
+
+
+class TableSummary(_Printed):
     """Base of the result summaries: a subclass defines ``layout()``; ``print(summary)``,
     ``as_text()``, ``as_html()``, ``as_latex()``, and in a notebook the HTML."""
 
@@ -177,17 +190,8 @@ class TableSummary:
         """``summary`` (any object that prints) with this summary below it."""
         return CombinedSummary((summary, self))
 
-    def __str__(self) -> str:
-        return self.as_text()
 
-    def __repr__(self) -> str:
-        return self.as_text()
-
-    def _repr_html_(self) -> str:
-        return self.as_html()
-
-
-class CombinedSummary:
+class CombinedSummary(_Printed):
     """Summaries shown one below another (:meth:`TableSummary.after`). ``as_text``,
     ``as_html`` and ``as_latex`` join the parts' (a part without HTML or LaTeX is shown as
     preformatted text); ``tables`` chains their tables (or ``to_frame()``); any other attribute
@@ -223,12 +227,3 @@ class CombinedSummary:
     def as_latex(self, label: str | None = None) -> str:
         return "\n\n".join(part.as_latex(label) if hasattr(part, "as_latex") else
                            "\\begin{verbatim}\n" + str(part) + "\n\\end{verbatim}" for part in self.parts)
-
-    def __str__(self) -> str:
-        return self.as_text()
-
-    def __repr__(self) -> str:
-        return self.as_text()
-
-    def _repr_html_(self) -> str:
-        return self.as_html()
