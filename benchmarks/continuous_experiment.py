@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from genpqr.experiments.continuous import run_continuous_experiment, run_discretization_check, write_report
+from genpqr.experiments._continuous import run_continuous_experiment, run_discretization_check, write_report
 
 
 def main(argv=None) -> int:

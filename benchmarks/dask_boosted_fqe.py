@@ -69,7 +69,7 @@ def main():
     from genpqr import GenPQR
     from genpqr.data import from_pandas
     from genpqr.scale import fit_dask
-    from genpqr.models.boosting import BoostedQModel
+    from genpqr.models._boosting import BoostedQModel
     from genpqr.normalization import anchor_action
 
     warnings.simplefilter("ignore")  # FQE with lr 0.05 is not converged after 30 iterations, in every fit

@@ -19,9 +19,9 @@ import argparse
 
 import numpy as np
 
-from genpqr.baselines import fit_stage1
-from genpqr.envs.synthetic import make_synthetic_data
-from genpqr.experiments.methods import METHODS, PAPER_CLIP, stage1_model
+from genpqr.baselines._base import fit_stage1
+from genpqr.envs._synthetic import make_synthetic_data
+from genpqr.experiments._methods import METHODS, PAPER_CLIP, stage1_model
 
 
 def plug_in(log_policy, env, S, A):

@@ -8,7 +8,7 @@ against the true normalized reward at the test set's (state, logged action) pair
 * ``exp1-200``, ``exp1-1000``, ``exp1-2500``: Experiment 1's settings (200 and 1000 trajectories
   with a rare anchor, shift -1; 2500 with a common one);
 * ``K=10``: the many-actions benchmark at K = 10 (2500 trajectories);
-* ``ring``: the non-linear ring (``genpqr.envs.nonlinear.RingProblem``, 24 states, gamma 0.8) with
+* ``ring``: the non-linear ring (``genpqr.envs._nonlinear.RingProblem``, 24 states, gamma 0.8) with
   its action discretized to 5 points, the state index given as one numeric column, anchored at the
   middle action; the truth is the exact tabular reward of the discretized problem;
 * ``choices``: the bundled example's MDP (``examples/make_example_data.py``: 15 states, 3
@@ -43,8 +43,9 @@ def synthetic(seed, n_train, shift=0.0, n_actions=5):
 
 def ring(seed, n_states=24, n_actions=5, n_episodes=500, horizon=10):
     from genpqr.envs import simulate_tabular
-    from genpqr.envs.nonlinear import RingProblem
-    from genpqr.stage2 import TabularMDP, as_kernel, recover_reward
+    from genpqr.envs._nonlinear import RingProblem
+    from genpqr.stage2 import TabularMDP, recover_reward
+    from genpqr.stage2._tabular import as_kernel
 
     problem = RingProblem(n_states=n_states, gamma=0.8)
     log_policy, P, _ = problem.discretized(n_actions)

@@ -41,9 +41,9 @@ from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
 
 from genpqr import GenPQR, normalization as N
 
-from genpqr.structural import ddc
-from genpqr.structural.nfxp import NFXP
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.structural import _ddc as ddc
+from genpqr.structural._nfxp import NFXP
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.stage1 import FrequencyClassifier
 
 

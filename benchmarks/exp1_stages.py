@@ -19,11 +19,11 @@ import warnings
 
 import numpy as np
 
-from genpqr.baselines.airl import AIRL
-from genpqr.envs.synthetic import make_synthetic_data
+from genpqr.baselines._airl import AIRL
+from genpqr.envs._synthetic import make_synthetic_data
 from genpqr.estimator import GenPQR
-from genpqr.experiments import methods as M
-from genpqr.models.nn import DuelingQNetwork
+from genpqr.experiments import _methods as M
+from genpqr.models._nn import DuelingQNetwork
 from genpqr.stage2 import FQE
 
 

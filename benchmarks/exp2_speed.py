@@ -31,7 +31,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from genpqr.envs import make_synthetic_data
-from genpqr.experiments.methods import get_method
+from genpqr.experiments._methods import get_method
 
 
 def main():

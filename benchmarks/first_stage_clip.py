@@ -17,11 +17,12 @@ import warnings
 import numpy as np
 
 from genpqr import GenPQR, normalization as N
-from genpqr.stage1 import FrequencyClassifier, PAPER_CLIP
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage1._clipping import PAPER_CLIP
 from genpqr.data import from_pandas
-from genpqr.structural.ddc import IncrementKernel, StructuralStep, project_reward
-from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.models.first_stage import choose_tabular_policy
+from genpqr.structural._ddc import IncrementKernel, StructuralStep, project_reward
+from genpqr.envs._rust import bus_engine, simulate_buses
+from genpqr.models._first_stage import choose_tabular_policy
 
 DESIGN = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
 

@@ -61,7 +61,8 @@ def many_items_mdp(n_items=1000, n_features=6, n_states=50, seed=0):
     """The case: ``dict(x (K, d) features, policy (S, K), background (S, S), move (S, K), truth (S, K))``;
     the kernel is ``P(.|s, a) = 0.5 background[s] + 0.5 1{move[s, a]}`` and ``truth`` the reward."""
     from genpqr import normalization as N
-    from genpqr.stage2 import TransitionKernel, recover_reward
+    from genpqr.stage2 import recover_reward
+    from genpqr.stage2._tabular import TransitionKernel
 
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n_items, n_features))
@@ -176,10 +177,10 @@ def run_two_tower(data, truth, s, a, S, cross_fit, seed=0, transition="auto"):
 
 def run_softmax_pass(n_rows=20_000, n_items=10_000, dim=4, seed=0):
     """The floor of a full softmax over many items with continuous states: one exact log-partition
-    ``log sum_a exp(F_i' H_a)`` over ``n_rows x n_items`` scores (``genpqr.stage1.bilinear_log_partition``,
+    ``log sum_a exp(F_i' H_a)`` over ``n_rows x n_items`` scores (``genpqr.stage1._bilinear.bilinear_log_partition``,
     one thread), scaled to 1e6 rows x 1e4 items (1e10 scores: one pass of an exact fit or of the
     many-actions stage 2)."""
-    from genpqr.stage1 import bilinear_log_partition
+    from genpqr.stage1._bilinear import bilinear_log_partition
 
     rng = np.random.default_rng(seed)
     F, H = rng.normal(size=(n_rows, dim)) * 0.7, rng.normal(size=(n_items, dim))

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-import genpqr.models.boosting as boosting
+import genpqr.models._boosting as boosting
 from genpqr.envs import make_synthetic_data
-from genpqr.experiments import methods as M
+from genpqr.experiments import _methods as M
 
 
 @contextmanager

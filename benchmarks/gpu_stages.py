@@ -53,7 +53,7 @@ def _sync(device: str) -> None:
 
 
 def stage_bc(data, device: str):
-    from genpqr.models.nn import MLPClassifier
+    from genpqr.models._nn import MLPClassifier
 
     X, y, *_ = data
     clf = MLPClassifier(random_state=0, device=device).fit(X, y)
@@ -61,7 +61,7 @@ def stage_bc(data, device: str):
 
 
 def stage_fqe(data, device: str):
-    from genpqr.models.nn import DuelingQNetwork
+    from genpqr.models._nn import DuelingQNetwork
 
     X, y, X_next, u, _, K = data
     model = DuelingQNetwork(batch_size=512, epochs_per_iteration=1, random_state=0, device=device)
@@ -73,7 +73,7 @@ def stage_fqe(data, device: str):
 
 
 def stage_mdn(data, device: str):
-    from genpqr.models.neural_densities import MixtureDensityNetwork
+    from genpqr.models._neural_densities import MixtureDensityNetwork
 
     X, _, _, _, A, _ = data
     mdn = MixtureDensityNetwork(n_components=3, hidden_layer_sizes=(32, 32), max_epochs=60, batch_size=512,

@@ -2,7 +2,7 @@
 (docs/inference.md).
 
 Design: Rust's bus engine in the Su-Judd (2012) Monte Carlo design (175 mileage bins, beta = 0.975,
-RC = 11.7257, theta11 = 2.4569; 50 buses x 120 months, stationary starts; genpqr.envs.rust). Per
+RC = 11.7257, theta11 = 2.4569; 50 buses x 120 months, stationary starts; genpqr.envs._rust). Per
 panel, the path a user takes in Python:
 
     model = GenPQR(anchor_action("replace"), gamma=0.975, q_model="exact", n_states=175,
@@ -37,12 +37,12 @@ import pandas as pd
 
 from genpqr import GenPQR
 from genpqr import normalization as N
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.inference import _algebra as alg
 from genpqr.inference import infer, reward_projection
 from genpqr.structural import fit_structural
-from genpqr.structural.estimation import likelihood_derivatives
-from genpqr.structural.kernels import IncrementKernel
+from genpqr.structural._estimation import likelihood_derivatives
+from genpqr.structural._kernels import IncrementKernel
 
 NAMES = ["RC", "theta11"]
 

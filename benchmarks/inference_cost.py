@@ -38,8 +38,8 @@ from genpqr.inference import infer, policy_value, reward_projection, value_diffe
 
 
 def bus(increment: bool):
-    from genpqr.envs.rust import bus_engine, simulate_buses
-    from genpqr.structural.kernels import IncrementKernel
+    from genpqr.envs._rust import bus_engine, simulate_buses
+    from genpqr.structural._kernels import IncrementKernel
 
     truth = bus_engine()
     data = simulate_buses(truth, n_buses=50, n_periods=120, random_state=0).transitions
@@ -65,7 +65,7 @@ def ring30():
 def exp2():
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    from genpqr.envs import SyntheticEnv
+    from genpqr.envs._synthetic import SyntheticEnv
     from inference_designs import EXP2_NAMES, exp2_features
 
     env = SyntheticEnv.from_seed(0, anchor_shift=0.0)

@@ -49,7 +49,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import genpqr  # noqa: E402
 from genpqr.evaluation import bootstrap  # noqa: E402
-from genpqr.inference import infer, plug_in, policy_value, softmax_value  # noqa: E402
+from genpqr.inference import infer, policy_value, softmax_value
+from genpqr.inference._infer import plug_in
 from genpqr.inference import _algebra as alg  # noqa: E402
 from genpqr.normalization import anchor_action  # noqa: E402
 from inference_designs import RingSmoother, ring30, simulate_rows  # noqa: E402
@@ -117,17 +118,17 @@ def paper_setup(n_grid: int = 31, cross_riesz: bool = True, first_stage: str = "
 
 
 def exp2_setup():
-    """The paper's Experiment 2 environment (genpqr.envs.SyntheticEnv, seed 0, anchor shift 0: 5
+    """The paper's Experiment 2 environment (genpqr.envs.make_synthetic_env, seed 0, anchor shift 0: 5
     state coordinates, 5 actions, deterministic moves, gamma 0.9, anchor 0 with g = 0); 1,000
     trajectories of 10 steps per replication (the sample size is the number of rows). First stage:
-    the paper's neural behaviour cloning (genpqr.models.nn.MLPClassifier, (64, 64), 40 epochs),
+    the paper's neural behaviour cloning (genpqr.models._nn.MLPClassifier, (64, 64), 40 epochs),
     clipped to [0.01, 0.99]; stage 2 LSTD on the network's last hidden layer; Riesz features the
     same representation (``riesz="policy"``). Target: the projection of the normalized reward on
     an intercept and the mean state coordinate per non-anchor action (8 parameters); truth by
     Monte Carlo over 200,000 trajectories with the true reward and policy."""
-    from genpqr.envs import SyntheticEnv
+    from genpqr.envs._synthetic import SyntheticEnv
     from genpqr.inference import reward_projection
-    from genpqr.models.nn import MLPClassifier
+    from genpqr.models._nn import MLPClassifier
 
     from inference_designs import EXP2_NAMES, exp2_features, exp2_truth
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from genpqr.inference import _algebra as alg
-from genpqr.stage2 import soft_optimal_solution, TransitionKernel
+from genpqr.stage2 import soft_optimal_solution
+from genpqr.stage2._tabular import TransitionKernel
 
 STAY, LEFT, RIGHT = 0, 1, 2
 

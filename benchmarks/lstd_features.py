@@ -17,7 +17,7 @@ from sklearn.pipeline import make_union
 from threadpoolctl import threadpool_limits
 
 from genpqr.envs import make_synthetic_data
-from genpqr.experiments import methods as M
+from genpqr.experiments import _methods as M
 from genpqr.stage2 import LSTDQ, PolicyFeatures, fourier_features, spline_features
 
 FEATURES = {

@@ -23,8 +23,8 @@ from sklearn.preprocessing import PolynomialFeatures, SplineTransformer, Standar
 from threadpoolctl import threadpool_limits
 
 from genpqr.envs import make_synthetic_data
-from genpqr.experiments import methods as M
-from genpqr.models.nn import MLPClassifier
+from genpqr.experiments import _methods as M
+from genpqr.models._nn import MLPClassifier
 from many_actions_bc import with_anchor  # benchmarks/ is the script's folder, first on sys.path
 
 

@@ -32,8 +32,8 @@ from threadpoolctl import threadpool_limits
 
 from genpqr.envs import make_synthetic_data
 from genpqr.estimator import GenPQR
-from genpqr.experiments import methods as M
-from genpqr.models.nn import DuelingQNetwork, MLPClassifier
+from genpqr.experiments import _methods as M
+from genpqr.models._nn import DuelingQNetwork, MLPClassifier
 from genpqr.normalization import mean_zero
 from genpqr.stage2 import FQE
 

@@ -61,8 +61,8 @@ from threadpoolctl import threadpool_limits
 from genpqr import ActionTable, from_arrays
 from genpqr.envs import make_synthetic_data
 from genpqr.estimator import GenPQR
-from genpqr.experiments import configs as C, methods as M
-from genpqr.models.nn import DuelingQNetwork, MLPClassifier
+from genpqr.experiments import _configs as C, _methods as M
+from genpqr.models._nn import DuelingQNetwork, MLPClassifier
 from genpqr.stage1 import ConditionalLogit
 from genpqr.stage2 import FQE
 

@@ -39,9 +39,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from genpqr.envs import make_synthetic_data
-from genpqr.experiments import methods as M
-from genpqr.models.nn import MLPClassifier
-from genpqr.models.torch_training import make_optimizer, optimization_step, standardization
+from genpqr.experiments import _methods as M
+from genpqr.models._nn import MLPClassifier
+from genpqr.models._torch_training import make_optimizer, optimization_step, standardization
 
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "silu": F.silu, "gelu": F.gelu}
 

@@ -13,8 +13,8 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from genpqr.envs import make_synthetic_data
-from genpqr.experiments import methods as M
-from genpqr.models.nn import MLPClassifier
+from genpqr.experiments import _methods as M
+from genpqr.models._nn import MLPClassifier
 
 class TempScaled(ClassifierMixin, BaseEstimator):
     def __init__(self, base=None, seed=0):

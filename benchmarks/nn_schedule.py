@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.envs import make_synthetic_data
-from genpqr.models.nn import DuelingQNetwork, MLPClassifier
+from genpqr.models._nn import DuelingQNetwork, MLPClassifier
 from genpqr.stage2 import FQE
 
 # name: (BC epochs, BC batch, FQE iterations, epochs per iteration, FQE batch[, BC lr, FQE lr]);

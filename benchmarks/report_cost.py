@@ -99,7 +99,7 @@ def bus_panel(folder: Path, n_states=40):
     """The golden tests' bus panel and its features file."""
     import pandas as pd
 
-    from genpqr.envs.rust import bus_engine, simulate_buses
+    from genpqr.envs._rust import bus_engine, simulate_buses
 
     engine = bus_engine(n_states=n_states, rc=4.0, theta11=40.0)
     panel = simulate_buses(engine, n_buses=30, n_periods=60, random_state=0)

@@ -4,7 +4,7 @@ Design: the version of Rust's (1987) data in docs/structural_estimation.md -- 90
 bins, beta = 0.9999, RC = 10.075, theta11 = 2.293, increments (0.3919, 0.5953, 0.0128),
 37 buses x 117 months per panel, initial mileage from the stationary distribution.
 
-Per panel (``genpqr.envs.rust.simulate_buses`` with seed ``seed0 + i``), the path a user takes
+Per panel (``genpqr.envs._rust.simulate_buses`` with seed ``seed0 + i``), the path a user takes
 in Python (the same code ``genpqr counterfactual`` runs on a ``genpqr fit --features`` folder):
 
     model = GenPQR(anchor_action("replace"), gamma=0.9999, q_model="exact", n_states=90,
@@ -39,10 +39,10 @@ import pandas as pd
 
 from genpqr import GenPQR
 from genpqr import normalization as N
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.exceptions import GenPQRWarning
 from genpqr.structural import fit_structural
-from genpqr.structural.kernels import IncrementKernel
+from genpqr.structural._kernels import IncrementKernel
 
 DESIGN = dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
 BUSES, MONTHS = 37, 117

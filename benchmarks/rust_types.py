@@ -3,8 +3,8 @@ and the one-type fit.
 
 Design: Su and Judd's (2012) bus engine (175 mileage bins, beta = 0.975, theta11 = 2.4569,
 their increments) with two types of bus differing in the replacement cost, RC = 10 and 13
-(``genpqr.envs.rust.TYPED_RC``), mixing 0.5/0.5; each panel ``--buses`` buses x ``--months``
-months (``genpqr.envs.rust.simulate_typed_buses`` with seed ``seed0 + i``, initial mileage from
+(``genpqr.envs._rust.TYPED_RC``), mixing 0.5/0.5; each panel ``--buses`` buses x ``--months``
+months (``genpqr.envs._rust.simulate_typed_buses`` with seed ``seed0 + i``, initial mileage from
 each type's stationary distribution). The kernel is the true one (every likelihood and standard
 error here is conditional on the kernel). Flow utility ``u(x, keep) = -0.001 theta11 x``,
 ``u(x, replace) = -RC``, RC type-specific, theta11 shared.
@@ -44,11 +44,11 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from genpqr.envs.rust import TYPED_RC, bus_engine, simulate_typed_buses
+from genpqr.envs._rust import TYPED_RC, bus_engine, simulate_typed_buses
 from genpqr.exceptions import GenPQRWarning
 from genpqr.structural import estimate_structural
-from genpqr.structural.kernels import choice_counts
-from genpqr.structural.types import estimate_types
+from genpqr.structural._kernels import choice_counts
+from genpqr.structural._types import estimate_types
 
 NAMES = ["RC", "theta11"]
 

@@ -1,7 +1,7 @@
 """Sample-path counterfactuals on the synthetic benchmark: the soft-optimal policy of GenPQR's
 recovered reward vs that of the true reward, by KL and by value.
 
-Per seed (``genpqr.envs.synthetic``, K = 5, gamma = 0.9, anchor action 0 with g = 0, which is
+Per seed (``genpqr.envs._synthetic``, K = 5, gamma = 0.9, anchor action 0 with g = 0, which is
 true of the benchmark's reward):
 
 1. GenPQR (logistic policy, gradient-boosted FQE) on ``--n-train`` logged trajectories.

@@ -5,7 +5,7 @@ under a random (Dirichlet) policy. For each problem size, ``GenPQR(q_model="exac
 with cell-frequency stage 1 and the kernel either estimated from counts (sparse, the default)
 or given: sparse (S*K, S), dense (S, K, S) where that fits, or a low-rank model
 ``P(s'|s,a) = sum_k phi_k(s,a) psi_k(s')`` known only through ``expect``/``push`` (every next
-state reachable: no sparse form; :class:`genpqr.stage2.KernelOperator`). Prints a table: the kernel's
+state reachable: no sparse form; ``genpqr.stage2._kernels.KernelOperator``). Prints a table: the kernel's
 storage, wall time of ``fit``, the peak of traced allocations during ``fit`` (tracemalloc),
 the process's peak resident memory, the Q-Bellman residual ``max |Q - (u - g + gamma P mu Q)|``
 and, where a dense fit ran, the largest reward difference between the sparse and dense fits.

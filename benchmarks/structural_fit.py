@@ -1,6 +1,6 @@
 """Structural estimation with ``genpqr fit`` on simulated engine-replacement panels.
 
-Two designs (``genpqr.envs.rust``):
+Two designs (``genpqr.envs._rust``):
 
 * ``rust9999``: the design of docs/structural_estimation.md, after Rust's (1987) data -- 90 mileage bins, beta = 0.9999,
   RC = 10.075, theta11 = 2.293, increments (0.3919, 0.5953, 0.0128), 37 buses x 117 months;
@@ -20,7 +20,7 @@ keep rows, 0 on the replace rows) and fitted by the command of docs/structural_e
 The estimates, standard errors and 95% intervals are read back from ``fit/parameters.csv``;
 NFXP is then run on the same choices and kernel (``genpqr.load("fit/model.joblib")``) for the
 NPL-vs-NFXP difference (NFXP as ``--estimator nfxp`` runs it: BHHH finished by Newton steps; and BHHH
-alone, ``genpqr.structural.nfxp.fit_nfxp``). Seconds per panel: the whole command (reading, GenPQR, the structural
+alone, ``genpqr.structural._nfxp.fit_nfxp``). Seconds per panel: the whole command (reading, GenPQR, the structural
 step and writing model, tables and the HTML report).
 
     OMP_NUM_THREADS=1 python benchmarks/structural_fit.py [--panels 50] [--designs rust9999,sujudd]
@@ -47,10 +47,10 @@ import pandas as pd
 
 import genpqr
 from genpqr.app import cli
-from genpqr.structural import ddc
-from genpqr.structural.nfxp import fit_nfxp
-from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.structural.estimation import estimate_structural
+from genpqr.structural import _ddc as ddc
+from genpqr.structural._nfxp import fit_nfxp
+from genpqr.envs._rust import bus_engine, simulate_buses
+from genpqr.structural._estimation import estimate_structural
 
 DESIGNS = {
     "rust9999": dict(model=dict(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128)),

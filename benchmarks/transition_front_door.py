@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from genpqr import stage2
-from genpqr.envs.tabular import simulate_tabular
+from genpqr.envs._tabular import simulate_tabular
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from transition_models import clustered_mdp, visit_weighted_tv  # noqa: E402  (benchmarks/ is the script's folder)

@@ -29,7 +29,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from genpqr import GenPQR, normalization as N, stage2
-from genpqr.envs.tabular import simulate_tabular
+from genpqr.stage2._transition_models import TransitionMoves
+from genpqr.stage2._transition_selection import default_candidates
+from genpqr.envs._tabular import simulate_tabular
 from genpqr.stage1 import FrequencyClassifier
 
 
@@ -106,13 +108,13 @@ def main():
     data = simulate_tabular(mdp, behaviour, n_episodes=args.rows // 8, horizon=20, random_state=args.seed)
     data = data[: np.searchsorted(data.episode_ids, data.episode_ids[min(args.rows, data.n) - 1], side="right")]
     truth = stage2.normalized_reward(mdp.reward, mdp.kernel, mdp.gamma, N.anchor_action(0))
-    moves = stage2.TransitionMoves.from_transitions(data, S)
+    moves = TransitionMoves.from_transitions(data, S)
     cells = np.bincount(moves.rows, minlength=S * K)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), python {platform.python_version()}")
     print(f"MDP: S={S} K={K} gamma={mdp.gamma}; data: {data.n} rows, {data.n_episodes} episodes, "
           f"{int(data.terminated.sum())} terminated; {np.count_nonzero(cells)} cells observed, median "
           f"{np.median(cells[cells > 0]):.0f} moves per observed cell")
-    candidates = stage2.default_candidates(args.seed)
+    candidates = default_candidates(args.seed)
     if args.classifier:
         from sklearn.linear_model import LogisticRegression
 

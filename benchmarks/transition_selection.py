@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from genpqr import GenPQR, normalization as N, stage2
-from genpqr.envs.tabular import simulate_tabular
+from genpqr.envs._tabular import simulate_tabular
 from genpqr.stage1 import FrequencyClassifier
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -2,10 +2,10 @@
 RC varies (RC x 0.8 .. 1.2), from GenPQR's reward recovered on one simulated Rust panel, with
 bootstrap intervals, against the truth.
 
-* Panel: Rust's bus-engine model in the Su-Judd design (``genpqr.envs.rust``), 50 buses x 120
+* Panel: Rust's bus-engine model in the Su-Judd design (``genpqr.envs``), 50 buses x 120
   months, seed ``--seed``.
 * Fit: ``GenPQR(anchor_action("replace"), gamma=0.975, q_model="exact")`` with a cubic logit
-  first stage (no clip) and the pooled increment kernel (``genpqr.structural.ddc.IncrementKernel``), as in
+  first stage (no clip) and the pooled increment kernel (``genpqr.structural.IncrementKernel``), as in
   ``docs/engine_replacement.md``. Under this (Rust's) normalization ``r(x, replace) = 0`` and
   ``r(x, keep) = RC - c(x)`` with ``c(0) = 0``, so ``RC_hat = r_hat(0, keep)``.
 * Counterfactual "RC x m": ``reward_change = lambda r: delta`` with
@@ -37,9 +37,9 @@ from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
 
 from genpqr import GenPQR, normalization as N, stage2 as T
 
-from genpqr.structural import ddc
+from genpqr.structural import IncrementKernel
 from genpqr.counterfactuals import IdentificationWarning, stationary_distribution
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.envs import bus_engine, simulate_buses
 from genpqr.evaluation import bootstrap
 
 
@@ -89,7 +89,7 @@ def fit_panel(bus, seed):
     logit = make_pipeline(FunctionTransformer(scale_mileage), PolynomialFeatures(3),
                           LogisticRegression(C=1e6, max_iter=2000))
     model = GenPQR(N.anchor_action("replace"), gamma=bus.beta, q_model="exact", n_states=bus.n_states,
-                   policy_model=logit, clip=None, transition_model=ddc.IncrementKernel(4, "replace"),
+                   policy_model=logit, clip=None, transition_model=IncrementKernel(4, "replace"),
                    random_state=seed).fit(panel)
     return model, panel
 

@@ -1,6 +1,6 @@
 """Regenerate examples/data/lqg.csv (and its copy shipped in the package, genpqr.datasets): logged continuous actions with a closed-form reward.
 
-The default 1-D linear-quadratic-Gaussian problem of :func:`genpqr.envs.lqg.make_lqg`
+The default 1-D linear-quadratic-Gaussian problem of :func:`genpqr.envs.make_lqg`
 (``s' = 0.8 s + 0.5 a + N(0, 0.3^2)``, ``r(s, a) = -(0.5 s^2 + 0.8 a^2 + 0.4 s a) + 0.3 s - 0.2 a``,
 gamma 0.9). The logged behaviour is its soft-optimal (maximum-entropy) Gaussian policy; 200
 episodes of 10 steps starting at ``s ~ N(0, 1)``. ``true_reward`` is the normalized reward under
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from genpqr.normalization import point_anchor
-from genpqr.envs.lqg import make_lqg
+from genpqr.envs import make_lqg
 
 N_EPISODES, HORIZON, SEED = 200, 10, 3
 

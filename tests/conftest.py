@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 from genpqr import normalization as N
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-# genpqr signs the files it writes with a per-user key (genpqr.estimator.manifest); tests use their own key,
+# genpqr signs the files it writes with a per-user key (genpqr.estimator._manifest); tests use their own key,
 # never the user's ~/.config/genpqr (subprocesses of a test inherit it)
 os.environ.setdefault("GENPQR_CONFIG_DIR", tempfile.mkdtemp(prefix="genpqr-test-config-"))
 # property tests: the same examples on every machine and run (derandomize), no time limits (CI

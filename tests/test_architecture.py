@@ -1,7 +1,6 @@
 """The package's shape (issues 11 and 21, shared/DESIGN.md): wings on floors, no import circles,
-no private names or private modules imported across wings, every core module in a wing, each
-wing's ``__init__`` re-exporting its private modules' public names, modules and functions of a
-readable size.
+no private names imported across modules, every core module in a wing, a public surface a reader
+can hold (each wing's ``__all__``, its modules private), functions of a readable size.
 
 Imports are read from the source with :mod:`ast` (lazy imports inside functions count), so
 the test sees the whole graph without importing torch, LightGBM or Dask.
@@ -11,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -186,27 +186,74 @@ def test_no_private_names_imported_across_modules():
     assert private == []
 
 
-def test_no_private_modules_imported_across_wings():
-    """Across wings, public names come from the other wing's package, not its private modules."""
-    crossing = [(m, t) for m in MODULES for t, _ in _imports(m)
-                if _wing(t) != _wing(m) and _is_private_module(t) and t.split(".")[:2] != m.split(".")[:2]]
-    assert crossing == []
+# The public surface (issue 30, shared/DESIGN.md): each wing exports what a user calls; helpers
+# stay in private modules, the package's internal API, imported from there inside the package.
+MAX_PUBLIC_NAMES = 150
+MAX_TOP_LEVEL = 25
 
 
-@pytest.mark.parametrize("wing", sorted(CORE))
-def test_wing_init_reexports_its_private_modules(wing):
-    """``genpqr.<wing>`` has an ``__all__`` holding every name of each private module's ``__all__``,
-    bound to the same objects."""
+def _public(wing):
+    return importlib.import_module(f"genpqr.{wing}").__all__
+
+
+@pytest.mark.parametrize("wing", sorted(w for w in FLOORS if w != "app"))
+def test_wing_exports_exactly_its_all(wing):
+    """``genpqr.<wing>`` binds every name of its ``__all__`` and nothing else of its private
+    modules: a helper is reached through its private module, never through the wing."""
     package = importlib.import_module(f"genpqr.{wing}")
-    assert isinstance(package.__all__, list) and len(set(package.__all__)) == len(package.__all__)
+    names = package.__all__
+    assert isinstance(names, list) and len(set(names)) == len(names)
+    for name in names:
+        assert getattr(package, name) is not None
     for path in sorted((PACKAGE / wing).glob("_*.py")):
         if path.name == "__init__.py":
             continue
         module = importlib.import_module(f"genpqr.{wing}.{path.stem}")
-        missing = [n for n in getattr(module, "__all__", []) if n not in package.__all__]
-        assert missing == [], f"genpqr.{wing} does not re-export {missing} of {path.stem}"
-        for name in module.__all__:
-            assert getattr(package, name) is getattr(module, name), f"genpqr.{wing}.{name}"
+        hidden = [n for n in getattr(module, "__all__", []) if n not in names]
+        for name in hidden:
+            assert not hasattr(package, name) or getattr(package, name) is getattr(module, name, None) and name in names, \
+                f"genpqr.{wing}.{name} is reachable but not public"
+
+
+def test_every_module_of_a_core_wing_is_private():
+    """A wing's modules are private (``_name.py``); the wing's ``__init__`` is its public face."""
+    public_modules = [m for m in MODULES if _wing(m) and _wing(m) != "app" and m.count(".") >= 2 and not m.endswith(".__main__")
+                      and not _is_private_module(m)]
+    assert public_modules == []
+
+
+def test_the_public_surface_is_small():
+    import genpqr
+
+    per_wing = {w: len(_public(w)) for w in FLOORS if w != "app"}
+    assert sum(per_wing.values()) <= MAX_PUBLIC_NAMES, per_wing
+    assert len(genpqr.__all__) <= MAX_TOP_LEVEL
+    assert getattr(importlib.import_module("genpqr.app"), "__all__", []) == []
+
+
+def test_each_public_name_has_one_wing():
+    """A name is exported by one wing (the top level re-exports the front door)."""
+    seen = {}
+    for wing in sorted(w for w in FLOORS if w != "app"):
+        package = importlib.import_module(f"genpqr.{wing}")
+        for name in package.__all__:
+            obj = getattr(package, name)
+            if (inspect.isclass(obj) or inspect.isroutine(obj)) and id(obj) in seen:
+                pytest.fail(f"{name} is exported by genpqr.{seen[id(obj)]} and genpqr.{wing}")
+            seen[id(obj)] = wing
+
+
+def test_no_wing_imports_a_helper_through_another_wing():
+    """Inside the package, a name imported from a wing's package is one of its public names;
+    helpers come from the private module that defines them."""
+    found = []
+    for module in MODULES:
+        for target, name in _imports(module):
+            wing = _wing(target)
+            if name and wing and target == f"genpqr.{wing}" and wing != _wing(module):
+                if name not in _public(wing):
+                    found.append(f"{module}: genpqr.{wing}.{name}")
+    assert found == []
 
 
 def test_functions_are_short():

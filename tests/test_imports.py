@@ -99,10 +99,10 @@ def test_an_unknown_name_is_an_attribute_error():
     assert not hasattr(genpqr, "not_a_name")
 
 
-def test_a_name_shared_with_a_submodule_stays_the_name_whichever_is_imported_first():
-    """``genpqr.structural.identification`` is the function, as with eager imports, even when the
-    submodule of that name was imported first."""
-    _, printed = _loaded_after("import genpqr.structural.identification, genpqr.structural as s; "
+def test_a_public_name_is_never_a_submodule():
+    """``genpqr.structural.identification`` is the function (its module is private), whichever
+    is imported first; a wing exporting a name that is also a submodule's name is refused."""
+    _, printed = _loaded_after("import genpqr.structural._identification, genpqr.structural as s; "
                                "print(type(s.identification).__name__, type(s.type_counterfactuals).__name__)")
     assert printed.split() == ["function", "function"]
     _, printed = _loaded_after("from genpqr.structural import identification; print(type(identification).__name__)")

@@ -2,7 +2,7 @@
 The bus engine: a structural fit and a counterfactual
 =====================================================
 
-Rust's (1987) engine-replacement problem (:mod:`genpqr.envs.rust`): each month a bus is kept
+Rust's (1987) engine-replacement problem (:mod:`genpqr.envs`): each month a bus is kept
 (its mileage bin grows by a random increment) or its engine is replaced (mileage back to 0).
 The flow utility is ``RC - 0.001 theta11 x`` for keeping, relative to replacing, and the
 discount is 0.9999. We simulate a panel, estimate the model with GenPQR's exact tabular path
@@ -23,9 +23,9 @@ import numpy as np
 
 from genpqr import CoverageWarning, GenPQR
 from genpqr import normalization as N
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.envs import bus_engine, simulate_buses
 from genpqr.structural import fit_structural
-from genpqr.structural.kernels import IncrementKernel
+from genpqr.structural import IncrementKernel
 
 truth = bus_engine(n_states=90, beta=0.9999, rc=10.075, theta11=2.293,
                    theta3=(0.3919, 0.5953, 0.0128))
@@ -65,7 +65,7 @@ print(structural.summary())
 # interval is the delta method's, from the estimate's covariance. The same change of flow
 # payoffs is also applied to the reward table (the ``nonparametric_counterfactual`` column),
 # and ``route_gap`` says how far the two answers are apart. The true answer comes from the
-# true model with ``RC`` doubled (:meth:`~genpqr.envs.rust.BusEngine.with_parameters`).
+# true model with ``RC`` doubled (:meth:`~genpqr.envs.BusEngine.with_parameters`).
 res = model.counterfactual(parameter_change={"RC": "*2"}, structural=structural)
 table = res.to_frame().set_index(["distribution", "statistic"])
 shown = {"baseline": "baseline", "counterfactual": "counterfactual", "counterfactual_lo": "lo",

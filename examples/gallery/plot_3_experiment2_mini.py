@@ -3,7 +3,7 @@ The paper's Experiment 2, in miniature
 ======================================
 
 Experiment 2 of the GenPQR paper compares estimator choices on a synthetic benchmark with a
-closed-form reward (:mod:`genpqr.envs.synthetic`: continuous 5-dimensional states, 5 actions,
+closed-form reward (:mod:`genpqr.envs`: continuous 5-dimensional states, 5 actions,
 ``gamma = 0.9``). ``genpqr experiment exp2 --seeds 20`` runs it at 1,000 trajectories with
 ten methods (hours on two cores; our tables are in ``docs/results/exp2``). Here the same
 machinery, :func:`genpqr.experiments.run_experiment` and

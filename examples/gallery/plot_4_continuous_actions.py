@@ -6,7 +6,7 @@ One :class:`~genpqr.GenPQR` serves both kinds of action space. With real-valued 
 first stage is a conditional density ``pi(a|s)`` (here a linear Gaussian,
 :class:`genpqr.actions.LinearGaussianDensity`), the normalization a reference kernel over
 actions (here a point mass at ``a = 0``: ``r(s, 0) = 0``), and the ``mu``-integrals of stage 2
-a quadrature rule. :mod:`genpqr.envs.lqg` is a benchmark with closed-form truth: the 1-D
+a quadrature rule. :mod:`genpqr.envs` is a benchmark with closed-form truth: the 1-D
 problem ``s' = 0.8 s + 0.5 a + noise`` with a quadratic reward, whose soft-optimal policy,
 and whose reward under any normalization, are known exactly.
 """
@@ -25,7 +25,7 @@ from sklearn.preprocessing import PolynomialFeatures
 
 from genpqr import GenPQR, normalization as N
 from genpqr.actions import GaussHermite, LinearGaussianDensity
-from genpqr.envs.lqg import make_lqg
+from genpqr.envs import make_lqg
 from genpqr.estimator import ContinuousOptions
 from genpqr.stage2 import FQE
 
@@ -49,7 +49,7 @@ print(model.summary())
 # %%
 # Against the closed form
 # -----------------------
-# :meth:`~genpqr.envs.lqg.LQGProblem.normalized_reward` gives the true reward under the same
+# ``problem.normalized_reward`` gives the true reward under the same
 # normalization; compare at fresh (state, action) pairs of the behaviour.
 truth = problem.normalized_reward(normalization)
 s, a = problem.evaluation_pairs(500, random_state=1)

@@ -35,8 +35,8 @@ class LatentTypeWarning(GenPQRWarning):
     """A fit with latent types is in doubt: the data do not separate the types (the posterior
     type probabilities stay near the mixing proportions), or a type is empty (its posteriors sum
     to less than one episode). The message names the outputs in doubt (per-type rewards of
-    :class:`genpqr.GenPQR`, per-type parameters of :mod:`genpqr.structural.types`); the rule is
-    :func:`genpqr.stage1.latent_type_warnings`."""
+    :class:`genpqr.GenPQR`, per-type parameters of ``genpqr.structural._types``); the rule is
+    ``genpqr.stage1._latent_types.latent_type_warnings``."""
 
 
 class ExtrapolationWarning(WeakSupportWarning):
@@ -64,7 +64,7 @@ class ThinTransitionsWarning(WeakSupportWarning):
 
 class IntegrityError(ValueError):
     """A file or output folder is not what genpqr wrote: missing, truncated, edited, or left
-    incomplete by an interrupted run (see :mod:`genpqr.estimator.manifest`)."""
+    incomplete by an interrupted run (see ``genpqr.estimator._manifest``)."""
 
 
 class UntrustedFileError(ValueError):

@@ -23,10 +23,9 @@ scikit-learn, SciPy, pandas or torch). The imports are declared once; this is th
 the Scientific Python lazy-loading proposal (SPEC 1), with the stub kept in the ``__init__`` itself.
 
 Only relative imports (``from .module import name [as alias]``, ``from ..wing import name``,
-``from . import submodule``) are allowed in the block. A name that is also a submodule's name
-(``genpqr.structural.identification``, a function in the module of that name) stays the name, as
-with eager imports: the import system binds a submodule in its package when the submodule is first
-imported, and the package then binds the name from it instead.
+``from . import submodule``) are allowed in the block. A wing's modules are private (``_name``), so
+no public name is also a submodule's name (the import system binds a submodule in its package when
+it is first imported, which would replace such a name): :func:`attach` refuses one.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ import ast
 import importlib
 import os
 import sys
-import types
 
 __all__ = ["attach"]
 
@@ -62,16 +60,16 @@ def _lazy_imports(path: str) -> dict[str, tuple[str, str | None]]:
 def attach(package: str, path: str, names: list[str]):
     """``(__getattr__, __dir__)`` for the package ``package`` whose ``__init__`` is at ``path``;
     ``names`` is its ``__all__``. Raises ImportError if a name of ``__all__`` is neither bound
-    nor lazily imported, or a lazy name shadows a submodule."""
+    nor lazily imported, or a lazy name is also a submodule's name."""
     table = _lazy_imports(path)
     module = sys.modules[package]
     missing = [n for n in names if n not in table and n not in vars(module)]
     if missing:
         raise ImportError(f"{package}.__all__ names {missing}, which {package} neither defines nor imports")
     files = set(os.listdir(os.path.dirname(path)))
-    shadowed = {n: table[n][1] for n, (_, attr) in table.items() if attr is not None and ({n, f"{n}.py"} & files)}
+    shadowed = [n for n, (_, attr) in table.items() if attr is not None and ({n, f"{n}.py"} & files)]
     if shadowed:
-        module.__class__ = _shadowing_package(shadowed)
+        raise ImportError(f"{package} exports {shadowed}, also the names of its submodules: make the submodules private")
 
     def __getattr__(name: str):
         try:
@@ -88,15 +86,3 @@ def attach(package: str, path: str, names: list[str]):
 
     return __getattr__, __dir__
 
-
-def _shadowing_package(shadowed: dict[str, str]) -> type:
-    """A module class binding ``shadowed[name]`` of the submodule ``name`` where the import system
-    binds the submodule itself (``setattr(package, name, submodule)`` once it has run)."""
-
-    class Package(types.ModuleType):
-        def __setattr__(self, name, value):
-            if name in shadowed and isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}":
-                value = getattr(value, shadowed[name])
-            super().__setattr__(name, value)
-
-    return Package

@@ -149,6 +149,13 @@ def _load_providers() -> None:
         importlib.import_module(module)
 
 
+def _provider_rank(entry) -> int:
+    """Where the module declaring ``entry`` comes in ``_LOAD_ORDER`` (lower wings first, then the
+    rest), so a registry lists its entries in one order whichever provider was imported first."""
+    module = getattr(entry.factory, "__module__", None)
+    return _LOAD_ORDER.index(module) if module in _LOAD_ORDER else len(_LOAD_ORDER)
+
+
 def _reparse(kind: str, text: str):
     return _BY_KIND[kind].parse(text)
 
@@ -227,7 +234,7 @@ class Registry:
     def entries(self, *capabilities, without=()) -> list:
         """The entries (in declaration order) with every one of ``capabilities`` and none of ``without``."""
         self._load()
-        unique = list(dict.fromkeys(self._entries.values()))
+        unique = sorted(dict.fromkeys(self._entries.values()), key=_provider_rank)  # stable: declaration order
         return [e for e in unique if e.can(*capabilities) and not any(c in e.capabilities for c in without)]
 
     def names(self, *capabilities, without=()) -> list:

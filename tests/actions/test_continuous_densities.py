@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from genpqr.actions import FixedGaussianDensity, KnownDensity, LinearGaussianDensity, SquashedDensity, check_normalized
-from genpqr.models.neural_densities import FlowDensity, MLPGaussianDensity, MixtureDensityNetwork
+from genpqr.actions import FixedGaussianDensity, KnownDensity, LinearGaussianDensity, SquashedDensity
+from genpqr.actions._densities import check_normalized
+from genpqr.models._neural_densities import FlowDensity, MLPGaussianDensity, MixtureDensityNetwork
 from genpqr.exceptions import NotFittedError
 
 

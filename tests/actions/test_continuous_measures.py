@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from genpqr.data import BoxActions
-from genpqr.actions import (BehaviorKernel, DensityKernel, GaussHermite, GaussLegendre, GaussianKernel,
-                            GaussianReference, LinearGaussianDensity, MonteCarlo, PointMass, UniformKernel)
+from genpqr.actions import (BehaviorKernel, GaussHermite, GaussLegendre, GaussianKernel, GaussianReference,
+                            LinearGaussianDensity, MonteCarlo, PointMass, UniformKernel)
+from genpqr.actions._measures import DensityKernel
 
 R1 = BoxActions.create(1)
 BOX = BoxActions.create(1, -1.0, 2.0)

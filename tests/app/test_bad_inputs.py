@@ -316,7 +316,7 @@ def test_ctrl_c_during_fit_one_line_exit_130_earlier_output_kept(tmp_path, capsy
 
 
 def test_ctrl_c_while_writing_leaves_the_earlier_output(tmp_path, capsys, monkeypatch):
-    from genpqr.estimator import folder_ops
+    from genpqr.estimator import _folder_ops as folder_ops
 
     _base().to_csv(tmp_path / "data.csv", index=False)
     assert _run(_fit_args(tmp_path), capsys)[0] == 0

@@ -9,6 +9,7 @@ import pytest
 
 import genpqr
 from genpqr.app.report import ReportContext, render_html, report_figures
+from genpqr.estimator._diagnostic_checks import COVERAGE_LIMIT, COVERAGE_SHARE
 from tests.app.test_workflow import base_flags, fit_cli, write_tabular_csv
 
 SVG = re.compile(r"<svg xmlns=.*?</svg>", re.S)
@@ -139,8 +140,8 @@ def test_report_figures_from_a_context(tmp_path):
     # nothing was caught (ctx.warnings is empty), yet the failed coverage check is listed:
     # 40 short episodes leave some state-action frequencies at the clip bound, so mean-zero's
     # mu/pi_hat exceeds the limit at the states of more than 5% of the rows
-    assert model.diagnostics_.max_mu_over_pi > genpqr.estimator.COVERAGE_LIMIT
-    assert model.diagnostics_.coverage_share > genpqr.estimator.COVERAGE_SHARE
+    assert model.diagnostics_.max_mu_over_pi > COVERAGE_LIMIT
+    assert model.diagnostics_.coverage_share > COVERAGE_SHARE
     section = html.split("6. Warnings")[1].split("7. Configuration")[0]
     assert "CoverageWarning: the recovered reward" in section and "No warnings" not in section
     for img in embedded_images(html):
@@ -154,7 +155,7 @@ def test_calibration_on_distinct_states_equals_sklearns_on_the_rows(tmp_path):
     from sklearn.calibration import calibration_curve
 
     from genpqr.app.report_discrete import _policy_cells, calibration_points
-    from genpqr.stage1 import clip_proba
+    from genpqr.stage1._policy import clip_proba
 
     frame, _ = write_tabular_csv(tmp_path / "d.csv", n_episodes=60, horizon=8)
     data = genpqr.from_pandas(frame, episode="episode", time="time", state="state", action="action")

@@ -35,7 +35,7 @@ BUS = ["--episode", "bus", "--time", "month", "--state", "mileage", "--action", 
 
 
 def _bus_panel(folder: Path, n_states=40, typed=False) -> None:
-    from genpqr.envs.rust import bus_engine, simulate_buses, simulate_typed_buses
+    from genpqr.envs._rust import bus_engine, simulate_buses, simulate_typed_buses
 
     if typed:
         engines = tuple(bus_engine(n_states=n_states, rc=rc, cost_scale=0.01) for rc in (8.0, 11.0))

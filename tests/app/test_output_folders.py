@@ -1,7 +1,7 @@
 """Outputs are transactions (issue 20): every command that writes a folder builds it aside and
-swaps it in with ``manifest.json`` last (genpqr.estimator.manifest), readers refuse a folder that does not
+swaps it in with ``manifest.json`` last (genpqr.estimator._manifest), readers refuse a folder that does not
 match its manifest, and an experiment folder stays true to its manifest at every instant
-(genpqr.experiments.folder).
+(genpqr.experiments._folder).
 
 Fault tests: a fit killed at each file boundary (a writer patched to raise between writes,
 the clean-up switched off as under SIGKILL) leaves the earlier fit intact or the new one
@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from genpqr.estimator import manifest as M
+from genpqr.estimator import _manifest as M
 from genpqr.app.cli import main
 from genpqr.app.flags import console_text
 from genpqr.exceptions import IntegrityError
-from genpqr.experiments import folder as F, methods as methods_mod
+from genpqr.experiments import _folder as F, _methods as methods_mod
 
 from ..estimator.test_bad_inputs import base_frame
 
@@ -463,7 +463,7 @@ def test_report_lists_its_files_in_the_manifest(tmp_path, monkeypatch, capsys):
 
 
 def test_continuous_experiment_replaces_its_folder_as_a_whole(tmp_path, monkeypatch, capsys):
-    import genpqr.experiments.continuous as C
+    import genpqr.experiments._continuous as C
 
     frame = pd.DataFrame({"n": [1], "method": ["m"]})
     frame.attrs["config"] = {"n_values": [1]}

@@ -15,7 +15,7 @@ from sklearn.preprocessing import OneHotEncoder
 from genpqr import GenPQR, datasets, from_pandas, normalization as N
 from genpqr.app.cli import main
 from genpqr.registry import GIVEN, NORMALIZATIONS, POLICY_MODELS, STREAMS, TABULAR, TRANSITION_MODELS, Argument
-from genpqr.stage2 import transition_counts
+from genpqr.stage2._tabular import transition_counts
 
 GAMMA = 0.9
 G = 0.5  # the toy normalization's offset: the anchor's reward is G in every state

@@ -16,11 +16,13 @@ from matplotlib.figure import Figure
 import genpqr
 from genpqr import normalization as N, stage2
 from genpqr.app.demo import run_demo
-from genpqr.estimator import COVERAGE_LIMIT, COVERAGE_SHARE, Diagnostics, failed_diagnostics, poorly_covered
+from genpqr.estimator import Diagnostics
+from genpqr.estimator._diagnostic_checks import COVERAGE_LIMIT, COVERAGE_SHARE, failed_diagnostics, poorly_covered
 from genpqr.envs import random_mdp
 from genpqr.exceptions import ClippingWarning, ConvergenceWarning, CoverageWarning, WeakSupportWarning
 from genpqr.app.report import ReportContext, render_html
-from genpqr.evaluation import legend_outside, plot_bellman_residuals, plot_reward_recovery, plot_reward_table
+from genpqr.evaluation import plot_reward_recovery, plot_reward_table
+from genpqr.evaluation._plotting import legend_outside, plot_bellman_residuals
 from genpqr.stage2 import FQE
 from tests.app.test_workflow import LABELS, base_flags, fit_cli, write_tabular_csv
 

@@ -9,7 +9,7 @@ import pandas as pd
 import genpqr
 from genpqr.app.fit_parser import add_fit_parser
 from genpqr.app.console import unwrap
-from genpqr.envs.rust import bus_engine, simulate_typed_buses
+from genpqr.envs._rust import bus_engine, simulate_typed_buses
 from genpqr.estimator import fit_type_models
 from genpqr.structural import fit_structural
 

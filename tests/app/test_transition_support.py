@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from genpqr import GenPQR, ThinTransitionsWarning, from_pandas, normalization as N
-from genpqr.estimator import THIN_SHARE, THIN_TRANSITIONS
+from genpqr.estimator._diagnostic_checks import THIN_SHARE, THIN_TRANSITIONS
 from genpqr.stage1 import FrequencyClassifier
 
 from .test_workflow import fit_cli, tabular_problem, write_tabular_csv

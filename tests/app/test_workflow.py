@@ -292,8 +292,8 @@ def test_sparse_kernel_files_match_the_dense_file(small_csv, tmp_path, capsys, m
 
 
 def test_increment_transitions_on_bus_engine_panel(tmp_path, capsys):
-    from genpqr.structural.ddc import IncrementKernel
-    from genpqr.envs.rust import bus_engine, simulate_buses
+    from genpqr.structural._ddc import IncrementKernel
+    from genpqr.envs._rust import bus_engine, simulate_buses
 
     panel = simulate_buses(bus_engine(n_states=40, rc=4.0, theta11=40.0), n_buses=20, n_periods=40, random_state=0)
     path = tmp_path / "bus.csv"

@@ -10,7 +10,7 @@ import pytest
 
 import genpqr
 from genpqr.normalization import point_anchor as anchor
-from genpqr.envs.lqg import make_lqg
+from genpqr.envs._lqg import make_lqg
 from genpqr.app.report import context_from_outputs, report_figures
 from genpqr.app.workflow import FitConfig, run_fit
 

@@ -1,4 +1,4 @@
-"""Tests of genpqr.baselines.airl: offline AIRL (policy estimator and state-reward baseline)."""
+"""Tests of genpqr.baselines._airl: offline AIRL (policy estimator and state-reward baseline)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from sklearn.linear_model import LinearRegression
 torch = pytest.importorskip("torch")
 
 from genpqr import GenPQR  # noqa: E402
-from genpqr.baselines.airl import AIRL, _adversarial_update  # noqa: E402
+from genpqr.baselines._airl import AIRL, _adversarial_update  # noqa: E402
 from genpqr.data import from_arrays  # noqa: E402
-from genpqr.envs.synthetic import make_synthetic_data  # noqa: E402
+from genpqr.envs._synthetic import make_synthetic_data  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
-from genpqr.models.nn import DuelingQNetwork  # noqa: E402
+from genpqr.models._nn import DuelingQNetwork  # noqa: E402
 from genpqr.normalization import anchor_action  # noqa: E402
 from genpqr.stage2 import FQE
 
@@ -50,7 +50,7 @@ def test_adversarial_update_losses_and_gradients_follow_the_formulas():
     discriminator; each network took one Adam step (its first step moves a parameter by lr)."""
     import copy
 
-    from genpqr.models.torch_modules import MLP
+    from genpqr.models._torch_modules import MLP
 
     rng = np.random.default_rng(0)
     n, d, K, B = 12, 3, 4, 12

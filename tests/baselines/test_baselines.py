@@ -9,16 +9,17 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.utils.estimator_checks import check_get_params_invariance, check_no_attributes_set_in_init
 
 from genpqr import from_arrays, normalization as N
-from genpqr.baselines import DeepPQR, LinearRewardOracle, LogPolicyReward
-from genpqr.envs.synthetic import make_synthetic_data
+from genpqr.baselines import DeepPQR
+from genpqr.baselines._simple import LinearRewardOracle, LogPolicyReward
+from genpqr.envs._synthetic import make_synthetic_data
 from genpqr.exceptions import NotFittedError, WeakSupportWarning
-from genpqr.stage1 import FittedPolicy, clip_proba
+from genpqr.stage1._policy import FittedPolicy, clip_proba
 
 torch = pytest.importorskip("torch")
 
-from genpqr.baselines.deeppqr import _train_mse  # noqa: E402
-from genpqr.models.nn import MLPClassifier  # noqa: E402
-from genpqr.models.torch_modules import MLP  # noqa: E402
+from genpqr.baselines._deeppqr import _train_mse  # noqa: E402
+from genpqr.models._nn import MLPClassifier  # noqa: E402
+from genpqr.models._torch_modules import MLP  # noqa: E402
 
 TINY_NET = dict(anchor_hidden_layer_sizes=(16,), aux_hidden_layer_sizes=(16,), n_iterations=3,
                 epochs_per_iteration=1, aux_epochs=3, batch_size=64)

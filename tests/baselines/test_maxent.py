@@ -1,4 +1,4 @@
-"""Tests of genpqr.baselines.maxent: neural MaxEnt-IRL (softmax-Q model)."""
+"""Tests of genpqr.baselines._maxent: neural MaxEnt-IRL (softmax-Q model)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from sklearn.base import clone
 torch = pytest.importorskip("torch")
 
 from genpqr import GenPQR  # noqa: E402
-from genpqr.baselines.maxent import MaxEntIRL  # noqa: E402
+from genpqr.baselines._maxent import MaxEntIRL  # noqa: E402
 from genpqr.data import from_arrays  # noqa: E402
-from genpqr.envs.synthetic import make_synthetic_data  # noqa: E402
+from genpqr.envs._synthetic import make_synthetic_data  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
-from genpqr.models.nn import DuelingQNetwork  # noqa: E402
+from genpqr.models._nn import DuelingQNetwork  # noqa: E402
 from genpqr.normalization import anchor_action  # noqa: E402
 from genpqr.stage2 import FQE
 

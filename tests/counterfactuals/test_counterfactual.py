@@ -14,10 +14,13 @@ from hypothesis import given, settings, strategies as st
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from genpqr import GenPQR, normalization as N, stage2 as T
-from genpqr.counterfactuals import (IdentificationWarning, identification_rule, load_counterfactual, shaping_preserved,
-                                    state_occupancy, stationary_distribution)
+from genpqr.stage2._kernels import as_kernel
+from genpqr.counterfactuals import (IdentificationWarning, load_counterfactual, shaping_preserved,
+                                    stationary_distribution)
+from genpqr.counterfactuals._identification import identification_rule
+from genpqr.counterfactuals._scenarios import state_occupancy
 from genpqr.envs import bus_engine, random_mdp, simulate_buses, simulate_tabular
-from genpqr.envs.rust import increment_matrix
+from genpqr.envs._rust import increment_matrix
 
 
 class TablePolicy(ClassifierMixin, BaseEstimator):
@@ -76,7 +79,7 @@ def test_bus_counterfactual_equals_truth_under_rusts_anchor(bus, bus_fit, change
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentificationWarning)
         res = bus_fit.counterfactual(**kw)
-    P = model.kernel if kw["transitions"] is None else T.as_kernel(kw["transitions"], 2)
+    P = model.kernel if kw["transitions"] is None else as_kernel(kw["transitions"], 2)
     gamma = model.beta if kw["gamma"] is None else kw["gamma"]
     truth = T.soft_optimal_policy(model.flow_utility + (delta if kw["reward_change"] else 0.0), P, gamma)
     assert np.max(np.abs(res.counterfactual.policy - truth)) < 1e-8
@@ -195,7 +198,7 @@ def shaping_world(seed, kind):
         new_P, new_gamma = other, gamma
     else:
         new_P, new_gamma = P, float(rng.uniform(0.1, 0.7))
-    return T.TabularMDP(T.as_kernel(P), gamma, base.reward), new_P, new_gamma
+    return T.TabularMDP(as_kernel(P), gamma, base.reward), new_P, new_gamma
 
 
 @settings(max_examples=25, deadline=None)
@@ -215,7 +218,7 @@ def test_property_normalization_gap_is_zero_exactly_where_the_shaping_condition_
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = fit.counterfactual(transitions=new_P, gamma=new_gamma, check_normalization=N.weighted(weights))
-    truth = T.soft_optimal_policy(mdp.reward, T.as_kernel(new_P, 3), new_gamma)
+    truth = T.soft_optimal_policy(mdp.reward, as_kernel(new_P, 3), new_gamma)
     assert np.max(np.abs(res.counterfactual.policy - truth)) < 1e-8
     assert res.invariant == identified
     assert any(issubclass(w.category, IdentificationWarning) for w in caught) == (not identified)
@@ -244,7 +247,7 @@ def test_shaping_preserved_measures_the_discrepancy():
     assert ok and gap < 1e-12
     ok, gap = shaping_preserved(mdp.kernel, 0.9, mdp.kernel, 0.8)
     assert not ok and gap > 1e-2
-    sparse_ok, _ = shaping_preserved(mdp.kernel, 0.9, T.as_kernel(mdp.kernel.dense() * 0.9 / 0.95), 0.95)
+    sparse_ok, _ = shaping_preserved(mdp.kernel, 0.9, as_kernel(mdp.kernel.dense() * 0.9 / 0.95), 0.95)
     assert sparse_ok
     with pytest.raises(ValueError, match="new_kernel must have 12 states"):
         shaping_preserved(mdp.kernel, 0.9, np.full((4, 3, 4), 0.25), 0.9)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from genpqr.envs.rust import bus_engine
+from genpqr.envs._rust import bus_engine
 
 from ..structural.test_structural_counterfactual import numpy_rate
 

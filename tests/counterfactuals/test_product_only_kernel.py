@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from genpqr import stage2 as T
-from genpqr.counterfactuals import solve_scenario
+from genpqr.stage2._kernels import as_kernel
+from genpqr.counterfactuals._scenarios import solve_scenario
 from genpqr.envs import random_mdp
 
 from ..stage2.test_kernels import three_forms
@@ -19,7 +19,7 @@ def test_counterfactual_scenario_with_a_product_only_kernel(monkeypatch):
     mdp = random_mdp(S, K, n_next=3, gamma=gamma, random_state=2)
     initial = np.full(S, 1.0 / S)
     base = solve_scenario(mdp.reward, mdp.kernel, gamma, initial=initial)
-    operator = T.as_kernel(three_forms(mdp)["products"])
+    operator = as_kernel(three_forms(mdp)["products"])
     assert not isinstance(operator.under(base.policy), np.ndarray)  # the matrix-free path
     free = solve_scenario(mdp.reward, operator, gamma, initial=initial)
     np.testing.assert_allclose(free.policy, base.policy, rtol=0, atol=1e-9)

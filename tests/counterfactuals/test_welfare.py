@@ -20,12 +20,12 @@ from scipy.stats import norm
 
 from genpqr import GenPQR, normalization as N
 from genpqr.counterfactuals import WelfareResult, counterfactual, load_counterfactual
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.exceptions import ExtrapolationWarning
 from genpqr.evaluation import bootstrap
 from genpqr.stage1 import FrequencyClassifier
 from genpqr.structural import fit_structural
-from genpqr.structural.kernels import IncrementKernel
+from genpqr.structural._kernels import IncrementKernel
 
 NAMES = ["RC", "theta11"]
 

@@ -10,7 +10,8 @@ import pytest
 
 import genpqr
 from genpqr import GenPQR
-from genpqr.data import ActionTable, FiniteActions, as_action_table, from_arrays, from_pandas
+from genpqr.data import ActionTable, FiniteActions, from_arrays, from_pandas
+from genpqr.data._action_table import as_action_table
 from genpqr.exceptions import (ActionFeatureError, ActionTableError, DuplicateActionLabelError,
                                MissingActionLabelError)
 from genpqr.stage1 import ConditionalLogit

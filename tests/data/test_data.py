@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from genpqr.data import ActionEncoder, Transitions, from_arrays, from_episodes, from_pandas
+from genpqr.data import Transitions, from_arrays, from_episodes, from_pandas
+from genpqr.data._spaces import FiniteActions
 
 FIELDS = ("states", "actions", "next_states", "terminated", "truncated", "episode_ids", "outcomes", "rewards",
           "timesteps")
@@ -265,7 +266,7 @@ def test_fixed_action_labels_order_and_never_observed_action():
 
 
 def test_float_labels_fixed_order():
-    enc = ActionEncoder(np.array([2.5, -1.0, 0.25]))
+    enc = FiniteActions(np.array([2.5, -1.0, 0.25]))
     np.testing.assert_array_equal(enc.encode([0.25, 2.5, -1.0, 0.25]), [2, 0, 1, 2])
     np.testing.assert_array_equal(enc.decode([2, 0, 1]), [0.25, 2.5, -1.0])
 
@@ -273,7 +274,7 @@ def test_float_labels_fixed_order():
 def test_unknown_label_error_names_label_and_known_labels():
     with pytest.raises(ValueError, match=r"\['fly'\].*\['stay', 'left'\]"):
         from_arrays(np.zeros((2, 1)), ["stay", "fly"], np.zeros((2, 1)), action_labels=["stay", "left"])
-    enc = ActionEncoder(np.array([3, 1]))
+    enc = FiniteActions(np.array([3, 1]))
     with pytest.raises(ValueError, match=r"\[2\].*\[3, 1\]"):
         enc.encode([1, 2])
     with pytest.raises(ValueError, match="new_actions"):
@@ -284,12 +285,12 @@ def test_unknown_label_error_names_label_and_known_labels():
 
 def test_encoder_rejects_bad_labels_and_codes():
     with pytest.raises(ValueError, match="distinct"):
-        ActionEncoder(np.array(["a", "b", "a"]))
+        FiniteActions(np.array(["a", "b", "a"]))
     with pytest.raises(ValueError, match="non-empty"):
-        ActionEncoder(np.array([]))
+        FiniteActions(np.array([]))
     with pytest.raises(ValueError, match="distinct"):
         from_arrays(np.zeros((1, 1)), ["a"], np.zeros((1, 1)), action_labels=["a", "a"])
-    enc = ActionEncoder(np.array(["a", "b"]))
+    enc = FiniteActions(np.array(["a", "b"]))
     with pytest.raises(ValueError, match="codes"):
         enc.decode([0, 2])
     with pytest.raises(ValueError, match="codes"):
@@ -297,7 +298,7 @@ def test_encoder_rejects_bad_labels_and_codes():
     with pytest.raises(ValueError, match="1-D"):
         enc.encode(np.array([["a", "b"]]))
     with pytest.raises(ValueError, match="NaN"):
-        ActionEncoder(np.array([0.0, 1.0])).encode([0.0, np.nan])
+        FiniteActions(np.array([0.0, 1.0])).encode([0.0, np.nan])
 
 
 @settings(max_examples=60, deadline=None)
@@ -310,7 +311,7 @@ def test_encoder_rejects_bad_labels_and_codes():
     data=st.data(),
 )
 def test_encode_decode_are_inverse(labels, data):
-    enc = ActionEncoder(np.array(labels))
+    enc = FiniteActions(np.array(labels))
     K = len(labels)
     np.testing.assert_array_equal(enc.encode(np.array(labels)), np.arange(K))
     np.testing.assert_array_equal(enc.decode(np.arange(K)), np.array(labels))
@@ -319,7 +320,7 @@ def test_encode_decode_are_inverse(labels, data):
     sample = np.array(labels)[codes]
     np.testing.assert_array_equal(enc.decode(enc.encode(sample)), sample)
     # from_observed: the sorted distinct labels
-    obs = ActionEncoder.from_observed(sample)
+    obs = FiniteActions.from_observed(sample)
     np.testing.assert_array_equal(obs.labels, np.unique(sample))
 
 

@@ -98,7 +98,7 @@ def test_structural_warnings_are_printed_apart_from_the_rewards_ones(tmp_path, c
     """A short panel (7 replacements for 2 parameters): the structural step's few-events warning
     comes under "about parameters.csv", the fit's coverage warning under "about rewards.csv", in
     the console and in the report."""
-    from genpqr.envs.rust import bus_engine, simulate_buses
+    from genpqr.envs._rust import bus_engine, simulate_buses
 
     truth = bus_engine(n_states=90, beta=0.9999, rc=10.075, theta11=2.293, theta3=(0.3919, 0.5953, 0.0128))
     sim = simulate_buses(truth, n_buses=37, n_periods=20, random_state=0).frame

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from genpqr.experiments import write_report
-from genpqr.experiments.continuous import write_report as write_continuous_report
+from genpqr.experiments._continuous import write_report as write_continuous_report
 
 from ..doc_warnings import ROOT
 

@@ -13,7 +13,7 @@ import pytest
 
 from genpqr import GenPQR, from_pandas, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.estimator import pickled_parts
+from genpqr.estimator._persistence import pickled_parts
 from genpqr.stage2 import FQE
 
 from ..doc_warnings import ROOT, check_warnings, recording
@@ -49,7 +49,7 @@ def _fits():
     """The table's three fits, in its order."""
     from sklearn.linear_model import Ridge
 
-    from genpqr.models.nn import DuelingQNetwork, MLPClassifier
+    from genpqr.models._nn import DuelingQNetwork, MLPClassifier
     from genpqr.stage1 import FrequencyClassifier
 
     mdp = random_mdp(40, 4, n_next=5, gamma=0.9, random_state=0)

@@ -11,9 +11,9 @@ from sklearn.preprocessing import PolynomialFeatures
 
 from genpqr import GenPQR, normalization as N
 from genpqr.actions import BehaviorKernel, GaussHermite, GaussianReference, LinearGaussianDensity, MonteCarlo
-from genpqr.envs.quadratic import Quadratic
+from genpqr.envs._quadratic import Quadratic
 from genpqr.data import BoxActions
-from genpqr.envs.lqg import make_lqg
+from genpqr.envs._lqg import make_lqg
 from genpqr.exceptions import WeakSupportWarning
 from genpqr.stage2 import FQE
 from genpqr.estimator import ContinuousOptions

@@ -8,8 +8,9 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 
 from genpqr import GenPQR, normalization as N, stage2
-from genpqr.actions import GaussLegendre, check_normalized
-from genpqr.envs.nonlinear import RingProblem, StateActionBasis
+from genpqr.actions import GaussLegendre
+from genpqr.actions._densities import check_normalized
+from genpqr.envs._nonlinear import RingProblem, StateActionBasis
 from genpqr.stage2 import FQE
 from genpqr.estimator import ContinuousOptions
 

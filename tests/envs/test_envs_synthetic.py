@@ -1,4 +1,4 @@
-"""The synthetic benchmark (``genpqr.envs.synthetic``) against its specification
+"""The synthetic benchmark (``genpqr.envs._synthetic``) against its specification
 (``/work/shared/benchmarks/synthetic-env.md``).
 
 Exact identities are checked at 1e-8 or tighter; statistical checks use fixed seeds and state
@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from genpqr import normalization as nz
-from genpqr.envs.synthetic import (
+from genpqr.normalization._normalization import FixedOffset
+from genpqr.envs._synthetic import (
     BOX,
     SyntheticData,
     SyntheticEnv,
@@ -214,7 +215,7 @@ def test_normalized_truth_satisfies_its_normalization_and_is_shaping_equivalent(
     mu = norm.weights(s, K, env.policy_proba(s))
     nxt = env._all_next(s)
     if g_fn is None:  # value normalization: g = h - gamma sum_a mu(a|s) h(T(s,a)), exact here
-        h = nz.FixedOffset(norm.g.h)
+        h = FixedOffset(norm.g.h)
         g = h(s) - GAMMA * np.sum(mu * h(nxt).reshape(n, K), axis=1)
     else:
         g = g_fn(s)

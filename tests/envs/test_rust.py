@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from genpqr import from_pandas, normalization as N, stage2
-from genpqr.envs.rust import SU_JUDD, bus_engine, simulate_buses
+from genpqr.envs._rust import SU_JUDD, bus_engine, simulate_buses
 
 
 @pytest.fixture(scope="module")

@@ -526,7 +526,7 @@ def _same_projection_se(out) -> bool:
 
 def _fit_folder(out, normalization, parameters: bool) -> bool:
     """``out`` is one complete fit (its manifest matches, nothing else there) with ``normalization``."""
-    from genpqr.estimator.manifest import verify_folder
+    from genpqr.estimator._manifest import verify_folder
 
     names = set(verify_folder(out, kind="fit")["files"])
     expected = {"model.joblib", "rewards.csv", "config.json", "report.html"} | ({"parameters.csv"} if parameters
@@ -563,7 +563,7 @@ def _out_folder(kind, tmp, data):
     elif kind == "out:symlinked-folder":
         (tmp / "link").symlink_to(out, target_is_directory=True)
     elif kind == "out:experiment":
-        from genpqr.estimator.manifest import write_manifest
+        from genpqr.estimator._manifest import write_manifest
 
         (out / "results.csv").write_text("experiment,setting,seed,method\n")
         write_manifest(out, kind="experiment")
@@ -766,7 +766,7 @@ def test_out_of_core_needs_episodes_sorted(tmp_path, capsys):
 def _results(folder, text, manifest=True, then=None):
     """A results folder holding ``text`` as results.csv, listed in a genpqr manifest (unless
     ``manifest`` is False), then changed by ``then(folder)``."""
-    from genpqr.estimator.manifest import write_manifest
+    from genpqr.estimator._manifest import write_manifest
 
     folder.mkdir()
     (folder / "results.csv").write_text(text)
@@ -802,7 +802,7 @@ REPORT = {
 
 def _relist(folder, kind="experiment", keep=False):
     """Rewrite the manifest of ``folder``: of ``kind``, without results.csv unless ``keep``."""
-    from genpqr.estimator.manifest import read_manifest, store_manifest
+    from genpqr.estimator._manifest import read_manifest, store_manifest
 
     files = read_manifest(folder)["files"]
     store_manifest(folder, {k: v for k, v in files.items() if keep or k != "results.csv"}, kind=kind)
@@ -963,7 +963,7 @@ BROKEN_FIT = {
 
 
 def _relabel(folder, kind):
-    from genpqr.estimator.manifest import read_manifest, store_manifest
+    from genpqr.estimator._manifest import read_manifest, store_manifest
 
     store_manifest(folder, read_manifest(folder)["files"], kind=kind)
 
@@ -1034,7 +1034,7 @@ def _forged(tmp: Path) -> bytes:
     import hashlib
     import pickle
 
-    from genpqr.estimator.manifest import MAGIC
+    from genpqr.estimator._manifest import MAGIC
 
     payload = pickle.dumps(Payload(str(tmp / "marker")))
     header = {"format": 1, "genpqr": "0", "holds": "GenPQR", "size": len(payload),
@@ -1265,7 +1265,7 @@ def _fitted(data):
 
 
 def _without_data(model):
-    from genpqr.estimator import without_data
+    from genpqr.estimator._persistence import without_data
 
     return without_data(model)
 
@@ -1286,7 +1286,8 @@ def test_api_bad_input(case, frame, tabular):
 
 
 def test_api_read_table_delimiter_and_empty(tmp_path, frame):
-    from genpqr.data import read_table, read_transitions
+    from genpqr.data import read_transitions
+    from genpqr.data._io import read_table
 
     frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
     with pytest.raises(ValueError, match=r"sep=';'"):
@@ -1313,7 +1314,7 @@ def test_api_time_gaps_split_is_exact(frame):
 
 
 def test_api_time_gap_rule_for_float_times(frame):
-    from genpqr.data import time_gap_rows
+    from genpqr.data._long_format import time_gap_rows
 
     # episode 0 ticks by 0.5, episode 1 by 0.25: no gap (each episode's own modal step)
     f = pd.DataFrame({"e": [0] * 4 + [1] * 4, "t": [0, 0.5, 1.0, 1.5, 0, 0.25, 0.5, 0.75]})
@@ -1375,7 +1376,7 @@ def test_api_policy_value_difference_takes_labels(tabular):
 
 
 def test_api_message_helpers():
-    from genpqr.data.validation import plain, short_list
+    from genpqr.data._validation import plain, short_list
 
     assert repr(plain(np.int64(1))) == "1" and plain(np.array([np.str_("a")])) == ["a"]
     assert short_list(np.arange(3)) == "[0, 1, 2]"

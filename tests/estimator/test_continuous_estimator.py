@@ -13,8 +13,8 @@ import genpqr
 from genpqr.data import BoxActions
 from genpqr import GenPQR, normalization as N
 from genpqr.actions import GaussHermite, GaussLegendre, KnownDensity, LinearGaussianDensity, MonteCarlo, SquashedDensity
-from genpqr.models.neural_densities import MixtureDensityNetwork
-from genpqr.envs.lqg import make_lqg
+from genpqr.models._neural_densities import MixtureDensityNetwork
+from genpqr.envs._lqg import make_lqg
 from genpqr.exceptions import ConvergenceWarning, NotFittedError, WeakSupportWarning
 from genpqr.stage2 import FQE
 from genpqr.estimator import ContinuousOptions

@@ -9,11 +9,11 @@ import pytest
 from sklearn.linear_model import Ridge
 
 from genpqr import GenPQR, normalization as N
-from genpqr.structural.nfxp import NFXP
+from genpqr.structural._nfxp import NFXP
 from genpqr.data import from_pandas
-from genpqr.structural.ddc import IncrementKernel, choice_counts, increment_kernel, increment_probabilities, kernel_from_increments
-from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.evaluation import resample_episodes
+from genpqr.structural._ddc import IncrementKernel, choice_counts, increment_kernel, increment_probabilities, kernel_from_increments
+from genpqr.envs._rust import bus_engine, simulate_buses
+from genpqr.evaluation._inference import resample_episodes
 from genpqr.stage1 import FrequencyClassifier
 from genpqr.stage2 import FQE
 

@@ -12,7 +12,7 @@ import pytest
 from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.envs import make_synthetic_data
-from genpqr.estimator import MAX_DEFAULT_LSTD_FEATURES, default_q_model
+from genpqr.estimator._defaults import MAX_DEFAULT_LSTD_FEATURES, default_q_model
 from genpqr.stage1 import BasisLogit, StateBasis
 from genpqr.stage2 import FQE, LSTDQ
 

@@ -413,8 +413,10 @@ def test_the_fitted_state_is_one_object_behind_read_only_attributes(logged):
     """``fit`` sets one :class:`~genpqr.estimator.FittedState` (``fitted_``); the fitted
     attributes are views of it, absent where the fit has no such part, and cannot be assigned;
     what a caller adds goes through a door that returns a new estimator."""
-    from genpqr.estimator import STATE_FORMAT, FittedState, without_data
-    from genpqr.stage1 import FirstStageChoice
+    from genpqr.estimator import FittedState
+    from genpqr.estimator._state import STATE_FORMAT
+    from genpqr.estimator._persistence import without_data
+    from genpqr.stage1._first_stage import FirstStageChoice
 
     _, _, data = logged
     model = exact_model(N.anchor_action(0)).fit(data)

@@ -10,7 +10,7 @@ from sklearn.linear_model import LinearRegression
 import genpqr.estimator._estimator_large as large
 from genpqr import ActionTable, GenPQR, from_arrays
 from genpqr import normalization as N
-from genpqr.estimator import LargeStage2
+from genpqr.estimator._estimator_large import LargeStage2
 from genpqr.stage1 import ConditionalLogit
 from genpqr.stage2 import FQE
 

@@ -10,9 +10,10 @@ from scipy.special import logsumexp
 import genpqr
 from genpqr import GenPQR, from_arrays, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.estimator import (LatentTypeWarning, ccp_parameter_count, fit_type_models, type_criteria,
-                              type_loglik_terms, type_warnings)
-from genpqr.stage1 import FrequencyClassifier, episode_codes
+from genpqr.estimator import fit_type_models, type_criteria
+from genpqr.estimator._latent_types import LatentTypeWarning, ccp_parameter_count, type_loglik_terms, type_warnings
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage1._latent_types import episode_codes
 from genpqr.stage2 import FQE, TabularQModel
 from genpqr.estimator import TypeOptions
 

@@ -1,4 +1,4 @@
-"""Saving and loading safely (:mod:`genpqr.estimator`, :mod:`genpqr.estimator.manifest`'s signed files,
+"""Saving and loading safely (:mod:`genpqr.estimator`, :mod:`genpqr.estimator._manifest`'s signed files,
 :func:`genpqr.load`, :func:`genpqr.counterfactuals.load_counterfactual`, the ``module:Class``
 import paths of ``genpqr fit``).
 
@@ -26,11 +26,12 @@ import pytest
 
 import genpqr
 from genpqr import GenPQR, normalization as N, stage2 as T
+from genpqr.stage2._stages import ExactStage2
 from genpqr.counterfactuals import CounterfactualResult, load_counterfactual
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.exceptions import IntegrityError, ModelFormatError, UntrustedFileError
-from genpqr.estimator.manifest import MAGIC, manifest_trusted, output_folder, read_header, read_signed, write_signed
-from genpqr.estimator import pickled_parts, read_model
+from genpqr.estimator._manifest import MAGIC, manifest_trusted, output_folder, read_header, read_signed, write_signed
+from genpqr.estimator._persistence import pickled_parts, read_model
 
 GRID = np.arange(8, dtype=float)[:, None]
 
@@ -173,7 +174,7 @@ def test_a_model_file_of_an_older_format_asks_for_a_refit(fitted, tmp_path, trus
     for name, model in files.items():
         write_signed(model, tmp_path / f"{name}.joblib", holds="GenPQR")
 
-    class _ExactStage2(T.ExactStage2):  # the former alias, as the 0.x code pickled it
+    class _ExactStage2(ExactStage2):  # the former alias, as the 0.x code pickled it
         pass
 
     _ExactStage2.__module__, _ExactStage2.__qualname__ = "genpqr.estimator._estimator", "_ExactStage2"
@@ -352,9 +353,9 @@ def test_counterfactual_result_round_trips_exactly_without_pickle(fitted, tmp_pa
 
 def test_structural_counterfactual_result_round_trips(tmp_path):
     """The structural route: delta-method intervals, the other route's answer, support."""
-    from genpqr.envs.rust import bus_engine, simulate_buses
-    from genpqr.structural.estimation import fit_structural
-    from genpqr.structural.kernels import IncrementKernel
+    from genpqr.envs._rust import bus_engine, simulate_buses
+    from genpqr.structural._estimation import fit_structural
+    from genpqr.structural._kernels import IncrementKernel
 
     truth = bus_engine(n_states=40, beta=0.95, rc=5.0, theta11=30.0, theta3=(0.3919, 0.5953, 0.0128))
     panel = simulate_buses(truth, n_buses=37, n_periods=117, random_state=0)

@@ -13,7 +13,8 @@ from sklearn.preprocessing import OneHotEncoder
 
 from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.stage1 import FrequencyClassifier, fit_policy
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage1._policy import fit_policy
 from genpqr.stage2 import FQE, LSTDQ, TabularQModel
 
 pytestmark = pytest.mark.filterwarnings("ignore::genpqr.exceptions.CoverageWarning")

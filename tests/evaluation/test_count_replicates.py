@@ -9,7 +9,8 @@ import pytest
 
 from genpqr import GenPQR, datasets, from_pandas, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.evaluation import bootstrap, bootstrap_sources, resample_episodes
+from genpqr.evaluation import bootstrap, bootstrap_sources
+from genpqr.evaluation._inference import resample_episodes
 from genpqr.evaluation._count_replicates import count_plan, multiplicities, reads_tables
 from genpqr.evaluation._inference import _default_statistic, refit_copy, replicate_template
 from genpqr.stage1 import FrequencyClassifier

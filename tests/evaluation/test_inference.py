@@ -5,7 +5,8 @@ import pytest
 
 from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.evaluation import bootstrap, resample_episodes
+from genpqr.evaluation import bootstrap
+from genpqr.evaluation._inference import resample_episodes
 
 S, K, GAMMA = 6, 2, 0.8
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from genpqr import evaluation
+from genpqr.evaluation._metrics import anchor_count, mean_ci, summarize
 
 
 def test_reward_mse_by_hand():
@@ -64,35 +65,35 @@ def test_policy_nll_rejects_bad_inputs():
 def test_mean_ci_formula():
     v = np.array([1.0, 2.0, 4.0, 7.0])
     sd = math.sqrt(np.sum((v - v.mean()) ** 2) / (len(v) - 1))
-    mean, ci = evaluation.mean_ci(v)
+    mean, ci = mean_ci(v)
     assert mean == pytest.approx(3.5, abs=1e-12)
     assert ci == pytest.approx(1.96 * sd / math.sqrt(4), abs=1e-12)
 
 
 def test_mean_ci_agrees_with_the_env_module_copy():
-    from genpqr.envs.synthetic import seed_summary
+    from genpqr.envs._synthetic import seed_summary
 
     v = np.random.default_rng(0).normal(size=17)
-    assert evaluation.mean_ci(v) == pytest.approx(seed_summary(v), abs=1e-12)
+    assert mean_ci(v) == pytest.approx(seed_summary(v), abs=1e-12)
 
 
 def test_summaries_of_degenerate_inputs():
-    one = evaluation.summarize([2.5])
+    one = summarize([2.5])
     assert one.mean == 2.5 and math.isnan(one.ci) and one.n == 1
     assert one.format(2) == "2.50"
-    empty = evaluation.summarize([])
+    empty = summarize([])
     assert empty.n == 0 and empty.format() == "n/a"
-    assert evaluation.summarize([1.0, 1.0]).ci == 0.0
-    omitted = evaluation.summarize([1.0, np.nan, 3.0])
+    assert summarize([1.0, 1.0]).ci == 0.0
+    omitted = summarize([1.0, np.nan, 3.0])
     assert (omitted.mean, omitted.n) == (2.0, 2)
-    assert math.isnan(evaluation.summarize([1.0, np.nan], nan_policy="propagate").mean)
-    assert evaluation.summarize([1.0, 3.0]).format(1) == f"2.0 ± {1.96 * math.sqrt(2) / math.sqrt(2):.1f}"
+    assert math.isnan(summarize([1.0, np.nan], nan_policy="propagate").mean)
+    assert summarize([1.0, 3.0]).format(1) == f"2.0 ± {1.96 * math.sqrt(2) / math.sqrt(2):.1f}"
     with pytest.raises(ValueError, match="nan_policy"):
-        evaluation.summarize([1.0], nan_policy="raise")
+        summarize([1.0], nan_policy="raise")
     with pytest.raises(ValueError, match="1-D"):
-        evaluation.summarize(np.ones((2, 2)))
+        summarize(np.ones((2, 2)))
 
 
 def test_anchor_count():
-    assert evaluation.anchor_count([0, 1, 0, 2, 0]) == 3
-    assert evaluation.anchor_count([0, 1, 0, 2, 0], anchor=2) == 1
+    assert anchor_count([0, 1, 0, 2, 0]) == 3
+    assert anchor_count([0, 1, 0, 2, 0], anchor=2) == 1

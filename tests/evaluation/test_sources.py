@@ -6,7 +6,8 @@ from sklearn.linear_model import LogisticRegression
 
 from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.evaluation import BootstrapSources, bootstrap, bootstrap_sources
+from genpqr.evaluation import bootstrap, bootstrap_sources
+from genpqr.evaluation._sources import BootstrapSources
 
 S, K, GAMMA = 6, 3, 0.9
 

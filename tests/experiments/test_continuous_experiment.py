@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from genpqr.experiments.continuous import run_continuous_experiment, write_report
+from genpqr.experiments._continuous import run_continuous_experiment, write_report
 
 
 def test_tiny_continuous_experiment(tmp_path):

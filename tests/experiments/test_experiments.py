@@ -14,10 +14,12 @@ import pandas as pd
 import pytest
 
 from genpqr.app.cli import main, split_methods
-from genpqr.experiments import EXPERIMENTS, ExperimentConfig, Method, Setting, get_config, run_experiment
-from genpqr.experiments import methods as methods_mod
-from genpqr.experiments.report import write_report
-from genpqr.experiments.runner import RESULT_COLUMNS, ResultsFile
+from genpqr.experiments import ExperimentConfig, Setting, get_config, run_experiment
+from genpqr.experiments._configs import EXPERIMENTS
+from genpqr.experiments._methods import Method
+from genpqr.experiments import _methods as methods_mod
+from genpqr.experiments._report import write_report
+from genpqr.experiments._runner import RESULT_COLUMNS, ResultsFile
 
 EXP2_METHODS = ["GenPQR (BC, NN)", "GenPQR (AIRL, NN)", "GenPQR (BC, GBT)", "GenPQR (AIRL, GBT)", "DeepPQR (AIRL)",
                 "MaxEnt-IRL", "AIRL state reward", "Log-policy pseudo-reward (AIRL)", "GenPQR (BC, NN, paper 8x4)",
@@ -356,7 +358,7 @@ def test_default_path_method_is_genpqr_as_users_call_it():
     seed: its own first and second stage (the basis logit, LSTD on its basis), its own clip; no
     torch; a tiny run gives finite metrics."""
     from genpqr.envs import make_synthetic_data
-    from genpqr.experiments.methods import build_genpqr_default, get_method
+    from genpqr.experiments._methods import build_genpqr_default, get_method
     from genpqr.stage1 import StateBasis
     from genpqr.stage2 import LSTDQ
 
@@ -379,7 +381,7 @@ def test_bc_wd_lstd_rff_method_settings_and_tiny_run():
     gives finite metrics."""
     pytest.importorskip("torch")
     from genpqr.envs import make_synthetic_data
-    from genpqr.experiments.methods import BC_DEFAULTS, get_method
+    from genpqr.experiments._methods import BC_DEFAULTS, get_method
 
     method = get_method("GenPQR (BC wd, LSTD, RFF)")
     options = method.resolve()

@@ -15,8 +15,8 @@ import warnings
 import pytest
 
 from genpqr.envs import make_synthetic_data
-from genpqr.experiments.configs import EXPERIMENTS
-from genpqr.experiments.methods import get_method
+from genpqr.experiments._configs import EXPERIMENTS
+from genpqr.experiments._methods import get_method
 
 #: exp2's rows, and the closed-form rows (in-process only, see the module docstring).
 EXP2 = tuple(EXPERIMENTS["exp2"].methods)

@@ -10,8 +10,9 @@ import pytest
 import genpqr
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.exceptions import InferenceWarning
-from genpqr.inference import (InferenceResult, infer, plug_in, policy_value, reward_at, reward_mean,
-                              reward_projection, softmax_value, value_difference)
+from genpqr.inference import (InferenceResult, infer, policy_value, reward_at, reward_mean, reward_projection,
+                              softmax_value, value_difference)
+from genpqr.inference._infer import plug_in
 from genpqr.normalization import anchor_action, behavior, mean_zero, value
 from genpqr.stage1 import FrequencyClassifier
 from genpqr.stage2 import soft_optimal_solution

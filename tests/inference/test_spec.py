@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from genpqr.inference import TARGET_KINDS, parse_target
+from genpqr.inference import parse_target
+from genpqr.inference._spec import TARGET_KINDS
 from genpqr.inference._targets import CellReward, Difference, PolicyValue, RewardFunctional, SoftmaxValue
 
 

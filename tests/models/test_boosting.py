@@ -1,4 +1,4 @@
-"""Tests of genpqr.models.boosting.BoostedQModel (LightGBM native Q-model)."""
+"""Tests of genpqr.models._boosting.BoostedQModel (LightGBM native Q-model)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sklearn.base import clone
 
 pytest.importorskip("lightgbm")
 
-from genpqr.models.boosting import BoostedQModel  # noqa: E402
+from genpqr.models._boosting import BoostedQModel  # noqa: E402
 from genpqr.exceptions import NotFittedError  # noqa: E402
 
 
@@ -163,7 +163,7 @@ def test_fqe_like_loop_with_boosted_model():
 
 def test_partial_and_pairwise_predictions_match_the_full_table():
     pytest.importorskip("lightgbm")
-    from genpqr.models.boosting import BoostedQModel
+    from genpqr.models._boosting import BoostedQModel
 
     rng = np.random.default_rng(0)
     X, a = rng.normal(size=(300, 3)), rng.integers(0, 4, 300)

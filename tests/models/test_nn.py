@@ -1,4 +1,4 @@
-"""Tests of genpqr.models.nn: MLPClassifier (behaviour cloning) and DuelingQNetwork (native Q-model
+"""Tests of genpqr.models._nn: MLPClassifier (behaviour cloning) and DuelingQNetwork (native Q-model
 for fitted Q evaluation), trained by autograd and torch.optim; the ``device`` parameter."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from sklearn.base import clone
 torch = pytest.importorskip("torch")
 
 from genpqr.exceptions import NotFittedError  # noqa: E402
-from genpqr.models.nn import DuelingQNetwork, MLPClassifier  # noqa: E402
-from genpqr.models.torch_modules import MLP  # noqa: E402
+from genpqr.models._nn import DuelingQNetwork, MLPClassifier  # noqa: E402
+from genpqr.models._torch_modules import MLP  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,8 +476,8 @@ def test_cuda_fit_matches_cpu_and_pickles_to_cpu():
 
 def test_import_genpqr_does_not_import_torch():
     code = (
-        "import sys, genpqr, genpqr.models.nn, genpqr.models.qnetwork, genpqr.models.torch_training, "
-        "genpqr.models.boosting; "
+        "import sys, genpqr, genpqr.models._nn, genpqr.models._qnetwork, genpqr.models._torch_training, "
+        "genpqr.models._boosting; "
         "assert 'torch' not in sys.modules and 'lightgbm' not in sys.modules, "
         "[m for m in ('torch', 'lightgbm') if m in sys.modules]"
     )

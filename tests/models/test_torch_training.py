@@ -1,5 +1,5 @@
-"""Tests of genpqr.models.torch_training (device argument, optimizers, state on CPU) and of the
-neural densities' training on it (genpqr.models.neural_densities)."""
+"""Tests of genpqr.models._torch_training (device argument, optimizers, state on CPU) and of the
+neural densities' training on it (genpqr.models._neural_densities)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from genpqr.models.neural_densities import MixtureDensityNetwork, MLPGaussianDensity  # noqa: E402
-from genpqr.models.torch_training import make_optimizer, resolve_device  # noqa: E402
+from genpqr.models._neural_densities import MixtureDensityNetwork, MLPGaussianDensity  # noqa: E402
+from genpqr.models._torch_training import make_optimizer, resolve_device  # noqa: E402
 
 
 def test_resolve_device():
@@ -60,7 +60,7 @@ def test_fitting_does_not_import_dynamo():
     import subprocess
     import sys
 
-    code = ("import sys, numpy as np, torch; from genpqr.models.nn import MLPClassifier, DuelingQNetwork; "
+    code = ("import sys, numpy as np, torch; from genpqr.models._nn import MLPClassifier, DuelingQNetwork; "
             "X = np.random.default_rng(0).normal(size=(50, 2)); y = (X[:, 0] > 0).astype(int); "
             "MLPClassifier(max_epochs=1).fit(X, y); DuelingQNetwork(epochs_per_iteration=1).fit_q(X, y, X[:, 1], 2); "
             "assert 'torch._dynamo' not in sys.modules")

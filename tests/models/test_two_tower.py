@@ -17,7 +17,7 @@ from genpqr import GenPQR, normalization as N, stage2 as T  # noqa: E402
 from genpqr.envs import simulate_tabular  # noqa: E402
 from genpqr.exceptions import ActionFeatureError, NotFittedError  # noqa: E402
 from genpqr.models import TwoTowerClassifier  # noqa: E402
-from genpqr.models.two_tower import blocked_log_softmax, proposal  # noqa: E402
+from genpqr.models._two_tower import blocked_log_softmax, proposal  # noqa: E402
 from genpqr.stage1 import ConditionalLogit  # noqa: E402
 
 LINEAR = dict(state_layers=(), embedding_dim=3, learning_rate=2e-2)  # the bilinear model class of ConditionalLogit

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.special import logsumexp
 
 from genpqr import normalization as N, stage2 as T
-from genpqr.data import ActionEncoder
+from genpqr.data._spaces import FiniteActions
 from genpqr.envs import random_mdp
 
 from ..conftest import all_normalizations
@@ -91,7 +91,7 @@ def test_constructors_and_weights():
 
 
 def test_labels_bind_to_codes():
-    enc = ActionEncoder(np.array(["keep", "replace"]))
+    enc = FiniteActions(np.array(["keep", "replace"]))
     bound = N.anchor_action("replace").bind(enc.encode)
     assert bound.mu.action == 1
     sa = N.state_anchor(np.array(["keep", "replace", "keep"])).bind(enc.encode)

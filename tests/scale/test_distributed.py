@@ -16,10 +16,12 @@ from genpqr import GenPQR
 from genpqr.data import from_pandas
 from genpqr.stage2 import LSTDQ
 from genpqr.normalization import anchor_action, mean_zero
-from genpqr.scale import ParquetSource, RowDraws, concatenate_chunks, fit_parquet
+from genpqr.scale import ParquetSource, fit_parquet
+from genpqr.scale._statistics import RowDraws, concatenate_chunks
 
 distributed = pytest.importorskip("distributed")
-from genpqr.scale import fit_dask, plan_partitions  # noqa: E402
+from genpqr.scale import fit_dask
+from genpqr.scale._distributed import plan_partitions
 
 CONT = dict(state=["x0", "x1"], terminated="done", **COLS)
 

@@ -15,8 +15,9 @@ from genpqr.normalization import anchor_action
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("lightgbm")
 from genpqr.scale import fit_dask  # noqa: E402
-from genpqr.scale import ClusterBoostedQ, advance_block, bellman_block_pass  # noqa: E402
-from genpqr.models.boosting import BoostedQModel  # noqa: E402
+from genpqr.scale import ClusterBoostedQ
+from genpqr.scale._distributed_fqe import advance_block, bellman_block_pass
+from genpqr.models._boosting import BoostedQModel  # noqa: E402
 from genpqr.stage2 import FQE
 
 CONT = dict(state=["x0", "x1"], terminated="done", **COLS)
@@ -169,7 +170,7 @@ def test_a_block_advances_by_the_new_trees_only(tmp_path):
     """``advance_block`` adds the new booster's predictions to the running Q (no re-prediction
     of the ensemble) and computes the FQE targets and sums as the definition says."""
     lightgbm = pytest.importorskip("lightgbm")
-    from genpqr.stage1 import FittedPolicy
+    from genpqr.stage1._policy import FittedPolicy
     from genpqr.scale import ParquetSource
 
     frame = panel(n_episodes=40, seed=3, continuous=True)

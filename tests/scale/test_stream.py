@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 from genpqr import GenPQR
 from genpqr.data import from_pandas
 from genpqr.normalization import anchor_action, mean_zero
-from genpqr.scale import ParquetSource, TabularCounts, concatenate_chunks, fit_parquet, tabular_chunk_counts
+from genpqr.scale import ParquetSource, fit_parquet
+from genpqr.scale._statistics import TabularCounts, concatenate_chunks, tabular_chunk_counts
 
 from genpqr.exceptions import CoverageWarning
 from genpqr.stage2 import FQE, LSTDQ
@@ -422,7 +423,7 @@ def test_streamed_fqe_network_is_close_to_the_exact_answer(tmp_path):
     over the 21 cells; measured 0.038, the exact answer's range is 0.55): the network's
     approximation and SGD noise, not sampling error (both sides use the same rows)."""
     pytest.importorskip("torch")
-    from genpqr.models.qnetwork import DuelingQNetwork
+    from genpqr.models._qnetwork import DuelingQNetwork
 
     frame = panel(n_episodes=200, seed=22)
     onehot = pd.DataFrame(np.eye(7)[frame["s"]], columns=[f"e{i}" for i in range(7)])
@@ -490,7 +491,7 @@ def _two_clocks(n_episodes=40):
 def test_scan_sees_the_whole_data(tmp_path):
     """The validation pass gives the whole frame's labels and time steps at any chunk size, so a
     chunk is judged by the whole data's gap rule (a chunk of slow episodes alone has modal step 2)."""
-    from genpqr.data import time_steps
+    from genpqr.data._long_format import time_steps
 
     frame = _two_clocks()
     folder = write_folder(frame, tmp_path / "d")

@@ -12,7 +12,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import SplineTransformer, StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
-from genpqr.stage1 import MAX_INTERACTION_DIM, BasisLogit, StateBasis
+from genpqr.stage1 import BasisLogit, StateBasis
+from genpqr.stage1._basis_logit import MAX_INTERACTION_DIM
 
 
 def _states(n=600, d=3, seed=0):

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from genpqr.stage1 import (ConditionalLogit, bilinear_log_partition, bilinear_log_proba_at, block_rows, fit_policy,
-                           log_policy_at, prefit_policy)
+from genpqr.stage1 import ConditionalLogit
+from genpqr.stage1._bilinear import bilinear_log_partition, bilinear_log_proba_at, block_rows
+from genpqr.stage1._policy import fit_policy, prefit_policy
+from genpqr.stage1._blocked import log_policy_at
 from genpqr import ActionTable, from_arrays
 
 

@@ -17,8 +17,9 @@ from sklearn.preprocessing import OneHotEncoder
 import genpqr
 from genpqr import GenPQR, normalization as N
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.stage1 import (FitOnCells, FrequencyClassifier, SplineLogit, choice_cells, distinct_rows,
-                           fit_policy, repeated_rows)
+from genpqr.stage1 import FrequencyClassifier, SplineLogit
+from genpqr.stage1._cells import FitOnCells, choice_cells, distinct_rows, repeated_rows
+from genpqr.stage1._policy import fit_policy
 from genpqr.stage1 import _cells
 from genpqr.stage1._cells import ChoiceCells
 

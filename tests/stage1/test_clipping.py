@@ -13,8 +13,9 @@ from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
 from genpqr import GenPQR, normalization as N
-from genpqr.stage1 import (AUTO_LOW_FRACTION, AUTO_LOW_MAX, CLIP_WARN_FRACTION, FrequencyClassifier, PAPER_CLIP,
-                           auto_clip, clip_fractions, parse_clip, warn_if_clip_binds)
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage1._clipping import (AUTO_LOW_FRACTION, AUTO_LOW_MAX, CLIP_WARN_FRACTION, PAPER_CLIP, auto_clip,
+                                     clip_fractions, parse_clip, warn_if_clip_binds)
 from genpqr.data import from_arrays
 from genpqr.exceptions import ClippingWarning
 from genpqr.stage2 import FQE

@@ -13,11 +13,12 @@ from sklearn.base import clone
 import genpqr
 from genpqr import GenPQR, normalization as N
 from genpqr.data import from_arrays, from_pandas
-from genpqr.structural.ddc import IncrementKernel, project_reward
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.structural._ddc import IncrementKernel, project_reward
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.exceptions import ClippingWarning, CoverageWarning
-from genpqr.stage1 import (FrequencyClassifier, SPARSE_MEDIAN_VISITS, SplineLogit, cells_are_sparse,
-                           choose_tabular_policy, select_spline_logit)
+from genpqr.stage1 import FrequencyClassifier, SplineLogit
+from genpqr.stage1._first_stage import (SPARSE_MEDIAN_VISITS, cells_are_sparse, choose_tabular_policy,
+                                        select_spline_logit)
 
 from ..app.test_workflow import fit_cli
 
@@ -181,7 +182,7 @@ def test_the_rule_is_the_same_function_with_the_same_seed(rust_panel):
     """The ordered state: an increment kernel or n_states (GenPQR), the seed of the rule's folds:
     random_state, None meaning genpqr fit's default --seed 0."""
     from genpqr.app.config import FitConfig
-    from genpqr.stage1 import DEFAULT_SEED, state_is_ordered
+    from genpqr.stage1._first_stage import DEFAULT_SEED, state_is_ordered
 
     _, panel = rust_panel
     data = from_pandas(panel.frame.drop(columns="next_mileage"), episode="bus", time="month", state="mileage",

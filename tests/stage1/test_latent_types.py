@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from genpqr.stage1 import (episode_codes, mixing_log_prior, separation_share, type_posteriors,
-                           type_row_weights)
+from genpqr.stage1._latent_types import (episode_codes, mixing_log_prior, separation_share, type_posteriors,
+                                         type_row_weights)
 
 
 def _panel(seed=0, n_episodes=30, length=5, n_types=3):
@@ -68,7 +68,7 @@ def test_one_separation_rule_is_the_share_of_the_way_to_certain_types(prior, t):
     """Posteriors t of the way from the prior to each episode's true type (types drawn in the
     prior's proportions): the normalized share is t whatever M and the prior, and the rule warns
     exactly when t < SEPARATION_WARN."""
-    from genpqr.stage1 import SEPARATION_WARN, latent_type_warnings
+    from genpqr.stage1._latent_types import SEPARATION_WARN, latent_type_warnings
 
     p = np.array(prior)
     n = 100
@@ -83,7 +83,7 @@ def test_one_separation_rule_is_the_share_of_the_way_to_certain_types(prior, t):
 
 
 def test_empty_type_rule_counts_posterior_episodes():
-    from genpqr.stage1 import latent_type_warnings
+    from genpqr.stage1._latent_types import latent_type_warnings
 
     q = np.eye(2)[np.zeros(20, dtype=int)]
     q[0] = [0.2, 0.8]  # type 1: 0.8 of an episode

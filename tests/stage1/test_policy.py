@@ -16,8 +16,8 @@ from sklearn.utils.estimator_checks import (
 )
 
 from genpqr.data import from_arrays, from_episodes
-from genpqr.stage1 import (DEFAULT_CLIP, FittedPolicy, FrequencyClassifier, check_classifier, clip_log_proba,
-                           clip_proba, fit_policy)
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage1._policy import DEFAULT_CLIP, FittedPolicy, check_classifier, clip_log_proba, clip_proba, fit_policy
 
 
 # ---------------------------------------------------------------------------- clipping

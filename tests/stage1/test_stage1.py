@@ -13,7 +13,8 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 import genpqr
 from genpqr import normalization as N
 from genpqr.actions import GaussianReference, LinearGaussianDensity
-from genpqr.stage1 import FittedDensity, FittedPolicy, FittedStage1, fit_stage1
+from genpqr.stage1._policy import FittedDensity, FittedPolicy, fit_stage1
+from genpqr.stage1._stage1 import FittedStage1
 from genpqr.stage2 import FQE
 from genpqr.estimator import ContinuousOptions
 

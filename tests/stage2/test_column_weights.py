@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LinearRegression
 
-from genpqr.stage2 import FQE, ColumnWeights, FeatureQ, column_mu_sum, sample_columns
+from genpqr.stage2 import FQE
+from genpqr.stage2._column_weights import ColumnWeights, column_mu_sum, sample_columns
+from genpqr.stage2._feature_q import FeatureQ
 
 K = 40
 

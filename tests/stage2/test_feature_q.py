@@ -9,7 +9,9 @@ import genpqr
 from genpqr import normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.exceptions import ActionTableError
-from genpqr.stage2 import FQE, FeatureQ, action_blocks, make_q_model, mu_sum
+from genpqr.stage2 import FQE
+from genpqr.stage2._feature_q import FeatureQ, action_blocks
+from genpqr.stage2._qmodels import make_q_model, mu_sum
 
 S, K, GAMMA = 6, 3, 0.9
 

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 
 from genpqr import GenPQR, normalization as N, stage2 as T
+from genpqr.stage2._kernels import KernelOperator, TransitionKernel, as_kernel, is_kernel_like
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.stage1 import FrequencyClassifier
 
@@ -44,11 +45,11 @@ def three_forms(mdp):
 
 def test_as_kernel_dispatch():
     mdp = random_mdp(7, 3, n_next=2, random_state=0)
-    forms = {name: T.as_kernel(P, 3) for name, P in three_forms(mdp).items()}
+    forms = {name: as_kernel(P, 3) for name, P in three_forms(mdp).items()}
     assert not forms["dense"].is_sparse and forms["sparse"].is_sparse
-    assert isinstance(forms["products"], T.KernelOperator)
-    assert T.as_kernel(mdp) is mdp.kernel and T.as_kernel(forms["products"]) is forms["products"]
-    assert T.is_kernel_like(forms["sparse"]) and not T.is_kernel_like(np.zeros((7, 3, 7)))
+    assert isinstance(forms["products"], KernelOperator)
+    assert as_kernel(mdp) is mdp.kernel and as_kernel(forms["products"]) is forms["products"]
+    assert is_kernel_like(forms["sparse"]) and not is_kernel_like(np.zeros((7, 3, 7)))
     for kernel in forms.values():
         assert (kernel.n_states, kernel.n_actions) == (7, 3)
         np.testing.assert_array_equal(kernel.to_dense(), forms["dense"].to_dense())
@@ -64,7 +65,7 @@ def test_push_is_the_adjoint_of_expect(S, K, extra, seed):
     f = rng.normal(size=(S,) + tail)
     w = rng.normal(size=(S, K) + tail)
     for name, P in three_forms(mdp).items():
-        kernel = T.as_kernel(P, K)
+        kernel = as_kernel(P, K)
         Pf, Pw = kernel.expect(f), kernel.push(w)
         assert Pf.shape == (S, K) + tail and Pw.shape == (S,) + tail, name
         assert abs(np.sum(Pw * f) - np.sum(w * Pf)) <= 1e-10 * (1 + np.abs(w).sum() * np.abs(f).max()), name
@@ -74,11 +75,11 @@ def test_push_is_the_adjoint_of_expect(S, K, extra, seed):
 
 def test_to_dense_refuses_above_the_limit():
     mdp = random_mdp(20, 2, n_next=2, random_state=0)
-    for kernel in (mdp.kernel, T.as_kernel(three_forms(mdp)["products"])):
+    for kernel in (mdp.kernel, as_kernel(three_forms(mdp)["products"])):
         with pytest.raises(ValueError, match=r"dense \(S, K, S\) = \(20, 2, 20\).*max_bytes"):
             kernel.to_dense(max_bytes=1000)
         assert kernel.to_dense(max_bytes=8 * 20 * 2 * 20).shape == (20, 2, 20)
-    big = T.TransitionKernel(sp.csr_matrix((10_000 * 100, 10_000)), 10_000, 100)
+    big = TransitionKernel(sp.csr_matrix((10_000 * 100, 10_000)), 10_000, 100)
     with pytest.raises(ValueError, match="74.5 GiB"):
         big.to_dense()
 
@@ -87,13 +88,13 @@ def test_product_only_kernel_is_validated():
     mdp = random_mdp(5, 2, n_next=2, random_state=0)
     model = three_forms(mdp)["products"]
     with pytest.raises(ValueError, match="2 actions but 3 were expected"):
-        T.as_kernel(model, 3)
+        as_kernel(model, 3)
     model._m = model._m * 1.5
     with pytest.raises(ValueError, match="rows must sum to at most 1"):
-        T.as_kernel(model, 2)
+        as_kernel(model, 2)
     model.expect = lambda values: np.zeros((5, 3))
     with pytest.raises(ValueError, match=r"expect returned shape \(5, 3\), expected \(5, 2\)"):
-        T.as_kernel(model, 2)
+        as_kernel(model, 2)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -120,7 +121,7 @@ def test_matrix_free_solve_above_the_dense_limit():
     mdp = random_mdp(S, K, n_next=3, gamma=gamma, random_state=1)
     rng = np.random.default_rng(1)
     u = np.log(rng.dirichlet(np.ones(K), size=S))
-    operator = T.as_kernel(three_forms(mdp)["products"])
+    operator = as_kernel(three_forms(mdp)["products"])
     sparse = T.recover_reward(u, mdp.kernel, gamma, N.anchor_action(0), tol=1e-12)
     free = T.recover_reward(u, operator, gamma, N.anchor_action(0), tol=1e-12)
     assert free.solve.solver.startswith("auto:")
@@ -193,7 +194,7 @@ def test_kernel_from_counts_divides_tiny_weighted_counts_without_overflow():
 
     import scipy.sparse as sp
 
-    from genpqr.stage2 import kernel_from_counts
+    from genpqr.stage2._tabular import kernel_from_counts
 
     rows = np.array([[2.0, 1.0, 1.0], [0.0, 3.0, 1.0], [0.0, 0.0, 0.0]])  # 3 states, 1 action; cell 2 unvisited
     matrix = sp.csr_matrix(rows)

@@ -8,8 +8,8 @@ from genpqr import stage2
 from genpqr.data import ActionTable, from_arrays
 from genpqr.exceptions import ActionFeatureError, ActionTableError
 from genpqr.estimator import GenPQR
-from genpqr.stage2 import (BellmanProblem, BellmanStatistics, LSTDQ, PolicyFeatures, fourier_features, onehot_features,
-                           spline_features)
+from genpqr.stage2 import LSTDQ, PolicyFeatures, fourier_features, onehot_features, spline_features
+from genpqr.stage2._lstd import BellmanProblem, BellmanStatistics
 from genpqr.normalization import anchor_action, mean_zero, weighted
 from genpqr.stage1 import FrequencyClassifier
 
@@ -143,7 +143,7 @@ def test_statistics_are_additive_over_any_split(seed, cut, encoding, unweighted)
 
 def test_genpqr_lstd_on_continuous_states_with_policy_features():
     from genpqr.envs import make_synthetic_data
-    from genpqr.models.nn import MLPClassifier
+    from genpqr.models._nn import MLPClassifier
 
     data = make_synthetic_data(0, 60)
     policy = MLPClassifier(hidden_layer_sizes=(16,), max_epochs=5, random_state=0)
@@ -207,7 +207,7 @@ def test_cli_fit_with_lstd(tmp_path, capsys):
 def test_mlp_hidden_representation_spans_the_logits():
     from scipy.special import log_softmax
 
-    from genpqr.models.nn import MLPClassifier
+    from genpqr.models._nn import MLPClassifier
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))

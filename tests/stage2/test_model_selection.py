@@ -24,8 +24,9 @@ from sklearn.utils.estimator_checks import check_estimator
 from genpqr import GenPQR, normalization as N, stage2 as T
 from genpqr.data import from_arrays
 from genpqr.envs import random_mdp, simulate_tabular
-from genpqr.models.first_stage import SplineLogit
-from genpqr.stage1 import FREQUENCY_CHECK_EXCLUSIONS, FrequencyClassifier
+from genpqr.models._first_stage import SplineLogit
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage1._policy import FREQUENCY_CHECK_EXCLUSIONS
 from genpqr.stage2 import FQE, TabularQModel
 
 from ..doc_warnings import check_warnings, recording
@@ -304,7 +305,7 @@ def _rare_action_data():
 
 def test_one_class_training_folds_are_named_not_crashed():
     from genpqr.stage1._first_stage import _held_out_log_loss
-    from genpqr.stage1 import fit_policy
+    from genpqr.stage1._policy import fit_policy
 
     data = _rare_action_data()
     folds = [(np.flatnonzero(data.episode_ids != e), np.flatnonzero(data.episode_ids == e)) for e in (0, 1)]

@@ -12,8 +12,9 @@ from sklearn.tree import DecisionTreeRegressor
 from genpqr import normalization as N, stage2 as T
 from genpqr.envs import random_mdp, simulate_tabular
 from genpqr.exceptions import ConvergenceWarning
-from genpqr.stage2 import FQE, TabularQModel, make_q_model
-from genpqr.stage2 import warm_start_ok
+from genpqr.stage2 import FQE, TabularQModel
+from genpqr.stage2._qmodels import make_q_model
+from genpqr.stage2._qmodels import warm_start_ok
 
 S, K, GAMMA = 12, 3, 0.9
 

@@ -6,6 +6,8 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from genpqr import normalization as N, stage2 as T
+from genpqr.stage2._kernels import as_kernel
+from genpqr.stage2._linear_bellman import solve_linear_bellman
 from genpqr.envs import random_mdp
 
 from ..conftest import all_normalizations
@@ -51,7 +53,7 @@ def test_truth_is_shaping_of_the_reward(rng):
     for norm in all_normalizations(25, 3, rng).values():
         diff = T.normalized_reward(mdp.reward, mdp.kernel, 0.9, norm) - mdp.reward
         # diff = c - gamma P c  =>  diff + gamma P c has equal entries across actions; recover c from mu
-        c, _ = T.solve_linear_bellman(mdp.kernel.under(np.full((25, 3), 1 / 3)), diff.mean(axis=1), 0.9)
+        c, _ = solve_linear_bellman(mdp.kernel.under(np.full((25, 3), 1 / 3)), diff.mean(axis=1), 0.9)
         resid = diff + 0.9 * mdp.kernel.expect(c) - c[:, None]
         assert np.max(np.abs(resid)) < 1e-9
 
@@ -117,7 +119,7 @@ def test_dense_and_sparse_kernels_agree(rng):
     dense = mdp.kernel.dense()
     sparse = sp.csr_matrix(dense.reshape(45, 15))
     r1 = T.normalized_reward(mdp.reward, dense, 0.9, N.anchor_action(1))
-    r2 = T.normalized_reward(mdp.reward, T.as_kernel(sparse, 3), 0.9, N.anchor_action(1))
+    r2 = T.normalized_reward(mdp.reward, as_kernel(sparse, 3), 0.9, N.anchor_action(1))
     assert np.max(np.abs(r1 - r2)) < 1e-12
 
 
@@ -202,17 +204,17 @@ def test_float32_kernel_is_renormalized_and_real_excess_refused():
     P32 = P.astype(np.float32)
     sums32 = P32.astype(np.float64).sum(axis=2)
     assert np.abs(sums32 - 1).max() > 1e-9  # float32 rounding is there
-    kernel = T.as_kernel(P32)
+    kernel = as_kernel(P32)
     np.testing.assert_allclose(kernel.dense().sum(axis=2), 1.0, rtol=0, atol=1e-14)
     assert "renormalized" in kernel.note and "float rounding" in kernel.note
     np.testing.assert_allclose(kernel.dense(), P, atol=1e-6)
-    sparse = T.as_kernel(sp.csr_matrix(P32.reshape(-1, 12)), 3)  # the sparse form too
+    sparse = as_kernel(sp.csr_matrix(P32.reshape(-1, 12)), 3)  # the sparse form too
     np.testing.assert_allclose(np.asarray(sparse.matrix.sum(axis=1)).ravel(), 1.0, rtol=0, atol=1e-14)
-    assert T.as_kernel(P).note == "" and np.array_equal(T.as_kernel(P).dense(), P)
+    assert as_kernel(P).note == "" and np.array_equal(as_kernel(P).dense(), P)
     bad = P.copy()
     bad[2, 2, 0] += 1e-5
     with pytest.raises(ValueError, match=r"P\[2, 2, :\] sums to 1\.00001"):
-        T.as_kernel(bad)
+        as_kernel(bad)
     # the reward solved under the float32 kernel is the float64 one to float32 precision
     r64 = T.normalized_reward(mdp.reward, P, 0.9, N.anchor_action(0))
     r32 = T.normalized_reward(mdp.reward, P32, 0.9, N.anchor_action(0))

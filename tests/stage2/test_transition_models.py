@@ -6,11 +6,13 @@ from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
 from genpqr import GenPQR, normalization as N
-from genpqr.envs.rust import simulate_buses
-from genpqr.envs.tabular import simulate_tabular
+from genpqr.envs._rust import simulate_buses
+from genpqr.envs._tabular import simulate_tabular
 from genpqr.exceptions import NotFittedError
-from genpqr.stage2 import (AutoTransition, ClassifierKernel, CountKernel, LowRankKernel, ShrinkageKernel, TabularMDP,
-                           TransitionMoves, estimate_transitions, select_transition_model)
+from genpqr.stage2 import (ClassifierKernel, CountKernel, LowRankKernel, ShrinkageKernel, TabularMDP,
+                           estimate_transitions, select_transition_model)
+from genpqr.stage2._transition_selection import AutoTransition
+from genpqr.stage2._transition_models import TransitionMoves
 
 
 def draw_moves(P, n, rng, episode_length=10):

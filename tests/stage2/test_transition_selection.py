@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 import genpqr.stage2._transition_lowrank as lowrank
 import genpqr.stage2._transition_selection as selection_module
-from genpqr.stage2 import CountKernel, LowRankKernel, ShrinkageKernel, TransitionMoves, select_transition_model
+from genpqr.stage2 import CountKernel, LowRankKernel, ShrinkageKernel, select_transition_model
+from genpqr.stage2._transition_models import TransitionMoves
 from genpqr.stage2._transition_models import KernelModel
 
 from .test_transition_models import draw_moves, random_kernel, reference_low_rank
@@ -156,7 +157,7 @@ def test_low_rank_refits_are_skipped_where_its_own_folds_decide(monkeypatch):
 
 def docs_moves():
     """The small problem of docs/choosing_a_transition_model.md (120 states in 6 groups, 6 actions)."""
-    from genpqr.envs.tabular import simulate_tabular
+    from genpqr.envs._tabular import simulate_tabular
     from genpqr.stage2 import TabularMDP, soft_optimal_policy
 
     rng = np.random.default_rng(0)

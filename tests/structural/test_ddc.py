@@ -1,4 +1,4 @@
-"""Econometric pieces on GenPQR (genpqr.structural.ddc): increment kernel, projection, CCP step, NPL."""
+"""Econometric pieces on GenPQR (genpqr.structural._ddc): increment kernel, projection, CCP step, NPL."""
 
 import warnings
 
@@ -8,8 +8,8 @@ from sklearn.base import clone
 
 from genpqr import GenPQR, from_arrays, normalization as N, stage2
 
-from genpqr.structural import ddc
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.structural import _ddc as ddc
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.exceptions import NotFittedError
 
 

@@ -8,10 +8,10 @@ from sklearn.base import clone
 
 from genpqr import GenPQR
 
-from genpqr.structural import ddc
+from genpqr.structural import _ddc as ddc
 from genpqr import normalization as N
-from genpqr.structural.nfxp import NFXP, fit_nfxp, nfxp_loglik, solve_integrated_bellman
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.structural._nfxp import NFXP, fit_nfxp, nfxp_loglik, solve_integrated_bellman
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.exceptions import NotFittedError
 
 

@@ -1,4 +1,4 @@
-"""Separation decided on the data (genpqr.structural.separation): the static logit's linear
+"""Separation decided on the data (genpqr.structural._separation): the static logit's linear
 programme, the dynamic model's value differences, and the estimators' one deterministic
 message when the MLE does not exist."""
 
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import genpqr
-from genpqr.structural import Separation, estimation as structural, find_separation
-from genpqr.structural.likelihood import likelihood_derivatives
+from genpqr.structural import _estimation as structural, find_separation
+from genpqr.structural._separation import Separation
+from genpqr.structural._likelihood import likelihood_derivatives
 
 from .test_structural import rust9999_case
 

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from statsmodels.base.model import GenericLikelihoodModel
 
-from genpqr.envs.rust import bus_engine, simulate_buses
-from genpqr.structural import ddc, estimation as structural
+from genpqr.envs._rust import bus_engine, simulate_buses
+from genpqr.structural import _ddc as ddc, _estimation as structural
 
 NAMES = ["RC", "theta11"]
 
@@ -191,7 +191,7 @@ def test_kinds_an_estimator_does_not_have_are_refused():
 
 
 def test_summary_after_another_summary(pair):
-    from genpqr.estimator import FitSummary
+    from genpqr.estimator._diagnostics import FitSummary
 
     fit, _ = pair
     first = FitSummary("GenPQR fit", (("normalization", "anchor"),), {"n_choices": 6000})
@@ -211,7 +211,7 @@ def test_bootstrap_over_episodes_re_estimates_each_replicate():
     from genpqr.evaluation import bootstrap
     from genpqr.stage1 import FrequencyClassifier
     from genpqr.structural import fit_structural
-    from genpqr.structural.kernels import IncrementKernel
+    from genpqr.structural._kernels import IncrementKernel
 
     truth = bus_engine(n_states=40, rc=4.0, theta11=40.0)
     panel = simulate_buses(truth, n_buses=30, n_periods=60, random_state=0).transitions

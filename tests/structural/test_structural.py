@@ -1,4 +1,4 @@
-"""Structural estimation (genpqr.structural.estimation): the full likelihood's derivatives, NPL = NFXP
+"""Structural estimation (genpqr.structural._estimation): the full likelihood's derivatives, NPL = NFXP
 (estimates and standard errors), exact recovery at the population, and the CLI's
 ``--estimator`` path (parameters.csv, console, report)."""
 
@@ -13,8 +13,8 @@ import pytest
 
 import genpqr
 from genpqr.app import cli
-from genpqr.structural import ddc, estimation as structural
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.structural import _ddc as ddc, _estimation as structural
+from genpqr.envs._rust import bus_engine, simulate_buses
 
 from ..doc_output import output_differences
 from ..doc_warnings import check_warnings, printed, recording
@@ -70,7 +70,7 @@ def test_score_and_hessian_match_finite_differences(rust_panel, beta):
     np.testing.assert_allclose(np.einsum("sa,sap->p", counts, d.scores), d.grad, rtol=1e-12)
     assert np.all(np.linalg.eigvalsh(d.opg) > 0)
     # the policy is the model's optimal choice probability (NFXP's inner solve)
-    from genpqr.structural.nfxp import nfxp_loglik
+    from genpqr.structural._nfxp import nfxp_loglik
 
     loglik, grad, _ = nfxp_loglik(theta, X, counts, kernel, beta)
     np.testing.assert_allclose(d.loglik, loglik, rtol=1e-10)

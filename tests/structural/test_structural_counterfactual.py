@@ -14,12 +14,15 @@ from scipy.stats import norm
 import genpqr
 from genpqr import GenPQR, normalization as N
 from genpqr.app.cli import main
-from genpqr.envs.rust import bus_engine, simulate_buses
+from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.exceptions import ExtrapolationWarning
-from genpqr.counterfactuals import delta_method, off_support, parse_parameter_change, solve_scenario, support_report
-from genpqr.structural.estimation import fit_structural
-from genpqr.structural.kernels import IncrementKernel
-from genpqr.stage2 import TransitionKernel
+from genpqr.counterfactuals import support_report
+from genpqr.counterfactuals._parametric_counterfactual import delta_method, parse_parameter_change
+from genpqr.counterfactuals._support import off_support
+from genpqr.counterfactuals._scenarios import solve_scenario
+from genpqr.structural._estimation import fit_structural
+from genpqr.structural._kernels import IncrementKernel
+from genpqr.stage2._tabular import TransitionKernel
 
 RATE = ("stationary", "rate[replace]")
 CLI_RATE = ("stationary", "rate[1]")  # the CSV codes replacement as 1

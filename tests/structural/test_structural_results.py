@@ -1,4 +1,4 @@
-"""Structural results as objects (genpqr.structural.results): the coefficient table, Wald
+"""Structural results as objects (genpqr.structural._results): the coefficient table, Wald
 intervals, the summary, the likelihood-ratio test; the honest labels of the estimators
 (iterations per algorithm, the projection compared with the MLE)."""
 
@@ -12,7 +12,8 @@ import pytest
 from scipy.stats import chi2, norm
 
 import genpqr
-from genpqr.structural import ProjectionWarning, estimation as structural, lr_test
+from genpqr.structural import ProjectionWarning, _estimation as structural, lr_test
+from genpqr.stage2._kernels import as_kernel
 
 from .test_structural import rust9999_case
 
@@ -115,7 +116,7 @@ def test_likelihood_ratio_test_refuses_what_it_cannot_compare(bus):
         lr_test(replace(restricted, counts=other), fit)
     with pytest.raises(ValueError, match="different discounts"):
         lr_test(replace(restricted, gamma=0.99), fit)
-    shifted = genpqr.stage2.as_kernel(model.kernel, 2)  # the true kernel, not the estimated one
+    shifted = as_kernel(model.kernel, 2)  # the true kernel, not the estimated one
     with pytest.raises(ValueError, match="different transition kernels"):
         lr_test(replace(restricted, kernel=shifted), fit)
 

@@ -7,12 +7,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from genpqr.envs.rust import TYPED_RC, bus_engine, simulate_typed_buses
+from genpqr.envs._rust import TYPED_RC, bus_engine, simulate_typed_buses
 from genpqr.exceptions import GenPQRWarning
-from genpqr.structural import estimate_structural, type_counterfactuals, type_fit
-from genpqr.structural.kernels import choice_counts
-from genpqr.structural.type_model import Mixing, as_episode_choices, build_type_space, evaluate_mixture
-from genpqr.structural.types import LatentTypeWarning, TypedStructuralFit, check_types, estimate_types, m_step
+from genpqr.structural import estimate_structural, type_counterfactuals
+from genpqr.structural._type_counterfactuals import type_fit
+from genpqr.structural._kernels import choice_counts
+from genpqr.structural._type_model import Mixing, as_episode_choices, build_type_space, evaluate_mixture
+from genpqr.structural._types import LatentTypeWarning, TypedStructuralFit, check_types, estimate_types, m_step
 
 S = 60
 NAMES = ["RC", "theta11"]
@@ -224,21 +225,23 @@ def test_warns_when_types_are_not_separated_or_empty(mle):
 def test_one_warning_class_and_rule():
     """Both estimators warn with genpqr.LatentTypeWarning by the same rule and threshold."""
     import genpqr
-    from genpqr import estimator, stage1, structural
-    from genpqr.structural import types
+    from genpqr.estimator import _latent_types as estimator_types
+    from genpqr.estimator._latent_types import type_warnings
+    from genpqr.stage1._latent_types import SEPARATION_WARN, latent_type_warnings
+    from genpqr.structural import _estimation as estimation, _types as types
 
-    assert genpqr.LatentTypeWarning is genpqr.exceptions.LatentTypeWarning is estimator.LatentTypeWarning \
-        is structural.LatentTypeWarning is types.LatentTypeWarning
-    assert types.MIN_SEPARATION == estimator.SEPARATION_WARN == stage1.SEPARATION_WARN
-    assert types.std_errors is structural.estimation.std_errors  # one standard-error function for every fit
+    assert genpqr.LatentTypeWarning is genpqr.exceptions.LatentTypeWarning is estimator_types.LatentTypeWarning \
+        is types.LatentTypeWarning
+    assert types.MIN_SEPARATION == estimator_types.SEPARATION_WARN == SEPARATION_WARN
+    assert types.std_errors is estimation.std_errors  # one standard-error function for every fit
     # separated types at a 0.9/0.1 prior: separation share 0.158 of its ceiling 1 - sum prior^2 = 0.193, no warning
     q = np.array([[0.98, 0.02]] * 36 + [[0.1, 0.9]] * 4)
     lp = np.log(q.mean(axis=0))
-    assert stage1.latent_type_warnings(q, lp, "x") == []
-    assert estimator.type_warnings(q, lp) == []
+    assert latent_type_warnings(q, lp, "x") == []
+    assert type_warnings(q, lp) == []
     weak = 0.9 * np.exp(lp) + 0.1 * q  # 10% of the way: both warn, each naming its own outputs
-    assert "per-type rewards" in estimator.type_warnings(weak, lp)[0]
-    assert "x are in doubt" in stage1.latent_type_warnings(weak, lp, "x")[0]
+    assert "per-type rewards" in type_warnings(weak, lp)[0]
+    assert "x are in doubt" in latent_type_warnings(weak, lp, "x")[0]
 
 
 def test_errors_name_their_argument(typed_panel):

@@ -15,7 +15,7 @@ Families: :class:`LinearGaussianDensity` (mean and log-scale polynomial in the s
 homoscedastic by closed form, heteroscedastic by L-BFGS), :class:`FixedGaussianDensity` (a
 known linear-Gaussian policy), :class:`KnownDensity` (any closed-form policy),
 :class:`SquashedDensity` (bounded boxes: any base density pushed through ``tanh``), and in
-:mod:`genpqr.models.neural_densities` the MLP Gaussian, the mixture density network and a
+``genpqr.models._neural_densities`` the MLP Gaussian, the mixture density network and a
 normalizing-flow adapter. :func:`check_normalized` verifies numerically that a density
 integrates to one over its support.
 
@@ -37,9 +37,10 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 
-from ..data.validation import as_float_array, check_length, check_random_state, clone_learner as clone
+from ..data._validation import as_float_array, check_length, check_random_state, clone_learner as clone
 from ..exceptions import NotFittedError
-from ..data import BoxActions as ActionSpace, as_actions
+from ..data import BoxActions as ActionSpace
+from ..data._spaces import as_actions
 
 __all__ = ["ConditionalDensity", "LinearGaussianDensity", "FixedGaussianDensity", "KnownDensity", "SquashedDensity",
            "check_density", "check_normalized", "check_n_samples", "gaussian_mixture_log_prob", "gaussian_mixture_sample"]

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import BoxActions as ActionSpace, Nodes
+from ..data import BoxActions as ActionSpace
+from ..data._spaces import Nodes
 from ._measures import ReferenceKernel
 from ._sampling import antithetic_uniform, as_states
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 from ._sampling import antithetic_normal, antithetic_uniform, as_states
 from ..data import BoxActions as ActionSpace
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 
 __all__ = ["as_states", "antithetic_normal", "antithetic_uniform", "latin_hypercube"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import plain, short_list
+from ..data._validation import plain, short_list
 from .config import FitConfig
 
 __all__ = ["FLAG", "read_action_table", "check_action_separation", "never_taken_line"]
@@ -28,7 +28,8 @@ def _fault(path, problem: str) -> ValueError:
 def read_action_table(config: FitConfig, data_labels: np.ndarray):
     """The :class:`~genpqr.data.ActionTable` of ``config.action_features``, rows sorted by label;
     ``data_labels`` (the data's distinct action labels) must all be listed."""
-    from ..data import ActionTable, read_table
+    from ..data import ActionTable
+    from ..data._io import read_table
     from ..exceptions import ActionTableError
 
     path = config.action_features

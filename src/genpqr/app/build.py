@@ -135,7 +135,7 @@ def _policy(config: FitConfig, data: FitData, transition_model):
         return None, None
     if not tabular:
         return spec.build(tabular=False, n_states=None, seed=config.seed), None
-    from ..stage1 import state_is_ordered
+    from ..stage1._first_stage import state_is_ordered
 
     ordered = (not getattr(index, "categories", None)  # text labels are unordered: no smoothing across their order
                and (state_is_ordered(transition_model, config.n_states, identity=index.identity)
@@ -166,7 +166,7 @@ def check_policy_model(config: FitConfig, tabular: bool, streamed: bool = False)
 def _requested_first_stage(config: FitConfig, data, index, ordered: bool):
     """A ``FirstStageChoice`` for a policy model the user named: say so, with the cells' sparsity
     (by the folds of the ``auto`` rule)."""
-    from ..stage1 import FirstStageChoice, sparsity
+    from ..stage1._first_stage import FirstStageChoice, sparsity
 
     spec = config.policy_model
     sparse, median, zero_share, facts = sparsity(data, index.n_states, random_state=config.seed)

@@ -36,10 +36,10 @@ def split_methods(text: str) -> list[str]:
 
 
 def _continuous_experiment(args) -> int:
-    """``genpqr experiment continuous``: the LQG sweep of :mod:`genpqr.experiments.continuous`
+    """``genpqr experiment continuous``: the LQG sweep of ``genpqr.experiments._continuous``
     (n = 1e3, 1e4, 1e5; tiny: n = 200, 500) with its own table and figure."""
-    from ..experiments.continuous import KIND, run_continuous_experiment, write_outputs
-    from ..estimator.manifest import check_target, output_folder
+    from ..experiments._continuous import KIND, run_continuous_experiment, write_outputs
+    from ..estimator._manifest import check_target, output_folder
 
     check_target(args.out, kind=KIND)  # before the sweep; the folder is then written as a whole
     n_values = (200, 500) if args.tiny else (1_000, 10_000, 100_000)
@@ -91,7 +91,7 @@ def _report(args) -> int:
     from pathlib import Path
 
     from ..experiments import write_report
-    from ..estimator.manifest import read_manifest, verify_folder
+    from ..estimator._manifest import read_manifest, verify_folder
     from .flags import console_text
 
     folder = Path(args.dir)
@@ -114,8 +114,8 @@ def _report(args) -> int:
 
 def _methods_epilog() -> str:
     """The ``experiment --help`` epilog: every experiment's methods (the --methods names)."""
-    from ..experiments.configs import EXPERIMENTS
-    from ..experiments.methods import METHODS
+    from ..experiments._configs import EXPERIMENTS
+    from ..experiments._methods import METHODS
 
     lines = ["methods of each experiment (default: all of them; --methods picks a subset):"]
     for name, config in EXPERIMENTS.items():
@@ -126,7 +126,7 @@ def _methods_epilog() -> str:
 
 
 def _add_experiment_parsers(sub) -> None:
-    from ..experiments.configs import EXPERIMENTS
+    from ..experiments._configs import EXPERIMENTS
 
     exp = sub.add_parser("experiment", help="run (or resume) one of the paper's experiments over seeds",
                          description="Run seeds x settings x methods in parallel; rows are appended to "
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_demo(args) -> str | None:
-    from ..estimator.manifest import check_target
+    from ..estimator._manifest import check_target
     from .flags import console_text
 
     try:

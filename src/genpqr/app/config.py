@@ -114,7 +114,7 @@ def _separator(value, values):
 
 
 def _clip(value, values):
-    from ..stage1 import parse_clip
+    from ..stage1._clipping import parse_clip
 
     text = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
     return Parsed(text.strip().lower(), parse_clip(text))
@@ -140,7 +140,7 @@ def spec_parser(discrete, continuous=None):
 # ------------------------------------------------------------------------------ checks of one value
 def _gamma(value, config):
     if value is not None:
-        from ..data.validation import check_gamma
+        from ..data._validation import check_gamma
 
         check_gamma(value)
 
@@ -179,7 +179,7 @@ def _chunk_rows(value, config):
 
 
 def _time_gaps(value, config):
-    from ..data import TIME_GAPS
+    from ..data._long_format import TIME_GAPS
 
     if value not in TIME_GAPS:
         raise ValueError(f"--time-gaps must be one of {list(TIME_GAPS)}, got {value!r}")

@@ -12,7 +12,7 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
     :meth:`~genpqr.counterfactuals.CounterfactualResult.policy_frame`: per state, both policies,
     values and distributions.
 ``support.csv``
-    :meth:`~genpqr.counterfactuals.SupportReport.to_frame`: per scenario and distribution, the
+    ``genpqr.counterfactuals._support.SupportReport.to_frame``: per scenario and distribution, the
     share of the occupancy on states (and of the choices in state-action cells) the data saw
     fewer than ``--min-visits`` times, and on states never seen.
 ``identification.json``
@@ -23,16 +23,16 @@ given in ``--spec SPEC.json`` and/or flags, and writes to ``--out`` (default
     The result object (:func:`genpqr.counterfactuals.load_counterfactual`), as arrays and JSON
     (no pickle: reading it runs no code).
 ``manifest.json``
-    Written last (:func:`genpqr.estimator.manifest.output_folder`): the folder is written aside and
+    Written last (``genpqr.estimator._manifest.output_folder``): the folder is written aside and
     replaces ``--out`` as a whole (an earlier counterfactual there is replaced; an ``--out``
     holding anything else, or the fit, is refused before the work starts).
 
 The fit folder is checked against its ``manifest.json`` before anything in it is read
-(:func:`genpqr.estimator.manifest.verify_folder`): a folder left incomplete by an interrupted fit, mixing
+(``genpqr.estimator._manifest.verify_folder``): a folder left incomplete by an interrupted fit, mixing
 two fits, or edited since is refused with a one-line error naming the file.
 
 Loading: ``model.joblib`` is a pickle, and a pickle runs code when loaded; it is loaded only
-when genpqr signed it under this user's key (:mod:`genpqr.estimator.manifest`), else the command stops
+when genpqr signed it under this user's key (``genpqr.estimator._manifest``), else the command stops
 with one line saying why (``--trust`` loads it anyway: a fit from an older genpqr, or from
 another account or machine, whose source you trust).
 
@@ -224,8 +224,8 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
     docstring. ``model.joblib`` is loaded by :func:`genpqr.load`: only a file genpqr signed under
     this user's key, unless ``trusted`` (``--trust``)."""
     from ..estimator import load
-    from ..estimator.folder_ops import write_each
-    from ..estimator.manifest import check_target, output_folder, verify_folder
+    from ..estimator._folder_ops import write_each
+    from ..estimator._manifest import check_target, output_folder, verify_folder
     from .config import FitConfig
 
     fit_dir = Path(fit_dir)
@@ -256,7 +256,7 @@ def run_counterfactual(fit_dir, spec: dict, out=None, *, progress=None, trusted:
                   for k, v in change.items()}
     transitions = spec.get("transitions")
     if transitions is not None:
-        from ..stage2 import load_kernel
+        from ..stage2._kernel_files import load_kernel
 
         transitions = load_kernel(transitions, len(labels), "--transitions kernel", n_states=model.n_states_,
                                   param="transitions")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import data_row, looks_continuous, plain, short_list
+from ..data._validation import data_row, looks_continuous, plain, short_list
 from ..registry import COLUMN
 from .config import FitConfig
 
@@ -49,7 +49,7 @@ def read_frame(config: FitConfig):
     """The data file as a DataFrame, checked: every named column present, no column mixing
     numbers and text, numeric state/time/outcome columns, and (discrete actions) at least two
     action labels. The out-of-core reader runs the same checks (:mod:`genpqr.app.stream`)."""
-    from ..data import read_table
+    from ..data._io import read_table
 
     frame = read_table(config.data, sep=config.sep)
     check_column_names(config, list(frame.columns))
@@ -322,7 +322,7 @@ def _feature_states(table, path: str, keys: list, index) -> np.ndarray:
 def read_features(path: str, config: FitConfig, index, labels: np.ndarray, counts: np.ndarray):
     """(S, K, p) features and their names from a CSV keyed by state (``state_index`` or the
     state columns of ``index``, a :class:`~genpqr.app.states.StateIndex`) and action."""
-    from ..data import read_table
+    from ..data._io import read_table
 
     table = read_table(path, sep=config.sep, what="features file")
     keys = ["state_index"] if "state_index" in table.columns else list(config.state)

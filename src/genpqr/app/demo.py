@@ -59,12 +59,12 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
              n_episodes: int = 2000, horizon: int = 25, seed: int = 0, show: bool = False) -> dict:
     """Run the demo; returns the printed figures as a dict and writes ``out/demo.png`` (and
     ``out/manifest.json``: the folder is written aside and replaces an earlier demo folder as a
-    whole, :func:`genpqr.estimator.manifest.output_folder`; a folder holding anything else is refused
+    whole, ``genpqr.estimator._manifest.output_folder``; a folder holding anything else is refused
     before the demo runs)."""
     import matplotlib
 
-    from ..estimator.folder_ops import write_each
-    from ..estimator.manifest import check_target, output_folder
+    from ..estimator._folder_ops import write_each
+    from ..estimator._manifest import check_target, output_folder
 
     if not show:
         matplotlib.use("Agg")
@@ -95,9 +95,9 @@ def run_demo(out: str | Path = "demo-output", *, n_states: int = 40, n_actions: 
 def coverage_split(model, truth) -> dict:
     """Where the coverage check looks, against the truth: the exact fit's reward RMSE at the
     states where the normalization weights an action with ``mu/pi_hat`` above the limit
-    (:func:`genpqr.estimator.poorly_covered`, the states behind a ``CoverageWarning``)
+    (``genpqr.estimator._diagnostic_checks.poorly_covered``, the states behind a ``CoverageWarning``)
     and at the others, with their number and share of the logged rows."""
-    from ..estimator import poorly_covered
+    from ..estimator._diagnostic_checks import poorly_covered
 
     grid = np.arange(truth.shape[0], dtype=float)[:, None]
     proba = np.exp(model.stage2_.recovery.log_policy)
@@ -162,7 +162,8 @@ def _plot(path: Path, truth, recovered, data, fqe, floor, show: bool) -> Path:
     """The demo figure: true and recovered reward tables, recovered vs true, FQE convergence."""
     import matplotlib.pyplot as plt
 
-    from ..evaluation import plot_bellman_residuals, plot_reward_recovery, plot_reward_table
+    from ..evaluation import plot_reward_recovery, plot_reward_table
+    from ..evaluation._plotting import plot_bellman_residuals
 
     n_states, n_actions = truth.shape
     fig, axes = plt.subplots(1, 4, figsize=(21, 5.2), layout="constrained")

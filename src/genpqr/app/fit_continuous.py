@@ -2,7 +2,7 @@
 
 The action column(s) hold real numbers (``--action a1,a2`` for several dimensions) inside an
 optional box ``[--action-low, --action-high]`` (default ``R^m``). Next states are paired with
-rows exactly as for discrete actions (:func:`genpqr.data.long_format_rows`: the last row of an
+rows exactly as for discrete actions (``genpqr.data._long_format.long_format_rows``: the last row of an
 episode that did not terminate has no next state and is dropped). The model is
 :class:`genpqr.GenPQR` on transitions with continuous actions (a
 :class:`~genpqr.data.BoxActions`):
@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..data.validation import data_row
+from ..data._validation import data_row
 from .build import FitData, build_estimator
 from .config import CONTINUOUS, FIT_OPTIONS, FitConfig, action_columns
 from .outputs import FitOutputs, warning_messages, write_outputs
@@ -63,7 +63,7 @@ def action_space(config: FitConfig, dim: int):
 def read_continuous(frame, config: FitConfig, space):
     """:class:`~genpqr.data.Transitions` with continuous actions from the long-format frame."""
     from ..data import from_arrays
-    from ..data import check_some_rows, long_format_rows
+    from ..data._long_format import check_some_rows, long_format_rows
 
     cols = action_columns(config)
     rows = long_format_rows(frame, episode=config.episode, time=config.time, state=config.state,

@@ -4,7 +4,7 @@ efficient-influence-function standard errors (:mod:`genpqr.inference`), written 
 
 The option is declared once (:data:`genpqr.app.config.FIT_OPTIONS`); its text is checked where
 it enters (:func:`parse_specs`: the target's kind, options and argument, by
-:func:`genpqr.inference.target_kind`) and read into targets once the data's action labels and
+``genpqr.inference._spec.target_kind``) and read into targets once the data's action labels and
 the ``--features`` are known (:func:`inference_targets`). A spec the data refuse (an action the
 data never show, a state out of range, a cell on continuous states) is one line naming
 ``--infer`` and the spec. ``SPEC`` forms: :func:`genpqr.inference.parse_target`; ``reward-at``
@@ -28,7 +28,7 @@ def parse_specs(value, values) -> list:
     items = [value] if isinstance(value, str) else list(value)
     if not items:  # no --infer: nothing to import (the inference wing costs seconds to import)
         return []
-    from ..inference import target_kind
+    from ..inference._spec import target_kind
     from ..messages import Message
 
     for text in items:
@@ -46,7 +46,7 @@ def check_specs(config) -> None:
     ``--features``."""
     if not config.infer:  # nothing to import (the inference wing costs seconds to import)
         return
-    from ..inference import target_kind
+    from ..inference._spec import target_kind
 
     for text in config.infer:
         if target_kind(text) == "projection" and not config.features:

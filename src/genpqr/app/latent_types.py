@@ -1,5 +1,5 @@
 """``genpqr fit --types M``: latent agent types on the nonparametric route
-(:class:`genpqr.GenPQR` with ``n_types=M``; EM over episodes, :class:`genpqr.estimator.TypesPath`).
+(:class:`genpqr.GenPQR` with ``n_types=M``; EM over episodes, ``genpqr.estimator._latent_types.TypesPath``).
 
 What the fit folder then holds, beside ``model.joblib`` (the fitted mixture; its per-type models in
 ``type_models_``), ``config.json`` and ``report.html``:
@@ -80,7 +80,7 @@ def type_rewards(type_models, index, data, labels, frame, config):
 def structural_type_models(model, data, structural) -> list:
     """``--features F --types M``: the per-type rewards at the structural mixture MLE's types.
 
-    The mixture MLE (``structural``, a :class:`~genpqr.structural.types.TypedStructuralFit`)
+    The mixture MLE (``structural``, a :class:`~genpqr.structural.TypedStructuralFit`)
     decides the types; each type's nonparametric fit is GenPQR's M-step at its posterior type
     probabilities held fixed (:func:`genpqr.estimator.fit_type_models`; the nonparametric EM is
     not run), so ``rewards.csv``, ``types.csv`` and ``parameters.csv`` speak of the same types in
@@ -96,7 +96,7 @@ def structural_type_models(model, data, structural) -> list:
         sorted episode ids.
     """
     from ..estimator import fit_type_models
-    from ..stage1 import episode_codes
+    from ..stage1._latent_types import episode_codes
 
     labels, _ = episode_codes(data.episode_ids)
     if not np.array_equal(data.episode_names(labels), np.asarray(structural.episode_labels)):

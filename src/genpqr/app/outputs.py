@@ -5,7 +5,7 @@ and writing it to the ``--out`` folder (:func:`write_outputs`): ``model.joblib``
 (:mod:`genpqr.app.fit_continuous`) fits; the out-of-core fit (:mod:`genpqr.app.stream`) writes
 through :func:`write_fit_folder` too.
 
-The folder is a transaction (:func:`genpqr.estimator.manifest.output_folder`): the files are written into
+The folder is a transaction (``genpqr.estimator._manifest.output_folder``): the files are written into
 a temporary folder beside ``--out`` which then replaces ``--out`` as a whole -- a reader sees
 the earlier fit or the new one, never a mix, and a file of an earlier fit that the new one does
 not write (``parameters.csv``) does not stay behind. :func:`check_fit_target` refuses, before
@@ -56,9 +56,9 @@ def closing_lines(files: dict, warnings_: list, where: str = "", structural_warn
 
 def thin_cells_line(model, transition=None) -> str | None:
     """Where the reward's uncertainty comes from, when the transitions are thin (more than
-    :data:`genpqr.estimator.THIN_SHARE` of the observed moves on cells with fewer than
-    :data:`genpqr.estimator.THIN_TRANSITIONS`); None otherwise or off the exact path."""
-    from ..estimator import THIN_SHARE, THIN_TRANSITIONS
+    ``genpqr.estimator._diagnostic_checks.THIN_SHARE`` of the observed moves on cells with fewer than
+    ``genpqr.estimator._diagnostic_checks.THIN_TRANSITIONS``); None otherwise or off the exact path."""
+    from ..estimator._diagnostic_checks import THIN_SHARE, THIN_TRANSITIONS
 
     counts = getattr(model, "transition_counts_", None)
     if counts is None or counts.sum() <= 0:
@@ -227,8 +227,8 @@ def fit_inputs(config) -> list:
 
 def check_fit_target(config) -> None:
     """Refuse, before fitting, an ``--out`` that genpqr may not replace
-    (:func:`genpqr.estimator.manifest.check_target`): a ``ValueError`` naming ``--out`` and why."""
-    from ..estimator.manifest import check_target
+    (``genpqr.estimator._manifest.check_target``): a ``ValueError`` naming ``--out`` and why."""
+    from ..estimator._manifest import check_target
 
     check_target(config.out, inputs=fit_inputs(config), kind=KIND)
 
@@ -239,8 +239,8 @@ def write_fit_folder(config, writers: dict) -> dict:
     manifest's included (last)."""
     from pathlib import Path
 
-    from ..estimator.folder_ops import write_each
-    from ..estimator.manifest import MANIFEST, output_folder
+    from ..estimator._folder_ops import write_each
+    from ..estimator._manifest import MANIFEST, output_folder
 
     with output_folder(config.out, kind=KIND, inputs=fit_inputs(config)) as staging:
         paths = write_each(staging, config.out, writers)

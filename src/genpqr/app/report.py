@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.validation import plain
+from ..data._validation import plain
 from .report_base import MAX_TABLE_ROWS, ReportContext, ReportFigure, data_summary, render_page
 from .report_continuous import context_continuous, render_continuous_html
 from .report_discrete import TOP_ACTIONS, anchored, pieces_of, report_figures, shown_actions
@@ -105,7 +105,7 @@ def _baseline_log_loss(model) -> float:
 def transition_rows(model) -> list:
     """Section 4's transition-support table (exact tabular path): how many observed moves the
     kernel rests on, per (state, action) cell; empty without ``transition_counts_``."""
-    from ..estimator import THIN_SHARE, THIN_TRANSITIONS
+    from ..estimator._diagnostic_checks import THIN_SHARE, THIN_TRANSITIONS
 
     moves = getattr(model, "transition_counts_", None)
     if moves is None:

@@ -151,7 +151,7 @@ def warning_sections(warnings_: list, structural_warnings=(), estimator: str | N
 def report_warnings(ctx) -> list:
     """The warnings the report lists: those raised during the fit (``ctx.warnings``) and every
     failed diagnostic check of the model (``diagnostics_.warnings``, from
-    :func:`genpqr.estimator.failed_diagnostics`; the same lines when the fit's warnings
+    ``genpqr.estimator._diagnostic_checks.failed_diagnostics``; the same lines when the fit's warnings
     were caught), without repeats."""
     derived = getattr(getattr(ctx.model, "diagnostics_", None), "warnings", None) or []
     return list(dict.fromkeys([*ctx.warnings, *derived]))
@@ -167,7 +167,7 @@ def report_warning_groups(ctx) -> list:
 # ============================================================================ figures
 def fig_convergence(ctx):
     """Bellman residual and target change per fitted-Q-evaluation iteration, log scale (both
-    flavours; :func:`genpqr.evaluation.plot_bellman_residuals` drawn as SVG)."""
+    flavours; ``genpqr.evaluation._plotting.plot_bellman_residuals`` drawn as SVG)."""
     from .report_plot import Axes, Figure
 
     d = ctx.model.diagnostics_

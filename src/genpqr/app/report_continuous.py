@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..evaluation import RESIDUAL_FLOOR_NOTE
+from ..evaluation._plotting import RESIDUAL_FLOOR_NOTE
 from .config import action_columns
 from .report_base import MAX_PD_COLUMNS, ReportContext, ReportFigure, data_summary, fig_convergence, render_page
 from .report_plot import Axes, Figure

@@ -2,7 +2,7 @@
 data (:mod:`genpqr.app.report_plot`).
 
 What they need from the fit is computed once (:func:`pieces_of`): the policy's clipped training
-probabilities once per distinct (fold, state) row (:func:`genpqr.stage1.FittedPolicy.training_table`;
+probabilities once per distinct (fold, state) row (``genpqr.stage1._policy.FittedPolicy.training_table``;
 with tabular states one row per visited state, not one per logged choice: :class:`PolicyCells`),
 from which the calibration curve (:func:`calibration_points`, sklearn's quantile bins on weighted
 cells), the coverage ratios and the actions of the normalization follow. Per-action figures show at
@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..evaluation import RESIDUAL_FLOOR_NOTE
+from ..evaluation._plotting import RESIDUAL_FLOOR_NOTE
 from .report_base import MAX_PD_COLUMNS, ReportContext, ReportFigure, fig_convergence
 from .report_continuous import continuous_figures
 from .report_plot import Axes, Figure
@@ -40,7 +40,7 @@ MAX_POLICY_CELLS = 4_000_000
 @dataclass
 class PolicyCells:
     """The fit's clipped training probabilities once per distinct (fold, state) row
-    (:meth:`genpqr.stage1.FittedPolicy.training_table`): ``proba`` (m, K), ``rows`` (m,) the logged
+    (``genpqr.stage1._policy.FittedPolicy.training_table``): ``proba`` (m, K), ``rows`` (m,) the logged
     rows at each, ``taken`` the rows per (table row, action) as flat keys ``row * K + action``
     (``taken_keys``, ``taken_counts``), ``states`` (m, d) and ``sampled`` (rows drawn, or None)."""
 
@@ -58,7 +58,8 @@ def _policy_cells(model, held_out: bool = False) -> PolicyCells:
     also on the exact path, from ``policy_folds_``). With tabular states one row per visited
     (fold, state), not one per logged choice; continuous states with more than
     :data:`MAX_POLICY_CELLS` (row, action) pairs: a seeded sample of the rows."""
-    from ..stage1 import clip_proba, repeated_rows
+    from ..stage1._policy import clip_proba
+    from ..stage1._cells import repeated_rows
 
     data = model.training_data_
     policy = (getattr(model, "policy_folds_", None) if held_out else None) or model.policy_
@@ -221,7 +222,7 @@ def _fig_heatmap(ctx, pieces=None):
 def _fig_transition_support(ctx, pieces=None):
     """Observed transitions per (state, action) cell, on a log scale; cells under the
     thin-transitions threshold outlined."""
-    from ..estimator import THIN_TRANSITIONS
+    from ..estimator._diagnostic_checks import THIN_TRANSITIONS
 
     model = ctx.model
     moves = np.asarray(model.transition_counts_, dtype=np.float64)

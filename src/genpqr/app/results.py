@@ -52,9 +52,9 @@ class RowRewardStatistic:
 
 def project(table, features, weights):
     """WLS of the reward table on the features: ``(theta, weighted R^2)``
-    (:func:`genpqr.structural.ddc.project_reward`, or a small fallback if that module is absent)."""
+    (:func:`genpqr.structural.project_reward`, or a small fallback if that module is absent)."""
     try:
-        from ..structural.ddc import project_reward
+        from ..structural._ddc import project_reward
     except ImportError:  # pragma: no cover - ddc ships with genpqr; kept for partial installs
         project_reward = None
     if project_reward is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..data.validation import data_row
+from ..data._validation import data_row
 from ..registry import GIVEN, ORDERED, SELECTED, TABULAR
 from .config import FitConfig
 from .data_file import match_column, match_labels

@@ -13,7 +13,7 @@ The data is streamed (:func:`genpqr.scale.fit_parquet`); nothing row-sized is he
 * Neural mode (``--q-model mlp``): the same stage 1, then neural FQE with one pass over the
   chunks per Bellman iteration (:mod:`genpqr.scale`).
 * Boosted mode (``--q-model lightgbm``, with ``--dask-scheduler`` only): the same stage 1, then
-  boosted FQE (:class:`genpqr.models.boosting.BoostedQModel`, ``--n-iterations`` Bellman
+  boosted FQE (:class:`genpqr.models.BoostedQModel`, ``--n-iterations`` Bellman
   iterations, default 200, no held-out early stopping) trained by LightGBM's Dask interface
   (:mod:`genpqr.scale`).
 
@@ -71,7 +71,7 @@ class StreamFitOutputs:
         d = self.model.diagnostics_
         mode = (f"tabular, {self.model.n_states_} states, exact solve" if self.tabular
                 else f"continuous states, {self.config.q_model.entry.notes.get('streamed', self.config.q_model)}")
-        from ..scale import DEFAULT_CHUNK_ROWS
+        from ..scale._scan import DEFAULT_CHUNK_ROWS
 
         lines = [f"genpqr fit (out of core, chunks of {self.config.chunk_rows or DEFAULT_CHUNK_ROWS:,} rows): "
                  f"{d.n_transitions} choices in {d.n_episodes} episodes ({mode})", fit_summary_text(self.model, verbose)]
@@ -160,7 +160,8 @@ def run_stream_fit(config) -> StreamFitOutputs:
 
 def _checked_source(config):
     """The :class:`~genpqr.scale.ParquetSource` of ``config``, its column names checked as in memory."""
-    from ..scale import DEFAULT_CHUNK_ROWS, ParquetSource, dataset_columns
+    from ..scale import ParquetSource
+    from ..scale._scan import DEFAULT_CHUNK_ROWS, dataset_columns
 
     check_column_names(config, dataset_columns(config.data))
     return ParquetSource(config.data, chunk_rows=config.chunk_rows or DEFAULT_CHUNK_ROWS, time_gaps=config.time_gaps,

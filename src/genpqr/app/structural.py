@@ -1,9 +1,9 @@
 r"""``genpqr fit --features``: the structural step of the command line.
 
 :func:`structural_from_model` estimates the flow-utility parameters from a fitted exact-path
-:class:`~genpqr.GenPQR` with the ``--estimator`` of the config (:mod:`genpqr.structural.estimation`):
+:class:`~genpqr.GenPQR` with the ``--estimator`` of the config (``genpqr.structural._estimation``):
 the likelihood uses GenPQR's kernel and discount, the choice counts of the data
-(:func:`genpqr.structural.ddc.choice_counts`) and, for NPL/PML, GenPQR's first-stage choice
+(:func:`genpqr.structural.choice_counts`) and, for NPL/PML, GenPQR's first-stage choice
 probabilities as the start. :func:`parameters_table` is ``parameters.csv``;
 :class:`StructuralStatistic` re-estimates per bootstrap replicate; :func:`choice_fit_table`,
 :func:`fig_choice_fit` and :func:`report_section` are the report's section
@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..structural.estimation import SE_KINDS, estimate_structural
+from ..structural._estimation import SE_KINDS, estimate_structural
 from .flags import cli_text
-from ..structural.results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
+from ..structural._results import ESTIMATOR_LABELS, MLE_ESTIMATORS, SE_LABELS
 from .report_base import ReportFigure
 
 __all__ = ["ESTIMATOR_LABELS", "MLE_ESTIMATORS", "MLE_NOTE", "structural_from_model", "StructuralStatistic",
@@ -78,10 +78,10 @@ def structural_from_model(model, data, features, names, estimator: str, n_types:
     estimator : {"npl", "nfxp", "pml", "projection"}
     n_types : int
         Latent types (``--types``): above 1, the mixture MLE over the model's episodes
-        (:func:`genpqr.structural.types.estimate_types`, every parameter type-specific), a
-        :class:`~genpqr.structural.types.TypedStructuralFit`.
+        (:func:`genpqr.structural.estimate_types`, every parameter type-specific), a
+        :class:`~genpqr.structural.TypedStructuralFit`.
     """
-    from ..structural.estimation import fit_structural
+    from ..structural._estimation import fit_structural
 
     if int(n_types) == 1:
         return fit_structural(model, features, names=names, estimator=estimator)
@@ -139,7 +139,7 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     """
     from scipy.stats import norm
 
-    from ..structural.results import coefficient_frame
+    from ..structural._results import coefficient_frame
 
     if hasattr(fit, "posterior_frame"):
         return typed_parameters_table(fit, level)

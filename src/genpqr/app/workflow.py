@@ -53,10 +53,10 @@ transition model needs the order (``increment:`` or a ``.npy`` kernel); otherwis
 distinct combinations are numbered in sorted order. ``rewards.csv`` records the mapping.
 
 Time: the next state of a row is the state of the next time step of its episode. A missing
-step inside an episode (:func:`genpqr.data.time_gap_rows`) is an error naming the episode and
+step inside an episode (``genpqr.data._long_format.time_gap_rows``) is an error naming the episode and
 step, or with ``time_gaps="split"`` (``--time-gaps split``) the start of a new episode. Checks
 that need no fit (settings, the ``--out`` folder, the bootstrap's minimum of
-:data:`genpqr.evaluation.MIN_BOOTSTRAP_EPISODES` episodes) run before fitting.
+``genpqr.evaluation._inference.MIN_BOOTSTRAP_EPISODES`` episodes) run before fitting.
 
 Bins: ``bins={"x": [e1, e2, ...]}`` cuts column ``x`` at increasing edges into
 ``(-inf, e1), [e1, e2), ..., [em, inf)``, bin numbers ``0..m``.
@@ -78,7 +78,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.validation import short_list
+from ..data._validation import short_list
 from ..registry import OUTCOME, SELECTED, STRUCTURAL_ESTIMATORS
 from ..registry import TYPES as TYPES_ESTIMATED
 from .config import (FIT_OPTIONS, STATES, FitConfig, check_estimator_needs_features, check_in_memory_action_features,
@@ -213,9 +213,9 @@ def _transitions(config: FitConfig, frame, labels, tabular: bool) -> FitData:
 
 def _check_kernel_file(config: FitConfig, kernel, data) -> None:
     """``--transition FILE``: a :class:`~genpqr.exceptions.KernelDataWarning` naming the file when
-    the kernel gives probability zero to observed moves (:func:`genpqr.stage2.check_kernel_against_moves`)."""
+    the kernel gives probability zero to observed moves (``genpqr.stage2._kernel_files.check_kernel_against_moves``)."""
     from ..exceptions import KernelDataWarning
-    from ..stage2 import check_kernel_against_moves
+    from ..stage2._kernel_files import check_kernel_against_moves
 
     seen = data.next_observed
     message = check_kernel_against_moves(kernel, data.n_actions, data.states[seen, 0], data.actions[seen],
@@ -329,7 +329,7 @@ def check_before_fit(config: FitConfig, data, index) -> None:
     visited are a failed diagnostic of the fit itself: a ``WeakSupportWarning`` from
     :mod:`genpqr.estimator`, in the API as here.)"""
     from ..exceptions import WeakSupportWarning
-    from ..evaluation import check_bootstrap_episodes
+    from ..evaluation._inference import check_bootstrap_episodes
 
     if config.bootstrap:
         check_bootstrap_episodes(data.n_episodes, "--bootstrap")

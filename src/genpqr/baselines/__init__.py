@@ -6,8 +6,8 @@ Every baseline is a scikit-learn style estimator with ``fit(transitions) -> self
 human-readable ``name``.
 
 * :class:`DeepPQR` -- Geng et al. (2020), anchor-action normalization only.
-* :class:`LogPolicyReward` -- the log-policy pseudo-reward ``log pi_hat - g``.
-* :class:`LinearRewardOracle` -- ridge regression of the *logged* rewards: a supervised oracle
+* ``LogPolicyReward`` -- the log-policy pseudo-reward ``log pi_hat - g``.
+* ``LinearRewardOracle`` -- ridge regression of the *logged* rewards: a supervised oracle
   reference, not an IRL method.
 
 * :class:`AIRL` -- offline adversarial IRL: a stage-1 policy estimator (``predict_proba``) and
@@ -22,13 +22,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 from ..lazy import attach
 
 if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
-    from .airl import AIRL
-    from .deeppqr import DeepPQR
-    from .maxent import MaxEntIRL
-    from ..structural.nfxp import NFXP
-    from ._base import fit_stage1
-    from .simple import LinearRewardOracle, LogPolicyReward
+    from ._deeppqr import DeepPQR
+    from ._airl import AIRL
+    from ._maxent import MaxEntIRL
+    from ..structural._nfxp import NFXP
 
-__all__ = ["DeepPQR", "LogPolicyReward", "LinearRewardOracle", "AIRL", "MaxEntIRL", "NFXP", "fit_stage1"]
+__all__ = ["DeepPQR", "AIRL", "MaxEntIRL", "NFXP"]
 
 __getattr__, __dir__ = attach(__name__, __file__, __all__)

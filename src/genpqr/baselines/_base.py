@@ -9,12 +9,14 @@ from dataclasses import replace
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ..data.validation import as_float_array, check_length, seed_from
-from ..data import ActionEncoder, Transitions
+from ..data._validation import as_float_array, check_length, seed_from
+from ..data import Transitions
+from ..data._spaces import FiniteActions
 from ..exceptions import NotFittedError
-from ..models.torch_training import check_positive
-from ..normalization import FixedOffset, Normalization, anchor_action
-from ..stage1 import FittedPolicy, check_clip, check_classifier, clip_proba, fit_policy
+from ..models._torch_training import check_positive
+from ..normalization import Normalization, anchor_action
+from ..normalization._normalization import FixedOffset
+from ..stage1._policy import FittedPolicy, check_clip, check_classifier, clip_proba, fit_policy
 
 __all__ = ["fit_stage1", "check_transitions", "default_normalization", "check_fixed_offset", "RewardBaseline",
            "PolicyBaseline", "SoftmaxPolicyMixin", "fit_inputs", "check_count", "check_batch_size"]
@@ -72,11 +74,11 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
     Parameters
     ----------
     policy_model : classifier, FittedPolicy or None
-        ``None``: :class:`genpqr.models.nn.MLPClassifier` (paper's behaviour cloning) with
+        ``None``: :class:`genpqr.models.MLPClassifier` (paper's behaviour cloning) with
         ``random_state``. Otherwise a classifier with ``fit``/``predict_proba`` (cloned and
         fitted on ``(data.states, data.actions)``), or, with ``policy_prefit=True``, a fitted
         classifier whose ``classes_`` are action codes (e.g. ``GenPQR.policy_.models[0]``) or a
-        :class:`~genpqr.stage1.FittedPolicy` (e.g. ``GenPQR.policy_``), used as is.
+        ``genpqr.stage1._policy.FittedPolicy`` (e.g. ``GenPQR.policy_``), used as is.
     policy_prefit : bool
     data : Transitions
     clip : (low, high) or None
@@ -109,7 +111,7 @@ def fit_stage1(policy_model, policy_prefit: bool, data: Transitions, clip, rando
     if isinstance(policy_model, FittedPolicy):
         raise TypeError("policy_model is an already fitted FittedPolicy; pass policy_prefit=True to use it as is")
     if policy_model is None:
-        from ..models.nn import MLPClassifier
+        from ..models._nn import MLPClassifier
 
         policy_model = MLPClassifier(random_state=seed_from(random_state))
     check_classifier(policy_model)
@@ -169,7 +171,7 @@ def fit_inputs(data, y):
     codes : ndarray (n,) int64 in ``0..K-1``
     classes : ndarray (K,)
         ``arange(K)`` (action codes) for Transitions, else the sorted labels of ``y``.
-    encoder : ActionEncoder
+    encoder : FiniteActions
         Maps the labels accepted by ``reward(states, actions)`` to codes.
     transitions : Transitions or None
     """
@@ -194,7 +196,7 @@ def fit_inputs(data, y):
     classes, codes = np.unique(y, return_inverse=True)
     if classes.size < 2:
         raise ValueError(f"y must contain at least two action labels, got 1 ({classes[0]!r})")
-    return X, codes.astype(np.int64).ravel(), classes, ActionEncoder(classes), None
+    return X, codes.astype(np.int64).ravel(), classes, FiniteActions(classes), None
 
 
 def check_count(value, name: str, *, allow_zero: bool) -> int:
@@ -236,5 +238,5 @@ class SoftmaxPolicyMixin:
 
     def log_policy(self, states) -> np.ndarray:
         """``log pi_hat(.|s)``, clipped to ``clip`` and renormalized (as the library's stage 1
-        does, :func:`genpqr.stage1.clip_proba`), shape (n, K)."""
+        does, ``genpqr.stage1._policy.clip_proba``), shape (n, K)."""
         return np.log(clip_proba(self.predict_proba(states), self.clip_)[0])

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.validation import check_gamma
+from ..data._validation import check_gamma
 from ._counterfactual_result import CounterfactualResult, load_counterfactual
 from ..exceptions import ExtrapolationWarning, GenPQRWarning
 from ..messages import Mention, Message
@@ -404,7 +404,7 @@ def counterfactual(model, reward_change=None, transitions=None, gamma=None, *, p
         ``gamma'``.
     parameter_change : dict, optional
         ``{parameter name: number (the new value) or "*F", "+D", "-D", "=V"}`` (structural fit;
-        :func:`genpqr.counterfactuals.parse_parameter_change`).
+        ``genpqr.counterfactuals._parametric_counterfactual.parse_parameter_change``).
     route : {"auto", "structural", "nonparametric"}
         ``"auto"``: structural when there is a structural fit.
     initial, horizon : state index or (S,) distribution, int, optional

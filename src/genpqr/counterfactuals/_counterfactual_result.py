@@ -7,7 +7,7 @@ Intervals carry their source (``interval_kind``):
 
 * ``"bootstrap"``: percentile intervals over episode-bootstrap replicates (each refitted and
   re-solved; on the structural route the parameters are re-estimated per replicate). Replicates
-  whose solution left the data's support (:func:`genpqr.counterfactuals.off_support`) are counted
+  whose solution left the data's support (``genpqr.counterfactuals._support.off_support``) are counted
   (``off_support``) and kept in the interval; the count is printed beside it.
 * ``"delta"`` (structural route): the delta method from the fit's covariance of the parameters
   (rates and the mean state on the logit scale of their range), conditional on the estimated kernel.
@@ -225,7 +225,7 @@ class CounterfactualResult:
 
     def summary(self, alpha=None, *, level=None, kind=None):
         """The answer in one compact table that fits 100 columns
-        (:class:`~genpqr.counterfactuals.CounterfactualSummary`): per statistic and for the
+        (``genpqr.counterfactuals._counterfactual_summary.CounterfactualSummary``): per statistic and for the
         welfare, baseline, counterfactual and change, with intervals of ``kind`` (default
         :attr:`interval_kind`) at ``1 - alpha`` (or ``level``; default the result's; another
         level only for bootstrap intervals); the header says what changed, the route, the
@@ -270,7 +270,7 @@ class CounterfactualResult:
         back with :func:`load_counterfactual`, which needs no ``trusted=True``."""
         import io
 
-        from ..estimator.manifest import atomic_write_bytes
+        from ..estimator._manifest import atomic_write_bytes
 
         arrays: dict = {}
         document = {"format": _FORMAT, "version": 1, "genpqr": _version(), "result": _encode(self, arrays)}
@@ -305,7 +305,7 @@ def load_counterfactual(path, trusted: bool = False) -> CounterfactualResult:
     from pathlib import Path
 
     from ..exceptions import IntegrityError
-    from ..estimator.manifest import read_signed
+    from ..estimator._manifest import read_signed
 
     path = Path(path)
     if not path.is_file():

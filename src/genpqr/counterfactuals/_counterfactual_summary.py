@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..evaluation import SummaryLayout, TableSummary, format_number
+from ..evaluation._tables import SummaryLayout, TableSummary, format_number
 
 __all__ = ["CounterfactualSummary"]
 

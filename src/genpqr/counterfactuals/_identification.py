@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import stage2
-from ..data.validation import check_gamma
+from ..stage2._kernels import as_kernel
+from ..stage2._linear_bellman import solve_linear_bellman
+from ..data._validation import check_gamma
 from ..exceptions import GenPQRWarning
 
 __all__ = ["IdentificationWarning", "shaping_preserved", "identification_rule"]
@@ -43,7 +44,7 @@ def shaping_preserved(kernel, gamma, new_kernel, new_gamma, *, n_probes: int = 3
     discrepancy : float
         ``max_a max |M_a C - M_0 C| / max |M_0 C|`` over the probe matrix ``C``.
     """
-    kernel, new_kernel = stage2.as_kernel(kernel), stage2.as_kernel(new_kernel)
+    kernel, new_kernel = as_kernel(kernel), as_kernel(new_kernel)
     S, K = kernel.n_states, kernel.n_actions
     if (new_kernel.n_states, new_kernel.n_actions) != (S, K):
         raise ValueError(f"new_kernel must have {S} states and {K} actions like kernel, got "
@@ -54,7 +55,7 @@ def shaping_preserved(kernel, gamma, new_kernel, new_gamma, *, n_probes: int = 3
     for a in range(K):
         P_a, new_P_a = kernel.matrix[a::K], new_kernel.matrix[a::K]
         B = C - gamma * np.asarray(P_a @ C)
-        images.append(np.column_stack([stage2.solve_linear_bellman(new_P_a, B[:, j], new_gamma)[0]
+        images.append(np.column_stack([solve_linear_bellman(new_P_a, B[:, j], new_gamma)[0]
                                        for j in range(n_probes)]))
     scale = max(float(np.max(np.abs(images[0]))), np.finfo(float).tiny)
     discrepancy = max(float(np.max(np.abs(m - images[0]))) for m in images) / scale

@@ -1,6 +1,6 @@
 r"""The structural route of a counterfactual: re-solve the estimated flow utility.
 
-A structural fit (:class:`genpqr.structural.estimation.StructuralFit`, or any object with the
+A structural fit (:class:`genpqr.structural.StructuralFit`, or any object with the
 same attributes) holds a flow utility linear in parameters,
 
     u_theta(s, a) = x(s, a) @ theta + offset(s, a),

@@ -13,6 +13,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .. import stage2
+from ..stage2._kernels import TransitionKernel, as_kernel
+from ..stage2._linear_bellman import solve_linear_bellman
 
 __all__ = ["ScenarioSolution", "solve_scenario", "stationary_distribution", "state_occupancy", "reward_delta",
            "new_kernel", "initial_distribution"]
@@ -75,7 +77,7 @@ def state_occupancy(P_pi, initial: np.ndarray, gamma: float, horizon: int | None
             d = PT @ d
     else:
         PT = _transpose(P_pi)
-        total, _ = stage2.solve_linear_bellman(PT, (1.0 - gamma) * initial, gamma)
+        total, _ = solve_linear_bellman(PT, (1.0 - gamma) * initial, gamma)
     total = np.clip(total, 0.0, None)
     return total / total.sum()
 
@@ -179,12 +181,12 @@ def _amount(value, name: str, expected: str = "a number or an (S,) array of numb
         raise TypeError(f"{name} must be {expected}, got {type(value).__name__} {value!r}") from None
 
 
-def new_kernel(transitions, kernel: stage2.TransitionKernel) -> stage2.TransitionKernel:
+def new_kernel(transitions, kernel: TransitionKernel) -> TransitionKernel:
     if transitions is None:
         return kernel
-    given = transitions(kernel) if callable(transitions) and not isinstance(transitions, stage2.TransitionKernel) \
+    given = transitions(kernel) if callable(transitions) and not isinstance(transitions, TransitionKernel) \
         else transitions
-    new = stage2.as_kernel(given, kernel.n_actions)
+    new = as_kernel(given, kernel.n_actions)
     if (new.n_states, new.n_actions) != (kernel.n_states, kernel.n_actions):
         raise ValueError(f"transitions must have {kernel.n_states} states and {kernel.n_actions} actions like the "
                          f"fitted model, got {new.n_states} and {new.n_actions}")

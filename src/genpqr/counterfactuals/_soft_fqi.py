@@ -31,10 +31,10 @@ from scipy.special import logsumexp, softmax
 from sklearn.base import BaseEstimator
 from tqdm.auto import tqdm
 
-from ..data.validation import as_float_array, check_gamma
+from ..data._validation import as_float_array, check_gamma
 from ._counterfactual import IdentificationWarning, identification_rule
 from ..exceptions import ConvergenceWarning, NotFittedError
-from ..stage2 import FQEHistory, make_q_model
+from ..stage2._qmodels import FQEHistory, make_q_model
 
 __all__ = ["SoftFQI", "soft_counterfactual"]
 
@@ -195,7 +195,7 @@ def soft_counterfactual(model, transitions=None, reward_change=None, gamma=None,
     Returns
     -------
     SoftFQI
-        Fitted; with ``invariant_`` and ``rule_`` (:func:`genpqr.counterfactuals.identification_rule`).
+        Fitted; with ``invariant_`` and ``rule_`` (``genpqr.counterfactuals._identification.identification_rule``).
         An :class:`IdentificationWarning` is raised when the counterfactual changes the
         environment (``environment_changed``) or the discount.
     """

@@ -52,7 +52,7 @@ def _distributions(solution):
 
 def support_statistics(solution, counts, min_visits: int = MIN_VISITS) -> dict:
     """``{distribution: (thin_state_share, unvisited_state_share, thin_cell_share)}`` of one
-    :class:`~genpqr.counterfactuals.ScenarioSolution` against the choice counts ``n`` (S, K)."""
+    ``genpqr.counterfactuals._scenarios.ScenarioSolution`` against the choice counts ``n`` (S, K)."""
     n = np.asarray(counts, dtype=np.float64)
     visits = n.sum(axis=1)
     thin_state, unvisited, thin_cell = visits < min_visits, visits == 0, n < min_visits

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 
 __all__ = ["RewardFunction", "RecoveredRewardWrapper", "to_imitation_reward_net"]
 

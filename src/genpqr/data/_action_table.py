@@ -21,7 +21,7 @@ from typing import Mapping
 import numpy as np
 
 from ..exceptions import ActionFeatureError, ActionTableError, DuplicateActionLabelError, MissingActionLabelError
-from .validation import short_list
+from ._validation import short_list
 
 __all__ = ["ActionTable", "as_action_table"]
 

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..messages import Mention, Message
-from .validation import as_float_array, check_length, looks_continuous
+from ._validation import as_float_array, check_length, looks_continuous
 from ._spaces import BoxActions, FiniteActions, as_actions
 from ._transitions import Transitions, as_flags, optional_vector
 
@@ -21,7 +21,7 @@ __all__ = ["from_arrays", "from_episodes", "refuse_continuous_labels"]
 
 
 def refuse_continuous_labels(actions, name: str = "actions") -> None:
-    """``ValueError`` when action labels look real-valued (:func:`genpqr.data.validation.looks_continuous`:
+    """``ValueError`` when action labels look real-valued (``genpqr.data._validation.looks_continuous``:
     floats, more than 50 distinct values making up more than 10% of the rows, some not integers)
     -- the rule ``genpqr fit`` applies too. The builders skip it when ``action_labels`` is given."""
     actions = np.asarray(actions)

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..messages import Mention, Message
-from .validation import plain
+from ._validation import plain
 from ._builders import from_arrays, refuse_continuous_labels
 from ._transitions import Transitions, as_flags
 

@@ -11,7 +11,7 @@ and what differs between the two cases is owned by the action space:
   actions with weights ``mu(a|s)``: the nodes are all K actions (:meth:`FiniteActions.nodes`).
 * :class:`BoxActions` -- a box ``[low, high]`` in ``R^m`` (infinite bounds allowed);
   ``lambda`` is Lebesgue measure on the box unless a
-  :class:`~genpqr.actions.ReferenceMeasure` says otherwise, and a ``mu``-integral is a
+  ``genpqr.actions._measures.ReferenceMeasure`` says otherwise, and a ``mu``-integral is a
   quadrature or Monte Carlo rule (:mod:`genpqr.actions`).
 
 Both answer ``check(actions)``, ``describe()`` and ``reference_measure()``.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import ActionTableError
-from .validation import as_float_array, short_list
+from ._validation import as_float_array, short_list
 from ._action_table import ActionTable, as_action_table
 
 __all__ = ["ActionSpace", "FiniteActions", "BoxActions", "Nodes", "as_actions"]

@@ -14,7 +14,7 @@ A :class:`Transitions` holds ``n`` transitions ``(s_i, a_i, s'_i)`` with
 * ``episode_ids``: an integer per row, used to group rows for cross-fitting and bootstraps;
 * ``next_observed``: False on a *choice-only* row, a choice whose next state was never
   observed (the last row of an episode whose logging stopped). Its choice is data for
-  stage 1 and the choice likelihood (:func:`genpqr.structural.ddc.choice_counts`); its ``next_states``
+  stage 1 and the choice likelihood (:func:`genpqr.structural.choice_counts`); its ``next_states``
   entry is NaN, and every consumer of next states (kernels, FQE, the exact solve,
   baselines) reads :meth:`Transitions.with_next`, the complete transitions only;
 * optional ``outcomes`` (realised outcomes ``y``, for the behaviour normalization) and
@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .validation import as_float_array, check_length
+from ._validation import as_float_array, check_length
 from ._spaces import ActionSpace, BoxActions, FiniteActions
 
 __all__ = ["Transitions", "EpisodeRows", "as_flags", "optional_vector"]
@@ -175,7 +175,7 @@ class EpisodeRows:
 
     def split_episodes(self, test_fraction: float, random_state=None):
         """Random train/test split by whole episodes."""
-        from .validation import check_random_state
+        from ._validation import check_random_state
 
         if not 0.0 < test_fraction < 1.0:
             raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")

@@ -3,7 +3,7 @@ tabular indices (``q_model`` other than ``"exact"``): one place that picks them.
 
 * Stage 1, :func:`default_policy_model`: :class:`genpqr.stage1.BasisLogit`, a multinomial
   logit on the standardized state, its cubic splines per coordinate and (up to
-  :data:`genpqr.stage1.MAX_INTERACTION_DIM` columns) their pairwise products, the non-linear terms
+  ``genpqr.stage1._basis_logit.MAX_INTERACTION_DIM`` columns) their pairwise products, the non-linear terms
   shrunk toward the linear logit.
 * Stage 2, :func:`default_q_model`: the closed-form LSTD fixed point
   (:class:`genpqr.stage2.LSTDQ`) on the same basis of the state (:class:`genpqr.stage1.StateBasis`),
@@ -20,7 +20,9 @@ reports it on the repository's other continuous-state designs.
 
 from __future__ import annotations
 
-from ..stage1 import DEFAULT_KNOTS, MAX_INTERACTION_DIM, BasisLogit, FirstStageChoice, StateBasis
+from ..stage1 import BasisLogit, StateBasis
+from ..stage1._basis_logit import DEFAULT_KNOTS, MAX_INTERACTION_DIM
+from ..stage1._first_stage import FirstStageChoice
 
 __all__ = ["default_policy_model", "default_q_model", "MAX_DEFAULT_LSTD_FEATURES", "DEFAULT_LSTD_ALPHA"]
 

@@ -1,7 +1,7 @@
 """Which fit diagnostics failed: the one place that turns diagnostics into warnings.
 
 :func:`failed_diagnostics` reads a :class:`genpqr.estimator.Diagnostics` (discrete actions)
-or :class:`genpqr.estimator.ContinuousDiagnostics` and returns a ``(category, message)``
+or ``genpqr.estimator._diagnostics.ContinuousDiagnostics`` and returns a ``(category, message)``
 pair for every check that failed; :func:`emit` raises them as Python warnings and returns
 their ``"Category: message"`` lines. The estimators call both at the end of ``fit`` and keep
 the lines in ``diagnostics_.warnings``, so a report lists every failed check even when
@@ -12,9 +12,9 @@ Checks and thresholds
 - **convergence**: the Q-evaluation stopped before its targets settled (``converged`` false):
   FQE hit ``n_iterations``, or its iteration count was chosen by a held-out Bellman residual
   while the targets were still moving; the Q estimate is then not a fixed point.
-- **clipping**: more than ``CLIP_SHARE`` (5%, :data:`genpqr.stage1.CLIP_WARN_FRACTION`) of
+- **clipping**: more than ``CLIP_SHARE`` (5%, ``genpqr.stage1._clipping.CLIP_WARN_FRACTION``) of
   the observed actions' estimated probabilities hit a clip bound, or of the rows sit at a state
-  where some action is floored (:func:`genpqr.stage1.clip_binds_message`); continuous: the
+  where some action is floored (``genpqr.stage1._clipping.clip_binds_message``); continuous: the
   observed actions' log-densities hit ``min_log_density``. ``log pi`` there is the bound, not an
   estimate.
 - **coverage**: at the states of more than ``COVERAGE_SHARE`` (5%) of the logged rows the
@@ -57,7 +57,7 @@ import warnings
 import numpy as np
 
 from ..messages import Mention, Message
-from ..stage1 import CLIP_WARN_FRACTION, clip_binds_message
+from ..stage1._clipping import CLIP_WARN_FRACTION, clip_binds_message
 from ..exceptions import (ClippingWarning, ConvergenceWarning, CoverageWarning, ThinTransitionsWarning,
                           WeakSupportWarning)
 
@@ -211,7 +211,7 @@ def _support(diag, normalization, min_support):
 
 
 def _unvisited(diag):
-    from ..data.validation import short_list
+    from ..data._validation import short_list
 
     missing = list(getattr(diag, "unvisited_states", None) or [])
     if not missing:

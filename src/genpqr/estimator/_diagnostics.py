@@ -121,7 +121,7 @@ class FitDiagnostics:
 @dataclass(kw_only=True, repr=False)
 class Diagnostics(FitDiagnostics):
     """A finite-action fit's diagnostics (the fields of
-    :class:`~genpqr.estimator.FitDiagnostics` and these).
+    ``genpqr.estimator._diagnostics.FitDiagnostics`` and these).
 
     Attributes
     ----------
@@ -144,11 +144,11 @@ class Diagnostics(FitDiagnostics):
         their rewards are not identified by the data (a failed check, so a warning).
     coverage_share : float
         Share of rows at whose state the normalization weights an action with ``mu/pi_hat``
-        above :data:`genpqr.estimator.COVERAGE_LIMIT` (the rows behind a large
+        above ``genpqr.estimator._diagnostic_checks.COVERAGE_LIMIT`` (the rows behind a large
         ``max_mu_over_pi``; the coverage check fires on this share). NaN when unknown.
     thin_transition_share : float
         Exact tabular path with ``P`` estimated from counts: share of the rows on state-action
-        cells with fewer than :data:`genpqr.estimator.THIN_TRANSITIONS` observed transitions
+        cells with fewer than ``genpqr.estimator._diagnostic_checks.THIN_TRANSITIONS`` observed transitions
         (``transition_counts_``; the thin-transitions check fires on it). NaN when the kernel is
         given or structured, or off the exact path.
     n_thin_cells : int
@@ -185,7 +185,7 @@ class Diagnostics(FitDiagnostics):
 @dataclass(kw_only=True, repr=False)
 class ContinuousDiagnostics(FitDiagnostics):
     """A continuous-action fit's diagnostics (the fields of
-    :class:`~genpqr.estimator.FitDiagnostics` and these).
+    ``genpqr.estimator._diagnostics.FitDiagnostics`` and these).
 
     Attributes
     ----------

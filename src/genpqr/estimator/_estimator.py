@@ -12,9 +12,9 @@ The ``mu``-integrals are sums over the K actions with weights ``mu(a|s)`` for a 
 set, and a quadrature or Monte Carlo rule over a box (:mod:`genpqr.actions`). ``fit`` chooses a
 fit path, a strategy object that reads the estimator's parameters and returns its fitted state
 (:class:`~genpqr.estimator.FittedState`, stored as ``fitted_``, the only fitted attribute):
-:class:`~genpqr.estimator.FinitePath` (with the many-actions stage 2 of
-:class:`~genpqr.estimator.LargePath`), :class:`~genpqr.estimator.BoxPath`,
-:class:`~genpqr.estimator.TypesPath`, or an out-of-core fit of :mod:`genpqr.scale` passed as
+``genpqr.estimator._estimator_finite.FinitePath`` (with the many-actions stage 2 of
+``genpqr.estimator._estimator_large.LargePath``), ``genpqr.estimator._estimator_box.BoxPath``,
+``genpqr.estimator._latent_types.TypesPath``, or an out-of-core fit of :mod:`genpqr.scale` passed as
 ``X``. The fitted attributes (``policy_``, ``stage2_``, ...) are read-only views of that state.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..data import Transitions
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 from ..exceptions import NotFittedError
 from ._diagnostics import Diagnostics, FitSummary
 from ._estimator_box import (BoxPath, box_continuation, box_inputs, box_mu_q, box_needs_actions, box_q, box_reward,
@@ -56,12 +56,12 @@ class GenPQR(BaseEstimator):
     gamma : float in [0, 1)
     policy_model : classifier with ``predict_proba``, optional
         Stage 1, used as given. Default (None): on the exact tabular path the rule of ``genpqr
-        fit --policy-model auto`` (:func:`genpqr.stage1.choose_tabular_policy`, the same
+        fit --policy-model auto`` (``genpqr.stage1._first_stage.choose_tabular_policy``, the same
         function): a spline logit chosen by episode-grouped cross-validation when the state is
         ordered and its cells are sparse, else cell frequencies
         (:class:`~genpqr.stage1.FrequencyClassifier`). The state counts as ordered when
-        ``transition_model`` is an increment kernel (:class:`genpqr.structural.ddc.IncrementKernel`)
-        or ``n_states`` is given (:func:`~genpqr.stage1.state_is_ordered`; for a categorical
+        ``transition_model`` is an increment kernel (:class:`genpqr.structural.IncrementKernel`)
+        or ``n_states`` is given (``genpqr.stage1._first_stage.state_is_ordered``; for a categorical
         state index with ``n_states`` pass ``FrequencyClassifier(n_states)``). The rule's folds
         are drawn with ``random_state`` (None: 0, ``genpqr fit``'s default ``--seed``), so the same data give the
         same first stage, and the same reward, through both doors. ``first_stage_`` says which was used and why.
@@ -83,14 +83,14 @@ class GenPQR(BaseEstimator):
         when None, this estimator's); a bare regressor or native Q-model ``m`` (or None: gradient
         boosting) is ``FQE(m)`` with FQE's defaults. With continuous actions the regressor sees ``[s, a]``.
         Default (None) on finite actions and non-tabular states: ``LSTDQ(features=StateBasis(),
-        alpha=1e-5)``, else FQE (:func:`genpqr.estimator.default_q_model`).
+        alpha=1e-5)``, else FQE (``genpqr.estimator._defaults.default_q_model``).
     clip : "auto", (low, high) or None
         Probability clip bounds (rows renormalized after clipping). ``"auto"`` (default):
         chosen from the data so that no bound binds on an observed action -- no clip when the
         first stage's probabilities are all positive, else a floor ``low = min(0.01, 0.5 * p_min)``,
         ``p_min`` the smallest fitted probability of an observed action (:mod:`genpqr.stage1`).
         The paper used (0.01, 0.99); ``None``: no clip. A :class:`ClippingWarning` is raised when more
-        than :data:`genpqr.stage1.CLIP_WARN_FRACTION` of the observed choices are decided by a bound.
+        than ``genpqr.stage1._clipping.CLIP_WARN_FRACTION`` of the observed choices are decided by a bound.
         Finite actions (continuous actions: ``ContinuousOptions(min_log_density=...)``).
     cross_fit : int or None
         Number of episode folds for cross-fitting stage 1. Fitted Q evaluation and LSTD use the
@@ -111,14 +111,14 @@ class GenPQR(BaseEstimator):
         2 standard errors, so well-filled cells keep the counts and their reward); the comparison is
         ``transition_selection_`` and a line of :meth:`summary`. ``"counts"`` or None: the count
         kernel (:func:`genpqr.stage2.estimate_transitions`, sparse). A kernel (dense (S, K, S), sparse
-        (S*K, S) or any object with ``expect``/``push``: :func:`~genpqr.stage2.as_kernel`): known
+        (S*K, S) or any object with ``expect``/``push``: ``genpqr.stage2._kernels.as_kernel``): known
         transitions. A transition model of :mod:`genpqr.stage2` or a callable ``(transitions,
         n_states, n_actions) -> kernel``: an estimator (e.g. :class:`genpqr.stage2.ShrinkageKernel`,
-        :func:`genpqr.structural.ddc.increment_kernel`). Weighted rows and a single episode keep the
+        ``genpqr.structural._ddc.increment_kernel``). Weighted rows and a single episode keep the
         counts under ``"auto"``; so do streamed fits. The comparison's episode folds come from
         ``random_state`` (None: seed 0, as ``genpqr fit``'s default ``--seed``).
     solver : str
-        Linear solver of the exact path (:func:`genpqr.stage2.solve_linear_bellman`).
+        Linear solver of the exact path (``genpqr.stage2._linear_bellman.solve_linear_bellman``).
     offset_model : regressor, optional
         Estimates data-driven ``g`` (outcome or value normalizations) when the
         normalization does not name one. Default gradient boosting. Finite actions.
@@ -133,7 +133,7 @@ class GenPQR(BaseEstimator):
         normalization there is ``uniform()`` on a bounded box and ``behavior(g=0)`` otherwise.
     n_types : int
         Latent agent types (finite actions): ``n_types > 1`` runs EM over episodes with a weighted
-        stage 1 and stage 2 per type (:class:`~genpqr.estimator.TypesPath`). An integer >= 1.
+        stage 1 and stage 2 per type (``genpqr.estimator._latent_types.TypesPath``). An integer >= 1.
     types : TypeOptions, optional
         The EM's settings (:class:`~genpqr.estimator.TypeOptions`: mixing covariates,
         type-specific transitions, starts, iterations, tolerance; None: its defaults).
@@ -152,7 +152,7 @@ class GenPQR(BaseEstimator):
         Finite actions: the exact path's cross-fitted fold models (``cross_fit`` set), for the
         out-of-fold diagnostics only; None otherwise (and in a model saved without its data).
     first_stage_ : FirstStageChoice
-        Finite actions: which stage-1 model was used and why (:class:`genpqr.stage1.FirstStageChoice`:
+        Finite actions: which stage-1 model was used and why (``genpqr.stage1._first_stage.FirstStageChoice``:
         ``"spline"`` or ``"frequency"`` by the tabular rule, ``"given"``, or ``"basis-logit"``);
         printed by :meth:`summary`. ``genpqr fit`` records its ``--policy-model`` choice here
         (``fit(X, first_stage=...)``).
@@ -161,7 +161,7 @@ class GenPQR(BaseEstimator):
     normalization_ : Normalization (labels bound to codes)
     gamma_ : float
     action_space_ : FiniteActions or BoxActions
-    encoder_ : ActionEncoder
+    encoder_ : FiniteActions
         Finite actions: labels <-> codes ``0..K-1``.
     n_actions_ : int
         Finite actions: K.
@@ -183,7 +183,7 @@ class GenPQR(BaseEstimator):
         Exact path: observed moves (s, a) -> s' per cell, terminated ones included (not choices).
     transition_model_ : None or object
         Exact path: None when the kernel is the counts, else the transition model or kernel used.
-    transition_selection_ : None or :class:`~genpqr.stage2.TransitionSelection`
+    transition_selection_ : None or ``genpqr.stage2._transition_selection.TransitionSelection``
         Exact path with ``transition_model="auto"``: the held-out comparison and its reason.
     state_dim_ : int
         Number of state columns.
@@ -193,11 +193,11 @@ class GenPQR(BaseEstimator):
     reference_, reference_measure_, density_integrals_, kernel_, integration_, fqe_, mc_seeds_
         Continuous actions: the reference measure and its description, the policy density's
         integrals, ``mu`` bound to the space, the integration rule, the FQE (``stage2_``), the
-        Monte Carlo seeds (:class:`~genpqr.estimator.ContinuousState`).
+        Monte Carlo seeds (``genpqr.estimator._state.ContinuousState``).
     type_models_, type_episodes_, type_weights_, type_proportions_, type_mixing_coef_, loglik_, n_em_iter_, \
 em_converged_, n_params_, aic_, bic_, type_separation_, em_start_logliks_
         Latent types (``n_types > 1``): a one-type GenPQR per type, the posteriors per episode,
-        the mixture's fit (:class:`~genpqr.estimator.TypesState`).
+        the mixture's fit (``genpqr.estimator._state.TypesState``).
     structural_ : StructuralFit
         Only when attached with :meth:`with_structural` (``genpqr fit --features``): the structural
         fit that :meth:`counterfactual` uses by default (see :func:`genpqr.structural.fit_structural`).
@@ -288,7 +288,7 @@ em_converged_, n_params_, aic_, bic_, type_separation_, em_start_logliks_
         :mod:`genpqr.scale` (an object with ``fit_state(estimator)``, e.g. what
         :func:`genpqr.scale.fit_parquet` passes), which then runs the fit.
 
-        ``first_stage`` (a :class:`~genpqr.stage1.FirstStageChoice`, optional): how the caller
+        ``first_stage`` (a ``genpqr.stage1._first_stage.FirstStageChoice``, optional): how the caller
         chose ``policy_model``, recorded as ``first_stage_`` instead of ``"given"`` (``genpqr fit``
         records its ``--policy-model`` rule this way).
 
@@ -548,7 +548,7 @@ em_converged_, n_params_, aic_, bic_, type_separation_, em_start_logliks_
 
     def with_kernel(self, kernel, *, transition_counts=None) -> "GenPQR":
         """Exact path: a copy whose reward is re-solved under another transition ``kernel`` (an
-        :func:`~genpqr.stage2.as_kernel` kernel on the same states), keeping this fit's ``u``,
+        ``genpqr.stage2._kernels.as_kernel`` kernel on the same states), keeping this fit's ``u``,
         normalization, choice counts and discount; ``transition_counts`` (S, K) replaces
         ``transition_counts_`` when given. ``self`` is unchanged. The bootstrap's split of the
         reward's uncertainty by source (:mod:`genpqr.evaluation`) re-solves with a replicate's
@@ -626,10 +626,10 @@ em_converged_, n_params_, aic_, bic_, type_separation_, em_start_logliks_
         """Save the fitted model to a signed file; reload with :func:`genpqr.load`.
 
         A pickle (joblib; cloudpickle for user closures such as a lambda ``g``) behind a header
-        with its size, SHA-256 and an HMAC under this user's key (:mod:`genpqr.estimator.manifest`), written
+        with its size, SHA-256 and an HMAC under this user's key (``genpqr.estimator._manifest``), written
         atomically. A model file is code: :func:`genpqr.load` loads only what genpqr signed.
         The file holds the parameters and the fitted state (``fitted_``, format
-        :data:`~genpqr.estimator.STATE_FORMAT`): a file of another format is refused on loading
+        ``genpqr.estimator._state.STATE_FORMAT``): a file of another format is refused on loading
         with a message to refit.
 
         ``include_data=False`` (default) leaves out the training transitions and the per-row
@@ -644,7 +644,7 @@ em_converged_, n_params_, aic_, bic_, type_separation_, em_start_logliks_
         dump(self, path, include_data=include_data)
 
     def summary(self):
-        """A short account of the fit (:class:`genpqr.estimator.FitSummary`): ``print(model.summary())``
+        """A short account of the fit (``genpqr.estimator._diagnostics.FitSummary``): ``print(model.summary())``
         or ``str(...)`` gives the text (sizes, normalization, support and coverage, the policy log loss,
         the clip, the stage-2 solve and the first stage), ``.to_frame()`` its figures, and a notebook
         shows it as a table. With a structural fit (``structural_``, set by ``genpqr fit --features``),
@@ -663,7 +663,7 @@ def load(path, trusted: bool = False) -> GenPQR:
     ``save`` signed under this user's key (or that a signed manifest lists) loads, checked before
     anything in it runs; ``trusted=True`` loads any, for a source you trust. Raises
     ``UntrustedFileError``, ``IntegrityError``, ``ModelFormatError`` (a file of an older genpqr:
-    refit) or ``TypeError`` (see :func:`genpqr.estimator.read_model`)."""
+    refit) or ``TypeError`` (see ``genpqr.estimator._persistence.read_model``)."""
     from ._persistence import read_model
 
     model = read_model(path, trusted=trusted)

@@ -22,13 +22,16 @@ import warnings
 
 import numpy as np
 
-from ..actions import (BehaviorKernel, IntegrationRule, Lebesgue, LinearGaussianDensity, MonteCarlo,
-                       ReferenceMeasure, SquashedDensity, check_normalized)
-from ..data import as_actions
-from ..data.validation import as_float_array, check_gamma, check_length, check_random_state, seed_from
+from ..actions import BehaviorKernel, Lebesgue, LinearGaussianDensity, MonteCarlo, SquashedDensity
+from ..actions._integration import IntegrationRule
+from ..actions._measures import ReferenceMeasure
+from ..actions._densities import check_normalized
+from ..data._spaces import as_actions
+from ..data._validation import as_float_array, check_gamma, check_length, check_random_state, seed_from
 from ..exceptions import ConvergenceWarning
-from ..normalization import FixedOffset, Normalization, uniform
-from ..stage1 import fit_stage1
+from ..normalization import Normalization, uniform
+from ..normalization._normalization import FixedOffset
+from ..stage1._policy import fit_stage1
 from ._diagnostic_checks import emit, failed_diagnostics
 from ._diagnostics import ContinuousDiagnostics, FitSummary
 from ._estimator_finite import check_normalization
@@ -52,7 +55,7 @@ class BoxPath:
         space = data.action_space
         reference = Lebesgue() if opts.reference is None else opts.reference
         if not isinstance(reference, ReferenceMeasure):
-            raise TypeError(f"reference must be a genpqr.actions.ReferenceMeasure, got "
+            raise TypeError(f"reference must be a measure of genpqr.actions (Lebesgue, GaussianReference, PointMass), got "
                             f"{type(reference).__name__}")
         policy = self._fit_density(data, reference)
         _check_policy_support(policy, space)
@@ -176,7 +179,7 @@ def _check_nodes(nodes, space, kernel):
 # ------------------------------------------------------------------ read-off
 def box_u(state, states, actions, rows=None):
     """``u = log dpi/dlambda``, clipped below at ``min_log_density``; (u, clipped mask). With
-    ``rows``: out of fold at those training rows (:class:`genpqr.stage1.FittedStage1`)."""
+    ``rows``: out of fold at those training rows (``genpqr.stage1._stage1.FittedStage1``)."""
     if rows is None:
         return state.policy.log_policy(states, actions, return_clipped=True)
     return state.policy.training_log_policy(states, actions, rows, return_clipped=True)

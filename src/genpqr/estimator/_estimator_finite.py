@@ -14,12 +14,17 @@ import warnings
 
 import numpy as np
 from .. import stage2 as tabular
+from ..stage2._kernels import as_kernel
+from ..stage2._lstd import BellmanProblem
+from ..stage2._transition_spec import is_estimated_spec, resolve_transition_model
 from ..messages import Mention, Message
-from ..data.validation import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
-from ..normalization import FixedOffset, FixedWeights, Normalization
-from ..stage1 import (choose_tabular_policy, clip_fractions, clip_proba, fit_policy, fit_stage1,
-                      given_first_stage, mu_expectation, safe_log, state_is_ordered)
-from ..stage2 import ExactStage2, ReferenceWeights, SampleStage2
+from ..data._validation import check_gamma, check_state_indices, clone_learner as clone, plain, seed_from, short_list
+from ..normalization import Normalization
+from ..normalization._normalization import FixedOffset, FixedWeights
+from ..stage1._first_stage import choose_tabular_policy, given_first_stage, state_is_ordered
+from ..stage1._clipping import clip_fractions, mu_expectation, safe_log
+from ..stage1._policy import clip_proba, fit_policy, fit_stage1
+from ..stage2._stages import ExactStage2, ReferenceWeights, SampleStage2
 from ._diagnostic_checks import emit, failed_diagnostics, poorly_covered, thin_transitions
 from ._defaults import default_policy_model, default_q_model
 from ._diagnostics import Diagnostics
@@ -37,7 +42,7 @@ class FinitePath:
     def __init__(self, estimator, q_model=None):
         self.est = estimator
         #: the stage-2 model of the fit: ``q_model``, or where it is None the default that
-        #: :func:`genpqr.estimator.default_q_model` picks for the data (set in :meth:`fit`)
+        #: ``genpqr.estimator._defaults.default_q_model`` picks for the data (set in :meth:`fit`)
         self.q_model = estimator.q_model if q_model is None else q_model
         self.kind = q_model_kind(self.q_model)
 
@@ -80,9 +85,9 @@ class FinitePath:
 
     def first_stage(self, data, n_states=None):
         """``(classifier, FirstStageChoice)``: ``policy_model`` as given, else on the exact path
-        the rule of ``genpqr fit --policy-model auto`` (:func:`genpqr.stage1.choose_tabular_policy`,
-        the state ordered by :func:`~genpqr.stage1.state_is_ordered`), else the default of
-        non-tabular states (:func:`genpqr.estimator.default_policy_model`)."""
+        the rule of ``genpqr fit --policy-model auto`` (``genpqr.stage1._first_stage.choose_tabular_policy``,
+        the state ordered by ``genpqr.stage1._first_stage.state_is_ordered``), else the default of
+        non-tabular states (``genpqr.estimator._defaults.default_policy_model``)."""
         est = self.est
         if est.policy_model is not None or est.policy_prefit:
             return est.policy_model, given_first_stage(est.policy_model, prefit=est.policy_prefit)
@@ -147,7 +152,7 @@ class FinitePath:
         ``P mu Q``), unless a given kernel or structure supplies it (a transition model fitted on
         these data, ``"auto"`` included, would only lend it other actions' moves: refused too)."""
         given = self.est.transition_model
-        learned = tabular.is_estimated_spec(given) or hasattr(given, "predict_proba")
+        learned = is_estimated_spec(given) or hasattr(given, "predict_proba")
         if trans.n == data.n or (self.exact and not learned):
             return
         seen = np.bincount(trans.actions, minlength=data.n_actions) > 0
@@ -162,7 +167,7 @@ class FinitePath:
 
     def _fit_exact(self, state, norm, data, choices, n_states):
         """``data``: complete transitions (the kernel); ``choices``: every observed choice
-        (``counts``, the visits per state-action pair of :func:`genpqr.structural.ddc.choice_counts`).
+        (``counts``, the visits per state-action pair of :func:`genpqr.structural.choice_counts`).
         Returns ``(ExactStage2, TabularState)``."""
         est, S, K = self.est, n_states, choices.n_actions
         kernel, transition_counts = tabular.estimate_transitions(
@@ -171,7 +176,7 @@ class FinitePath:
         s = check_state_indices(choices.states, S, "states")
         counts = np.bincount(s * K + choices.actions, weights=choices.sample_weight,
                              minlength=S * K).reshape(S, K).astype(np.float64)
-        given, selection = tabular.resolve_transition_model(est.transition_model, data, S,
+        given, selection = resolve_transition_model(est.transition_model, data, S,
                                                             random_state=seed_from(est.random_state),
                                                             progress=est.progress)
         model = given
@@ -180,7 +185,7 @@ class FinitePath:
                 given = given.kernel()
             elif callable(given):
                 given = given(data, S, K)
-            kernel = tabular.as_kernel(given, K)
+            kernel = as_kernel(given, K)
             if kernel.n_states != S:
                 raise ValueError(f"transition_model has {kernel.n_states} states but the data has {S}")
         grid = np.arange(S, dtype=np.float64)[:, None]
@@ -207,7 +212,7 @@ class FinitePath:
         next_mu = mu_fn(data.next_states, next_proba)
         next_reward = mu_expectation(next_mu, next_proba, g_fn(data.next_states))
         if self.kind == "closed_form":
-            problem = tabular.BellmanProblem(
+            problem = BellmanProblem(
                 data.states, data.actions, data.next_states, data.continues, u_rows - g_rows, next_mu, state.gamma,
                 next_reward=next_reward, log_policy=policy.log_policy, offset=g_fn,
                 policy_models=list(policy.models), sample_weight=data.sample_weight,
@@ -223,7 +228,7 @@ class FinitePath:
 
     # ------------------------------------------------------------------ diagnostics
     def _diagnostics(self, state, table, proba, clipped, mu_rows):
-        """The fit's diagnostics; ``table`` (:class:`genpqr.stage1.RowTable`) the raw probabilities
+        """The fit's diagnostics; ``table`` (``genpqr.stage1._cells.RowTable``) the raw probabilities
         per distinct (fold, state) row, ``proba``, ``clipped`` and ``mu_rows`` on its rows."""
         data, stage2, tables, policy = state.training_data, state.stage2, state.tabular, state.policy
         if tables is None:

@@ -1,13 +1,13 @@
 r"""Stage 2 of :class:`genpqr.GenPQR` for many actions (``encoding="action_features"``, ``n x K``
 too large for dense arrays): nothing of shape ``(n, K)`` is built.
 
-When the data's ``n x K`` float64 matrix would exceed :data:`genpqr.stage1.DENSE_LIMIT_BYTES` and stage 1 is one
+When the data's ``n x K`` float64 matrix would exceed ``genpqr.stage1._bilinear.DENSE_LIMIT_BYTES`` and stage 1 is one
 model fitted on all rows (a prefit policy or ``cross_fit=None``), the finite path takes these steps:
 
 * ``u = log pi_hat`` only at the taken actions and at ``mu``'s columns
-  (:func:`genpqr.stage1.log_policy_at`: a bilinear policy's log-partition in blocks, any other
+  (``genpqr.stage1._blocked.log_policy_at``: a bilinear policy's log-partition in blocks, any other
   classifier on blocks of rows);
-* ``mu`` at the next states as :class:`genpqr.stage2.ColumnWeights`: **exact** for an anchor
+* ``mu`` at the next states as ``genpqr.stage2._column_weights.ColumnWeights``: **exact** for an anchor
   action or a state-dependent anchor (a few columns), an **unbiased sample** of
   :data:`MU_SAMPLES` actions (importance weights, proposal uniform, drawn with ``random_state``)
   for mean-zero (``mu = 1/K``) and behaviour (``mu = pi``) weights; the mean per-row standard
@@ -26,9 +26,11 @@ import warnings
 
 import numpy as np
 
-from ..data.validation import seed_from, short_list
-from ..stage1 import DENSE_LIMIT_BYTES, log_policy_at
-from ..stage2 import ColumnWeights, SampleStage2, column_mu_sum, sample_columns
+from ..data._validation import seed_from, short_list
+from ..stage1._bilinear import DENSE_LIMIT_BYTES
+from ..stage1._blocked import log_policy_at
+from ..stage2._column_weights import ColumnWeights, column_mu_sum, sample_columns
+from ..stage2._stages import SampleStage2
 from ._diagnostic_checks import COVERAGE_LIMIT, emit, failed_diagnostics
 from ._diagnostics import Diagnostics
 from ._options import fqe_for_fit, fqe_spec, q_model_kind
@@ -47,7 +49,7 @@ def large_path_applies(est, data, norm, policy, max_bytes: int | None = None) ->
     """Whether the finite path runs without (n, K) arrays: FQE with ``encoding="action_features"``,
     one stage-1 model (``policy``), a ``mu`` the columns can carry (a point mass, uniform or the
     behaviour) with a fixed offset, and ``n K`` floats over ``max_bytes`` (default
-    :data:`genpqr.stage1.DENSE_LIMIT_BYTES`, read at call time)."""
+    ``genpqr.stage1._bilinear.DENSE_LIMIT_BYTES``, read at call time)."""
     max_bytes = DENSE_LIMIT_BYTES if max_bytes is None else max_bytes
     if q_model_kind(est.q_model) != "fqe" or fqe_spec(est.q_model).encoding != "action_features":
         return False
@@ -61,7 +63,7 @@ def large_path_applies(est, data, norm, policy, max_bytes: int | None = None) ->
 
 def reference_columns(norm, policy, states, n_actions: int, n_samples: int | None = None, random_state=None,
                       max_bytes: int = DENSE_LIMIT_BYTES, proposal=None, exact_pairs: int = 0) -> ColumnWeights:
-    """``mu(.|s)`` at ``states`` as :class:`~genpqr.stage2.ColumnWeights`: exact on a point mass's
+    """``mu(.|s)`` at ``states`` as ``genpqr.stage2._column_weights.ColumnWeights``: exact on a point mass's
     column(s) (:meth:`~genpqr.normalization.ActionWeights.point_columns`), on all K columns when
     ``n K <= exact_pairs``, else ``n_samples`` (default :data:`MU_SAMPLES`) draws from ``proposal``
     (K,) (default uniform) with importance weights."""
@@ -104,7 +106,7 @@ def _check_large_support(norm, data, columns, sampled):
 class LargePath:
     """Stage 2 of the finite path without (n, K) arrays (a :class:`genpqr.GenPQR`'s
     ``estimator``: read, never written); blocks of at most ``max_bytes`` (default
-    :data:`genpqr.stage1.DENSE_LIMIT_BYTES`)."""
+    ``genpqr.stage1._bilinear.DENSE_LIMIT_BYTES``)."""
 
     def __init__(self, estimator, max_bytes: int | None = None):
         self.est = estimator
@@ -177,7 +179,7 @@ class LargePath:
 
 
 class LargeStage2(SampleStage2):
-    """A :class:`~genpqr.stage2.SampleStage2` that also reads the reward off at given pairs
+    """A ``genpqr.stage2._stages.SampleStage2`` that also reads the reward off at given pairs
     without (n, K) arrays (:meth:`LargeStage2.reward_at`)."""
 
     def __init__(self, fqe, normalization, policy, g_fn, n_actions, max_bytes=DENSE_LIMIT_BYTES,

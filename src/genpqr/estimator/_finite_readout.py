@@ -14,11 +14,13 @@ import dataclasses
 import numpy as np
 
 from .. import stage2 as tabular
-from ..data.validation import short_list
+from ..stage2._lstd import BellmanProblem
+from ..data._validation import short_list
 from ..messages import Mention, Message
 from ..normalization import Normalization
-from ..stage1 import clip_proba, mu_expectation
-from ..stage2 import ExactStage2
+from ..stage1._policy import clip_proba
+from ..stage1._clipping import mu_expectation
+from ..stage2._stages import ExactStage2
 from ._diagnostic_checks import poorly_covered
 from ._diagnostics import FitSummary
 from ._estimator_finite import action_features, check_normalization, lstd_model
@@ -72,7 +74,7 @@ def _closed_form_value(model, data, u_rows, next_p, gamma):
     """``Q^{mu}_u`` by LSTD on the Q target (no offset), for policy value differences."""
     lstd = lstd_model(model, fitted_q_model(model))
     lstd.set_params(target="q")
-    problem = tabular.BellmanProblem(data.states, data.actions, data.next_states, data.continues, u_rows, next_p,
+    problem = BellmanProblem(data.states, data.actions, data.next_states, data.continues, u_rows, next_p,
                                      gamma, policy_models=list(model.fitted_.policy.models),
                                      action_features=action_features(data))
     return lstd.fit_bellman(problem)
@@ -124,7 +126,7 @@ def renormalize_exact(state: FittedState, normalization, solver) -> FittedState:
 def with_kernel(state: FittedState, kernel, solver, transition_counts=None) -> FittedState:
     """The exact path's state re-solved under another transition ``kernel`` (its ``u``, its
     normalization, its counts and discount kept; an outcome offset at the fit's ``g``)."""
-    from ..normalization import FixedOffset
+    from ..normalization._normalization import FixedOffset
 
     old = state.stage2.recovery
     normalization = state.normalization

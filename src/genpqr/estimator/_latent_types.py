@@ -10,11 +10,11 @@ own ``Q_m`` and reward ``r_m = Q_m - mu Q_m + g``. With ``q[e, m]`` the posterio
 that episode ``e`` is of type ``m``:
 
 * E-step: ``ell[i, m] = log pi_m(a_i|s_i) (+ log P_m(s'_i|s_i, a_i))`` per row, summed over each
-  episode and combined with the mixing proportions into ``q`` (:func:`genpqr.stage1.type_posteriors`);
+  episode and combined with the mixing proportions into ``q`` (``genpqr.stage1._latent_types.type_posteriors``);
 * M-step: type ``m``'s stage 1 refitted with row weights ``w_i q[e(i), m]``
-  (:func:`genpqr.stage1.fit_policy` reads ``Transitions.sample_weight``), its transitions from
+  (``genpqr.stage1._policy.fit_policy`` reads ``Transitions.sample_weight``), its transitions from
   the weighted counts, and the mixing proportions (optionally a multinomial logit on episode
-  covariates, :func:`genpqr.stage1.mixing_log_prior`).
+  covariates, ``genpqr.stage1._latent_types.mixing_log_prior``).
 
 Stage 2 does not enter the likelihood, so it is solved once per type at the converged weights
 (:func:`fit_type_models`): the same answer as solving it at every M-step. Starts: k-means on the
@@ -29,11 +29,13 @@ import warnings
 
 import numpy as np
 
-from ..data.validation import check_gamma, seed_from
+from ..data._validation import check_gamma, seed_from
 from ..exceptions import LatentTypeWarning
-from ..stage1 import (SEPARATION_WARN, episode_codes, fit_policy, latent_type_warnings, mixing_log_prior,
-                      separation_share, type_posteriors, type_row_weights)
+from ..stage1._latent_types import (SEPARATION_WARN, episode_codes, latent_type_warnings, mixing_log_prior,
+                                    separation_share, type_posteriors, type_row_weights)
+from ..stage1._policy import fit_policy
 from .. import stage2 as tabular
+from ..stage2._transition_spec import is_estimated_spec, resolve_transition_model
 from ._estimator_finite import FinitePath
 from ._options import TypeOptions, check_n_types, options, q_model_kind
 from ._state import FittedState, TypesState
@@ -67,7 +69,7 @@ def _template(estimator, n_states=None):
 
 def _stage1_learner(estimator, data):
     """The classifier every type's stage 1 clones: ``policy_model``, else the default of the
-    one-type fit on the pooled data (exact path: :func:`genpqr.stage1.choose_tabular_policy`)."""
+    one-type fit on the pooled data (exact path: ``genpqr.stage1._first_stage.choose_tabular_policy``)."""
     if estimator.policy_prefit:
         raise ValueError("n_types > 1 refits stage 1 per type: policy_prefit must be False")
     path = FinitePath(_template(estimator))
@@ -142,7 +144,7 @@ def _covariates(estimator, data, labels, codes):
     z = z[:, None] if z.ndim == 1 else z
     bad = ~np.isfinite(z)
     if bad.any():
-        from ..data.validation import plain
+        from ..data._validation import plain
 
         row = int(np.argwhere(bad)[0][0])
         episode = data.episode_names(labels[row:row + 1])[0] if hasattr(data, "episode_names") else labels[row]
@@ -202,7 +204,7 @@ def _check_parameters(estimator, data):
     if not data.is_finite:
         raise NotImplementedError("n_types > 1 is implemented for finite actions")
     exact = q_model_kind(estimator.q_model) == "exact"
-    if opts.specific_transitions and (not exact or not tabular.is_estimated_spec(estimator.transition_model)):
+    if opts.specific_transitions and (not exact or not is_estimated_spec(estimator.transition_model)):
         raise ValueError("TypeOptions(specific_transitions=True) needs tabular states (q_model='exact') and no given "
                          "transition_model: each type's kernel is estimated from its weighted transition counts")
     for name in ("max_iter", "n_starts"):
@@ -227,8 +229,8 @@ def _type_models(estimator, data, q, learner, choice, n_states) -> list:
     given = estimator.transition_model
     specific = options(estimator.types, TypeOptions, "types").specific_transitions
     if q_model_kind(estimator.q_model) == "exact" and not specific:  # one kernel for all types, from all rows
-        if tabular.is_estimated_spec(given):  # "auto" chooses on every row (weighted rows keep the counts)
-            model, _ = tabular.resolve_transition_model(given, data.with_next(), n_states,
+        if is_estimated_spec(given):  # "auto" chooses on every row (weighted rows keep the counts)
+            model, _ = resolve_transition_model(given, data.with_next(), n_states,
                                                         random_state=seed_from(estimator.random_state))
             given = _type_kernel(data, n_states, data.n_actions, base) if model is None else model.kernel()
         elif callable(given):
@@ -326,7 +328,7 @@ def _linear_coef(model):
 
 
 def ccp_parameter_count(policy, data) -> int | None:
-    """Free parameters of one fitted stage 1 (:class:`~genpqr.stage1.FittedPolicy`, one model):
+    """Free parameters of one fitted stage 1 (``genpqr.stage1._policy.FittedPolicy``, one model):
     cell frequencies (:class:`~genpqr.stage1.FrequencyClassifier`): ``sum_s (K_s - 1)`` over the
     states with data, ``K_s`` the actions observed there (the interior of the cell MLE); a linear
     (multinomial) logit: ``(K - 1)(d + 1)`` (``d`` coefficients per class, an intercept; ``d + 1``
@@ -384,8 +386,8 @@ REWARDS_IN_DOUBT = ("the per-episode type probabilities (type_weights_; genpqr f
 
 def type_warnings(type_weights, log_prior) -> list[str]:
     """What is in doubt about a nonparametric mixture fit, as messages: the shared rule
-    :func:`genpqr.stage1.latent_type_warnings` (an empty type; posteriors that moved less than
-    :data:`~genpqr.stage1.SEPARATION_WARN` of the way from the mixing proportions to certain
+    ``genpqr.stage1._latent_types.latent_type_warnings`` (an empty type; posteriors that moved less than
+    ``genpqr.stage1._latent_types.SEPARATION_WARN`` of the way from the mixing proportions to certain
     types) worded for the per-type rewards."""
     return latent_type_warnings(type_weights, log_prior, REWARDS_IN_DOUBT)
 

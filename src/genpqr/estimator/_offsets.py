@@ -1,10 +1,10 @@
 r"""Data-driven offsets ``g`` of a normalization ``mu r = g`` (finite actions; :mod:`genpqr.normalization`),
 chosen by the offset's capabilities:
 
-* ``needs_outcomes`` (:class:`~genpqr.normalization.OutcomeOffset`, ``behavior(g=None)``):
+* ``needs_outcomes`` (``genpqr.normalization._normalization.OutcomeOffset``, ``behavior(g=None)``):
   ``g(s) = E[y | s]``, regressed on every observed choice (:class:`RegressedOffset`), or on the
   exact path the state means of ``y`` (:func:`state_means`);
-* ``needs_transitions`` (:class:`~genpqr.normalization.ValueOffset`): ``g = h - gamma mu P h``
+* ``needs_transitions`` (``genpqr.normalization._normalization.ValueOffset``): ``g = h - gamma mu P h``
   with ``(P h)(s, a)`` regressed per action (:class:`ValueTargetOffset`).
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, seed_from
-from ..normalization import FixedOffset
-from ..stage2 import fit_regressor, make_q_model
+from ..data._validation import as_float_array, check_state_indices, clone_learner as clone, seed_from
+from ..normalization._normalization import FixedOffset
+from ..stage2._qmodels import fit_regressor, make_q_model
 
 __all__ = ["RegressedOffset", "ValueTargetOffset", "default_regressor", "outcomes", "state_means", "fit_offset"]
 

@@ -21,7 +21,7 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ..data.validation import clone_learner as clone
+from ..data._validation import clone_learner as clone
 
 __all__ = ["ContinuousOptions", "TypeOptions", "q_model_kind", "fqe_spec"]
 

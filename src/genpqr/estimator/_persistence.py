@@ -14,7 +14,7 @@ fitted Q evaluation, the DDC likelihood's default weights, the fit report's figu
 refit. ``save(path, include_data=True)`` (``genpqr fit --save-data``) keeps everything.
 
 A model file is code: it is a pickle, and unpickling runs whatever the file holds. ``save``
-writes a signed file (:func:`genpqr.estimator.manifest.write_signed`: size, SHA-256 and an HMAC under
+writes a signed file (``genpqr.estimator._manifest.write_signed``: size, SHA-256 and an HMAC under
 this user's key, checked before anything is unpickled), and :func:`read_model`
 (:func:`genpqr.load`) loads without ``trusted=True`` only what genpqr signed under that key.
 What a saved model still pickles, and why: :func:`pickled_parts` and
@@ -61,11 +61,11 @@ def require_data(model, what: str) -> None:
 
 
 def dump(model, path, *, include_data: bool = False) -> None:
-    """Write the model (or :func:`without_data`) to a signed file (:func:`genpqr.estimator.manifest.write_signed`:
+    """Write the model (or :func:`without_data`) to a signed file (``genpqr.estimator._manifest.write_signed``:
     a header with the payload's size, SHA-256 and this user's HMAC signature, then a joblib pickle;
     cloudpickle for models holding user-supplied closures such as a lambda ``g``). :func:`read_model`
     (:func:`genpqr.load`) reads it back."""
-    from .manifest import write_signed
+    from ._manifest import write_signed
 
     write_signed(model if include_data else without_data(model), path, holds=HOLDS)
 
@@ -77,7 +77,7 @@ def read_model(path, *, trusted: bool = False):
     other file (a plain joblib or pickle file, e.g. from a genpqr before signed files, or a file
     signed on another account or machine) needs ``trusted=True``, because unpickling runs any
     code the file holds. A folder is first checked against its ``manifest.json``
-    (:func:`genpqr.estimator.manifest.verify_folder`, kind ``"fit"``); when the manifest's own signature
+    (``genpqr.estimator._manifest.verify_folder``, kind ``"fit"``); when the manifest's own signature
     verifies, the ``model.joblib`` it lists (same SHA-256) counts as trusted.
 
     Raises
@@ -94,7 +94,7 @@ def read_model(path, *, trusted: bool = False):
     """
     from pathlib import Path
 
-    from .manifest import manifest_trusted, read_signed, verify_folder
+    from ._manifest import manifest_trusted, read_signed, verify_folder
 
     path = Path(path)
     if path.is_dir():

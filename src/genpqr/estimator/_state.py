@@ -169,7 +169,7 @@ class FittedState:
         A structural fit attached with ``GenPQR.with_structural`` (``genpqr fit --features``).
     q_model : object or None
         Finite actions: the stage-2 model of the fit (``"exact"``, ``q_model``, or where that is
-        None the default :func:`genpqr.estimator.default_q_model` picked; None there: FQE's default).
+        None the default ``genpqr.estimator._defaults.default_q_model`` picked; None there: FQE's default).
     format : int
         :data:`STATE_FORMAT` of the code that made it.
     """

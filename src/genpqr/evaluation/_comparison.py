@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 from ..normalization import Normalization
-from ..stage2 import as_kernel, normalized_reward
+from ..stage2 import normalized_reward
+from ..stage2._tabular import as_kernel
 
 __all__ = ["compare_normalized", "epic_distance", "epic_distance_tabular"]
 

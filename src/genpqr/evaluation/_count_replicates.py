@@ -1,7 +1,7 @@
 r"""Bootstrap replicates of the exact tabular path from reweighted cell counts (no refit).
 
 A replicate of :func:`genpqr.evaluation.bootstrap` draws ``E`` episodes with replacement
-(:func:`~genpqr.evaluation.resample_episodes`): episode ``e`` enters ``m_e`` times. On the exact
+(``genpqr.evaluation._inference.resample_episodes``): episode ``e`` enters ``m_e`` times. On the exact
 tabular path every quantity the fit estimates from the rows is a sum over rows of (state,
 action) and (state, action, next state) indicators, so the replicate's sums are ``sum_e m_e
 c_e``, with ``c_e`` the episode's own counts, counted once for all replicates
@@ -11,8 +11,8 @@ c_e``, with ``c_e`` the episode's own counts, counted once for all replicates
   default) is its own fit on the replicate's weighted (state, action) cells -- the same
   closed form ``(n(s, a) + smoothing) / (n(s) + K smoothing)`` from the same integer counts;
 - the automatic clip reads the replicate's visited states, observed cells and live next
-  states (:func:`~genpqr.stage1.auto_clip_from_summary`, the three numbers of the rows);
-- the kernel is :func:`~genpqr.stage2.kernel_from_counts` of the replicate's transition counts;
+  states (``genpqr.stage1._clipping.auto_clip_from_summary``, the three numbers of the rows);
+- the kernel is ``genpqr.stage2._tabular.kernel_from_counts`` of the replicate's transition counts;
 - the reward is :func:`~genpqr.stage2.recover_reward`, one sparse solve, as in the fit.
 
 The counts are integers held exactly in float64, so each replicate's first stage, clip and
@@ -39,6 +39,13 @@ import copy
 import numpy as np
 import scipy.sparse as sp
 
+from ..normalization import mean_zero
+from ..stage1._clipping import auto_clip_from_summary, check_bounds, safe_log
+from ..stage1._policy import FittedPolicy, clip_proba
+from ..stage2 import recover_reward
+from ..stage2._stages import ExactStage2
+from ..stage2._tabular import kernel_from_counts
+
 __all__ = ["EpisodeCounts", "CountPlan", "count_plan", "reads_tables", "multiplicities"]
 
 #: Episodes x cells at most this many entries: the episodes' counts are held dense.
@@ -55,14 +62,14 @@ def reads_tables(statistic) -> bool:
 
 def multiplicities(n_episodes: int, rng: np.random.Generator) -> np.ndarray:
     """How often each episode (in sorted id order) enters the replicate that
-    :func:`~genpqr.evaluation.resample_episodes` draws with ``rng``: the same single draw."""
+    ``genpqr.evaluation._inference.resample_episodes`` draws with ``rng``: the same single draw."""
     draw = rng.integers(0, n_episodes, size=n_episodes)
     return np.bincount(draw, minlength=n_episodes).astype(np.float64)
 
 
 class EpisodeCounts:
     """Each episode's counts on the exact tabular path, as sparse ``(E, cells)`` matrices (rows:
-    episodes in sorted id order, as :func:`~genpqr.evaluation.resample_episodes` numbers them).
+    episodes in sorted id order, as ``genpqr.evaluation._inference.resample_episodes`` numbers them).
 
     Attributes
     ----------
@@ -128,7 +135,7 @@ class CountPlan:
         self.template, self.full = template, full
         self.encoder = data.encoder
         self.counts = EpisodeCounts(data, full.n_states_, full.n_actions_)
-        from ..data.validation import clone_learner
+        from ..data._validation import clone_learner
         from ..stage1 import FrequencyClassifier
 
         model = template.policy_model  # None: the tabular rule's cell frequencies (count_plan)
@@ -137,9 +144,6 @@ class CountPlan:
     def replicate(self, m: np.ndarray):
         """The replicate model of multiplicities ``m``, or None where the refit must decide
         (it would raise, or take a branch this path does not follow)."""
-        from ..normalization import mean_zero
-        from ..stage1 import FittedPolicy, auto_clip_from_summary, check_bounds, clip_proba, safe_log
-        from ..stage2 import ExactStage2, kernel_from_counts, recover_reward
         template, full = self.template, self.full
         S, K = self.counts.n_states, self.counts.n_actions
         choices, moves, flows, live_next, top = self.counts.weighted(m)
@@ -202,9 +206,11 @@ class CountPlan:
 def count_plan(template, full, data, statistic):
     """A :class:`CountPlan` when the bootstrap of ``template`` (fitted as ``full`` on ``data``)
     with ``statistic`` can run on reweighted counts (module docstring), else None."""
-    from ..normalization import OutcomeOffset
-    from ..stage1 import FrequencyClassifier, state_is_ordered
-    from ..stage2 import ExactStage2, is_count_spec
+    from ..normalization._normalization import OutcomeOffset
+    from ..stage1 import FrequencyClassifier
+    from ..stage1._first_stage import state_is_ordered
+    from ..stage2._stages import ExactStage2
+    from ..stage2._transition_spec import is_count_spec
 
     if not reads_tables(statistic):
         return None

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..data.validation import check_random_state, clone_learner as clone
+from ..data._validation import check_random_state, clone_learner as clone
 from ..data import Transitions
 
 __all__ = ["BootstrapResult", "bootstrap", "resample_episodes", "check_bootstrap_episodes", "check_bootstrap_args",
@@ -152,7 +152,7 @@ def replicate_template(estimator, full):
 
 def replicate_fit(template, data, seed: int, plan=None):
     """The fitted replicate of ``seed``: from counts when ``plan`` serves it, else ``template``
-    refitted on :func:`~genpqr.evaluation.resample_episodes` of the same draw."""
+    refitted on ``genpqr.evaluation._inference.resample_episodes`` of the same draw."""
     from ._count_replicates import multiplicities
 
     if plan is not None:

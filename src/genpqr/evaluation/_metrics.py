@@ -10,7 +10,7 @@ Per seed:
 Over seeds: :func:`mean_ci`, the mean and the normal-approximation 95% half-width
 ``1.96 * sd / sqrt(n)`` (sample sd, ``ddof=1``), as in the paper's tables.
 
-This module is the library's home for these formulas. ``genpqr.envs.synthetic`` has its own
+This module is the library's home for these formulas. ``genpqr.envs._synthetic`` has its own
 copies (``SyntheticData.evaluate``, ``seed_summary``) that give the same numbers.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 
 __all__ = ["reward_mse", "reward_correlation", "policy_nll", "anchor_count", "mean_ci", "SeedSummary",
            "summarize", "Z_95"]

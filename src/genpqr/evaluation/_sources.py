@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from ..data import Transitions
-from ..data.validation import check_random_state
+from ..data._validation import check_random_state
 from ._inference import (BootstrapResult, check_bootstrap_args, check_exact, refit_copy, replicate_fit,
                          replicate_parts, replicate_template)
 
@@ -126,7 +126,7 @@ def bootstrap_sources(estimator, data: Transitions, *, n_boot: int = 200, statis
         Cloned and refitted on every replicate's episodes (give ``n_states``, so that every
         replicate has the states of the full sample).
     data : Transitions
-        At least :data:`genpqr.evaluation.MIN_BOOTSTRAP_EPISODES` episodes.
+        At least ``genpqr.evaluation._inference.MIN_BOOTSTRAP_EPISODES`` episodes.
     n_boot : int
         Replicates (at least 2); each gives all three parts.
     statistic : callable model -> array, optional

@@ -3,8 +3,8 @@ its notes, rendered as fixed-width text (at most ``MAX_WIDTH`` columns), HTML an
 table to paste into a paper).
 
 :class:`TableSummary` is the base of the summaries that results return
-(:class:`genpqr.structural.StructuralSummary`, the counterfactual's
-:class:`genpqr.counterfactuals.CounterfactualSummary`): a subclass says what it shows
+(``genpqr.structural._summary.StructuralSummary``, the counterfactual's
+``genpqr.counterfactuals._counterfactual_summary.CounterfactualSummary``): a subclass says what it shows
 (:meth:`TableSummary.layout`, a :class:`SummaryLayout`) and inherits ``as_text()``,
 ``as_html()``, ``as_latex()``, ``print`` and the notebook's HTML. :meth:`TableSummary.after`
 puts a summary below another one (e.g. the structural table under ``GenPQR.summary()``).

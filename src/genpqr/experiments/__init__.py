@@ -11,12 +11,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 from ..lazy import attach
 
 if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
-    from .configs import EXPERIMENTS, ExperimentConfig, Setting, get_config
-    from .methods import METHODS, Method, get_method, register
-    from .report import write_report
-    from .runner import RunSummary, run_experiment
+    from ._runner import run_experiment
+    from ._configs import ExperimentConfig, Setting, get_config
+    from ._report import write_report
 
-__all__ = ["EXPERIMENTS", "ExperimentConfig", "Setting", "get_config", "METHODS", "Method", "get_method", "register",
-           "run_experiment", "RunSummary", "write_report"]
+__all__ = ["run_experiment", "get_config", "write_report", "ExperimentConfig", "Setting"]
 
 __getattr__, __dir__ = attach(__name__, __file__, __all__)

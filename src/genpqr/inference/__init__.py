@@ -12,12 +12,18 @@ Inference for Inverse Reinforcement Learning and Dynamic Discrete Choice Models"
 normalized-reward targets corrected (docs/inference.md).
 """
 
-from ._infer import AUTO_FOLDS, CORRECTION_WARN, EPISODE_WARN, ESS_WARN, WEIGHT_WARN, infer, plug_in, projection_inference
-from ._result import SE_KIND, InferenceResult, InferenceSummary
-from ._spec import TARGET_KINDS, parse_target, target_kind
-from ._targets import Target, policy_value, reward_at, reward_mean, reward_projection, softmax_value, value_difference
-from ..exceptions import InferenceWarning
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
-__all__ = ["infer", "plug_in", "projection_inference", "InferenceResult", "InferenceSummary", "SE_KIND", "Target", "policy_value", "softmax_value",
-           "value_difference", "reward_mean", "reward_at", "reward_projection", "InferenceWarning", "AUTO_FOLDS", "parse_target", "target_kind", "TARGET_KINDS", "WEIGHT_WARN",
-           "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+from ..lazy import attach
+
+if TYPE_CHECKING:  # imported on first use (genpqr.lazy): readers and type checkers see them here
+    from ._infer import infer, projection_inference
+    from ._result import InferenceResult
+    from ..exceptions import InferenceWarning
+    from ._targets import policy_value, reward_at, reward_mean, reward_projection, softmax_value, value_difference
+    from ._spec import parse_target
+
+__all__ = ["infer", "InferenceResult", "InferenceWarning", "projection_inference", "policy_value", "softmax_value",
+           "value_difference", "reward_mean", "reward_at", "reward_projection", "parse_target"]
+
+__getattr__, __dir__ = attach(__name__, __file__, __all__)

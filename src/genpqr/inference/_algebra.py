@@ -36,8 +36,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..data.validation import check_gamma
-from ..stage2 import as_kernel
+from ..data._validation import check_gamma
+from ..stage2._tabular import as_kernel
 
 __all__ = []
 

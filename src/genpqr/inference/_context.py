@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.validation import plain, short_list
-from ..normalization import AnchorWeights, BehaviorWeights, FixedOffset, FixedWeights, Normalization, StateAnchorWeights
+from ..data._validation import plain, short_list
+from ..normalization import Normalization
+from ..normalization._normalization import (AnchorWeights, BehaviorWeights, FixedOffset, FixedWeights,
+                                            StateAnchorWeights)
 
 __all__ = []
 

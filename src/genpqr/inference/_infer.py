@@ -71,13 +71,13 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
         its features (large state spaces, e.g. a grid: map the index to coordinates, then splines).
         Other states: the state feature map of the linear-sieve Riesz regression
         (``_sieve``): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
-        (:func:`genpqr.stage2.make_features`); default (None): each coordinate to [0, 1] by its
+        (``genpqr.stage2._features.make_features``); default (None): each coordinate to [0, 1] by its
         quantiles, then cubic B-splines (bounded features).
     cross_fit : "auto", int or None
         Episode folds of the nuisances; None: the full-sample nuisances (no splitting, no refit:
         the delta method of the fitted model; valid when the first stage and the kernel are of low
         complexity). ``"auto"`` (default): None on the exact tabular path when the first stage is
-        the tabular rule's (cell frequencies or the spline logit; :func:`genpqr.stage1.choose_tabular_policy`)
+        the tabular rule's (cell frequencies or the spline logit; ``genpqr.stage1._first_stage.choose_tabular_policy``)
         or a :class:`~genpqr.stage1.FrequencyClassifier` (there, splitting only thins the cells: a
         held-out row on a state its fold rarely saw gets an extreme weight), else
         :data:`AUTO_FOLDS` folds (a flexible first stage: a network, boosting, a smoother).
@@ -178,7 +178,7 @@ def _targets(target) -> list:
 
 
 def _check_riesz(riesz, exact: bool):
-    from ..stage2 import make_features
+    from ..stage2._features import make_features
 
     if exact:
         if riesz is None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data import Transitions
-from ..data.validation import clone_learner as clone
+from ..data._validation import clone_learner as clone
 from ..exceptions import GenPQRWarning
 from . import _algebra as alg
 from ._context import Context
@@ -91,7 +91,7 @@ def is_exact(model) -> bool:
 def context_of(model, data) -> Context:
     """The :class:`Context` targets are checked against, from the estimator's settings and the
     data (before any fit: a refused target costs nothing)."""
-    from ..data.validation import check_gamma
+    from ..data._validation import check_gamma
     from ..normalization import mean_zero
 
     encoder = data.encoder

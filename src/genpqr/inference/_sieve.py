@@ -29,8 +29,8 @@ import numpy as np
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import QuantileTransformer, SplineTransformer
 
-from ..data.validation import clone_learner as clone
-from ..stage2 import bind_policy, make_features
+from ..data._validation import clone_learner as clone
+from ..stage2._features import bind_policy, make_features
 
 __all__ = []
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..data.validation import plain, short_list
+from ..data._validation import plain, short_list
 from . import _algebra as alg
 from ._context import (Context, check_normalization, check_probabilities, check_reward, check_start, check_taken,
                        check_visited, resolve_policy)

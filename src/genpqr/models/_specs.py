@@ -26,7 +26,7 @@ def _lightgbm(param: str, name: str):
 # ------------------------------------------------------------------------------ stage 1, finite actions
 @POLICY_MODELS.register("mlp", capabilities=(STREAMS,), help="a multilayer perceptron classifier (torch)")
 def _mlp_classifier(_, *, seed, **context):
-    from .nn import MLPClassifier
+    from ._nn import MLPClassifier
 
     return MLPClassifier(random_state=seed)
 
@@ -41,7 +41,7 @@ def _lightgbm_classifier(_, *, seed, **context):
                              "representation, thousands to tens of thousands of actions (a sampled softmax above "
                              "2,048); continuous states")
 def _two_tower(_, *, seed, **context):
-    from .two_tower import TwoTowerClassifier
+    from ._two_tower import TwoTowerClassifier
 
     return TwoTowerClassifier(random_state=seed)
 
@@ -51,7 +51,7 @@ def _two_tower(_, *, seed, **context):
                              "stochastic optimiser (torch): the conditional logit's score where its exact fit is too "
                              "slow, tens of thousands of actions; continuous states")
 def _bilinear(_, *, seed, **context):
-    from .two_tower import TwoTowerClassifier
+    from ._two_tower import TwoTowerClassifier
 
     return TwoTowerClassifier(state_layers=(), action_layers=(), random_state=seed)
 
@@ -65,21 +65,21 @@ def _squashed(base, space):
 
 @DENSITIES.register("mlp-gaussian", help="a heteroscedastic Gaussian whose mean and scale are MLPs (torch)")
 def _mlp_gaussian(_, *, space, seed, **context):
-    from .neural_densities import MLPGaussianDensity
+    from ._neural_densities import MLPGaussianDensity
 
     return _squashed(MLPGaussianDensity(random_state=seed), space)
 
 
 @DENSITIES.register("mdn", help="a mixture density network of 3 Gaussians (torch)")
 def _mdn(_, *, space, seed, **context):
-    from .neural_densities import MixtureDensityNetwork
+    from ._neural_densities import MixtureDensityNetwork
 
     return _squashed(MixtureDensityNetwork(n_components=3, random_state=seed), space)
 
 
 @DENSITIES.register("flow", help="a normalizing flow (needs zuko)")
 def _flow(_, *, space, seed, **context):
-    from .neural_densities import FlowDensity
+    from ._neural_densities import FlowDensity
 
     FlowDensity._zuko()  # a clear ImportError now rather than at fit time
     return _squashed(FlowDensity(random_state=seed), space)
@@ -88,7 +88,7 @@ def _flow(_, *, space, seed, **context):
 # ------------------------------------------------------------------------------ stage 2
 @Q_MODELS.register("mlp", capabilities=(STREAMS,), streamed="neural FQE streamed by chunk", help="a dueling Q network (torch), 30 FQE iterations")
 def _dueling(_, *, seed, n_iterations, **context):
-    from .qnetwork import DuelingQNetwork
+    from ._qnetwork import DuelingQNetwork
 
     return dict(q_model=DuelingQNetwork(random_state=seed), n_iterations=n_iterations or 30, tol=None)
 
@@ -96,7 +96,7 @@ def _dueling(_, *, seed, n_iterations, **context):
 @Q_MODELS.register("lightgbm", capabilities=(STREAMS_ON_CLUSTER,), streamed="boosted FQE on the Dask cluster",
                    help="boosted FQE, one LightGBM tree per Bellman update (iterations chosen on 20% held-out episodes)")
 def _boosted(_, *, seed, n_iterations, **context):
-    from .boosting import BoostedQModel
+    from ._boosting import BoostedQModel
 
     return dict(q_model=BoostedQModel(random_state=seed), n_iterations=n_iterations or 200, validation_fraction=0.2)
 

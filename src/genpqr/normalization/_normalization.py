@@ -20,7 +20,7 @@ The constructors :func:`anchor_action`, :func:`state_anchor`, :func:`mean_zero`,
 
 Continuous actions (a :class:`~genpqr.data.BoxActions`; paper, App. "Continuous-Action
 Extension") use the same class with ``mu`` a reference kernel
-(:class:`~genpqr.actions.ReferenceKernel`) and a fixed ``g``: ``int r(s, a) mu(da|s) = g(s)``.
+(``genpqr.actions._measures.ReferenceKernel``) and a fixed ``g``: ``int r(s, a) mu(da|s) = g(s)``.
 Constructors: :func:`point_anchor` (point mass at ``a0(s)``), :func:`gaussian`,
 :func:`uniform`, :func:`kernel`; and :meth:`Normalization.for_space` carries the
 space-free ones over to a box: :func:`behavior` (``mu = pi_hat``), :func:`mean_zero`
@@ -35,8 +35,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..data.validation import as_float_array, check_probability_rows, check_state_indices, plain
-from ..actions import BehaviorKernel, GaussianKernel, PointMass, ReferenceKernel, UniformKernel
+from ..data._validation import as_float_array, check_probability_rows, check_state_indices, plain
+from ..actions import BehaviorKernel, GaussianKernel, PointMass, UniformKernel
+from ..actions._measures import ReferenceKernel
 
 __all__ = [
     "Normalization",

@@ -6,7 +6,7 @@ streamed fit up to the order of floating-point sums. Boosted FQE trains each Bel
 iteration with LightGBM's Dask interface instead (:mod:`genpqr.scale`): the
 in-memory algorithm, with LightGBM's data-parallel trees.
 
-Partitions are runs of Parquet row groups made *episode-whole* (:class:`genpqr.scale.Partition`):
+Partitions are runs of Parquet row groups made *episode-whole* (``genpqr.scale._scan.Partition``):
 a scan of the episode and action columns (one task per run) gives the label set and the
 first and last episode id of each row group; an episode belongs to the partition holding its
 first row, which reads on into the next row groups while it lasts. Every worker must be able
@@ -19,14 +19,14 @@ every fit runs the validation pass of :meth:`genpqr.scale.ParquetSource.scan` pe
 (the in-memory reader's checks, and the whole data's time-gap rule, summed over partitions),
 unless the source has adopted one already (``genpqr fit`` runs it on the client):
 
-* tabular (``q_model="exact"``): the scan, the counts (:func:`~genpqr.scale.tabular_pass`);
-  the client solves (:func:`genpqr.scale.fit_counts`);
+* tabular (``q_model="exact"``): the scan, the counts (``genpqr.scale._statistics.tabular_pass``);
+  the client solves (``genpqr.scale._fit.fit_counts``);
 * closed form (``q_model="lstd"`` / ``LSTDQ``): the scan; with ``keep_last=False`` a row
   count (the sample's row positions); the stage-1 sample (the same rows as the streamed fit:
-  :class:`~genpqr.scale.RowDraws` jumps each partition's random stream to its first
+  ``genpqr.scale._statistics.RowDraws`` jumps each partition's random stream to its first
   row), fitted on the client; with ``clip="auto"`` the clip numbers; the LSTD statistics and
   diagnostics sums; one solve on the client;
-* boosted FQE (``q_model`` a :class:`genpqr.models.boosting.BoostedQModel`): the scan; the
+* boosted FQE (``q_model`` a :class:`genpqr.models.BoostedQModel`): the scan; the
   stage-1 sample (unless ``policy_prefit`` or ``policy="lightgbm"``); with ``clip="auto"`` the
   clip numbers; one read of the complete transitions into blocks kept in the workers' memory;
   then per Bellman iteration one ``lightgbm.DaskLGBMRegressor`` fit on the blocks (boosting
@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import ActionEncoder
-from ..estimator import FittedState, fqe_spec, q_model_kind
+from ..data._spaces import FiniteActions
+from ..estimator import FittedState
+from ..estimator._options import fqe_spec, q_model_kind
 from ._distributed_fqe import check_boosted, fit_boosted_fqe, is_boosted_q_model
 from ._fit import (DEFAULT_SAMPLE_ROWS, check_out_of_core, check_sample_rows, check_tabular, clone_estimator,
                    closed_form_model, finish_closed_form, fit_counts, resolve_clip, sample_policy, start)
@@ -70,7 +71,7 @@ def fit_dask(estimator, path, *, client, episode: str | None = None, time: str |
     ----------
     estimator : GenPQR
         As in :func:`genpqr.scale.fit_parquet` (``q_model="exact"``, ``"lstd"``, an
-        ``LSTDQ``, or a :class:`~genpqr.models.boosting.BoostedQModel` for boosted FQE with
+        ``LSTDQ``, or a :class:`~genpqr.models.BoostedQModel` for boosted FQE with
         ``n_iterations`` / ``tol`` as in-memory; not modified).
     path : str, Path or genpqr.scale.ParquetSource
         A Parquet file or folder sorted by episode, readable by every worker; or a source
@@ -132,7 +133,7 @@ class DaskFit:
         labels = labels if self.action_labels is None else np.asarray(self.action_labels)
         if source.expected_step is None:  # the validation pass, per partition (see genpqr.scale.ParquetSource.scan)
             source.adopt(cluster.map_reduce(_scan_task, partitions, "checking", source=source))
-        begun = start(est, ActionEncoder(labels), len(source.state))
+        begun = start(est, FiniteActions(labels), len(source.state))
         if kind == "exact":
             check_tabular(begun)
             counts = cluster.map_reduce(tabular_pass, partitions, "counting", source=source, labels=labels,
@@ -145,7 +146,7 @@ class DaskFit:
 
 
 def plan_partitions(source: ParquetSource, client, npartitions: int | None = None, progress=None) -> tuple:
-    """``(partitions, labels)``: the episode-whole :class:`~genpqr.scale.Partition` objects of
+    """``(partitions, labels)``: the episode-whole ``genpqr.scale._scan.Partition`` objects of
     ``source`` and its sorted action labels, from one scan task per run of row groups."""
     cluster = _Cluster(client, progress)
     groups = source.group_row_groups(npartitions)
@@ -214,7 +215,7 @@ def _lightgbm_policy(est, begun, cluster, source, partitions, params):
     import pandas as pd
     from lightgbm import DaskLGBMClassifier, LGBMClassifier
 
-    from ..stage1 import FittedPolicy
+    from ..stage1._policy import FittedPolicy
 
     base = est.policy_model.get_params() if isinstance(est.policy_model, LGBMClassifier) else {}
     params = {"verbose": -1, "random_state": est.random_state, **base, **(params or {})}
@@ -236,7 +237,7 @@ def _scan_task(source, partition=None, progress=None):
 
 
 def _lstd_task(q_model, **kwargs):
-    """:func:`~genpqr.scale.lstd_pass` into the task's own copy of ``q_model`` (a
+    """``genpqr.scale._statistics.lstd_pass`` into the task's own copy of ``q_model`` (a
     scattered object is one object shared by the tasks of a worker)."""
     import copy
 
@@ -302,7 +303,7 @@ def _check_arguments(estimator, client, sample_rows, policy) -> tuple:
     except ValueError as exc:
         if "q_model" not in str(exc):
             raise
-        raise ValueError(f"{exc}. fit_dask also runs boosted FQE with q_model a genpqr.models.boosting."
+        raise ValueError(f"{exc}. fit_dask also runs boosted FQE with q_model a genpqr.models._boosting."
                          "BoostedQModel (LightGBM's Dask interface); other FQE regressors are not "
                          "distributed") from None
     return est, _check_fit(est, client, sample_rows, policy)

@@ -3,7 +3,7 @@ r"""Boosted fitted Q evaluation on a Dask cluster: the ``BoostedQModel`` path of
 interface (``lightgbm.DaskLGBMRegressor``).
 
 The algorithm is the in-memory one of :class:`genpqr.stage2.FQE` with a
-:class:`genpqr.models.boosting.BoostedQModel`: ``Q_0 = 0``, and iteration ``k`` adds
+:class:`genpqr.models.BoostedQModel`: ``Q_0 = 0``, and iteration ``k`` adds
 ``trees_per_iteration`` trees on the features ``[s, onehot(a)]`` fitted to the targets
 ``y_k = u - g + gamma * continues * sum_a' mu(a'|s') Q_{k-1}(s', a')``, boosting from
 ``Q_{k-1}`` (L2 loss; the first iteration starts from the mean of ``y_1``).
@@ -12,7 +12,7 @@ How the cluster runs it:
 
 * **one read** -- one task per partition reads its Parquet rows
   (:func:`bellman_block_pass`) into a :class:`BellmanBlock` kept in the worker's memory: the
-  partition's complete transitions as :func:`genpqr.scale.bellman_chunk` builds them
+  partition's complete transitions as ``genpqr.scale._statistics.bellman_chunk`` builds them
   (stage 1 broadcast to the workers, as in the closed-form path), the running values
   ``Q(s_i, a_i)`` and ``Q(s'_i, .)`` and the current targets, plus the diagnostics sums. The
   features ``[s, onehot(a)]`` are built once per block and persisted (a Dask array with one
@@ -49,8 +49,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..data.validation import as_float_array, seed_from
-from ..estimator import fqe_spec
+from ..data._validation import as_float_array, seed_from
+from ..estimator._options import fqe_spec
 from ._fit import StreamedFQE, check_actions, check_structure, finish_fqe
 from ._statistics import add_parts, bellman_chunk, chunk_choice_summary
 
@@ -59,9 +59,9 @@ __all__ = ["BellmanBlock", "ClusterBoostedQ", "bellman_block_pass", "advance_blo
 
 
 def is_boosted_q_model(q_model) -> bool:
-    """Whether ``q_model`` is a :class:`genpqr.models.boosting.BoostedQModel` (or a subclass),
+    """Whether ``q_model`` is a :class:`genpqr.models.BoostedQModel` (or a subclass),
     recognised by its class path: this core module does not import the models layer."""
-    return any(c.__name__ == "BoostedQModel" and c.__module__ == "genpqr.models.boosting"
+    return any(c.__name__ == "BoostedQModel" and c.__module__ == "genpqr.models._boosting"
                for c in type(q_model).__mro__)
 
 
@@ -289,7 +289,7 @@ class ClusterBoostedQ:
 # ============================================================================ the loop (on the client)
 def fit_boosted_fqe(est, begun, cluster, partitions, source, policy):
     """Stage 2 of ``est`` (q_model a BoostedQModel) by boosted FQE on the cluster; returns the
-    fitted state. ``begun``: the fit's :class:`~genpqr.scale.Start`; ``cluster`` holds the
+    fitted state. ``begun``: the fit's ``genpqr.scale._fit.Start``; ``cluster`` holds the
     ``client`` and ``progress`` and gathers futures with a progress bar (``gather(futures,
     desc)``); ``policy`` is the fitted stage 1 (clip resolved)."""
     spec = fqe_spec(est.q_model)
@@ -364,7 +364,7 @@ class _Loop:
     def run(self, params, n_iter: int, tol, threads: int):
         from tqdm.auto import tqdm
 
-        from ..stage2 import FQEHistory
+        from ..stage2._qmodels import FQEHistory
 
         boosters, history, mean_square, converged = [], FQEHistory(), [], False
         bar = tqdm(range(1, n_iter + 1), desc="boosted FQE (Dask)", leave=False,

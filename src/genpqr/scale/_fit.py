@@ -4,7 +4,7 @@ Memory stays bounded whatever the row count: one chunk (:class:`genpqr.scale.Par
 plus the sufficient statistics of stage 2.
 
 * **Tabular path** (``q_model="exact"``): one pass accumulates the choice counts ``n(s, a)``
-  and the transition counts ``n(s, a, s')`` (sparse, :func:`genpqr.scale.tabular_chunk_counts`);
+  and the transition counts ``n(s, a, s')`` (sparse, ``genpqr.scale._statistics.tabular_chunk_counts``);
   the frequency first stage is read off the counts and the Bellman equation solved exactly
   (:func:`genpqr.stage2.recover_reward`). Memory: O(S K + non-zero transitions), not rows.
   Equal to the in-memory ``GenPQR(q_model="exact").fit`` (to rounding).
@@ -19,7 +19,7 @@ plus the sufficient statistics of stage 2.
   the same policy (to rounding).
 
 * **Streamed FQE path** (``q_model`` a native Q-model with ``fit_q`` / ``predict_q``, e.g.
-  :class:`genpqr.models.qnetwork.DuelingQNetwork`, bare or in a :class:`genpqr.stage2.FQE`
+  :class:`genpqr.models.DuelingQNetwork`, bare or in a :class:`genpqr.stage2.FQE`
   holding ``n_iterations``, ``tol`` and ``structure``): stage 1 as in the closed-form path; then
   each of ``n_iterations`` Bellman iterations is one pass over the chunks (:func:`fqe_pass`),
   each chunk's targets computed with a frozen copy (``copy.deepcopy``) of the previous
@@ -55,10 +55,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import ActionEncoder
-from ..data.validation import check_gamma, clone_learner as clone
-from ..estimator import FittedState, TabularState, fqe_spec, q_model_kind, thin_transitions
+from ..data._spaces import FiniteActions
+from ..data._validation import check_gamma, clone_learner as clone
+from ..estimator import FittedState
+from ..estimator._state import TabularState
+from ..estimator._options import fqe_spec, q_model_kind
+from ..estimator._diagnostic_checks import thin_transitions
 from .. import stage2
+from ..stage2._kernels import as_kernel
+from ..stage2._stages import ExactStage2
+from ..stage2._tabular import kernel_from_counts
+from ..stage2._transition_spec import is_estimated_spec
 from ._scan import DEFAULT_CHUNK_ROWS, as_source
 from ._statistics import (RowDraws, choice_summary, clip_pass, fqe_pass, lstd_pass, sample_pass, tabular_pass)
 
@@ -142,7 +149,7 @@ class StreamedFit:
             scan = source.scan(progress)
             source.adopt(scan)
             labels = scan.labels if labels is None else labels
-        begun = start(est, ActionEncoder(labels), len(source.state))
+        begun = start(est, FiniteActions(labels), len(source.state))
         if kind == "exact":
             check_tabular(begun)
             return fit_counts(est, begun, _counts_of_source(source, labels, est.n_states, progress))
@@ -179,7 +186,7 @@ class Start:
     codes, the state columns and the normalization bound to the codes."""
 
     gamma: float
-    encoder: ActionEncoder
+    encoder: FiniteActions
     state_dim: int
     normalization: object
 
@@ -256,7 +263,8 @@ def start(est, encoder, state_dim) -> Start:
 def resolve_clip(policy, clip, summary_fn):
     """Set ``policy.clip`` / ``clip_rule``: the given bounds, or the auto rule from
     ``summary_fn() -> (smallest, smallest_observed, zero_rows)`` (called only for ``"auto"``)."""
-    from ..stage1 import auto_clip_from_summary, check_clip, is_auto
+    from ..stage1._clipping import auto_clip_from_summary
+    from ..stage1._policy import check_clip, is_auto
 
     if not is_auto(clip):
         policy.clip, policy.clip_rule = check_clip(clip), ("given" if clip is not None else "none (no clip)")
@@ -269,7 +277,7 @@ def _prefitted_policy(est, begun):
     """Stage 1 of a ``policy_prefit=True`` estimator (clip unresolved)."""
     from types import SimpleNamespace
 
-    from ..stage1 import prefit_policy
+    from ..stage1._policy import prefit_policy
 
     # all prefit_policy reads without "auto"; streamed data carry no action table (refused out of core)
     shell = SimpleNamespace(n_actions=begun.n_actions, encoder=begun.encoder, action_table=None)
@@ -278,10 +286,10 @@ def _prefitted_policy(est, begun):
 
 def sample_policy(est, begun, sample):
     """Stage 1 of the closed-form path (clip unresolved): prefitted, or ``est.policy_model``
-    (default: the in-memory fit's, :func:`genpqr.estimator.default_policy_model`) fitted on the
+    (default: the in-memory fit's, ``genpqr.estimator._defaults.default_policy_model``) fitted on the
     random ``sample``."""
-    from ..estimator import default_policy_model
-    from ..stage1 import FittedPolicy, check_classifier
+    from ..estimator._defaults import default_policy_model
+    from ..stage1._policy import FittedPolicy, check_classifier
 
     if est.policy_prefit:
         return _prefitted_policy(est, begun)
@@ -305,7 +313,7 @@ def closed_form_model(est, begun, sample, policy):
 
 def finish_closed_form(est, begun, q_model, policy, summary) -> FittedState:
     """Checks, the solve of the accumulated ``q_model``, and the fitted state."""
-    from ..stage2 import SampleStage2
+    from ..stage2._stages import SampleStage2
 
     check_actions(est, begun, summary)
     if getattr(q_model, "statistics_", None) is None:
@@ -319,7 +327,7 @@ def finish_closed_form(est, begun, q_model, policy, summary) -> FittedState:
 
 def finish_fqe(est, begun, fqe, policy, summary) -> FittedState:
     """The fitted state of a streamed (or distributed) FQE: ``fqe`` a :class:`StreamedFQE`."""
-    from ..stage2 import SampleStage2
+    from ..stage2._stages import SampleStage2
 
     fitted = SampleStage2(fqe, begun.normalization, policy, begun.normalization.g, begun.n_actions)
     extra = dict(bellman_residuals=list(fqe.history_.bellman_residual),
@@ -338,7 +346,7 @@ def check_actions(est, begun, summary):
     if needed.size:
         raise ValueError(f"the normalization ({norm.describe()}) puts weight on action(s) {labels[needed].tolist()} "
                          "that never occur in the data; the data cannot support this normalization")
-    exact_given = q_model_kind(est.q_model) == "exact" and not stage2.is_estimated_spec(est.transition_model)
+    exact_given = q_model_kind(est.q_model) == "exact" and not is_estimated_spec(est.transition_model)
     needed = np.flatnonzero((summary.trans_mu_max > 0) & (summary.trans_action_counts == 0))
     if needed.size and summary.n_choice_only and not exact_given:
         raise ValueError(f"the normalization ({norm.describe()}) puts weight on action(s) {labels[needed].tolist()} "
@@ -347,9 +355,10 @@ def check_actions(est, begun, summary):
 
 
 def make_diagnostics(est, begun, policy, summary, extra):
-    """GenPQR's :class:`~genpqr.estimator.Diagnostics` from a :class:`genpqr.scale.ChoiceSummary`
+    """GenPQR's :class:`~genpqr.estimator.Diagnostics` from a ``genpqr.scale._statistics.ChoiceSummary``
     and the stage-2 figures ``extra`` (warnings raised as by ``fit``)."""
-    from ..estimator import Diagnostics, emit, failed_diagnostics
+    from ..estimator import Diagnostics
+    from ..estimator._diagnostic_checks import emit, failed_diagnostics
 
     n = summary.n
     diag = Diagnostics(
@@ -369,7 +378,7 @@ def make_diagnostics(est, begun, policy, summary, extra):
 
 # ============================================================================ the tabular path
 def _counts_of_source(source, labels, n_states=None, progress=None):
-    """:class:`genpqr.scale.TabularCounts` of a whole :class:`~genpqr.scale.ParquetSource`."""
+    """``genpqr.scale._statistics.TabularCounts`` of a whole :class:`~genpqr.scale.ParquetSource`."""
     total = tabular_pass(source, labels, n_states, progress=progress)
     if total is None:
         raise ValueError(f"the Parquet dataset {str(source.path)!r} has no rows")
@@ -383,20 +392,20 @@ def check_tabular(begun) -> None:
 
 def fit_counts(est, begun, counts) -> FittedState:
     """The fitted state of the exact tabular path from the summed
-    :class:`~genpqr.scale.TabularCounts` of all rows (on ``est.n_states`` states when given):
+    ``genpqr.scale._statistics.TabularCounts`` of all rows (on ``est.n_states`` states when given):
     stage 1 the cell frequencies (or prefitted), ``P_hat`` from the counts (or the given kernel),
     the exact solve of ``(I - gamma P_mu) W = mu u - g`` (:func:`genpqr.stage2.recover_reward`)."""
     check_tabular(begun)
     S, K = counts.n_states, begun.n_actions
     choices = counts.choices.reshape(S, K)
     policy = _count_policy(est, begun, choices, counts)
-    kernel, transition_counts = stage2.kernel_from_counts(counts.moves, counts.visits)
+    kernel, transition_counts = kernel_from_counts(counts.moves, counts.visits)
     given = None
-    if not stage2.is_estimated_spec(est.transition_model):  # "auto" keeps the counts out of core
+    if not is_estimated_spec(est.transition_model):  # "auto" keeps the counts out of core
         if callable(est.transition_model):
             raise ValueError("a callable transition_model needs the transitions in memory; pass a kernel out of core")
         given = est.transition_model
-        kernel = stage2.as_kernel(given, K)
+        kernel = as_kernel(given, K)
         if kernel.n_states != S:
             raise ValueError(f"transition_model has {kernel.n_states} states but the data has {S}")
     grid = np.arange(S, dtype=np.float64)[:, None]
@@ -413,12 +422,13 @@ def fit_counts(est, begun, counts) -> FittedState:
                  solver=info.solver, n_states=int(S), unvisited_states=np.flatnonzero(~tables.visited_states).tolist(),
                  **thin)
     diagnostics = make_diagnostics(est, begun, policy, summary, extra)
-    return begun.state(policy, stage2.ExactStage2(recovery, kernel, choices), diagnostics, tables)
+    return begun.state(policy, ExactStage2(recovery, kernel, choices), diagnostics, tables)
 
 
 def _count_policy(est, begun, choices, counts):
     """Stage 1 from the choice counts (frequencies) or prefitted; the clip resolved from counts."""
-    from ..stage1 import FittedPolicy, FrequencyClassifier, check_classifier
+    from ..stage1 import FrequencyClassifier
+    from ..stage1._policy import FittedPolicy, check_classifier
 
     S, K = choices.shape
     if est.policy_prefit:
@@ -449,7 +459,7 @@ def _count_policy(est, begun, choices, counts):
 
 def _count_summary(begun, policy, choices, visits, counts):
     """The diagnostics sums from the counts: one row per (s, a) and kind (with / without a next state)."""
-    from ..stage1 import clip_proba
+    from ..stage1._policy import clip_proba
 
     S, K = choices.shape
     raw_grid = policy.raw_proba(np.arange(S, dtype=np.float64)[:, None])
@@ -470,11 +480,11 @@ def _count_summary(begun, policy, choices, visits, counts):
 # ============================================================================ streamed FQE
 class StreamedFQE:
     """The fitted stage 2 of the streamed (and the distributed boosted) FQE path: the Q-model and
-    FQE's history (what :class:`genpqr.stage2.SampleStage2` and the diagnostics read).
+    FQE's history (what ``genpqr.stage2._stages.SampleStage2`` and the diagnostics read).
 
     Attributes
     ----------
-    model_ : the fitted native Q-model (wrapped by :func:`genpqr.stage2.make_q_model`)
+    model_ : the fitted native Q-model (wrapped by ``genpqr.stage2._qmodels.make_q_model``)
     history_ : genpqr.stage2.FQEHistory
     mean_square_changes_ : list of float
         Per iteration, the mean over rows of ``(y_{k+1} - y_k)^2``.
@@ -491,8 +501,8 @@ class StreamedFQE:
 
     def predict_q(self, states, base=None) -> np.ndarray:
         """``Q(s, .)``, shape (n, K) (continuation: ``base + gamma f`` with ``base = u(s, .) - g(s)``)."""
-        from ..data.validation import as_float_array
-        from ..stage2 import q_from_continuation
+        from ..data._validation import as_float_array
+        from ..stage2._qmodels import q_from_continuation
 
         out = self.model_.predict_q(as_float_array(states, "states", ndim=2, allow_1d_as_column=True))
         return q_from_continuation(out, base, self.gamma_) if self.continuation_ else out
@@ -500,10 +510,10 @@ class StreamedFQE:
 
 def fit_streamed_fqe(est, begun, source, policy, progress=None):
     """Stage 2 by streamed FQE: ``(StreamedFQE, ChoiceSummary)``, with ``n_iterations``, ``tol``
-    and ``structure`` of ``est``'s FQE (:func:`genpqr.estimator.fqe_spec`)."""
+    and ``structure`` of ``est``'s FQE (``genpqr.estimator._options.fqe_spec``)."""
     from tqdm.auto import tqdm
 
-    from ..stage2 import FQEHistory, make_q_model
+    from ..stage2._qmodels import FQEHistory, make_q_model
 
     spec = fqe_spec(est.q_model)
     n_iter, K, labels = _check_iterations(spec.n_iterations), begun.n_actions, begun.encoder.labels

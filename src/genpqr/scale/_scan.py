@@ -46,11 +46,11 @@ The checks that make this reader accept and refuse what the in-memory reader
   another is refused naming both files (:func:`unified_schema`).
 * **One validation pass** (:func:`scan_frames`, run by :meth:`ParquetSource.scan`): over chunks of
   whole episodes, the checks :func:`genpqr.data.from_pandas` runs on a frame
-  (:func:`genpqr.data.check_long_frame`: numeric states, a finite time column, one action label
+  (``genpqr.data._long_format.check_long_frame``: numeric states, a finite time column, one action label
   type, no missing action), plus any caller's check (``genpqr fit`` passes the row checks of
   its in-memory reader, with the rows' positions in the dataset), and it gathers what the later
   passes must know of the *whole* dataset: the action labels, the time steps of the gap rule
-  (:class:`genpqr.data.TimeSteps`: a chunk is judged by the whole data's modal step, as in
+  (``genpqr.data._long_format.TimeSteps``: a chunk is judged by the whole data's modal step, as in
   memory, not by its own) and, for a tabular fit, the distinct state values (numbered as in
   memory, so large sparse ids are not used as indices).
 * **Reading** errors name the file: a path that is no Parquet dataset, a damaged file
@@ -69,9 +69,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..data import (TimeSteps, Transitions, check_long_frame, episode_segments, from_arrays, from_pandas,
-                    long_format_rows, time_steps)
-from ..data.validation import plain
+from ..data import Transitions, from_arrays, from_pandas
+from ..data._long_format import TimeSteps, check_long_frame, episode_segments, long_format_rows, time_steps
+from ..data._validation import plain
 
 __all__ = ["ParquetSource", "Partition", "RowGroup", "RowGroupScan", "SourceScan", "scan_row_groups", "as_source",
            "DEFAULT_CHUNK_ROWS", "scan_frames", "unified_schema", "open_dataset", "dataset_columns", "checked_batches",
@@ -191,7 +191,7 @@ class ParquetSource:
     @property
     def dataset(self):
         """The ``pyarrow.dataset.Dataset`` of the columns read, with one schema for every file
-        (:func:`genpqr.scale.unified_schema`; opened on first use)."""
+        (``genpqr.scale._scan.unified_schema``; opened on first use)."""
         if self._dataset is None:
             import pyarrow.dataset as ds
 
@@ -381,7 +381,7 @@ class ParquetSource:
                 bar.update(len(frame))
 
     def scan(self, progress=None, check=None, states: bool = False, partition: Partition | None = None) -> SourceScan:
-        """The validation pass (:func:`genpqr.scale.scan_frames`) over the episode, time,
+        """The validation pass (``genpqr.scale._scan.scan_frames``) over the episode, time,
         action and state columns (of ``partition`` only, if given): ``check(frame, first_row)``
         on each chunk, the in-memory reader's frame checks, and the :class:`SourceScan` of the
         whole data (``states``: with the distinct values of the single state column). Sets

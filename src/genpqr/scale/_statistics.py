@@ -8,14 +8,14 @@ partial results summed on the workers and the client):
 
 * :func:`tabular_chunk_counts` -- choice counts ``n(s, a)`` and transition counts
   ``n(s, a, s')`` (sparse) for the exact tabular path (:class:`TabularCounts`, ``+``);
-* :func:`bellman_chunk` -- the :class:`genpqr.stage2.BellmanProblem` of a chunk for a fitted
+* :func:`bellman_chunk` -- the ``genpqr.stage2._lstd.BellmanProblem`` of a chunk for a fitted
   policy and normalization, to feed ``LSTDQ.partial_fit`` (or
   ``BellmanStatistics.accumulate*`` / ``merge``);
 * :func:`choice_summary` -- the sums behind GenPQR's diagnostics (:class:`ChoiceSummary`, ``+``);
 * :func:`clip_chunk` -- the auto clip rule's three numbers (:class:`ClipSummary`, ``+``).
 
 The *passes* read a :class:`genpqr.scale.ParquetSource`, or only one of its
-:class:`~genpqr.scale.Partition` objects, chunk by chunk and return the summed statistic
+``genpqr.scale._scan.Partition`` objects, chunk by chunk and return the summed statistic
 (None when there is no row). They are top-level functions of picklable arguments, so that a
 Dask worker can run them: :func:`tabular_pass`, :func:`row_count_pass`, :func:`sample_pass`,
 :func:`clip_pass`, :func:`lstd_pass`, :func:`fqe_pass` (one Bellman iteration of streamed FQE
@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import Transitions
-from ..stage2 import BellmanTargets, predict_at
+from ..stage2._qmodels import BellmanTargets, predict_at
 
 __all__ = ["TabularCounts", "ChoiceSummary", "ClipSummary", "LSTDPart", "RowDraws", "tabular_chunk_counts",
            "bellman_chunk", "choice_summary", "chunk_choice_summary", "clip_chunk", "concatenate_chunks",
@@ -93,8 +93,8 @@ class TabularCounts:
 def tabular_chunk_counts(chunk: Transitions, n_states: int | None = None) -> TabularCounts:
     """The :class:`TabularCounts` of one chunk of whole episodes (states are indices in one
     column); ``n_states`` default: max index + 1 in the chunk. Sum chunks with ``+``."""
-    from ..data.validation import check_state_indices
-    from ..stage2 import transition_counts
+    from ..data._validation import check_state_indices
+    from ..stage2._tabular import transition_counts
 
     if chunk.state_dim != 1:
         raise ValueError(f"the tabular path needs tabular states (one index column), got {chunk.state_dim} columns")
@@ -114,7 +114,7 @@ def tabular_chunk_counts(chunk: Transitions, n_states: int | None = None) -> Tab
 
 # ============================================================================ closed-form chunks
 def bellman_chunk(chunk: Transitions, policy, normalization, offset, gamma: float, raw=None):
-    """The :class:`genpqr.stage2.BellmanProblem` of a chunk's complete transitions, as GenPQR's
+    """The ``genpqr.stage2._lstd.BellmanProblem`` of a chunk's complete transitions, as GenPQR's
     closed-form stage 2 builds it: ``reward = u(s, a) - g(s)`` with ``u = log pi_hat``
     (clipped), ``next_mu = mu(.|s')`` and ``next_reward = sum_a' mu(a'|s') (u(s', a') - g(s'))``.
 
@@ -134,9 +134,9 @@ def bellman_chunk(chunk: Transitions, policy, normalization, offset, gamma: floa
     genpqr.stage2.BellmanProblem or None
         None when the chunk has no complete transition.
     """
-    from ..stage1 import mu_expectation, safe_log
-    from ..stage2 import BellmanProblem
-    from ..stage1 import clip_proba
+    from ..stage1._clipping import mu_expectation, safe_log
+    from ..stage2._lstd import BellmanProblem
+    from ..stage1._policy import clip_proba
 
     if chunk.n_choice_only == chunk.n:
         return None
@@ -174,7 +174,7 @@ class ChoiceSummary:
     max_mu_over_pi : float
     poorly_covered : float
         Rows at whose state ``mu/pi_hat`` exceeds the coverage limit for some action
-        (:func:`genpqr.estimator.poorly_covered`).
+        (``genpqr.estimator._diagnostic_checks.poorly_covered``).
     """
 
     n: float
@@ -205,8 +205,8 @@ def choice_summary(raw, actions, mu, clip, *, has_next, weights=None, n_episodes
     observed ``actions`` (m,), normalization weights ``mu`` (m, K), ``clip`` bounds,
     ``has_next`` (m,) bool (a complete transition) and optional row ``weights`` (m,) (counts,
     for the tabular path's one row per (s, a))."""
-    from ..estimator import poorly_covered
-    from ..stage1 import clip_proba
+    from ..estimator._diagnostic_checks import poorly_covered
+    from ..stage1._policy import clip_proba
 
     raw = np.asarray(raw, dtype=np.float64)
     m, K = raw.shape
@@ -277,7 +277,7 @@ class ClipSummary:
 
     def rule_inputs(self) -> tuple:
         """``(smallest, smallest_observed or None, zero fraction)`` for
-        :func:`genpqr.stage1.auto_clip_from_summary`."""
+        ``genpqr.stage1._clipping.auto_clip_from_summary``."""
         observed = None if not np.isfinite(self.observed_min) else float(self.observed_min)
         return float(self.smallest), observed, self.zero_rows / max(self.n, 1)
 
@@ -295,7 +295,7 @@ def clip_chunk(chunk: Transitions, policy, raw=None) -> ClipSummary:
 def chunk_choice_summary(chunk: Transitions, raw, policy, normalization) -> ChoiceSummary:
     """:func:`choice_summary` of a chunk's rows under a fitted policy (clip resolved) and a
     normalization bound to the action codes; ``raw = policy.raw_proba(chunk.states)``."""
-    from ..stage1 import clip_proba
+    from ..stage1._policy import clip_proba
 
     proba = clip_proba(raw, policy.clip)[0]
     mu = normalization.weights(chunk.states, chunk.n_actions, proba)
@@ -383,7 +383,7 @@ class LSTDPart:
     summary: ChoiceSummary
 
     def __add__(self, o: "LSTDPart") -> "LSTDPart":
-        from ..stage2 import BellmanStatistics
+        from ..stage2._lstd import BellmanStatistics
 
         if self.statistics is None or o.statistics is None:
             stats = self.statistics if o.statistics is None else o.statistics
@@ -432,7 +432,7 @@ def fqe_pass(source, labels, policy, normalization, gamma, live, previous, befor
     (``gamma`` times those of f).
 
     Returns ``(sums, summary)``: ``sums = [rows, sum (Q_prev(s,a) - y)^2, sum (y - y_old)^2,
-    max |y - y_old|]`` and the :class:`~genpqr.scale.ChoiceSummary` (when ``summarize``).
+    max |y - y_old|]`` and the ``genpqr.scale._statistics.ChoiceSummary`` (when ``summarize``).
     """
     sums, summary = [0, 0.0, 0.0, 0.0], None
     for chunk in source.chunks(labels, progress, desc):

@@ -271,6 +271,6 @@ class BasisLogit(ClassifierMixin, BaseEstimator):
 
 
 def _check_states(X, name):
-    from ..data.validation import as_float_array
+    from ..data._validation import as_float_array
 
     return as_float_array(X, name, ndim=2, allow_1d_as_column=False)

@@ -2,7 +2,7 @@ r"""Bilinear policies ``pi(a|s) ~ exp(F_s^T H_a)`` at given (state, action) pair
 bounded memory: the log-partition by an online log-sum-exp over blocks of rows and of actions,
 ``log pi(a|s) = F_s^T H_a - log sum_b exp(F_s^T H_b)`` (exact: the same sum in another order).
 Used by :class:`genpqr.stage1.ConditionalLogit`, ``genpqr.models.TwoTowerClassifier`` and
-:func:`genpqr.stage1.log_policy_at`.
+``genpqr.stage1._blocked.log_policy_at``.
 """
 
 from __future__ import annotations

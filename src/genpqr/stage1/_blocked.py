@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 from ._bilinear import DENSE_LIMIT_BYTES, block_rows
 from ._policy import clip_proba
 
@@ -24,7 +24,7 @@ __all__ = ["log_policy_at"]
 
 
 def log_policy_at(policy, states, codes, max_bytes: int = DENSE_LIMIT_BYTES, return_clipped: bool = False):
-    """``u = log pi_hat`` of a fitted policy (:class:`genpqr.stage1.FittedPolicy`, one model, not
+    """``u = log pi_hat`` of a fitted policy (``genpqr.stage1._policy.FittedPolicy``, one model, not
     cross-fitted) at action codes ``codes`` (n,) or (n, c), never holding more than ``max_bytes``
     of (rows x actions) probabilities.
 

@@ -301,8 +301,8 @@ class FitOnCells(ClassifierMixin, BaseEstimator):
         """Fit a clone of ``estimator`` on the cells of ``(X, y)``; returns self."""
         from sklearn.base import clone
 
-        from ..data import fit_weighted
-        from ..data.validation import as_float_array
+        from ..data._weights import fit_weighted
+        from ..data._validation import as_float_array
 
         if self.estimator is None or not hasattr(self.estimator, "fit") or not hasattr(self.estimator,
                                                                                       "predict_proba"):
@@ -326,7 +326,7 @@ class FitOnCells(ClassifierMixin, BaseEstimator):
         """``estimator_.predict_proba`` once per distinct row of ``X``, shape (n, n_classes)."""
         from sklearn.utils.validation import check_is_fitted
 
-        from ..data.validation import as_float_array
+        from ..data._validation import as_float_array
 
         check_is_fitted(self, "estimator_")
         X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)

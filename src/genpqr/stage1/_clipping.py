@@ -2,7 +2,7 @@ r"""The probability clip of stage 1: parsing, the data-aware default and its dia
 
 Stage 1 gives ``u(s, a) = log pi_hat(a|s)``; a probability of 0 (an action never chosen in a
 cell) makes ``u = -inf``, so estimated probabilities are clipped to ``[low, high]`` and each
-row renormalized (:func:`genpqr.stage1.clip_proba`). Where a bound binds, ``log pi_hat`` is
+row renormalized (``genpqr.stage1._policy.clip_proba``). Where a bound binds, ``log pi_hat`` is
 replaced by ``log(bound)``: the reward and ``Q`` of that action are then pulled toward
 ``log(bound)`` instead of being estimated. With two actions and the anchor normalization,
 the reward difference at a state where the clip binds on both sides is
@@ -137,7 +137,7 @@ def auto_clip_from_summary(smallest: float, smallest_observed: float | None, zer
 
 
 def resolve_policy_clip(policy, clip, transitions):
-    """Set ``policy.clip`` of a :class:`~genpqr.stage1.FittedPolicy` (returned): the given bounds, or
+    """Set ``policy.clip`` of a ``genpqr.stage1._policy.FittedPolicy`` (returned): the given bounds, or
     the data-aware rule of :func:`auto_clip` from the raw probabilities at the training rows of
     ``transitions`` and their observed next states (once per distinct (fold, state) when the
     states repeat: the same three numbers)."""
@@ -193,7 +193,7 @@ def clip_fractions(raw_rows: np.ndarray, actions: np.ndarray, bounds, index=None
     """``(observed, floored)``: the share of rows whose observed action's probability hits a
     bound, and the share of rows at whose state some action's probability is below ``low``
     (its ``log pi_hat`` is the floor). ``index`` (n,): ``raw_rows`` holds the distinct states
-    and row ``i``'s probabilities are ``raw_rows[index[i]]`` (:class:`genpqr.stage1.RowTable`)."""
+    and row ``i``'s probabilities are ``raw_rows[index[i]]`` (``genpqr.stage1._cells.RowTable``)."""
     low, high = bounds
     raw_rows = np.asarray(raw_rows, dtype=np.float64)
     actions = np.asarray(actions, dtype=np.int64)
@@ -227,7 +227,7 @@ def clip_binds_message(fraction_observed: float, fraction_floored: float, bounds
         f"(model.reward; genpqr fit: rewards.csv) and the Q-values of those actions are pulled toward log(bound) "
         f"and decided by the clip, not the data{spread} (a structural MLE, npl/nfxp, does not use the clip). "
         f"Change it with ", auto, "a smoother policy model (",
-        Mention("policy_model", "spline", python="genpqr.models.first_stage.SplineLogit"), " for an ordered state, "
+        Mention("policy_model", "spline", python="genpqr.models._first_stage.SplineLogit"), " for an ordered state, "
         "or logistic), or ", Mention("clip", None), " (no clip; needs positive probabilities).")
 
 
@@ -247,7 +247,7 @@ def safe_log(proba):
         raise ValueError(
             "the estimated policy gives probability 0 to some action (e.g. an action never observed at a "
             "state), so log pi is -inf; use clip='auto' (a floor below every observed action's probability), "
-            "clip=(low, high) with low > 0, or a smooth policy model (genpqr.models.first_stage.SplineLogit)"
+            "clip=(low, high) with low > 0, or a smooth policy model (genpqr.models._first_stage.SplineLogit)"
         )
     return np.log(proba)
 

@@ -36,7 +36,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..data import ActionTable, FiniteActions
-from ..data.validation import as_float_array, check_state_indices, clone_learner as clone, short_list
+from ..data._validation import as_float_array, check_state_indices, clone_learner as clone, short_list
 from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
 from ._bilinear import bilinear_log_partition, bilinear_log_proba_at
 from ._cells import choice_cells, repeated_rows
@@ -155,7 +155,7 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
 
     def _likelihood(self, X, codes, w, features) -> "_Likelihood":
         """The objective on its units: the distinct states and their counts when they repeat
-        (:func:`~genpqr.stage1.repeated_rows`), else the rows."""
+        (``genpqr.stage1._cells.repeated_rows``), else the rows."""
         penalty = 0.0 if np.isinf(self.C) else 1.0 / (self.C * w.sum())
         total = w.sum()
         index = repeated_rows(X)
@@ -234,7 +234,7 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
 
     def predict_log_proba_at(self, X, codes, max_bytes: int | None = None) -> np.ndarray:
         """``log pi(a_ij|s_i)`` at action codes ``codes`` (n,) or (n, c), same shape: the
-        log-partition by :func:`genpqr.stage1.bilinear_log_partition` in blocks of at most
+        log-partition by ``genpqr.stage1._bilinear.bilinear_log_partition`` in blocks of at most
         ``max_bytes`` (default ``8 * block_size``) of scores, once per distinct state; no (n, K) matrix."""
         limit = 8 * int(self.block_size) if max_bytes is None else max_bytes
         G, index = self._distinct_tower(X)
@@ -245,7 +245,7 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
 
     def _distinct_tower(self, X):
         """``(G, index)``: the tower at the distinct rows of ``X`` and each row's position among
-        them when the rows repeat (:func:`~genpqr.stage1.repeated_rows`), else ``(G, None)``."""
+        them when the rows repeat (``genpqr.stage1._cells.repeated_rows``), else ``(G, None)``."""
         from sklearn.utils.validation import check_is_fitted
 
         check_is_fitted(self, "coef_")

@@ -27,7 +27,7 @@ so with ``clip="auto"`` no clip binds (:mod:`genpqr.stage1`).
     When a tabular state counts as ordered: it is its own index (always so for ``GenPQR``,
     whose tabular states are indices; ``genpqr fit``: one integer or binned column numbered
     by its value) and the transitions are an increment kernel (a transition model with
-    ``orders_states = True``, e.g. :class:`genpqr.structural.ddc.IncrementKernel`) or the
+    ``orders_states = True``, e.g. :class:`genpqr.structural.IncrementKernel`) or the
     number of states was given (``n_states=``, ``--n-states``).
 :func:`choose_tabular_policy`
     The spline logit when the state is ordered and the cells are sparse, else cell
@@ -37,7 +37,7 @@ so with ``clip="auto"`` no clip binds (:mod:`genpqr.stage1`).
     default ``--seed`` of ``genpqr fit``), whatever the fit's ``cross_fit``.
 
 The module lives in the core (not in :mod:`genpqr.models`, where it started) because the
-estimator's default needs it; :mod:`genpqr.models.first_stage` re-exports it.
+estimator's default needs it; ``genpqr.models._first_stage`` re-exports it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..data.validation import check_state_indices, seed_from
+from ..data._validation import check_state_indices, seed_from
 from ..data import Transitions
 from ..messages import Mention, Message
 from ._policy import FrequencyClassifier
@@ -91,7 +91,7 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
     (tests/stage2/test_model_selection.py). ``sample_weight`` also weights the knot range (zero-weight
     rows do not move the knots), so a weight of 2 is a repeated row. When the states repeat
     (tabular states) the logit is fitted on the weighted (state, action) cells
-    (:func:`genpqr.stage1.choice_cells`: the same objective at ``S x K`` rows at most) and
+    (``genpqr.stage1._cells.choice_cells``: the same objective at ``S x K`` rows at most) and
     predicts once per distinct state.
     """
 
@@ -159,7 +159,7 @@ class SplineLogit(ClassifierMixin, BaseEstimator):
 
 def _cells_or_rows(X, y, sample_weight):
     """``(X, y, sample_weight)`` of the weighted (state, action) cells when the rows repeat
-    (:func:`~genpqr.stage1.choice_cells`: the same weighted log-likelihood, the same knot range --
+    (``genpqr.stage1._cells.choice_cells``: the same weighted log-likelihood, the same knot range --
     the cells with positive weight span the rows with positive weight), else as given."""
     repeated = repeated_rows(X)
     if repeated is None:
@@ -312,7 +312,7 @@ def state_is_ordered(transition_model=None, n_states=None, *, identity: bool = T
     ----------
     transition_model : object, optional
         The fit's transition model; an increment kernel (``orders_states = True``, e.g.
-        :class:`genpqr.structural.ddc.IncrementKernel`) presumes states numbered by value.
+        :class:`genpqr.structural.IncrementKernel`) presumes states numbered by value.
     n_states : int, optional
         The number of states, when the user gave it (``GenPQR(n_states=...)``, ``--n-states``):
         it numbers the states by their value, top states unvisited included.

@@ -13,7 +13,7 @@ conditional density (:mod:`genpqr.actions`) in place of the classifier, behind
 :class:`FittedDensity` (:func:`fit_density`, :func:`prefit_density`): ``log_prob(s, a)``
 and, when cross-fitted, ``training_log_prob`` out of fold at the training rows.
 
-Both are a :class:`genpqr.stage1.FittedStage1` (one interface: ``log_policy(states, actions)
+Both are a ``genpqr.stage1._stage1.FittedStage1`` (one interface: ``log_policy(states, actions)
 -> u``, ``training_log_policy``, ``fraction_clipped``), cross-fitted by the same helper and
 fitted through :func:`fit_stage1`.
 """
@@ -26,14 +26,14 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..data.validation import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
+from ..data._validation import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
 from ._clipping import PAPER_CLIP, check_bounds, resolve_policy_clip
 from ..data import BoxActions, Transitions
 from ._conditional_logit import bind_action_features, check_feature_dim
-from ..actions import check_density
+from ..actions._densities import check_density
 from ._stage1 import FittedStage1, cross_fit_models, forward_progress
 from ._cells import RowTable, repeated_rows
-from ..data import fit_weighted
+from ..data._weights import fit_weighted
 from ..messages import Mention, Message
 
 __all__ = ["FittedStage1", "FittedDensity", "fit_density", "prefit_density", "clip_proba", "clip_log_proba",
@@ -248,7 +248,7 @@ class FittedPolicy(FittedStage1):
     Attributes
     ----------
     models, fold_of_row
-        The fitted classifier(s) and folds (:class:`~genpqr.stage1.FittedStage1`).
+        The fitted classifier(s) and folds (``genpqr.stage1._stage1.FittedStage1``).
     n_actions : int
     clip : (low, high)
     clip_rule : str
@@ -298,7 +298,7 @@ class FittedPolicy(FittedStage1):
     def distinct_training_raw_proba(self, states, rows=None):
         """:meth:`training_raw_proba` once per distinct (fold, state) row when the rows repeat
         (tabular states): ``(raw (m, K), index (n,), states (m, d))`` with ``raw[index]`` the rows'
-        values; None when they do not repeat enough to pay (:func:`genpqr.stage1.repeated_rows`)."""
+        values; None when they do not repeat enough to pay (``genpqr.stage1._cells.repeated_rows``)."""
         X = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
         folds = None if self.fold_of_row is None else self._training_folds(X.shape[0], rows)
         repeated = repeated_rows(X if folds is None else np.column_stack([folds, X]))
@@ -393,7 +393,7 @@ class FittedDensity(FittedStage1):
     Attributes
     ----------
     models, fold_of_row
-        The fitted density (or densities) and folds (:class:`~genpqr.stage1.FittedStage1`).
+        The fitted density (or densities) and folds (``genpqr.stage1._stage1.FittedStage1``).
     support_ : BoxActions
     reference : ReferenceMeasure or None
         ``lambda`` of ``u = log dpi/dlambda = log p_hat - log dlambda/dLebesgue`` (None: Lebesgue).

@@ -4,8 +4,8 @@ the classifiers they build. The torch and LightGBM ones are declared in :mod:`ge
 
 Factories receive ``tabular`` (tabular states: an index), ``n_states`` and ``seed``; the
 :data:`~genpqr.registry.CHOSEN` ones also ``data`` (the transitions) and ``ordered`` (whether
-the state index is an ordered quantity, :func:`genpqr.stage1.state_is_ordered`) and return
-``(classifier, FirstStageChoice)`` (:func:`genpqr.stage1.choose_tabular_policy`).
+the state index is an ordered quantity, ``genpqr.stage1._first_stage.state_is_ordered``) and return
+``(classifier, FirstStageChoice)`` (``genpqr.stage1._first_stage.choose_tabular_policy``).
 """
 
 from __future__ import annotations

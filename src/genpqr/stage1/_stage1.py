@@ -2,9 +2,9 @@ r"""The one stage-1 interface of :class:`genpqr.GenPQR` (paper, Alg. 1): a fitte
 model that gives ``u(s, a) = log dpi/dlambda (a|s)``.
 
 * finite actions: a classifier, ``u = log pi_hat(a|s)`` of clipped, renormalized probabilities
-  (:class:`genpqr.stage1.FittedPolicy`);
+  (``genpqr.stage1._policy.FittedPolicy``);
 * continuous actions: a conditional density, ``u = log p_hat(a|s) - log dlambda/dLebesgue (a)``
-  clipped below at ``min_log_density`` (:class:`genpqr.stage1.FittedDensity`).
+  clipped below at ``min_log_density`` (``genpqr.stage1._policy.FittedDensity``).
 
 Both are a :class:`FittedStage1`: ``log_policy(states, actions)`` (the fitted model, averaged over
 the cross-fitting folds), ``training_log_policy(states, actions, rows)`` (out of fold at the
@@ -41,7 +41,7 @@ def forward_progress(model, progress):
     params = model.get_params(deep=False) if hasattr(model, "get_params") else {}
     if progress is None or "progress" not in params or params["progress"] is not None:
         return model
-    from ..data.validation import clone_learner
+    from ..data._validation import clone_learner
 
     return clone_learner(model).set_params(progress=progress)
 

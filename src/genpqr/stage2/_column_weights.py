@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.validation import check_random_state
+from ..data._validation import check_random_state
 from ._feature_q import action_blocks
 
 __all__ = ["ColumnWeights", "sample_columns", "column_mu_sum"]
@@ -114,7 +114,7 @@ def sample_columns(weight_fn, n_rows: int, n_actions: int, n_samples: int, propo
 def column_mu_sum(model, states, weights: ColumnWeights, block_size: int = 65536, return_se: bool = False):
     """``sum_j values[i, j] Q(s_i, columns[j])``, shape (n,), from a Q-model with
     ``predict_q_columns`` in blocks of (state, action) pairs (a
-    :class:`genpqr.stage2.FeatureQ` predicts only the pairs asked); with ``return_se`` also the
+    ``genpqr.stage2._feature_q.FeatureQ`` predicts only the pairs asked); with ``return_se`` also the
     per-row standard error of a sampled sum (zeros when exact)."""
     n, c = weights.values.shape
     total, squares = np.zeros(n), np.zeros(n)

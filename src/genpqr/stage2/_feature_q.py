@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import as_float_array, clone_learner as clone
+from ..data._validation import as_float_array, clone_learner as clone
 from ..exceptions import ActionTableError
 from ._regress import fit_regressor
 

@@ -13,7 +13,7 @@ library uses by name:
 ``"onehot"``    :func:`onehot_features`: indicator of a tabular state index (exact tabular
                 LSTD: with per-action encoding it is the cell-mean model)
 ``"policy"``    :class:`PolicyFeatures`: the last hidden layer of the fitted stage-1 network
-                (``hidden_representation`` of :class:`genpqr.models.nn.MLPClassifier`), frozen
+                (``hidden_representation`` of :class:`genpqr.models.MLPClassifier`), frozen
 ==============  ==============================================================================
 """
 
@@ -25,7 +25,7 @@ from sklearn.kernel_approximation import RBFSampler
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, SplineTransformer, StandardScaler
 
-from ..data.validation import as_float_array, seed_from
+from ..data._validation import as_float_array, seed_from
 
 __all__ = ["spline_features", "fourier_features", "onehot_features", "PolicyFeatures", "make_features", "bind_policy",
            "learned_representation",
@@ -57,7 +57,7 @@ def onehot_features(n_states: int):
 class PolicyFeatures(BaseEstimator, TransformerMixin):
     """The frozen representation of a fitted stage-1 model: ``hidden_representation`` (else
     ``transform``) of each fitted classifier (e.g. the last hidden layer of
-    :class:`genpqr.models.nn.MLPClassifier`), side by side when stage 1 was cross-fitted.
+    :class:`genpqr.models.MLPClassifier`), side by side when stage 1 was cross-fitted.
 
     It is bound to the fitted policy by :meth:`bind` (``GenPQR`` does this); ``fit`` then
     fits nothing.
@@ -88,7 +88,7 @@ class PolicyFeatures(BaseEstimator, TransformerMixin):
             raise TypeError(
                 f"features='policy' needs a stage-1 model with hiddenlearned_representation() or transform() returning its "
                 f"learned representation "
-                f"(e.g. genpqr.models.nn.MLPClassifier with hidden layers), got {missing[0]}; use features='spline' or "
+                f"(e.g. genpqr.models._nn.MLPClassifier with hidden layers), got {missing[0]}; use features='spline' or "
                 "'rff' instead"
             )
         self.models_ = list(models)

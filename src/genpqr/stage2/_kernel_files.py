@@ -49,7 +49,7 @@ def load_kernel(path: str, n_actions: int, what: str = "transition kernel", n_st
 
 def _row_sum_tolerance(dtype, n_states: int) -> float:
     """How far from 1 a row of ``n_states`` probabilities stored as ``dtype`` may sum by rounding:
-    the stage-2 tolerance (:data:`genpqr.stage2.ROW_SUM_TOL`, rows within it are renormalized),
+    the stage-2 tolerance (``genpqr.stage2._kernels.ROW_SUM_TOL``, rows within it are renormalized),
     or more for a coarse dtype with many states (``n_states`` roundings of its epsilon)."""
     from ._kernels import ROW_SUM_TOL
 

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..data.validation import as_float_array
+from ..data._validation import as_float_array
 
 __all__ = ["DENSE_KERNEL_MAX_BYTES", "ROW_SUM_TOL", "TransitionKernel", "KernelOperator", "as_kernel", "is_kernel_like"]
 
@@ -144,7 +144,7 @@ class KernelOperator:
 
     ``P_mu`` (:meth:`under`) is a dense (S, S) array for S <= 2,500 states (built from
     ``expect`` in blocks of columns) and a matrix-free ``scipy.sparse.linalg.LinearOperator``
-    above, which the Krylov solvers of :func:`genpqr.stage2.solve_linear_bellman` accept.
+    above, which the Krylov solvers of ``genpqr.stage2._linear_bellman.solve_linear_bellman`` accept.
     Code that needs the entries (``matrix``, ``to_dense``) builds them densely, with a
     ``ValueError`` above :data:`DENSE_KERNEL_MAX_BYTES`.
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from ..data.validation import as_float_array, check_gamma
+from ..data._validation import as_float_array, check_gamma
 from ..exceptions import ActionFeatureError, ActionTableError, NotFittedError
 from ._features import bind_policy, learned_representation, make_features
 from ._qeval import FQEHistory

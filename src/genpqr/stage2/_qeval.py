@@ -65,9 +65,9 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 
-from ..data.validation import as_float_array, check_finite, check_gamma, check_random_state, clone_learner as clone
+from ..data._validation import as_float_array, check_finite, check_gamma, check_random_state, clone_learner as clone
 from ..exceptions import ConvergenceWarning, NotFittedError
-from ..actions import Nodes
+from ..actions._integration import Nodes
 from ._column_weights import ColumnWeights
 from ._qmodels import (BellmanTargets, FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at,
                        q_from_continuation, warm_start_ok)
@@ -154,7 +154,7 @@ class FQE(BaseEstimator):
             ``u(s_i, a_i) - g(s_i)``.
         next_mu : ndarray of shape (n, K), ColumnWeights, or Nodes
             ``mu(.|s'_i)``: weights over the K actions (or on a few, or sampled, columns: a
-            :class:`genpqr.stage2.ColumnWeights`, no (n, K) matrix), or continuous ``mu``-nodes at the next
+            ``genpqr.stage2._column_weights.ColumnWeights``, no (n, K) matrix), or continuous ``mu``-nodes at the next
             states (actions (n', J, m), weights (n', J)).
         gamma : float
         groups : ndarray of shape (n,), optional

@@ -3,7 +3,7 @@
 Finite actions: a regressor enters in one of four encodings (``"per_action"``: one clone
 per action on ``s``; ``"joint"``: one regressor on ``[s, onehot(a)]``; ``"action_features"``:
 one regressor on ``[s, x_a]`` from the action table, shared across actions and predicting
-never-taken ones (:class:`~genpqr.stage2.FeatureQ`); ``"native"``: a model with
+never-taken ones (``genpqr.stage2._feature_q.FeatureQ``); ``"native"``: a model with
 ``fit_q``/``predict_q``, e.g. :class:`TabularQModel`), behind :func:`make_q_model`.
 Continuous actions: one regressor on ``[s, a]``, fitted with :func:`fit_regressor` (sample
 weights routed to a Pipeline's last step).
@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from ..data.validation import check_state_indices, clone_learner as clone
+from ..data._validation import check_state_indices, clone_learner as clone
 from ._column_weights import ColumnWeights, column_mu_sum
 from ._feature_q import FeatureQ
 from ._regress import fit_regressor
@@ -225,7 +225,7 @@ class BellmanTargets:
     (:class:`genpqr.stage2.FQE`) and the streamed (:mod:`genpqr.scale`) iteration.
 
     ``reward``, ``continues``, ``next_reward``: shape (n,); ``next_mu``: (n, K), or a
-    :class:`genpqr.stage2.ColumnWeights` (a few or sampled columns)."""
+    ``genpqr.stage2._column_weights.ColumnWeights`` (a few or sampled columns)."""
 
     def __init__(self, reward, continues, next_mu, next_reward, gamma):
         self.reward, self.next_mu, self.next_reward, self.gamma = reward, next_mu, next_reward, gamma

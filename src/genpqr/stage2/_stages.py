@@ -9,7 +9,7 @@ at any states (the fitted policy for ``mu = pi``).
 
 from __future__ import annotations
 
-from ..data.validation import check_state_indices
+from ..data._validation import check_state_indices
 
 __all__ = ["ExactStage2", "SampleStage2", "ReferenceWeights"]
 

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
-from ..data.validation import as_float_array, check_gamma, check_state_indices
+from ..data._validation import as_float_array, check_gamma, check_state_indices
 from ..exceptions import ConvergenceWarning
 from ._kernels import DENSE_KERNEL_MAX_BYTES, KernelOperator, TransitionKernel, as_kernel
 from ._linear_bellman import DIRECT_MAX_STATES, LinearSolveInfo, solve_linear_bellman
@@ -245,7 +245,7 @@ def _check_log_policy(log_policy, kernel=None, atol: float = 1e-8) -> np.ndarray
     if abs(lse[bad]) > atol:
         raise ValueError(
             f"log_policy must hold log-probabilities (each row's logsumexp is 0), but row {bad} has "
-            f"logsumexp {lse[bad]:.6g}; normalize it (genpqr.stage1.clip_log_proba clips and renormalizes)"
+            f"logsumexp {lse[bad]:.6g}; subtract each row's logsumexp"
         )
     return u
 

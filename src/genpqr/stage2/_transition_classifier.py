@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.validation import as_float_array, clone_learner
+from ..data._validation import as_float_array, clone_learner
 from ._transition_models import KernelModel, TransitionMoves
 
 __all__ = ["ClassifierKernel"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..data.validation import check_random_state
+from ..data._validation import check_random_state
 from ._kernels import DENSE_KERNEL_MAX_BYTES
 from ._transition_models import KernelModel, TransitionMoves
 

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from ..data.validation import check_state_indices
+from ..data._validation import check_state_indices
 from ..exceptions import NotFittedError
 from ._kernels import DENSE_KERNEL_MAX_BYTES
 from ._tabular import TransitionKernel, estimate_transitions
@@ -202,8 +202,8 @@ class KernelModel:
         return type(self)(**self.get_params())
 
     def kernel(self):
-        """The fitted kernel in a form :func:`~genpqr.stage2.as_kernel` accepts: a dense (S, K, S)
-        array up to :data:`~genpqr.stage2.DENSE_KERNEL_MAX_BYTES`, else the model itself (its
+        """The fitted kernel in a form ``genpqr.stage2._kernels.as_kernel`` accepts: a dense (S, K, S)
+        array up to ``genpqr.stage2._kernels.DENSE_KERNEL_MAX_BYTES``, else the model itself (its
         ``expect`` / ``push``: a matrix-free kernel, solved by Krylov iterations)."""
         self._check_fitted()
         S, K = self.n_states_, self.n_actions_
@@ -296,7 +296,7 @@ class CountKernel(KernelModel):
                                                terminated=~keep, unvisited=self.unvisited)
 
     def kernel(self) -> TransitionKernel:
-        """The sparse :class:`~genpqr.stage2.TransitionKernel` (as :func:`estimate_transitions`)."""
+        """The sparse ``genpqr.stage2._kernels.TransitionKernel`` (as :func:`estimate_transitions`)."""
         self._check_fitted()
         return self.kernel_
 

@@ -1,7 +1,7 @@
 """What users name in structural estimation: the ``increment:MAX[:RESET]`` transition model
-(:data:`genpqr.registry.TRANSITION_MODELS`, beside :class:`~genpqr.structural.kernels.IncrementKernel`)
+(:data:`genpqr.registry.TRANSITION_MODELS`, beside :class:`~genpqr.structural.IncrementKernel`)
 and the estimators of the flow utility's parameters (:data:`genpqr.registry.STRUCTURAL_ESTIMATORS`,
-beside :func:`~genpqr.structural.estimation.estimate_structural`).
+beside :func:`~genpqr.structural.estimate_structural`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _increment(text: str) -> tuple:
                                  "action it restarts at 0 and the period's increment is added from 0, Rust's timing: "
                                  "P(.|x, reset) = P(.|0, keep)")
 def _increment_kernel(value, *, label, **context):
-    from .kernels import IncrementKernel
+    from ._kernels import IncrementKernel
 
     max_increment, reset = value
     return IncrementKernel(max_increment, None if reset is None else label(reset, "reset action"))
