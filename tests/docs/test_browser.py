@@ -14,7 +14,7 @@ What is measured on every page, in a 1440 x 900 window (a common laptop screen):
   code;
 * **navigation on every page**: the top bar's links, and a sidebar with links on every page
   that has one (no empty "Section Navigation");
-* the report (``genpqr fit`` on the bundled data set, with ``--features`` and ``--bootstrap``):
+* the report (``genpqr fit`` on the bundled data set, with ``--features``, ``--bootstrap`` and ``--infer``):
   a table of contents linking every section, wide tables in scroll containers, no heading or
   label repeated.
 
@@ -290,14 +290,16 @@ def test_the_documentation_site_reads_well(measured, site):
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
     """report.html of ``genpqr fit`` on the bundled data set, with the structural parameters of
-    its features and a bootstrap (the report's widest tables and every section)."""
+    its features, a bootstrap and ``--infer`` targets, one of them flagged (the report's widest
+    tables and every section)."""
     from genpqr import datasets
     from genpqr.app.cli import main
 
     out = tmp_path_factory.mktemp("report") / "fit"
     code = main(["fit", str(datasets.path("choices")), "--episode", "episode", "--time", "time", "--state", "state",
                  "--action", "action", "--gamma", "0.9", "--normalization", "anchor:a", "--features",
-                 str(datasets.path("features")), "--bootstrap", "20", "--out", str(out)])
+                 str(datasets.path("features")), "--bootstrap", "20", "--infer", "value:uniform;gamma=0.8",
+                 "--infer", "reward-at:13=c", "--infer", "projection", "--out", str(out)])
     assert code == 0
     return out / "report.html"
 

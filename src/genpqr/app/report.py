@@ -31,6 +31,7 @@ from ..data._validation import plain
 from .report_base import MAX_TABLE_ROWS, ReportContext, ReportFigure, data_summary, render_page
 from .report_continuous import context_continuous, render_continuous_html
 from .report_discrete import TOP_ACTIONS, anchored, pieces_of, report_figures, shown_actions
+from .report_inference import inference_section
 from .structural import report_section
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report",
@@ -82,7 +83,8 @@ def context_from_outputs(outputs, n_rows: int | None = None) -> ReportContext:
                          state_names=list(config.state), state_labels=state_labels, level=config.level,
                          structural=getattr(outputs, "structural", None),
                          structural_warnings=list(getattr(outputs, "structural_warnings", None) or []),
-                         types=types, sources=getattr(outputs, "sources", None))
+                         types=types, sources=getattr(outputs, "sources", None),
+                         inference=getattr(outputs, "inference", None))
 
 
 # ============================================================================ pieces computed from the model
@@ -169,7 +171,8 @@ def render_html(ctx: ReportContext) -> str:
         source_lines=[] if ctx.sources is None else _source_lines(ctx),
         coverage_rows=[("max mu/pi_hat (coverage constant)", f"{d.max_mu_over_pi:.4g}"),
                        ("share of observed actions whose probability hit a clip bound", f"{d.fraction_clipped:.2%}"),
-                       ("support of the normalization", support)])
+                       ("support of the normalization", support)],
+        inference=None if ctx.inference is None else inference_section(ctx))
 
 
 def _action_rows(d, n: int) -> tuple[list, str]:

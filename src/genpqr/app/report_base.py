@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["ReportContext", "ReportFigure", "MAX_TABLE_ROWS", "MAX_TABLE_COLUMNS", "MAX_PD_COLUMNS", "data_summary",
-           "report_warnings", "report_warning_groups", "warning_sections", "REWARD_SIDE", "fig_convergence",
-           "figure_svg", "format_value", "table_view", "render_page"]
+           "report_warnings", "report_warning_groups", "warning_sections", "REWARD_SIDE", "INFERENCE_SIDE",
+           "fig_convergence", "figure_svg", "format_value", "table_view", "render_page"]
 
 MAX_TABLE_ROWS = 60
 MAX_TABLE_COLUMNS = 80
@@ -71,6 +71,9 @@ class ReportContext:
     sources : DataFrame or None
         Tabular mode with a bootstrap: the reward's SE by source per (state, action)
         (``reward_se_by_source.csv``).
+    inference : InferenceResult or None
+        ``--infer``: the debiased targets of ``inference.csv``, shown in their own section
+        (:mod:`genpqr.app.report_inference`); None: no such section.
     """
 
     model: object
@@ -92,6 +95,7 @@ class ReportContext:
     structural_warnings: list = field(default_factory=list)
     types: list | None = None
     sources: object = None
+    inference: object = None
 
 
 @dataclass
@@ -135,16 +139,25 @@ REWARD_SIDE = {
 }
 
 
+#: The heading of the warnings of ``--infer`` (an :class:`~genpqr.exceptions.InferenceWarning` names
+#: its target; they concern ``inference.csv``, not the reward or the parameters).
+INFERENCE_SIDE = "inference.csv, the debiased targets of --infer"
+
+
 def warning_sections(warnings_: list, structural_warnings=(), estimator: str | None = None) -> list:
     """``[(heading, lines), ...]``: a fit's warnings grouped by the output they concern. Without
-    a structural step one group with an empty heading; with one (``estimator`` given), the
-    fit's own warnings (about ``rewards.csv``; :data:`REWARD_SIDE`) apart from the structural
-    step's (about ``parameters.csv``). Empty groups are left out."""
-    if estimator is None:
-        return [("", list(warnings_))] if warnings_ else []
-    own = [w for w in warnings_ if w not in set(structural_warnings)]
+    a structural step or ``--infer`` warnings one group with an empty heading; with a structural
+    step (``estimator`` given), the fit's own warnings (about ``rewards.csv``; :data:`REWARD_SIDE`)
+    apart from the structural step's (about ``parameters.csv``); the ``InferenceWarning`` lines apart
+    (about ``inference.csv``, :data:`INFERENCE_SIDE`). Empty groups are left out."""
+    inference = [w for w in warnings_ if str(w).startswith("InferenceWarning:") and w not in set(structural_warnings)]
+    rest = [w for w in warnings_ if w not in set(inference)]
+    if estimator is None and not inference:
+        return [("", rest)] if rest else []
+    own = [w for w in rest if w not in set(structural_warnings)]
     sections = [(f"about {REWARD_SIDE.get(estimator, 'rewards.csv, the nonparametric reward')}", own),
-                (f"about parameters.csv, the structural estimates ({estimator})", list(structural_warnings))]
+                (f"about parameters.csv, the structural estimates ({estimator})", list(structural_warnings)),
+                (f"about {INFERENCE_SIDE}", inference)]
     return [(heading, lines) for heading, lines in sections if lines]
 
 
@@ -239,6 +252,7 @@ def render_page(template: str, ctx: ReportContext, figures: list, **values) -> s
         by_section.setdefault(f.section, []).append(f)
     folder = ctx.config.get("out") if isinstance(ctx.config, dict) else None
     config_path = shlex.quote(str(Path(folder) / "config.json")) if folder else "config.json"
+    values.setdefault("inference", None)  # --infer: its section (genpqr.app.report_inference), before the warnings
     return _environment().get_template(template).render(
         title=ctx.title, version=__version__, generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
         figures=by_section, warnings=report_warnings(ctx), warning_groups=report_warning_groups(ctx),
