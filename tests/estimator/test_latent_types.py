@@ -2,6 +2,7 @@
 the information criteria, warnings, persistence."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -225,3 +226,29 @@ def test_given_transition_estimator_is_shared_by_the_types(two_types):
         np.testing.assert_allclose(model.stage2_.kernel.dense(), pooled, atol=1e-12)
     with pytest.raises(ValueError, match="and no given transition_model"):
         exact(n_types=2, transition_model=counts, types=TypeOptions(specific_transitions=True)).fit(data)
+
+
+@pytest.fixture
+def every_update_drawn(monkeypatch):
+    """Bars shown at once and redrawn at every update (no 2-second delay, no 0.1-second
+    interval): what they print does not depend on how long a fit runs."""
+    import functools
+
+    from genpqr.stage1 import _stage1
+
+    monkeypatch.setattr(_stage1, "PROGRESS_DELAY", 0.0)
+    monkeypatch.setattr(_stage1, "tqdm", functools.partial(_stage1.tqdm, mininterval=0, miniters=1))
+
+
+def test_em_progress_follows_the_estimator(two_types, capsys, every_update_drawn):
+    """One bar per EM start on stderr with the log likelihood and its change, then one over the
+    types' fits; nothing with ``progress=False``."""
+    data = two_types[0]
+    exact(n_types=2, random_state=0, progress=False, types=TypeOptions(n_starts=2)).fit(data)
+    assert capsys.readouterr().err == ""
+    exact(n_types=2, random_state=0, progress=True, types=TypeOptions(n_starts=2)).fit(data)
+    err = capsys.readouterr().err
+    for text in ("latent types EM (start 1/2): 2it", "latent types EM (start 2/2)", ", change ",
+                 "latent types: each type's fit"):
+        assert text in err, text
+    assert re.search(r"loglik -\d+\.\d+, change \d\.\de-\d\d\]", err)

@@ -241,6 +241,22 @@ def test_progress_bar_only_when_asked(monkeypatch, capsys):
     assert "transition selection" in capsys.readouterr().err
 
 
+def test_progress_names_the_low_rank_setting_and_fold(monkeypatch, capsys):
+    """The low-rank candidate's own cross-validation (most of the comparison's time) says on the
+    selection's bar which rank and fold it fits; the note does not stay on the fitted model."""
+    monkeypatch.setattr(selection_module, "PROGRESS_DELAY", 0.0)
+    moves = low_rank_moves(n=1500)
+    candidates = {"counts": CountKernel(), "lowrank": LowRankKernel(ranks=(2, 3), concentrations=(5.0,),
+                                                                    group_counts=(0,), n_splits=3, random_state=0)}
+    result = select_transition_model(moves, candidates, random_state=0, progress=True)
+    err = capsys.readouterr().err
+    assert "transition selection: 1/2 [" in err  # counts done
+    assert "lowrank: rank 2, concentration 5, fold 1/3]" in err and "lowrank: rank 3, concentration 5, fold 3/3]" in err
+    assert "_progress_note" not in vars(result.models["lowrank"])
+    select_transition_model(moves, candidates, random_state=0, progress=False)
+    assert capsys.readouterr().err == ""
+
+
 def test_moves_keep_their_type_through_the_selection():
     """The selection does not modify the moves it is given."""
     moves = low_rank_moves(S=15, K=3, n=500)

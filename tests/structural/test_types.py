@@ -273,3 +273,26 @@ def test_mixture_mle_unbiased_over_panels():
     bias = estimates.mean(axis=0) - [*TYPED_RC, 2.4569]
     mc_se = estimates.std(axis=0, ddof=1) / np.sqrt(len(estimates))
     assert np.all(np.abs(bias) < 3 * mc_se + 1e-3), (bias, mc_se)
+
+
+@pytest.mark.parametrize("estimator, postfix", [("npl", "gain"), ("ccp-em", "theta change")])
+def test_progress_of_the_em(typed_panel, estimator, postfix, capsys, monkeypatch):
+    """A bar over the EM's iterations (then Newton's, the full MLE) on stderr, with the log
+    likelihood and its gain (CCP-EM: the change of theta), redrawn at every step here (no
+    2-second delay, no 0.1-second interval); nothing with ``progress=False``."""
+    import functools
+
+    from genpqr.stage1 import _stage1
+
+    monkeypatch.setattr(_stage1, "PROGRESS_DELAY", 0.0)
+    monkeypatch.setattr(_stage1, "tqdm", functools.partial(_stage1.tqdm, mininterval=0, miniters=1))
+    m = engines()[0]
+    args = (estimator, m.features("rust"), episodes_of(typed_panel), m.kernel, m.beta)
+    kw = dict(n_types=2, type_specific=["RC"], names=NAMES, warn=False)
+    estimate_types(*args, **kw, progress=False)
+    assert capsys.readouterr().err == ""
+    fit = estimate_types(*args, **kw, progress=True)
+    err = capsys.readouterr().err
+    assert f"latent types ({estimator}, 2 types): EM: 1it" in err and f"{postfix} " in err
+    if estimator == "npl":
+        assert f"Newton: {fit.iterations['Newton'] - 1}it" in err and "loglik -" in err

@@ -34,6 +34,7 @@ from ..exceptions import LatentTypeWarning
 from ..stage1._latent_types import (SEPARATION_WARN, episode_codes, latent_type_warnings, mixing_log_prior,
                                     separation_share, type_posteriors, type_row_weights)
 from ..stage1._policy import fit_policy
+from ..stage1._stage1 import progress_bar
 from .. import stage2 as tabular
 from ..stage2._transition_spec import is_estimated_spec, resolve_transition_model
 from ._estimator_finite import FinitePath
@@ -185,17 +186,27 @@ def _em_step(estimator, learner, data, base, codes, q, z, n_states, seed):
     return policies, kernels, log_prior, coef, posterior
 
 
-def _run_em(estimator, learner, data, base, codes, q, z, n_states, seed) -> TypeFit:
+def _em_postfix(loglik: float, change: float) -> str:
+    """The EM bar's postfix: the log likelihood and its change in the last iteration."""
+    return f"loglik {loglik:.6g}" + (f", change {change:.1e}" if np.isfinite(change) else "")
+
+
+def _run_em(estimator, learner, data, base, codes, q, z, n_states, seed, desc="latent types EM") -> TypeFit:
+    """EM from posteriors ``q`` to a relative log-likelihood change of ``tol``, with a bar over
+    its iterations (:func:`genpqr.stage1.progress_bar`, the estimator's ``progress``)."""
     opts = options(estimator.types, TypeOptions, "types")
     loglik, converged, it = -np.inf, False, 0
-    for it in range(1, int(opts.max_iter) + 1):
-        policies, kernels, log_prior, coef, post = _em_step(estimator, learner, data, base, codes, q, z, n_states,
-                                                            seed)
-        fit_weights, q = q, post.weights
-        change, loglik = post.loglik - loglik, post.loglik
-        if abs(change) <= opts.tol * max(1.0, abs(loglik)):
-            converged = True
-            break
+    with progress_bar(estimator.progress, desc=desc, unit="it") as bar:
+        for it in range(1, int(opts.max_iter) + 1):
+            policies, kernels, log_prior, coef, post = _em_step(estimator, learner, data, base, codes, q, z,
+                                                                n_states, seed)
+            fit_weights, q = q, post.weights
+            change, loglik = post.loglik - loglik, post.loglik
+            bar.set_postfix_str(_em_postfix(loglik, change), refresh=False)
+            bar.update()
+            if abs(change) <= opts.tol * max(1.0, abs(loglik)):
+                converged = True
+                break
     return TypeFit(policies, kernels, fit_weights, q, log_prior, coef, loglik, it, converged)
 
 
@@ -236,8 +247,9 @@ def _type_models(estimator, data, q, learner, choice, n_states) -> list:
         elif callable(given):
             given = given(data.with_next(), n_states, data.n_actions)
         params.update(transition_model=given)
-    return [type(estimator)(**params).fit(_weighted(data, base, rows[:, m]), first_stage=choice)
-            for m in range(q.shape[1])]
+    types = progress_bar(estimator.progress, iterable=range(q.shape[1]), desc="latent types: each type's fit",
+                         unit="type")
+    return [type(estimator)(**params).fit(_weighted(data, base, rows[:, m]), first_stage=choice) for m in types]
 
 
 def fit_type_models(estimator, data, type_weights) -> list:
@@ -294,9 +306,11 @@ class TypesPath:
         z = _covariates(est, data, labels, codes)
         seed = seed_from(est.random_state)
         rng = np.random.default_rng(seed)
+        starts = int(opts.n_starts)
         runs = [_run_em(est, learner, data, data.weights, codes,
-                        _initial_weights(data, codes, labels.size, int(est.n_types), start, rng), z, n_states, seed)
-                for start in range(int(opts.n_starts))]
+                        _initial_weights(data, codes, labels.size, int(est.n_types), start, rng), z, n_states, seed,
+                        desc="latent types EM" + (f" (start {start + 1}/{starts})" if starts > 1 else ""))
+                for start in range(starts)]
         best = _reordered(max(runs, key=lambda r: r.loglik), z)
         n_params = _parameter_count(best, data, z)
         aic, bic = information_criteria(float(best.loglik), n_params, labels.size)

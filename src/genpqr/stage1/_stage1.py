@@ -14,6 +14,8 @@ with :func:`cross_fit_models`.
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,12 +27,26 @@ __all__ = ["FittedStage1", "cross_fit_models", "PROGRESS_DELAY", "progress_bar",
 #: before its progress bar appears: quick fits print nothing.
 PROGRESS_DELAY = 2.0
 
+#: The widest a progress bar is drawn: the console's lines are at most 100 characters.
+BAR_WIDTH = 100
+
+
+def _bar_width() -> int:
+    """Columns for a bar on stderr: the terminal's less one, at most ``BAR_WIDTH`` (that
+    many when stderr is no terminal or does not say its width)."""
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns - 1
+    except (AttributeError, ValueError, OSError):
+        return BAR_WIDTH
+    return BAR_WIDTH if columns <= 0 else min(columns, BAR_WIDTH)
+
 
 def progress_bar(progress, *, total=None, iterable=None, desc: str, unit: str = "it"):
-    """The tqdm bar of a stage-1 step on stderr, by the estimator's convention: ``progress`` True
-    shows it, False never, None only on a terminal; it appears once the step has run
-    :data:`PROGRESS_DELAY` seconds and is removed when done."""
-    return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY,
+    """The tqdm bar of a step on stderr, by the estimator's convention: ``progress`` True shows
+    it, False never, None only on a terminal; it appears once the step has run
+    :data:`PROGRESS_DELAY` seconds, is at most ``BAR_WIDTH`` (100) columns wide (fewer on a narrower
+    terminal) and is removed when done."""
+    return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY, ncols=_bar_width(),
                 disable=None if progress is None else not progress)
 
 

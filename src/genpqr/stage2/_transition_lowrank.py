@@ -413,6 +413,7 @@ class LowRankKernel(KernelModel):
         S, K = moves.n_states, moves.n_actions
         episodes = np.unique(moves.episodes, return_inverse=True)[1]
         fits, log_p = {}, {}
+        note = getattr(self, "_progress_note", None) or (lambda text: None)  # the selection's bar, if any
 
         def held_out(setting, start=None, against=None):
             """The setting's mean held-out log-likelihood per move; -inf when it is dropped
@@ -422,6 +423,8 @@ class LowRankKernel(KernelModel):
             log_p[setting], fits[setting] = np.empty(moves.n), []
             seen = np.zeros(moves.n, bool)
             for i, (train, index, test) in enumerate(folds):
+                note(f"rank {setting[0]}, concentration {setting[1]:g}"
+                     + (f", {setting[2]} groups" if setting[2] else "") + f", fold {i + 1}/{len(folds)}")
                 kw = self._settings(setting[2])
                 if start is not None:
                     kw["max_iter"] = min(kw["max_iter"], WARM_MAX_ITER)

@@ -200,9 +200,14 @@ def _fit_candidates(fitted, moves, folds, held, bar):
     from its own cross-validation's folds where it offers them (``_fit_own_held_out``), else from
     fits on the selection's ``folds`` (``_fit_held_out``)."""
     for name, model in fitted.items():
-        bar.set_postfix_str(name, refresh=False)
+        _note(bar, name)
         own = getattr(model, "_fit_own_held_out", None)
-        p, splits = own(moves) if own is not None else (None, None)
+        if own is not None:  # its own cross-validation says which setting and fold it fits
+            model._progress_note = lambda text, name=name: _note(bar, f"{name}: {text}")
+        try:
+            p, splits = own(moves) if own is not None else (None, None)
+        finally:
+            model.__dict__.pop("_progress_note", None)
         if p is None:
             p, splits = model._fit_held_out(moves, folds), folds
         held.add(name, p, splits, folds)
@@ -212,7 +217,7 @@ def _fit_candidates(fitted, moves, folds, held, bar):
 def _refit_on_selection_folds(scores, fitted, moves, folds, held, bar):
     """The candidates scored on their own folds, refitted on the selection's with settings fixed."""
     for name in [row["name"] for row in scores if row["folds"] != "selection"]:
-        bar.set_postfix_str(f"{name} on {len(folds)} folds")
+        _note(bar, f"{name} on {len(folds)} folds")
         held.add(name, fitted[name]._refit_held_out(moves, folds), folds, folds)
 
 
@@ -294,10 +299,21 @@ PROGRESS_DELAY = 2.0
 
 
 def _bar(total, progress):
+    """The comparison's bar: the candidates done and what it fits now, no percentage (the candidates'
+    costs differ by orders of magnitude: the low-rank model's cross-validation is most of it)."""
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="transition selection", unit="model", delay=PROGRESS_DELAY, leave=False,
+                bar_format="{desc}: {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
                 disable=None if progress is None else not progress)
+
+
+def _note(bar, text: str) -> None:
+    """What the comparison fits now, on its bar: drawn at once once the bar shows (past
+    :data:`PROGRESS_DELAY`), else with its next update (a quick comparison stays silent)."""
+    bar.set_postfix_str(text, refresh=False)
+    if not bar.disable and bar._time() >= bar.start_t + bar.delay:
+        bar.refresh()
 
 
 def _shortcuts(moves, candidates, settled_mass, max_missing_mass, thin_only):

@@ -430,7 +430,7 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
         training data (``model.training_data_``) enter the mixture likelihood.
     **kwargs
         ``tol``, ``max_iter`` of :func:`estimate_structural` (with types also ``type_specific``,
-        ``mixing_covariates``, ...).
+        ``mixing_covariates``, ``progress`` (default: the model's), ...).
 
     Returns
     -------
@@ -449,6 +449,7 @@ def fit_structural(model, features, *, names=None, estimator: str = "npl", offse
         require_data(model, "the episodes of a fit with latent types")
         kwargs["episodes"] = model.training_data_
         kwargs["n_types"] = n_types
+        kwargs.setdefault("progress", getattr(model, "progress", None))  # the EM's bar follows the model's
         labels = None
     fit = estimate_structural(estimator, features, np.asarray(stage2.counts), stage2.kernel, model.gamma_,
                               offset=offset, start_policy=np.exp(rec.log_policy), reward_table=rec.reward,

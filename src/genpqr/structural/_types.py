@@ -53,6 +53,7 @@ from ._ccp import fit_npl
 from ._maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from ._results import LikelihoodResults, StructuralSummary, check_level, std_errors
 from ._type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_space, evaluate_mixture,
+from ..stage1._stage1 import progress_bar
                          mixture_hessian)
 
 __all__ = ["LatentTypeWarning", "TYPE_ESTIMATORS", "MIN_SEPARATION", "TypedStructuralFit", "TypeBootstrap",
@@ -230,7 +231,7 @@ class TypedStructuralFit(LikelihoodResults):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", GenPQRWarning)
-                    fit = estimate_types(self.estimator, episodes=self.data.subset(draw), **spec)
+                    fit = estimate_types(self.estimator, episodes=self.data.subset(draw), **spec, progress=False)
             except (ValueError, np.linalg.LinAlgError):
                 failed += 1
                 continue
@@ -287,7 +288,13 @@ def _permuted(space, mixing, params, order) -> np.ndarray:
     return np.concatenate([space.permute(params[:P], order), coef[1:].ravel()])
 
 
-def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter):
+def _step(bar, text: str) -> None:
+    """One iteration on the fit's bar, ``text`` its postfix (the log likelihood and its gain)."""
+    bar.set_postfix_str(text, refresh=False)
+    bar.update()
+
+
+def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar):
     """EM to a small gain per episode. Returns ``(params, policy, iterations)``."""
     ev = evaluate_mixture(space, data, mixing, params, policy0=policy)
     it = 0
@@ -299,18 +306,22 @@ def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_ite
         params = np.concatenate([theta, mixing.alpha_of(lp, coef)])
         new = evaluate_mixture(space, data, mixing, params, policy0=policy)
         gain, ev = new.loglik - ev.loglik, new
+        _step(bar, f"loglik {ev.loglik:.6g}, gain {gain:.1e}")
         if gain <= em_tol * data.n_episodes:
             break
     params, policy = _relabel(space, data, mixing, covariates, params, ev.posterior.weights, policy)
     return params, policy, it
 
 
-def _newton(space, data, mixing, params, policy, max_iter):
+def _newton(space, data, mixing, params, policy, max_iter, bar):
     """Newton steps on the mixture log-likelihood (the OPG direction where the Hessian is not
     negative definite), step halving; stops unconverged when a type empties or after
     :data:`NEWTON_MAX_ITER` steps. Returns ``(params, evaluation, hessian, iterations, converged)``."""
     ev = evaluate_mixture(space, data, mixing, params, policy0=policy)
     converged, it = False, 0
+    if not bar.disable:  # the same bar counts Newton's steps (drawn with the first: no reset's redraw)
+        bar.set_description_str(bar.desc.replace(": EM", ": Newton"), refresh=False)
+        bar.n = bar.last_print_n = 0
     for it in range(1, min(max_iter, NEWTON_MAX_ITER) + 1):
         if np.exp(ev.log_prior).sum(axis=0).min() < 0.1:  # a type emptied (< 0.1 episode): a boundary maximum
             break
@@ -332,6 +343,7 @@ def _newton(space, data, mixing, params, policy, max_iter):
                 step *= 0.5
                 continue
             if trial.loglik >= ev.loglik - 1e-12 * abs(ev.loglik):
+                _step(bar, f"loglik {trial.loglik:.6g}, gain {trial.loglik - ev.loglik:.1e}")
                 params, ev, improved = params + step * direction, trial, True
                 break
             step *= 0.5
@@ -341,7 +353,7 @@ def _newton(space, data, mixing, params, policy, max_iter):
     return params, ev, mixture_hessian(space, data, mixing, params, policy0=ev.policy), it, converged
 
 
-def _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol, em_max_iter):
+def _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol, em_max_iter, bar):
     """The sequential CCP-EM (module notes). Returns ``(params, iterations, converged)``."""
     P = len(space.names)
     q = evaluate_mixture(space, data, mixing, params, policy0=policy).posterior.weights
@@ -357,6 +369,7 @@ def _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em
         q = type_posteriors(space.row_loglik(np.log(psi), data), data.episode, mixing.log_prior(alpha)).weights
         change = float(np.max(np.abs(res.theta - theta)))
         theta = res.theta
+        _step(bar, f"theta change {change:.1e}")
         if change <= em_tol * max(1.0, float(np.max(np.abs(theta)))):
             converged = True
             break
@@ -367,7 +380,8 @@ def _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em
 def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types: int = 2, type_specific="all",
                    offset=None, names=None, mixing_covariates=None, covariate_names=None, start_policy=None,
                    theta0=None, ccp_update: str = "model", tol: float = 1e-10, max_iter: int = 200,
-                   em_tol: float | None = None, em_max_iter: int = 500, warn: bool = True) -> TypedStructuralFit:
+                   em_tol: float | None = None, em_max_iter: int = 500, warn: bool = True,
+                   progress=None) -> TypedStructuralFit:
     r"""Estimate a dynamic logit with ``n_types`` latent types (module notes).
 
     Parameters
@@ -397,6 +411,9 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
         finishes) or relative change of ``theta`` below it (CCP-EM, default 1e-6)
     warn : bool
         Issue the :class:`LatentTypeWarning` and convergence warnings.
+    progress : bool or None
+        A bar over the EM's (then Newton's) iterations on stderr, with the log likelihood and its
+        gain, shown once the fit has run 2 seconds (None: only on a terminal; False: never).
     """
     start = time.perf_counter()
     em_tol = (1e-6 if estimator == "ccp-em" else 1e-3) if em_tol is None else float(em_tol)
@@ -411,19 +428,15 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
     mixing = Mixing.of(data.n_episodes, space.n_types, mixing_covariates, covariate_names)
     covariates = None if mixing.design.shape[1] == 1 else mixing.design[:, 1:]
     params, policy = _start(estimator, space, data, mixing, spec, theta0)
-    if estimator == "ccp-em":
-        params, n_em, converged = _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol,
-                                          em_max_iter)
-        ev = evaluate_mixture(space, data, mixing, params)
-        iterations, cov = {"CCP-EM": n_em}, np.full((params.size, params.size), np.nan)
-        cov_robust = cov
-        convergence = f"CCP-EM {n_em} ({ccp_update} CCP updates), " + ("converged" if converged else "NOT CONVERGED")
-    else:
-        params, ev, cov, cov_robust, iterations, converged = _full_mle(estimator, space, data, mixing, covariates,
-                                                                       params, policy, tol, max_iter, em_tol,
-                                                                       em_max_iter)
-        convergence = f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
-            "converged by Newton" if converged else "NOT CONVERGED")
+    with progress_bar(progress, desc=f"latent types ({estimator}, {space.n_types} types): EM", unit="it") as bar:
+        if estimator == "ccp-em":
+            params, ev, cov, cov_robust, iterations, converged, convergence = _sequential(
+                space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol, em_max_iter, bar)
+        else:
+            params, ev, cov, cov_robust, iterations, converged = _full_mle(
+                estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar)
+            convergence = f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
+                "converged by Newton" if converged else "NOT CONVERGED")
     fit = _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, bool(converged), iterations,
                     convergence, time.perf_counter() - start, spec)
     if warn:
@@ -438,12 +451,23 @@ def _check_options(estimator, ccp_update) -> None:
         raise ValueError(f"ccp_update must be 'model' or 'frequency', got {ccp_update!r}")
 
 
-def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter):
+def _sequential(space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol, em_max_iter, bar):
+    """The CCP-EM and its evaluation (no analytic covariance). Returns ``(params, evaluation, cov,
+    cov_robust, iterations, converged, convergence)``."""
+    params, n_em, converged = _ccp_em(space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol,
+                                      em_max_iter, bar)
+    ev = evaluate_mixture(space, data, mixing, params)
+    cov = np.full((params.size, params.size), np.nan)
+    convergence = f"CCP-EM {n_em} ({ccp_update} CCP updates), " + ("converged" if converged else "NOT CONVERGED")
+    return params, ev, cov, cov, {"CCP-EM": n_em}, converged, convergence
+
+
+def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar):
     """EM, then Newton; the inverse OPG and the sandwich. Returns ``(params, evaluation, cov,
     cov_robust, iterations, converged)``."""
     params, policy, n_em = _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol,
-                               em_max_iter)
-    params, ev, H, n_newton, converged = _newton(space, data, mixing, params, policy, max_iter)
+                               em_max_iter, bar)
+    params, ev, H, n_newton, converged = _newton(space, data, mixing, params, policy, max_iter, bar)
     order = space.canonical_order(params[:len(space.names)])
     if np.any(order != np.arange(space.n_types)):  # Newton crossed the labels: relabel, exactly
         params = _permuted(space, mixing, params, order)
