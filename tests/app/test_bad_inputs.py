@@ -621,3 +621,38 @@ def test_parquet_timestamp_folder_through_the_cli(case, expected, tmp_path, caps
     args[1] = folder
     code, stdout, stderr = _run(args, capsys)
     _assert_outcome(case, expected, code, tmp_path / "out", stdout, stderr)
+
+
+# ----------------------------------------------------------------------------- typed structural: no standard error
+def test_typed_structural_fit_names_the_parameters_without_a_standard_error(two_types, tmp_path, capsys):
+    """``--features F --types 2`` where F has a column ``dup`` equal to ``r0_b``: the two move no
+    episode's likelihood apart in either type, so the information matrix is singular in their
+    directions. The console, the warning and parameters.csv say which parameters have no
+    standard error, why, and what to do; the identified combinations have theirs."""
+    from genpqr.app.console import unwrap
+
+    frame = _ids(two_types, "numbers")
+    frame.drop(columns="type").to_csv(tmp_path / "data.csv", index=False)
+    _features_file(tmp_path / "features.csv")
+    features = pd.read_csv(tmp_path / "features.csv")
+    features.assign(dup=features.r0_b).to_csv(tmp_path / "features.csv", index=False)
+    argv = ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state",
+            "--action", "action", "--gamma", GAMMA, "--normalization", "anchor:a", "--types", "2", "--verbose",
+            "--out", tmp_path / "out", "--features", tmp_path / "features.csv", "--policy-model", "frequency",
+            "--estimator", "nfxp"]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    printed = " ".join(unwrap(stdout).split())
+    for phrase in ("parameters of the nfxp fit with 2 latent types have no standard error: r0_b[type 0], "
+                   "r0_b[type 1]", "dup[type 0], dup[type 1]", "is singular in their directions",
+                   "the data identify r0_b[type 0] + dup[type 0]", "Fit fewer types (--types), more episodes",
+                   "dup[type 1]: not identified by the choices (no estimate or standard error"):
+        assert phrase in printed, (phrase, printed)
+    params = pd.read_csv(tmp_path / "out" / "parameters.csv").set_index("parameter")
+    flat = ["r0_b[type 0]", "r0_b[type 1]", "dup[type 0]", "dup[type 1]"]
+    assert not params.loc[flat, "identified"].any()
+    assert params.loc[flat, ["estimate", "std_error", "ci_low", "ci_high"]].isna().all().all()
+    combos = params.loc[["r0_b[type 0] + dup[type 0]", "r0_b[type 1] + dup[type 1]"]]
+    assert combos.identified.all() and np.isfinite(combos.std_error).all() and (combos.std_error > 0).all()
+    others = params.drop(index=flat)
+    assert np.isfinite(others.loc[others.identified.astype(bool), "std_error"]).all()
