@@ -224,7 +224,7 @@ def console_lines(fit, parameters) -> list:
                 f"AIC {fit.aic:.3f}, BIC {fit.bic:.3f}; iterations: {fit.convergence}",
                 f"    std_error: {parameters['std_error_kind'].iloc[0]}", f"    {TYPES_NOTE}"] + [
             f"    {row['parameter']}: not identified by the choices (no estimate or standard error; see the warning)"
-            if row.get("identified") is False or row.get("identified") == False  # noqa: E712 (numpy bools)
+            if not bool(row.get("identified", True))
             else f"    {row['parameter']}: {row['estimate']:.4g}"
             + (f" (SE {row['std_error']:.4g})" if np.isfinite(row["std_error"]) else " (no standard error)")
             for _, row in parameters.iterrows()]
