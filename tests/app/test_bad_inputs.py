@@ -468,3 +468,191 @@ def test_ctrl_c_before_a_command_starts_is_one_line(monkeypatch, capsys):
     assert cli.main(["fit", "--help"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "genpqr: interrupted; nothing was written" and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------- timestamps everywhere (item 8)
+def _dated(frame, kind, shuffle=False):
+    """``frame`` with its time column (step numbers 0..5) as timestamps of ``kind``; ``shuffle``:
+    the rows in random order (an episode's rows ordered by their time, not by the file)."""
+    t = frame.time.to_numpy()
+    start = pd.Timestamp("2024-01-05") + pd.to_timedelta(frame.episode.to_numpy() * 3, "D")
+    if kind == "dates":
+        time = (start + pd.to_timedelta(t, "D")).strftime("%Y-%m-%d")
+    elif kind == "ISO datetimes, hourly":
+        time = (start + pd.Timedelta("09:30:00") + pd.to_timedelta(t, "h")).strftime("%Y-%m-%dT%H:%M:%S")
+    elif kind == "ISO datetimes with a UTC offset":  # 10:00+01:00 is 09:00 UTC: a step of 15 minutes
+        time = [f"{(s + pd.Timedelta(minutes=15 * int(k))).isoformat()}+01:00" for s, k in zip(start, t)]
+    else:  # a date, a date with a time: the file's text is not in time order
+        time = [(s + pd.Timedelta(days=int(k))).strftime("%Y-%m-%d" if k % 2 else "%Y-%m-%dT00:00:00")
+                for s, k in zip(start, t)]
+    out = frame.assign(time=list(time))
+    return out.sample(frac=1.0, random_state=3) if shuffle else out
+
+
+def _reward_columns(out):
+    table = pd.read_csv(out / "rewards.csv")
+    return table[[c for c in table.columns if c.startswith("reward_")]].to_numpy()
+
+
+@pytest.mark.parametrize("kind", ["dates", "ISO datetimes, hourly", "ISO datetimes with a UTC offset",
+                                  "dates and datetimes mixed"])
+def test_csv_text_dates_give_the_rewards_of_integer_times(kind, tmp_path, capsys):
+    """A CSV time column of ISO 8601 text (dates, datetimes) is numbered in the data's own unit
+    and ordered within episodes by time, not by the file's rows: the rewards of the step numbers."""
+    frame = _base()
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    assert _run(_fit_args(tmp_path), capsys)[0] == 0
+    expected = _reward_columns(tmp_path / "out")
+    dated = tmp_path / "dated"
+    dated.mkdir()
+    _dated(frame, kind, shuffle=True).to_csv(dated / "data.csv", index=False)
+    code, stdout, stderr = _run(_fit_args(dated), capsys)
+    assert code == 0, stderr
+    np.testing.assert_allclose(_reward_columns(dated / "out"), expected, rtol=0, atol=1e-12)
+
+
+def test_text_dates_in_memory_give_the_transitions_of_integer_times():
+    from genpqr import from_pandas
+
+    frame = _base()
+    cols = dict(episode="episode", time="time", state="state", action="action")
+    ref = from_pandas(frame, **cols)
+    for kind in ("dates", "ISO datetimes, hourly", "dates and datetimes mixed"):
+        for dated in (_dated(frame, kind, shuffle=True), _dated(frame, kind).assign(
+                time=lambda f: pd.to_datetime(f.time, format="ISO8601"))):  # text, and datetime64
+            got = from_pandas(dated, **cols)
+            np.testing.assert_array_equal(got.states, ref.states)
+            np.testing.assert_array_equal(got.actions, ref.actions)
+            np.testing.assert_array_equal(got.next_states, ref.next_states)
+            same = got.episode_ids[1:] == got.episode_ids[:-1]  # episodes start 3 days apart
+            np.testing.assert_array_equal(np.diff(got.timesteps)[same], np.diff(ref.timesteps)[same])
+    assert frame.time.dtype.kind == "i"  # the input is not modified
+
+
+@pytest.mark.parametrize("time, expected", [
+    ("yesterday", Err("time column 'time' must be numeric (step numbers) or hold ISO 8601 dates", "2024-01-05",
+                      "got 'yesterday' at data row 8", "neither a number nor a date")),
+    ("01/12/2024", Err("time column 'time'", "ISO 8601", "got '01/12/2024'", "day/month orders are ambiguous")),
+    ("", Err("time column 'time' has 1 missing timestamp(s)", "data row 8")),
+    ("2024-01-09", Err("time gap inside an episode", "episode 1 jumps from time 2024-01-09 to 2024-01-11",
+                       "a step of 2 days where 1 day", "--time-gaps split")),
+    ("2024-01-08T12:00:00", Err("time column 'time'", "not whole multiples", "1 day", "12 hours"))])
+def test_csv_text_times_refused_naming_the_column_and_value(time, expected, tmp_path, capsys):
+    """Row 8 of the data (episode 1, step 1: 2024-01-09) replaced: text that is no date, an
+    ambiguous day/month order, a missing date, a date that leaves a gap (2024-01-10 missing
+    after it: the step 2024-01-09 -> 2024-01-11 is two days), a step of half a day."""
+    frame = _dated(_base(), "dates")
+    if time == "2024-01-09":
+        frame = frame.drop(index=8)
+    else:
+        frame.loc[7, "time"] = time if time else None
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    code, stdout, stderr = _run(_fit_args(tmp_path), capsys)
+    _assert_outcome(time, expected, code, None, stdout, stderr)
+
+
+def _parquet_folder(frame, folder, parts=3, as_dates=False):
+    """``frame`` (sorted by episode) in ``parts`` Parquet files; ``as_dates``: a date32 time column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    frame = frame.sort_values(["episode", "time"]).reset_index(drop=True)
+    for i, part in enumerate(np.array_split(np.arange(len(frame)), parts)):
+        table = pa.Table.from_pandas(frame.iloc[part], preserve_index=False)
+        if as_dates:
+            table = table.set_column(table.schema.get_field_index("time"), "time",
+                                     table.column("time").cast(pa.timestamp("s")).cast(pa.date32()))
+        pq.write_table(table, folder / f"part-{i}.parquet")
+    return folder
+
+
+@pytest.mark.parametrize("as_dates", [False, True])
+@pytest.mark.parametrize("chunk_rows", [7, 50])
+def test_parquet_timestamp_folder_out_of_core_equals_in_memory(as_dates, chunk_rows, tmp_path):
+    """A Parquet folder whose time column is datetime64 (or date32), streamed in chunks smaller
+    than an episode or holding several: the in-memory fit of integer steps; the numbering is the
+    whole data's (a later start per episode, hourly readings)."""
+    from genpqr import GenPQR, from_pandas
+    from genpqr.normalization import anchor_action
+    from genpqr.scale import ParquetSource, fit_parquet
+
+    frame = _base()
+    cols = dict(episode="episode", time="time", state="state", action="action")
+    unit = "D" if as_dates else "h"
+    stamped = frame.assign(time=pd.Timestamp("2024-01-05 00:00" if as_dates else "2024-01-05 09:30")
+                           + pd.to_timedelta(frame.episode * 2, "D") + pd.to_timedelta(frame.time, unit))
+    folder = _parquet_folder(stamped, tmp_path / "d", as_dates=as_dates)
+    est = GenPQR(q_model="exact", gamma=0.9, normalization=anchor_action("a"), progress=False,
+                 transition_model="counts")  # streamed fits use the counts
+    ref = GenPQR(**est.get_params(deep=False)).fit(from_pandas(frame, **cols))
+    in_memory = GenPQR(**est.get_params(deep=False)).fit(from_pandas(stamped, **cols))
+    source = ParquetSource(folder, chunk_rows=chunk_rows, **cols)
+    got = fit_parquet(est, source, progress=False)
+    assert source.clock.unit == pd.Timedelta(1, unit).value and source.expected_step == 1.0
+    for model in (in_memory, got):
+        np.testing.assert_allclose(model.reward_table().to_numpy(), ref.reward_table().to_numpy(), atol=1e-10, rtol=0)
+        assert model.diagnostics_.n_transitions == ref.diagnostics_.n_transitions
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("hourly", Ok(lambda out, so, se: (out / "rewards.csv").exists())),
+    ("a gap only the whole data shows", Err("time gap inside an episode", "episode 15",
+                                            "from time 2024-01-05T09:30:00 to 2024-01-05T11:30:00",
+                                            "a step of 2 hours where 1 hour", "--time-gaps split")),
+    ("month starts", Err("time column 'time'", "not whole multiples", "31 days", "28 days",
+                         "months since the start")),
+    ("text that is no date", Err("time column 'time'", "ISO 8601", "got 'soon' at data row 180"))])
+def test_parquet_timestamp_folder_through_the_cli(case, expected, tmp_path, capsys):
+    """``genpqr fit FOLDER``: timestamps accepted, and refused as in memory, naming the unit; the
+    gap is in episodes 15.. whose clock ticks by two hours, which a chunk of them alone would
+    take for its unit."""
+    frame = _base()
+    if case == "month starts":
+        frame["time"] = [pd.Timestamp("2026-01-01") + pd.DateOffset(months=int(t)) for t in frame.time]
+    elif case == "text that is no date":
+        frame["time"] = (pd.Timestamp("2024-01-05") + pd.to_timedelta(frame.time, "D")).dt.strftime("%Y-%m-%d")
+        frame.loc[len(frame) - 1, "time"] = "soon"
+    else:
+        ticks = frame.time * np.where((frame.episode >= 15) & (case != "hourly"), 2, 1)
+        frame["time"] = pd.Timestamp("2024-01-05 09:30") + pd.to_timedelta(ticks, "h")
+    folder = _parquet_folder(frame, tmp_path / "d")
+    args = _fit_args(tmp_path, "--chunk-rows", "40")
+    args[1] = folder
+    code, stdout, stderr = _run(args, capsys)
+    _assert_outcome(case, expected, code, tmp_path / "out", stdout, stderr)
+
+
+# ----------------------------------------------------------------------------- typed structural: no standard error
+def test_typed_structural_fit_names_the_parameters_without_a_standard_error(two_types, tmp_path, capsys):
+    """``--features F --types 2`` where F has a column ``dup`` equal to ``r0_b``: the two move no
+    episode's likelihood apart in either type, so the information matrix is singular in their
+    directions. The console, the warning and parameters.csv say which parameters have no
+    standard error, why, and what to do; the identified combinations have theirs."""
+    from genpqr.app.console import unwrap
+
+    frame = _ids(two_types, "numbers")
+    frame.drop(columns="type").to_csv(tmp_path / "data.csv", index=False)
+    _features_file(tmp_path / "features.csv")
+    features = pd.read_csv(tmp_path / "features.csv")
+    features.assign(dup=features.r0_b).to_csv(tmp_path / "features.csv", index=False)
+    argv = ["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state", "state",
+            "--action", "action", "--gamma", GAMMA, "--normalization", "anchor:a", "--types", "2", "--verbose",
+            "--out", tmp_path / "out", "--features", tmp_path / "features.csv", "--policy-model", "frequency",
+            "--estimator", "nfxp"]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    printed = " ".join(unwrap(stdout).split())
+    for phrase in ("parameters of the nfxp fit with 2 latent types have no standard error: r0_b[type 0], "
+                   "r0_b[type 1]", "dup[type 0], dup[type 1]", "is singular in their directions",
+                   "the data identify r0_b[type 0] + dup[type 0]", "Fit fewer types (--types), more episodes",
+                   "dup[type 1]: not identified by the choices (no estimate or standard error"):
+        assert phrase in printed, (phrase, printed)
+    params = pd.read_csv(tmp_path / "out" / "parameters.csv").set_index("parameter")
+    flat = ["r0_b[type 0]", "r0_b[type 1]", "dup[type 0]", "dup[type 1]"]
+    assert not params.loc[flat, "identified"].any()
+    assert params.loc[flat, ["estimate", "std_error", "ci_low", "ci_high"]].isna().all().all()
+    combos = params.loc[["r0_b[type 0] + dup[type 0]", "r0_b[type 1] + dup[type 1]"]]
+    assert combos.identified.all() and np.isfinite(combos.std_error).all() and (combos.std_error > 0).all()
+    others = params.drop(index=flat)
+    assert np.isfinite(others.loc[others.identified.astype(bool), "std_error"]).all()

@@ -20,6 +20,7 @@ from genpqr.app.report_base import INFERENCE_SIDE, warning_sections
 from genpqr.app.report_inference import FLAG, number
 from genpqr.app.report_svg import RED
 from genpqr.inference import infer, policy_value, reward_projection
+from genpqr.inference._infer import ESS_WARN
 from genpqr.normalization import anchor_action
 from tests.app.test_fit_report import SVG, assert_not_blank, assert_self_contained, embedded_images
 from tests.app.test_workflow import fit_cli, write_tabular_csv
@@ -105,7 +106,7 @@ def test_the_report_prints_what_the_console_prints(inferred):
 def test_a_fragile_interval_is_flagged_where_it_is_shown(inferred):
     out, html, console = inferred
     csv = pd.read_csv(out / "inference.csv", index_col="component")
-    assert csv.loc[THIN, "effective_rows"] < genpqr.inference.ESS_WARN or csv.loc[THIN, "top_row_share"] > 0.1
+    assert csv.loc[THIN, "effective_rows"] < ESS_WARN or csv.loc[THIN, "top_row_share"] > 0.1
     part = section(html)
     rows = dict(re.findall(r"<tr data-component='([^']+)'([^>]*)>", part))
     flagged = {html_lib.unescape(k) for k, attrs in rows.items() if "warn" in attrs}

@@ -134,3 +134,44 @@ def test_table_round_trips_through_pandas_and_from_pandas():
     assert data.action_table == table and data.n_actions == 4
     np.testing.assert_array_equal(data.labels_of(), A)
     assert genpqr.ActionTable is ActionTable
+
+
+class _CountedLabel:
+    """A label that counts the comparisons made with it (hashable, ordered)."""
+
+    comparisons = 0
+
+    def __init__(self, k):
+        self.k = k
+
+    def __hash__(self):
+        return hash(self.k)
+
+    def __eq__(self, other):
+        _CountedLabel.comparisons += 1
+        return isinstance(other, _CountedLabel) and self.k == other.k
+
+    def __lt__(self, other):
+        return self.k < other.k
+
+
+def test_label_checks_are_linear_in_the_number_of_actions():
+    """The label checks of a table of K actions against labels taken (issue 33: 1e5 items took
+    minutes, comparing every label with every other): comparisons O(K), not O(K^2), counted, not
+    timed. The table's own checks and the coverage of every label, then of a data set's few."""
+    K = 3000
+    labels = np.empty(K, dtype=object)
+    labels[:] = [_CountedLabel(k) for k in range(K)]
+    _CountedLabel.comparisons = 0
+    table = ActionTable(labels, np.arange(K, dtype=float))
+    table.check_covers(labels)  # every label: the wide fit checks its own action set
+    taken = labels[[0, 17, 2999]]
+    data = from_arrays(np.zeros(3), taken, np.zeros(3), action_features=table)
+    assert data.n_actions == K
+    assert _CountedLabel.comparisons < 20 * K, _CountedLabel.comparisons  # pairwise: K^2 = 9e6
+    with pytest.raises(MissingActionLabelError, match="does not list"):
+        table.check_covers(np.array([_CountedLabel(K + 1)], dtype=object))
+    numbers = ActionTable(np.array([1, 2, 3]), np.arange(3.0))
+    numbers.check_covers(np.array([3.0, 1.0]))  # equality as ==: 3.0 is the label 3
+    with pytest.raises(MissingActionLabelError, match=r"\['3'\]"):
+        numbers.check_covers(np.array(["3"]))

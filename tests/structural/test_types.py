@@ -296,3 +296,42 @@ def test_progress_of_the_em(typed_panel, estimator, postfix, capsys, monkeypatch
     assert f"latent types ({estimator}, 2 types): EM: 1it" in err and f"{postfix} " in err
     if estimator == "npl":
         assert f"Newton: {fit.iterations['Newton'] - 1}it" in err and "loglik -" in err
+
+
+def test_parameters_without_a_standard_error_are_named(typed_panel):
+    """A feature equal to RC's (``dup``): RC and dup of each type move no episode's likelihood
+    apart (nfxp: npl's inner step is not robust to exactly collinear type-specific features), so the OPG is singular in their directions. The fit says which parameters have no
+    standard error and what to do; the others keep theirs, and each type's RC + dup is the RC of
+    the fit without dup, with its standard error (the generalized inverse on the identified
+    directions)."""
+    m = engines()[0]
+    X = m.features("rust")
+    X_dup = np.concatenate([X, X[..., :1]], axis=-1)
+    kw = dict(n_types=2, type_specific=["RC"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GenPQRWarning)
+        ref = estimate_types("nfxp", X, episodes_of(typed_panel), m.kernel, m.beta, names=NAMES, **kw)
+    with pytest.warns(LatentTypeWarning) as caught:
+        fit = estimate_types("nfxp", X_dup, episodes_of(typed_panel), m.kernel, m.beta, names=NAMES + ["dup"],
+                             **dict(kw, type_specific=["RC", "dup"]))
+    text = " ".join(str(w.message) for w in caught)
+    # the same maximum, reached along another split (the Newton stop on a singular OPG: to 1e-3, any BLAS)
+    assert fit.loglik == pytest.approx(ref.loglik, abs=1e-3)
+    for phrase in ("4 of 6 parameters of the nfxp fit with 2 latent types have no standard error: RC[type 0], "
+                   "RC[type 1], dup[type 0], dup[type 1]", "the information matrix", "is singular in their directions",
+                   "the data identify RC[type 0] + dup[type 0]", "fewer types (n_types)", "more episodes",
+                   "type_specific=[...]"):
+        assert phrase in text, text
+    frame = fit.to_frame()
+    assert frame.loc[["RC[type 0]", "RC[type 1]", "dup[type 0]", "dup[type 1]"], ["estimate", "std_error"]].isna().all().all()
+    assert not frame.loc["RC[type 0]", "identified"] and frame.loc["theta11", "identified"]
+    combos = frame.loc[["RC[type 0] + dup[type 0]", "RC[type 1] + dup[type 1]"]].sort_values("estimate")
+    order = np.argsort(ref.theta[:2])  # the types in the order of RC (the split may order them otherwise)
+    np.testing.assert_allclose(combos.estimate, ref.theta[order], rtol=1e-3)  # the Newton stop, any BLAS
+    np.testing.assert_allclose(combos.std_error, ref.std_error[order], rtol=1e-3)
+    assert frame.loc["theta11", "std_error"] == pytest.approx(ref.std_error[2], rel=1e-3)
+    assert np.isfinite(fit.mixing_proportions_se).all() and fit.df_model == ref.df_model
+    assert np.isnan(fit.bse["dup[type 1]"]) and np.isfinite(fit.aic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LatentTypeWarning)
+        check_types(ref)  # every parameter has a standard error: no such warning

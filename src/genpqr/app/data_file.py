@@ -47,7 +47,7 @@ STATE_LIMIT = 1e150
 
 def read_frame(config: FitConfig):
     """The data file as a DataFrame, checked: every named column present, no column mixing
-    numbers and text, numeric state/time/outcome columns, and (discrete actions) at least two
+    numbers and text, numeric state/outcome columns, a time column of numbers or timestamps, and (discrete actions) at least two
     action labels. The out-of-core reader runs the same checks (:mod:`genpqr.app.stream`)."""
     from ..data._io import read_table
 
@@ -55,47 +55,10 @@ def read_frame(config: FitConfig):
     check_column_names(config, list(frame.columns))
     if len(frame) == 0:
         raise ValueError(f"{config.data} has no rows")
-    frame = timestamps_as_steps(frame, config)
     check_rows(frame, config)
     if config.action_type != "continuous":
         check_discrete_actions(frame, config)
     return frame
-
-
-def timestamps_as_steps(frame, config: FitConfig):
-    """A time column of timestamps (dates, datetimes; e.g. a Parquet timestamp column) as step
-    numbers in the data's own unit: the most common step between consecutive rows of an episode.
-    Every step must be a whole multiple of it (a larger multiple is a gap, handled by
-    ``--time-gaps``); otherwise ``ValueError`` naming the column and the unit. Other columns are
-    returned as they are (a new frame when converted; the input is not modified)."""
-    import pandas as pd
-
-    col = frame[config.time] if config.time in frame.columns else None
-    if col is None or not (pd.api.types.is_datetime64_any_dtype(col) or pd.api.types.is_timedelta64_dtype(col)):
-        return frame
-    missing = col.isna().to_numpy()
-    if missing.any():
-        raise ValueError(f"time column {config.time!r} has {int(missing.sum())} missing timestamp(s) (first at "
-                         f"{data_row(int(np.flatnonzero(missing)[0]))})")
-    ns = col.to_numpy().astype("datetime64[ns]" if pd.api.types.is_datetime64_any_dtype(col) else "timedelta64[ns]")
-    ns = ns.astype(np.int64)
-    order = np.lexsort((ns, pd.factorize(frame[config.episode])[0]))
-    same = pd.factorize(frame[config.episode])[0][order]
-    steps = np.diff(ns[order])[same[1:] == same[:-1]]
-    steps = steps[steps > 0]
-    if steps.size == 0:
-        unit = 1
-    else:
-        values, counts = np.unique(steps, return_counts=True)
-        unit = int(values[np.argmax(counts)])
-        off = steps % unit != 0
-        if off.any():
-            raise ValueError(f"time column {config.time!r} holds timestamps whose steps are not whole multiples of "
-                             f"the data's most common step, {pd.Timedelta(unit, 'ns')} (e.g. a step of "
-                             f"{pd.Timedelta(int(steps[off][0]), 'ns')}; calendar months or years vary in length): "
-                             f"convert the column to step numbers (e.g. months since the start) or to evenly spaced "
-                             f"times")
-    return frame.assign(**{config.time: (ns - ns.min()) // unit})
 
 
 def check_column_names(config: FitConfig, columns: list) -> None:
@@ -118,7 +81,7 @@ def check_rows(frame, config: FitConfig, first_row: int = 0) -> None:
             continue
         check_numeric(frame, col, "state column", allow_missing=False, first_row=first_row, max_abs=STATE_LIMIT)
     if config.time in frame.columns:
-        check_numeric(frame, config.time, "time column", allow_missing=False, first_row=first_row)
+        _check_time(frame, config.time, first_row)
     spec, norm = config.normalization, normalization_column(config)
     numbers = norm is not None and spec.entry.notes.get("column") == "numbers"
     for col in (config.outcome, norm if numbers else None):
@@ -127,6 +90,17 @@ def check_rows(frame, config: FitConfig, first_row: int = 0) -> None:
                           first_row=first_row)
     if config.action_type != "continuous" and config.action in frame.columns:
         _check_no_missing_action(frame, config.action, first_row)
+
+
+def _check_time(frame, time: str, first_row: int) -> None:
+    """The time column: finite numbers, or timestamps (dates, datetimes, ISO 8601 text; numbered
+    in the data's own unit where the transitions are built, :func:`genpqr.data.from_pandas`)."""
+    from ..data._clock import is_timestamps, timestamp_ns
+
+    if is_timestamps(frame[time]):
+        timestamp_ns(frame[time], time, first_row)
+    else:
+        check_numeric(frame, time, "time column", allow_missing=False, first_row=first_row)
 
 
 def _check_columns_present(config: FitConfig, columns: list, roles) -> None:

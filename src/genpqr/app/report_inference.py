@@ -118,7 +118,7 @@ def _source_lines(ctx, result) -> list:
 
 
 def _thresholds() -> str:
-    from ..inference import CORRECTION_WARN, EPISODE_WARN, ESS_WARN, WEIGHT_WARN
+    from ..inference._infer import CORRECTION_WARN, EPISODE_WARN, ESS_WARN, WEIGHT_WARN
 
     return (f"A component is flagged when its Riesz weights rest on fewer than {ESS_WARN} effective rows or one row "
             f"holds more than {WEIGHT_WARN:.0%} of their square (thin overlap between the target and the behaviour), "

@@ -198,6 +198,7 @@ def typed_parameters_table(fit, level: float = 0.95):
     props = pd.DataFrame({"parameter": [f"mixing proportion[type {m}]" for m in range(fit.n_types)],
                           "estimate": fit.mixing_proportions, "std_error": fit.mixing_proportions_se})
     props["ci_low"], props["ci_high"] = proportion_interval(props.estimate.to_numpy(), props.std_error.to_numpy(), z)
+    props["identified"] = bool(np.all(fit.identified[fit.theta.size:]))  # else no delta-method SE
     props["z"] = props.estimate / props.std_error
     props["p_value"] = 2.0 * norm.sf(np.abs(props.z))
     table = pd.concat([frame.drop(columns="std_error_kind"), props], ignore_index=True)
@@ -222,7 +223,10 @@ def console_lines(fit, parameters) -> list:
                 f"    log-likelihood {fit.loglik:.4f} over {fit.n_episodes} episodes ({fit.n_choices} choices); "
                 f"AIC {fit.aic:.3f}, BIC {fit.bic:.3f}; iterations: {fit.convergence}",
                 f"    std_error: {parameters['std_error_kind'].iloc[0]}", f"    {TYPES_NOTE}"] + [
-            f"    {row['parameter']}: {row['estimate']:.4g} (SE {row['std_error']:.4g})"
+            f"    {row['parameter']}: not identified by the choices (no estimate or standard error; see the warning)"
+            if not bool(row.get("identified", True))
+            else f"    {row['parameter']}: {row['estimate']:.4g}"
+            + (f" (SE {row['std_error']:.4g})" if np.isfinite(row["std_error"]) else " (no standard error)")
             for _, row in parameters.iterrows()]
     boot = "std_error_analytic" in parameters.columns
     kind = "bootstrap" if boot else fit.se_label

@@ -12,6 +12,7 @@ import numpy as np
 from ..messages import Mention, Message
 from ._validation import plain
 from ._builders import from_arrays, refuse_continuous_labels
+from ._clock import duration, is_timestamps, timestamp_ns, timestamps_as_steps
 from ._transitions import Transitions, as_flags
 
 __all__ = ["from_pandas", "long_format_rows", "LongFormatRows", "episode_segments", "time_gap_rows", "TIME_GAPS",
@@ -22,7 +23,7 @@ def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], a
                 terminated: str | None = None, truncated: str | None = None, outcome: str | None = None,
                 reward: str | None = None, action_labels=None, next_state: str | Sequence[str] | None = None,
                 keep_last: bool = True, time_gaps: str = "error", expected_step=None,
-                action_features=None) -> Transitions:
+                action_features=None, clock=None) -> Transitions:
     """Transitions from a long-format frame: one row per (episode, time step).
 
     The next state of a row is the state of the following time step of the same episode.
@@ -42,7 +43,8 @@ def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], a
     ----------
     frame : pandas.DataFrame
     episode, time, action : str
-        Column names.
+        Column names. Times are step numbers or timestamps (``datetime64``, dates, ISO 8601 text),
+        numbered in the data's own unit (its most common step; ``genpqr.data._clock.Clock``).
     state : str or list of str
         State column name(s).
     terminated, truncated, outcome, reward : str, optional
@@ -66,6 +68,8 @@ def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], a
         The gap rule's expected step when ``frame`` holds only some episodes of a larger data
         set (:attr:`TimeSteps.expected` of the whole data; the out-of-core reader passes it so
         that every chunk is judged as the whole data would be); None: ``frame``'s own.
+    clock : Clock, optional
+        Timestamps: the whole data's numbering (as ``expected_step``); None: ``frame``'s own.
     action_features : ActionTable, pandas.DataFrame or mapping, optional
         A feature vector per action label (see :func:`from_arrays`): the action set becomes the
         table's labels in its row order, actions never taken included.
@@ -77,7 +81,7 @@ def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], a
     rows = long_format_rows(frame, episode=episode, time=time, state=state_cols, terminated=terminated,
                             truncated=truncated, next_state=next_cols, keep_last=keep_last,
                             time_gaps=time_gaps, other=[c for c in (action, outcome, reward) if c],
-                            expected_step=expected_step)
+                            expected_step=expected_step, clock=clock)
     check_some_rows(rows, episode)
     return _transitions_from_rows(rows, action, outcome, reward, action_labels, state_cols, action_features)
 
@@ -110,7 +114,7 @@ def _transitions_from_rows(rows, action, outcome, reward, action_labels, state_c
 
 def check_long_frame(frame, episode: str, time: str, state, action: str, next_state=None, flag_columns=()):
     """Check the columns :func:`from_pandas` reads (present; numeric states; one action label
-    type, none missing; finite numeric times); returns ``(state_cols, next_cols)``, lists of names."""
+    type, none missing; finite numeric times or timestamps); returns ``(state_cols, next_cols)``, lists of names."""
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
@@ -175,14 +179,17 @@ class LongFormatRows:
 def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], terminated: str | None = None,
                      truncated: str | None = None, next_state: Sequence[str] | None = None,
                      keep_last: bool = False, time_gaps: str = "error",
-                     other: Sequence[str] = (), expected_step=None) -> LongFormatRows:
+                     other: Sequence[str] = (), expected_step=None, clock=None) -> LongFormatRows:
     """Pair each row of a long-format frame with its next state (the rules of :func:`from_pandas`,
     shared by discrete and continuous actions; the columns must exist and be numeric).
     ``keep_last``: keep an episode's last, non-terminated row as a choice-only row
     (``next_observed`` False) instead of dropping it. ``time_gaps``: see :func:`episode_segments`.
     ``other``: further per-step columns (actions, outcomes), never offered as a group column by
-    the duplicate-(episode, time) error. ``expected_step``: see :func:`time_gap_rows`."""
+    the duplicate-(episode, time) error. ``expected_step``: see :func:`time_gap_rows`. A time
+    column of timestamps is numbered by ``clock`` (default: the frame's own; see
+    :func:`from_pandas`); ``frame`` of the result then holds the step numbers."""
     state_cols, next_cols = list(state), None if next_state is None else list(next_state)
+    frame, clock = timestamps_as_steps(frame, episode, time, clock)
     df = frame.sort_values([episode, time], kind="stable")
     if df.duplicated([episode, time]).any():
         dup = df.loc[df.duplicated([episode, time]), [episode, time]].iloc[0].tolist()
@@ -190,7 +197,7 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
         raise ValueError(f"({episode}, {time}) pairs must be unique; {dup} appears more than once"
                          f"{_pooled_groups_hint(df, episode, time, per_step)}")
     ep = (df[episode].to_numpy() if next_cols is not None
-          else episode_segments(df, episode, time, time_gaps, expected_step))
+          else episode_segments(df, episode, time, time_gaps, expected_step, clock))
     states = df[state_cols].to_numpy(dtype=np.float64)
     same_next = np.zeros(len(df), dtype=bool)
     same_next[:-1] = ep[:-1] == ep[1:]
@@ -232,10 +239,19 @@ TIME_GAPS = ("error", "split")
 
 
 def check_time_column(frame, time: str) -> None:
-    """The time column must hold finite numbers (``TypeError`` / ``ValueError`` naming it)."""
+    """The time column must hold finite numbers or timestamps (dates, datetimes, ISO 8601 text;
+    none missing) (``TypeError`` / ``ValueError`` naming it)."""
     import pandas as pd
 
     col = frame[time]
+    if is_timestamps(col):
+        if not col.isna().any():  # missing values: the ValueError below
+            try:
+                timestamp_ns(col, time)
+            except ValueError as exc:  # text that is no date: a wrong type, as text that is no number
+                raise TypeError(str(exc)) from None
+            return
+        timestamp_ns(col, time)
     if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
         raise TypeError(f"time column {time!r} must hold numbers (time steps), got dtype {col.dtype}")
     bad = ~np.isfinite(col.to_numpy(dtype=np.float64))
@@ -358,7 +374,8 @@ def _episode_modal_steps(step: np.ndarray, same: np.ndarray) -> np.ndarray:
     return modal.reindex(pairs["g"]).to_numpy()
 
 
-def episode_segments(df, episode: str, time: str, time_gaps: str = "error", expected_step=None) -> np.ndarray:
+def episode_segments(df, episode: str, time: str, time_gaps: str = "error", expected_step=None,
+                     clock=None) -> np.ndarray:
     """The episode key of every row of a frame sorted by (episode, time), after the time-gap
     rule of :func:`time_gap_rows`.
 
@@ -367,7 +384,9 @@ def episode_segments(df, episode: str, time: str, time_gaps: str = "error", expe
     transition that was never observed). ``"split"`` starts a new episode after each gap: the
     step before the gap is then the end of an episode, handled like any episode end (no observed
     next state). Without gaps the episode column's values are returned; with a split, integer
-    segment numbers ``0..``. ``expected_step``: as in :func:`time_gap_rows`."""
+    segment numbers ``0..``. ``expected_step``: as in :func:`time_gap_rows`. ``clock``: the
+    ``genpqr.data._clock.Clock`` that numbered a time column of timestamps (the error then shows
+    the timestamps and the steps in their unit)."""
     if time_gaps not in TIME_GAPS:
         raise ValueError(f"time_gaps must be one of {list(TIME_GAPS)}, got {time_gaps!r}")
     ep = df[episode].to_numpy()
@@ -377,9 +396,15 @@ def episode_segments(df, episode: str, time: str, time_gaps: str = "error", expe
     if time_gaps == "error":
         i = int(gaps[0])
         t = df[time].to_numpy()
+        if clock is None:
+            jump = (f"{plain(t[i])} to {plain(t[i + 1])}, a step of {plain(t[i + 1] - t[i]):g} where "
+                    f"{plain(expected[0]):g} is expected")
+        else:
+            jump = (f"{clock.label(t[i])} to {clock.label(t[i + 1])}, a step of "
+                    f"{duration(int(round(t[i + 1] - t[i])) * clock.unit)} where {duration(clock.unit)} (the data's "
+                    f"most common step) is expected")
         raise ValueError(Message(
-            f"time gap inside an episode: episode {plain(ep[i])!r} jumps from {time} {plain(t[i])} to "
-            f"{plain(t[i + 1])}, a step of {plain(t[i + 1] - t[i]):g} where {plain(expected[0]):g} is expected "
+            f"time gap inside an episode: episode {plain(ep[i])!r} jumps from {time} {jump} "
             f"({gaps.size} gap(s) in {np.unique(ep[gaps]).size} episode(s)). Joining the steps around a gap would "
             f"make transitions that were never observed: fill in the missing rows, or start a new episode at each "
             f"gap with ", Mention("time_gaps", "split")))

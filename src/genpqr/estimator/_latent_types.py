@@ -193,7 +193,7 @@ def _em_postfix(loglik: float, change: float) -> str:
 
 def _run_em(estimator, learner, data, base, codes, q, z, n_states, seed, desc="latent types EM") -> TypeFit:
     """EM from posteriors ``q`` to a relative log-likelihood change of ``tol``, with a bar over
-    its iterations (:func:`genpqr.stage1.progress_bar`, the estimator's ``progress``)."""
+    its iterations (``genpqr.stage1._stage1.progress_bar``, the estimator's ``progress``)."""
     opts = options(estimator.types, TypeOptions, "types")
     loglik, converged, it = -np.inf, False, 0
     with progress_bar(estimator.progress, desc=desc, unit="it") as bar:

@@ -70,6 +70,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from ..data import Transitions, from_arrays, from_pandas
+from ..data._clock import StampSteps, is_timestamps, stamp_steps, timestamp_ns, timestamps_as_steps
 from ..data._long_format import TimeSteps, check_long_frame, episode_segments, long_format_rows, time_steps
 from ..data._validation import plain
 
@@ -151,6 +152,11 @@ class ParquetSource:
     state_values : ndarray of shape (S,), optional
         Sorted distinct values of the single state column: each chunk's state is replaced by its
         position among them (tabular state indices ``0..S-1``). None: the values are used as they are.
+    clock : genpqr.data._clock.Clock, optional
+        For a time column of timestamps (``datetime64``, dates, ISO 8601 text): the whole
+        dataset's numbering (``SourceScan.stamps.clock()``, unit and origin), so that every chunk
+        is numbered as the whole frame in memory; None until :meth:`scan` sets it (chunks are
+        then numbered by their own rows).
 
     Notes
     -----
@@ -170,6 +176,7 @@ class ParquetSource:
     time_gaps: str = "error"
     expected_step: object = None
     state_values: object = field(default=None, repr=False, compare=False)
+    clock: object = None
     _dataset: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -392,11 +399,18 @@ class ParquetSource:
                            check=check, states=states, first_row=0 if partition is None else partition.offset)
 
     def adopt(self, scan: SourceScan, number_states: bool = False) -> "ParquetSource":
-        """Take the whole data's gap rule from ``scan`` (and, with ``number_states``, its state
-        values as the state numbering); returns self. ``ValueError`` when ``scan`` saw no row."""
+        """Take the whole data's gap rule from ``scan`` (and its numbering of a time column of
+        timestamps; with ``number_states``, its state values as the state numbering); returns
+        self. ``ValueError`` when ``scan`` saw no row, or naming the time column when its
+        timestamps' steps are no whole multiples of the most common one."""
         if scan.n_rows == 0:
             raise ValueError(f"the Parquet dataset {str(self.path)!r} has no rows")
         self.expected_step = scan.steps.expected
+        if scan.stamps is not None:
+            self.clock = scan.stamps.clock(self.time)
+            unit = self.clock.unit
+            self.expected_step = TimeSteps(True, (scan.stamps.values // unit).astype(np.float64),
+                                           scan.stamps.counts).expected
         if number_states:
             self.state_values = scan.state_values
         return self
@@ -419,7 +433,8 @@ class ParquetSource:
         (else from_pandas refuses it)."""
         ids = frame[self.episode].to_numpy()
         if self.time_gaps == "split":
-            ordered = frame.sort_values([self.episode, self.time], kind="stable")
+            stepped, _ = timestamps_as_steps(frame, self.episode, self.time, self.clock)
+            ordered = stepped.sort_values([self.episode, self.time], kind="stable")
             ids = episode_segments(ordered, self.episode, self.time, "split", self.expected_step)
         return bool(np.any(ids[1:] == ids[:-1]) or (self.terminated and frame[self.terminated].to_numpy().any()))
 
@@ -450,7 +465,7 @@ class ParquetSource:
         all gives its choices alone, where the whole dataset would be refused)."""
         kw = dict(episode=self.episode, time=self.time, state=self.state, terminated=self.terminated,
                   truncated=self.truncated, keep_last=self.keep_last, time_gaps=self.time_gaps,
-                  expected_step=self.expected_step)
+                  expected_step=self.expected_step, clock=self.clock)
         for frame in self._with_transitions(self.frames(progress, desc, partition)):
             frame = self._numbered(frame)
             if partition is not None and not self._has_transition(frame):
@@ -542,6 +557,9 @@ class SourceScan:
         The sorted distinct action labels (None: no row).
     steps : TimeSteps
         The within-episode time steps; ``steps.expected`` is the gap rule's expected step.
+    stamps : StampSteps or None
+        For a time column of timestamps: their steps in nanoseconds (the whole data's
+        ``genpqr.data._clock.Clock`` comes from them; ``steps`` is then empty).
     state_values : ndarray of shape (m,) or None
         The sorted distinct values of the (single) state column, when gathered.
     """
@@ -551,11 +569,14 @@ class SourceScan:
     labels: np.ndarray | None = None
     steps: TimeSteps = field(default_factory=TimeSteps)
     state_values: np.ndarray | None = None
+    stamps: StampSteps | None = None
 
     def __add__(self, other: "SourceScan") -> "SourceScan":
+        stamps = (other.stamps if self.stamps is None else self.stamps if other.stamps is None
+                  else self.stamps + other.stamps)
         return SourceScan(self.n_rows + other.n_rows, self.n_episodes + other.n_episodes,
                           _union_values(self.labels, other.labels, "action"), self.steps + other.steps,
-                          _union_values(self.state_values, other.state_values, "state"))
+                          _union_values(self.state_values, other.state_values, "state"), stamps)
 
 
 def scan_frames(frames: Iterable, *, episode: str, time: str, state: Sequence[str], action: str,
@@ -568,18 +589,25 @@ def scan_frames(frames: Iterable, *, episode: str, time: str, state: Sequence[st
     for frame in frames:
         if check is not None:
             check(frame, first_row)
-        total = total + _scan_frame(frame, episode, time, list(state), action, states)
+        total = total + _scan_frame(frame, episode, time, list(state), action, states, first_row)
         first_row += len(frame)
     return total
 
 
-def _scan_frame(frame, episode, time, state, action, states) -> SourceScan:
-    """The :class:`SourceScan` of one frame of whole episodes."""
+def _scan_frame(frame, episode, time, state, action, states, first_row=0) -> SourceScan:
+    """The :class:`SourceScan` of one frame of whole episodes (``first_row``: its first row's
+    position in the dataset, for messages)."""
+    stamps = None
+    if is_timestamps(frame[time]):  # steps in nanoseconds; the unit is the whole data's (adopt)
+        ns, kind = timestamp_ns(frame[time], time, first_row)
+        stamps = stamp_steps(frame[episode].to_numpy(), ns, kind)
+        frame = frame.assign(**{time: ns})
     check_long_frame(frame, episode, time, state, action)
-    ordered = frame.sort_values([episode, time], kind="stable")
     values = np.unique(frame[state[0]].to_numpy()) if states else None
+    steps = TimeSteps() if stamps is not None else time_steps(frame.sort_values([episode, time], kind="stable"),
+                                                              episode, time)
     return SourceScan(len(frame), int(frame[episode].nunique()), np.unique(frame[action].to_numpy()),
-                      time_steps(ordered, episode, time), values)
+                      steps, values, stamps)
 
 
 def _union_values(a, b, what: str):

@@ -121,7 +121,7 @@ def identification(opg, theta, names, cov=None, *, rtol: float = IDENTIFICATION_
     _, sing, vt = np.linalg.svd(null[involved].T)
     rank = int(np.sum(sing > 1e-8))
     combinations = []
-    for a in vt[rank:]:
+    for a in _echelon(vt[rank:]):
         c = np.zeros(p)
         c[involved] = a / a[np.argmax(np.abs(a))]
         c[np.abs(c) < 1e-10] = 0.0
@@ -130,3 +130,26 @@ def identification(opg, theta, names, cov=None, *, rtol: float = IDENTIFICATION_
                                                   float(c @ theta), float(np.sqrt(variance)) if variance >= 0
                                                   else float("nan")))
     return Identification(identified, null, tuple(combinations))
+
+
+def _echelon(basis: np.ndarray) -> np.ndarray:
+    """A basis of the row space of ``basis`` (m, q) in reduced row echelon form: each row has a
+    coefficient 1 where the others have 0, so that several combinations read one at a time
+    (``r0_b[type 0] + dup[type 0]`` and ``r0_b[type 1] + dup[type 1]``, not an arbitrary
+    rotation of the two). One row is returned as it is."""
+    rows = np.array(basis, dtype=np.float64)
+    if rows.shape[0] < 2:
+        return rows
+    pivot_row = 0
+    for col in range(rows.shape[1]):
+        if pivot_row == rows.shape[0]:
+            break
+        k = pivot_row + int(np.argmax(np.abs(rows[pivot_row:, col])))
+        if abs(rows[k, col]) < 1e-8:
+            continue
+        rows[[pivot_row, k]] = rows[[k, pivot_row]]
+        rows[pivot_row] /= rows[pivot_row, col]
+        others = np.arange(rows.shape[0]) != pivot_row
+        rows[others] -= np.outer(rows[others, col], rows[pivot_row])
+        pivot_row += 1
+    return rows

@@ -215,8 +215,8 @@ class LikelihoodResults:
         """``(names, estimates, identified)`` of every parameter (mixing ones last)."""
         names = list(self.names) + list(getattr(self, "mixing_names", ()))
         est = np.concatenate([self.theta, getattr(self, "mixing_params", np.zeros(0))])
-        ident = np.concatenate([getattr(self, "identified", np.ones(self.theta.size, dtype=bool)),
-                                np.ones(est.size - self.theta.size, dtype=bool)])
+        ident = np.asarray(getattr(self, "identified", np.ones(self.theta.size, dtype=bool)))  # (p,) or all
+        ident = np.concatenate([ident, np.ones(est.size - ident.size, dtype=bool)])
         return names, np.where(ident, est, np.nan), ident
 
     def _series(self, values, name):

@@ -47,17 +47,19 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import ConvergenceWarning, GenPQRWarning, LatentTypeWarning
+from ..messages import Mention, Message
 from ..stage1._latent_types import (SEPARATION_WARN, latent_type_warnings, mixing_log_prior, separation_share,
                                     type_posteriors)
 from ._ccp import fit_npl
+from ._identification import generalized_inverse, identification
 from ._maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from ._results import LikelihoodResults, StructuralSummary, check_level, std_errors
-from ._type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_space, evaluate_mixture,
 from ..stage1._stage1 import progress_bar
-                         mixture_hessian)
+from ._type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type_space, evaluate_mixture,
+                          mixture_hessian)
 
 __all__ = ["LatentTypeWarning", "TYPE_ESTIMATORS", "MIN_SEPARATION", "TypedStructuralFit", "TypeBootstrap",
-           "estimate_types", "m_step", "check_types"]
+           "estimate_types", "m_step", "check_types", "standard_error_message"]
 
 TYPE_ESTIMATORS = {  # the estimators with latent types and what each is
     "npl": "full-information mixture MLE: EM with an NPL M-step, finished by Newton steps",
@@ -103,7 +105,8 @@ class TypedStructuralFit(LikelihoodResults):
         Posterior type probabilities per episode, rows in the order of ``episode_labels``.
     episode_labels : ndarray (n_episodes,)
     cov, cov_robust : ndarray (P + A, P + A)
-        Inverse OPG of the per-episode scores and the sandwich (NaN for ``"ccp-em"``).
+        Inverse OPG of the per-episode scores and the sandwich (NaN for ``"ccp-em"``); where the
+        OPG is singular (``identification``), the generalized inverses on the identified directions.
     loglik : float
         The mixture log-likelihood at the estimate.
     n_types, n_choices, n_episodes : int
@@ -115,6 +118,12 @@ class TypedStructuralFit(LikelihoodResults):
     seconds : float
     log_prior : ndarray (M,) or (n_episodes, M)
         Log mixing proportions at the estimate (per episode with mixing covariates).
+    identification : genpqr.structural.identification.Identification or None
+        Which of the ``P + A`` parameters (structural, then mixing) the choices identify: the
+        OPG's null space (a direction that changes no episode's likelihood: too many types for the
+        data, a feature that moves no choice) and the identified combinations of the others, as
+        for a single-type fit; a parameter not identified has no estimate or standard error in
+        :meth:`to_frame` (``identified`` False). None for ``"ccp-em"`` (no covariance).
     """
 
     estimator: str
@@ -145,6 +154,16 @@ class TypedStructuralFit(LikelihoodResults):
     policy: np.ndarray = field(default=None, repr=False)
     spec: dict = field(default_factory=dict, repr=False)
     log_prior: np.ndarray | None = field(default=None, repr=False)
+    identification: object = field(default=None, repr=False)
+
+    @property
+    def identified(self) -> np.ndarray:
+        """Per parameter, structural then mixing: the choices identify it (see ``identification``)."""
+        ident = self.identification
+        return np.ones(self.n_params, dtype=bool) if ident is None else np.asarray(ident.identified)
+
+    def _maximizes(self) -> bool:
+        return True  # every estimator of a mixture reports its likelihood's AIC and BIC
 
     @property
     def n_params(self) -> int:
@@ -183,15 +202,21 @@ class TypedStructuralFit(LikelihoodResults):
         from scipy.stats import norm
 
         level = check_level(level)
-        est = np.concatenate([self.theta, self.mixing_params])
-        se = np.concatenate([self.std_error, self.mixing_std_error])
-        robust = std_errors(self.cov_robust)
+        hidden = np.where(self.identified, 1.0, np.nan)  # not identified: no estimate or standard error
+        combos = getattr(self.identification, "combinations", ())
+        est = np.concatenate([np.concatenate([self.theta, self.mixing_params]) * hidden,
+                              [c.estimate for c in combos]])
+        se = np.concatenate([np.concatenate([self.std_error, self.mixing_std_error]) * hidden,
+                             [c.std_error for c in combos]])
+        robust = np.concatenate([std_errors(self.cov_robust) * hidden, np.full(len(combos), np.nan)])
         z = est / se
         half = norm.ppf(0.5 + level / 2) * se
+        names = list(self.names) + list(self.mixing_names) + [c.describe() for c in combos]
         return pd.DataFrame({"estimate": est, "std_error": se, "std_error_kind": self.se_label, "z": z,
                              "p_value": 2.0 * norm.sf(np.abs(z)), "ci_low": est - half, "ci_high": est + half,
-                             "std_error_robust": robust},
-                            index=pd.Index(list(self.names) + list(self.mixing_names), name="parameter"))
+                             "std_error_robust": robust,
+                             "identified": np.concatenate([self.identified, np.ones(len(combos), dtype=bool)])},
+                            index=pd.Index(names, name="parameter"))
 
     def _summary(self, level: float = 0.95) -> StructuralSummary:
         """A statsmodels-style summary with the per-type parameters, the mixing parameters, the
@@ -430,15 +455,15 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
     params, policy = _start(estimator, space, data, mixing, spec, theta0)
     with progress_bar(progress, desc=f"latent types ({estimator}, {space.n_types} types): EM", unit="it") as bar:
         if estimator == "ccp-em":
-            params, ev, cov, cov_robust, iterations, converged, convergence = _sequential(
-                space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol, em_max_iter, bar)
+            (params, ev, cov, cov_robust, iterations, converged, convergence), ident = _sequential(
+                space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol, em_max_iter, bar), None
         else:
-            params, ev, cov, cov_robust, iterations, converged = _full_mle(
+            params, ev, cov, cov_robust, iterations, converged, ident = _full_mle(
                 estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar)
             convergence = f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
                 "converged by Newton" if converged else "NOT CONVERGED")
     fit = _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, bool(converged), iterations,
-                    convergence, time.perf_counter() - start, spec)
+                    convergence, time.perf_counter() - start, spec, ident)
     if warn:
         check_types(fit)
     return fit
@@ -463,8 +488,9 @@ def _sequential(space, data, mixing, covariates, params, policy, ccp_update, tol
 
 
 def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar):
-    """EM, then Newton; the inverse OPG and the sandwich. Returns ``(params, evaluation, cov,
-    cov_robust, iterations, converged)``."""
+    """EM, then Newton; the inverse OPG and the sandwich (the generalized inverses on the identified
+    directions where the OPG is singular). Returns ``(params, evaluation, cov, cov_robust,
+    iterations, converged, identification)``."""
     params, policy, n_em = _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol,
                                em_max_iter, bar)
     params, ev, H, n_newton, converged = _newton(space, data, mixing, params, policy, max_iter, bar)
@@ -473,8 +499,12 @@ def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, m
         params = _permuted(space, mixing, params, order)
         ev = evaluate_mixture(space, data, mixing, params, policy0=None)
         H = mixture_hessian(space, data, mixing, params, policy0=ev.policy)
-    cov, h_inv = _inverse(ev.opg), _inverse(-H)
-    return params, ev, cov, h_inv @ ev.opg @ h_inv, {"EM": n_em, "Newton": n_newton}, converged
+    ident = identification(ev.opg, params, list(space.names) + list(mixing.names))  # as for one type
+    if ident.all_identified:
+        cov, h_inv = _inverse(ev.opg), _inverse(-H)
+    else:  # the inverses on the identified directions (the combinations' SEs: the same generalized inverse)
+        cov, h_inv = generalized_inverse(ev.opg, ident.null_space), generalized_inverse(-H, ident.null_space)
+    return params, ev, cov, h_inv @ ev.opg @ h_inv, {"EM": n_em, "Newton": n_newton}, converged, ident
 
 
 def _start(estimator, space, data, mixing, spec, theta0):
@@ -498,20 +528,22 @@ def _start(estimator, space, data, mixing, spec, theta0):
 
 
 def _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, converged, iterations, convergence,
-              seconds, spec) -> TypedStructuralFit:
-    """The result object, with the mixing proportions' delta-method standard errors."""
+              seconds, spec, ident=None) -> TypedStructuralFit:
+    """The result object, with the mixing proportions' delta-method standard errors (none where a
+    mixing parameter is not identified)."""
     P = len(space.names)
-    se = std_errors(cov)
+    hidden = np.ones(params.size) if ident is None else np.where(ident.identified, 1.0, np.nan)
+    se = std_errors(cov) * hidden
     props, jac = mixing.proportions(params[P:])
     cov_alpha = cov[P:, P:]
     props_se = np.sqrt(np.clip(np.einsum("ma,ab,mb->m", jac, cov_alpha, jac), 0, None)) \
-        if np.all(np.isfinite(cov_alpha)) else np.full(space.n_types, np.nan)
+        if np.all(np.isfinite(cov_alpha)) and np.all(np.isfinite(hidden[P:])) else np.full(space.n_types, np.nan)
     q = ev.posterior.weights
     return TypedStructuralFit(
         estimator, list(space.names), params[:P], se[:P], std_errors(cov_robust)[:P], list(mixing.names),
         params[P:], se[P:], props, props_se, q, data.labels, cov, cov_robust, ev.loglik, space.n_types, data.n,
         data.n_episodes, converged, iterations, convergence, separation_share(q, ev.log_prior), seconds, space, data,
-        ev.policy, spec, ev.log_prior)
+        ev.policy, spec, ev.log_prior, ident)
 
 
 #: What a structural mixture's warnings say is in doubt.
@@ -520,12 +552,43 @@ PARAMETERS_IN_DOUBT = ("the per-type parameters, the mixing proportions and the 
 
 
 def check_types(fit: TypedStructuralFit) -> None:
-    """The warnings of a typed fit: not converged, types not separated, an empty type."""
+    """The warnings of a typed fit: not converged, parameters without a standard error (not
+    identified: :func:`standard_error_message`), types not separated, an empty type."""
     if not fit.converged:
         warnings.warn(f"the {fit.estimator} fit with {fit.n_types} types did not converge ({fit.convergence})",
                       ConvergenceWarning, stacklevel=3)
+    message = standard_error_message(fit)
+    if message is not None:
+        warnings.warn(message, LatentTypeWarning, stacklevel=3)
     if fit.n_types < 2:
         return
     log_prior = fit.log_prior if fit.log_prior is not None else np.log(fit.mixing_proportions)
     for message in latent_type_warnings(fit.posteriors, log_prior, PARAMETERS_IN_DOUBT):
         warnings.warn(message, LatentTypeWarning, stacklevel=3)
+
+
+def standard_error_message(fit: TypedStructuralFit):
+    """The warning of a mixture MLE whose parameters lack a standard error, or None: which ones,
+    why (the information matrix, the OPG of the per-episode scores, is singular in their
+    directions: a change of them moves no episode's likelihood, so the data cannot tell their
+    values apart), the combinations the data do identify, and what to do. ``"ccp-em"`` has no
+    covariance by design: None."""
+    if fit.estimator not in ("npl", "nfxp"):
+        return None
+    names = list(fit.names) + list(fit.mixing_names)
+    se = np.concatenate([fit.std_error, fit.mixing_std_error])
+    missing = [n for n, ok, s in zip(names, fit.identified, se) if not ok or not np.isfinite(s)]
+    if not missing:
+        return None
+    combos = getattr(fit.identification, "combinations", ())
+    known = ("; the data identify " + ", ".join(f"{c.describe()} = {c.estimate:.4g}" for c in combos[:3])
+             if combos else "")
+    shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+    return Message(
+        f"{len(missing)} of {len(names)} parameters of the {fit.estimator} fit with {fit.n_types} latent types have "
+        f"no standard error: {shown} (the information matrix, the OPG of the per-episode scores, is singular in their "
+        f"directions: changing them together moves no episode's likelihood, so the {fit.n_episodes} episodes cannot "
+        f"tell their values apart; reported as not identified, with no estimate or standard error: parameters.csv "
+        f"identified=False){known}. Fit fewer types (", Mention("n_types"), "), more episodes, or fewer per-type "
+        "parameters (drop a feature, or share a parameter across the types: ",
+        Mention("type_specific", python="type_specific=[...]"), ")")
