@@ -353,13 +353,14 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
     """:func:`estimate_structural` without latent types."""
     start = time.perf_counter()
     X, n, off, kernel, gamma, names = _inputs(estimator, features, counts, offset, kernel, gamma, names)
-    separation = find_separation(X, n, kernel, gamma)
+    work = _working_kernel(kernel)
+    separation = find_separation(X, n, work, gamma)
     no_mle = separation.mle_exists is False
     with warnings.catch_warnings():
         if no_mle:  # the optimizer runs toward infinity: the separation warning says why, once
             warnings.simplefilter("ignore", ConvergenceWarning)
-        run = _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter)
-    d = likelihood_derivatives(run.theta, X, n, kernel, gamma, offset=off,
+        run = _run_estimator(estimator, X, n, work, gamma, off, start_policy, reward_table, tol, max_iter)
+    d = likelihood_derivatives(run.theta, X, n, work, gamma, offset=off,
                                policy0=None if run.policy is None or np.min(run.policy) <= 0 else run.policy)
     ident = _identification(estimator, d, run.theta, names, no_mle)
     cov, cov_robust, held = _covariances(estimator, d, run.pml_cov, X.shape[2], no_mle, ident.null_space)
@@ -367,7 +368,7 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
     if no_mle:
         convergence += "; stopped: the MLE does not exist (separated choices)"
     mle_theta, mle_loglik, mle_identified = (None, np.nan, False) if estimator != "projection" or no_mle else \
-        _mle_alongside(X, n, kernel, gamma, off, start_policy, tol, max_iter)
+        _mle_alongside(X, n, work, gamma, off, start_policy, tol, max_iter)
     gradient_norm = float(np.max(np.abs(d.grad)) / n.sum())
     _check_fit(estimator, d, n, names, separation, run, action_labels, convergence, gradient_norm)
     if mle_theta is not None:
@@ -381,6 +382,20 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
         None if action_labels is None else np.asarray(action_labels),
         iterations={name: count or 0 for name, count, _ in run.parts}, convergence=convergence, separation=separation,
         mle_theta=mle_theta, mle_loglik=mle_loglik, identification=ident, covariances=held)
+
+
+#: Largest ``S * K * S`` of a sparse kernel the estimators work on as a dense array (8 MB): each
+#: NPL or Newton step forms ``P_pi`` several times, and below this size a dense product costs a
+#: fraction of building a sparse one (the result keeps the kernel as given).
+DENSE_WORK_ENTRIES = 1_000_000
+
+
+def _working_kernel(kernel):
+    """``kernel`` as the estimators use it: dense when sparse and small (``DENSE_WORK_ENTRIES``)."""
+    S, K = kernel.n_states, kernel.n_actions
+    if getattr(kernel, "is_sparse", False) and S * K * S <= DENSE_WORK_ENTRIES:
+        return as_kernel(kernel.to_dense(), K)
+    return kernel
 
 
 def _typed(estimator, features, kernel, gamma, n_types, episodes, **kwargs):

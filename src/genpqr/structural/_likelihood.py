@@ -15,7 +15,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.special import log_softmax
@@ -52,7 +51,7 @@ def relative_solve(P_pi, B, gamma: float, *, add_constant: bool = False) -> np.n
         A = np.eye(S) - gamma * dense
         if stochastic:
             A[:, 0] = 1.0
-        Z = sla.solve(A, B, check_finite=False)
+        Z = np.linalg.solve(A, B)  # LAPACK gesv; scipy.linalg.solve costs 5-20x more per call on small systems
     if stochastic:
         k = Z[0].copy()
         Z[0] = 0.0
