@@ -396,12 +396,12 @@ DENSITIES = Registry("density", param="policy_model", actions="continuous", noun
 Q_MODELS = Registry("Q model", param="q_model", actions="discrete", learner=_REGRESSOR,
                     providers=("genpqr.stage2._specs", "genpqr.models._specs"))
 """Stage-2 models over finite actions. Factories: ``(value, *, seed, n_iterations)`` -> ``q_model`` and
-FQE's settings, which :func:`genpqr.app.build.q_model` makes one ``GenPQR(q_model=)``."""
+FQE's settings, which ``genpqr.app.build.q_model`` makes one ``GenPQR(q_model=)``."""
 
 CONTINUOUS_Q_MODELS = Registry("continuous-action Q model", param="q_model", actions="continuous",
                                learner=_REGRESSOR, providers=("genpqr.stage2._specs", "genpqr.models._specs"))
 """Regressors on ``[s, a]``. Factories: ``(value, *, seed, n_iterations)`` -> ``q_model`` and
-FQE's settings, which :func:`genpqr.app.build.q_model` makes one ``GenPQR(q_model=)``."""
+FQE's settings, which ``genpqr.app.build.q_model`` makes one ``GenPQR(q_model=)``."""
 
 NORMALIZATIONS = Registry("normalization", param="normalization", actions="discrete",
                           providers=("genpqr.normalization._specs",))

@@ -16,7 +16,7 @@ homoscedastic by closed form, heteroscedastic by L-BFGS), :class:`FixedGaussianD
 known linear-Gaussian policy), :class:`KnownDensity` (any closed-form policy),
 :class:`SquashedDensity` (bounded boxes: any base density pushed through ``tanh``), and in
 ``genpqr.models._neural_densities`` the MLP Gaussian, the mixture density network and a
-normalizing-flow adapter. :func:`check_normalized` verifies numerically that a density
+normalizing-flow adapter. ``check_normalized`` verifies numerically that a density
 integrates to one over its support.
 
 Bounded action spaces: a density on ``R^m`` is not a density on a box, so the estimator

@@ -1,4 +1,4 @@
-"""Integration rules for ``mu``-integrals: :class:`Nodes` and the rules :class:`MonteCarlo`,
+"""Integration rules for ``mu``-integrals: ``Nodes`` and the rules :class:`MonteCarlo`,
 :class:`GaussHermite` and :class:`GaussLegendre` (see :mod:`genpqr.actions` for the
 overview)."""
 
@@ -30,7 +30,7 @@ def _point_mass_nodes(kernel, states) -> Nodes:
 
 
 class IntegrationRule:
-    """Turns ``mu(.|s_i)`` into :class:`Nodes`.
+    """Turns ``mu(.|s_i)`` into ``Nodes``.
 
     ``is_random``: the nodes are random draws (Monte Carlo); a deterministic rule (a
     quadrature) gives equal states equal nodes, so they can be computed once per distinct state."""

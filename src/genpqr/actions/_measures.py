@@ -12,7 +12,7 @@ Reference kernels (``mu``)
 :class:`GaussianKernel` ``N(m(s), diag(scale(s)^2))`` with ``m(s) = mean + gain @ s`` or a
 callable; :class:`UniformKernel` on a box (the continuous "mean-zero" normalization);
 :class:`PointMass` at an anchor ``a0(s)`` (the continuous anchor action); :class:`BehaviorKernel`
-(``mu = pi_hat``); :class:`DensityKernel`, any sampler with a density. A kernel with a density
+(``mu = pi_hat``); ``DensityKernel``, any sampler with a density. A kernel with a density
 gives it with respect to Lebesgue measure; it must put its mass inside the action space (the
 paper's assumption that ``mu`` is dominated by ``lambda``).
 
@@ -25,7 +25,7 @@ the reference measure is part of the model, stated in every fitted object.
 
 Integration rules (:mod:`genpqr.actions`)
 ---------------------------------------------
-A rule turns ``mu(.|s_i)`` into weighted nodes (:class:`Nodes`: actions ``(n, J, m)``, weights
+A rule turns ``mu(.|s_i)`` into weighted nodes (``Nodes``: actions ``(n, J, m)``, weights
 ``(n, J)`` summing to one per row):
 
 * :class:`MonteCarlo` -- ``J`` draws from ``mu(.|s_i)``, independent across rows, optionally
@@ -100,7 +100,7 @@ class ReferenceKernel:
 
     is_point_mass = False
     needs_policy = False
-    #: ``mu`` is a density the user wrote (:class:`DensityKernel`): checked to integrate to one.
+    #: ``mu`` is a density the user wrote (``DensityKernel``): checked to integrate to one.
     user_density = False
 
     def bind(self, action_space: ActionSpace, policy=None) -> "ReferenceKernel":

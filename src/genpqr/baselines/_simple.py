@@ -1,9 +1,9 @@
 r"""Simple reference baselines.
 
-* :class:`LogPolicyReward` -- the log-policy pseudo-reward ``r(s, a) = log pi_hat(a|s) - g(s)``
+* ``LogPolicyReward`` -- the log-policy pseudo-reward ``r(s, a) = log pi_hat(a|s) - g(s)``
   (the trivial optimum ``(u*, 0)`` of the relaxed problem, paper Lemma "Trivial optimum of the
   relaxed problem", shifted by ``g``).
-* :class:`LinearRewardOracle` -- ridge regression of the *logged* rewards on action-specific
+* ``LinearRewardOracle`` -- ridge regression of the *logged* rewards on action-specific
   linear features: a supervised oracle reference, **not** an IRL method.
 
 Every baseline follows one interface (scikit-learn style, like :class:`genpqr.GenPQR`):

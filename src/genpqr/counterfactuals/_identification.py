@@ -4,7 +4,7 @@ r"""When a counterfactual is identified: the shaping rule (module docstring of
 A normalization ``mu r = g`` picks one reward among ``r + (I - gamma P_a) c``; a counterfactual
 is invariant to that choice iff every shaping term of the fitted ``(P, gamma)`` is one of the new
 ``(P', gamma')`` (:func:`shaping_preserved`) and the reward change does not depend on the
-reward level (:func:`identification_rule`).
+reward level (``identification_rule``).
 """
 
 from __future__ import annotations

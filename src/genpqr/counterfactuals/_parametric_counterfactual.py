@@ -14,10 +14,10 @@ nonparametric route does not arise: the features fix the reward's level (e.g.
 ``u(x, replace) = 0``), so every change, a change of a cost's level included, is identified
 *by the model's functional form* -- which is the assumption the answer rests on.
 
-Parameter changes (:func:`parse_parameter_change`): ``{name: spec}`` with ``spec`` a number (the
+Parameter changes (``parse_parameter_change``): ``{name: spec}`` with ``spec`` a number (the
 new value), or a string ``"*F"`` (multiply), ``"+D"`` / ``"-D"`` (add / subtract), ``"=V"`` (set).
 
-Uncertainty from the parameters (:func:`delta_method`): the statistics ``h(theta)`` of both
+Uncertainty from the parameters (``delta_method``): the statistics ``h(theta)`` of both
 solutions (action rates, mean state, value) have the delta-method covariance
 ``J cov J'`` with ``J = dh/dtheta`` by central differences (steps of a hundredth of a standard
 error). Rates are bounded by 0 and 1 and
@@ -162,7 +162,7 @@ def delta_method(fun, theta, cov, *, logit=None, bounds=None, level: float = 0.9
 
 
 def delta_method_unit(fun, theta, cov, logit, level: float, kind: str) -> DeltaResult:
-    """:func:`delta_method` for statistics whose logit flags refer to the unit interval."""
+    """``delta_method`` for statistics whose logit flags refer to the unit interval."""
     from scipy.stats import norm
 
     cov = np.asarray(cov, dtype=np.float64)

@@ -15,12 +15,12 @@ of their state distributions ``d`` (stationary, or from the given initial state)
   times.
 
 The share is *material* when the counterfactual's ``thin_state_share`` exceeds
-``threshold`` (default :data:`MATERIAL_SHARE`); :class:`~genpqr.exceptions.ExtrapolationWarning`
-says so with the route's reading (:func:`warn_if_material`).
+``threshold`` (default ``MATERIAL_SHARE``); :class:`~genpqr.exceptions.ExtrapolationWarning`
+says so with the route's reading (``warn_if_material``).
 
 Bootstrap replicates can leave the support altogether: a replicate's reward or parameters
 send the whole state distribution to an edge the data never saw, or an action stops being
-chosen (e.g. every bus driven to the top mileage bin, never replaced). :func:`off_support`
+chosen (e.g. every bus driven to the top mileage bin, never replaced). ``off_support``
 flags such a solution; :class:`~genpqr.counterfactuals.CounterfactualResult` counts them and
 its intervals say how many replicates they hold.
 """
@@ -115,7 +115,7 @@ class SupportReport:
 
 def support_report(baseline, counterfactual, counts, *, min_visits: int = MIN_VISITS,
                    threshold: float = MATERIAL_SHARE) -> SupportReport:
-    """:class:`SupportReport` of two solutions against the choice counts ``n`` (S, K)."""
+    """``SupportReport`` of two solutions against the choice counts ``n`` (S, K)."""
     if int(min_visits) < 1:
         raise ValueError(f"min_visits must be a positive number of choices, got {min_visits!r}")
     if not 0.0 <= float(threshold) <= 1.0:

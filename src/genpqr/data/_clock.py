@@ -10,7 +10,7 @@ between consecutive rows of an episode (a day for daily dates, an hour for hourl
 larger multiple is a gap, which the gap rule of ``genpqr.data._long_format.time_gap_rows`` refuses or
 splits); otherwise the column is refused naming the unit (calendar months vary in length).
 
-The unit and origin are those of the *whole* data: :class:`StampSteps` gathers what they need
+The unit and origin are those of the *whole* data: ``StampSteps`` gathers what they need
 from disjoint sets of episodes (summable, as ``genpqr.data._long_format.TimeSteps``), so an
 out-of-core reader numbers every chunk as the whole frame would be numbered in memory.
 Text that is neither a number nor an ISO 8601 date is refused naming the column and the value
@@ -197,7 +197,7 @@ def _parsed(column, time: str, first_row: int, parse):
 
 
 def stamp_steps(episodes: np.ndarray, ns: np.ndarray, kind: str = "datetime") -> StampSteps:
-    """:class:`StampSteps` of some whole episodes (``episodes``: the episode of every row, in any
+    """``StampSteps`` of some whole episodes (``episodes``: the episode of every row, in any
     order; ``ns``: the rows' timestamps in nanoseconds)."""
     import pandas as pd
 

@@ -1,6 +1,6 @@
 """Long-format frames (one row per episode and time step) to transitions: :func:`from_pandas`
 and the pairing rules it shares with the continuous-action reader of ``genpqr fit``
-(:func:`long_format_rows`, time gaps, terminal rows)."""
+(``long_format_rows``, time gaps, terminal rows)."""
 
 from __future__ import annotations
 
@@ -61,12 +61,12 @@ def from_pandas(frame, *, episode: str, time: str, state: str | Sequence[str], a
         Keep the last choice of an episode that did not terminate (see above).
     time_gaps : {"error", "split"}
         What to do when the time steps of an episode are not consecutive (a step is missing;
-        the rule is in :func:`time_gap_rows`): ``"error"`` (default) raises ``ValueError``
+        the rule is in ``time_gap_rows``): ``"error"`` (default) raises ``ValueError``
         naming the first episode and step; ``"split"`` starts a new episode after each gap
         (the step before the gap is then the last choice of its episode).
     expected_step : float, "episode" or None
         The gap rule's expected step when ``frame`` holds only some episodes of a larger data
-        set (:attr:`TimeSteps.expected` of the whole data; the out-of-core reader passes it so
+        set (``TimeSteps.expected`` of the whole data; the out-of-core reader passes it so
         that every chunk is judged as the whole data would be); None: ``frame``'s own.
     clock : Clock, optional
         Timestamps: the whole data's numbering (as ``expected_step``); None: ``frame``'s own.
@@ -185,7 +185,7 @@ def long_format_rows(frame, *, episode: str, time: str, state: Sequence[str], te
     ``keep_last``: keep an episode's last, non-terminated row as a choice-only row
     (``next_observed`` False) instead of dropping it. ``time_gaps``: see :func:`episode_segments`.
     ``other``: further per-step columns (actions, outcomes), never offered as a group column by
-    the duplicate-(episode, time) error. ``expected_step``: see :func:`time_gap_rows`. A time
+    the duplicate-(episode, time) error. ``expected_step``: see ``time_gap_rows``. A time
     column of timestamps is numbered by ``clock`` (default: the frame's own; see
     :func:`from_pandas`); ``frame`` of the result then holds the step numbers."""
     state_cols, next_cols = list(state), None if next_state is None else list(next_state)
@@ -293,7 +293,7 @@ def check_some_rows(rows: "LongFormatRows", episode: str) -> None:
 @dataclass(frozen=True)
 class TimeSteps:
     """The within-episode time steps of some whole episodes: what the gap rule of
-    :func:`time_gap_rows` needs to know of the whole data. Summable (``+``) over disjoint sets of
+    ``time_gap_rows`` needs to know of the whole data. Summable (``+``) over disjoint sets of
     whole episodes (the chunks of an out-of-core reader), the sum being the steps of their union.
 
     Attributes
@@ -377,14 +377,14 @@ def _episode_modal_steps(step: np.ndarray, same: np.ndarray) -> np.ndarray:
 def episode_segments(df, episode: str, time: str, time_gaps: str = "error", expected_step=None,
                      clock=None) -> np.ndarray:
     """The episode key of every row of a frame sorted by (episode, time), after the time-gap
-    rule of :func:`time_gap_rows`.
+    rule of ``time_gap_rows``.
 
     ``time_gaps="error"`` (default) raises ``ValueError`` naming the first episode and step
     followed by a gap (pairing the step before a gap with the one after it would make a
     transition that was never observed). ``"split"`` starts a new episode after each gap: the
     step before the gap is then the end of an episode, handled like any episode end (no observed
     next state). Without gaps the episode column's values are returned; with a split, integer
-    segment numbers ``0..``. ``expected_step``: as in :func:`time_gap_rows`. ``clock``: the
+    segment numbers ``0..``. ``expected_step``: as in ``time_gap_rows``. ``clock``: the
     ``genpqr.data._clock.Clock`` that numbered a time column of timestamps (the error then shows
     the timestamps and the steps in their unit)."""
     if time_gaps not in TIME_GAPS:

@@ -31,7 +31,7 @@ square gives the Gaussian policy and the log-partition:
            + h0 + h_a'Sigma h_a / 2 + (m/2) log(2 pi) + (1/2) log det Sigma.
 
 Iterating ``V -> Q -> V`` is the discounted soft Riccati recursion; it converges (geometrically,
-rate ``gamma`` for the constant) when the problem is stabilizable. :meth:`LQGProblem.solve` runs it
+rate ``gamma`` for the constant) when the problem is stabilizable. ``LQGProblem.solve`` runs it
 to machine precision. The log-policy ``u = Q - V`` is quadratic in ``z``.
 
 Closed-form normalized reward
@@ -44,7 +44,7 @@ For a reference kernel ``mu(.|s) = N(L s + l, T)`` (``T = 0``: point mass at the
 
 * ``a = L s + l + xi``, ``xi ~ N(0, T)``, so ``z = F_mu s + f_mu + (0, xi)`` with ``F_mu = [I; L]``,
   ``f_mu = [0; l]``: ``(mu r)(s) = E r(F_mu s + f_mu + (0, xi))`` is a quadratic in ``s``
-  (:meth:`Quadratic.push` with covariance ``diag(0, T)``);
+  (``Quadratic.push`` with covariance ``diag(0, T)``);
 * under ``mu`` the state moves as ``s' = A_mu s + b_mu + e`` with ``A_mu = A + B L``,
   ``b_mu = b + B l``, ``e ~ N(0, W + B T B')``, so ``(P_mu c)(s) = E c(A_mu s + b_mu + e)``;
 * in coefficients ``c = (C, c_1, c_0)`` the equation reads
@@ -56,7 +56,7 @@ For a reference kernel ``mu(.|s) = N(L s + l, T)`` (``T = 0``: point mass at the
   linear system in the coefficients;
 * ``r_mu(z) = r(z) + c(s) - gamma E[c(F z + b + w)]``, again quadratic in ``z``.
 
-This is :meth:`LQGProblem.normalized_reward`. :meth:`LQGProblem.genpqr_exact` computes the same
+This is ``LQGProblem.normalized_reward``. ``LQGProblem.genpqr_exact`` computes the same
 object along GenPQR's route instead -- ``W = mu Q`` from ``W - gamma P_mu W = mu u - g``, then
 ``Q = u - g + gamma P W`` and ``r = Q - W + g`` -- using only ``u = log pi``; the two agree to
 rounding error (Theorem "Continuous-action fixed-point identification"; the test suite checks it).

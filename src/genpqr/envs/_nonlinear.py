@@ -25,11 +25,11 @@ node for a point mass).
 
 Cross-check with the tabular solver
 -----------------------------------
-:meth:`RingProblem.discretized` gives the ``K``-point midpoint discretization of the action
+``RingProblem.discretized`` gives the ``K``-point midpoint discretization of the action
 (``a_k = low + (k + 1/2) Delta``) with ``pi_K(a_k|s) ∝ pi(a_k|s)``: its exact GenPQR reward from
 :func:`genpqr.stage2.recover_reward` differs from the continuous one by ``O(Delta^2)`` (the
 midpoint rule's error: the constant ``log Delta`` between the counting and the Lebesgue
-reference measures is absorbed by the normalization, see :meth:`RingProblem.discretized`).
+reference measures is absorbed by the normalization, see ``RingProblem.discretized``).
 """
 
 from __future__ import annotations

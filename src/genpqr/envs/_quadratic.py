@@ -3,12 +3,12 @@ r"""Quadratic functions ``f(x) = x' H x + h' x + h0`` and their Gaussian expecta
 The linear-quadratic-Gaussian benchmark (``genpqr.envs._lqg``) stays inside this
 class: rewards, soft values, log-policies, shaping potentials and normalized rewards are all
 quadratics, and every integral the theory needs is an expectation of a quadratic under an
-affine-Gaussian change of variables, which :meth:`Quadratic.push` gives in closed form:
+affine-Gaussian change of variables, which ``Quadratic.push`` gives in closed form:
 
     E[f(F y + f0 + e)] = y' (F'HF) y + (F'(2 H f0 + h))' y + f0'H f0 + h'f0 + h0 + tr(H C),
 
 for ``e ~ N(0, C)``. Linear equations of the form ``c - gamma E[c(A y + b + e)] = t`` in an
-unknown quadratic ``c`` are solved exactly in coefficient space by :func:`solve_stein`.
+unknown quadratic ``c`` are solved exactly in coefficient space by ``solve_stein``.
 """
 
 from __future__ import annotations

@@ -263,7 +263,7 @@ def simulate_typed_buses(models=None, n_buses: int = 50, n_periods: int = 120, *
     ----------
     models : sequence of BusEngine, optional
         One engine per type, on the same states (default: two Su-Judd engines with replacement
-        costs :data:`TYPED_RC` = (10, 13), the other parameters shared).
+        costs ``TYPED_RC`` = (10, 13), the other parameters shared).
     n_buses, n_periods : int
     mixing : sequence of float, optional
         Type probabilities (default uniform: 0.5/0.5 for two types).

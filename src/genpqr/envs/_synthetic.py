@@ -32,7 +32,7 @@ What the specification fixes
   ``W, b`` and an independent random stream.
 * Metrics: reward MSE and Pearson correlation at the test set's (state, logged action) pairs,
   policy NLL on test rows, anchor count of the training set; seeds summarised by mean and
-  ``1.96 sd / sqrt(n_seeds)`` (:func:`seed_summary`).
+  ``1.96 sd / sqrt(n_seeds)`` (``seed_summary``).
 
 What we chose where the specification is silent
 ------------------------------------------------
@@ -41,7 +41,7 @@ What we chose where the specification is silent
   so for a fixed ``p`` the first rows of ``W`` agree between different ``K``), child 1 the
   training data and child 2 the test data. The test set therefore does not depend on
   ``n_train``, and the training set does not depend on ``n_test``.
-  Within :meth:`SyntheticEnv.simulate` the draws are, in this order: ``s0`` as
+  Within ``SyntheticEnv.simulate`` the draws are, in this order: ``s0`` as
   ``standard_normal((n, p))``; the action uniforms as ``random((H, n))`` (row ``t`` drives step
   ``t`` through the inverse CDF of ``pi(.|s_t)``); the reward noise as
   ``normal(0, 0.05, (n, H))``.
@@ -437,7 +437,7 @@ class SyntheticData:
 
 def make_synthetic_env(seed: int, n_actions: int = 5, anchor_shift: float = 0.0, state_dim: int = 5,
                        gamma: float = 0.9) -> SyntheticEnv:
-    """Alias of :meth:`SyntheticEnv.from_seed`."""
+    """Alias of ``SyntheticEnv.from_seed``."""
     return SyntheticEnv.from_seed(seed, n_actions=n_actions, anchor_shift=anchor_shift,
                                   state_dim=state_dim, gamma=gamma)
 

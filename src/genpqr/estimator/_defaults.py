@@ -1,16 +1,16 @@
 r"""The models :class:`genpqr.GenPQR` uses by default on finite actions when the states are not
 tabular indices (``q_model`` other than ``"exact"``): one place that picks them.
 
-* Stage 1, :func:`default_policy_model`: :class:`genpqr.stage1.BasisLogit`, a multinomial
+* Stage 1, ``default_policy_model``: :class:`genpqr.stage1.BasisLogit`, a multinomial
   logit on the standardized state, its cubic splines per coordinate and (up to
   ``genpqr.stage1._basis_logit.MAX_INTERACTION_DIM`` columns) their pairwise products, the non-linear terms
   shrunk toward the linear logit.
-* Stage 2, :func:`default_q_model`: the closed-form LSTD fixed point
+* Stage 2, ``default_q_model``: the closed-form LSTD fixed point
   (:class:`genpqr.stage2.LSTDQ`) on the same basis of the state (:class:`genpqr.stage1.StateBasis`),
   one weight vector per action. FQE with its default regressor
   (``HistGradientBoostingRegressor``) remains the default where LSTD per action does not apply:
   ``encoding`` ``"joint"``, ``"action_features"`` or ``"native"``, or more than
-  :data:`MAX_DEFAULT_LSTD_FEATURES` features over all actions (many actions).
+  ``MAX_DEFAULT_LSTD_FEATURES`` features over all actions (many actions).
 
 Why (docs/benchmarks.md, "The default path of Experiment 2"): on the paper's Experiment 2 this
 pair is the fastest path measured at the lowest reward error, and its settings were chosen by

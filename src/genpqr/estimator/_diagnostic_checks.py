@@ -1,8 +1,8 @@
 """Which fit diagnostics failed: the one place that turns diagnostics into warnings.
 
-:func:`failed_diagnostics` reads a :class:`genpqr.estimator.Diagnostics` (discrete actions)
+``failed_diagnostics`` reads a :class:`genpqr.estimator.Diagnostics` (discrete actions)
 or ``genpqr.estimator._diagnostics.ContinuousDiagnostics`` and returns a ``(category, message)``
-pair for every check that failed; :func:`emit` raises them as Python warnings and returns
+pair for every check that failed; ``emit`` raises them as Python warnings and returns
 their ``"Category: message"`` lines. The estimators call both at the end of ``fit`` and keep
 the lines in ``diagnostics_.warnings``, so a report lists every failed check even when
 nobody caught the warnings (a model fitted elsewhere, warnings filtered, a loaded model).

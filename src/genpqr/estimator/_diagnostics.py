@@ -1,15 +1,15 @@
 r"""What a user needs to trust a :class:`genpqr.GenPQR` fit (computed on the training data).
 
-:class:`FitDiagnostics` holds what both action spaces share (sizes, the stage-1 fit, coverage,
+``FitDiagnostics`` holds what both action spaces share (sizes, the stage-1 fit, coverage,
 the stage-2 solve, the failed checks); :class:`Diagnostics` adds the finite-action fields and
-:class:`ContinuousDiagnostics` the continuous-action ones. Fields are keyword-only.
+``ContinuousDiagnostics`` the continuous-action ones. Fields are keyword-only.
 :mod:`genpqr.estimator` turns them into warnings. Their ``repr`` is short (the scalars,
 and the lists, dicts and long texts summarized in a few lines: ``print(model.diagnostics_)``);
 the full values are the attributes, ``to_dict()`` all of them, ``to_frame()`` the scalars.
 
-:class:`FitSummary` is what ``GenPQR.summary()`` returns: the printed account of a fit
-(``print(model.summary())``, ``str``, :meth:`FitSummary.as_text`), its figures as a table
-(:meth:`FitSummary.to_frame`) and an HTML table in a notebook.
+``FitSummary`` is what ``GenPQR.summary()`` returns: the printed account of a fit
+(``print(model.summary())``, ``str``, ``FitSummary.as_text``), its figures as a table
+(``FitSummary.to_frame``) and an HTML table in a notebook.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ GenPQR"): what differs from finite actions when the action space is a box.
 The reference measure ``lambda`` (Lebesgue on the action space unless
 ``ContinuousOptions(reference=...)`` says otherwise) is part of the model: ``u`` is a density
 against it, and a different ``lambda`` gives a different normalized reward. It is recorded in
-``reference_measure_`` and the summary. :class:`BoxPath` is the strategy
+``reference_measure_`` and the summary. ``BoxPath`` is the strategy
 :meth:`GenPQR.fit <genpqr.GenPQR.fit>` chooses when ``X.action_space`` is a
 :class:`~genpqr.data.BoxActions`: it returns a :class:`~genpqr.estimator.FittedState`; the
 read-off functions (``box_q``, ``box_mu_q``, ...) take that state.
@@ -253,7 +253,7 @@ def box_summary(state, name: str = "GenPQR") -> FitSummary:
 
 
 class _KernelAsDensity:
-    """A user kernel seen through the density interface (for :func:`check_normalized`)."""
+    """A user kernel seen through the density interface (for ``check_normalized``)."""
 
     def __init__(self, kernel, space):
         self.kernel = kernel

@@ -2,7 +2,7 @@ r"""The finite-action path of :class:`genpqr.GenPQR` (paper, Alg. 1): stage 1 a 
 (``u = log pi_hat``, clipped), stage 2 the exact tabular solve (``q_model="exact"``), a
 closed-form solve in features (``"lstd"``) or FQE, and the checks and diagnostics of the fit.
 
-:class:`FinitePath` is a strategy: :meth:`GenPQR.fit <genpqr.GenPQR.fit>` chooses it when
+``FinitePath`` is a strategy: :meth:`GenPQR.fit <genpqr.GenPQR.fit>` chooses it when
 ``X.action_space`` is finite, it reads the estimator's parameters and returns a
 :class:`~genpqr.estimator.FittedState` (it never sets the estimator's attributes). Many actions
 (``n x K`` too large for dense arrays) take the stage 2 of :mod:`genpqr.estimator` (``LargePath``).

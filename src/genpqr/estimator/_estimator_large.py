@@ -9,10 +9,10 @@ model fitted on all rows (a prefit policy or ``cross_fit=None``), the finite pat
   classifier on blocks of rows);
 * ``mu`` at the next states as ``genpqr.stage2._column_weights.ColumnWeights``: **exact** for an anchor
   action or a state-dependent anchor (a few columns), an **unbiased sample** of
-  :data:`MU_SAMPLES` actions (importance weights, proposal uniform, drawn with ``random_state``)
+  ``MU_SAMPLES`` actions (importance weights, proposal uniform, drawn with ``random_state``)
   for mean-zero (``mu = 1/K``) and behaviour (``mu = pi``) weights; the mean per-row standard
   error of the sampled ``next_reward`` is ``diagnostics_.mu_sum_standard_error``;
-* the reward read off at the pairs asked (:meth:`LargeStage2.reward_at`), ``r(s, a) = Q(s, a) -
+* the reward read off at the pairs asked (``LargeStage2.reward_at``), ``r(s, a) = Q(s, a) -
   (mu Q)(s) + g(s)`` with ``Q = u - g + gamma f`` (continuation) from ``u`` and ``f`` at ``a`` and
   at ``mu``'s columns.
 
@@ -65,7 +65,7 @@ def reference_columns(norm, policy, states, n_actions: int, n_samples: int | Non
                       max_bytes: int = DENSE_LIMIT_BYTES, proposal=None, exact_pairs: int = 0) -> ColumnWeights:
     """``mu(.|s)`` at ``states`` as ``genpqr.stage2._column_weights.ColumnWeights``: exact on a point mass's
     column(s) (:meth:`~genpqr.normalization.ActionWeights.point_columns`), on all K columns when
-    ``n K <= exact_pairs``, else ``n_samples`` (default :data:`MU_SAMPLES`) draws from ``proposal``
+    ``n K <= exact_pairs``, else ``n_samples`` (default ``MU_SAMPLES``) draws from ``proposal``
     (K,) (default uniform) with importance weights."""
     n_samples = MU_SAMPLES if n_samples is None else n_samples
     mu, n, K = norm.mu, states.shape[0], int(n_actions)
@@ -180,7 +180,7 @@ class LargePath:
 
 class LargeStage2(SampleStage2):
     """A ``genpqr.stage2._stages.SampleStage2`` that also reads the reward off at given pairs
-    without (n, K) arrays (:meth:`LargeStage2.reward_at`)."""
+    without (n, K) arrays (``LargeStage2.reward_at``)."""
 
     def __init__(self, fqe, normalization, policy, g_fn, n_actions, max_bytes=DENSE_LIMIT_BYTES,
                  random_state=None, proposal=None):
@@ -190,7 +190,7 @@ class LargeStage2(SampleStage2):
     def reward_at(self, states, codes) -> np.ndarray:
         """``r(s_i, a_i) = Q(s_i, a_i) - (mu Q)(s_i) + g(s_i)``, shape (n,), from ``u`` and the
         Q-model at ``a_i`` and at ``mu``'s columns (exact for an anchor, and for mean-zero or
-        behaviour weights up to :data:`EXACT_READ_PAIRS` pairs; above, :data:`MU_SAMPLES` draws
+        behaviour weights up to :data:`EXACT_READ_PAIRS` pairs; above, ``MU_SAMPLES`` draws
         seeded by the fit's ``random_state``)."""
         codes = np.asarray(codes, dtype=np.int64)
         n = states.shape[0]

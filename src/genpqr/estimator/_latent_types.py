@@ -1,6 +1,6 @@
 r"""Latent agent types for :class:`genpqr.GenPQR` (``n_types=M``): a finite mixture over episodes
 estimated by EM over conditional choice probabilities (Arcidiacono and Miller 2011). The EM's
-knobs are a :class:`~genpqr.estimator.TypeOptions` (``GenPQR(types=...)``); :class:`TypesPath` is
+knobs are a :class:`~genpqr.estimator.TypeOptions` (``GenPQR(types=...)``); ``TypesPath`` is
 the strategy ``GenPQR.fit`` chooses when ``n_types > 1``, returning a
 :class:`~genpqr.estimator.FittedState` whose ``types`` part holds the mixture.
 
@@ -253,7 +253,7 @@ def _type_models(estimator, data, q, learner, choice, n_states) -> list:
 
 
 def fit_type_models(estimator, data, type_weights) -> list:
-    """Fit each type's model at given episode weights: the M-step of :class:`TypesPath`
+    """Fit each type's model at given episode weights: the M-step of ``TypesPath``
     with the posteriors fixed (e.g. known types: one-hot rows).
 
     Parameters
@@ -419,7 +419,7 @@ def _warn_types(types: TypesState, log_prior, opts):
 def type_criteria(model, data) -> dict:
     """``loglik``, ``n_params``, ``aic``, ``bic`` of a fitted GenPQR on its data, with or without
     latent types, on one scale for choosing ``n_types``: with one type the choice log likelihood
-    ``sum_i w_i log pi_hat(a_i|s_i)`` and the stage-1 parameters (:func:`ccp_parameter_count`);
+    ``sum_i w_i log pi_hat(a_i|s_i)`` and the stage-1 parameters (``ccp_parameter_count``);
     with types the fitted ``loglik_``, ``n_params_``, ``aic_``, ``bic_``. (With
     ``specific_transitions`` the mixture's likelihood also holds the transitions: compare
     it with a one-type fit's choice and transition likelihood.)"""

@@ -1,23 +1,23 @@
 r"""What genpqr writes is a transaction, and says that genpqr wrote it.
 
-Files (:func:`write_signed`, :func:`read_signed`)
+Files (``write_signed``, ``read_signed``)
     A saved model or result is one file: a first line ``GENPQR-SIGNED 1``, a second line of
     JSON (the payload's size and SHA-256, the genpqr version, what it holds, and an
     HMAC-SHA256 *signature* of that header with this user's signing key), then the payload
     (a joblib pickle). It is written to a temporary name beside the target and renamed over it
-    (a reader sees the old file or the new one, never half of one). :func:`read_signed` reads
+    (a reader sees the old file or the new one, never half of one). ``read_signed`` reads
     the file once and checks size, hash and signature on those bytes *before* the payload is
     unpickled: unpickling runs code, so a file genpqr did not write under this key (handed over,
     downloaded, edited) is refused unless the caller says ``trusted=True``, and an empty,
     truncated or text file is an :class:`~genpqr.exceptions.IntegrityError` either way.
 
-Folders (:func:`output_folder`, :func:`verify_folder`)
+Folders (``output_folder``, ``verify_folder``)
     A command that writes a folder builds it in a hidden temporary folder beside the target,
     writes ``manifest.json`` last (every file's relative path, size and SHA-256; the genpqr
     version; the kind of folder; the command line; the signature) and renames it into place.
     An earlier genpqr folder at the target is replaced as a whole; a target holding anything
     genpqr did not write (the user's data, a config, a symlink) is refused before any work
-    starts. Readers call :func:`verify_folder`, which names the first file that is missing,
+    starts. Readers call ``verify_folder``, which names the first file that is missing,
     changed or unlisted in the manifest.
 
 The signing key
@@ -205,7 +205,7 @@ _PICKLE_STARTS = (b"\x80", b"\x78", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x5d\x00
 
 
 def read_signed(path, *, holds: str, trusted: bool = False, sha256: str | None = None):
-    """Unpickle a file written by :func:`write_signed`, after checking it. The file is read once;
+    """Unpickle a file written by ``write_signed``, after checking it. The file is read once;
     size, hash and signature are checked on those bytes, and only they are unpickled.
 
     ``trusted=True`` loads a file genpqr did not sign under this user's key (a plain joblib or

@@ -2,10 +2,10 @@ r"""Data-driven offsets ``g`` of a normalization ``mu r = g`` (finite actions; :
 chosen by the offset's capabilities:
 
 * ``needs_outcomes`` (``genpqr.normalization._normalization.OutcomeOffset``, ``behavior(g=None)``):
-  ``g(s) = E[y | s]``, regressed on every observed choice (:class:`RegressedOffset`), or on the
-  exact path the state means of ``y`` (:func:`state_means`);
+  ``g(s) = E[y | s]``, regressed on every observed choice (``RegressedOffset``), or on the
+  exact path the state means of ``y`` (``state_means``);
 * ``needs_transitions`` (``genpqr.normalization._normalization.ValueOffset``): ``g = h - gamma mu P h``
-  with ``(P h)(s, a)`` regressed per action (:class:`ValueTargetOffset`).
+  with ``(P h)(s, a)`` regressed per action (``ValueTargetOffset``).
 """
 
 from __future__ import annotations

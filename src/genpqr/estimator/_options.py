@@ -4,7 +4,7 @@ r"""The option objects of :class:`genpqr.GenPQR`'s path-specific knobs, and its 
   (closed form, :class:`genpqr.stage2.LSTDQ`), or fitted Q evaluation: a
   :class:`genpqr.stage2.FQE` carries FQE's knobs (encoding, iterations, tolerance, early
   stopping, structure, ...); a bare regressor or native Q-model ``m`` (or None) means
-  ``FQE(m)`` with FQE's defaults (:func:`q_model_kind`, :func:`fqe_spec`).
+  ``FQE(m)`` with FQE's defaults (``q_model_kind``, ``fqe_spec``).
 * :class:`ContinuousOptions`: the knobs of continuous (box) actions -- the integration rule,
   the reference measure, the log-density floor and the density checks.
 * :class:`TypeOptions`: the knobs of the EM over latent types (``n_types > 1``).
@@ -141,7 +141,7 @@ def fqe_spec(q_model):
 
 
 def fqe_for_fit(q_model, *, random_state=None, progress=None, **overrides):
-    """A clone of :func:`fqe_spec` ready to fit: ``progress`` the estimator's, ``random_state``
+    """A clone of ``fqe_spec`` ready to fit: ``progress`` the estimator's, ``random_state``
     the FQE's own or else the estimator's, and ``overrides`` (e.g. ``validation_fraction=None``)."""
     spec = fqe_spec(q_model)
     fqe = clone(spec)

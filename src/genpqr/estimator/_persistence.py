@@ -15,9 +15,9 @@ refit. ``save(path, include_data=True)`` (``genpqr fit --save-data``) keeps ever
 
 A model file is code: it is a pickle, and unpickling runs whatever the file holds. ``save``
 writes a signed file (``genpqr.estimator._manifest.write_signed``: size, SHA-256 and an HMAC under
-this user's key, checked before anything is unpickled), and :func:`read_model`
+this user's key, checked before anything is unpickled), and ``read_model``
 (:func:`genpqr.load`) loads without ``trusted=True`` only what genpqr signed under that key.
-What a saved model still pickles, and why: :func:`pickled_parts` and
+What a saved model still pickles, and why: ``pickled_parts`` and
 ``docs/saving_and_loading.md``.
 """
 
@@ -63,7 +63,7 @@ def require_data(model, what: str) -> None:
 def dump(model, path, *, include_data: bool = False) -> None:
     """Write the model (or :func:`without_data`) to a signed file (``genpqr.estimator._manifest.write_signed``:
     a header with the payload's size, SHA-256 and this user's HMAC signature, then a joblib pickle;
-    cloudpickle for models holding user-supplied closures such as a lambda ``g``). :func:`read_model`
+    cloudpickle for models holding user-supplied closures such as a lambda ``g``). ``read_model``
     (:func:`genpqr.load`) reads it back."""
     from ._manifest import write_signed
 

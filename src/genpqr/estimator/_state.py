@@ -5,12 +5,12 @@ latent-type paths in memory; the streamed and distributed fits of :mod:`genpqr.s
 returns a :class:`FittedState`; the estimator stores it as ``fitted_`` and nothing else writes it.
 The fitted attributes users read (``policy_``, ``stage2_``, ``normalization_``, ...) are
 read-only views of its fields (``StateView``): an attribute whose field is None (or whose
-part, e.g. the exact path's :class:`TabularState`, is absent) does not exist, so ``hasattr``
+part, e.g. the exact path's ``TabularState``, is absent) does not exist, so ``hasattr``
 tells the paths apart as before. The few things a caller may add to a fitted model go through
 methods that return a new estimator (``with_training_data``, ``with_structural``) or a fit
 option (``fit(X, first_stage=...)``).
 
-A saved model is this object (with the parameters); :data:`STATE_FORMAT` is its format, and a
+A saved model is this object (with the parameters); ``STATE_FORMAT`` is its format, and a
 model file of another format is refused with a message to refit
 (:class:`genpqr.exceptions.ModelFormatError`).
 """
@@ -171,7 +171,7 @@ class FittedState:
         Finite actions: the stage-2 model of the fit (``"exact"``, ``q_model``, or where that is
         None the default ``genpqr.estimator._defaults.default_q_model`` picked; None there: FQE's default).
     format : int
-        :data:`STATE_FORMAT` of the code that made it.
+        ``STATE_FORMAT`` of the code that made it.
     """
 
     gamma: float
@@ -211,7 +211,7 @@ class FittedState:
 
 def check_state_format(state, where: str = "this model") -> None:
     """Raise :class:`~genpqr.exceptions.ModelFormatError` unless ``state`` is a
-    :class:`FittedState` of :data:`STATE_FORMAT`."""
+    :class:`FittedState` of ``STATE_FORMAT``."""
     found = getattr(state, "format", None) if isinstance(state, FittedState) else None
     if found != STATE_FORMAT:
         raise ModelFormatError(f"{where} was saved by another version of genpqr (fitted-state format "

@@ -5,7 +5,7 @@ A replicate of :func:`genpqr.evaluation.bootstrap` draws ``E`` episodes with rep
 tabular path every quantity the fit estimates from the rows is a sum over rows of (state,
 action) and (state, action, next state) indicators, so the replicate's sums are ``sum_e m_e
 c_e``, with ``c_e`` the episode's own counts, counted once for all replicates
-(:class:`EpisodeCounts`):
+(``EpisodeCounts``):
 
 - the cell-frequency first stage (:class:`~genpqr.stage1.FrequencyClassifier`, the tabular
   default) is its own fit on the replicate's weighted (state, action) cells -- the same
@@ -23,7 +23,7 @@ cross-fitted folds of the out-of-fold diagnostics, the diagnostics, the resample
 not computed: a count replicate is a shallow copy of the full-sample fit with the fitted
 state of stage 1 and stage 2 replaced (no ``training_data_``, ``diagnostics_`` or ``policy_folds_``).
 
-:func:`count_plan` says whether a fit qualifies: the exact path with a cell-frequency first
+``count_plan`` says whether a fit qualifies: the exact path with a cell-frequency first
 stage (given, or the default on an unordered state; not prefit), count transitions (``transition_model`` None or ``"counts"``, also when
 ``"auto"`` kept the counts), no row weights, no action table, no outcome offset, one type, and
 a statistic that reads only the fitted tables (``statistic.reads_tables = True``: the reward
@@ -129,7 +129,7 @@ class EpisodeCounts:
 
 class CountPlan:
     """What every count replicate of one bootstrap shares: the template's settings, the
-    full-sample fit and the episodes' counts (:func:`count_plan`)."""
+    full-sample fit and the episodes' counts (``count_plan``)."""
 
     def __init__(self, template, full, data):
         self.template, self.full = template, full

@@ -28,7 +28,7 @@ MIN_BOOTSTRAP_EPISODES = 10
 
 
 def check_bootstrap_episodes(n_episodes: int, name: str = "data") -> None:
-    """``ValueError`` when fewer than :data:`MIN_BOOTSTRAP_EPISODES` episodes are there to resample."""
+    """``ValueError`` when fewer than ``MIN_BOOTSTRAP_EPISODES`` episodes are there to resample."""
     if n_episodes < MIN_BOOTSTRAP_EPISODES:
         raise ValueError(
             f"{name}: the bootstrap resamples whole episodes and needs at least {MIN_BOOTSTRAP_EPISODES} of them, but "
@@ -188,7 +188,7 @@ def bootstrap(estimator, data: Transitions, *, n_boot: int = 200, statistic: Cal
         Cloned for every replicate.
     data : Transitions
     n_boot : int
-        At least 2. ``data`` must hold at least :data:`MIN_BOOTSTRAP_EPISODES` episodes.
+        At least 2. ``data`` must hold at least ``MIN_BOOTSTRAP_EPISODES`` episodes.
     statistic : callable model -> array, optional
         Default: the reward table (exact tabular path).
     n_jobs : int

@@ -5,9 +5,9 @@ Per seed:
 * :func:`reward_mse` and :func:`reward_correlation` (Pearson) between an estimated and the
   true reward at given (state, action) pairs -- both under the same normalization;
 * :func:`policy_nll`, ``-mean log pi_hat(a_i|s_i)`` from a table of (clipped) log-probabilities;
-* :func:`anchor_count`, the number of rows taking the anchor action.
+* ``anchor_count``, the number of rows taking the anchor action.
 
-Over seeds: :func:`mean_ci`, the mean and the normal-approximation 95% half-width
+Over seeds: ``mean_ci``, the mean and the normal-approximation 95% half-width
 ``1.96 * sd / sqrt(n)`` (sample sd, ``ddof=1``), as in the paper's tables.
 
 This module is the library's home for these formulas. ``genpqr.envs._synthetic`` has its own

@@ -2,11 +2,11 @@ r"""Result summaries in statsmodels' shape: a title, ``label: value`` header ite
 its notes, rendered as fixed-width text (at most ``MAX_WIDTH`` columns), HTML and LaTeX (a
 table to paste into a paper).
 
-:class:`TableSummary` is the base of the summaries that results return
+``TableSummary`` is the base of the summaries that results return
 (``genpqr.structural._summary.StructuralSummary``, the counterfactual's
 ``genpqr.counterfactuals._counterfactual_summary.CounterfactualSummary``): a subclass says what it shows
-(:meth:`TableSummary.layout`, a :class:`SummaryLayout`) and inherits ``as_text()``,
-``as_html()``, ``as_latex()``, ``print`` and the notebook's HTML. :meth:`TableSummary.after`
+(``TableSummary.layout``, a ``SummaryLayout``) and inherits ``as_text()``,
+``as_html()``, ``as_latex()``, ``print`` and the notebook's HTML. ``TableSummary.after``
 puts a summary below another one (e.g. the structural table under ``GenPQR.summary()``).
 """
 
@@ -192,7 +192,7 @@ class TableSummary(_Printed):
 
 
 class CombinedSummary(_Printed):
-    """Summaries shown one below another (:meth:`TableSummary.after`). ``as_text``,
+    """Summaries shown one below another (``TableSummary.after``). ``as_text``,
     ``as_html`` and ``as_latex`` join the parts' (a part without HTML or LaTeX is shown as
     preformatted text); ``tables`` chains their tables (or ``to_frame()``); any other attribute
     is the first part's (e.g. ``GenPQR.summary()``'s ``lines``, ``figures``, ``to_frame``)."""

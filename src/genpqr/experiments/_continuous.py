@@ -13,12 +13,12 @@ degree 2 in ``(s, a)`` + least squares; ``mu``-integrals by stratified antitheti
 
 * ``oracle-policy`` -- the true Gaussian policy plugged in (stage-2 error only);
 * ``linear-gaussian`` -- :class:`LinearGaussianDensity` (degree 1; well specified);
-* ``mdn`` -- :class:`MixtureDensityNetwork` (3 components, 32x32 tanh), for ``n <= mdn_max_n``.
+* ``mdn`` -- ``MixtureDensityNetwork`` (3 components, 32x32 tanh), for ``n <= mdn_max_n``.
 
 Normalizations: ``gaussian`` (``mu = N(0, 1)``, g = 0; Monte Carlo integrals) and ``anchor``
 (point mass at ``a0 = 0``, g = 0; exact).
 
-:func:`run_discretization_check` adds the cross-check of the ring problem
+``run_discretization_check`` adds the cross-check of the ring problem
 (``genpqr.envs._nonlinear``): the continuous pipeline with the true policy and exact
 integrals against the tabular solver on a K-point action grid.
 """
@@ -85,7 +85,7 @@ def run_continuous_experiment(n_values=(1_000, 10_000, 100_000), seeds=range(5),
         Written in place, file by file (the benchmark script adds ``discretization.csv`` beside
         them); ``genpqr experiment continuous`` writes a whole folder instead (:func:`write_outputs`).
         The settings are also in ``frame.attrs["config"]``.
-    methods : subset of :data:`METHODS`
+    methods : subset of ``METHODS``
     normalizations : subset of :data:`NORMALIZATIONS` keys
     n_eval : int
         Evaluation pairs per seed.

@@ -3,10 +3,10 @@
 A sweep is resumable -- rows are added to ``results.csv`` as tasks finish and a rerun skips the
 finished ones -- so its folder cannot be built aside and swapped in as a whole, as the other
 commands' outputs are (``genpqr.estimator._manifest.output_folder``). Instead every change goes
-through :func:`update_folder`: each file is written to a temporary name and renamed, and the
+through ``update_folder``: each file is written to a temporary name and renamed, and the
 manifest lists each changing file's current and next versions while the change is under way,
 so a kill at any instant leaves a folder that ``genpqr.estimator._manifest.verify_folder`` accepts.
-:func:`open_results_folder` checks a folder before a run, before any task starts.
+``open_results_folder`` checks a folder before a run, before any task starts.
 """
 
 from __future__ import annotations

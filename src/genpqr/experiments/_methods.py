@@ -1,6 +1,6 @@
 """The methods of the paper's tables, behind one contract, in a registry.
 
-A :class:`Method` is a callable ``method(data, seed, options) -> dict``: it builds its
+A ``Method`` is a callable ``method(data, seed, options) -> dict``: it builds its
 estimator from ``options``, fits it on ``data.train`` (timing only the fit, with
 ``time.perf_counter``; simulating the data is not timed) and returns the metric row:
 
@@ -17,7 +17,7 @@ estimator from ``options``, fits it on ``data.train`` (timing only the fit, with
 
 Options are ``{group: {name: value}}``. A method declares its groups and their defaults
 (the specification's settings) and a ``tiny`` override (a few epochs, for smoke tests);
-:meth:`Method.resolve` merges ``defaults <- tiny (if asked) <- overrides`` and rejects unknown
+``Method.resolve`` merges ``defaults <- tiny (if asked) <- overrides`` and rejects unknown
 groups. The groups used here:
 
 * ``"bc"``: keyword arguments of the behaviour-cloning :class:`~genpqr.models.MLPClassifier`
@@ -399,7 +399,7 @@ METHODS: dict[str, Method] = {}
 
 
 def register(method: Method, *, replace: bool = False) -> Method:
-    """Add ``method`` to :data:`METHODS` under its name."""
+    """Add ``method`` to ``METHODS`` under its name."""
     if not isinstance(method, Method):
         raise TypeError(f"method must be a genpqr.experiments._methods.Method, got {type(method).__name__}")
     if method.name in METHODS and not replace:

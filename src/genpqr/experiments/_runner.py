@@ -12,7 +12,7 @@
    ``backend="dask", scheduler="tcp://..."`` (or a ``client``) through Dask's public API
    (``client.map`` and ``distributed.as_completed``) -- adding each row to ``out/results.csv``
    as soon as its task finishes (only this process writes the file), under a tqdm progress bar;
-4. returns a :class:`RunSummary` accounting for every task. A task that raises writes
+4. returns a ``RunSummary`` accounting for every task. A task that raises writes
    nothing; its error is collected and reported, and the sweep goes on. A row that cannot be
    saved (a full disk) is reported as such.
 
@@ -284,7 +284,7 @@ def run_experiment(config: ExperimentConfig, seeds, out, *, n_jobs: int = 1, bac
     scheduler : str, optional
         Address of a running Dask scheduler (``backend="dask"``), e.g. ``"tcp://10.0.0.5:8786"``.
     methods : dict name -> Method, optional
-        Registry to resolve ``config.methods`` in (default :data:`METHODS`).
+        Registry to resolve ``config.methods`` in (default ``METHODS``).
     progress : bool
         tqdm progress bar on stderr.
     client : distributed.Client, optional

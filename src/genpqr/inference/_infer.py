@@ -80,7 +80,7 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
         the tabular rule's (cell frequencies or the spline logit; ``genpqr.stage1._first_stage.choose_tabular_policy``)
         or a :class:`~genpqr.stage1.FrequencyClassifier` (there, splitting only thins the cells: a
         held-out row on a state its fold rarely saw gets an extreme weight), else
-        :data:`AUTO_FOLDS` folds (a flexible first stage: a network, boosting, a smoother).
+        ``AUTO_FOLDS`` folds (a flexible first stage: a network, boosting, a smoother).
     level : float
         Level of the intervals (``result.conf_int(level)`` gives others).
     random_state : int, Generator or None

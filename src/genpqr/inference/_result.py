@@ -32,7 +32,7 @@ class InferenceResult:
         The one-step (debiased) estimate: the cross-fitted plug-in plus the mean of the
         efficient influence function at the fold's nuisances.
     std_error : ndarray (m,)
-        Of kind ``se_kind`` (:data:`SE_KIND`): ``sqrt(sum_e (sum_{i in e} chi_i)^2) / n``,
+        Of kind ``se_kind`` (``SE_KIND``): ``sqrt(sum_e (sum_{i in e} chi_i)^2) / n``,
         the influence function summed within episodes ``e`` (clustered), ``chi_i`` centred.
     cov : ndarray (m, m)
         The same, for every pair of components (``cov_params()``).

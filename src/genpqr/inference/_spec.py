@@ -37,7 +37,7 @@ _OPTIONS = {"value": {"gamma", "reward", "name"}, "difference": {"gamma", "rewar
 
 
 def parse_target(spec: str, *, policies=None, labels=None, features=None, feature_names=None) -> Target:
-    """The :class:`Target` of ``spec`` (module docstring). ``labels``: the data's action labels
+    """The ``Target`` of ``spec`` (module docstring). ``labels``: the data's action labels
     (a label written in ``spec`` is matched by its text); ``policies``: name -> policy;
     ``features``: (S, K, p) array or callable for ``projection``."""
     kind, arg, options = _split(spec)

@@ -252,7 +252,7 @@ class FlowDensity(_TorchDensity):
     transforms : int
     hidden_features : tuple of int
     max_epochs, batch_size, learning_rate, weight_decay, validation_fraction, n_iter_no_change, random_state, device
-        As :class:`MixtureDensityNetwork`.
+        As ``MixtureDensityNetwork``.
     """
 
     def __init__(self, flow="NSF", transforms=3, hidden_features=(64, 64), max_epochs=200, batch_size=256,

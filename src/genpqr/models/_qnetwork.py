@@ -2,7 +2,7 @@
 
 :class:`DuelingQNetwork` (also importable from ``genpqr.models._nn``) implements the native
 Q-model protocol (``fit_q`` / ``predict_q``, warm-started across Bellman iterations), whose
-argument checks, :func:`validate_q_inputs`, every native Q-model shares (e.g.
+argument checks, ``validate_q_inputs``, every native Q-model shares (e.g.
 :class:`genpqr.models.BoostedQModel`). PyTorch is imported only when the network is
 fitted or used.
 """

@@ -1,8 +1,8 @@
 """``torch.nn.Module`` building blocks of the library's networks (imports torch: load lazily).
 
-* :class:`MLP` -- the ReLU multilayer perceptron behind every network of the library
+* ``MLP`` -- the ReLU multilayer perceptron behind every network of the library
   (behaviour cloning, the dueling Q-network, the AIRL / MaxEnt-IRL / DeepPQR baselines);
-* :class:`StandardizedNetwork` -- what ``to_torch()`` exports: standardization, the MLP and,
+* ``StandardizedNetwork`` -- what ``to_torch()`` exports: standardization, the MLP and,
   for a dueling network, the head ``Q = V + A - mean A``.
 """
 

@@ -9,7 +9,7 @@ Conventions shared by every torch model of the library (:class:`~genpqr.models.M
 DeepPQR baselines):
 
 * gradients come from ``torch.autograd`` and updates from ``torch.optim``'s Adam / Adagrad (its
-  functional API, with the fused kernel where the device has one: :class:`FusedOptimizer`);
+  functional API, with the fused kernel where the device has one: ``FusedOptimizer``);
 * every random draw (initial weights, shuffles, samples) comes from one CPU ``torch.Generator``
   seeded from ``random_state``, so a seed gives the same draws on every device; on CPU, training
   runs on one torch thread (``MAX_TRAIN_THREADS``) and is bit-for-bit reproducible; on CUDA,
@@ -309,7 +309,7 @@ class FusedOptimizer:
 
 
 def make_optimizer(kind: str, params, *, lr: float, weight_decay: float = 0.0) -> FusedOptimizer:
-    """Adam (``kind="adam"``) or Adagrad (``"adagrad"``) on ``params``: a :class:`FusedOptimizer`."""
+    """Adam (``kind="adam"``) or Adagrad (``"adagrad"``) on ``params``: a ``FusedOptimizer``."""
     return FusedOptimizer(kind, params, lr=lr, weight_decay=weight_decay)
 
 

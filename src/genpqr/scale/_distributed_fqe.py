@@ -11,7 +11,7 @@ The algorithm is the in-memory one of :class:`genpqr.stage2.FQE` with a
 How the cluster runs it:
 
 * **one read** -- one task per partition reads its Parquet rows
-  (:func:`bellman_block_pass`) into a :class:`BellmanBlock` kept in the worker's memory: the
+  (``bellman_block_pass``) into a ``BellmanBlock`` kept in the worker's memory: the
   partition's complete transitions as ``genpqr.scale._statistics.bellman_chunk`` builds them
   (stage 1 broadcast to the workers, as in the closed-form path), the running values
   ``Q(s_i, a_i)`` and ``Q(s'_i, .)`` and the current targets, plus the diagnostics sums. The
@@ -19,7 +19,7 @@ How the cluster runs it:
   chunk per partition);
 * **per iteration** -- ``DaskLGBMRegressor.fit(X, y_k, init_score=Q_{k-1}(s, a))`` (no
   ``init_score`` at ``k = 1``) grows the iteration's trees data-parallel on the workers
-  holding the blocks; then one task per block (:func:`advance_block`) receives the new
+  holding the blocks; then one task per block (``advance_block``) receives the new
   trees (the booster's model string), adds their predictions to ``Q(s_i, a_i)`` and
   ``Q(s'_i, .)`` and computes ``y_{k+1}`` and the evaluation sums of ``Q_k`` (Bellman
   residual, target change), which the client reduces. Only the label and init-score columns
@@ -158,7 +158,7 @@ class BellmanBlock:
 
 def bellman_block_pass(source, labels, policy, normalization, gamma: float, partition=None,
                        progress=None, continuation: bool = False) -> BellmanBlock | None:
-    """Read ``source`` (or its ``partition``) into a :class:`BellmanBlock` at ``Q_0 = 0``
+    """Read ``source`` (or its ``partition``) into a ``BellmanBlock`` at ``Q_0 = 0``
     (targets ``y_1 = u - g``; with ``continuation`` at ``f_0 = 0``, targets ``continues *
     next_reward``); None when it has no row."""
     problems, summary = [], None
@@ -318,7 +318,7 @@ def fit_boosted_fqe(est, begun, cluster, partitions, source, policy):
 
 
 def _read_blocks(client, partitions, **kwargs) -> list:
-    """One :func:`bellman_block_pass` task per partition, placed round-robin on the workers (a
+    """One ``bellman_block_pass`` task per partition, placed round-robin on the workers (a
     loose restriction): the blocks stay where they are read, so the data of LightGBM's
     data-parallel training is spread evenly and the placement does not depend on timing."""
     workers = sorted(client.ncores())

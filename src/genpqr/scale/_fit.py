@@ -21,7 +21,7 @@ plus the sufficient statistics of stage 2.
 * **Streamed FQE path** (``q_model`` a native Q-model with ``fit_q`` / ``predict_q``, e.g.
   :class:`genpqr.models.DuelingQNetwork`, bare or in a :class:`genpqr.stage2.FQE`
   holding ``n_iterations``, ``tol`` and ``structure``): stage 1 as in the closed-form path; then
-  each of ``n_iterations`` Bellman iterations is one pass over the chunks (:func:`fqe_pass`),
+  each of ``n_iterations`` Bellman iterations is one pass over the chunks (``fqe_pass``),
   each chunk's targets computed with a frozen copy (``copy.deepcopy``) of the previous
   iteration's model (``Q_0 = 0``) and ``fit_q`` called on that chunk alone (mini-batch SGD over
   the dataset for a model that keeps its optimizer state), plus one last pass for the
@@ -33,9 +33,9 @@ plus the sufficient statistics of stage 2.
   fits nothing); with ``tol``, iteration stops at the first ``Q_k`` whose target change is
   ``<= tol``, as :class:`genpqr.stage2.FQE` does.
 
-How: :func:`fit_parquet` passes a :class:`StreamedFit` (the source and the sampling settings) to
-``GenPQR.fit``, which runs its :meth:`StreamedFit.fit_state`: the passes of the statistics
-module, then the steps on the summed statistics below (``start``, :func:`fit_counts`,
+How: :func:`fit_parquet` passes a ``StreamedFit`` (the source and the sampling settings) to
+``GenPQR.fit``, which runs its ``StreamedFit.fit_state``: the passes of the statistics
+module, then the steps on the summed statistics below (``start``, ``fit_counts``,
 ``finish_closed_form``, ``finish_fqe``), each returning the estimator's
 :class:`~genpqr.estimator.FittedState`; :func:`genpqr.scale.fit_dask` runs the same passes per
 partition on a Dask cluster and ends in the same steps.

@@ -19,9 +19,9 @@ Memory: one chunk plus the longest episode.
 
 **Partitions** (for a distributed fit, :mod:`genpqr.scale`). The Parquet row groups are
 split into contiguous runs (:meth:`ParquetSource.group_row_groups`); a scan of the episode
-and action columns of each run (:func:`scan_row_groups`, one task each) gives the first and
+and action columns of each run (``scan_row_groups``, one task each) gives the first and
 last episode id of every row group, from which :meth:`ParquetSource.plan` makes
-:class:`Partition` objects that are *episode-whole*: an episode belongs to the partition
+``Partition`` objects that are *episode-whole*: an episode belongs to the partition
 holding its first row; that partition reads on into the row groups after it while the
 episode goes on, and the next partition skips those leading rows. The plan also checks the
 order across row groups. ``source.chunks(labels, partition=p)`` then streams the chunks of
@@ -43,8 +43,8 @@ The checks that make this reader accept and refuse what the in-memory reader
 * **One schema.** The files of a Parquet folder are read with one schema: each column's types in
   the files holding rows are unified (integer widths, integers with floats, string kinds; an empty
   file's null-typed columns are ignored); a column stored as numbers in one file and as text in
-  another is refused naming both files (:func:`unified_schema`).
-* **One validation pass** (:func:`scan_frames`, run by :meth:`ParquetSource.scan`): over chunks of
+  another is refused naming both files (``unified_schema``).
+* **One validation pass** (``scan_frames``, run by :meth:`ParquetSource.scan`): over chunks of
   whole episodes, the checks :func:`genpqr.data.from_pandas` runs on a frame
   (``genpqr.data._long_format.check_long_frame``: numeric states, a finite time column, one action label
   type, no missing action), plus any caller's check (``genpqr fit`` passes the row checks of
@@ -54,8 +54,8 @@ The checks that make this reader accept and refuse what the in-memory reader
   memory, not by its own) and, for a tabular fit, the distinct state values (numbered as in
   memory, so large sparse ids are not used as indices).
 * **Reading** errors name the file: a path that is no Parquet dataset, a damaged file
-  (:func:`open_dataset`, :func:`read_footer`, :func:`checked_batches`), and rows not sorted by
-  episode, the one requirement the in-memory reader does not have (:func:`check_sorted`).
+  (``open_dataset``, ``read_footer``, ``checked_batches``), and rows not sorted by
+  episode, the one requirement the in-memory reader does not have (``check_sorted``).
 
 The per-chunk statistics and the passes over a source or a partition are in the statistics
 module of :mod:`genpqr.scale`; the fits in its fit module.
@@ -277,8 +277,8 @@ class ParquetSource:
         return [tuple(groups[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
 
     def plan(self, groups, scans) -> list[Partition]:
-        """Episode-whole :class:`Partition` objects from runs of row groups and their scans
-        (:func:`scan_row_groups`, one list of :class:`RowGroupScan` per run); raises
+        """Episode-whole ``Partition`` objects from runs of row groups and their scans
+        (``scan_row_groups``, one list of ``RowGroupScan`` per run); raises
         ``ValueError`` where the episode ids decrease from one row group to the next."""
         P = len(groups)
         owned, tails, skip, started = [0] * P, [[] for _ in range(P)], [()] * P, [False] * P
@@ -308,7 +308,7 @@ class ParquetSource:
 
     def partitions(self, npartitions: int | None = None) -> list[Partition]:
         """:meth:`plan` with the scans run here, one run after the other (a distributed fit runs
-        :func:`scan_row_groups` on the workers instead)."""
+        ``scan_row_groups`` on the workers instead)."""
         groups = self.group_row_groups(npartitions)
         return self.plan(groups, [scan_row_groups(self, g)[1] for g in groups])
 
@@ -390,7 +390,7 @@ class ParquetSource:
     def scan(self, progress=None, check=None, states: bool = False, partition: Partition | None = None) -> SourceScan:
         """The validation pass (``genpqr.scale._scan.scan_frames``) over the episode, time,
         action and state columns (of ``partition`` only, if given): ``check(frame, first_row)``
-        on each chunk, the in-memory reader's frame checks, and the :class:`SourceScan` of the
+        on each chunk, the in-memory reader's frame checks, and the ``SourceScan`` of the
         whole data (``states``: with the distinct values of the single state column). Sets
         nothing: :meth:`adopt` does."""
         columns = list(dict.fromkeys([self.episode, self.time, self.action, *self.state]))
@@ -500,7 +500,7 @@ def as_source(path, **kwargs) -> ParquetSource:
 
 def scan_row_groups(source: ParquetSource, row_groups) -> tuple:
     """``(labels, scans)``: the sorted action labels of ``row_groups`` (None if no row) and one
-    :class:`RowGroupScan` per row group (the episode and action columns only are read). Checks
+    ``RowGroupScan`` per row group (the episode and action columns only are read). Checks
     the episode order inside each row group."""
     labels, scans = None, []
     for rg in row_groups:
@@ -581,7 +581,7 @@ class SourceScan:
 
 def scan_frames(frames: Iterable, *, episode: str, time: str, state: Sequence[str], action: str,
                 check: Callable | None = None, states: bool = False, first_row: int = 0) -> SourceScan:
-    """One :class:`SourceScan` of ``frames`` (pandas frames of whole episodes, in dataset order;
+    """One ``SourceScan`` of ``frames`` (pandas frames of whole episodes, in dataset order;
     ``first_row``: the dataset position of the first frame's first row). ``check(frame,
     first_row)`` runs first on every frame; ``states``: gather the distinct values of the single
     state column."""
@@ -595,7 +595,7 @@ def scan_frames(frames: Iterable, *, episode: str, time: str, state: Sequence[st
 
 
 def _scan_frame(frame, episode, time, state, action, states, first_row=0) -> SourceScan:
-    """The :class:`SourceScan` of one frame of whole episodes (``first_row``: its first row's
+    """The ``SourceScan`` of one frame of whole episodes (``first_row``: its first row's
     position in the dataset, for messages)."""
     stamps = None
     if is_timestamps(frame[time]):  # steps in nanoseconds; the unit is the whole data's (adopt)
@@ -695,7 +695,7 @@ def open_dataset(path):
 
 def dataset_columns(path, raw=None) -> list[str]:
     """Every column name of any file of the Parquet dataset at ``path`` (from the file footers;
-    ``raw``: the dataset opened by :func:`open_dataset`)."""
+    ``raw``: the dataset opened by ``open_dataset``)."""
     names = {}
     for fragment in (open_dataset(path) if raw is None else raw).get_fragments():
         names.update(dict.fromkeys(read_footer(lambda: fragment.physical_schema.names, fragment.path)))

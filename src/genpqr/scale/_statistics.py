@@ -6,20 +6,20 @@ streamed fit (:func:`genpqr.scale.fit_parquet`, one pass over the whole dataset)
 distributed one (:func:`genpqr.scale.fit_dask`, one task per partition of episodes,
 partial results summed on the workers and the client):
 
-* :func:`tabular_chunk_counts` -- choice counts ``n(s, a)`` and transition counts
-  ``n(s, a, s')`` (sparse) for the exact tabular path (:class:`TabularCounts`, ``+``);
-* :func:`bellman_chunk` -- the ``genpqr.stage2._lstd.BellmanProblem`` of a chunk for a fitted
+* ``tabular_chunk_counts`` -- choice counts ``n(s, a)`` and transition counts
+  ``n(s, a, s')`` (sparse) for the exact tabular path (``TabularCounts``, ``+``);
+* ``bellman_chunk`` -- the ``genpqr.stage2._lstd.BellmanProblem`` of a chunk for a fitted
   policy and normalization, to feed ``LSTDQ.partial_fit`` (or
   ``BellmanStatistics.accumulate*`` / ``merge``);
-* :func:`choice_summary` -- the sums behind GenPQR's diagnostics (:class:`ChoiceSummary`, ``+``);
-* :func:`clip_chunk` -- the auto clip rule's three numbers (:class:`ClipSummary`, ``+``).
+* ``choice_summary`` -- the sums behind GenPQR's diagnostics (``ChoiceSummary``, ``+``);
+* ``clip_chunk`` -- the auto clip rule's three numbers (``ClipSummary``, ``+``).
 
 The *passes* read a :class:`genpqr.scale.ParquetSource`, or only one of its
 ``genpqr.scale._scan.Partition`` objects, chunk by chunk and return the summed statistic
 (None when there is no row). They are top-level functions of picklable arguments, so that a
-Dask worker can run them: :func:`tabular_pass`, :func:`row_count_pass`, :func:`sample_pass`,
-:func:`clip_pass`, :func:`lstd_pass`, :func:`fqe_pass` (one Bellman iteration of streamed FQE
-and its evaluation sums) and :func:`choice_frame` (states and action codes, for a distributed
+Dask worker can run them: ``tabular_pass``, ``row_count_pass``, ``sample_pass``,
+``clip_pass``, ``lstd_pass``, ``fqe_pass`` (one Bellman iteration of streamed FQE
+and its evaluation sums) and ``choice_frame`` (states and action codes, for a distributed
 first stage).
 """
 
@@ -91,7 +91,7 @@ class TabularCounts:
 
 
 def tabular_chunk_counts(chunk: Transitions, n_states: int | None = None) -> TabularCounts:
-    """The :class:`TabularCounts` of one chunk of whole episodes (states are indices in one
+    """The ``TabularCounts`` of one chunk of whole episodes (states are indices in one
     column); ``n_states`` default: max index + 1 in the chunk. Sum chunks with ``+``."""
     from ..data._validation import check_state_indices
     from ..stage2._tabular import transition_counts
@@ -201,7 +201,7 @@ class ChoiceSummary:
 
 
 def choice_summary(raw, actions, mu, clip, *, has_next, weights=None, n_episodes: int = 0) -> ChoiceSummary:
-    """The :class:`ChoiceSummary` of rows with unclipped stage-1 probabilities ``raw`` (m, K),
+    """The ``ChoiceSummary`` of rows with unclipped stage-1 probabilities ``raw`` (m, K),
     observed ``actions`` (m,), normalization weights ``mu`` (m, K), ``clip`` bounds,
     ``has_next`` (m,) bool (a complete transition) and optional row ``weights`` (m,) (counts,
     for the tabular path's one row per (s, a))."""
@@ -283,7 +283,7 @@ class ClipSummary:
 
 
 def clip_chunk(chunk: Transitions, policy, raw=None) -> ClipSummary:
-    """The :class:`ClipSummary` of a chunk under a fitted (unclipped) policy."""
+    """The ``ClipSummary`` of a chunk under a fitted (unclipped) policy."""
     raw = policy.raw_proba(chunk.states) if raw is None else raw
     live = chunk.next_observed & ~chunk.terminated
     smallest = min(float(raw.min()), float(policy.raw_proba(chunk.next_states[live]).min()) if live.any() else np.inf)
@@ -293,7 +293,7 @@ def clip_chunk(chunk: Transitions, policy, raw=None) -> ClipSummary:
 
 
 def chunk_choice_summary(chunk: Transitions, raw, policy, normalization) -> ChoiceSummary:
-    """:func:`choice_summary` of a chunk's rows under a fitted policy (clip resolved) and a
+    """``choice_summary`` of a chunk's rows under a fitted policy (clip resolved) and a
     normalization bound to the action codes; ``raw = policy.raw_proba(chunk.states)``."""
     from ..stage1._policy import clip_proba
 
@@ -340,7 +340,7 @@ class RowDraws:
 
 # ============================================================================ passes
 def tabular_pass(source, labels, n_states=None, partition=None, progress=None) -> TabularCounts | None:
-    """Sum of :func:`tabular_chunk_counts` over ``source`` (or its ``partition``)."""
+    """Sum of ``tabular_chunk_counts`` over ``source`` (or its ``partition``)."""
     total = None
     for chunk in source.chunks(labels, progress, "counting", partition=partition):
         part = tabular_chunk_counts(chunk, n_states)
@@ -367,7 +367,7 @@ def sample_pass(source, labels, probability: float, draws: RowDraws, offset: int
 
 
 def clip_pass(source, labels, policy, partition=None, progress=None) -> ClipSummary | None:
-    """Sum of :func:`clip_chunk` over ``source`` (or its ``partition``)."""
+    """Sum of ``clip_chunk`` over ``source`` (or its ``partition``)."""
     total = None
     for chunk in source.chunks(labels, progress, "policy clip", partition=partition):
         part = clip_chunk(chunk, policy)

@@ -20,7 +20,7 @@ paper's 5-D states the additive splines capture each coordinate's curvature and 
 the interactions of the softmax, at a held-out policy log loss as low as the alternatives'
 (linear, quadratic, splines alone) across the repository's continuous-state designs, and the
 fit is a few tens of milliseconds. The penalty ``C`` was set by held-out log loss across those
-designs (not by the reward): see :data:`DEFAULT_C`.
+designs (not by the reward): see ``DEFAULT_C``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class StateBasis(TransformerMixin, BaseEstimator):
         extrapolation outside).
     interactions : "auto" or bool
         Append ``z_i z_j`` (i < j) of the standardized coordinates; ``"auto"``: when the state
-        has at most :data:`MAX_INTERACTION_DIM` columns.
+        has at most ``MAX_INTERACTION_DIM`` columns.
 
     Attributes
     ----------

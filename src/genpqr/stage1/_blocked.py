@@ -8,8 +8,8 @@ at the normalization's support, so these functions compute ``log pi(a_ij | s_i)`
 * a bilinear policy ``pi(a|s) ~ exp(F_s^T H_a)`` (:class:`genpqr.stage1.ConditionalLogit`,
   ``genpqr.models.TwoTowerClassifier``) by an online log-sum-exp over blocks of rows and of actions,
   ``log pi(a|s) = F_s^T H_a - log sum_b exp(F_s^T H_b)`` (exact: the same sum in another order);
-* any other fitted policy by :meth:`FittedPolicy.raw_proba` on blocks of rows, clipped and
-  renormalized per row as :func:`clip_proba` does (the same numbers as the dense path).
+* any other fitted policy by ``FittedPolicy.raw_proba`` on blocks of rows, clipped and
+  renormalized per row as ``clip_proba`` does (the same numbers as the dense path).
 """
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ distinct cells and their weighted counts ``n_w``: the same objective, the same o
 cost of one pass over the rows to count. With sample weights (a latent type's posterior weights,
 a bootstrap's multiplicities) the counts are weighted; integer weights are repeated rows.
 
-:func:`choice_cells` counts (one pass; a state row is a cell's key, so the states need not be
-integer indices); :class:`ChoiceCells` holds the counts and the distinct state rows, and gives
+``choice_cells`` counts (one pass; a state row is a cell's key, so the states need not be
+integer indices); ``ChoiceCells`` holds the counts and the distinct state rows, and gives
 the per-state totals and feature sums a conditional logit needs and the rows of a weighted fit
-(:meth:`ChoiceCells.as_rows`). :func:`distinct_rows` numbers the distinct state rows (a count
-for state indices, else one sort); :func:`repeated_rows` does so only when it pays
-(:data:`COMPRESS_SHARE`). :class:`FitOnCells` fits any classifier whose weighted fit is a sum
-over rows (a multinomial logit) on the cells; :class:`RowTable` holds per-row values once per
+(``ChoiceCells.as_rows``). ``distinct_rows`` numbers the distinct state rows (a count
+for state indices, else one sort); ``repeated_rows`` does so only when it pays
+(``COMPRESS_SHARE``). ``FitOnCells`` fits any classifier whose weighted fit is a sum
+over rows (a multinomial logit) on the cells; ``RowTable`` holds per-row values once per
 distinct (fold, state) row.
 """
 
@@ -41,11 +41,11 @@ COMPRESS_SHARE = 0.5
 
 def compresses(n_distinct: int, n_rows: int) -> bool:
     """Whether ``n_distinct`` distinct states (or cells) among ``n_rows`` rows are few enough
-    (:data:`COMPRESS_SHARE`) for a fit on the counts to pay."""
+    (``COMPRESS_SHARE``) for a fit on the counts to pay."""
     return n_distinct <= COMPRESS_SHARE * n_rows
 
 
-#: :func:`repeated_rows` first looks at this many leading rows: when most of them are distinct
+#: ``repeated_rows`` first looks at this many leading rows: when most of them are distinct
 #: (continuous states) it does not sort the rest.
 PREFIX_ROWS = 4096
 
@@ -109,7 +109,7 @@ def _decode(key: np.ndarray, radix: np.ndarray) -> np.ndarray:
 
 
 def _small_integers(x: np.ndarray):
-    """:func:`distinct_rows` of one column of non-negative integers below ``4 n + 2**16`` by a
+    """``distinct_rows`` of one column of non-negative integers below ``4 n + 2**16`` by a
     count, or None for other values."""
     n = x.size
     if x.dtype.kind == "f":
@@ -124,7 +124,7 @@ def _small_integers(x: np.ndarray):
 
 
 def repeated_rows(X: np.ndarray):
-    """:func:`distinct_rows` of ``X`` (n, d) when its rows repeat enough for a fit or a
+    """``distinct_rows`` of ``X`` (n, d) when its rows repeat enough for a fit or a
     prediction on the distinct rows to pay (:func:`compresses`), else None. Continuous states are
     recognised from their first ``PREFIX_ROWS`` rows, most of them distinct, without a sort."""
     X = np.asarray(X)
@@ -236,7 +236,7 @@ class RowTable:
 def choice_cells(X, codes, n_actions: int, sample_weight=None, *, index=None) -> ChoiceCells:
     """Count the choices ``codes`` (n,) (action codes ``0..K-1``) in states ``X`` (n, d) per
     (state, action) cell, weighted by ``sample_weight`` (n,) (None: counts). ``index``: the
-    rows' :func:`distinct_rows` when already computed, as ``(distinct, index)``.
+    rows' ``distinct_rows`` when already computed, as ``(distinct, index)``.
 
     Raises ``ValueError`` for mismatched lengths or negative weights."""
     X = np.asarray(X)
@@ -275,7 +275,7 @@ class FitOnCells(ClassifierMixin, BaseEstimator):
     (``LogisticRegression`` with the lbfgs solver, alone or after a ``OneHotEncoder`` of tabular
     states), any GLM -- a row repeated k times is a weight of k, so the ``n`` rows and the ``c``
     distinct cells weighted by their (weighted) counts give the same objective and the same fit
-    (:func:`choice_cells`; to the solver's tolerance). With tabular states ``c <= S K``, however
+    (``choice_cells``; to the solver's tolerance). With tabular states ``c <= S K``, however
     many rows. Predictions are made once per distinct state and spread over the rows. A learner
     whose fit counts rows rather than weights (a tree's ``min_samples_leaf``, mini-batch training)
     is not the same fit on the cells: do not wrap it.

@@ -27,11 +27,11 @@ The clip is therefore chosen from the data by default (``clip="auto"``):
 Explicit bounds ``(low, high)`` and ``None`` (no clip; probabilities of 0 then raise) are
 honoured as given. The share of observed actions whose probability hits a bound, and the
 share of rows at whose state some action sits at the floor, are diagnostics; above
-:data:`CLIP_WARN_FRACTION` a :class:`~genpqr.exceptions.ClippingWarning` says what the clip
+``CLIP_WARN_FRACTION`` a :class:`~genpqr.exceptions.ClippingWarning` says what the clip
 does to the reward and how to change it.
 
-After the clip, :func:`safe_log` takes ``u = log pi_hat`` (refusing a zero probability with
-what to do about it), and :func:`mu_expectation` the known part ``sum_a mu(a|s) (u(s, a) -
+After the clip, ``safe_log`` takes ``u = log pi_hat`` (refusing a zero probability with
+what to do about it), and ``mu_expectation`` the known part ``sum_a mu(a|s) (u(s, a) -
 g(s))`` of the Bellman targets, for the in-memory and the out-of-core stage 2 alike.
 """
 
@@ -206,7 +206,7 @@ def clip_fractions(raw_rows: np.ndarray, actions: np.ndarray, bounds, index=None
 
 def clip_binds_message(fraction_observed: float, fraction_floored: float, bounds, rule: str) -> str | None:
     """The :class:`~genpqr.exceptions.ClippingWarning` text when either share exceeds
-    :data:`CLIP_WARN_FRACTION` (what the clip does to the reward and what to change), else None."""
+    ``CLIP_WARN_FRACTION`` (what the clip does to the reward and what to change), else None."""
     low, high = bounds
     parts = []
     if fraction_observed > CLIP_WARN_FRACTION:
@@ -255,7 +255,7 @@ def safe_log(proba):
 def mu_expectation(mu, proba, g) -> np.ndarray:
     """``sum_a mu(a|s) (log pi(a|s) - g(s))`` per row, shape (n,): ``mu`` and ``proba`` (n, K), ``g``
     (n,) or a scalar. Actions without weight do not enter (their probability may be 0); a zero
-    probability under weight is refused by :func:`safe_log`."""
+    probability under weight is refused by ``safe_log``."""
     weighed = mu != 0
     logs = np.zeros_like(proba, dtype=np.float64)
     logs[weighed] = safe_log(proba[weighed])

@@ -1,7 +1,7 @@
 r"""The first stage of the exact tabular path, chosen from the data: cell frequencies, or a
 smooth logit in an ordered state when the cells are sparse. One rule for both doors:
 :class:`genpqr.GenPQR` with ``q_model="exact"`` and ``policy_model=None`` and ``genpqr fit``
-with ``--policy-model auto`` (its default) both call :func:`choose_tabular_policy`.
+with ``--policy-model auto`` (its default) both call ``choose_tabular_policy``.
 
 Cell frequencies ``pi_hat(a|s) = n(s, a) / n(s)`` are the tabular MLE, but on a panel with a
 rare action (engine replacement, exit, default) most cells never see it: ``pi_hat = 0`` there,
@@ -14,26 +14,26 @@ so with ``clip="auto"`` no clip binds (:mod:`genpqr.stage1`).
 :class:`SplineLogit`
     ``LogisticRegression(C)`` on ``SplineTransformer(n_knots, degree=3)`` features of the
     state (linear extrapolation beyond the observed range); a scikit-learn classifier.
-:func:`select_spline_logit`
+``select_spline_logit``
     ``(n_knots, C)`` chosen by the cross-validated log loss with episode-grouped folds
     (a held-out episode is scored by a model that never saw it).
-:func:`cells_are_sparse`
+``cells_are_sparse``
     The rule: cells are *sparse* when the median number of observed choices per visited
-    state is below :data:`SPARSE_MEDIAN_VISITS`, or when more than
-    :data:`SPARSE_ZERO_SHARE` of the observed choices sit at states where some action
+    state is below ``SPARSE_MEDIAN_VISITS``, or when more than
+    ``SPARSE_ZERO_SHARE`` of the observed choices sit at states where some action
     (observed somewhere in the data) is never chosen by the episodes of the *other* folds:
     there the frequency first stage, fitted without the choice's fold, gives it probability 0.
-:func:`state_is_ordered`
+``state_is_ordered``
     When a tabular state counts as ordered: it is its own index (always so for ``GenPQR``,
     whose tabular states are indices; ``genpqr fit``: one integer or binned column numbered
     by its value) and the transitions are an increment kernel (a transition model with
     ``orders_states = True``, e.g. :class:`genpqr.structural.IncrementKernel`) or the
     number of states was given (``n_states=``, ``--n-states``).
-:func:`choose_tabular_policy`
+``choose_tabular_policy``
     The spline logit when the state is ordered and the cells are sparse, else cell
-    frequencies; returns the model and a :class:`FirstStageChoice` saying which and why.
+    frequencies; returns the model and a ``FirstStageChoice`` saying which and why.
     Deterministic: the folds of the sparse rule and of the cross-validation are the
-    ``n_splits`` episode folds drawn with ``random_state`` (None: :data:`DEFAULT_SEED`, the
+    ``n_splits`` episode folds drawn with ``random_state`` (None: ``DEFAULT_SEED``, the
     default ``--seed`` of ``genpqr fit``), whatever the fit's ``cross_fit``.
 
 The module lives in the core (not in :mod:`genpqr.models`, where it started) because the
@@ -180,7 +180,7 @@ class FirstStageChoice:
     Attributes
     ----------
     name : str
-        ``"spline"`` or ``"frequency"`` (chosen by :func:`choose_tabular_policy`), ``"given"``
+        ``"spline"`` or ``"frequency"`` (chosen by ``choose_tabular_policy``), ``"given"``
         (a ``policy_model`` passed to ``GenPQR``), ``"basis-logit"`` (``GenPQR``'s default for
         non-tabular states, :class:`genpqr.stage1.BasisLogit`), or the ``--policy-model`` the user
         named (``genpqr fit``).
@@ -222,7 +222,7 @@ def cells_are_sparse(transitions: Transitions, n_states: int, *, n_folds: int | 
     ``zero_share`` is the fraction of choices ``i`` at whose state ``s_i`` some action
     observed in the data has no choice among the held-out rows' complement: with ``n_folds =
     k`` (2 <= k <= episodes) the other folds of ``transitions.episode_folds(k, random_state)``
-    (the folds of :func:`select_spline_logit` with the same seed), else the other episodes
+    (the folds of ``select_spline_logit`` with the same seed), else the other episodes
     (leave-one-episode-out)."""
     counts = _counts(transitions, n_states)
     K = counts.shape[1]
@@ -294,9 +294,9 @@ def select_spline_logit(transitions: Transitions, *, knots=KNOT_GRID, C=C_GRID, 
 
 
 def sparsity(transitions: Transitions, n_states: int, *, n_splits: int = 5, random_state=None):
-    """``(sparse, median_visits, zero_share, facts)``: :func:`cells_are_sparse` by the folds of
-    :func:`choose_tabular_policy` (``min(n_splits, episodes)`` episode folds seeded by
-    ``random_state``, None: :data:`DEFAULT_SEED`), and the two numbers as printed text."""
+    """``(sparse, median_visits, zero_share, facts)``: ``cells_are_sparse`` by the folds of
+    ``choose_tabular_policy`` (``min(n_splits, episodes)`` episode folds seeded by
+    ``random_state``, None: ``DEFAULT_SEED``), and the two numbers as printed text."""
     seed = DEFAULT_SEED if random_state is None else seed_from(random_state)
     k = min(int(n_splits), transitions.n_episodes)
     sparse, median, zero_share = cells_are_sparse(transitions, n_states, n_folds=k, random_state=seed)
@@ -306,7 +306,7 @@ def sparsity(transitions: Transitions, n_states: int, *, n_splits: int = 5, rand
 
 
 def state_is_ordered(transition_model=None, n_states=None, *, identity: bool = True) -> bool:
-    """Whether a tabular state counts as *ordered* for :func:`choose_tabular_policy`.
+    """Whether a tabular state counts as *ordered* for ``choose_tabular_policy``.
 
     Parameters
     ----------
@@ -330,7 +330,7 @@ def state_is_ordered(transition_model=None, n_states=None, *, identity: bool = T
 
 
 def given_first_stage(policy_model, *, prefit: bool = False) -> FirstStageChoice:
-    """The :class:`FirstStageChoice` of a policy model the user passed (used as given)."""
+    """The ``FirstStageChoice`` of a policy model the user passed (used as given)."""
     describe = getattr(policy_model, "describe", None)
     steps = getattr(policy_model, "steps", None)
     if callable(describe):
@@ -346,12 +346,12 @@ def choose_tabular_policy(transitions: Transitions, n_states: int, *, ordered: b
                           n_splits: int = 5, random_state=None):
     """The first stage for tabular states: ``(classifier, FirstStageChoice)``.
 
-    ``ordered``: the state index is an ordered quantity (:func:`state_is_ordered`).
+    ``ordered``: the state index is an ordered quantity (``state_is_ordered``).
     ``force="spline"`` selects the spline logit whatever the cells; otherwise it is used when
-    ``ordered`` and :func:`cells_are_sparse` (and the data hold at least 2 episodes), else
+    ``ordered`` and ``cells_are_sparse`` (and the data hold at least 2 episodes), else
     cell frequencies. The sparse rule and the
     spline's cross-validation use the same ``min(n_splits, episodes)`` episode folds, drawn
-    with ``random_state`` (None: :data:`DEFAULT_SEED`), so the choice is deterministic and
+    with ``random_state`` (None: ``DEFAULT_SEED``), so the choice is deterministic and
     does not depend on the fit's cross-fitting.
     """
     if force == "spline" and not ordered:

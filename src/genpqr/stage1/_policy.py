@@ -10,12 +10,12 @@ episode gives out-of-fold probabilities at the training rows and their next stat
 
 Continuous actions (a box, :class:`~genpqr.data.BoxActions`): the same stage with a
 conditional density (:mod:`genpqr.actions`) in place of the classifier, behind
-:class:`FittedDensity` (:func:`fit_density`, :func:`prefit_density`): ``log_prob(s, a)``
+``FittedDensity`` (``fit_density``, ``prefit_density``): ``log_prob(s, a)``
 and, when cross-fitted, ``training_log_prob`` out of fold at the training rows.
 
 Both are a ``genpqr.stage1._stage1.FittedStage1`` (one interface: ``log_policy(states, actions)
 -> u``, ``training_log_policy``, ``fraction_clipped``), cross-fitted by the same helper and
-fitted through :func:`fit_stage1`.
+fitted through ``fit_stage1``.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def clip_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> tuple[np.ndarray, np.nda
 
 
 def clip_log_proba(proba: np.ndarray, clip=DEFAULT_CLIP) -> np.ndarray:
-    """``log`` of :func:`clip_proba` (a finite, normalized log-policy)."""
+    """``log`` of ``clip_proba`` (a finite, normalized log-policy)."""
     p, _ = clip_proba(proba, clip)
     if not np.all(p > 0):
         raise ValueError("probabilities of 0 remain after clipping; use a positive lower clip bound")
@@ -107,7 +107,7 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
     the smoothing) get the marginal action frequencies of the data. ``predict`` /
     ``predict_proba`` before ``fit`` raise scikit-learn's ``NotFittedError``.
 
-    scikit-learn's ``check_estimator`` passes except for :data:`FREQUENCY_CHECK_EXCLUSIONS`:
+    scikit-learn's ``check_estimator`` passes except for ``FREQUENCY_CHECK_EXCLUSIONS``:
     checks that feed continuous multi-column features (``X`` of shape (n, d > 1) drawn from a
     normal distribution) to a classifier whose input is, by definition, one column of state
     indices; each is refused with the message naming the expected input (tested in
@@ -286,7 +286,7 @@ class FittedPolicy(FittedStage1):
         return self._by_fold(folds, lambda k, sel: self.raw_proba(states[sel], fold=k), (self.n_actions,))
 
     def training_table(self, states, rows=None) -> RowTable:
-        """:meth:`training_raw_proba` as a :class:`RowTable`: once per distinct (fold, state) row
+        """:meth:`training_raw_proba` as a ``RowTable``: once per distinct (fold, state) row
         when the rows repeat (tabular states), else one row per row."""
         distinct = self.distinct_training_raw_proba(states, rows)
         if distinct is None:
@@ -498,7 +498,7 @@ def fit_stage1(model, data: Transitions, *, prefit: bool = False, clip="auto", c
                min_log_density=None) -> FittedStage1:
     """Stage 1 of :class:`genpqr.GenPQR` on either action space: a classifier for finite actions
     (:func:`fit_policy` / :func:`prefit_policy`, ``clip``), a conditional density for a box
-    (:func:`fit_density` / :func:`prefit_density`, ``reference`` and ``min_log_density``).
+    (``fit_density`` / ``prefit_density``, ``reference`` and ``min_log_density``).
     ``prefit``: ``model`` is already fitted and used as is (no ``cross_fit``)."""
     if prefit and (model is None or cross_fit):
         raise ValueError("policy_prefit=True needs a fitted policy_model and no cross_fit")

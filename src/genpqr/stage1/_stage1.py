@@ -6,10 +6,10 @@ model that gives ``u(s, a) = log dpi/dlambda (a|s)``.
 * continuous actions: a conditional density, ``u = log p_hat(a|s) - log dlambda/dLebesgue (a)``
   clipped below at ``min_log_density`` (``genpqr.stage1._policy.FittedDensity``).
 
-Both are a :class:`FittedStage1`: ``log_policy(states, actions)`` (the fitted model, averaged over
+Both are a ``FittedStage1``: ``log_policy(states, actions)`` (the fitted model, averaged over
 the cross-fitting folds), ``training_log_policy(states, actions, rows)`` (out of fold at the
 training rows when cross-fitted) and ``fraction_clipped``; both are cross-fitted by episode
-with :func:`cross_fit_models`.
+with ``cross_fit_models``.
 """
 
 from __future__ import annotations

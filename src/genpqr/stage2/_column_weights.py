@@ -1,13 +1,13 @@
 r"""mu-sums over many actions without a dense ``(n, K)`` weight matrix.
 
 FQE's targets need ``(mu Q)(s') = sum_a mu(a|s') Q(s', a)``. With ``K`` in the thousands the
-weights are kept as :class:`ColumnWeights`: the action codes that carry weight (``columns``, c of
+weights are kept as ``ColumnWeights``: the action codes that carry weight (``columns``, c of
 them) and the weights on them (n, c). Two cases:
 
 * **exact**: the normalization's support is small (an anchor action, a state-dependent anchor
   among a few well-supported actions): ``columns`` is that support and the sum is exact;
 * **sampled**: ``mu`` weighs every action (mean-zero ``mu = 1/K``, behaviour ``mu = pi``).
-  :func:`sample_columns` draws ``m`` action codes ``a_1..a_m`` i.i.d. from a proposal ``q``
+  ``sample_columns`` draws ``m`` action codes ``a_1..a_m`` i.i.d. from a proposal ``q``
   (shared by all rows, fixed by ``random_state``) and the weights are the importance weights
   ``mu(a_j|s) / (m q(a_j))``, so that
 
@@ -17,7 +17,7 @@ them) and the weights on them (n, c). Two cases:
       \qquad E_q\left[\widehat{(\mu Q)}(s)\right] = \sum_a \mu(a|s) Q(s, a),
 
   unbiased for every row, with standard error ``sd_j(mu(a_j|s) Q(s, a_j) / q(a_j)) / sqrt(m)``
-  (:func:`column_mu_sum` with ``return_se=True``). The rows share the draws, so their errors are
+  (``column_mu_sum`` with ``return_se=True``). The rows share the draws, so their errors are
   correlated; the error shrinks as ``1/sqrt(m)``.
 """
 
@@ -84,7 +84,7 @@ class ColumnWeights:
 
 def sample_columns(weight_fn, n_rows: int, n_actions: int, n_samples: int, proposal=None,
                    random_state=None) -> ColumnWeights:
-    r"""An unbiased sampled :class:`ColumnWeights` of ``mu`` (module docstring).
+    r"""An unbiased sampled ``ColumnWeights`` of ``mu`` (module docstring).
 
     Parameters
     ----------

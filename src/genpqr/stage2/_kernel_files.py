@@ -1,5 +1,5 @@
 """Transition kernels from files: ``.npy`` (dense, (S, K, S) or (S*K, S)) and ``.npz`` (a scipy
-sparse (S*K, S) matrix), checked against the data's actions (:func:`load_kernel`). Named by a
+sparse (S*K, S) matrix), checked against the data's actions (``load_kernel``). Named by a
 user as ``transition_model`` (``genpqr fit --transition FILE.npy``) or as the changed kernel of
 a counterfactual.
 """
@@ -16,7 +16,7 @@ from ..messages import Mention, Message
 __all__ = ["load_kernel", "check_kernel_against_moves", "SPARSE_FILE_BYTES"]
 
 #: ``.npy`` kernel files larger than this are read memory-mapped and kept as CSR when sparse
-#: (:func:`load_kernel`): 256 MiB, e.g. S = 1,000 states x K = 33 actions dense.
+#: (``load_kernel``): 256 MiB, e.g. S = 1,000 states x K = 33 actions dense.
 SPARSE_FILE_BYTES = 256 * 1024 ** 2
 _BLOCK_BYTES = 64 * 1024 ** 2
 

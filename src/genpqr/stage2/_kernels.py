@@ -9,14 +9,14 @@ A kernel over ``S`` states and ``K`` actions is anything with
   ``(P^T w)(s') = sum_{s,a} w(s, a) P(s'|s,a)``, the adjoint of ``expect``:
   ``<push(w), f> = <w, expect(f)>``;
 * ``to_dense()``: the kernel as an (S, K, S) float array (a ``ValueError`` above
-  :data:`DENSE_KERNEL_MAX_BYTES`).
+  ``DENSE_KERNEL_MAX_BYTES``).
 
 Rows may sum to less than one: the missing mass is termination into an absorbing state of
-value zero. :class:`TransitionKernel` stores the kernel as an (S*K, S) matrix whose row
+value zero. ``TransitionKernel`` stores the kernel as an (S*K, S) matrix whose row
 ``s*K + a`` is ``P(. | s, a)``, a dense ndarray or a scipy CSR matrix (1e4 states x 100
 actions with a few next states per pair take tens of MB sparse, 80 GB dense).
-:class:`KernelOperator` wraps any other object with the protocol (a transition model that
-never stores the matrix, e.g. a low-rank kernel). :func:`as_kernel` turns any of these into
+``KernelOperator`` wraps any other object with the protocol (a transition model that
+never stores the matrix, e.g. a low-rank kernel). ``as_kernel`` turns any of these into
 one of the two and validates it. Re-exported by :mod:`genpqr.stage2`.
 """
 
@@ -85,7 +85,7 @@ class TransitionKernel:
     matrix : ndarray or scipy.sparse.csr_matrix of shape (S*K, S)
     n_states, n_actions : int
     note : str
-        What :func:`as_kernel` changed in a given kernel (rows within :data:`ROW_SUM_TOL` of
+        What ``as_kernel`` changed in a given kernel (rows within :data:`ROW_SUM_TOL` of
         summing to 1 renormalized), or ``""``.
     """
 
@@ -127,7 +127,7 @@ class TransitionKernel:
 
     def to_dense(self, max_bytes: int | None = None) -> np.ndarray:
         """``P`` as a dense (S, K, S) array; ``ValueError`` when it needs more than
-        ``max_bytes`` (default :data:`DENSE_KERNEL_MAX_BYTES`)."""
+        ``max_bytes`` (default ``DENSE_KERNEL_MAX_BYTES``)."""
         S, K = self.n_states, self.n_actions
         if self.is_sparse:
             _dense_check(S, K, max_bytes, "TransitionKernel.to_dense")
@@ -146,7 +146,7 @@ class KernelOperator:
     ``expect`` in blocks of columns) and a matrix-free ``scipy.sparse.linalg.LinearOperator``
     above, which the Krylov solvers of ``genpqr.stage2._linear_bellman.solve_linear_bellman`` accept.
     Code that needs the entries (``matrix``, ``to_dense``) builds them densely, with a
-    ``ValueError`` above :data:`DENSE_KERNEL_MAX_BYTES`.
+    ``ValueError`` above ``DENSE_KERNEL_MAX_BYTES``.
 
     Parameters
     ----------
@@ -270,10 +270,10 @@ def as_kernel(P, n_actions: int | None = None, *, atol: float = 1e-10):
     Parameters
     ----------
     P : ndarray of shape (S, K, S); ndarray or scipy sparse matrix of shape (S*K, S) (row
-        ``s*K + a``); a :class:`TransitionKernel` or :class:`KernelOperator`; an object
+        ``s*K + a``); a ``TransitionKernel`` or ``KernelOperator``; an object
         holding one as ``.kernel`` (a :class:`~genpqr.stage2.TabularMDP`); or any object with
         the kernel protocol (``n_states``, ``n_actions``, ``expect``, ``push``), wrapped in a
-        :class:`KernelOperator` after a check of its row sums ``expect(1)``.
+        ``KernelOperator`` after a check of its row sums ``expect(1)``.
     n_actions : int, optional
         Required for the (S*K, S) form.
 

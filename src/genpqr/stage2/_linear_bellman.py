@@ -1,9 +1,9 @@
 r"""The linear Bellman solve ``(I - gamma P_mu) x = b`` behind every exact evaluation.
 
 ``P_mu`` (S, S) is a (sub)stochastic state-to-state kernel (dense or scipy sparse; rows
-summing below one terminate). :func:`solve_linear_bellman` picks a direct LU for small ``S``
-and a Krylov method above (:data:`DIRECT_MAX_STATES`), reports how the solve went
-(:class:`LinearSolveInfo`) and refines a Krylov result by fixed-point steps when its residual
+summing below one terminate). ``solve_linear_bellman`` picks a direct LU for small ``S``
+and a Krylov method above (``DIRECT_MAX_STATES``), reports how the solve went
+(``LinearSolveInfo``) and refines a Krylov result by fixed-point steps when its residual
 is above the target. Re-exported by :mod:`genpqr.stage2`.
 """
 

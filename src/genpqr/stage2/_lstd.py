@@ -25,7 +25,7 @@ action never taken gets the Q its features predict; with one-hot ``x_a`` it is `
 Its next features are ``phi'_{mu,i} = phi(s'_i) (x) sum_a' mu(a'|s'_i) x_a'``: one (n, K) x
 (K, d) product, never an (n, K, q d) array.
 
-``A`` and ``b`` are sums over transitions: :class:`BellmanStatistics` accumulates them chunk
+``A`` and ``b`` are sums over transitions: ``BellmanStatistics`` accumulates them chunk
 by chunk (``accumulate``), merges partial sums (``merge``: out-of-core or distributed
 reductions) and solves once (``solve``).
 """
@@ -281,7 +281,7 @@ class LSTDQ(BaseEstimator):
         Ridge penalty on the mean-scaled system ``(A / n + alpha I) w = b / n``.
     n_iterations : int or None
         None: the projected fixed point (LSTD). An int K: K steps of linear FQE from zero,
-        in closed form from the same statistics (:meth:`BellmanStatistics.solve`).
+        in closed form from the same statistics (``BellmanStatistics.solve``).
     target : {"continuation", "q"}
         Fit ``Z = P mu Q`` and set ``Q = u - g + gamma Z`` (exact ``u``), or fit ``Q`` itself.
     fit_intercept : bool

@@ -9,7 +9,7 @@ Fitted Q evaluation: starting from ``Q_0 = 0``, iterate
 where ``(mu Q)(s') = sum_j w_j Q(s', a'_j)`` over the ``mu``-nodes of the action space at
 ``s'`` (:mod:`genpqr.data`): for finite actions all K actions with weights ``mu(a|s')``
 (``next_mu`` of shape (n, K)); for continuous actions a quadrature or Monte Carlo rule
-(``next_mu`` a :class:`~genpqr.actions.Nodes`, drawn once: common random numbers).
+(``next_mu`` a ``Nodes``, drawn once: common random numbers).
 
 Finite actions: the Q-models of :mod:`genpqr.stage2`; a regressor enters in one of three
 encodings:

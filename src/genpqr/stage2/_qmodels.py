@@ -4,8 +4,8 @@ Finite actions: a regressor enters in one of four encodings (``"per_action"``: o
 per action on ``s``; ``"joint"``: one regressor on ``[s, onehot(a)]``; ``"action_features"``:
 one regressor on ``[s, x_a]`` from the action table, shared across actions and predicting
 never-taken ones (``genpqr.stage2._feature_q.FeatureQ``); ``"native"``: a model with
-``fit_q``/``predict_q``, e.g. :class:`TabularQModel`), behind :func:`make_q_model`.
-Continuous actions: one regressor on ``[s, a]``, fitted with :func:`fit_regressor` (sample
+``fit_q``/``predict_q``, e.g. :class:`TabularQModel`), behind ``make_q_model``.
+Continuous actions: one regressor on ``[s, a]``, fitted with ``fit_regressor`` (sample
 weights routed to a Pipeline's last step).
 """
 
@@ -26,7 +26,7 @@ from ._regress import fit_regressor
 __all__ = ["TabularQModel", "FQEHistory", "BellmanTargets", "q_from_continuation", "make_q_model", "warm_start_ok",
            "predict_columns", "predict_at", "fit_regressor", "mu_sum", "ENCODINGS"]
 
-#: The finite-action encodings of :func:`make_q_model`.
+#: The finite-action encodings of ``make_q_model``.
 ENCODINGS = ("auto", "per_action", "joint", "action_features", "native")
 
 

@@ -4,11 +4,11 @@
 :data:`~genpqr.registry.TRANSITION_MODELS` (``auto``, ``counts``, ``shrinkage``, ``lowrank``,
 ``classifier``, a kernel file), beside the classes they build. Q factories return
 ``q_model`` with FQE's settings (iterations, tolerance, early stopping, encoding), which
-:func:`genpqr.app.build.q_model` makes one ``GenPQR(q_model=)``.
+``genpqr.app.build.q_model`` makes one ``GenPQR(q_model=)``.
 
 Transition factories, by capability: :data:`~genpqr.registry.SELECTED` (``auto``) receive
 ``data``, ``n_states``, ``seed`` (and ``progress``, the comparison's bar) and return
-``(model or None, TransitionSelection)``, GenPQR's own rule (:func:`resolve_transition_model`);
+``(model or None, TransitionSelection)``, GenPQR's own rule (``resolve_transition_model``);
 :data:`~genpqr.registry.COMPARED` ones receive ``seed`` and ``state_features`` and return the
 candidate compared with counts;
 :data:`~genpqr.registry.GIVEN` ones receive ``n_actions`` (and ``label``) and return the kernel;

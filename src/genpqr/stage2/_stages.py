@@ -1,9 +1,9 @@
 r"""The fitted stage-2 objects of :class:`genpqr.GenPQR` (finite actions): ``q``, ``mu``, ``g``
 and ``u`` at any states.
 
-:class:`ExactStage2` holds tables on a finite state space (the exact tabular solve);
-:class:`SampleStage2` holds a fitted Q-evaluation (FQE or a closed-form solve) with callables
-for ``mu``, ``g`` and ``u``. :class:`ReferenceWeights` is ``mu(.|s)`` of a bound normalization
+``ExactStage2`` holds tables on a finite state space (the exact tabular solve);
+``SampleStage2`` holds a fitted Q-evaluation (FQE or a closed-form solve) with callables
+for ``mu``, ``g`` and ``u``. ``ReferenceWeights`` is ``mu(.|s)`` of a bound normalization
 at any states (the fitted policy for ``mu = pi``).
 """
 

@@ -3,14 +3,14 @@ r"""Finite MDPs solved exactly: the oracle of every test and the exact stage 2.
 Conventions (temperature 1, paper Sec. 2): ``P`` is a kernel over ``S`` states and ``K``
 actions stored as an ``(S*K, S)`` matrix whose row ``s*K + a`` is ``P(. | s, a)``
 (dense ndarray or scipy sparse), or given by any object with the kernel protocol
-(``expect``/``push``; :func:`as_kernel`, :class:`KernelOperator`). Rows may sum to less than one: the missing mass is
+(``expect``/``push``; ``as_kernel``, ``KernelOperator``). Rows may sum to less than one: the missing mass is
 termination into an absorbing state of value zero. For a state function ``f`` of shape (S,)
 
 * ``(P f)(s, a) = sum_{s'} P(s'|s,a) f(s')``, shape (S, K);
 * ``(P_mu f)(s) = sum_a mu(a|s) (P f)(s, a)``, the state-to-state kernel under ``mu``.
 
 Main results implemented here (the linear solve ``(I - gamma P_mu) x = b`` itself,
-:func:`solve_linear_bellman`, lives in :mod:`genpqr.stage2` and is re-exported)
+``solve_linear_bellman``, lives in :mod:`genpqr.stage2` and is re-exported)
 
 * soft-optimal policy of a reward (soft policy iteration = Newton on
   ``V = logsumexp(r + gamma P V)``; soft value iteration as an alternative);
@@ -263,10 +263,10 @@ def recover_reward(log_policy, P, gamma, normalization: Normalization, *, solver
     ----------
     log_policy : ndarray of shape (S, K)
         ``u = log pi``; rows must be normalized and finite (clip zeros first).
-    P : transition kernel, see :func:`as_kernel`
+    P : transition kernel, see ``as_kernel``
     gamma : float in [0, 1)
     normalization : Normalization
-    solver, tol : see :func:`solve_linear_bellman`
+    solver, tol : see ``solve_linear_bellman``
     """
     gamma = check_gamma(gamma)
     u = as_float_array(log_policy, "log_policy", ndim=2)

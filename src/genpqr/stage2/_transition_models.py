@@ -110,7 +110,7 @@ class TransitionMoves:
 
 
 def as_moves(X, n_states=None) -> TransitionMoves:
-    """``X``: a :class:`TransitionMoves` or a :class:`~genpqr.data.Transitions`."""
+    """``X``: a ``TransitionMoves`` or a :class:`~genpqr.data.Transitions`."""
     if isinstance(X, TransitionMoves):
         if n_states is not None and n_states != X.n_states:
             raise ValueError(f"n_states={n_states} differs from the moves' {X.n_states} states")
@@ -156,7 +156,7 @@ class KernelModel:
 
     def fit(self, X, y=None, n_states=None):
         """Fit on the complete moves of ``X`` (:class:`~genpqr.data.Transitions` with tabular
-        states, or :class:`TransitionMoves`); ``n_states`` defaults to the largest state + 1."""
+        states, or ``TransitionMoves``); ``n_states`` defaults to the largest state + 1."""
         moves = as_moves(X, n_states)
         self.n_states_, self.n_actions_ = moves.n_states, moves.n_actions
         self.counts_ = moves.counts()

@@ -135,9 +135,9 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
 
     Parameters
     ----------
-    transitions : :class:`~genpqr.data.Transitions` (tabular states) or :class:`TransitionMoves`
+    transitions : :class:`~genpqr.data.Transitions` (tabular states) or ``TransitionMoves``
     candidates : None or dict of name -> unfitted transition model
-        None: :func:`default_candidates`. Must hold ``"counts"`` for the rule below; without
+        None: ``default_candidates``. Must hold ``"counts"`` for the rule below; without
         it the best held-out candidate is chosen.
     n_splits : int
         Episode folds (fewer when there are fewer episodes; at least 2).
@@ -156,7 +156,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
         else on every held-out move.
 
     settled_mass, thin_only : float, tuple of str
-        The shortcuts of the module docstring (:func:`singleton_share`): counts kept without a
+        The shortcuts of the module docstring (``singleton_share``): counts kept without a
         comparison up to ``settled_mass``; ``thin_only`` candidates tried above ``max_missing_mass``.
     progress : bool or None
         A progress bar over the candidates on stderr, shown once the comparison has run for 2

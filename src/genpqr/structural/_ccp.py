@@ -3,10 +3,10 @@ r"""Conditional-choice-probability (CCP) estimators of structural parameters on 
 * :func:`fit_structural` -- the CCP step: hold GenPQR's continuation value ``v`` fixed and
   maximize the conditional-choice log-likelihood
   ``sum_i log softmax_a(r_theta(s_i, a) + gamma v(s_i, a))[a_i]`` (a concave logit problem,
-  solved by Newton's method with the analytic Hessian, :func:`conditional_loglik`);
-* :func:`fit_npl` -- Hotz and Miller's (1993) pseudo-likelihood and its iteration, the nested
+  solved by Newton's method with the analytic Hessian, ``conditional_loglik``);
+* ``fit_npl`` -- Hotz and Miller's (1993) pseudo-likelihood and its iteration, the nested
   pseudo-likelihood (NPL) of Aguirregabiria and Mira (2002). Its policy evaluation
-  (:func:`policy_evaluation_terms`) is GenPQR's exact stage 2 under the *behaviour*
+  (``policy_evaluation_terms``) is GenPQR's exact stage 2 under the *behaviour*
   normalization ``mu = pi``, ``g = pi r_theta``, which makes ``v`` affine in ``theta``.
 
 Why these are the right continuation values, and which normalization to use:
@@ -92,7 +92,7 @@ def conditional_loglik(theta, features, index, counts, *, hessian: bool = False)
 
 @dataclass(frozen=True)
 class StructuralResult:
-    """Result of :func:`fit_structural` / :func:`fit_npl`.
+    """Result of :func:`fit_structural` / ``fit_npl``.
 
     Attributes
     ----------
@@ -103,7 +103,7 @@ class StructuralResult:
         counts). For NPL at convergence, see the module notes.
     loglik : float
     n_iter : int
-        Newton iterations (:func:`fit_structural`) or NPL iterations (:func:`fit_npl`).
+        Newton iterations (:func:`fit_structural`) or NPL iterations (``fit_npl``).
     converged : bool
     continuation : ndarray of shape (S, K)
         The ``v`` of the last likelihood maximization.
@@ -264,7 +264,7 @@ def fit_npl(policy, features, counts, kernel, gamma, *, offset=None, theta0=None
     1. policy evaluation of ``pi_{k-1}`` under ``r_theta``, affine in ``theta``:
        ``v_k(theta) = P V^{pi_{k-1}}_{r_theta}`` -- GenPQR's exact stage 2 with
        ``u = log pi_{k-1}`` and the behaviour normalization ``mu = pi_{k-1}``,
-       ``g = pi_{k-1} r_theta`` (see :func:`policy_evaluation_terms`);
+       ``g = pi_{k-1} r_theta`` (see ``policy_evaluation_terms``);
     2. ``theta_k = argmax sum n(s,a) log softmax(r_theta + gamma v_k(theta))(a|s)`` -- a
        concave logit in ``theta`` with features ``x + gamma P V^pi_x``;
     3. ``pi_k = softmax(r_theta_k + gamma v_k(theta_k))``;

@@ -5,10 +5,10 @@ all conditional on the kernel: the inverse OPG (BHHH; the default, as Rust's NFX
 inverse of minus the Hessian (the observed information; statsmodels' default for a
 ``GenericLikelihoodModel``) and the sandwich ``H^-1 J H^-1`` (robust to misspecification of
 the choice model). ``pml`` has its pseudo-likelihood's inverse Hessian, ``projection`` none. The
-bootstrap over episodes (``bootstrap_fit``, or :func:`with_bootstrap` on replicates the
+bootstrap over episodes (``bootstrap_fit``, or ``with_bootstrap`` on replicates the
 caller drew) gives a fourth, whose intervals are percentile intervals.
 
-:func:`with_cov_type` returns the same fit with ``cov``, ``std_error`` and ``se_kind`` of the
+``with_cov_type`` returns the same fit with ``cov``, ``std_error`` and ``se_kind`` of the
 kind asked for, so every table, interval and test of the fit (``bse``, ``conf_int``,
 ``summary``, a counterfactual's delta method) uses it and says so.
 """
@@ -127,7 +127,7 @@ class RefitStatistic:
 def bootstrap_fit(fit, model, n_boot: int = 200, *, random_state=None, n_jobs: int = 1, progress=None):
     """``fit`` re-estimated on ``n_boot`` resamples of ``model``'s episodes (each refits GenPQR,
     its kernel and choices, then the structural parameters; :func:`genpqr.evaluation.bootstrap`):
-    :func:`with_bootstrap` of the replicates. ``model`` must hold its training data."""
+    ``with_bootstrap`` of the replicates. ``model`` must hold its training data."""
     from ..evaluation import bootstrap
 
     if getattr(model, "training_data_", None) is None:
@@ -142,18 +142,18 @@ def bootstrap_fit(fit, model, n_boot: int = 200, *, random_state=None, n_jobs: i
 
 
 class CovarianceChoices:
-    """The covariance choices of a ``StructuralFit`` (a mixin): :meth:`with_cov_type`,
+    """The covariance choices of a ``StructuralFit`` (a mixin): ``with_cov_type``,
     ``with_bootstrap()``, ``bootstrap()``."""
 
     def with_cov_type(self, cov_type):
         """This fit with another covariance (``"opg"``, ``"hessian"``/``"oim"``,
         ``"sandwich"``/``"robust"``): its ``cov``, ``std_error``, intervals, summary and the
-        delta method of its counterfactuals (:func:`with_cov_type`)."""
+        delta method of its counterfactuals (``with_cov_type``)."""
         return with_cov_type(self, cov_type)
 
     def with_bootstrap(self, replicates, *, source: str = "episodes resampled, re-estimated each"):
         """This fit with the bootstrap covariance of ``replicates`` (B, p) and percentile
-        intervals (:func:`with_bootstrap`)."""
+        intervals (``with_bootstrap``)."""
         return with_bootstrap(self, replicates, source=source)
 
     def bootstrap(self, model, n_boot: int = 200, *, random_state=None, n_jobs: int = 1, progress=None):

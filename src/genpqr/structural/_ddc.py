@@ -13,7 +13,7 @@ into ``theta``:
   ``v`` fixed and maximize the conditional-choice log-likelihood
   ``sum_i log softmax_a(r_theta(s_i, a) + gamma v(s_i, a))[a_i]`` (a concave logit
   problem, solved by Newton's method with the analytic Hessian);
-* :func:`fit_npl` -- Hotz and Miller's (1993) pseudo-likelihood and its iteration, the
+* ``fit_npl`` -- Hotz and Miller's (1993) pseudo-likelihood and its iteration, the
   nested pseudo-likelihood (NPL) of Aguirregabiria and Mira (2002). Its policy evaluation
   is GenPQR's exact stage 2 under the *behaviour* normalization ``mu = pi``,
   ``g = pi r_theta``, which makes ``v`` affine in ``theta``.
@@ -28,7 +28,7 @@ normalized reward and ``v = -P W = P V`` (for the anchor normalization this is A
 and Miller's (2011) renewal representation; for Rust's model the anchor is the renewal
 action "replace"). Consequently, with ``v`` held fixed the parametric reward must be
 written in the same normalization, ``mu r_theta = g`` for every ``theta``;
-:func:`normalize_features` maps any linear parametrization to it (the shaping potential is
+``normalize_features`` maps any linear parametrization to it (the shaping potential is
 affine in ``theta``), and :class:`StructuralStep` does so when needed. For a policy ``pi``
 that is *not* soft-optimal (a first-stage estimate, an NPL iterate) the same solve with
 ``mu = pi`` and ``g = pi r`` returns ``P V^pi_r``, the entropy-regularized value of ``pi``
@@ -42,15 +42,15 @@ Hotz-Miller's pseudo-likelihood estimator (``method="pml"``; the ``mu``-weighted
 terms are state-only and cancel in the logit). On Rust's model, where replacement is almost
 never observed at low mileage, the second is far more accurate (docs/engine_replacement.md).
 
-Transitions with a structure: :func:`increment_kernel` (and the callable
+Transitions with a structure: ``increment_kernel`` (and the callable
 :class:`IncrementKernel` for ``GenPQR(transition_model=...)``) estimates a kernel in which the
 state moves up by an increment whose distribution does not depend on the state (Rust's
 mileage), pooling all rows.
 
 Where the pieces live (all importable from here): increment kernels and choice counts in
-``_kernels``; :func:`normalize_features` and :func:`project_reward` in
-``_projection``; :func:`conditional_loglik`, :func:`fit_structural`,
-:func:`fit_npl` and NPL's policy evaluation in ``_ccp``;
+``_kernels``; ``normalize_features`` and :func:`project_reward` in
+``_projection``; ``conditional_loglik``, :func:`fit_structural`,
+``fit_npl`` and NPL's policy evaluation in ``_ccp``;
 :class:`StructuralStep` here.
 """
 
@@ -94,7 +94,7 @@ class StructuralStep(BaseEstimator):
     features : ndarray of shape (S, K, p)
         ``r_theta = features @ theta + offset`` by tabular state and action code, in any
         parametrization: for ``"fixed-v"`` features that do not satisfy GenPQR's
-        normalization are mapped to it by :func:`normalize_features` (same ``theta``).
+        normalization are mapped to it by ``normalize_features`` (same ``theta``).
     offset : ndarray of shape (S, K), optional
         Known part of the reward (default 0).
     method : {"pml", "fixed-v", "npl", "npl-normalized"}
@@ -110,7 +110,7 @@ class StructuralStep(BaseEstimator):
         the log-CCP of the anchor directly and is noisy when that action is rare (Rust's
         model: docs/engine_replacement.md); for ``normalization.weighted(pi_hat)`` it equals
         ``"pml"``. ``"npl"``: NPL iterated to convergence
-        (:func:`fit_npl`; converges to the MLE given GenPQR's kernel). ``"npl-normalized"``:
+        (``fit_npl``; converges to the MLE given GenPQR's kernel). ``"npl-normalized"``:
         NPL with the normalized ``v`` held fixed in each step (``fit_npl(mapping="normalized")``;
         slow, not the MLE).
     max_iter : int
@@ -125,7 +125,7 @@ class StructuralStep(BaseEstimator):
     theta_ : ndarray of shape (p,)
     cov_, se_ : covariance (p, p) and standard errors (p,): for ``"npl"`` at convergence the
         MLE's inverse OPG (as NFXP's); otherwise the (pseudo-)likelihood's inverse Hessian,
-        conditional on GenPQR's first stage (see :class:`StructuralResult`)
+        conditional on GenPQR's first stage (see ``StructuralResult``)
     loglik_ : float
     n_iter_ : int
     converged_ : bool

@@ -39,7 +39,7 @@ converged by Newton"``). Results as objects in statsmodels' words (``params``, `
 ``summary()``; ``genpqr.structural._results``), ``to_frame``, ``compare_lr`` and another
 covariance kind by ``with_cov_type`` or ``bootstrap`` (``genpqr.structural._covariance``).
 
-Standard errors (:func:`likelihood_derivatives`) are those of the *full* likelihood, the
+Standard errors (``likelihood_derivatives``) are those of the *full* likelihood, the
 derivative taken through the fixed point, identical for NPL and NFXP. With
 ``A = I - gamma P_pi`` (``P_pi`` the state kernel under ``pi_theta``):
 
@@ -52,7 +52,7 @@ derivative taken through the fixed point, identical for NPL and NFXP. With
   sandwich ``H^{-1} J H^{-1}`` (robust to misspecification of the choice
   model; ``std_error_robust``). Both are conditional on the kernel.
 
-Solves with ``A`` use the *relative-value* form (:func:`relative_solve`): ``A`` has the
+Solves with ``A`` use the *relative-value* form (``relative_solve``): ``A`` has the
 eigenvalue ``1 - gamma`` along the constant vector, which makes ``A`` ill-conditioned as
 ``gamma -> 1`` (``gamma = 0.9999`` in Rust's data); constants cancel in every choice
 probability, so the solve pins one state's value and solves for the gain, a system that stays
@@ -106,13 +106,13 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
     In statsmodels' words (``LikelihoodResults``): ``params``,
     ``bse``, ``tvalues``, ``pvalues``, ``llf``, ``nobs`` (the choices), ``df_model``,
     ``df_resid``, ``aic``, ``bic``, ``cov_type``, ``cov_params()``, ``conf_int(alpha)`` and
-    ``summary(alpha)``; :meth:`with_cov_type` (``"opg"``, ``"hessian"``, ``"sandwich"``) and
+    ``summary(alpha)``; ``with_cov_type`` (``"opg"``, ``"hessian"``, ``"sandwich"``) and
     ``bootstrap()`` give the same fit with another covariance.
 
     Attributes
     ----------
     estimator : str
-        One of :data:`ESTIMATORS`.
+        One of ``ESTIMATORS``.
     names : list of str
     theta, std_error, std_error_robust : ndarray (p,)
         Estimates, the standard errors of ``se_kind`` and the sandwich (robust) ones (NaN
@@ -162,9 +162,9 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
         ``cov`` is then the generalized inverse on the identified directions.
     covariances : dict or None
         Every covariance the fit holds, by kind (``"OPG"``, ``"inverse Hessian"``,
-        ``"sandwich"``): what :meth:`with_cov_type` chooses from.
+        ``"sandwich"``): what ``with_cov_type`` chooses from.
     cov_kind : str or None
-        The kind of ``cov`` when another than the estimator's own (:meth:`with_cov_type`).
+        The kind of ``cov`` when another than the estimator's own (``with_cov_type``).
     bootstrap_replicates : ndarray (B, p) or None
         A bootstrap fit's replicates (``bootstrap()``): its intervals are their percentiles.
     """
@@ -338,7 +338,7 @@ def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offs
     -----
     WeakSupportWarning, ConvergenceWarning, GenPQRWarning, ProjectionWarning
         From ``genpqr.structural._fit_checks``, in this order: the rarest action below
-        :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter; no convergence; parameters not
+        ``MIN_CHOICES_PER_PARAMETER`` choices per parameter; no convergence; parameters not
         identified, or separated choices (no MLE); the projection far from the MLE.
     """
     if episodes is not None or int(n_types) != 1 or type_options:

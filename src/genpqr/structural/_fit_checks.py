@@ -49,7 +49,7 @@ def check_identified(opg, names):
 
 def check_rare_action(counts, names, action_labels=None):
     """Warn (``WeakSupportWarning``) when the least chosen action has fewer than
-    :data:`MIN_CHOICES_PER_PARAMETER` choices per parameter: the likelihood then rests on a handful of
+    ``MIN_CHOICES_PER_PARAMETER`` choices per parameter: the likelihood then rests on a handful of
     events, its small-sample bias is noticeable and it can be unstable (on 100 simulated panels of
     the bus design of docs/structural_estimation.md cut to 16 months, 2-12 replacements each, three estimates of RC were 3.5,
     24 and 124 times the truth, with standard errors to match)."""

@@ -15,7 +15,7 @@ singular, enormous). :func:`identification` reads ``J``:
   ``c`` supported on them and orthogonal to ``N`` (e.g. ``bonus + bonus2`` for two equal
   features), each scaled so that its largest coefficient is 1. Their estimates do not depend
   on where the optimizer stopped, and their variance is ``c' J^+ c`` with ``J^+`` the
-  pseudo-inverse (:func:`generalized_inverse`), which is also the covariance of the identified
+  pseudo-inverse (``generalized_inverse``), which is also the covariance of the identified
   parameters.
 """
 
@@ -101,7 +101,7 @@ def identification(opg, theta, names, cov=None, *, rtol: float = IDENTIFICATION_
     names : list of str
     cov : ndarray (p, p), optional
         The covariance for the combinations' standard errors (default
-        :func:`generalized_inverse` of ``opg``; NaN gives NaN standard errors).
+        ``generalized_inverse`` of ``opg``; NaN gives NaN standard errors).
     rtol : float
         Eigenvalues at most ``rtol`` times the largest count as zero.
     """

@@ -1,6 +1,6 @@
 """Transition kernels and choice counts of dynamic discrete choice panels.
 
-:func:`increment_kernel` (and the callable :class:`IncrementKernel` for
+``increment_kernel`` (and the callable :class:`IncrementKernel` for
 ``GenPQR(transition_model=...)``) estimates a kernel in which the state moves up by an
 increment whose distribution does not depend on the state (Rust's mileage), pooling all rows;
 :func:`choice_counts` is the sufficient statistic of the conditional-choice likelihood.
@@ -160,7 +160,7 @@ def increment_kernel(transitions: Transitions, n_states: int, n_actions: int, ma
 @dataclass(frozen=True)
 class IncrementKernel:
     """Callable ``(transitions, n_states, n_actions) -> kernel`` for ``GenPQR(transition_model=...)``,
-    see :func:`increment_kernel`. ``orders_states``: the kernel presumes states numbered by their
+    see ``increment_kernel``. ``orders_states``: the kernel presumes states numbered by their
     value, so the first-stage rule treats the state as ordered
     (``genpqr.stage1._first_stage.state_is_ordered``)."""
 

@@ -3,10 +3,10 @@ derivatives, and the relative-value linear solve they rest on.
 
 ``L(theta) = sum_{s,a} n(s,a) log pi_theta(a|s)`` with ``pi_theta`` the soft-optimal policy of
 ``u_theta = features @ theta + offset`` under the kernel ``P`` (temperature 1, discount
-``gamma``). :func:`likelihood_derivatives` returns ``L``, the score, the outer product of the
+``gamma``). ``likelihood_derivatives`` returns ``L``, the score, the outer product of the
 scores and the Hessian, the derivative taken through the fixed point (formulas in
 ``genpqr.structural._estimation``). Solves with ``A = I - gamma P_pi`` use
-:func:`relative_solve`, which stays well conditioned as ``gamma -> 1``.
+``relative_solve``, which stays well conditioned as ``gamma -> 1``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class LikelihoodDerivatives:
 
 def _soft_policy(u, kernel, gamma, policy0=None, tol=1e-13, max_iter=200):
     """Soft policy iteration in relative values: ``pi <- softmax(u + gamma P h_pi)`` with
-    ``h_pi`` the relative entropy-regularized value of ``pi`` (:func:`relative_solve`).
+    ``h_pi`` the relative entropy-regularized value of ``pi`` (``relative_solve``).
     Returns ``log pi`` (S, K). Converges quadratically (Newton on the soft Bellman equation)."""
     log_pi = log_softmax(u if policy0 is None else np.log(np.clip(policy0, 1e-300, None)), axis=1)
     best = np.inf

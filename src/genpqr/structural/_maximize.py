@@ -1,6 +1,6 @@
 """The maximizers of the full likelihood behind :func:`genpqr.structural.estimate_structural`:
-NPL iterated to convergence with its safeguard (:func:`safeguarded_npl`), NFXP finished by Newton
-steps (:func:`finished_nfxp`) and damped Newton on the full likelihood (:func:`maximize_full`).
+NPL iterated to convergence with its safeguard (``safeguarded_npl``), NFXP finished by Newton
+steps (``finished_nfxp``) and damped Newton on the full likelihood (``maximize_full``).
 Each returns the iterations of every algorithm it ran, ``(algorithm, iterations, note)``, for
 ``genpqr.structural._results.describe_iterations``.
 """
@@ -70,7 +70,7 @@ def safeguarded_npl(policy0, X, n, kernel, gamma, off, tol, max_iter):
     the policy evaluation used ``relative_solve``), or stop early. The result is accepted when
     NPL converged, the full Hessian there is negative definite and the likelihood is at least that
     of the first (PML) iterate -- a consistent estimate the MLE cannot be worse than. Otherwise
-    damped Newton on the full likelihood with the analytic Hessian (:func:`maximize_full`,
+    damped Newton on the full likelihood with the analytic Hessian (``maximize_full``,
     monotone in the likelihood) continues from the better of the two, with a
     ``ConvergenceWarning``.
     Returns ``(theta, policy, parts, converged)``, ``parts`` the ``(algorithm, iterations, note)``

@@ -225,7 +225,7 @@ def nfxp_loglik(theta, features, counts, kernel, gamma, *, offset=None, V0=None,
 
 @dataclass(frozen=True)
 class NFXPResult:
-    """Result of :func:`fit_nfxp`.
+    """Result of ``fit_nfxp``.
 
     Attributes
     ----------
@@ -340,7 +340,7 @@ class _Evaluator:
 
 
 def _bhhh(evaluate: _Evaluator, theta, N, tol, max_iter):
-    """BHHH with step halving (see :func:`fit_nfxp`). Returns ``(theta, evaluation, iterations,
+    """BHHH with step halving (see ``fit_nfxp``). Returns ``(theta, evaluation, iterations,
     converged)``."""
     ev = evaluate(theta)
     converged, it = False, 0
@@ -404,7 +404,7 @@ class NFXP(BaseEstimator):
     offset : ndarray of shape (S, K), optional
     theta0 : ndarray of shape (p,), optional
     method : {"bhhh", "bfgs"}
-    tol, max_iter, inner_tol : see :func:`fit_nfxp`
+    tol, max_iter, inner_tol : see ``fit_nfxp``
     feature_names : list of str, optional
 
     Attributes

@@ -1,6 +1,6 @@
 r"""Structural parameters read off a reward table, and features in a normalization.
 
-* :func:`normalize_features` -- the features (and offset) of the representative of
+* ``normalize_features`` -- the features (and offset) of the representative of
   ``r_theta = features @ theta + offset`` that satisfies ``mu r = g`` for every ``theta``
   (the shaping lemma; the potential is affine in ``theta``);
 * :func:`project_reward` -- weighted least squares of a recovered reward table on the
@@ -33,7 +33,7 @@ def is_normalized(features, offset, mu, g, atol=1e-9) -> bool:
 
 def features_in_normalization(features, offset, mu, g, kernel, gamma, solver="auto"):
     """The features/offset themselves if they satisfy ``mu r = g`` (:func:`is_normalized`),
-    else their normalized representative (:func:`normalize_features`)."""
+    else their normalized representative (``normalize_features``)."""
     if is_normalized(features, offset, mu, g):
         return features, offset
     return normalize_features(features, kernel, gamma, mu, g, offset=offset, solver=solver)

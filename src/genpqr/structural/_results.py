@@ -1,9 +1,9 @@
 r"""Structural results as objects, in the style of statsmodels: the coefficient table
-(:func:`coefficient_frame`, ``StructuralFit.to_frame``), Wald intervals (:func:`conf_int`), a
-printable summary (:class:`StructuralSummary`), and the likelihood-ratio test between nested
+(``coefficient_frame``, ``StructuralFit.to_frame``), Wald intervals (``conf_int``), a
+printable summary (``StructuralSummary``), and the likelihood-ratio test between nested
 specifications (:func:`lr_test`, ``StructuralFit.compare_lr``).
 
-Every standard error carries its kind (:data:`SE_LABELS`: OPG, inverse Hessian, sandwich,
+Every standard error carries its kind (``SE_LABELS``: OPG, inverse Hessian, sandwich,
 bootstrap), and every interval shown beside a standard error is computed from it.
 """
 
@@ -165,7 +165,7 @@ def _se_header(fit) -> str:
 
 
 def summary_of(fit, level: float = 0.95) -> StructuralSummary:
-    """:class:`StructuralSummary` of a ``StructuralFit``."""
+    """``StructuralSummary`` of a ``StructuralFit``."""
     level = check_level(level)
     header = [("Estimator", f"{fit.estimator}: {ESTIMATOR_LABELS[fit.estimator]}"),
               ("Log-likelihood", f"{fit.loglik:.4f}" + (f" (MLE: {fit.mle_loglik:.4f})"

@@ -43,11 +43,11 @@ What is checked, and its limits:
   choice); the check tries ``sigma`` optimal along the static direction (when there is one) and
   each constant action, ``K + 1`` programmes at most. A separation found is a proof; none found
   is not a proof that the MLE exists (``exact=False``).
-* Above :data:`MAX_ROWS` rows, or :data:`MAX_DYNAMIC_STATES` states for ``gamma > 0``, no
+* Above ``MAX_ROWS`` rows, or ``MAX_DYNAMIC_STATES`` states for ``gamma > 0``, no
   programme runs (``"none"``, ``exact=False``; the estimators then fall back on their end point).
 
 Every decision is made on margins ``D d`` recomputed in floating point from the programme's
-``d``, against :data:`MARGIN_TOL` times the scale of ``D``: separated data have margins of the
+``d``, against ``MARGIN_TOL`` times the scale of ``D``: separated data have margins of the
 order of the features, far from that tolerance, so the answer does not depend on the optimizer,
 the CPU or the BLAS.
 """

@@ -1,4 +1,4 @@
-r"""The printed summary of a structural fit (:class:`StructuralSummary`, what
+r"""The printed summary of a structural fit (``StructuralSummary``, what
 ``StructuralFit.summary()`` and ``TypedStructuralFit.summary()`` return), in statsmodels' shape:
 ``print`` it, or read its ``tables``; ``as_text()``, ``as_html()`` and ``as_latex()`` (a table
 to paste into a paper) render it; ``summary.after(other)`` shows it below another summary (the

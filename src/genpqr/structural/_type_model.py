@@ -15,7 +15,7 @@ constants ``alpha_m = log(prior_m / prior_0)``).
 **The augmented space.** Types and states together, ``(m, s)`` coded ``m S + s``, with a
 block-diagonal kernel (type never changes) and features whose type-specific parameters have one
 column per type, make all types *one* dynamic logit model in the parameter vector ``theta``
-(:class:`TypeSpace`). A weighted M-step is then the single-type estimator on the augmented
+(``TypeSpace``). A weighted M-step is then the single-type estimator on the augmented
 space with the weighted counts ``n_m(s, a) = sum_i q_{e(i), m} 1{s_i = s, a_i = a}``: NPL, NFXP
 and the likelihood derivatives of ``genpqr.structural._likelihood`` are reused as they are.
 
@@ -240,7 +240,7 @@ def _type_specific(type_specific, names) -> np.ndarray:
 
 def build_type_space(features, kernel, gamma, n_types: int, *, type_specific="all", offset=None,
                      names=None) -> TypeSpace:
-    """The augmented model of ``n_types`` types (:class:`TypeSpace`).
+    """The augmented model of ``n_types`` types (``TypeSpace``).
 
     Parameters
     ----------

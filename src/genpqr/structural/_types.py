@@ -33,7 +33,7 @@ estimates are those of :func:`genpqr.structural.estimate_structural` on the coun
 ``loglik``, ``aic`` (``2 k - 2 L``), ``bic`` (``k log(n_episodes) - 2 L``, ``k`` all parameters);
 a :class:`~genpqr.exceptions.LatentTypeWarning` by the rule the nonparametric types share
 (``genpqr.stage1._latent_types.latent_type_warnings``): the types are not separated (the posteriors moved
-less than :data:`MIN_SEPARATION`, a quarter, of the way from the prior to certain types) or a
+less than ``MIN_SEPARATION``, a quarter, of the way from the prior to certain types) or a
 type is empty (its posteriors sum to less than one episode).
 """
 
