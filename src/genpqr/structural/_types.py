@@ -11,9 +11,14 @@ The model and the augmented space on which every type is one dynamic logit:
   maximizes ``sum_m sum_{s,a} n_m(s,a) log pi_m(a|s)`` with the weighted counts ``n_m`` -- the
   single-type estimator (NPL or NFXP, iterated to convergence) on the augmented space -- and
   the mixing proportions (``genpqr.stage1._latent_types.mixing_log_prior``, a multinomial logit with
-  covariates). EM stops when the log-likelihood gains less than ``em_tol`` per episode; Newton
-  steps on the mixture likelihood (analytic per-episode scores, Hessian by differences of the
-  gradient; the OPG where it is not negative definite) finish it to the maximum.
+  covariates). EM stops when the log-likelihood gains less than ``em_tol`` per episode (or
+  before a step that would lower it: a numerical failure of the M-step); Newton steps on the
+  mixture likelihood (analytic per-episode scores, Hessian by differences of the gradient; the
+  OPG where it is not negative definite) finish it to the maximum, converged when the Newton
+  decrement per episode is at rounding level. Both step on the directions that move some choice
+  probability (``_identified_basis``): along a flat one (exactly collinear features) the logit's
+  and the Hessian's solves are singular, and a step there ran off to 1e15, cancelling every digit
+  of the identified combinations.
   Standard errors: the inverse OPG of the per-episode scores of *all* parameters, mixing ones
   included (``std_error``), and the sandwich ``H^-1 J H^-1`` (``std_error_robust``); the
   bootstrap over episodes by :meth:`TypedStructuralFit.bootstrap`. All conditional on the kernel.
@@ -51,7 +56,8 @@ from ..messages import Mention, Message
 from ..stage1._latent_types import (SEPARATION_WARN, latent_type_warnings, mixing_log_prior, separation_share,
                                     type_posteriors)
 from ._ccp import fit_npl
-from ._identification import generalized_inverse, identification
+from ._identification import IDENTIFICATION_RTOL, generalized_inverse, identification
+from ._likelihood import likelihood_derivatives
 from ._maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from ._results import LikelihoodResults, StructuralSummary, check_level, std_errors
 from ..stage1._stage1 import progress_bar
@@ -319,18 +325,54 @@ def _step(bar, text: str) -> None:
     bar.update()
 
 
-def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar):
-    """EM to a small gain per episode. Returns ``(params, policy, iterations)``."""
+def _identified_basis(space, params, policy) -> np.ndarray | None:
+    """An orthonormal basis (P, r) of the structural directions that move some choice probability,
+    or None when every direction does. A direction ``v`` with ``d log pi_m(a|s) / d theta . v = 0``
+    at every type, state and action (exactly collinear type-specific features: ``RC`` and a copy
+    of its column) changes no likelihood, of any weights: the M-step's logit and the Newton
+    step are singular along it, and a solve there runs off to ``1e15`` along ``v`` (cancelling
+    every digit of the identified combinations). The null space of the Gram matrix of those
+    scores (eigenvalues at most ``IDENTIFICATION_RTOL`` times the largest, as for the
+    covariance) is the set of such directions; the steps are taken on its complement."""
+    P = len(space.names)
+    zero = np.zeros((space.n_types * space.n_states, space.n_actions))
+    try:
+        d = likelihood_derivatives(params[:P], space.features, zero, space.kernel, space.gamma, offset=space.offset,
+                                   policy0=policy)
+    except (ValueError, np.linalg.LinAlgError):  # a degenerate start: no reduction (the steps say what they can)
+        return None
+    gram = np.einsum("sap,saq->pq", d.scores, d.scores)
+    if not np.all(np.isfinite(gram)):
+        return None
+    vals, vecs = np.linalg.eigh(gram)
+    keep = vals > IDENTIFICATION_RTOL * max(float(vals[-1]), 1e-300)
+    return None if keep.all() else vecs[:, keep]
+
+
+def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar,
+        basis=None):
+    """EM to a small gain per episode. The M-step on the identified directions ``basis``
+    (:func:`_identified_basis`; None: all), ``theta = basis @ phi``. EM never lowers the
+    likelihood: a step that does is a numerical failure of the M-step, and EM stops before it
+    (Newton finishes from the last good point). Returns ``(params, policy, iterations)``."""
     ev = evaluate_mixture(space, data, mixing, params, policy0=policy)
+    X = space.features if basis is None else space.features @ basis
     it = 0
     for it in range(1, em_max_iter + 1):
         q = ev.posterior.weights
-        theta, policy = _inner(estimator, space.features, space.counts(data, q), space.kernel, space.gamma,
-                               space.offset, policy, tol, max_iter)
         lp, coef = mixing_log_prior(q, covariates)
-        params = np.concatenate([theta, mixing.alpha_of(lp, coef)])
-        new = evaluate_mixture(space, data, mixing, params, policy0=policy)
-        gain, ev = new.loglik - ev.loglik, new
+        try:
+            theta, new_policy = _inner(estimator, X, space.counts(data, q), space.kernel, space.gamma, space.offset,
+                                       policy, tol, max_iter)
+            trial = np.concatenate([theta if basis is None else basis @ theta, mixing.alpha_of(lp, coef)])
+            new = evaluate_mixture(space, data, mixing, trial, policy0=new_policy) \
+                if np.all(np.isfinite(trial)) else None
+        except (ValueError, np.linalg.LinAlgError):  # the M-step's solve failed (e.g. a probability underflowed)
+            new = None
+        if new is None or not np.isfinite(new.loglik) or new.loglik < ev.loglik - 1e-12 * abs(ev.loglik):
+            _step(bar, f"loglik {ev.loglik:.6g}, M-step failed: Newton continues")
+            break  # keep the last good point
+        gain, ev, params, policy = new.loglik - ev.loglik, new, trial, new_policy
         _step(bar, f"loglik {ev.loglik:.6g}, gain {gain:.1e}")
         if gain <= em_tol * data.n_episodes:
             break
@@ -338,11 +380,36 @@ def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_ite
     return params, policy, it
 
 
+def _newton_direction(H, ev, basis):
+    """The Newton direction ``(-H)^{-1} g`` (the OPG's where ``-H`` is not positive definite) and
+    its decrement ``g' d``, the gain a quadratic model predicts (twice). With ``basis`` (the
+    identified directions, all of the mixing ones included) both on its span: ``d = B (B' A B)^{-1}
+    B' g``, nothing along the directions that change no likelihood."""
+    g = ev.grad if basis is None else basis.T @ ev.grad
+    H = H if basis is None else basis.T @ H @ basis
+    A = -H if np.all(np.linalg.eigvalsh(H) < 0) else (ev.opg if basis is None else basis.T @ ev.opg @ basis)
+    try:
+        direction = np.linalg.solve(A, g)
+    except np.linalg.LinAlgError:
+        direction = np.linalg.lstsq(A, g, rcond=None)[0]
+    return (direction if basis is None else basis @ direction), float(g @ direction)
+
+
 def _newton(space, data, mixing, params, policy, max_iter, bar):
     """Newton steps on the mixture log-likelihood (the OPG direction where the Hessian is not
-    negative definite), step halving; stops unconverged when a type empties or after
-    :data:`NEWTON_MAX_ITER` steps. Returns ``(params, evaluation, hessian, iterations, converged)``."""
+    negative definite), step halving, on the directions that change some choice probability
+    (:func:`_identified_basis`: a flat direction's Hessian is finite-difference noise of either
+    sign). Converged when the Newton decrement per episode (the predicted gain) is at most 1e-16,
+    or a step too small to count (1e-11 of the parameters, without flat directions) predicts at
+    most 1e-10, or no step raises the likelihood and the decrement is at most 1e-10. Stops
+    unconverged when a type empties or after :data:`NEWTON_MAX_ITER` steps.
+    Returns ``(params, evaluation, hessian, iterations, converged)``."""
     ev = evaluate_mixture(space, data, mixing, params, policy0=policy)
+    P = len(space.names)
+    theta_basis = _identified_basis(space, params, ev.policy)
+    basis = None if theta_basis is None else np.block([
+        [theta_basis, np.zeros((P, params.size - P))],
+        [np.zeros((params.size - P, theta_basis.shape[1])), np.eye(params.size - P)]])
     converged, it = False, 0
     if not bar.disable:  # the same bar counts Newton's steps (drawn with the first: no reset's redraw)
         bar.set_description_str(bar.desc.replace(": EM", ": Newton"), refresh=False)
@@ -351,13 +418,10 @@ def _newton(space, data, mixing, params, policy, max_iter, bar):
         if np.exp(ev.log_prior).sum(axis=0).min() < 0.1:  # a type emptied (< 0.1 episode): a boundary maximum
             break
         H = mixture_hessian(space, data, mixing, params, policy0=ev.policy)
-        A = -H if np.all(np.linalg.eigvalsh(H) < 0) else ev.opg
-        try:
-            direction = np.linalg.solve(A, ev.grad)
-        except np.linalg.LinAlgError:
-            direction = np.linalg.lstsq(A, ev.grad, rcond=None)[0]
-        if (float(ev.grad @ direction) / data.n_episodes <= 1e-16
-                or np.max(np.abs(direction)) <= 1e-11 * max(1.0, float(np.max(np.abs(params))))):
+        direction, decrement = _newton_direction(H, ev, basis)
+        decrement /= data.n_episodes
+        if decrement <= 1e-16 or (basis is None and decrement <= 1e-10 and np.max(np.abs(direction))
+                                  <= 1e-11 * max(1.0, float(np.max(np.abs(params))))):
             converged = True
             break
         step, improved = 1.0, False
@@ -373,7 +437,7 @@ def _newton(space, data, mixing, params, policy, max_iter, bar):
                 break
             step *= 0.5
         if not improved:
-            converged = float(ev.grad @ direction) / data.n_episodes <= 1e-10
+            converged = decrement <= 1e-10
             break
     return params, ev, mixture_hessian(space, data, mixing, params, policy0=ev.policy), it, converged
 
@@ -492,7 +556,7 @@ def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, m
     directions where the OPG is singular). Returns ``(params, evaluation, cov, cov_robust,
     iterations, converged, identification)``."""
     params, policy, n_em = _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol,
-                               em_max_iter, bar)
+                               em_max_iter, bar, _identified_basis(space, params, policy))
     params, ev, H, n_newton, converged = _newton(space, data, mixing, params, policy, max_iter, bar)
     order = space.canonical_order(params[:len(space.names)])
     if np.any(order != np.arange(space.n_types)):  # Newton crossed the labels: relabel, exactly
