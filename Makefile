@@ -20,7 +20,7 @@ demo: $(STAMP)
 THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 test: $(STAMP)
-	$(THREADS) $(PY) -m pytest -n 2 --durations=15
+	$(THREADS) $(PY) -m pytest -n 2 --dist worksteal --durations=15
 
 test-fast: $(STAMP)
 	$(THREADS) $(PY) -m pytest -n 2 -m "not slow"

@@ -656,3 +656,33 @@ def test_typed_structural_fit_names_the_parameters_without_a_standard_error(two_
     assert combos.identified.all() and np.isfinite(combos.std_error).all() and (combos.std_error > 0).all()
     others = params.drop(index=flat)
     assert np.isfinite(others.loc[others.identified.astype(bool), "std_error"]).all()
+
+
+def test_an_interrupt_python_drops_is_raised_again(tmp_path):
+    """Ctrl-C that arrives inside a ``__del__`` (where Python prints the KeyboardInterrupt and
+    drops it) still ends the command: the handler raises it again until the command has taken it,
+    and the fit ends with its one line and 130 instead of running on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    _base().to_csv(tmp_path / "data.csv", index=False)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}
+    start = ("import sys, time\nfrom genpqr.app import workflow\nfrom genpqr.app.cli import main\n"
+             "class Slow:\n    def __del__(self):\n        print('inside', flush=True)\n        t = time.time()\n"
+             "        while time.time() - t < 2.0: pass\n"  # the interrupt lands here and is dropped
+             "fit = workflow.run_fit\n"
+             "def run_fit(config):\n    Slow()\n    return fit(config)\n"
+             "workflow.run_fit = run_fit\nsys.exit(main(sys.argv[1:]))")
+    argv = [sys.executable, "-c", start, *map(str, _fit_args(tmp_path, "--bootstrap", "100000"))]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "inside"  # in Slow.__del__ (two seconds), before the bootstrap
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == f"genpqr fit: interrupted; nothing was written to {tmp_path / 'out'}"

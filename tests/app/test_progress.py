@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from genpqr.app.console import WIDTH
-from genpqr.envs.rust import bus_engine, simulate_typed_buses
+from genpqr.envs import bus_engine, simulate_typed_buses
 
 from .test_action_features import _write as write_items
 from .test_types_cli import flags as types_flags, two_type_csv  # noqa: F401 (a fixture)

@@ -215,11 +215,61 @@ def _check_demo(args) -> str | None:
     return None
 
 
+class _CtrlC:
+    """Ctrl-C that is not lost: Python raises ``KeyboardInterrupt`` where the main thread is, and
+    one raised inside a ``__del__`` or a callback is printed and dropped, leaving a long command
+    running. The handler raises it, then raises it again every ``AGAIN`` seconds (a daemon thread
+    calling ``_thread.interrupt_main``) until :func:`main` returns."""
+
+    AGAIN = 2.0
+
+    def __init__(self):
+        import threading
+
+        self.done, self.started = threading.Event(), False
+
+    def __call__(self, signum, frame):
+        if not self.started:
+            import threading
+
+            self.started = True
+            threading.Thread(target=self._again, daemon=True).start()
+        raise KeyboardInterrupt
+
+    def _again(self):
+        import _thread
+
+        while not self.done.wait(self.AGAIN):
+            _thread.interrupt_main()
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        self.done.set()
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--version"]:  # as the parser would answer, before building it (that imports the options)
         print(f"genpqr {_version()}")
         return 0
+    with _CtrlC():
+        return _run(argv)
+
+
+def _run(argv) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "demo" and _check_demo(args):
