@@ -166,7 +166,13 @@ def test_plan_only_where_the_numbers_are_the_same(filled_data):
         bootstrap(est, filled_data, n_boot=2, method="counts")
 
 
-def test_parallel_count_replicates_in_order(filled_data):
+@pytest.mark.parametrize("start", [0.0, 1e9])
+def test_parallel_count_replicates_in_order(filled_data, start, monkeypatch):
+    """With workers (their start-up taken as free) or in process (workers that would not pay
+    off: the default for replicates of milliseconds), the same replicates in the same order."""
+    from genpqr.evaluation import _count_replicates
+
+    monkeypatch.setattr(_count_replicates, "WORKER_START_SECONDS", start)
     est = _estimator("anchor, n_states, auto clip")
     one = bootstrap(est, filled_data, n_boot=9, random_state=11, progress=False)
     two = bootstrap(est, filled_data, n_boot=9, random_state=11, progress=False, n_jobs=2)
