@@ -308,7 +308,10 @@ def test_ctrl_c_during_fit_one_line_exit_130_earlier_output_kept(tmp_path, capsy
     time.sleep(1.5)  # fitting (the bootstrap's replicates take minutes): then Ctrl-C
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()  # a fit that ran on (the interrupt lost) must not outlive the test
     assert proc.returncode == 130, stderr
     assert stderr.strip() == f"genpqr fit: interrupted; the earlier output in {tmp_path / 'out'} is unchanged"
     assert _files(tmp_path / "out") == before
@@ -683,6 +686,9 @@ def test_an_interrupt_python_drops_is_raised_again(tmp_path):
     assert proc.stdout.readline().strip() == "inside"  # in Slow.__del__ (two seconds), before the bootstrap
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # a fit that ran on (the interrupt lost) must not outlive the test
     assert proc.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == f"genpqr fit: interrupted; nothing was written to {tmp_path / 'out'}"
