@@ -287,6 +287,15 @@ def _files(folder):
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _default_sigint():
+    """In the child before it runs: Ctrl-C as a terminal delivers it. A process inherits an
+    ignored SIGINT (a library in the test process may ignore it), and Python then keeps ignoring
+    it; the tests are about the command, not about what the test process inherited."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_fit_one_line_exit_130_earlier_output_kept(tmp_path, capsys):
     import os
     import signal
@@ -303,16 +312,18 @@ def test_ctrl_c_during_fit_one_line_exit_130_earlier_output_kept(tmp_path, capsy
     start = ("import sys; from genpqr.app.cli import main; print('imported', flush=True); "
              "sys.exit(main(sys.argv[1:]))")  # the console script's steps, saying when the imports are done
     argv = [sys.executable, "-c", start, *map(str, _fit_args(tmp_path, "--bootstrap", "100000"))]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     assert proc.stdout.readline().strip() == "imported"
     time.sleep(1.5)  # fitting (the bootstrap's replicates take minutes): then Ctrl-C
     assert proc.poll() is None
+    ignored = next((l for l in open(f"/proc/{proc.pid}/status") if l.startswith("SigIgn")), "")
     proc.send_signal(signal.SIGINT)
     try:
         _, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()  # a fit that ran on (the interrupt lost) must not outlive the test
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, (stderr, ignored)
     assert stderr.strip() == f"genpqr fit: interrupted; the earlier output in {tmp_path / 'out'} is unchanged"
     assert _files(tmp_path / "out") == before
     assert not list(tmp_path.glob(".out.*"))  # its staging folder removed
@@ -682,13 +693,15 @@ def test_an_interrupt_python_drops_is_raised_again(tmp_path):
              "def run_fit(config):\n    Slow()\n    return fit(config)\n"
              "workflow.run_fit = run_fit\nsys.exit(main(sys.argv[1:]))")
     argv = [sys.executable, "-c", start, *map(str, _fit_args(tmp_path, "--bootstrap", "100000"))]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     assert proc.stdout.readline().strip() == "inside"  # in Slow.__del__ (two seconds), before the bootstrap
     time.sleep(0.2)
+    ignored = next((l for l in open(f"/proc/{proc.pid}/status") if l.startswith("SigIgn")), "")
     proc.send_signal(signal.SIGINT)
     try:
         _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()  # a fit that ran on (the interrupt lost) must not outlive the test
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, (stderr, ignored)
     assert stderr.strip().splitlines()[-1] == f"genpqr fit: interrupted; nothing was written to {tmp_path / 'out'}"
