@@ -7,8 +7,11 @@ runs when it runs (``python -X importtime -m genpqr fit --help`` shows it).
 
 from __future__ import annotations
 
+import _thread
 import argparse
+import signal
 import sys
+import threading
 
 from .config_checks import check_output_folder
 
@@ -224,37 +227,25 @@ class _CtrlC:
     AGAIN = 2.0
 
     def __init__(self):
-        import threading
-
-        self.done, self.started = threading.Event(), False
+        self.done, self.again, self.previous = threading.Event(), None, None
 
     def __call__(self, signum, frame):
-        if not self.started:
-            import threading
-
-            self.started = True
-            threading.Thread(target=self._again, daemon=True).start()
+        if self.again is None:
+            self.again = threading.Thread(target=self._again, daemon=True)
+            self.again.start()
         raise KeyboardInterrupt
 
     def _again(self):
-        import _thread
-
         while not self.done.wait(self.AGAIN):
             _thread.interrupt_main()
 
     def __enter__(self):
-        import signal
-        import threading
-
-        self.previous = None
         if threading.current_thread() is threading.main_thread() and \
                 signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self.previous = signal.signal(signal.SIGINT, self)
         return self
 
     def __exit__(self, *exc):
-        import signal
-
         self.done.set()
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
