@@ -115,20 +115,60 @@ def test_warm_started_fits_of_the_cross_validation_are_capped(monkeypatch):
     """The group counts start from the fit without groups and run at most WARM_MAX_ITER
     iterations; the cold fits and the final fit keep ``max_iter``."""
     calls = []
-    original = lowrank.fit_low_rank
+    original = lowrank._EM.run
 
-    def spy(*args, **kwargs):
-        out = original(*args, **kwargs)
-        calls.append((kwargs.get("start") is not None, kwargs["max_iter"], out[2]))
+    def spy(self, max_iter, tol):
+        out = original(self, max_iter, tol)
+        calls.append((not self.cold, max_iter, self.it))
         return out
 
-    monkeypatch.setattr(lowrank, "fit_low_rank", spy)
+    monkeypatch.setattr(lowrank._EM, "run", spy)
     model = LowRankKernel(ranks=(3,), concentrations=(5.0,), group_counts=(0, 4), max_iter=300,
                           random_state=0).fit(low_rank_moves(n=2000))
     warm = [c for c in calls if c[0]]
     assert warm and all(m == lowrank.WARM_MAX_ITER and it <= m for _, m, it in warm)
     assert all(m == 300 for started, m, _ in calls if not started)
     assert model.n_iter_ <= 300
+
+
+def test_an_em_stopped_early_and_continued_is_the_em_run_at_once():
+    """``_EM`` run to a loose tolerance and then to ``tol`` gives the fit run to ``tol`` at once,
+    to the last bit (cold and grouped; one that met ``tol`` already is left as it is)."""
+    moves = low_rank_moves(n=2000)
+    counts = moves.counts()
+    S, K = moves.n_states, moves.n_actions
+    for groups in (None, 4):
+        kw = dict(tilt=True, smoothing=0.1, termination=True, n_groups=groups, random_state=3, start=None)
+        at_once = lowrank.fit_low_rank(counts, S, K, 3, 5.0, max_iter=300, tol=1e-6, **kw)
+        em = lowrank._EM(counts, S, K, 3, 5.0, **kw).run(300, 1e-4)
+        loose = em.it
+        em.run(300, 1e-6)
+        assert loose < em.it == at_once[2]
+        for a, b in zip(em.result(), at_once):
+            np.testing.assert_array_equal(a, b)
+        again = em.it
+        em.run(300, 1e-5)  # looser than where it stopped: nothing to do
+        assert em.it == again
+
+
+def test_the_cross_validation_continues_its_chosen_setting_to_tol(monkeypatch):
+    """The cross-validation's cold fits stop at CV_TOL_FACTOR x tol; the chosen setting's are
+    continued to tol: its held-out score, the group counts' (started from it) and the fit are
+    those of a cross-validation whose fits all run to tol, to the last bit."""
+    moves = low_rank_moves(n=3000)
+    kw = dict(ranks=(2, 3, 5), concentrations=(1.0, 10.0), group_counts=(0, 4), random_state=0)
+    fast = LowRankKernel(**kw).fit(moves)
+    monkeypatch.setattr(lowrank, "CV_TOL_FACTOR", 1.0)
+    exact = LowRankKernel(**kw).fit(moves)
+    chosen = (fast.rank_, fast.concentration_)
+    assert (exact.rank_, exact.concentration_, exact.n_groups_) == (*chosen, fast.n_groups_)
+    for setting, value in exact.cv_scores_.items():
+        if setting[:2] == chosen:
+            assert fast.cv_scores_[setting] == value
+        else:
+            assert fast.cv_scores_.get(setting, value) == pytest.approx(value, abs=0.01)
+    np.testing.assert_array_equal(fast.phi_, exact.phi_)
+    np.testing.assert_array_equal(fast.psi_, exact.psi_)
 
 
 # ---------------------------------------------------------------------------- the selection
