@@ -305,3 +305,38 @@ def test_moves_keep_their_type_through_the_selection():
     for k, b in zip(("states", "actions", "outcomes", "episodes"), before):
         np.testing.assert_array_equal(getattr(moves, k), b)
     assert isinstance(moves, TransitionMoves)
+
+
+# ---------------------------------------------------------------------------- the state groups' k-means
+@pytest.mark.parametrize("seed", range(4))
+def test_the_state_groups_k_means_is_scikit_learns_partition(seed):
+    """``_kmeans`` (written out so that a fit does not import scikit-learn) gives the partition of
+    ``KMeans(n_clusters, n_init=3, random_state=...).fit(X, sample_weight=w)``: weighted profiles
+    on the simplex as the low-rank fit groups them, with duplicated rows (states never visited
+    share the uniform profile) and more clusters than distinct rows."""
+    import warnings
+
+    from sklearn.cluster import KMeans
+
+    rng = np.random.default_rng(seed)
+    for case in range(12):
+        n, d = int(rng.integers(20, 700)), int(rng.integers(2, 21))
+        k = int(rng.integers(2, min(40, n)))
+        X = rng.dirichlet(np.full(d, rng.uniform(0.1, 3.0)), size=n)
+        if case % 3 == 0:
+            X[rng.integers(0, n, n // 3)] = 1.0 / d
+        if case == 1:  # fewer distinct rows than clusters: empty clusters, nothing to relocate
+            X = X[rng.integers(0, 3, n)]
+        w = rng.gamma(0.5, size=n) + 1e-3
+        state = int(rng.integers(0, 2**31 - 1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = KMeans(n_clusters=k, n_init=3, random_state=state).fit(X, sample_weight=w).labels_
+        labels = lowrank._kmeans(X, k, w, state)
+        assert labels.shape == (n,)
+        assert lowrank._same_partition(labels, reference, k) and lowrank._same_partition(reference, labels, k), case
+
+
+def test_same_partition_is_up_to_renaming():
+    assert lowrank._same_partition(np.array([0, 0, 1, 2]), np.array([2, 2, 0, 1]), 3)
+    assert not lowrank._same_partition(np.array([0, 0, 1, 2]), np.array([2, 1, 0, 1]), 3)

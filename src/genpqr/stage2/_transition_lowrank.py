@@ -173,13 +173,116 @@ def _map_weights(expected, cells, concentration, tilt):
 
 def _state_groups(by_state, n_groups, rng):
     """Groups of states with similar pooled weights (k-means on their weight profiles), (S,)."""
-    from sklearn.cluster import KMeans
-
     S, r = by_state.shape
     profiles = _normalize(by_state + 1.0 / r, 1)
     n_groups = int(min(n_groups, S))
-    km = KMeans(n_clusters=n_groups, n_init=3, random_state=int(rng.integers(0, 2**31 - 1)))
-    return km.fit(profiles, sample_weight=by_state.sum(axis=1) + 1e-3).labels_
+    return _kmeans(profiles, n_groups, by_state.sum(axis=1) + 1e-3, int(rng.integers(0, 2**31 - 1)))
+
+
+def _kmeans(X, n_clusters, sample_weight, seed, n_init=3, max_iter=300, tol=1e-4):
+    """Labels (n,) of weighted k-means: the best of ``n_init`` runs of Lloyd's algorithm from
+    k-means++ seeds (``2 + log k`` candidates a centre), drawn from ``RandomState(seed)``. It is
+    scikit-learn's ``KMeans(n_clusters, n_init=n_init, random_state=seed).fit(X, sample_weight=...)``
+    step for step (its seeding, stopping rule, empty-cluster relocation and choice among the
+    runs), so the groups are the same partition up to the rounding of sums (the test compares
+    them); written out so that a fit does not import scikit-learn (about a second)."""
+    X = np.array(X, dtype=np.float64, order="C")
+    X -= X.mean(axis=0)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    random_state = np.random.RandomState(seed)
+    norms = np.einsum("ij,ij->i", X, X)
+    tol = float(np.mean(np.var(X, axis=0)) * tol)
+    best, best_inertia = None, None
+    for _ in range(n_init):
+        labels, inertia = _lloyd(X, w, _kmeans_plusplus(X, n_clusters, norms, w, random_state), max_iter, tol)
+        if best is None or (inertia < best_inertia and not _same_partition(labels, best, n_clusters)):
+            best, best_inertia = labels, inertia
+    return best
+
+
+def _squared_distances(points, X, norms):
+    d = -2 * (points @ X.T)
+    d += np.einsum("ij,ij->i", points, points)[:, None]
+    d += norms[None, :]
+    return np.maximum(d, 0, out=d)
+
+
+def _kmeans_plusplus(X, k, norms, w, random_state):
+    trials = 2 + int(np.log(k))
+    centers = np.empty((k, X.shape[1]))
+    centers[0] = X[random_state.choice(X.shape[0], p=w / w.sum())]
+    closest = _squared_distances(centers[:1], X, norms)
+    potential = closest @ w
+    for c in range(1, k):
+        draws = random_state.uniform(size=trials) * potential
+        ids = np.searchsorted(np.cumsum(w * closest), draws)
+        np.clip(ids, None, closest.size - 1, out=ids)
+        to_candidates = np.minimum(closest, _squared_distances(X[ids], X, norms))
+        potentials = to_candidates @ w.reshape(-1, 1)
+        pick = np.argmin(potentials)
+        potential, closest = potentials[pick], to_candidates[pick]
+        centers[c] = X[ids[pick]]
+    return centers
+
+
+def _assign(X, centers):
+    d = np.einsum("ij,ij->i", centers, centers)[None, :] - 2 * (X @ centers.T)
+    return np.argmin(d, axis=1).astype(np.int32)
+
+
+def _lloyd(X, w, centers, max_iter, tol):
+    """``(labels, inertia)`` of one run of Lloyd's algorithm from ``centers``."""
+    k = centers.shape[0]
+    labels_old = np.full(X.shape[0], -1, dtype=np.int32)
+    strict = False
+    for _ in range(max_iter):
+        labels = _assign(X, centers)
+        weights = np.bincount(labels, w, minlength=k)
+        new = np.zeros_like(centers)
+        np.add.at(new, labels, X * w[:, None])
+        _relocate_empty(X, w, centers, new, weights, labels)
+        filled = weights > 0
+        new[filled] *= (1.0 / weights[filled])[:, None]
+        new[~filled] = new[np.argmax(weights)]
+        shift = np.sum((new - centers) ** 2)
+        centers = new
+        if np.array_equal(labels, labels_old):
+            strict = True
+            break
+        if shift <= tol:
+            break
+        labels_old = labels
+    if not strict:
+        labels = _assign(X, centers)
+    return labels, float(np.sum(w * np.sum((X - centers[labels]) ** 2, axis=1)))
+
+
+def _relocate_empty(X, w, centers, new, weights, labels):
+    """Each empty cluster takes the point farthest from its centre (scikit-learn's rule)."""
+    empty = np.flatnonzero(weights == 0)
+    if empty.size == 0:
+        return
+    distances = np.sum((X - centers[labels]) ** 2, axis=1)
+    if np.max(distances) == 0:
+        return
+    far = np.argpartition(distances, -empty.size)[:-empty.size - 1:-1]
+    for cluster, point in zip(empty, far):
+        old = labels[point]
+        new[old] -= X[point] * w[point]
+        new[cluster] = X[point] * w[point]
+        weights[cluster] = w[point]
+        weights[old] -= w[point]
+
+
+def _same_partition(a, b, k) -> bool:
+    """Whether two labellings are the same partition (the same up to renaming the labels)."""
+    mapping = np.full(k, -1)
+    for x, y in zip(a, b):
+        if mapping[x] == -1:
+            mapping[x] = y
+        elif mapping[x] != y:
+            return False
+    return True
 
 
 def _initial_profiles(counts, S, K, rank, termination, rng):
