@@ -31,6 +31,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.base import BaseEstimator
 from tqdm.auto import tqdm
 
+from ..data._progress import bar_width
 from ..data._validation import as_float_array, check_gamma
 from ._counterfactual import IdentificationWarning, identification_rule
 from ..exceptions import ConvergenceWarning, NotFittedError
@@ -119,7 +120,7 @@ class SoftFQI(BaseEstimator):
         model = make_q_model(self.regressor, self.encoding, K, self.warm_start)
         self.history_ = FQEHistory()
         targets, rows, converged = r.copy(), np.arange(a.size), False
-        bar = tqdm(range(self.n_iterations), desc="soft FQI", leave=False,
+        bar = tqdm(range(self.n_iterations), desc="soft FQI", leave=False, ncols=bar_width(),
                    disable=(None if self.progress is None else not self.progress))
         for _ in bar:
             model.fit_q(X, a, targets, K)

@@ -40,6 +40,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ..data._progress import bar_width
 from ..normalization import mean_zero
 from ..stage1._clipping import auto_clip_from_summary, check_bounds, safe_log
 from ..stage1._policy import FittedPolicy, clip_proba
@@ -257,9 +258,9 @@ def run_replicates(one, seeds, args, *, n_jobs: int, progress, plan=None) -> lis
     seeds = [int(s) for s in seeds]
     if plan is None or effective_n_jobs(n_jobs) == 1:
         results = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(one)(s, *args) for s in seeds)
-        return list(tqdm(results, total=len(seeds), desc="bootstrap", disable=disable))
+        return list(tqdm(results, total=len(seeds), desc="bootstrap", disable=disable, ncols=bar_width()))
     jobs = effective_n_jobs(n_jobs)
-    with tqdm(total=len(seeds), desc="bootstrap", disable=disable) as bar:
+    with tqdm(total=len(seeds), desc="bootstrap", disable=disable, ncols=bar_width()) as bar:
         out, costs = [], []
         for seed in seeds[:2]:  # timed in this process: workers pay only where they save time
             start = time.perf_counter()

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data._progress import bar_width
 from ..estimator._manifest import atomic_write_bytes
 from ._configs import ExperimentConfig, Setting
 from ._folder import open_results_folder, update_folder
@@ -340,7 +341,7 @@ def _run_tasks(calls, results: ResultsFile, summary: RunSummary, name: str, prog
     from tqdm.auto import tqdm
 
     pending = {task.key: task for task, *_ in calls}
-    bar = tqdm(total=len(calls), desc=name, unit="task", disable=not progress, file=sys.stderr)
+    bar = tqdm(total=len(calls), desc=name, unit="task", disable=not progress, file=sys.stderr, ncols=bar_width())
     try:
         for result in stream():
             task = result["task"]

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..data._progress import bar_width
 from ..exceptions import InferenceWarning
 from . import _algebra as alg
 from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
@@ -260,7 +261,7 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     run = _Run(n, m)
     run.route = step.route
     disable = None if progress is None else not progress
-    for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
+    for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable, ncols=bar_width())):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
         value, phi, alpha = step(fitted, bound, rows.take(train), rows.take(test),
                                  0.0 if template is None else STATE_PRIOR, rows.s if np.ndim(rows.s) == 1 else None)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data._progress import bar_width
 from ..data._spaces import FiniteActions
 from ..estimator import FittedState
 from ..estimator._options import fqe_spec, q_model_kind
@@ -269,7 +270,7 @@ class _Cluster:
         from distributed import as_completed
         from tqdm.auto import tqdm
 
-        with tqdm(total=len(futures), desc=desc, unit="partition", leave=False,
+        with tqdm(total=len(futures), desc=desc, unit="partition", leave=False, ncols=bar_width(),
                   disable=None if self.progress is None else not self.progress) as bar:
             for _ in as_completed(futures):
                 bar.update(1)

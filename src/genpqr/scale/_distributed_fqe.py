@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..data._progress import bar_width
 from ..data._validation import as_float_array, seed_from
 from ..estimator._options import fqe_spec
 from ._fit import StreamedFQE, check_actions, check_structure, finish_fqe
@@ -367,7 +368,7 @@ class _Loop:
         from ..stage2._qmodels import FQEHistory
 
         boosters, history, mean_square, converged = [], FQEHistory(), [], False
-        bar = tqdm(range(1, n_iter + 1), desc="boosted FQE (Dask)", leave=False,
+        bar = tqdm(range(1, n_iter + 1), desc="boosted FQE (Dask)", leave=False, ncols=bar_width(),
                    disable=None if self.cluster.progress is None else not self.cluster.progress)
         for k in bar:
             booster = self.train(params, k == 1)

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data._progress import bar_width
 from ..data._spaces import FiniteActions
 from ..data._validation import check_gamma, clone_learner as clone
 from ..estimator import FittedState
@@ -521,7 +522,7 @@ def fit_streamed_fqe(est, begun, source, policy, progress=None):
     live = make_q_model(spec.regressor, "native", K)
     previous = before = summary = None
     history, mean_square, converged = FQEHistory(), [], False
-    bar = tqdm(range(1, n_iter + 2), desc="FQE (out of core)", leave=False,
+    bar = tqdm(range(1, n_iter + 2), desc="FQE (out of core)", leave=False, ncols=bar_width(),
                disable=(None if progress is None else not progress))
     for k in bar:
         sums, part = fqe_pass(source, labels, policy, begun.normalization, begun.gamma, live, previous, before, K,

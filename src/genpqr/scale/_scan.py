@@ -69,6 +69,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ..data._progress import bar_width
 from ..data import Transitions, from_arrays, from_pandas
 from ..data._clock import StampSteps, is_timestamps, stamp_steps, timestamp_ns, timestamps_as_steps
 from ..data._long_format import TimeSteps, check_long_frame, episode_segments, long_format_rows, time_steps
@@ -534,7 +535,7 @@ def _leading_run(ids, value) -> int:
 def _bar(total, desc, progress):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="rows", unit_scale=True, leave=False,
+    return tqdm(total=total, desc=desc, unit="rows", unit_scale=True, leave=False, ncols=bar_width(),
                 disable=None if progress is None else not progress)
 
 

@@ -14,32 +14,18 @@ with ``cross_fit_models``.
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 from tqdm.auto import tqdm
+
+from ..data._progress import BAR_WIDTH, bar_width as _bar_width  # the bars' width (every wing's)
 
 __all__ = ["FittedStage1", "cross_fit_models", "PROGRESS_DELAY", "progress_bar", "forward_progress"]
 
 #: Seconds a stage-1 step (the folds, a conditional logit's optimizer, a two tower's epochs) runs
 #: before its progress bar appears: quick fits print nothing.
 PROGRESS_DELAY = 2.0
-
-#: The widest a progress bar is drawn: the console's lines are at most 100 characters.
-BAR_WIDTH = 100
-
-
-def _bar_width() -> int:
-    """Columns for a bar on stderr: the terminal's less one, at most ``BAR_WIDTH`` (that
-    many when stderr is no terminal or does not say its width)."""
-    try:
-        columns = os.get_terminal_size(sys.stderr.fileno()).columns - 1
-    except (AttributeError, ValueError, OSError):
-        return BAR_WIDTH
-    return BAR_WIDTH if columns <= 0 else min(columns, BAR_WIDTH)
-
 
 def progress_bar(progress, *, total=None, iterable=None, desc: str, unit: str = "it"):
     """The tqdm bar of a step on stderr, by the estimator's convention: ``progress`` True shows

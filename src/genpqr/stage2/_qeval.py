@@ -65,6 +65,7 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 
+from ..data._progress import bar_width
 from ..data._validation import as_float_array, check_finite, check_gamma, check_random_state, clone_learner as clone
 from ..exceptions import ConvergenceWarning, NotFittedError
 from ..actions._integration import Nodes
@@ -236,7 +237,7 @@ class FQE(BaseEstimator):
         targets = bellman.first()  # Q_0 = 0 (direct) or f_0 = 0 (continuation)
         best, best_loss, stall, converged = 0, np.inf, 0, False
         bar = tqdm(range(n_iter), desc="FQE", disable=(None if self.progress is None else not self.progress),
-                   leave=False)
+                   leave=False, ncols=bar_width())
         for _ in bar:
             model.fit_q(states, actions, targets, K, **fit_kw)
             new_targets = bellman.targets(model, next_states)

@@ -403,6 +403,12 @@ RACE_Z = 3.0
 those of the best setting by this many standard errors of their paired per-episode difference."""
 
 
+def _fold_log_p(fit, test):
+    """The log-probabilities of the moves ``test`` under a fold fit ``(phi, psi)``."""
+    phi, psi = fit
+    return np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes]))
+
+
 def _trails(log_p, best, seen, episodes) -> bool:
     """Whether the held-out log-likelihoods ``log_p`` trail ``best`` on the moves ``seen`` by more
     than ``RACE_Z`` standard errors (episodes are the units; at least two)."""
@@ -571,21 +577,6 @@ class LowRankKernel(KernelModel):
         fits, log_p, ems = {}, {}, {}
         note = getattr(self, "_progress_note", None) or (lambda text: None)  # the selection's bar, if any
 
-        def score(setting, i):
-            phi, psi = fits[setting][i]
-            _, index, test = folds[i]
-            log_p[setting][index] = np.log(np.einsum("ik,ki->i", phi[test.rows], psi[:, test.outcomes]))
-
-        def refine(setting):
-            """The setting's fold fits from random profiles continued to ``tol`` (and rescored)."""
-            if setting not in ems or any(em.cold is False for em in ems[setting]):
-                return
-            for i, em in enumerate(ems[setting]):
-                if em.stopped is not None and em.stopped > self.tol:
-                    fits[setting][i] = em.run(self.max_iter, self.tol).result()[:2]
-                    score(setting, i)
-            self.cv_scores_[setting] = float(np.sum(log_p[setting])) / moves.n
-
         def held_out(setting, start=None, against=None):
             """The setting's mean held-out log-likelihood per move; -inf when it is dropped
             after a fold, trailing ``against`` (a setting scored in full) by RACE_Z standard errors."""
@@ -605,7 +596,7 @@ class LowRankKernel(KernelModel):
                 em = _EM(train, S, K, *setting[:2], **kw, start=None if start is None else fits[start][i])
                 ems[setting].append(em.run(max_iter, tol))
                 fits[setting].append(em.result()[:2])
-                score(setting, i)
+                log_p[setting][index] = _fold_log_p(fits[setting][i], test)
                 seen[index] = True
                 if against is not None and i < len(folds) - 1 and _trails(log_p[setting], log_p[against], seen,
                                                                           episodes):
@@ -623,7 +614,7 @@ class LowRankKernel(KernelModel):
         conc = _climb(grid, lambda c, best: held_out((rank, c, first_g),
                                                      against=None if best is None else (rank, best, first_g)),
                       grid.index(first_c))
-        refine((rank, conc, first_g))
+        self._refine((rank, conc, first_g), ems, fits, log_p, folds)
         if groups is None:
             counts = sorted({int(min(g, S)) for g in self.group_counts})
             groups = _climb(counts, lambda g, best: held_out((rank, conc, g), (rank, conc, first_g),
@@ -632,6 +623,17 @@ class LowRankKernel(KernelModel):
         if getattr(self, "_keep_held_out", False):  # for the selection (_fit_own_held_out); not kept on the model
             self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), splits)
         return rank, conc, groups
+
+    def _refine(self, setting, ems, fits, log_p, folds):
+        """The cross-validation's fold fits of ``setting`` from random profiles, stopped at
+        ``CV_TOL_FACTOR`` x ``tol``, continued to ``tol`` and rescored (in place)."""
+        if setting not in ems or not all(em.cold for em in ems[setting]):
+            return
+        for i, em in enumerate(ems[setting]):
+            if em.stopped is not None and em.stopped > self.tol:
+                fits[setting][i] = em.run(self.max_iter, self.tol).result()[:2]
+                log_p[setting][folds[i][1]] = _fold_log_p(fits[setting][i], folds[i][2])
+        self.cv_scores_[setting] = float(np.sum(log_p[setting])) / log_p[setting].size
 
     def to_dense(self, max_bytes: int = DENSE_KERNEL_MAX_BYTES) -> np.ndarray:
         S, K = self._dense_shape(max_bytes)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..data._progress import bar_width
 from ._transition_models import CountKernel, KernelModel, ShrinkageKernel, as_moves
 from ._transition_lowrank import LowRankKernel
 
@@ -304,7 +305,7 @@ def _bar(total, progress):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="transition selection", unit="model", delay=PROGRESS_DELAY, leave=False,
-                bar_format="{desc}: {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+                ncols=bar_width(), bar_format="{desc}: {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
                 disable=None if progress is None else not progress)
 
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..data._progress import bar_width
 from ..exceptions import ConvergenceWarning, GenPQRWarning, LatentTypeWarning
 from ..messages import Mention, Message
 from ..stage1._latent_types import (SEPARATION_WARN, latent_type_warnings, mixing_log_prior, separation_share,
@@ -253,7 +254,7 @@ class TypedStructuralFit(LikelihoodResults):
         if progress:
             from tqdm.auto import tqdm
 
-            iterator = tqdm(iterator, desc="bootstrap over episodes")
+            iterator = tqdm(iterator, desc="bootstrap over episodes", ncols=bar_width())
         covariates = self.spec.get("mixing_covariates")
         for _ in iterator:
             draw = rng.integers(0, self.n_episodes, self.n_episodes)
