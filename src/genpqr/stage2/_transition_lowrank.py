@@ -67,18 +67,16 @@ GROUP_PRIOR = 10.0
 
 
 class _Ratios:
-    """``R = N / (phi psi)`` on the non-zeros of ``N`` (m, S+1): the sparse structures of ``R``
-    and ``R^T`` are built once, each EM iteration only replaces their values (and fills two
-    buffers of shape (nnz, r))."""
+    """``R = N / (phi psi)`` on the non-zeros of ``N`` (m, S+1): the sparse structure of ``R`` is
+    built once, each EM iteration only replaces its values (and fills two buffers of shape (nnz,
+    r)); ``R^T`` is its transpose as a view on the same values (its product sums over the rows of
+    ``R`` in their order, as the product with a transposed copy does, to the bit)."""
 
     def __init__(self, counts, rank):
         self.n, self.cols = counts.data, counts.indices
         self.rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-        self.order = np.argsort(self.cols, kind="stable")
         self.R = sp.csr_matrix((self.n.astype(float), self.cols, counts.indptr), shape=counts.shape)
-        starts = np.concatenate([[0], np.cumsum(np.bincount(self.cols, minlength=counts.shape[1]))])
-        self.RT = sp.csr_matrix((self.n[self.order].astype(float), self.rows[self.order], starts),
-                                shape=counts.shape[::-1])
+        self.RT = self.R.T
         self._phi, self._psi, self._ones = np.empty((self.n.size, rank)), np.empty((self.n.size, rank)), np.ones(rank)
 
     def update(self, phi, psiT):
@@ -87,7 +85,6 @@ class _Ratios:
         _take_rows(psiT, self.cols, out=self._psi)
         denom = np.multiply(self._phi, self._psi, out=self._phi) @ self._ones
         np.divide(self.n, denom, out=self.R.data)
-        np.take(self.R.data, self.order, out=self.RT.data)
         return denom
 
 
@@ -356,7 +353,7 @@ class _EM:
             expected *= phi
             phi, self.by_state, self.prior = _map_weights(expected, cells, self.concentration, self.tilt)
             psiT = psiT_new
-            loglik = float(ratios.n @ np.log(denom)) / self.total
+            loglik = float(ratios.n @ np.log(denom, out=denom)) / self.total
             change = loglik - self.previous if self.cold else abs(loglik - self.previous)
             if change < tol and (not self.n_groups or it > self.warm_up):
                 self.stopped, self.last = tol, loglik

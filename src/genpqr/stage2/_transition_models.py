@@ -389,12 +389,25 @@ def _frac(num, n):
 def shrunk_move_proba(at, c, n_outcomes: int, outcomes) -> np.ndarray:
     """``P(s'|s,a)`` at moves from :meth:`_Levels.at` and concentrations ``c`` (4,); the
     global level's pseudo-counts cover the first ``n_outcomes`` outcomes."""
-    n1, d1, n2, d2, n3, d3, n4, d4 = at
-    p = (n4 + c[3] / n_outcomes * (outcomes < n_outcomes)) / (d4 + c[3])
-    for num, den, conc in ((n3, d3, c[2]), (n2, d2, c[1]), (n1, d1, c[0])):
-        w = _weight(den, conc)
-        p = w * _frac(num, den) + (1.0 - w) * p
-    return p
+    return _ShrunkMoves(at, n_outcomes, outcomes).proba(c)
+
+
+class _ShrunkMoves:
+    """:func:`shrunk_move_proba` at given moves for any concentrations: each level's share of the
+    moves' counts (which no concentration changes) computed once, for the cross-validation's many
+    evaluations (the same numbers as computed afresh, to the bit)."""
+
+    def __init__(self, at, n_outcomes, outcomes):
+        n1, d1, n2, d2, n3, d3, self.n4, self.d4 = at
+        self.n_outcomes, self.covered = n_outcomes, outcomes < n_outcomes
+        self.levels = [(_frac(num, den), den) for num, den in ((n3, d3), (n2, d2), (n1, d1))]
+
+    def proba(self, c):
+        p = (self.n4 + c[3] / self.n_outcomes * self.covered) / (self.d4 + c[3])
+        for (share, den), conc in zip(self.levels, (c[2], c[1], c[0])):
+            w = _weight(den, conc)
+            p = w * share + (1.0 - w) * p
+        return p
 
 
 class ShrinkageKernel(KernelModel):
@@ -463,13 +476,11 @@ class ShrinkageKernel(KernelModel):
 
     def _cross_validate(self, moves):
         folds = moves.folds(self.n_splits, self.random_state)
-        tables = [(t, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, folds)]
-        n_out = self.n_outcomes_
+        tables = [_ShrunkMoves(t, self.n_outcomes_, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, folds)]
 
         def loss(log_c):
             c = np.exp(log_c)
-            return -sum(np.sum(np.log(np.maximum(shrunk_move_proba(t, c, n_out, o), 1e-300)))
-                        for t, o in tables) / moves.n
+            return -sum(np.sum(np.log(np.maximum(t.proba(c), 1e-300))) for t in tables) / moves.n
 
         start = np.log([5.0, 5.0, 20.0, 1.0])
         res = minimize(loss, start, method="L-BFGS-B", bounds=[(-7.0, 14.0)] * 4)
