@@ -340,3 +340,31 @@ def test_the_state_groups_k_means_is_scikit_learns_partition(seed):
 def test_same_partition_is_up_to_renaming():
     assert lowrank._same_partition(np.array([0, 0, 1, 2]), np.array([2, 2, 0, 1]), 3)
     assert not lowrank._same_partition(np.array([0, 0, 1, 2]), np.array([2, 1, 0, 1]), 3)
+
+
+# ---------------------------------------------------------------------------- the low-rank kernel, factored
+def test_the_low_rank_kernel_stays_factored_and_solves_as_its_dense_array():
+    """``kernel()`` is the model (a matrix-free kernel: a fit keeps and saves the factors, not the
+    (S, K, S) array); its ``P_mu`` is the dense array's, and the exact fit with it is the fit
+    with the dense array to rounding."""
+    from genpqr import GenPQR, normalization as N
+    from genpqr.stage2._kernels import as_kernel
+
+    moves = low_rank_moves(n=3000)
+    model = LowRankKernel(rank=3, concentration=5.0, n_groups=0, random_state=0).fit(moves)
+    assert model.kernel() is model
+    S, K = moves.n_states, moves.n_actions
+    mu = np.random.default_rng(1).dirichlet(np.ones(K), size=S)
+    dense = model.to_dense()
+    np.testing.assert_allclose(as_kernel(model).under(mu), np.einsum("sa,sat->st", mu, dense), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(as_kernel(dense).under(mu), as_kernel(model).under(mu), rtol=0, atol=1e-14)
+    rng = np.random.default_rng(2)
+    from genpqr.envs import simulate_tabular
+    from genpqr.stage2 import TabularMDP, soft_optimal_policy
+
+    mdp = TabularMDP.create(dense, 0.9, rng.normal(size=(S, K)))
+    data = simulate_tabular(mdp, soft_optimal_policy(mdp.reward, mdp.kernel, 0.9), n_episodes=300, horizon=10,
+                            random_state=0)
+    fits = [GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, transition_model=kernel,
+                   random_state=0, progress=False).fit(data) for kernel in (dense, as_kernel(model))]
+    np.testing.assert_allclose(fits[0].reward_table(), fits[1].reward_table(), rtol=1e-10, atol=1e-10)

@@ -142,8 +142,8 @@ class TransitionKernel:
 class KernelOperator:
     """A kernel given only through the protocol (``expect``/``push``), never stored as a matrix.
 
-    ``P_mu`` (:meth:`under`) is a dense (S, S) array for S <= 2,500 states (built from
-    ``expect`` in blocks of columns) and a matrix-free ``scipy.sparse.linalg.LinearOperator``
+    ``P_mu`` (:meth:`under`) is a dense (S, S) array for S <= 2,500 states (the model's own
+    ``under(mu)`` where it has one, else built from ``expect`` in blocks of columns) and a matrix-free ``scipy.sparse.linalg.LinearOperator``
     above, which the Krylov solvers of ``genpqr.stage2._linear_bellman.solve_linear_bellman`` accept.
     Code that needs the entries (``matrix``, ``to_dense``) builds them densely, with a
     ``ValueError`` above ``DENSE_KERNEL_MAX_BYTES``.
@@ -181,6 +181,12 @@ class KernelOperator:
         """``P_mu`` (S, S): dense for small S, a ``LinearOperator`` above."""
         S, K = self.n_states, self.n_actions
         mu = np.asarray(mu, dtype=np.float64)
+        own = getattr(self.model, "under", None)
+        if callable(own) and S <= _OPERATOR_DENSE_MAX_STATES:  # the model's own (a low-rank one's: a product)
+            out = np.asarray(own(mu), dtype=np.float64)
+            if out.shape != (S, S):
+                raise ValueError(f"the transition model's under returned shape {out.shape}, expected {(S, S)}")
+            return out
         block = max(1, min(S, _BLOCK_BYTES // (8 * S * K)))  # columns per product: memory S * K * block
 
         def matmat(X):

@@ -631,6 +631,21 @@ class LowRankKernel(KernelModel):
                 log_p[setting][folds[i][1]] = _fold_log_p(fits[setting][i], folds[i][2])
         self.cv_scores_[setting] = float(np.sum(log_p[setting])) / log_p[setting].size
 
+    def kernel(self):
+        """The model itself, a matrix-free kernel (``genpqr.stage2._kernels.KernelOperator``) at any
+        size: ``expect``, ``push`` and ``P_mu`` (:meth:`under`) are products with the factors, and the
+        (S, K, S) array (``to_dense``) is built only where its entries are asked for (a fit keeps,
+        and saves, the factors: about r / S of the dense kernel's memory)."""
+        self._check_fitted()
+        return self
+
+    def under(self, mu):
+        """``P_mu`` (S, S): ``sum_a mu(a|s) P(.|s, a)``, as ``(sum_a mu(a|s) phi(s, a)) psi``."""
+        S, K = self.n_states_, self.n_actions_
+        mu = np.asarray(mu, dtype=np.float64)
+        weights = np.einsum("sa,sak->sk", mu, self.phi_.reshape(S, K, -1))
+        return weights @ self.psi_[:, :S]
+
     def to_dense(self, max_bytes: int = DENSE_KERNEL_MAX_BYTES) -> np.ndarray:
         S, K = self._dense_shape(max_bytes)
         return (self.phi_ @ self.psi_[:, :S]).reshape(S, K, S)  # one product, not row blocks
