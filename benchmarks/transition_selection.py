@@ -99,23 +99,36 @@ def instrumented_selection(data, S):
         return run
 
     fit = lowrank.fit_low_rank
+    runner = getattr(lowrank, "_EM", None)  # the resumable EM: a fit may run in two parts
+    run = None if runner is None else runner.run
+    fits = {}
 
     def counted(*args, **kwargs):
         out = fit(*args, **kwargs)
         em.append(out[2])
         return out
 
+    def counted_run(self, max_iter, tol):
+        out = run(self, max_iter, tol)
+        fits[id(self)] = (self, self.it)  # iterations so far (a continued fit counted once; held: no id reuse)
+        return out
+
     try:
         for owner, name, method in saved:
             setattr(owner, name, timed(method))
-        lowrank.fit_low_rank = counted
+        if runner is None:
+            lowrank.fit_low_rank = counted
+        else:
+            runner.run = counted_run
         with Clock() as clock:
             selection = stage2.select_transition_model(data, random_state=0, n_states=S, progress=False)
     finally:
         for owner, name, method in saved:
             setattr(owner, name, method)
         lowrank.fit_low_rank = fit
-    return selection, clock, per_model, em
+        if runner is not None:
+            runner.run = run
+    return selection, clock, per_model, em + [it for _, it in fits.values()]
 
 
 def main(argv=None):

@@ -344,15 +344,17 @@ def test_same_partition_is_up_to_renaming():
 
 # ---------------------------------------------------------------------------- the low-rank kernel, factored
 def test_the_low_rank_kernel_stays_factored_and_solves_as_its_dense_array():
-    """``kernel()`` is the model (a matrix-free kernel: a fit keeps and saves the factors, not the
-    (S, K, S) array); its ``P_mu`` is the dense array's, and the exact fit with it is the fit
-    with the dense array to rounding."""
+    """``kernel()`` is a matrix-free kernel on the model (a fit given it keeps and saves the
+    factors, not the (S, K, S) array, and does not fit the model again); its ``P_mu`` is the dense
+    array's, and the exact fit with it is the fit with the dense array to rounding."""
     from genpqr import GenPQR, normalization as N
     from genpqr.stage2._kernels import as_kernel
 
     moves = low_rank_moves(n=3000)
     model = LowRankKernel(rank=3, concentration=5.0, n_groups=0, random_state=0).fit(moves)
-    assert model.kernel() is model
+    from genpqr.stage2._kernels import KernelOperator
+
+    assert isinstance(model.kernel(), KernelOperator) and model.kernel().model is model
     S, K = moves.n_states, moves.n_actions
     mu = np.random.default_rng(1).dirichlet(np.ones(K), size=S)
     dense = model.to_dense()
@@ -366,5 +368,5 @@ def test_the_low_rank_kernel_stays_factored_and_solves_as_its_dense_array():
     data = simulate_tabular(mdp, soft_optimal_policy(mdp.reward, mdp.kernel, 0.9), n_episodes=300, horizon=10,
                             random_state=0)
     fits = [GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, transition_model=kernel,
-                   random_state=0, progress=False).fit(data) for kernel in (dense, as_kernel(model))]
+                   random_state=0, progress=False).fit(data) for kernel in (dense, model.kernel())]
     np.testing.assert_allclose(fits[0].reward_table(), fits[1].reward_table(), rtol=1e-10, atol=1e-10)

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data._validation import check_random_state
-from ._kernels import DENSE_KERNEL_MAX_BYTES
+from ._kernels import DENSE_KERNEL_MAX_BYTES, KernelOperator
 from ._transition_models import KernelModel, TransitionMoves
 
 __all__ = ["LowRankKernel"]
@@ -632,12 +632,12 @@ class LowRankKernel(KernelModel):
         self.cv_scores_[setting] = float(np.sum(log_p[setting])) / log_p[setting].size
 
     def kernel(self):
-        """The model itself, a matrix-free kernel (``genpqr.stage2._kernels.KernelOperator``) at any
-        size: ``expect``, ``push`` and ``P_mu`` (:meth:`under`) are products with the factors, and the
-        (S, K, S) array (``to_dense``) is built only where its entries are asked for (a fit keeps,
-        and saves, the factors: about r / S of the dense kernel's memory)."""
+        """The fitted kernel as a matrix-free ``genpqr.stage2._kernels.KernelOperator`` on this model,
+        at any size: ``expect``, ``push`` and ``P_mu`` (:meth:`under`) are products with the factors,
+        and the (S, K, S) array (``to_dense``) is built only where its entries are asked for (a fit
+        given it keeps, and saves, the factors: about r / S of the dense kernel's memory)."""
         self._check_fitted()
-        return self
+        return KernelOperator(self)
 
     def under(self, mu):
         """``P_mu`` (S, S): ``sum_a mu(a|s) P(.|s, a)``, as ``(sum_a mu(a|s) phi(s, a)) psi``."""
