@@ -216,6 +216,7 @@ class _Run:
         self.alpha = np.full((n, m), np.nan)
         self.fold = np.zeros(n, dtype=np.int64)
         self.records = []
+        self.fold_values, self.fold_rows = [], []
 
 
 class _TabularStep:
@@ -282,22 +283,30 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
                                                  rows.s if np.ndim(rows.s) == 1 else None)
         run.phi[test], run.alpha[test], run.fold[test] = phi, alpha, k
         run.policy[test], run.kernel[test] = policy, kernel
+        run.fold_values.append(np.asarray(value, dtype=np.float64))
+        run.fold_rows.append(int(test.size))
         for j in range(m):
             run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),
                                     correction=float(phi[:, j].mean() - value[j]), estimate=float(phi[:, j].mean())))
     return run
 
 
-def clustered_cov(influence, episodes) -> np.ndarray:
-    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e``."""
-    _, inverse = np.unique(episodes, return_inverse=True)
+def clustered_cov(influence, episodes, codes=None) -> np.ndarray:
+    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e`` (``codes``:
+    the rows' episodes coded ``0..E-1``, :func:`episode_codes`, when already known)."""
+    inverse = episode_codes(episodes) if codes is None else codes
     sums = np.zeros((inverse.max() + 1, influence.shape[1]))
     np.add.at(sums, inverse, influence)
     n = influence.shape[0]
     return sums.T @ sums / n ** 2, sums
 
 
-def split_by_input(infl, policy, kernel, episodes):
+def episode_codes(episodes) -> np.ndarray:
+    """Each row's episode coded ``0..E-1`` (in the order of the sorted ids)."""
+    return np.unique(episodes, return_inverse=True)[1].reshape(-1)
+
+
+def split_by_input(infl, policy, kernel, episodes, codes=None):
     """The influence's terms by input (n, m, 3) in :data:`INPUTS`' order (first stage, kernel, state
     law; they add up to ``infl``) and their episode-clustered covariance per component (m, 3, 3):
     the entries of each 3 x 3 block add up to the component's variance."""
@@ -305,7 +314,7 @@ def split_by_input(infl, policy, kernel, episodes):
     bellman = kernel - kernel.mean(axis=0)
     terms = np.stack([first, bellman, infl - first - bellman], axis=2)
     n, m, _ = terms.shape
-    _, inverse = np.unique(episodes, return_inverse=True)
+    inverse = episode_codes(episodes) if codes is None else codes
     sums = np.zeros((inverse.max() + 1, m, len(INPUTS)))
     np.add.at(sums, inverse, terms)
     return terms, np.einsum("ejt,eju->jtu", sums, sums) / n ** 2
@@ -314,20 +323,21 @@ def split_by_input(infl, policy, kernel, episodes):
 def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start) -> InferenceResult:
     estimate = run.phi.mean(axis=0)
     infl = run.phi - estimate
-    cov, sums = clustered_cov(infl, rows.episodes)
+    codes = episode_codes(rows.episodes)
+    n_episodes = int(codes.max()) + 1
+    cov, sums = clustered_cov(infl, rows.episodes, codes)
     se = np.sqrt(np.diag(cov))
-    terms, cov_inputs = split_by_input(infl, run.policy, run.kernel, rows.episodes)
+    terms, cov_inputs = split_by_input(infl, run.policy, run.kernel, rows.episodes, codes)
     folds = pd.DataFrame(run.records)
     folds["component"] = [names[j] for j in folds["component"]]
-    fold_plug = folds.groupby("component", sort=False).apply(
-        lambda f: np.average(f.plug_in, weights=f.n_rows), include_groups=False).reindex(names).to_numpy()
+    fold_plug = np.average(np.vstack(run.fold_values), axis=0, weights=run.fold_rows)  # by rows
     diag = _diagnostics(names, estimate, fold_plug, se, run.alpha, sums)
-    messages = _warnings(diag, described, int(np.unique(rows.episodes).size), cov_inputs)
+    messages = _warnings(diag, described, n_episodes, cov_inputs)
     if warn:
         for message in messages:
             warnings.warn(message, InferenceWarning, stacklevel=3)
     return InferenceResult(names, described, estimate, se, cov, np.asarray(plug, dtype=np.float64), float(level),
-                           int(data.n), int(data.n_episodes), None if cross_fit is None else int(cross_fit), run.route,
+                           int(data.n), n_episodes, None if cross_fit is None else int(cross_fit), run.route,
                            folds, diag, infl, rows.episodes, messages, time.perf_counter() - start,
                            influence_by_input=terms, cov_by_input=cov_inputs)
 
