@@ -294,11 +294,17 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
 def clustered_cov(influence, episodes, codes=None) -> np.ndarray:
     """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e`` (``codes``:
     the rows' episodes coded ``0..E-1``, :func:`episode_codes`, when already known)."""
-    inverse = episode_codes(episodes) if codes is None else codes
-    sums = np.zeros((inverse.max() + 1, influence.shape[1]))
-    np.add.at(sums, inverse, influence)
+    sums = episode_sums(influence, episode_codes(episodes) if codes is None else codes)
     n = influence.shape[0]
     return sums.T @ sums / n ** 2, sums
+
+
+def episode_sums(values, codes) -> np.ndarray:
+    """``values`` (n, ...) summed within episodes (``codes`` 0..E-1): (E, ...)."""
+    flat = values.reshape(values.shape[0], -1)
+    E = int(codes.max()) + 1
+    sums = np.column_stack([np.bincount(codes, weights=flat[:, c], minlength=E) for c in range(flat.shape[1])])
+    return sums.reshape((E,) + values.shape[1:])
 
 
 def episode_codes(episodes) -> np.ndarray:
@@ -313,10 +319,8 @@ def split_by_input(infl, policy, kernel, episodes, codes=None):
     first = policy - policy.mean(axis=0)
     bellman = kernel - kernel.mean(axis=0)
     terms = np.stack([first, bellman, infl - first - bellman], axis=2)
-    n, m, _ = terms.shape
-    inverse = episode_codes(episodes) if codes is None else codes
-    sums = np.zeros((inverse.max() + 1, m, len(INPUTS)))
-    np.add.at(sums, inverse, terms)
+    n = terms.shape[0]
+    sums = episode_sums(terms, episode_codes(episodes) if codes is None else codes)
     return terms, np.einsum("ejt,eju->jtu", sums, sums) / n ** 2
 
 
