@@ -531,14 +531,19 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
         else:
             params, ev, cov, cov_robust, iterations, converged, ident, separated = _full_mle(
                 estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar)
-            convergence = f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
-                "converged by Newton" if converged else "NOT CONVERGED" if not separated else
-                "stopped: the MLE is at infinity (the mixing covariates separate the types)")
+            convergence = _convergence_text(iterations, converged, separated)
     fit = _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, bool(converged), iterations,
                     convergence, time.perf_counter() - start, spec, ident, separated)
     if warn:
         check_types(fit)
     return fit
+
+
+def _convergence_text(iterations, converged, separated) -> str:
+    """``"EM 8 + Newton 3, converged by Newton"``, or why it did not converge."""
+    return f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
+        "converged by Newton" if converged else "NOT CONVERGED" if not separated else
+        "stopped: the MLE is at infinity (the mixing covariates separate the types)")
 
 
 def _check_options(estimator, ccp_update) -> None:
