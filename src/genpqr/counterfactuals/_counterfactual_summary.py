@@ -155,6 +155,9 @@ def _drop_point_intervals(table) -> None:
 
 #: A counterfactual rate this close to 0 or 1 is at a corner of the model.
 CORNER = 1e-6
+#: The two routes disagree (a warning when the nonparametric route answers, and the summary's note)
+#: when their rates or mean states differ by more than this (relative).
+ROUTE_GAP_WARN = 0.10
 
 
 def corner_rates(result) -> list:
@@ -217,8 +220,6 @@ def _route_gap_note(result, other: str) -> str:
         return f"the {other} route's answer is in to_frame() ({other}_counterfactual)"
     worst = max(keys, key=lambda k: abs(c[k] - o[k]) / max(abs(o[k]), 1e-12))
     name = f"{worst[0]} {worst[1]}" if isinstance(worst, tuple) else str(worst)
-    from ._counterfactual import ROUTE_GAP_WARN
-
     if not result.route_gap() > ROUTE_GAP_WARN:
         return (f"the {other} route agrees (largest relative gap {result.route_gap():.3g}, at {name}: "
                 f"{o[worst]:.4g} against {c[worst]:.4g} here; to_frame(): {other}_counterfactual)")
