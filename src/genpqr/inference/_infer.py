@@ -33,7 +33,8 @@ from ._result import InferenceResult
 from ._sieve import SieveFold
 from ._targets import Target, reward_projection
 
-__all__ = ["infer", "plug_in", "projection_inference", "AUTO_FOLDS", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+__all__ = ["infer", "plug_in", "projection_inference", "AUTO_FOLDS", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN",
+           "CORRECTION_WARN", "SPECIFICATION_WARN"]
 
 #: Episode folds of ``cross_fit="auto"`` when the first stage is flexible.
 AUTO_FOLDS = 5
@@ -43,8 +44,10 @@ ESS_WARN = 100
 WEIGHT_WARN = 0.1
 #: ... or one episode carries more than this share of the variance (with at least 20 episodes) ...
 EPISODE_WARN = 0.25
-#: ... or the correction exceeds this many standard errors.
+#: ... or the correction exceeds this many standard errors; an efficient projection warns when its
+#: overidentification test rejects the linear form at this level.
 CORRECTION_WARN = 10.0
+SPECIFICATION_WARN = 0.01
 
 
 def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0.95, random_state=None,
@@ -109,7 +112,8 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
-    return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
+    owner = np.repeat(np.arange(len(bound)), [len(t.components()) for t in bound])
+    return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start, owner)
 
 
 def _check_args(cross_fit, level) -> None:
@@ -225,10 +229,12 @@ class _TabularStep:
 
     def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
         law = tabular_law(fitted, train_rows, prior, self.cells, self.features, states=all_states)
-        pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
+        parts = [t.pieces(law) for t in bound]
+        pieces = alg.Pieces.stack(parts)
         chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
         alpha = alg.representers(pieces, law)[0]
-        return pieces.value, pieces.value[None] + chi, alpha[:, held.s, held.a].T
+        return pieces.value, pieces.value[None] + chi, alpha[:, held.s, held.a].T, [
+            _contrasts(p.extras.get("min_distance"), law, held) for p in parts]
 
 
 class _SieveStep:
@@ -249,7 +255,19 @@ class _SieveStep:
         fold = SieveFold(fitted, train_rows, self.features)
         parts = [t.sieve(fold, held) for t in bound]
         return (np.concatenate([p.value for p in parts]), np.hstack([p.phi for p in parts]),
-                np.hstack([p.alpha for p in parts]))
+                np.hstack([p.alpha for p in parts]), [None] * len(parts))
+
+
+def _contrasts(md, law, held):
+    """For an efficient projection (``md``: ``_algebra.MinimumDistance``): the held-out rows' sum of
+    the one-step estimates of the reward's contrasts, their count and ``n V_z`` (the pieces of ``J``)."""
+    if md is None:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):  # unvisited states' cells: never read at a row
+        chi = alg.influence(md.cells, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+    z = (md.cells.value[None] + chi) @ md.basis
+    n = z.shape[0]
+    return dict(sum=z.sum(axis=0) - n * md.shift, n=n, cov=n * md.cov, design=md.design)
 
 
 def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step) -> _Run:
@@ -259,12 +277,18 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     m = sum(len(t.components()) for t in bound)
     run = _Run(n, m)
     run.route = step.route
+    run.distance = [None] * len(bound)
     disable = None if progress is None else not progress
     for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
-        value, phi, alpha = step(fitted, bound, rows.take(train), rows.take(test),
-                                 0.0 if template is None else STATE_PRIOR, rows.s if np.ndim(rows.s) == 1 else None)
+        value, phi, alpha, distance = step(fitted, bound, rows.take(train), rows.take(test),
+                                           0.0 if template is None else STATE_PRIOR,
+                                           rows.s if np.ndim(rows.s) == 1 else None)
         run.phi[test], run.alpha[test], run.fold[test] = phi, alpha, k
+        for t, part in enumerate(distance):
+            if part is not None:
+                run.distance[t] = part if run.distance[t] is None else {
+                    key: part[key] if key == "design" else run.distance[t][key] + part[key] for key in part}
         for j in range(m):
             run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),
                                     correction=float(phi[:, j].mean() - value[j]), estimate=float(phi[:, j].mean())))
@@ -280,7 +304,7 @@ def clustered_cov(influence, episodes) -> np.ndarray:
     return sums.T @ sums / n ** 2, sums
 
 
-def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start) -> InferenceResult:
+def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start, owner=None) -> InferenceResult:
     estimate = run.phi.mean(axis=0)
     infl = run.phi - estimate
     cov, sums = clustered_cov(infl, rows.episodes)
@@ -290,6 +314,8 @@ def _result(run, names, described, plug, data, rows, cross_fit, level, warn, sta
     fold_plug = folds.groupby("component", sort=False).apply(
         lambda f: np.average(f.plug_in, weights=f.n_rows), include_groups=False).reindex(names).to_numpy()
     diag = _diagnostics(names, estimate, fold_plug, se, run.alpha, sums)
+    if any(d is not None for d in getattr(run, "distance", [])):
+        diag = diag.join(_specification(run.distance, owner, diag.index))
     messages = _warnings(diag, described, int(np.unique(rows.episodes).size))
     if warn:
         for message in messages:
@@ -314,6 +340,24 @@ def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
     }, index=pd.Index(names, name="component"))
 
 
+def _specification(distance, owner, index) -> pd.DataFrame:
+    r"""The overidentification test of each efficient projection: ``J = n min_theta (z - Phi theta)^T
+    V_z^+ (z - Phi theta)`` at the one-step estimates ``z`` of the reward's contrasts (the folds' ``V_z``
+    averaged by their rows), chi-square with ``rank V_z - p`` degrees of freedom when the linear form
+    holds (``_algebra.distance_statistic``); NaN for other components."""
+    from scipy.stats import chi2
+
+    out = pd.DataFrame({"J": np.nan, "J_dof": np.nan, "J_p_value": np.nan}, index=index)
+    for t, part in enumerate(distance):
+        if part is None:
+            continue
+        n = part["n"]
+        J, dof = alg.distance_statistic(part["sum"] / n, part["cov"] / n, part["design"], n)
+        rows = np.flatnonzero(owner == t)
+        out.iloc[rows] = [J, dof, float(chi2.sf(J, dof)) if dof > 0 else np.nan]
+    return out
+
+
 def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
     out = []
     for (name, row), what in zip(diag.iterrows(), described):
@@ -329,4 +373,14 @@ def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
                        f"the truth and the second-order remainder may not be small")
         if why:
             out.append(f"{name} ({what}): the interval may not be reliable: " + "; ".join(why))
+    if "J" in diag:
+        tested = diag.dropna(subset=["J_p_value"])
+        for J, f in tested.groupby("J", sort=False):
+            row = f.iloc[0]
+            if row.J_p_value < SPECIFICATION_WARN:
+                out.append(f"{', '.join(f.index)} (efficient projection): the data reject the linear form (J = {J:.1f} "
+                           f"on {row.J_dof:.0f} degrees of freedom, p = {row.J_p_value:.2g}): the estimate is the "
+                           f"covariance-weighted pseudo-true value, which depends on the weighting, and its SE omits "
+                           f"the weights' estimation error; the data-weighted projection (weights=None) has a target "
+                           f"that does not")
     return out
