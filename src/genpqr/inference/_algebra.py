@@ -435,8 +435,9 @@ def representers(pieces: Pieces, law: TabularLaw):
         return law.project(pieces.grad_u), [law.project(e.omega) for e in pieces.equations]
     dens = law.density if law.cells is None else law.cells
     obs = dens if law.observed is None else dens * law.observed
-    alpha = pieces.grad_u / dens[None]
-    lams = [e.omega / obs[None] for e in pieces.equations]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a state no row visits: no row reads its cells
+        alpha = pieces.grad_u / dens[None]
+        lams = [e.omega / obs[None] for e in pieces.equations]
     return alpha, lams
 
 
@@ -485,8 +486,7 @@ def influence_covariance(pieces: Pieces, law: TabularLaw) -> np.ndarray:
     never visits (``rho = 0``) carry no rows and are left out."""
     dens = law.density
     on = law.rho > 0
-    with np.errstate(divide="ignore", invalid="ignore"):  # unvisited states: left out below
-        alpha, lams = representers(pieces, law)
+    alpha, lams = representers(pieces, law)  # infinite at unvisited states: left out below
     g = pieces.grad_rho - (pieces.grad_rho @ law.rho)[:, None]
     m = pieces.m
     gram = (lambda x, y, w: (x.reshape(m, -1) * w.reshape(-1)) @ y.reshape(m, -1).T)

@@ -110,6 +110,10 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     step = _TabularStep(riesz) if exact else _SieveStep(riesz)
     plug = step.plug_in(full, bound, rows)
     run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
+    if cross_fit is not None and any(d is not None for d in run.distance):
+        # J at the full-sample nuisances: the folds thin the cells, and a test of every contrast
+        # (the thin cells' included) is not reliable at the fold's (issue 34, docs/inference.md)
+        run.distance = step(full, bound, rows, rows, 0.0, None)[3]
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
     owner = np.repeat(np.arange(len(bound)), [len(t.components()) for t in bound])
@@ -263,8 +267,7 @@ def _contrasts(md, law, held):
     the one-step estimates of the reward's contrasts, their count and ``n V_z`` (the pieces of ``J``)."""
     if md is None:
         return None
-    with np.errstate(divide="ignore", invalid="ignore"):  # unvisited states' cells: never read at a row
-        chi = alg.influence(md.cells, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+    chi = alg.influence(md.cells, law, held.s, held.a, held.s_next, held.cont, held.has_next)
     z = (md.cells.value[None] + chi) @ md.basis
     n = z.shape[0]
     return dict(sum=z.sum(axis=0) - n * md.shift, n=n, cov=n * md.cov, design=md.design)
@@ -342,9 +345,10 @@ def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
 
 def _specification(distance, owner, index) -> pd.DataFrame:
     r"""The overidentification test of each efficient projection: ``J = n min_theta (z - Phi theta)^T
-    V_z^+ (z - Phi theta)`` at the one-step estimates ``z`` of the reward's contrasts (the folds' ``V_z``
-    averaged by their rows), chi-square with ``rank V_z - p`` degrees of freedom when the linear form
-    holds (``_algebra.distance_statistic``); NaN for other components."""
+    V_z^+ (z - Phi theta)`` at the one-step estimates ``z`` of the reward's contrasts at the
+    full-sample nuisances (also when the estimate is cross-fitted), chi-square with ``rank V_z - p``
+    degrees of freedom when the linear form holds (``_algebra.distance_statistic``); NaN for other
+    components."""
     from scipy.stats import chi2
 
     out = pd.DataFrame({"J": np.nan, "J_dof": np.nan, "J_p_value": np.nan}, index=index)
