@@ -254,3 +254,15 @@ def test_unvisited_states_are_left_out(panel):
                 warn=False)
     assert np.all(np.isfinite(res.estimate)) and np.all(np.isfinite(res.std_error))
     assert res.diagnostics.loc["a", "J_dof"] == (N_STATES - 1) * (N_ACTIONS - 1) - 2
+
+
+def test_cross_fitted_estimate_with_j_at_the_full_sample(panel):
+    """Cross-fitted, the estimate is the folds' one-step and J is the full-sample one (the folds thin
+    the cells); the estimate stays within a fraction of an SE of the unsplit one."""
+    model = model_for().fit(panel)
+    target = reward_projection(FEATURES, names=["a", "b"], weights="efficient")
+    whole = infer(model, target, panel, cross_fit=None, warn=False)
+    folds = infer(model, target, panel, cross_fit=3, random_state=0, warn=False)
+    assert folds.cross_fit == 3 and len(folds.folds) == 6
+    np.testing.assert_allclose(folds.diagnostics.J, whole.diagnostics.J, rtol=1e-12)
+    assert np.all(np.abs(folds.estimate - whole.estimate) < whole.std_error)

@@ -110,10 +110,6 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     step = _TabularStep(riesz) if exact else _SieveStep(riesz)
     plug = step.plug_in(full, bound, rows)
     run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
-    if cross_fit is not None and any(d is not None for d in run.distance):
-        # J at the full-sample nuisances: the folds thin the cells, and a test of every contrast
-        # (the thin cells' included) is not reliable at the fold's (issue 34, docs/inference.md)
-        run.distance = step(full, bound, rows, rows, 0.0, None)[3]
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
     owner = np.repeat(np.arange(len(bound)), [len(t.components()) for t in bound])
@@ -295,6 +291,10 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
         for j in range(m):
             run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),
                                     correction=float(phi[:, j].mean() - value[j]), estimate=float(phi[:, j].mean())))
+    if template is not None and any(d is not None for d in run.distance):
+        # J at the full-sample nuisances: the folds thin the cells, and a test of every contrast
+        # (the thin cells' included) is not reliable at the fold's (docs/inference.md)
+        run.distance = step(full, bound, rows, rows, 0.0, None)[3]
     return run
 
 
