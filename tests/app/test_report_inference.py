@@ -183,3 +183,22 @@ def test_inference_warnings_are_grouped_by_the_output_they_concern():
     groups = dict(warning_sections([fit, structural, inf], [structural], "projection"))
     assert groups["about parameters.csv, the structural estimates (projection)"] == [structural]
     assert groups[f"about {INFERENCE_SIDE}"] == [inf]
+
+
+def test_the_efficient_projection_on_the_command_line(tmp_path):
+    """``--infer "projection;weights=efficient"`` beside ``--infer projection``: its components are
+    named apart, inference.csv and the report carry its specification test J, and the console
+    prints it."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code, _, _ = fit_cli(fit_flags(tmp_path / "fit", "--infer", "projection", "--infer",
+                                       "projection;weights=efficient"))
+    assert code == 0
+    table = pd.read_csv(tmp_path / "fit" / "inference.csv", index_col="component")
+    assert list(table.index) == ["bonus", "level", "bonus (efficient)", "level (efficient)"]
+    assert table.loc[["bonus", "level"], "J"].isna().all() and table.loc["bonus (efficient)", "J_dof"] > 0
+    html = (tmp_path / "fit" / "report.html").read_text(encoding="utf-8")
+    assert "J (linear form)" in section(html)
+    text = unwrap(printed.getvalue())
+    assert "specification test of the linear form (bonus (efficient), level (efficient)" in text
+    assert f"J = {table.loc['bonus (efficient)', 'J']:.2f}" in text

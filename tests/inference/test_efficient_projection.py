@@ -226,7 +226,8 @@ def test_a_rejected_linear_form_warns_and_names_the_target(panel):
 
 def test_spec_grammar_and_refusals(panel):
     p = parse_target("projection;weights=efficient", features=FEATURES, feature_names=["a", "b"])
-    assert p.kind == EFFICIENT and p.name == "projection (efficient)" and p.components() == ["a", "b"]
+    assert p.kind == EFFICIENT and p.name == "projection (efficient)"
+    assert p.components() == ["a (efficient)", "b (efficient)"]
     assert parse_target("projection;weights=data", features=FEATURES).kind == "projection"
     assert target_kind("projection;weights=efficient") == "projection"
     for spec in ("projection;weights=optimal",):

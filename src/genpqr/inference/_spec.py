@@ -12,10 +12,13 @@
 ``POLICY`` is ``behavior``, ``uniform``, ``action=LABEL`` (always ``LABEL``) or the name of a
 policy table the caller read (``policies``: name -> (S, K) array or callable). ``projection`` uses
 the ``features`` (and ``feature_names``) the caller passes (``genpqr fit --features``); its
-``weights`` are one of ``PROJECTION_WEIGHTINGS`` (:func:`genpqr.inference.reward_projection`).
+``weights`` are one of ``PROJECTION_WEIGHTINGS`` (:func:`genpqr.inference.reward_projection`),
+and with ``weights=efficient`` its components are the feature names followed by `` (efficient)``.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..normalization import mean_zero
 from ._targets import (PROJECTION_WEIGHTINGS, Target, policy_value, reward_at, reward_mean, reward_projection,
@@ -68,6 +71,10 @@ def parse_target(spec: str, *, policies=None, labels=None, features=None, featur
         raise ValueError(f"projection needs the features the reward is projected on (features=, an (S, K, p) array "
                          f"or a callable), got {spec!r}")
     weights = _weighting(options.get("weights", "data"), spec)
+    if weights != "data":  # its components beside the data-weighted projection's: named apart
+        if feature_names is None and not callable(features):
+            feature_names = [f"theta[{j}]" for j in range(np.shape(features)[-1])]
+        feature_names = None if feature_names is None else [f"{n} ({weights})" for n in feature_names]
     return reward_projection(features, names=feature_names, weights=weights,
                              name=name or ("projection" if weights == "data" else f"projection ({weights})"))
 
