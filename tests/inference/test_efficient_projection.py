@@ -267,3 +267,10 @@ def test_cross_fitted_estimate_with_j_at_the_full_sample(panel):
     assert folds.cross_fit == 3 and len(folds.folds) == 6
     np.testing.assert_allclose(folds.diagnostics.J, whole.diagnostics.J, rtol=1e-12)
     assert np.all(np.abs(folds.estimate - whole.estimate) < whole.std_error)
+
+
+def test_refused_on_continuous_states(panel):
+    """Off the exact tabular path there are no cells to weight: refused before any fit, with the reason."""
+    model = genpqr.GenPQR(q_model="linear", normalization=anchor_action(0), gamma=0.9)
+    with pytest.raises(ValueError, match=r"tabular states only \(q_model='exact'\)"):
+        infer(model, reward_projection(FEATURES, names=["a", "b"], weights="efficient"), panel, warn=False)
