@@ -274,3 +274,18 @@ def test_refused_on_continuous_states(panel):
     model = genpqr.GenPQR(q_model="linear", normalization=anchor_action(0), gamma=0.9)
     with pytest.raises(ValueError, match=r"tabular states only \(q_model='exact'\)"):
         infer(model, reward_projection(FEATURES, names=["a", "b"], weights="efficient"), panel, warn=False)
+
+
+def test_a_given_kernel_gives_the_likelihood_variance():
+    """With the kernel given (``law.kernel_given``: no Bellman-residual term varies) the weights use
+    the choices' covariance alone and the variance of the efficient projection is the inverse
+    information of the choices, the MLE's, to 1e-6 (Chamberlain's equivalence)."""
+    from dataclasses import replace
+
+    law, X = linear_design()
+    given = replace(law, kernel_given=True)
+    pieces = efficient_pieces(given, X)
+    moving = alg.Pieces(pieces.value, pieces.grad_u, pieces.grad_rho, [])
+    np.testing.assert_allclose(alg.influence_covariance(moving, given), np.linalg.inv(choice_information(law, X)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(pieces.value, THETA, rtol=1e-10)

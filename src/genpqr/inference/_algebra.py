@@ -72,6 +72,9 @@ class TabularLaw:
     project : callable, optional
         ``measure (m, S, K) -> representer (m, S, K)``: a Riesz regression on a sieve, used
         instead of the division (large state spaces; :class:`SieveProjector`).
+    kernel_given : bool
+        The kernel is known, not estimated from the rows: no Bellman-residual term varies (the
+        efficient minimum distance weighs the cells by the rest of their covariance).
     """
 
     rho: np.ndarray
@@ -83,6 +86,7 @@ class TabularLaw:
     observed: np.ndarray | None = None
     cells: np.ndarray | None = None
     project: object = None
+    kernel_given: bool = False
 
     @classmethod
     def create(cls, rho, policy, P, gamma, mu=None, g=None, observed=None) -> "TabularLaw":
@@ -444,17 +448,28 @@ def representers(pieces: Pieces, law: TabularLaw):
 def influence(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None) -> np.ndarray:
     r"""``chi(s_i, a_i, s'_i)`` at rows (module docstring), shape (n, m). ``cont``: 1 - terminated
     (``s_next`` is ignored where 0); ``has_next``: rows with an observed next state (default all)."""
+    state, policy, kernel = influence_terms(pieces, law, s, a, s_next, cont, has_next)
+    return state + policy + kernel
+
+
+def influence_terms(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None):
+    r"""The three terms of ``chi`` at rows, one per factor of the law (module docstring), each
+    (n, m): ``(state, policy, kernel)`` = ``g_rho(s) - rho g_rho``, ``alpha(s, a) - sum_b pi(b|s)
+    alpha(s, b)`` and ``sum_k c_k lambda_k(s, a) [f_k(s') - (P f_k)(s, a)]`` (0 on a row without
+    a next state). Under the law they are orthogonal: each has mean zero given what the one
+    before it conditions on (nothing, ``s``, ``(s, a)``)."""
     s, a = np.asarray(s, dtype=np.int64), np.asarray(a, dtype=np.int64)
     cont = np.asarray(cont, dtype=np.float64)
     nxt = np.where(cont > 0, np.asarray(s_next, dtype=np.int64), 0)
     alpha, lams = representers(pieces, law)
-    out = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
-    out += (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
+    state = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
+    policy = (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
+    kernel = np.zeros_like(state)
     keep = np.ones(s.shape) if has_next is None else np.asarray(has_next, dtype=np.float64)
     for eq, lam in zip(pieces.equations, lams):
         resid = cont * eq.f[nxt] - law.expect(eq.f)[s, a]
-        out += (eq.coef * lam[:, s, a] * (keep * resid)[None]).T
-    return out
+        kernel += (eq.coef * lam[:, s, a] * (keep * resid)[None]).T
+    return state, policy, kernel
 
 
 def population_influence(pieces: Pieces, law: TabularLaw):
@@ -556,8 +571,8 @@ def pseudo_inverse(V: np.ndarray):
 
 def minimum_distance(law: TabularLaw, features, offset=None, names=None) -> MinimumDistance:
     r"""The efficient weights ``H`` of the projection on ``features`` (S, K, p) at ``law``
-    (``MinimumDistance``). ``V`` is :func:`influence_covariance` of the reward at the cells,
-    ``V_z^+`` its pseudo-inverse on the contrasts; ``H = (Phi_z^T V_z^+ Phi_z)^{-1} Phi_z^T V_z^+ B^T``.
+    (``MinimumDistance``). ``V`` is :func:`influence_covariance` of the reward at the cells
+    (without the kernel's terms when ``law.kernel_given``), ``V_z^+`` its pseudo-inverse on the contrasts; ``H = (Phi_z^T V_z^+ Phi_z)^{-1} Phi_z^T V_z^+ B^T``.
     ``ValueError`` when the features' contrasts do not identify ``theta``."""
     S, K = law.shape
     X = np.asarray(features, dtype=np.float64)
@@ -572,7 +587,8 @@ def minimum_distance(law: TabularLaw, features, offset=None, names=None) -> Mini
     E = np.zeros((C, S * K))
     E[np.arange(C), index] = 1.0
     cells = normalized_map(law, weighted_sum_functional(E.reshape(C, S, K)), law.gamma)
-    V = influence_covariance(cells, law)
+    moving = Pieces(cells.value, cells.grad_u, cells.grad_rho, []) if law.kernel_given else cells
+    V = influence_covariance(moving, law)
     per_state = contrast_basis(law.mu[states])  # (n, K, K-1)
     n, Km1 = states.size, K - 1
     basis = np.zeros((C, n * Km1))
