@@ -217,6 +217,11 @@ def _route_gap_note(result, other: str) -> str:
         return f"the {other} route's answer is in to_frame() ({other}_counterfactual)"
     worst = max(keys, key=lambda k: abs(c[k] - o[k]) / max(abs(o[k]), 1e-12))
     name = f"{worst[0]} {worst[1]}" if isinstance(worst, tuple) else str(worst)
+    from ._counterfactual import ROUTE_GAP_WARN
+
+    if not result.route_gap() > ROUTE_GAP_WARN:
+        return (f"the {other} route agrees (largest relative gap {result.route_gap():.3g}, at {name}: "
+                f"{o[worst]:.4g} against {c[worst]:.4g} here; to_frame(): {other}_counterfactual)")
     return (f"the {other} route puts {name} at {o[worst]:.4g} against {c[worst]:.4g} here (largest relative gap, "
             f"route_gap {result.route_gap():.3g}): the reward table and the structural model disagree where the "
             f"counterfactual goes; this answer rests on the model's functional form there (see Thin support; "
