@@ -212,3 +212,22 @@ def test_the_standard_errors_split_by_input_agree_everywhere(inferred):
         for key, label in (("share_first_stage", "first stage"), ("share_kernel", "kernel"),
                            ("share_state_law", "state law")):
             assert f"{label} {shown[key]}" in line
+
+
+def test_the_efficient_projection_on_the_command_line(tmp_path):
+    """``--infer "projection;weights=efficient"`` beside ``--infer projection``: its components are
+    named apart, inference.csv and the report carry its specification test J, and the console
+    prints it."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code, _, _ = fit_cli(fit_flags(tmp_path / "fit", "--infer", "projection", "--infer",
+                                       "projection;weights=efficient"))
+    assert code == 0
+    table = pd.read_csv(tmp_path / "fit" / "inference.csv", index_col="component")
+    assert list(table.index) == ["bonus", "level", "bonus (efficient)", "level (efficient)"]
+    assert table.loc[["bonus", "level"], "J"].isna().all() and table.loc["bonus (efficient)", "J_dof"] > 0
+    html = (tmp_path / "fit" / "report.html").read_text(encoding="utf-8")
+    assert "J (linear form)" in section(html)
+    text = unwrap(printed.getvalue())
+    assert "specification test of the linear form (bonus (efficient), level (efficient)" in text
+    assert f"J = {table.loc['bonus (efficient)', 'J']:.2f}" in text

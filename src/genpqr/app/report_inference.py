@@ -33,7 +33,8 @@ ESTIMATE_COLUMNS = (("estimate", "estimate", "number"), ("std_error", "std. erro
 #: The diagnostics table: (column of ``inference.csv``, heading, format), as the console prints them.
 DIAGNOSTIC_COLUMNS = (("correction_to_se", "correction / SE", ".2f"), ("weight_max", "weight max (x mean)", ".1f"),
                       ("weight_q99", "weight q99 (x mean)", ".1f"), ("effective_rows", "effective rows (Riesz)", ".0f"),
-                      ("top_row_share", "top row share", ".3f"), ("top_episode_share", "top episode share", ".3f"))
+                      ("top_row_share", "top row share", ".3f"), ("top_episode_share", "top episode share", ".3f"),
+                      ("J", "J (linear form)", ".2f"), ("J_dof", "J dof", ".0f"), ("J_p_value", "J p-value", ".3f"))
 #: The figure shows at most this many components (the first; the table and inference.csv hold all).
 MAX_FIGURE_COMPONENTS = 40
 #: Targets with more components than this get a figure of their own (a projection on many features).
@@ -150,12 +151,13 @@ def _input_table(result, frame):
 
 
 def _thresholds() -> str:
-    from ..inference._infer import CORRECTION_WARN, EPISODE_WARN, ESS_WARN, WEIGHT_WARN
+    from ..inference._infer import CORRECTION_WARN, EPISODE_WARN, ESS_WARN, SPECIFICATION_WARN, WEIGHT_WARN
 
     return (f"A component is flagged when its Riesz weights rest on fewer than {ESS_WARN} effective rows or one row "
             f"holds more than {WEIGHT_WARN:.0%} of their square (thin overlap between the target and the behaviour), "
             f"when one episode carries more than {EPISODE_WARN:.0%} of its variance (with at least 20 episodes), or "
-            f"when the correction exceeds {CORRECTION_WARN:g} standard errors.")
+            f"when the correction exceeds {CORRECTION_WARN:g} standard errors. An efficient projection warns when its "
+            f"specification test J rejects the linear form at {SPECIFICATION_WARN:g}.")
 
 
 def _fold_table(result):

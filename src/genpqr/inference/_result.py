@@ -61,7 +61,10 @@ class InferenceResult:
         ``weight_max`` and ``weight_q99`` (of ``|alpha|``, the Riesz representer of the reward at
         the rows, relative to its mean), ``effective_rows`` (``(sum|alpha|)^2 / sum alpha^2``: how many
         rows the weights rest on), ``top_row_share`` (the largest row's share of ``sum alpha^2``) and
-        ``top_episode_share`` (the largest share of the variance one episode carries).
+        ``top_episode_share`` (the largest share of the variance one episode carries). With an
+        efficient projection (``reward_projection(x, weights="efficient")``) also ``J``,
+        ``J_dof`` and ``J_p_value``: its overidentification test of the linear form (NaN for the
+        other components).
     influence : ndarray (n, m)
         The centred influence function at each row (for new contrasts: ``influence @ c``).
     episode_ids : ndarray (n,)
@@ -252,6 +255,13 @@ class InferenceSummary:
             out.append(f"{_short(name, 26):<27}{row.correction_to_se:>14.2f}{row.weight_max:>11.1f}"
                        f"{row.weight_q99:>11.1f}{row.effective_rows:>15.0f}{row.top_row_share:>10.3f}"
                        f"{row.top_episode_share:>12.3f}")
+        if "J" in r.diagnostics:
+            for J, f in r.diagnostics.dropna(subset=["J"]).groupby("J", sort=False):
+                row = f.iloc[0]
+                out.extend(textwrap.wrap(
+                    f"specification test of the linear form ({', '.join(f.index)}; efficient projection): "
+                    f"J = {J:.2f} on {row.J_dof:.0f} degrees of freedom, p = {row.J_p_value:.3f}", WIDTH,
+                    subsequent_indent="  "))
         for message in r.warnings:
             out.extend(textwrap.wrap("warning: " + message, WIDTH, subsequent_indent="  "))
         return out
