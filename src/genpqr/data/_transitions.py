@@ -28,6 +28,7 @@ Build transitions with the builders of :mod:`genpqr.data` (``from_arrays``, ``fr
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -36,7 +37,38 @@ import numpy as np
 from ._validation import as_float_array, check_length
 from ._spaces import ActionSpace, BoxActions, FiniteActions
 
-__all__ = ["Transitions", "EpisodeRows", "as_flags", "optional_vector"]
+__all__ = ["Transitions", "EpisodeRows", "as_flags", "optional_vector", "group_folds"]
+
+
+def group_folds(groups, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train_index, test_index) pairs of ``sklearn.model_selection.GroupKFold(n_splits,
+    shuffle=True, random_state=random_state)`` over ``groups`` -- the same folds, without
+    importing scikit-learn: the distinct groups permuted by ``random_state`` (None: numpy's
+    global RandomState; an int seeds a RandomState; a RandomState is used as is), then cut into
+    ``n_splits`` consecutive runs of sizes differing by at most one. Any other ``random_state``
+    goes to scikit-learn's splitter."""
+    groups = np.asarray(groups)
+    if random_state is None:
+        rng = np.random.mtrand._rand
+    elif isinstance(random_state, (numbers.Integral, np.integer)):
+        rng = np.random.RandomState(random_state)
+    elif isinstance(random_state, np.random.RandomState):
+        rng = random_state
+    else:
+        rng = None
+    unique = np.unique(groups) if groups.ndim == 1 else groups
+    plain = groups.dtype.kind in "iubUS" or groups.dtype.kind == "f" and bool(np.all(np.isfinite(groups)))
+    if rng is None or groups.ndim != 1 or not plain or not 2 <= n_splits <= unique.size:
+        from sklearn.model_selection import GroupKFold  # its checks and messages
+
+        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
+        return list(splitter.split(np.zeros((groups.shape[0], 1)), groups=groups))
+    rows = np.arange(groups.shape[0])
+    folds = []
+    for test_groups in np.array_split(rng.permutation(unique), n_splits):
+        test = np.isin(groups, test_groups)
+        folds.append((rows[~test], rows[test]))
+    return folds
 
 
 def as_flags(x, n: int, name: str) -> np.ndarray:
@@ -164,14 +196,11 @@ class EpisodeRows:
 
     def episode_folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(train_index, test_index) pairs of a K-fold split that keeps episodes whole."""
-        from sklearn.model_selection import GroupKFold
-
         if n_splits < 2:
             raise ValueError(f"n_splits must be at least 2, got {n_splits}")
         if self.n_episodes < n_splits:
             raise ValueError(f"cannot make {n_splits} episode folds from {self.n_episodes} episode(s)")
-        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
-        return [(tr, te) for tr, te in splitter.split(self.states, groups=self.episode_ids)]
+        return group_folds(self.episode_ids, n_splits, random_state)
 
     def split_episodes(self, test_fraction: float, random_state=None):
         """Random train/test split by whole episodes."""
