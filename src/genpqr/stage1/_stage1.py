@@ -19,7 +19,6 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 __all__ = ["FittedStage1", "cross_fit_models", "PROGRESS_DELAY", "progress_bar", "forward_progress"]
 
@@ -46,6 +45,11 @@ def progress_bar(progress, *, total=None, iterable=None, desc: str, unit: str = 
     it, False never, None only on a terminal; it appears once the step has run
     :data:`PROGRESS_DELAY` seconds, is at most ``BAR_WIDTH`` (100) columns wide (fewer on a narrower
     terminal) and is removed when done."""
+    if progress is False:  # never shown: the plain class (tqdm.auto's detection imports asyncio)
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
+
     return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY, ncols=_bar_width(),
                 disable=None if progress is None else not progress)
 

@@ -61,7 +61,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .. import exceptions
 from ..data._estimator_base import LightEstimator
@@ -235,6 +234,8 @@ class FQE(LightEstimator):
         bellman = BellmanTargets(reward, continues, next_mu, next_reward, gamma)
         targets = bellman.first()  # Q_0 = 0 (direct) or f_0 = 0 (continuation)
         best, best_loss, stall, converged = 0, np.inf, 0, False
+        from tqdm.auto import tqdm
+
         bar = tqdm(range(n_iter), desc="FQE", disable=(None if self.progress is None else not self.progress),
                    leave=False)
         for _ in bar:
