@@ -45,10 +45,11 @@ def progress_bar(progress, *, total=None, iterable=None, desc: str, unit: str = 
     it, False never, None only on a terminal; it appears once the step has run
     :data:`PROGRESS_DELAY` seconds, is at most ``BAR_WIDTH`` (100) columns wide (fewer on a narrower
     terminal) and is removed when done."""
-    if progress is False:  # never shown: the plain class (tqdm.auto's detection imports asyncio)
-        from tqdm.std import tqdm
-    else:
-        from tqdm.auto import tqdm
+    if progress is False:  # never shown: no tqdm (its lock imports multiprocessing)
+        from ..data._progress import SilentBar
+
+        return SilentBar(iterable, total=total, desc=desc)
+    from tqdm.auto import tqdm
 
     return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY, ncols=_bar_width(),
                 disable=None if progress is None else not progress)
