@@ -135,7 +135,22 @@ def compact_frame(result, level=None, kind=None):
                              index=pd.Index([label for label, _ in _welfare_rows(welfare, kind, level)]))
         table = pd.concat([table, extra[[c for c in table.columns if c in extra.columns]]])
         table.index.name = "statistic"
+    if kind != "none" and corner_rates(result):
+        _drop_point_intervals(table)
     return table
+
+
+def _drop_point_intervals(table) -> None:
+    """At a corner, every interval that collapsed to a point (the counterfactual's mean state or
+    welfare, fixed by the corner policy: width at most 1e-9 of the value) is dropped, as the
+    rates' are: a zero-width interval claims a certainty the model only has at its corner."""
+    for part in ("counterfactual", "change"):
+        low, high = f"{part}_lower", f"{part}_upper"
+        if low not in table:
+            continue
+        width = (table[high] - table[low]).abs()
+        point = width <= 1e-9 * np.maximum(1.0, table[part].abs())
+        table.loc[point, [low, high]] = np.nan
 
 
 #: A counterfactual rate this close to 0 or 1 is at a corner of the model.
@@ -213,8 +228,8 @@ def _notes(result) -> list:
     corners = corner_rates(result)
     if corners:
         notes.append(f"the change pushes the model to a corner: {', '.join(corners)} within {CORNER:g} of 0 or 1; "
-                     f"no interval is shown there (the delta method's collapses to a point), and the answer rests on "
-                     f"the model's form far from the data")
+                     f"no interval is shown there, nor for any other statistic whose interval collapses to a point "
+                     f"(the delta method's, at the corner), and the answer rests on the model's form far from the data")
     if result.route == "nonparametric" and not result.invariant:
         notes.append(f"not identified under every normalization: {result.rule}")
     if result.alternative is not None:

@@ -443,17 +443,28 @@ def representers(pieces: Pieces, law: TabularLaw):
 def influence(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None) -> np.ndarray:
     r"""``chi(s_i, a_i, s'_i)`` at rows (module docstring), shape (n, m). ``cont``: 1 - terminated
     (``s_next`` is ignored where 0); ``has_next``: rows with an observed next state (default all)."""
+    state, policy, kernel = influence_terms(pieces, law, s, a, s_next, cont, has_next)
+    return state + policy + kernel
+
+
+def influence_terms(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None):
+    r"""The three terms of ``chi`` at rows, one per factor of the law (module docstring), each
+    (n, m): ``(state, policy, kernel)`` = ``g_rho(s) - rho g_rho``, ``alpha(s, a) - sum_b pi(b|s)
+    alpha(s, b)`` and ``sum_k c_k lambda_k(s, a) [f_k(s') - (P f_k)(s, a)]`` (0 on a row without
+    a next state). Under the law they are orthogonal: each has mean zero given what the one
+    before it conditions on (nothing, ``s``, ``(s, a)``)."""
     s, a = np.asarray(s, dtype=np.int64), np.asarray(a, dtype=np.int64)
     cont = np.asarray(cont, dtype=np.float64)
     nxt = np.where(cont > 0, np.asarray(s_next, dtype=np.int64), 0)
     alpha, lams = representers(pieces, law)
-    out = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
-    out += (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
+    state = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
+    policy = (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
+    kernel = np.zeros_like(state)
     keep = np.ones(s.shape) if has_next is None else np.asarray(has_next, dtype=np.float64)
     for eq, lam in zip(pieces.equations, lams):
         resid = cont * eq.f[nxt] - law.expect(eq.f)[s, a]
-        out += (eq.coef * lam[:, s, a] * (keep * resid)[None]).T
-    return out
+        kernel += (eq.coef * lam[:, s, a] * (keep * resid)[None]).T
+    return state, policy, kernel
 
 
 def population_influence(pieces: Pieces, law: TabularLaw):

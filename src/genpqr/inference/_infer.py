@@ -11,7 +11,13 @@ For targets ``psi`` (``_targets``) and rows ``O_i = (S_i, A_i, S'_i)``:
    tabular path);
 4. ``psi_hat = mean_i phi_i`` (paper eq. 11; notes Sec. 6), ``chi_i = phi_i - psi_hat`` and
    ``Var = sum_e (sum_{i in e} chi_i)^2 / n^2`` over episodes ``e`` (the trajectory version of
-   ``Var chi / n``), a Wald interval.
+   ``Var chi / n``), a Wald interval;
+5. the split of ``chi_i`` by input (``InferenceResult.se_by_input``): the first stage's term
+   (the reward representer centred under ``pi_hat``) and the kernel's (the Bellman equations'
+   representers times their TD residuals), each centred at its mean, and the state law's, the rest
+   (``g_rho(S_i)`` centred, plus under cross-fitting the spread of the folds' plug-ins, of second
+   order). A given kernel (``transition_model`` a kernel, not estimated from the moves) has no
+   kernel term: the target then moves only with the state law and the first stage.
 
 The plug-in reported beside it is ``psi`` at the full-sample fit.
 """
@@ -28,8 +34,8 @@ from tqdm.auto import tqdm
 from ..exceptions import InferenceWarning
 from . import _algebra as alg
 from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
-                         tabular_law)
-from ._result import InferenceResult
+                         kernel_is_given, tabular_law)
+from ._result import INPUTS, InferenceResult
 from ._sieve import SieveFold
 from ._targets import Target, reward_projection
 
@@ -104,7 +110,7 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     full = fitted_on(model, data)
     cross_fit = resolve_cross_fit(cross_fit, full)
     rows = Rows.of(data, tabular=exact)
-    step = _TabularStep(riesz) if exact else _SieveStep(riesz)
+    step = _TabularStep(riesz, kernel_is_given(full)) if exact else _SieveStep(riesz)
     plug = step.plug_in(full, bound, rows)
     run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     names = [c for t in bound for c in t.components()]
@@ -200,25 +206,31 @@ def _check_riesz(riesz, exact: bool):
 
 
 class _Run:
-    """What the folds produced: ``phi`` (n, m), fold ids, the fold table, the reward weights."""
+    """What the folds produced: ``phi`` (n, m), its first-stage and kernel terms (n, m), fold ids,
+    the fold table, the reward weights."""
 
     def __init__(self, n, m):
         self.phi = np.full((n, m), np.nan)
+        self.policy = np.full((n, m), np.nan)
+        self.kernel = np.full((n, m), np.nan)
         self.alpha = np.full((n, m), np.nan)
         self.fold = np.zeros(n, dtype=np.int64)
         self.records = []
+        self.fold_values, self.fold_rows = [], []
 
 
 class _TabularStep:
     """One fold on the exact tabular path: the law of the fold's fit, the exact pieces."""
 
-    def __init__(self, riesz):
+    def __init__(self, riesz, kernel_given: bool = False):
         self.cells = isinstance(riesz, str) and riesz == "cells"
         self.features = None if isinstance(riesz, str) else riesz
+        self.kernel_given = kernel_given
         how = ("Riesz regression on a sieve of state features" if self.features is not None else
                "closed-form Riesz representers over the cell frequencies" if self.cells else
                "closed-form Riesz representers over the fold's state law and policy")
-        self.route = f"exact tabular ({how})"
+        given = "; the kernel given (no kernel term)" if kernel_given else ""
+        self.route = f"exact tabular ({how}){given}"
 
     def plug_in(self, full, bound, rows):
         return alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
@@ -226,9 +238,12 @@ class _TabularStep:
     def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
         law = tabular_law(fitted, train_rows, prior, self.cells, self.features, states=all_states)
         pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
-        chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+        state, policy, kernel = alg.influence_terms(pieces, law, held.s, held.a, held.s_next, held.cont,
+                                                    held.has_next)
+        if self.kernel_given:  # a known kernel is no input of the data: the target does not move with it
+            kernel = np.zeros_like(kernel)
         alpha = alg.representers(pieces, law)[0]
-        return pieces.value, pieces.value[None] + chi, alpha[:, held.s, held.a].T
+        return pieces.value, pieces.value[None] + state + policy + kernel, alpha[:, held.s, held.a].T, policy, kernel
 
 
 class _SieveStep:
@@ -249,7 +264,8 @@ class _SieveStep:
         fold = SieveFold(fitted, train_rows, self.features)
         parts = [t.sieve(fold, held) for t in bound]
         return (np.concatenate([p.value for p in parts]), np.hstack([p.phi for p in parts]),
-                np.hstack([p.alpha for p in parts]))
+                np.hstack([p.alpha for p in parts]), np.hstack([p.policy for p in parts]),
+                np.hstack([p.kernel for p in parts]))
 
 
 def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step) -> _Run:
@@ -262,41 +278,72 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     disable = None if progress is None else not progress
     for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable)):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
-        value, phi, alpha = step(fitted, bound, rows.take(train), rows.take(test),
-                                 0.0 if template is None else STATE_PRIOR, rows.s if np.ndim(rows.s) == 1 else None)
+        value, phi, alpha, policy, kernel = step(fitted, bound, rows.take(train), rows.take(test),
+                                                 0.0 if template is None else STATE_PRIOR,
+                                                 rows.s if np.ndim(rows.s) == 1 else None)
         run.phi[test], run.alpha[test], run.fold[test] = phi, alpha, k
+        run.policy[test], run.kernel[test] = policy, kernel
+        run.fold_values.append(np.asarray(value, dtype=np.float64))
+        run.fold_rows.append(int(test.size))
         for j in range(m):
             run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),
                                     correction=float(phi[:, j].mean() - value[j]), estimate=float(phi[:, j].mean())))
     return run
 
 
-def clustered_cov(influence, episodes) -> np.ndarray:
-    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e``."""
-    _, inverse = np.unique(episodes, return_inverse=True)
-    sums = np.zeros((inverse.max() + 1, influence.shape[1]))
-    np.add.at(sums, inverse, influence)
+def clustered_cov(influence, episodes, codes=None) -> np.ndarray:
+    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e`` (``codes``:
+    the rows' episodes coded ``0..E-1``, :func:`episode_codes`, when already known)."""
+    sums = episode_sums(influence, episode_codes(episodes) if codes is None else codes)
     n = influence.shape[0]
     return sums.T @ sums / n ** 2, sums
+
+
+def episode_sums(values, codes) -> np.ndarray:
+    """``values`` (n, ...) summed within episodes (``codes`` 0..E-1): (E, ...)."""
+    flat = values.reshape(values.shape[0], -1)
+    E = int(codes.max()) + 1
+    sums = np.column_stack([np.bincount(codes, weights=flat[:, c], minlength=E) for c in range(flat.shape[1])])
+    return sums.reshape((E,) + values.shape[1:])
+
+
+def episode_codes(episodes) -> np.ndarray:
+    """Each row's episode coded ``0..E-1`` (in the order of the sorted ids)."""
+    return np.unique(episodes, return_inverse=True)[1].reshape(-1)
+
+
+def split_by_input(infl, policy, kernel, episodes, codes=None):
+    """The influence's terms by input (n, m, 3) in :data:`INPUTS`' order (first stage, kernel, state
+    law; they add up to ``infl``) and their episode-clustered covariance per component (m, 3, 3):
+    the entries of each 3 x 3 block add up to the component's variance."""
+    first = policy - policy.mean(axis=0)
+    bellman = kernel - kernel.mean(axis=0)
+    terms = np.stack([first, bellman, infl - first - bellman], axis=2)
+    n = terms.shape[0]
+    sums = episode_sums(terms, episode_codes(episodes) if codes is None else codes)
+    return terms, np.einsum("ejt,eju->jtu", sums, sums) / n ** 2
 
 
 def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start) -> InferenceResult:
     estimate = run.phi.mean(axis=0)
     infl = run.phi - estimate
-    cov, sums = clustered_cov(infl, rows.episodes)
+    codes = episode_codes(rows.episodes)
+    n_episodes = int(codes.max()) + 1
+    cov, sums = clustered_cov(infl, rows.episodes, codes)
     se = np.sqrt(np.diag(cov))
+    terms, cov_inputs = split_by_input(infl, run.policy, run.kernel, rows.episodes, codes)
     folds = pd.DataFrame(run.records)
     folds["component"] = [names[j] for j in folds["component"]]
-    fold_plug = folds.groupby("component", sort=False).apply(
-        lambda f: np.average(f.plug_in, weights=f.n_rows), include_groups=False).reindex(names).to_numpy()
+    fold_plug = np.average(np.vstack(run.fold_values), axis=0, weights=run.fold_rows)  # by rows
     diag = _diagnostics(names, estimate, fold_plug, se, run.alpha, sums)
-    messages = _warnings(diag, described, int(np.unique(rows.episodes).size))
+    messages = _warnings(diag, described, n_episodes, cov_inputs)
     if warn:
         for message in messages:
             warnings.warn(message, InferenceWarning, stacklevel=3)
     return InferenceResult(names, described, estimate, se, cov, np.asarray(plug, dtype=np.float64), float(level),
-                           int(data.n), int(data.n_episodes), None if cross_fit is None else int(cross_fit), run.route,
-                           folds, diag, infl, rows.episodes, messages, time.perf_counter() - start)
+                           int(data.n), n_episodes, None if cross_fit is None else int(cross_fit), run.route,
+                           folds, diag, infl, rows.episodes, messages, time.perf_counter() - start,
+                           influence_by_input=terms, cov_by_input=cov_inputs)
 
 
 def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
@@ -314,9 +361,9 @@ def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
     }, index=pd.Index(names, name="component"))
 
 
-def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
+def _warnings(diag: pd.DataFrame, described, n_episodes: int, cov_inputs=None) -> list:
     out = []
-    for (name, row), what in zip(diag.iterrows(), described):
+    for j, ((name, row), what) in enumerate(zip(diag.iterrows(), described)):
         why = []
         if row.effective_rows < ESS_WARN or row.top_row_share > WEIGHT_WARN:
             why.append(f"the Riesz weights rest on few rows (effective {row.effective_rows:.0f} rows; one row holds "
@@ -328,5 +375,17 @@ def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
             why.append(f"the correction is {row.correction_to_se:.1f} standard errors: the first stage is far from "
                        f"the truth and the second-order remainder may not be small")
         if why:
-            out.append(f"{name} ({what}): the interval may not be reliable: " + "; ".join(why))
+            source = "" if cov_inputs is None else _dominant(cov_inputs[j])
+            out.append(f"{name} ({what}): the interval may not be reliable: " + "; ".join(why) + source)
     return out
+
+
+def _dominant(block) -> str:
+    """``"; the first stage carries 71% of its variance"``: the input of the largest share, from a
+    component's 3 x 3 covariance block by input."""
+    total = float(np.sum(block))
+    if not total > 0:
+        return ""
+    shares = np.diag(block) / total
+    k = int(np.argmax(shares))
+    return f"; the {INPUTS[k]} carries {shares[k]:.0%} of its variance"
