@@ -1,24 +1,31 @@
 """scikit-learn's estimator contract without importing scikit-learn.
 
 Importing scikit-learn costs more than a second (``sklearn.base`` pulls in ``scipy.stats``), longer
-than a whole tabular fit. The estimators a tabular fit builds (``GenPQR`` itself, its option
-objects, the cell-frequency first stage, the exact Q model) derive from :class:`LightEstimator`
-instead of ``sklearn.base.BaseEstimator``: the same contract, to the letter --
+than a whole tabular fit. The package's estimators that a fit without scikit-learn's learners
+builds (``GenPQR`` and its option objects; the stage-1 classifiers ``FrequencyClassifier``,
+``ConditionalLogit``, ``SplineLogit`` and ``FitOnCells``; ``TabularQModel``, ``FQE`` and
+``LSTDQ``; the conditional densities; ``NFXP`` and ``StructuralStep``) derive from
+``LightEstimator`` instead of ``sklearn.base.BaseEstimator``: the same contract, to the letter --
 
 * parameters are the arguments of ``__init__`` (no ``*args``), which stores each unchanged;
 * ``get_params(deep=True)`` returns them, with ``name__sub`` keys for nested estimators;
 * ``set_params(**params)`` sets them, ``name__sub`` keys included, and refuses an unknown name
   with scikit-learn's message (naming the parameter and listing the valid ones);
-* ``repr`` shows the parameters that differ from their defaults, laid out as scikit-learn does
-  (its pretty printer, imported when a repr is asked for);
+* ``repr`` (and a notebook's HTML) shows the parameters that differ from their defaults, laid out
+  as scikit-learn does (its pretty printer, imported when a repr is asked for);
 * ``sklearn.base.clone`` works (it calls ``__sklearn_clone__``), as do Pipelines, grid searches
   and ``sklearn.utils.estimator_checks``; ``__sklearn_tags__`` imports scikit-learn's tags when
   scikit-learn asks for them;
 * pickling stores the instance's ``__dict__``, as ``BaseEstimator`` does for a class outside
   scikit-learn, so model files written before load unchanged.
 
-:func:`clone` copies these estimators without scikit-learn (and falls back to
-``sklearn.base.clone`` for any other object with ``get_params``). :class:`LightClassifierMixin`
+What ``BaseEstimator`` has and these do not: the metadata-routing request methods
+(``set_fit_request`` and the like, used only with ``sklearn.set_config(enable_metadata_routing=True)``).
+Transformers (``StateBasis``, ``PolicyFeatures``) stay on scikit-learn's classes; their modules are
+imported where they are used.
+
+``clone`` copies these estimators without scikit-learn (and falls back to
+``sklearn.base.clone`` for any other object with ``get_params``). ``LightClassifierMixin``
 is ``sklearn.base.ClassifierMixin``'s equivalent (``score`` is the accuracy).
 """
 
@@ -113,7 +120,7 @@ class LightEstimator:
 
 class LightClassifierMixin:
     """``sklearn.base.ClassifierMixin`` without scikit-learn: the ``classifier`` estimator type
-    (tags), and ``score`` as the accuracy. Put it before :class:`LightEstimator` in the bases."""
+    (tags), and ``score`` as the accuracy. Put it before ``LightEstimator`` in the bases."""
 
     _estimator_type = "classifier"
 
@@ -136,7 +143,7 @@ class LightClassifierMixin:
 def clone(estimator):
     """An unfitted copy of ``estimator`` with the same parameters, as ``sklearn.base.clone``
     makes it: each parameter cloned (estimators) or deep-copied (anything else), the constructor
-    checked to store each unchanged. A :class:`LightEstimator` is copied without importing
+    checked to store each unchanged. A ``LightEstimator`` is copied without importing
     scikit-learn; another estimator goes through ``sklearn.base.clone``."""
     if not isinstance(estimator, LightEstimator) or isinstance(estimator, type):
         from sklearn.base import clone as sklearn_clone
@@ -175,7 +182,7 @@ def _clone_param(value):
 
 def check_is_fitted(estimator, attribute: str) -> None:
     """``sklearn.utils.validation.check_is_fitted(estimator, attribute)`` without scikit-learn:
-    :class:`genpqr.exceptions.NotFittedError` (a scikit-learn ``NotFittedError``) with
+    ``genpqr.exceptions.NotFittedError`` (a scikit-learn ``NotFittedError``) with
     scikit-learn's message unless ``estimator`` has ``attribute``."""
     if not hasattr(estimator, attribute):
         from .. import exceptions

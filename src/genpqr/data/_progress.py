@@ -1,8 +1,8 @@
 """The progress bar of a step that never shows (``progress=False``, ``genpqr fit --quiet``).
 
 Every tqdm bar, shown or not, takes tqdm's multiprocessing lock when it is made, which imports
-:mod:`multiprocessing` (and ``tqdm.auto`` imports :mod:`asyncio`): a tenth of a second of a small
-fit spent on a bar nobody sees. :class:`SilentBar` has the part of tqdm's interface the package's
+``multiprocessing`` (and ``tqdm.auto`` imports ``asyncio``): a tenth of a second of a small
+fit spent on a bar nobody sees. ``SilentBar`` has the part of tqdm's interface the package's
 steps use (iteration, ``with``, ``update``, ``close``, the postfix and description setters,
 ``n``, ``desc``, ``disable``) and does nothing.
 """

@@ -203,7 +203,7 @@ class EpisodeRows:
     def episode_folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(train_index, test_index) pairs of a K-fold split that keeps episodes whole: the folds of
         scikit-learn's ``GroupKFold(n_splits, shuffle=True, random_state=random_state)`` (the
-        shuffled episodes cut into ``n_splits`` consecutive runs), computed here (:func:`group_folds`)
+        shuffled episodes cut into ``n_splits`` consecutive runs), computed here (``group_folds``)
         without importing scikit-learn."""
         if n_splits < 2:
             raise ValueError(f"n_splits must be at least 2, got {n_splits}")
