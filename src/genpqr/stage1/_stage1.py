@@ -19,7 +19,6 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 __all__ = ["FittedStage1", "cross_fit_models", "PROGRESS_DELAY", "progress_bar", "forward_progress"]
 
@@ -41,12 +40,33 @@ def _bar_width() -> int:
     return BAR_WIDTH if columns <= 0 else min(columns, BAR_WIDTH)
 
 
+def _tqdm():
+    """``tqdm.auto.tqdm``, imported when a bar may show; the module attribute ``tqdm`` (read
+    through the module's ``__getattr__``, replaceable like any attribute) once imported."""
+    bar = globals().get("tqdm")
+    if bar is None:
+        from tqdm.auto import tqdm as bar
+
+        globals()["tqdm"] = bar
+    return bar
+
+
+def __getattr__(name: str):
+    if name == "tqdm":
+        return _tqdm()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def progress_bar(progress, *, total=None, iterable=None, desc: str, unit: str = "it"):
     """The tqdm bar of a step on stderr, by the estimator's convention: ``progress`` True shows
     it, False never, None only on a terminal; it appears once the step has run
     :data:`PROGRESS_DELAY` seconds, is at most ``BAR_WIDTH`` (100) columns wide (fewer on a narrower
     terminal) and is removed when done."""
-    return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY, ncols=_bar_width(),
+    if progress is False:  # never shown: no tqdm (its lock imports multiprocessing)
+        from ..data._progress import SilentBar
+
+        return SilentBar(iterable, total=total, desc=desc)
+    return _tqdm()(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY, ncols=_bar_width(),
                 disable=None if progress is None else not progress)
 
 

@@ -317,6 +317,10 @@ PROGRESS_DELAY = 2.0
 def _bar(total, progress):
     """The comparison's bar: the candidates done and what it fits now, no percentage (the candidates'
     costs differ by orders of magnitude: the low-rank model's cross-validation is most of it)."""
+    if progress is False:  # never shown: no tqdm (its lock imports multiprocessing)
+        from ..data._progress import SilentBar
+
+        return SilentBar(total=total, desc="transition selection")
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="transition selection", unit="model", delay=PROGRESS_DELAY, leave=False,

@@ -238,9 +238,9 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
 
     def wald_interval(self, level: float = 0.95):
         """``theta -+ z std_error`` (NaN where there is no standard error)."""
-        from scipy.stats import norm
+        from ..data._distributions import normal_ppf
 
-        z = norm.ppf(0.5 + level / 2)
+        z = normal_ppf(0.5 + level / 2)
         return self.theta - z * self.std_error, self.theta + z * self.std_error
 
     @property
