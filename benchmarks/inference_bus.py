@@ -15,7 +15,10 @@ with X the anchor-normalized features (keep: (1, -0.001 x), replace: 0), so the 
 exactly linear: the projection's target is the true (RC, theta11). Reported per estimator and
 parameter: coverage of the 95% Wald interval (binomial SE), bias, SD, mean SE / SD, and the mean SE
 relative to the MLE's; plus the population ratio of influence-function SD to the MLE's (exact
-algebra at the truth), for the counts weights and for inverse-variance weights ``pi(1 - pi)``.
+algebra at the truth), for the counts weights, for inverse-variance weights ``pi(1 - pi)`` and for
+the efficient (optimal minimum-distance) projection, ``reward_projection(X, weights="efficient")``
+at the full-sample nuisances, whose overidentification statistic J is summarized too (its mean
+against its degrees of freedom, and how often it rejects at 5%).
 
 Also ``--design frequent``: a bus engine whose replacements are common (40 bins, beta = 0.9, RC = 2,
 theta11 = 60: 24% of months), where the anchor action is not rare.
@@ -34,12 +37,14 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from scipy.stats import chi2
 
 from genpqr import GenPQR
 from genpqr import normalization as N
 from genpqr.envs._rust import bus_engine, simulate_buses
 from genpqr.inference import _algebra as alg
 from genpqr.inference import infer, reward_projection
+from genpqr.inference._targets import efficient_pieces
 from genpqr.structural import fit_structural
 from genpqr.structural._estimation import likelihood_derivatives
 from genpqr.structural._kernels import IncrementKernel
@@ -63,6 +68,8 @@ def population_ratios(truth) -> dict:
         pieces = alg.normalized_map(law, alg.projection_functional(X, None, w), truth.beta)
         chi, prob = alg.population_influence(pieces, law)
         out[name] = np.sqrt(np.einsum("sat,satm->m", prob, chi ** 2)) / mle
+    pieces = efficient_pieces(law, X)
+    out["efficient (OMD)"] = np.sqrt(np.diag(alg.influence_covariance(pieces, law))) / mle
     return out
 
 
@@ -88,14 +95,19 @@ def one(truth, seed, cross_fit, n_buses=50, n_periods=120):
         deb = infer(model, reward_projection(X, names=NAMES), panel, cross_fit=cross_fit, random_state=seed, warn=False)
         wdeb = infer(model, reward_projection(X, names=NAMES, weights=inverse_variance(model)), panel,
                      cross_fit=cross_fit, random_state=seed, warn=False)
-    for label, est, se, secs in [("MLE (NPL, OPG SE)", mle.theta, mle.std_error, np.nan),
-                                 ("projection (EIF SE)", proj.theta, proj.std_error, np.nan),
-                                 (f"one-step, {cross_fit}-fold (EIF SE)", deb.estimate, deb.std_error, deb.seconds),
-                                 (f"one-step, pi(1-pi) weights", wdeb.estimate, wdeb.std_error, wdeb.seconds)]:
+        omd = infer(model, reward_projection(X, names=NAMES, weights="efficient"), panel, cross_fit=None, warn=False)
+    spec = omd.diagnostics.iloc[0]
+    for label, est, se, secs, res in [("MLE (NPL, OPG SE)", mle.theta, mle.std_error, np.nan, None),
+                                      ("projection (EIF SE)", proj.theta, proj.std_error, np.nan, None),
+                                      (f"one-step, {cross_fit}-fold (EIF SE)", deb.estimate, deb.std_error,
+                                       deb.seconds, deb),
+                                      ("one-step, pi(1-pi) weights", wdeb.estimate, wdeb.std_error, wdeb.seconds, wdeb),
+                                      ("projection, efficient (OMD)", omd.estimate, omd.std_error, omd.seconds, omd)]:
         for j, name in enumerate(NAMES):
             rows.append(dict(seed=seed, method=label, parameter=name, estimate=est[j], se=se[j],
                              mle_se=mle.std_error[j], truth=truth.theta[j], seconds=secs, fit_seconds=t_fit,
-                             warned=bool(deb.warnings)))
+                             warned=bool(res.warnings) if res is not None else False,
+                             J=spec.J if res is omd else np.nan, J_dof=spec.J_dof if res is omd else np.nan))
     return rows
 
 
@@ -108,7 +120,9 @@ def summarize(frame):
         out.append(dict(method=method, parameter=parameter, panels=len(f), coverage=cover.mean(),
                         cov_se=np.sqrt(cover.mean() * (1 - cover.mean()) / len(f)), bias=err.mean(), sd=sd,
                         se_over_sd=f.se.mean() / sd, se_over_mle_se=(f.se / f.mle_se).mean(),
-                        infer_over_fit=(f.seconds / f.fit_seconds).median(), warned=f.warned.mean()))
+                        infer_over_fit=(f.seconds / f.fit_seconds).median(), warned=f.warned.mean(),
+                        J_mean=f.J.mean(), J_dof=f.J_dof.mean(),
+                        J_reject5=(chi2.sf(f.J, f.J_dof) < 0.05).mean() if f.J.notna().any() else np.nan))
     return pd.DataFrame(out)
 
 

@@ -17,7 +17,10 @@ Cases (``--cases``, comma-separated):
   gaussian:0,1``);
 * ``items-1k``, ``items-10k``: 1,000 and 10,000 items with 4 features each, 5 states and 200 logged
   choices, anchored on the most chosen item (a large action table and few rows);
-* ``items-10k-10``: a huge action table with almost no data, 10,000 items and 10 logged choices (five episodes of two);
+* ``items-10k-10``, ``items-100k-10``: a huge action table with almost no data, 10,000 or 100,000 items
+  and 10 logged choices (five episodes of two): the label checks (linear in the items) and the report's
+  per-action figures (the most visited items only) at their largest; the last column counts the items the
+  report names (at most ``TOP_ACTIONS`` per figure and table, whatever the table's size);
 * ``items-1k-20k``: docs/benchmarks.md's "Many items on tabular states" through the command line at
   20,000 choices: 1,000 items on 50 states (a 50 x 1,000 reward table).
 
@@ -47,9 +50,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "src" / "genpqr" / "datasets" / "data"
 COMMON = ["--episode", "episode", "--time", "time", "--state", "state", "--action", "action", "--gamma", "0.9"]
-CASES = ("choices", "tabular-4k", "bus", "lqg", "items-1k", "items-10k", "items-10k-10", "items-1k-20k")
+CASES = ("choices", "tabular-4k", "bus", "lqg", "items-1k", "items-10k", "items-10k-10", "items-100k-10",
+         "items-1k-20k")
 #: items, logged choices, states
 ITEMS = {"items-1k": (1000, 200, 5), "items-10k": (10_000, 200, 5), "items-10k-10": (10_000, 10, 5),
+         "items-100k-10": (100_000, 10, 5),
          "items-1k-20k": (1000, 20_000, 50)}
 
 #: The child: times the report's part of ``genpqr fit`` and prints it as the last line.
@@ -171,7 +176,18 @@ def run_case(args: list, out: Path, src: str) -> dict:
         raise RuntimeError(f"genpqr fit failed ({' '.join(map(str, args))}):\n{log[-3000:]}")
     report_wall, report_cpu = map(float, log.rsplit("REPORT_SECONDS", 1)[1].split()[:2])
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "report_s": report_wall,
-            "report_cpu_s": report_cpu, "size_kb": (out / "report.html").stat().st_size / 1024}
+            "report_cpu_s": report_cpu, "size_kb": (out / "report.html").stat().st_size / 1024,
+            "ticks": _largest_figure_ticks(out / "report.html")}
+
+
+def _largest_figure_ticks(report: Path) -> int:
+    """The most text labels one of the report's SVG figures carries (tick labels, legends): bounded
+    by the figures' top actions, not the table's size."""
+    import re
+
+    html = report.read_text(encoding="utf-8", errors="replace")
+    return max([len(re.findall(r"<text\b", svg)) for svg in re.findall(r"<svg\b.*?</svg>", html, flags=re.S)],
+               default=0)
 
 
 def main(argv=None):
@@ -198,12 +214,12 @@ def main(argv=None):
                 print(f"{case} [{name}]: {best}", flush=True)
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print("| case | code | genpqr fit wall (CPU) s | report wall (CPU) s | report share of CPU | "
-          "without the report, CPU s | report.html (KB) |")
-    print("|---|---|---|---|---|---|---|")
+          "without the report, CPU s | report.html (KB) | labels in its largest figure |")
+    print("|---|---|---|---|---|---|---|---|")
     for case, name, r in rows:
         print(f"| {case} | {name} | {r['wall_s']:.2f} ({r['cpu_s']:.2f}) | {r['report_s']:.2f} "
               f"({r['report_cpu_s']:.2f}) | {r['report_cpu_s'] / r['cpu_s']:.0%} | {r['cpu_s'] - r['report_cpu_s']:.2f} "
-              f"| {r['size_kb']:.0f} |")
+              f"| {r['size_kb']:.0f} | {r['ticks']} |")
 
 
 if __name__ == "__main__":

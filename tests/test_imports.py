@@ -86,7 +86,59 @@ def test_the_root_package_exports_every_name_of_its_all_on_first_use():
         "print(all(ns[n] is getattr(genpqr, n) for n in genpqr.__all__), set(genpqr.__all__) <= set(dir(genpqr)), "
         "genpqr.GenPQR.__module__, genpqr.stage2.__name__)")
     assert printed.split() == ["True", "True", "genpqr.estimator._estimator", "genpqr.stage2"]
-    assert "sklearn" in modules  # what GenPQR needs is imported when it is read
+    assert "sklearn" in modules  # the star import reads NotFittedError, scikit-learn's subclass
+
+
+def test_reading_genpqr_imports_no_scikit_learn():
+    """``GenPQR`` follows scikit-learn's contract without importing it (a ``LightEstimator``)."""
+    modules, printed = _loaded_after("import genpqr; m = genpqr.GenPQR(gamma=0.5); print(sorted(m.get_params())[:2])")
+    assert printed.strip() == "['clip', 'continuous']"
+    assert "sklearn" not in modules and "scipy.stats" not in modules
+
+
+# A tabular fit (the library's exact path, and ``genpqr fit`` on tabular states) needs neither
+# scikit-learn nor SciPy's statistics: importing them costs more than the fit (issue 31).
+TABULAR_DATA = """
+import numpy as np
+rng = np.random.default_rng(0)
+n_episodes, horizon, S = 60, 8, 6
+episode = np.repeat(np.arange(n_episodes), horizon)
+time = np.tile(np.arange(horizon), n_episodes)
+state = rng.integers(0, S, episode.size)
+action = (rng.random(episode.size) < 0.3 + 0.1 * state).astype(int)
+"""
+
+
+def test_a_tabular_fit_imports_no_scikit_learn():
+    code = TABULAR_DATA + """
+import pandas as pd
+from genpqr import GenPQR, from_pandas, normalization as N
+frame = pd.DataFrame({"episode": episode, "time": time, "state": state, "action": action})
+data = from_pandas(frame, episode="episode", time="time", state="state", action="action")
+model = GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", random_state=0, progress=False).fit(data)
+model.get_params(); model.set_params(gamma=0.9)
+print(model.reward(np.arange(S)).shape)
+"""
+    modules, printed = _loaded_after(code)
+    assert printed.split() == ["(6,", "2)"]
+    assert "sklearn" not in modules and "scipy.stats" not in modules
+
+
+def test_genpqr_fit_on_tabular_states_imports_no_scikit_learn(tmp_path):
+    code = TABULAR_DATA + f"""
+import csv
+with open({str(tmp_path / "t.csv")!r}, "w", newline="") as fh:
+    writer = csv.writer(fh)
+    writer.writerow(["episode", "time", "state", "action"])
+    writer.writerows(zip(episode.tolist(), time.tolist(), state.tolist(), action.tolist()))
+from genpqr.app.cli import main
+sys.argv[1:] and main(sys.argv[1:])
+"""
+    modules, _ = _loaded_after(code, "fit", str(tmp_path / "t.csv"), "--episode", "episode", "--time", "time",
+                               "--state", "state", "--action", "action", "--gamma", "0.9", "--normalization",
+                               "anchor:0", "--quiet", "--out", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "out" / "rewards.csv").is_file()
+    assert "sklearn" not in modules and "scipy.stats" not in modules
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -705,3 +705,118 @@ def test_an_interrupt_python_drops_is_raised_again(tmp_path):
         proc.kill()  # a fit that ran on (the interrupt lost) must not outlive the test
     assert proc.returncode == 130, (stderr, ignored)
     assert stderr.strip().splitlines()[-1] == f"genpqr fit: interrupted; nothing was written to {tmp_path / 'out'}"
+
+
+# ----------------------------------------------------------------------------- genpqr counterfactual: kernel files, corners
+@pytest.fixture(scope="module")
+def structural_fit(tmp_path_factory):
+    """A single-type structural fit folder of the 4-state data (features ``x`` and ``bonus``)."""
+    import contextlib
+    import io
+
+    tmp = tmp_path_factory.mktemp("structural_fit")
+    _base().to_csv(tmp / "data.csv", index=False)
+    pd.DataFrame([{"state_index": s, "action": a, "x": float(a == "b") * s, "bonus": float(a == "b")}
+                  for s in range(4) for a in "ab"]).to_csv(tmp / "features.csv", index=False)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main([str(a) for a in _fit_args(tmp, "--features", tmp / "features.csv", "--policy-model",
+                                               "frequency")]) == 0
+    return tmp / "out"
+
+
+def _no_point_interval(out, stdout, stderr):
+    """The corner is said (console and warning), and no interval of the counterfactual collapses to
+    a point, on the console or in summary.csv (the rates at the corner have none). The two routes
+    agree there, and the note says so (it used to say they disagree with route_gap 0)."""
+    summary = pd.read_csv(out / "summary.csv")
+    widths = (summary.counterfactual_hi - summary.counterfactual_lo).to_numpy()
+    corner = summary.statistic.str.startswith("rate[").to_numpy()
+    return ("pushes the model to a corner" in stdout and "ExtrapolationWarning" in stderr
+            and "route agrees" in " ".join(stdout.split()) and "disagree" not in stdout
+            and "0.0000 0.0000" not in stdout and not np.any(np.abs(widths[np.isfinite(widths)]) <= 1e-9)
+            and summary.loc[corner, ["counterfactual_se", "difference_lo", "difference_hi"]].isna().all().all())
+
+
+COUNTERFACTUAL = {
+    "kernel file with a negative entry": (_kernel(_negative), ["--transitions", "{tmp}/kernel.npy"],
+                                          Err("kernel.npy", "(--transitions)", "P[1, 0, 2] = -0.25 is negative")),
+    "kernel file with rows summing to 2": (_kernel(lambda P: 2 * P), ["--transitions", "{tmp}/kernel.npy"],
+                                           Err("kernel.npy", "(--transitions)", "sums to 2, not 1")),
+    "kernel file with a NaN": (_kernel(lambda P: _cell(P, (2, 1, 0), np.nan)), ["--transitions", "{tmp}/kernel.npy"],
+                               Err("kernel.npy", "(--transitions)", "P[2, 1, 0] = nan is not a number")),
+    "kernel file of integer ones": (_kernel(lambda P: P * 0 + 1, dtype=np.int64), ["--transitions", "{tmp}/kernel.npy"],
+                                    Err("kernel.npy", "(--transitions)", "holds integers", "as floats")),
+    "a parameter change that pushes a rate to a corner": (None, ["--parameter-change", "bonus=*1e10"],
+                                                          Ok(_no_point_interval)),
+}
+
+
+@pytest.mark.parametrize("case", list(COUNTERFACTUAL))
+def test_counterfactual_bad_input(case, structural_fit, tmp_path, capsys):
+    make_input, extra, expected = COUNTERFACTUAL[case]
+    if make_input is not None:
+        make_input(tmp_path)
+    out = tmp_path / "cf"
+    argv = ["counterfactual", structural_fit, "--out", out, "--verbose",
+            *[str(a).replace("{tmp}", str(tmp_path)) for a in extra]]
+    code, stdout, stderr = _run(argv, capsys)
+    _assert_outcome(case, expected, code, out, " ".join(stdout.split()), stderr)
+    if isinstance(expected, Err):
+        assert not out.exists(), case
+
+
+# ----------------------------------------------------------------------------- API: latent types' arguments
+API = {
+    "n_types=True": (dict(n_types=True), ("n_types must be an int >= 1", "True")),
+    "n_types=2.0": (dict(n_types=2.0), ("n_types must be an int >= 1", "2.0")),
+    "n_types=0": (dict(n_types=0), ("n_types must be an int >= 1", "0")),
+}
+
+
+@pytest.mark.parametrize("case", list(API))
+def test_api_bad_input(case):
+    from genpqr import GenPQR, from_pandas, normalization as N
+
+    kwargs, phrases = API[case]
+    data = from_pandas(_base(), episode="episode", time="time", state="state", action="action")
+    with pytest.raises(ValueError) as info:
+        GenPQR(N.anchor_action("a"), gamma=0.9, q_model="exact", cross_fit=0, **kwargs).fit(data)
+    for phrase in phrases:
+        assert phrase in str(info.value), (case, str(info.value))
+
+
+# ----------------------------------------------------------------------------- many actions, few rows
+def test_many_actions_few_rows_stay_fast_and_bounded(tmp_path, capsys):
+    """2,000 items with action features and 10 logged choices (issue 33: 1e5 items once gave no
+    output for 180 s, 1e4 drew a 25 MiB report.html with one tick label per item): the fit ends
+    (label checks linear in the items), rewards.csv has every item, and the report's per-action
+    figures show the most visited items only (``TOP_ACTIONS``)."""
+    import re
+    import time
+
+    from genpqr.app.report_discrete import TOP_ACTIONS
+
+    rng = np.random.default_rng(0)
+    n_items = 2000
+    items = pd.DataFrame(rng.normal(size=(n_items, 3)), columns=["f0", "f1", "f2"])
+    items.insert(0, "action", [f"item{i:04d}" for i in range(n_items)])
+    items.to_csv(tmp_path / "items.csv", index=False)
+    taken = rng.choice(items.action.to_numpy()[:8], 10)
+    pd.DataFrame({"episode": np.arange(10) // 2, "time": np.arange(10) % 2, "state": rng.integers(0, 3, 10),
+                  "action": taken}).to_csv(tmp_path / "data.csv", index=False)
+    out = tmp_path / "out"
+    start = time.perf_counter()
+    code, stdout, stderr = _run(["fit", tmp_path / "data.csv", "--episode", "episode", "--time", "time", "--state",
+                                 "state", "--action", "action", "--gamma", "0.9", "--normalization",
+                                 f"anchor:{taken[0]}", "--action-features", tmp_path / "items.csv", "--cross-fit",
+                                 "0", "--quiet", "--out", out], capsys)
+    seconds = time.perf_counter() - start
+    _assert_outcome("many actions", Ok(lambda o, so, se: (o / "rewards.csv").exists()), code, out, stdout, stderr)
+    assert seconds < 120, seconds
+    rewards = pd.read_csv(out / "rewards.csv")
+    assert sum(c.startswith("reward_item") or c.startswith("reward[item") for c in rewards.columns) == n_items, \
+        list(rewards.columns)[:10]
+    html = (out / "report.html").read_text()
+    assert (out / "report.html").stat().st_size < 2_000_000
+    for svg in re.findall(r"<svg\b.*?</svg>", html, flags=re.S):
+        assert len(set(re.findall(r"item\d{4}", svg))) <= TOP_ACTIONS

@@ -183,3 +183,51 @@ def test_inference_warnings_are_grouped_by_the_output_they_concern():
     groups = dict(warning_sections([fit, structural, inf], [structural], "projection"))
     assert groups["about parameters.csv, the structural estimates (projection)"] == [structural]
     assert groups[f"about {INFERENCE_SIDE}"] == [inf]
+
+
+def test_the_standard_errors_split_by_input_agree_everywhere(inferred):
+    """inference.csv's se_*/share_* columns, the report's table of them and the console's line per
+    component ("SE 0.0480: first stage 71%, kernel 27%, state law 2%") give one answer."""
+    from genpqr.inference._result import input_split
+
+    out, html, console = inferred
+    csv = pd.read_csv(out / "inference.csv", index_col="component")
+    shares = ["share_first_stage", "share_kernel", "share_state_law", "share_cross"]
+    np.testing.assert_allclose(csv[shares].sum(axis=1), 1.0, atol=1e-12)
+    part = section(html)
+    assert "does not split" not in part and "together" not in part
+    table = part.split("<table class='inference-inputs'>")[1].split("</table>")[0]
+    columns = re.findall(r"<th data-column='([^']+)'", table)
+    assert {"std_error", *shares, "se_first_stage", "se_kernel", "se_state_law"} == set(columns)
+    rows = re.findall(r"<tr data-inputs-of='([^']+)'>(.*?)</tr>", table, flags=re.S)
+    assert [html_lib.unescape(name) for name, _ in rows] == list(csv.index)
+    lines = console.splitlines()
+    for name, body in rows:
+        name = html_lib.unescape(name)
+        cells = re.findall(r"<td data-value='([^']+)'>([^<]*)</td>", body)
+        np.testing.assert_array_equal([float(v) for v, _ in cells], csv.loc[name, columns].to_numpy(dtype=float))
+        shown = dict(zip(columns, (text for _, text in cells)))
+        line = next(ln for ln in lines if ln.startswith(name + " ") and " SE " in ln)
+        assert line[27:] == input_split(csv.loc[name]), line
+        for key, label in (("share_first_stage", "first stage"), ("share_kernel", "kernel"),
+                           ("share_state_law", "state law")):
+            assert f"{label} {shown[key]}" in line
+
+
+def test_the_efficient_projection_on_the_command_line(tmp_path):
+    """``--infer "projection;weights=efficient"`` beside ``--infer projection``: its components are
+    named apart, inference.csv and the report carry its specification test J, and the console
+    prints it."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code, _, _ = fit_cli(fit_flags(tmp_path / "fit", "--infer", "projection", "--infer",
+                                       "projection;weights=efficient"))
+    assert code == 0
+    table = pd.read_csv(tmp_path / "fit" / "inference.csv", index_col="component")
+    assert list(table.index) == ["bonus", "level", "bonus (efficient)", "level (efficient)"]
+    assert table.loc[["bonus", "level"], "J"].isna().all() and table.loc["bonus (efficient)", "J_dof"] > 0
+    html = (tmp_path / "fit" / "report.html").read_text(encoding="utf-8")
+    assert "J (linear form)" in section(html)
+    text = unwrap(printed.getvalue())
+    assert "specification test of the linear form (bonus (efficient), level (efficient)" in text
+    assert f"J = {table.loc['bonus (efficient)', 'J']:.2f}" in text

@@ -626,6 +626,28 @@ def test_episode_folds_keep_episodes_whole_and_cover_rows_once():
         t.episode_folds(13)
 
 
+@pytest.mark.parametrize("kind", ["int", "str", "descending"])
+def test_episode_folds_are_group_k_folds(kind):
+    """The folds are scikit-learn's GroupKFold(shuffle=True) folds, computed without its checks;
+    and n_episodes (by sorting) counts the distinct ids as np.unique does."""
+    from sklearn.model_selection import GroupKFold
+
+    rng = np.random.default_rng(0)
+    ids = {"int": rng.integers(0, 50, 400), "str": np.array([f"e{i}" for i in rng.integers(0, 30, 300)]),
+           "descending": np.repeat(np.arange(40)[::-1], 3)}[kind]
+    n = len(ids)
+    t = from_arrays(rng.integers(0, 3, n).astype(float), rng.integers(0, 2, n), rng.integers(0, 3, n).astype(float),
+                    episode_ids=ids)
+    assert t.n_episodes == np.unique(ids).size
+    for seed in (0, 7):
+        for k in (2, 3, 5):
+            ours = t.episode_folds(k, random_state=seed)
+            theirs = list(GroupKFold(k, shuffle=True, random_state=seed).split(t.states, groups=t.episode_ids))
+            for (tr1, te1), (tr2, te2) in zip(ours, theirs, strict=True):
+                np.testing.assert_array_equal(tr1, tr2)
+                np.testing.assert_array_equal(te1, te2)
+
+
 def test_split_episodes():
     t = _many_episodes(n_episodes=10)
     train, test = t.split_episodes(0.3, random_state=5)

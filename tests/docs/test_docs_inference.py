@@ -49,6 +49,11 @@ def test_python_blocks_run(tmp_path, monkeypatch, capsys):
     answer = namespace["answer"]
     np.testing.assert_allclose(table.loc[answer.names, "estimate"], answer.params, rtol=1e-10)
     np.testing.assert_allclose(table.loc[answer.names, "std_error"], answer.bse, rtol=1e-10)
+    by_input = answer.se_by_input  # the split by input too
+    for column in ("se_first_stage", "se_kernel", "se_state_law", "share_first_stage", "share_kernel",
+                   "share_state_law", "share_cross"):
+        np.testing.assert_allclose(table.loc[answer.names, column], by_input[column], rtol=1e-9, atol=1e-12)
+    assert np.all(namespace["given"]["share_kernel"] == 0.0)
     parameters = pd.read_csv(tmp_path / "fit-inference" / "parameters.csv", index_col="parameter")
     assert list(table.index[-2:]) == list(parameters.index) == ["bonus", "level"]
     for column in ("estimate", "std_error"):

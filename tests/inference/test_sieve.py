@@ -63,6 +63,17 @@ def test_saturated_sieve_is_the_exact_route(fits, cross_fit):
         np.testing.assert_allclose(r2.estimate, r1.estimate, atol=0.2 * r1.std_error.min())
         np.testing.assert_allclose(r2.std_error, r1.std_error, rtol=0.02)
     assert "linear-sieve" in r2.route and "exact tabular" in r1.route
+    # the continuous route splits its standard errors by input as the tabular one does
+    from .test_by_input import assert_adds_up
+
+    assert_adds_up(r2)
+    columns = ["se_first_stage", "se_kernel", "se_state_law", "share_cross"]
+    if cross_fit is None:
+        np.testing.assert_allclose(r2.se_by_input[columns[:3]], r1.se_by_input[columns[:3]], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(r2.se_by_input["share_cross"], r1.se_by_input["share_cross"], atol=1e-6)
+    else:
+        np.testing.assert_allclose(r2.se_by_input[columns[:3]], r1.se_by_input[columns[:3]], rtol=0.05,
+                                   atol=0.02 * r1.std_error.max())
 
 
 def test_continuous_route_refusals(fits):
@@ -115,3 +126,26 @@ def test_tabular_riesz_regression_route_runs(fits):
         r2 = infer(exact, targets(True), panel, cross_fit=2, random_state=0, riesz=onehot_features(S))
     assert "sieve of state features" in r2.route
     np.testing.assert_allclose(r2.estimate, r1.estimate, rtol=0.1, atol=0.5 * r1.std_error.max())
+
+
+def test_continuous_states_split_their_standard_errors_by_input(fits):
+    """On continuous states (the default quantile-spline Riesz features, a spline LSTD Q) every
+    component's standard error splits into the three inputs and adds up to the total."""
+    panel, _, _ = fits
+    jitter = np.random.default_rng(4).uniform(0.0, 0.5, size=panel.n)
+    states = panel.states[:, 0] + jitter
+    nxt = np.where(panel.next_observed, np.nan_to_num(panel.next_states[:, 0]) + 0.25, np.nan)
+    data = genpqr.from_arrays(states, panel.actions, nxt, terminated=panel.terminated, episode_ids=panel.episode_ids)
+    model = genpqr.GenPQR(normalization=anchor_action(0), gamma=0.9, q_model="lstd")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = infer(model, [policy_value("behavior", gamma=0.7, name="B"), reward_mean(name="mean"),
+                            reward_projection(lambda st: np.stack([np.ones((len(st), K)), np.repeat(st, K, 1)], -1),
+                                              names=["c", "slope"])], data, cross_fit=2, random_state=0)
+    from .test_by_input import assert_adds_up
+
+    assert_adds_up(res)
+    split = res.se_by_input
+    assert np.all(np.isfinite(split.to_numpy()))
+    assert np.all(split["se_first_stage"] > 0) and np.all(split["se_kernel"] > 0)
+    assert "first stage" in str(res.summary())

@@ -370,3 +370,31 @@ def test_the_low_rank_kernel_stays_factored_and_solves_as_its_dense_array():
     fits = [GenPQR(N.anchor_action(0), gamma=0.9, q_model="exact", n_states=S, transition_model=kernel,
                    random_state=0, progress=False).fit(data) for kernel in (dense, model.kernel())]
     np.testing.assert_allclose(fits[0].reward_table(), fits[1].reward_table(), rtol=1e-10, atol=1e-10)
+
+
+def test_the_low_rank_note_wraps_at_word_boundaries():
+    """The note of a low-rank model scored on its own folds is one sentence wrapped at word
+    boundaries into lines of at most 100 columns under a hanging indent (once two fixed lines, the
+    first too long, which the console broke into "not refitted: even" / "in-sample, -2.3499," / "it
+    is below ..."); the console leaves it as it is."""
+    from genpqr.app.console import fit_width
+    from genpqr.stage2._transition_selection import TransitionSelection
+
+    settings = "; rank 12, concentration 1e+03, 40 state groups (EM stopped at max_iter=200 before its tol=1e-06)"
+    rows = [dict(name="counts", log_likelihood=-2.1234, difference=0.0, standard_error=np.nan, unexplained=0.1,
+                 settings=""),
+            dict(name="lowrank", log_likelihood=-2.4567, difference=-0.3333, standard_error=0.0123, unexplained=0.0,
+                 settings=settings, folds="fewer", n_splits=3, in_sample=-2.3499)]
+    text = TransitionSelection("counts", None, scores=rows, reason="the default", n_moves=1500, n_episodes=100,
+                               n_splits=5).summary()
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), text
+    assert fit_width(text) == text
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("(held out over its own 3"))
+    note = lines[start:]
+    assert note[0].startswith(" " * 15 + "(") and len(note) >= 2
+    assert all(line.startswith(" " * 19) and not line.startswith(" " * 20) for line in note[1:]), text
+    assert " ".join(line.strip() for line in note) == (
+        "(held out over its own 3 episode folds, fits on fewer episodes; not refitted: even in-sample, -2.3499, it is "
+        "below the choice's held-out score)")
+    assert all(len(line) > 60 for line in note[:-1])  # filled to the width, not broken early

@@ -73,3 +73,79 @@ def test_npl_and_nfxp_show_the_same(collinear):
         assert frame.loc["level", "std_error"] == pytest.approx(one.std_error[1], rel=SE_RTOL)
     pd.testing.assert_frame_equal(frames["npl"].drop(columns="std_error_robust"),
                                   frames["nfxp"].drop(columns="std_error_robust"), atol=EST_TOL, rtol=SE_RTOL)
+
+
+@pytest.fixture(scope="module")
+def bus_design():
+    """Rust's bus engine (60 mileage states, two types of RC pooled: 9,000 choices) and the fit
+    of its two features RC and theta11 (every parameter identified)."""
+    from genpqr.envs._rust import TYPED_RC, bus_engine, simulate_typed_buses
+    from genpqr.structural import estimate_structural
+    from genpqr.structural._kernels import choice_counts
+
+    engines = tuple(bus_engine(n_states=60, rc=rc, cost_scale=0.005) for rc in TYPED_RC)
+    panel = simulate_typed_buses(engines, 60, 150, random_state=0)
+    m = engines[0]
+    X, n = m.features("rust"), choice_counts(panel.transitions, 60)
+    base = estimate_structural("npl", X, n, m.kernel, m.beta, names=["RC", "theta11"])
+    return m, X, n, base
+
+
+#: Third columns that change no choice probability: a copy of RC's (only RC + dup identified), a
+#: column of zeros and a column of ones (a constant on every state and action: the policy is that of
+#: the reward shifted by a constant), whose parameter the choices do not identify at all.
+FLAT_COLUMNS = {"dup": lambda X: X[..., :1], "zero": lambda X: np.zeros_like(X[..., :1]),
+                "const": lambda X: np.ones_like(X[..., :1])}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("column", list(FLAT_COLUMNS))
+@pytest.mark.parametrize("estimator", ["npl", "nfxp"])
+def test_single_type_fit_on_a_flat_column_reaches_the_maximum(bus_design, estimator, column, threads):
+    """A third feature along which the likelihood is flat: the maximizers step on the identified
+    directions (a ones column once sent NPL to 2e14 and NFXP's inner solve to a residual of 6e14,
+    after a stalled Newton reported converged), so npl and nfxp reach the two-feature maximum at
+    any BLAS thread count, report the flat parameter as not identified (NaN, identified False)
+    and the identified combination with the two-feature fit's estimate and standard error."""
+    from threadpoolctl import threadpool_limits
+
+    from genpqr.exceptions import ConvergenceWarning
+    from genpqr.structural import estimate_structural
+
+    m, X, n, base = bus_design
+    X3 = np.concatenate([X, FLAT_COLUMNS[column](X)], axis=-1)
+    with threadpool_limits(threads), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", ConvergenceWarning)
+        fit = estimate_structural(estimator, X3, n, m.kernel, m.beta, names=["RC", "theta11", column])
+    messages = [str(w.message) for w in caught]
+    assert any(f"the combination of {['RC', column] if column == 'dup' else [column]}" in t
+               and "not identified" in t for t in messages), messages
+    assert fit.converged and "NOT CONVERGED" not in fit.convergence and "flat ridge" in fit.convergence
+    assert fit.loglik == pytest.approx(base.loglik, abs=1e-8)
+    assert np.all(np.abs(fit.theta) < 100)  # nothing ran off along the flat direction
+    frame = fit.to_frame()
+    assert frame.loc[column, ["estimate", "std_error"]].isna().all() and not frame.loc[column, "identified"]
+    assert frame.loc["theta11", "estimate"] == pytest.approx(base.theta[1], rel=1e-8)
+    assert frame.loc["theta11", "std_error"] == pytest.approx(base.std_error[1], rel=1e-6)
+    rc = "RC + dup" if column == "dup" else "RC"
+    assert frame.loc[rc, "estimate"] == pytest.approx(base.theta[0], rel=1e-8)
+    assert frame.loc[rc, "std_error"] == pytest.approx(base.std_error[0], rel=1e-6)
+    assert frame.loc[rc, "identified"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_npl_logit_steps_on_the_identified_directions(bus_design, threads):
+    """``fit_npl`` itself (the logit solve of each NPL step) does not step along a flat direction:
+    with a ones column its parameter stays at its start and RC, theta11 are the two-feature MLE."""
+    from threadpoolctl import threadpool_limits
+
+    from genpqr.structural._ccp import fit_npl
+
+    m, X, n, base = bus_design
+    X3 = np.concatenate([X, np.ones_like(X[..., :1])], axis=-1)
+    with threadpool_limits(threads), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = fit_npl(np.full(n.shape, 0.5), X3, n, m.kernel, m.beta)
+    assert res.converged and abs(res.theta[2]) < 1e-10
+    np.testing.assert_allclose(res.theta[:2], base.theta, rtol=1e-8)

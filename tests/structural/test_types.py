@@ -391,3 +391,41 @@ def test_a_fit_stopped_early_says_not_converged(typed_panel, no_dup):
         assert fit.loglik < no_dup.loglik - 1e-3  # short of the maximum
         assert not fit.converged and "NOT CONVERGED" in fit.convergence and "converged by" not in fit.convergence
         assert any("NOT CONVERGED" in str(w.message) for w in caught)
+
+
+def test_a_covariate_that_separates_the_types_is_named(typed_panel):
+    """A mixing covariate equal to each bus's simulated type: every episode's prior type probability
+    goes to 0 or 1 and the mixing logit's coefficients run off (to 1e6 here, 4e16 elsewhere) while
+    Newton's decrement is at rounding level -- once reported "converged by Newton" with a warning that
+    the types were barely separated. The fit names the covariate, says the coefficients are not
+    finite (+-inf, no standard error), that it did not converge, and nothing else; a covariate that
+    does not separate the types (the type plus noise) converges with finite standard errors."""
+    m = engines()[0]
+    kw = dict(n_types=2, type_specific=["RC"], names=NAMES, covariate_names=["fleet"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = estimate_types("npl", m.features("rust"), episodes_of(typed_panel), m.kernel, m.beta,
+                             mixing_covariates=typed_panel.types.astype(float), **kw)
+    messages = [str(w.message) for w in caught]
+    assert [w.category for w in caught] == [LatentTypeWarning], messages
+    for phrase in ("the mixing covariate fleet separates the latent types perfectly", "prior type probability is 0 "
+                   "or 1", "mixing[type 1]: const, mixing[type 1]: fleet", "not finite",
+                   "no standard error", "did not converge", "mixing_covariates"):
+        assert phrase in messages[0], (phrase, messages[0])
+    assert not fit.converged and "the MLE is at infinity" in fit.convergence and "converged by" not in fit.convergence
+    assert fit.mixing_separated == ("mixing[type 1]: const", "mixing[type 1]: fleet")
+    frame = fit.to_frame()
+    assert frame.loc["mixing[type 1]: fleet", "estimate"] == np.inf
+    assert frame.loc["mixing[type 1]: const", "estimate"] == -np.inf
+    assert frame.loc[list(fit.mixing_separated), ["std_error", "ci_low", "ci_high", "p_value"]].isna().all().all()
+    assert np.isnan(fit.mixing_proportions_se).all()
+    # the proportions are those of the covariate's groups, the structural parameters finite with standard errors
+    np.testing.assert_allclose(fit.mixing_proportions, np.bincount(typed_panel.types) / typed_panel.types.size)
+    assert np.all(np.isfinite(fit.std_error)) and np.all(np.abs(fit.theta) < 100)
+    noisy = typed_panel.types + np.random.default_rng(1).normal(size=typed_panel.types.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GenPQRWarning)
+        overlap = estimate_types("npl", m.features("rust"), episodes_of(typed_panel), m.kernel, m.beta,
+                                 mixing_covariates=noisy, **kw)
+    assert overlap.converged and overlap.mixing_separated == ()
+    assert np.all(np.isfinite(overlap.mixing_std_error)) and np.all(np.isfinite(overlap.to_frame().estimate))

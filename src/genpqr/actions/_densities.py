@@ -35,10 +35,10 @@ import numbers
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator
 
+from .. import exceptions
+from ..data._estimator_base import LightEstimator
 from ..data._validation import as_float_array, check_length, check_random_state, clone_learner as clone
-from ..exceptions import NotFittedError
 from ..data import BoxActions as ActionSpace
 from ..data._spaces import as_actions
 
@@ -87,7 +87,7 @@ def gaussian_mixture_sample(log_w, means, chol, n_samples: int, rng: np.random.G
 
 
 # =============================================================================== base class
-class ConditionalDensity(BaseEstimator):
+class ConditionalDensity(LightEstimator):
     """Base class: validation, the stated support and reference measure, the Gaussian-mixture
     route to ``log_prob``/``sample`` for subclasses that define ``gaussian_mixture``."""
 
@@ -113,7 +113,7 @@ class ConditionalDensity(BaseEstimator):
 
     def _check_is_fitted(self):
         if not hasattr(self, "action_dim_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(states, actions) first")
+            raise exceptions.NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(states, actions) first")
 
     def _validate_states(self, states):
         self._check_is_fitted()

@@ -32,7 +32,6 @@ from .report_base import MAX_TABLE_ROWS, ReportContext, ReportFigure, data_summa
 from .report_continuous import context_continuous, render_continuous_html
 from .report_discrete import TOP_ACTIONS, anchored, pieces_of, report_figures, shown_actions
 from .report_inference import inference_section
-from .structural import report_section
 
 __all__ = ["ReportContext", "ReportFigure", "context_from_outputs", "report_figures", "render_html", "write_report",
            "describe_normalization", "transition_rows", "rewards_view", "anchored"]
@@ -143,6 +142,16 @@ def _source_lines(ctx) -> list:
 
 
 # ============================================================================ HTML
+def _structural_section(ctx):
+    """The structural-parameters section, or None without a structural fit (whose modules are
+    then never imported)."""
+    if ctx.structural is None:
+        return None
+    from .structural import report_section
+
+    return report_section(ctx)
+
+
 def render_html(ctx: ReportContext) -> str:
     """The report as one HTML string (``discrete.html``; continuous actions: ``continuous.html``)."""
     if ctx.continuous:
@@ -164,7 +173,7 @@ def render_html(ctx: ReportContext) -> str:
                      ("log loss of the action frequencies alone", f"{_baseline_log_loss(model):.4f}"),
                      ("clip bounds", str(model.policy_.clip))],
         out_of_fold=d.policy_log_loss_kind == "out-of-fold", fqe=d.solver == "fqe", q_rows=_q_rows(d, model),
-        structural=report_section(ctx) if ctx.structural is not None else None, parameters=ctx.parameters,
+        structural=_structural_section(ctx), parameters=ctx.parameters,
         projection_r2=None if ctx.projection_r2 is None else f"{ctx.projection_r2:.4f}",
         rewards=rewards, types=ctx.types,
         transition_rows=transition_rows(model) if ctx.tabular else [],

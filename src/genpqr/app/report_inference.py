@@ -2,6 +2,9 @@
 ``inference.csv``, what their uncertainty comes from, their diagnostics and warnings, and a figure
 of the estimates with their intervals (:mod:`genpqr.app.report_plot`).
 
+The split of each standard error by the input it comes from (first stage, kernel, state law:
+``InferenceResult.se_by_input``) is shown under "What the targets' uncertainty comes from".
+
 The table is ``result.to_frame()``, the frame ``inference.csv`` is written from: each number is
 shown as the console's summary prints it (:func:`number`, the same digits) and carried in full in
 its cell's ``data-value`` (the column's name in ``inference.csv`` in ``data-column``), so the page,
@@ -30,12 +33,15 @@ ESTIMATE_COLUMNS = (("estimate", "estimate", "number"), ("std_error", "std. erro
 #: The diagnostics table: (column of ``inference.csv``, heading, format), as the console prints them.
 DIAGNOSTIC_COLUMNS = (("correction_to_se", "correction / SE", ".2f"), ("weight_max", "weight max (x mean)", ".1f"),
                       ("weight_q99", "weight q99 (x mean)", ".1f"), ("effective_rows", "effective rows (Riesz)", ".0f"),
-                      ("top_row_share", "top row share", ".3f"), ("top_episode_share", "top episode share", ".3f"))
+                      ("top_row_share", "top row share", ".3f"), ("top_episode_share", "top episode share", ".3f"),
+                      ("J", "J (linear form)", ".2f"), ("J_dof", "J dof", ".0f"), ("J_p_value", "J p-value", ".3f"))
 #: The figure shows at most this many components (the first; the table and inference.csv hold all).
 MAX_FIGURE_COMPONENTS = 40
 #: Targets with more components than this get a figure of their own (a projection on many features).
 GRID_COMPONENTS = 4
 FLAG = "interval may not be reliable (warning below)"
+#: Components named in the line on the largest source of their uncertainty (all: the table).
+MAX_SOURCE_NAMED = 8
 
 
 def number(x) -> str:
@@ -48,7 +54,8 @@ def number(x) -> str:
 
 
 def _cell(value, fmt: str) -> dict:
-    text = number(value) if fmt == "number" else ("nan" if not np.isfinite(value) else format(float(value), fmt))
+    text = (number(value) if fmt == "number" else f"{float(value):.0%}" if fmt == "share" and np.isfinite(value) else
+            ("nan" if not np.isfinite(value) else format(float(value), fmt)))
     return {"text": text, "value": repr(float(value))}
 
 
@@ -81,6 +88,7 @@ def inference_section(ctx) -> dict:
             "diagnostic_columns": [{"column": c, "heading": h} for c, h, _ in diagnostics],
             "diagnostic_rows": diag_rows,
             "warnings": list(result.warnings), "source": _source_lines(ctx, result),
+            "by_input": _input_table(result, frame),
             "thresholds": _thresholds(), "folds": _fold_table(result),
             "figures": inference_figures(result, warned)}
 
@@ -103,9 +111,19 @@ def _source_lines(ctx, result) -> list:
     """Where the targets' uncertainty comes from, as far as the result says."""
     lines = [f"Sampling of the {result.n_episodes} episodes: each standard error is that of the efficient influence "
              "function summed within episodes (an episode is the independent unit; rows within one are not).",
-             "It carries, together, the estimation error of every input the target is computed from: the first "
-             "stage (the behaviour policy), the transition kernel where it is estimated, and the state distribution "
-             "of the data. The result does not split it by input."]
+             "The influence function is a sum of one term per input the target is computed from: the first stage "
+             "(the behaviour policy), the transition kernel (absent when the kernel was given) and the state "
+             "distribution of the data. The table below gives the standard error each term gives alone and its "
+             "share of the variance (the columns se_* and share_* of inference.csv); 'between inputs' is the share "
+             "of the covariances between terms, zero in population for independent rows, kept within episodes."]
+    from ..inference._result import INPUT_COLUMNS, INPUTS
+
+    if result.cov_by_input is not None and len(result.names):
+        frame = result.se_by_input
+        lines.append("Largest source per component: " + "; ".join(
+            f"{name}: {INPUTS[int(np.argmax(row))]}" for name, row in
+            zip(frame.index[:MAX_SOURCE_NAMED], frame[[f"share_{k}" for k in INPUT_COLUMNS]].to_numpy()))
+            + ("; ..." if len(frame) > MAX_SOURCE_NAMED else "") + ".")
     if ctx.sources is not None:
         lines.append("For the reward itself, section 4 splits the bootstrap's uncertainty between the policy and "
                      "the kernel.")
@@ -117,13 +135,29 @@ def _source_lines(ctx, result) -> list:
     return lines
 
 
+def _input_table(result, frame):
+    """The split of each standard error by input (``se_by_input``, the ``se_*``/``share_*`` columns
+    of ``inference.csv``), shares as the console prints them; None when the result has none."""
+    from ..inference._result import INPUT_COLUMNS, INPUTS
+
+    if result.cov_by_input is None:
+        return None
+    columns = [("std_error", "std. error", "number")]
+    columns += [(f"share_{key}", f"{label} (share)", "share") for label, key in zip(INPUTS, INPUT_COLUMNS)]
+    columns += [("share_cross", "between inputs (share)", "share")]
+    columns += [(f"se_{key}", f"SE from {label} alone", "number") for label, key in zip(INPUTS, INPUT_COLUMNS)]
+    rows = [(name, [_cell(row[c], fmt) for c, _, fmt in columns]) for name, row in frame.iloc[:MAX_TABLE_ROWS].iterrows()]
+    return {"columns": [{"column": c, "heading": h} for c, h, _ in columns], "rows": rows}
+
+
 def _thresholds() -> str:
-    from ..inference._infer import CORRECTION_WARN, EPISODE_WARN, ESS_WARN, WEIGHT_WARN
+    from ..inference._infer import CORRECTION_WARN, EPISODE_WARN, ESS_WARN, SPECIFICATION_WARN, WEIGHT_WARN
 
     return (f"A component is flagged when its Riesz weights rest on fewer than {ESS_WARN} effective rows or one row "
             f"holds more than {WEIGHT_WARN:.0%} of their square (thin overlap between the target and the behaviour), "
             f"when one episode carries more than {EPISODE_WARN:.0%} of its variance (with at least 20 episodes), or "
-            f"when the correction exceeds {CORRECTION_WARN:g} standard errors.")
+            f"when the correction exceeds {CORRECTION_WARN:g} standard errors. An efficient projection warns when its "
+            f"specification test J rejects the linear form at {SPECIFICATION_WARN:g}.")
 
 
 def _fold_table(result):

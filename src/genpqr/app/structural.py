@@ -137,7 +137,7 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     projection : DataFrame, optional
         The projection's own table (``estimator="projection"``): its estimates are used.
     """
-    from scipy.stats import norm
+    from ..data._distributions import normal_sf
 
     from ..structural._results import coefficient_frame
 
@@ -159,7 +159,7 @@ def parameters_table(fit, level: float = 0.95, boot=None, projection=None):
     table["std_error_kind"] = se_kind
     table["ci_kind"] = ci_kind
     z = table["estimate"].to_numpy() / table["std_error"].to_numpy()
-    table["z"], table["p_value"] = z, 2.0 * norm.sf(np.abs(z))
+    table["z"], table["p_value"] = z, 2.0 * normal_sf(np.abs(z))
     if boot is not None:
         table["std_error_analytic"] = frame["std_error"]
         table["std_error_analytic_kind"] = cli_text(SE_KINDS[fit.estimator])
@@ -191,16 +191,16 @@ def typed_parameters_table(fit, level: float = 0.95):
     parameter, per mixing coefficient and per mixing proportion (``mixing proportion[type m]``,
     delta-method SE, interval on the logit scale: ``proportion_interval``); the columns of :func:`parameters_table` plus ``n_types, aic, bic``."""
     import pandas as pd
-    from scipy.stats import norm
+    from ..data._distributions import normal_ppf, normal_sf
 
     frame = fit.to_frame(level).reset_index()
-    z = norm.ppf(0.5 + level / 2)
+    z = normal_ppf(0.5 + level / 2)
     props = pd.DataFrame({"parameter": [f"mixing proportion[type {m}]" for m in range(fit.n_types)],
                           "estimate": fit.mixing_proportions, "std_error": fit.mixing_proportions_se})
     props["ci_low"], props["ci_high"] = proportion_interval(props.estimate.to_numpy(), props.std_error.to_numpy(), z)
     props["identified"] = bool(np.all(fit.identified[fit.theta.size:]))  # else no delta-method SE
     props["z"] = props.estimate / props.std_error
-    props["p_value"] = 2.0 * norm.sf(np.abs(props.z))
+    props["p_value"] = 2.0 * normal_sf(np.abs(props.z))
     table = pd.concat([frame.drop(columns="std_error_kind"), props], ignore_index=True)
     table["std_error_kind"] = ("OPG of the mixture likelihood's per-episode scores (all parameters, mixing ones "
                                "included; proportions by the delta method), conditional on the kernel")

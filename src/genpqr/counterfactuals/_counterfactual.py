@@ -58,7 +58,7 @@ from ._welfare import WelfareResult, check_money_parameter, welfare_values, welf
 
 __all__ = ["CounterfactualResult", "ScenarioSolution", "IdentificationWarning", "counterfactual",
            "solve_scenario", "stationary_distribution", "state_occupancy", "identification_rule",
-           "shaping_preserved", "load_counterfactual", "ROUTES", "STRUCTURAL_RULE", "ROUTE_GAP_WARN"]
+           "shaping_preserved", "load_counterfactual", "ROUTES", "STRUCTURAL_RULE"]
 
 #: The routes a counterfactual answers by (``route=``): ``"auto"`` takes the structural route when
 #: there is a structural fit, else the nonparametric one (the recovered reward table).
@@ -67,8 +67,6 @@ ROUTES = ("auto", "structural", "nonparametric")
 STRUCTURAL_RULE = ("solved on the estimated structural flow utility x @ theta: the features fix the reward's level "
                    "(e.g. u(x, replace) = 0), so parameter, payoff, transition and discount changes are identified by "
                    "the model's functional form -- the assumption the answer rests on -- not by a normalization")
-#: Warn when the nonparametric route answers, a structural fit is there and the two differ by more than this.
-ROUTE_GAP_WARN = 0.10
 #: Warn when more than this share of bootstrap replicates left the data's support.
 OFF_SUPPORT_WARN = 0.05
 
@@ -295,7 +293,7 @@ def _warn(result, warn):
                       IdentificationWarning, stacklevel=4)
     if result.support is not None:
         warn_if_material(result.support, result.route, stacklevel=4)
-    from ._counterfactual_summary import CORNER, corner_rates
+    from ._counterfactual_summary import CORNER, ROUTE_GAP_WARN, corner_rates
 
     corners = corner_rates(result)
     if corners:

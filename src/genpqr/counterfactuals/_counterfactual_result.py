@@ -172,8 +172,27 @@ class CounterfactualResult:
             raise ValueError(f"kind must be 'bootstrap' or 'delta', got {kind!r}")
         else:
             raise ValueError(f"this result has no {kind} intervals (interval_kind is {self.interval_kind!r})")
+        self._drop_corner_intervals(frame, keys)
         frame["interval_kind"] = self._interval_label(kind)
         return frame
+
+    def _drop_corner_intervals(self, frame, keys) -> None:
+        """Where the change pushes a choice rate to a corner (``CORNER``), the interval of that
+        rate and of its change, and every counterfactual interval that collapsed to a point, are
+        NaN: the compact table's rule (``summary()``), so that summary.csv, ``to_frame()`` and the
+        console say the same."""
+        from ._counterfactual_summary import CORNER
+
+        c = self.counterfactual.summary(self.action_labels, self.state_values)
+        value = np.array([c[k] for k in keys], dtype=np.float64)
+        rate = np.array([str(k[1]).startswith("rate[") for k in keys])
+        corner = rate & (np.minimum(value, 1.0 - value) < CORNER)
+        if not corner.any():
+            return
+        point = (np.abs(frame["counterfactual_hi"].to_numpy() - frame["counterfactual_lo"].to_numpy())
+                 <= 1e-9 * np.maximum(1.0, np.abs(value)))
+        for name, rows in (("counterfactual", corner | point), ("difference", corner)):
+            frame.loc[rows, [f"{name}_se", f"{name}_lo", f"{name}_hi"]] = np.nan
 
     def to_frame(self):
         """Tidy summaries: one row per (distribution, statistic) with baseline, counterfactual,

@@ -135,11 +135,29 @@ def compact_frame(result, level=None, kind=None):
                              index=pd.Index([label for label, _ in _welfare_rows(welfare, kind, level)]))
         table = pd.concat([table, extra[[c for c in table.columns if c in extra.columns]]])
         table.index.name = "statistic"
+    if kind != "none" and corner_rates(result):
+        _drop_point_intervals(table)
     return table
+
+
+def _drop_point_intervals(table) -> None:
+    """At a corner, every interval that collapsed to a point (the counterfactual's mean state or
+    welfare, fixed by the corner policy: width at most 1e-9 of the value) is dropped, as the
+    rates' are: a zero-width interval claims a certainty the model only has at its corner."""
+    for part in ("counterfactual", "change"):
+        low, high = f"{part}_lower", f"{part}_upper"
+        if low not in table:
+            continue
+        width = (table[high] - table[low]).abs()
+        point = width <= 1e-9 * np.maximum(1.0, table[part].abs())
+        table.loc[point, [low, high]] = np.nan
 
 
 #: A counterfactual rate this close to 0 or 1 is at a corner of the model.
 CORNER = 1e-6
+#: The two routes disagree (a warning when the nonparametric route answers, and the summary's note)
+#: when their rates or mean states differ by more than this (relative).
+ROUTE_GAP_WARN = 0.10
 
 
 def corner_rates(result) -> list:
@@ -202,6 +220,9 @@ def _route_gap_note(result, other: str) -> str:
         return f"the {other} route's answer is in to_frame() ({other}_counterfactual)"
     worst = max(keys, key=lambda k: abs(c[k] - o[k]) / max(abs(o[k]), 1e-12))
     name = f"{worst[0]} {worst[1]}" if isinstance(worst, tuple) else str(worst)
+    if not result.route_gap() > ROUTE_GAP_WARN:
+        return (f"the {other} route agrees (largest relative gap {result.route_gap():.3g}, at {name}: "
+                f"{o[worst]:.4g} against {c[worst]:.4g} here; to_frame(): {other}_counterfactual)")
     return (f"the {other} route puts {name} at {o[worst]:.4g} against {c[worst]:.4g} here (largest relative gap, "
             f"route_gap {result.route_gap():.3g}): the reward table and the structural model disagree where the "
             f"counterfactual goes; this answer rests on the model's functional form there (see Thin support; "
@@ -213,8 +234,8 @@ def _notes(result) -> list:
     corners = corner_rates(result)
     if corners:
         notes.append(f"the change pushes the model to a corner: {', '.join(corners)} within {CORNER:g} of 0 or 1; "
-                     f"no interval is shown there (the delta method's collapses to a point), and the answer rests on "
-                     f"the model's form far from the data")
+                     f"no interval is shown there, nor for any other statistic whose interval collapses to a point "
+                     f"(the delta method's, at the corner), and the answer rests on the model's form far from the data")
     if result.route == "nonparametric" and not result.invariant:
         notes.append(f"not identified under every normalization: {result.rule}")
     if result.alternative is not None:

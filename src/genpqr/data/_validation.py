@@ -147,11 +147,12 @@ def looks_continuous(values, n_rows: int) -> bool:
 
 def clone_learner(model):
     """An unfitted copy of a learner: ``sklearn.base.clone`` when it has ``get_params`` (the
-    scikit-learn contract), otherwise ``copy.deepcopy`` -- so any object with ``fit`` and
+    scikit-learn contract; ``genpqr.data._estimator_base.clone``, the same without importing
+    scikit-learn, for the package's light estimators), otherwise ``copy.deepcopy`` -- so any object with ``fit`` and
     ``predict_proba`` (or ``predict``) can be a stage model. A deep copy keeps whatever state
     the object holds; pass an unfitted one."""
     if hasattr(model, "get_params"):
-        from sklearn.base import clone
+        from ._estimator_base import clone  # scikit-learn's clone; without it for a LightEstimator
 
         return clone(model)
     import copy

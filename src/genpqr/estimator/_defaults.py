@@ -20,8 +20,6 @@ reports it on the repository's other continuous-state designs.
 
 from __future__ import annotations
 
-from ..stage1 import BasisLogit, StateBasis
-from ..stage1._basis_logit import DEFAULT_KNOTS, MAX_INTERACTION_DIM
 from ..stage1._first_stage import FirstStageChoice
 
 __all__ = ["default_policy_model", "default_q_model", "MAX_DEFAULT_LSTD_FEATURES", "DEFAULT_LSTD_ALPHA"]
@@ -38,12 +36,16 @@ MAX_DEFAULT_LSTD_FEATURES = 4096
 
 def default_policy_model(data):
     """``(classifier, FirstStageChoice)``: the stage-1 default for non-tabular states."""
+    from ..stage1 import BasisLogit  # scikit-learn transformers: imported where the default is built
+
     model = BasisLogit()
     return model, FirstStageChoice("basis-logit", "the default for non-tabular states: a logit on splines and "
                                                   "products of the standardized state (BasisLogit)")
 
 
 def _basis_size(state_dim: int) -> int:
+    from ..stage1._basis_logit import DEFAULT_KNOTS, MAX_INTERACTION_DIM
+
     pairs = state_dim * (state_dim - 1) // 2 if state_dim <= MAX_INTERACTION_DIM else 0
     return state_dim * (DEFAULT_KNOTS + 3) + pairs
 
@@ -52,6 +54,7 @@ def default_q_model(data, *, encoding="auto", random_state=None):
     """The stage-2 default for non-tabular states: an :class:`~genpqr.stage2.LSTDQ` on
     :class:`~genpqr.stage1.StateBasis` features, or None (FQE with its default regressor) where
     it does not apply (module docstring)."""
+    from ..stage1 import StateBasis
     from ..stage2 import LSTDQ
 
     if encoding not in ("auto", "per_action"):

@@ -23,11 +23,10 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from sklearn.base import BaseEstimator
-
 from ..data import Transitions
+from .. import exceptions
+from ..data._estimator_base import LightEstimator
 from ..data._validation import as_float_array
-from ..exceptions import NotFittedError
 from ._diagnostics import Diagnostics, FitSummary
 from ._estimator_box import (BoxPath, box_continuation, box_inputs, box_mu_q, box_needs_actions, box_q, box_reward,
                              box_summary, box_u)
@@ -46,7 +45,7 @@ def _finite(space):
     return space if space.is_finite else None
 
 
-class GenPQR(BaseEstimator):
+class GenPQR(LightEstimator):
     """Generalized Policy-to-Q-to-Reward (GenPQR) reward recovery.
 
     Parameters
@@ -338,7 +337,7 @@ em_converged_, n_params_, aic_, bic_, type_separation_, em_start_logliks_
     def _check_fitted(self, types_ok=False):
         state = self.__dict__.get("fitted_")
         if state is None:
-            raise NotFittedError("this GenPQR is not fitted yet; call fit(transitions) first")
+            raise exceptions.NotFittedError("this GenPQR is not fitted yet; call fit(transitions) first")
         if state.types is not None and not types_ok:
             raise TypeError(f"this GenPQR has {len(state.types.type_models)} latent types: use type_models_[m] (one "
                             f"per type)")

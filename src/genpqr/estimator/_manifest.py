@@ -4,7 +4,7 @@ Files (``write_signed``, ``read_signed``)
     A saved model or result is one file: a first line ``GENPQR-SIGNED 1``, a second line of
     JSON (the payload's size and SHA-256, the genpqr version, what it holds, and an
     HMAC-SHA256 *signature* of that header with this user's signing key), then the payload
-    (a joblib pickle). It is written to a temporary name beside the target and renamed over it
+    (a pickle; ``joblib.load`` reads it, and the joblib pickles earlier versions wrote). It is written to a temporary name beside the target and renamed over it
     (a reader sees the old file or the new one, never half of one). ``read_signed`` reads
     the file once and checks size, hash and signature on those bytes *before* the payload is
     unpickled: unpickling runs code, so a file genpqr did not write under this key (handed over,
@@ -151,7 +151,7 @@ def atomic_write_bytes(path, chunks) -> None:
 
 # ============================================================================ signed files
 def write_signed(obj, path, *, holds: str) -> None:
-    """Pickle ``obj`` (joblib; cloudpickle for user closures) into a signed file at ``path``
+    """Pickle ``obj`` (cloudpickle for user closures) into a signed file at ``path``
     (atomic). ``holds`` names what it is (e.g. ``"GenPQR"``), checked again on reading."""
     payload = _pickle_bytes(obj)
     body = {"format": 1, "genpqr": _version(), "holds": holds, "size": len(payload),
@@ -161,19 +161,18 @@ def write_signed(obj, path, *, holds: str) -> None:
 
 
 def _pickle_bytes(obj) -> bytes:
+    """The payload: a plain pickle (arrays in-band; ``joblib.load`` reads it as it reads its own
+    format, without importing joblib here: it costs a tenth of a small fit)."""
     import pickle
 
-    import joblib
-
-    buffer = io.BytesIO()
     try:
-        joblib.dump(obj, buffer)
+        return pickle.dumps(obj, protocol=pickle.DEFAULT_PROTOCOL)
     except (pickle.PicklingError, AttributeError, TypeError):
         import cloudpickle
 
         buffer = io.BytesIO()
         cloudpickle.dump(obj, buffer)
-    return buffer.getvalue()
+        return buffer.getvalue()
 
 
 def read_header(path) -> dict | None:

@@ -19,14 +19,13 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator
-
+from ..data._estimator_base import LightEstimator
 from ..data._validation import clone_learner as clone
 
 __all__ = ["ContinuousOptions", "TypeOptions", "q_model_kind", "fqe_spec"]
 
 
-class _Options(BaseEstimator):
+class _Options(LightEstimator):
     """A bundle of settings: equal when of one class with equal parameters (a value, like the
     integration rules it may hold), so a clone equals its original."""
 

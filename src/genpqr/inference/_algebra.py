@@ -72,6 +72,9 @@ class TabularLaw:
     project : callable, optional
         ``measure (m, S, K) -> representer (m, S, K)``: a Riesz regression on a sieve, used
         instead of the division (large state spaces; :class:`SieveProjector`).
+    kernel_given : bool
+        The kernel is known, not estimated from the rows: no Bellman-residual term varies (the
+        efficient minimum distance weighs the cells by the rest of their covariance).
     """
 
     rho: np.ndarray
@@ -83,6 +86,7 @@ class TabularLaw:
     observed: np.ndarray | None = None
     cells: np.ndarray | None = None
     project: object = None
+    kernel_given: bool = False
 
     @classmethod
     def create(cls, rho, policy, P, gamma, mu=None, g=None, observed=None) -> "TabularLaw":
@@ -435,25 +439,37 @@ def representers(pieces: Pieces, law: TabularLaw):
         return law.project(pieces.grad_u), [law.project(e.omega) for e in pieces.equations]
     dens = law.density if law.cells is None else law.cells
     obs = dens if law.observed is None else dens * law.observed
-    alpha = pieces.grad_u / dens[None]
-    lams = [e.omega / obs[None] for e in pieces.equations]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a state no row visits: no row reads its cells
+        alpha = pieces.grad_u / dens[None]
+        lams = [e.omega / obs[None] for e in pieces.equations]
     return alpha, lams
 
 
 def influence(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None) -> np.ndarray:
     r"""``chi(s_i, a_i, s'_i)`` at rows (module docstring), shape (n, m). ``cont``: 1 - terminated
     (``s_next`` is ignored where 0); ``has_next``: rows with an observed next state (default all)."""
+    state, policy, kernel = influence_terms(pieces, law, s, a, s_next, cont, has_next)
+    return state + policy + kernel
+
+
+def influence_terms(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None):
+    r"""The three terms of ``chi`` at rows, one per factor of the law (module docstring), each
+    (n, m): ``(state, policy, kernel)`` = ``g_rho(s) - rho g_rho``, ``alpha(s, a) - sum_b pi(b|s)
+    alpha(s, b)`` and ``sum_k c_k lambda_k(s, a) [f_k(s') - (P f_k)(s, a)]`` (0 on a row without
+    a next state). Under the law they are orthogonal: each has mean zero given what the one
+    before it conditions on (nothing, ``s``, ``(s, a)``)."""
     s, a = np.asarray(s, dtype=np.int64), np.asarray(a, dtype=np.int64)
     cont = np.asarray(cont, dtype=np.float64)
     nxt = np.where(cont > 0, np.asarray(s_next, dtype=np.int64), 0)
     alpha, lams = representers(pieces, law)
-    out = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
-    out += (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
+    state = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
+    policy = (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
+    kernel = np.zeros_like(state)
     keep = np.ones(s.shape) if has_next is None else np.asarray(has_next, dtype=np.float64)
     for eq, lam in zip(pieces.equations, lams):
         resid = cont * eq.f[nxt] - law.expect(eq.f)[s, a]
-        out += (eq.coef * lam[:, s, a] * (keep * resid)[None]).T
-    return out
+        kernel += (eq.coef * lam[:, s, a] * (keep * resid)[None]).T
+    return state, policy, kernel
 
 
 def population_influence(pieces: Pieces, law: TabularLaw):
@@ -467,3 +483,143 @@ def population_influence(pieces: Pieces, law: TabularLaw):
     chi = influence(pieces, law, s.ravel(), a.ravel(), np.minimum(s2, S - 1).ravel(), cont.ravel())
     prob = law.density[:, :, None] * np.concatenate([P, term[:, :, None]], axis=2)
     return chi.reshape(S, K, S + 1, -1), prob
+
+
+# ============================================================================ efficient minimum distance
+#: Most (state, action) cells the efficient minimum distance weights (its covariance is dense).
+MAX_DISTANCE_CELLS = 4000
+#: Eigenvalues of the cells' covariance below this share of the largest are treated as zero.
+RANK_TOL = 1e-12
+
+
+def influence_covariance(pieces: Pieces, law: TabularLaw) -> np.ndarray:
+    r"""``E[chi chi^T]`` (m, m) over one row of the law (``rho pi P``, a row's next state observed
+    with probability ``observed``), in closed form: the three parts of ``chi`` (module docstring)
+    are uncorrelated (the policy score has mean zero given the state, the Bellman residuals given
+    the state and action), so ``V = sum_s rho c c^T + sum_{s,a} rho pi alpha° alpha°^T +
+    sum_{s,a} rho pi observed sum_{k,l} c_k c_l lambda_k lambda_l^T Cov_P(f_k, f_l)``. States the law
+    never visits (``rho = 0``) carry no rows and are left out."""
+    dens = law.density
+    on = law.rho > 0
+    alpha, lams = representers(pieces, law)  # infinite at unvisited states: left out below
+    g = pieces.grad_rho - (pieces.grad_rho @ law.rho)[:, None]
+    m = pieces.m
+    gram = (lambda x, y, w: (x.reshape(m, -1) * w.reshape(-1)) @ y.reshape(m, -1).T)
+    V = gram(g[:, on], g[:, on], law.rho[on])
+    a = alpha[:, on] - np.einsum("jsb,sb->js", alpha[:, on], law.policy[on])[:, :, None]
+    V += gram(a, a, dens[on])
+    obs = dens if law.observed is None else dens * law.observed
+    means = [law.expect(e.f) for e in pieces.equations]
+    for k, (ek, lk) in enumerate(zip(pieces.equations, lams)):
+        for l, (el, ll) in enumerate(zip(pieces.equations, lams)):
+            cov = law.expect(ek.f * el.f) - means[k] * means[l]
+            V += ek.coef * el.coef * gram(lk[:, on], ll[:, on], (obs * cov)[on])
+    return 0.5 * (V + V.T)
+
+
+@dataclass
+class MinimumDistance:
+    r"""The optimal minimum-distance projection of the normalized reward on features at a law
+    (Chamberlain 1982): ``theta = argmin (z - Phi theta)^T V_z^+ (z - Phi theta)`` over the
+    reward's identified contrasts ``z = B^T (rbar - offset)`` at the visited cells, ``V_z`` their
+    influence-function covariance.
+
+    Attributes
+    ----------
+    weights : ndarray (p, S, K)
+        ``H``: ``theta = sum_{s,a} H(s, a) (rbar - offset)(s, a)`` (zero off the visited states).
+    cells : Pieces
+        The reward at each visited cell (point-mass measures), whose influence gives ``z``'s.
+    basis : ndarray (C, Z)
+        ``B``: orthonormal contrasts of the visited cells, complementing ``mu`` at each state.
+    cov : ndarray (Z, Z)
+        ``V_z = B^T V B`` per row.
+    design : ndarray (Z, p)
+        ``Phi_z = B^T Phi``.
+    shift : ndarray (Z,)
+        ``B^T offset`` at the cells.
+    index : ndarray (C,)
+        The cells, as flat indices ``s * K + a``.
+    rank : int
+        Of ``V_z`` (the contrasts the data inform).
+    """
+
+    weights: np.ndarray
+    cells: Pieces
+    basis: np.ndarray
+    cov: np.ndarray
+    design: np.ndarray
+    shift: np.ndarray
+    index: np.ndarray
+    rank: int
+
+
+def contrast_basis(mu: np.ndarray) -> np.ndarray:
+    """Per state an orthonormal basis (S, K, K-1) of the action vectors orthogonal to ``mu(s, .)``:
+    the directions of a state's reward the normalization ``sum_a mu r = g`` leaves free."""
+    _, _, vt = np.linalg.svd(np.asarray(mu, dtype=np.float64)[:, None, :])
+    return np.swapaxes(vt[:, 1:, :], 1, 2)
+
+
+def pseudo_inverse(V: np.ndarray):
+    """``(V^+, rank)`` of a symmetric positive semi-definite matrix (eigenvalues below ``RANK_TOL``
+    times the largest dropped)."""
+    vals, vecs = np.linalg.eigh(V)
+    keep = vals > RANK_TOL * max(float(vals.max(initial=0.0)), 1e-300)
+    return (vecs[:, keep] / vals[keep]) @ vecs[:, keep].T, int(keep.sum())
+
+
+def minimum_distance(law: TabularLaw, features, offset=None, names=None) -> MinimumDistance:
+    r"""The efficient weights ``H`` of the projection on ``features`` (S, K, p) at ``law``
+    (``MinimumDistance``). ``V`` is :func:`influence_covariance` of the reward at the cells
+    (without the kernel's terms when ``law.kernel_given``), ``V_z^+`` its pseudo-inverse on the contrasts; ``H = (Phi_z^T V_z^+ Phi_z)^{-1} Phi_z^T V_z^+ B^T``.
+    ``ValueError`` when the features' contrasts do not identify ``theta``."""
+    S, K = law.shape
+    X = np.asarray(features, dtype=np.float64)
+    p = X.shape[2]
+    states = np.flatnonzero(law.rho > 0)
+    C = states.size * K
+    if C > MAX_DISTANCE_CELLS:
+        raise ValueError(f"the efficient projection weights the {C} visited (state, action) cells with a dense "
+                         f"{C} x {C} covariance, more than {MAX_DISTANCE_CELLS}: use the data's weights "
+                         f"(weights=None) on a state space this large")
+    index = (states[:, None] * K + np.arange(K)[None]).ravel()
+    E = np.zeros((C, S * K))
+    E[np.arange(C), index] = 1.0
+    cells = normalized_map(law, weighted_sum_functional(E.reshape(C, S, K)), law.gamma)
+    moving = Pieces(cells.value, cells.grad_u, cells.grad_rho, []) if law.kernel_given else cells
+    V = influence_covariance(moving, law)
+    per_state = contrast_basis(law.mu[states])  # (n, K, K-1)
+    n, Km1 = states.size, K - 1
+    basis = np.zeros((C, n * Km1))
+    for i in range(n):
+        basis[i * K:(i + 1) * K, i * Km1:(i + 1) * Km1] = per_state[i]
+    Vz = basis.T @ V @ basis
+    Vz = 0.5 * (Vz + Vz.T)
+    Vinv, rank = pseudo_inverse(Vz)
+    design = basis.T @ X.reshape(S * K, p)[index]
+    info = design.T @ Vinv @ design
+    ev = np.linalg.eigvalsh(info)
+    if ev.min() <= 1e-10 * max(ev.max(), 1e-300):
+        names = list(names) if names is not None else [f"theta[{j}]" for j in range(p)]
+        raise ValueError(f"the efficient projection cannot identify {names}: within each state the normalization "
+                         f"fixes the {'mu-weighted mean' if K > 1 else 'reward'}, so only the features' contrasts "
+                         f"between actions at the visited states inform theta, and these are collinear (a feature "
+                         f"that does not vary across actions, or features equal up to such a one); use the data's "
+                         f"weights (weights=None)")
+    Hz = np.linalg.solve(info, design.T @ Vinv)
+    H = np.zeros((p, S * K))
+    H[:, index] = Hz @ basis.T
+    off = np.zeros(S * K) if offset is None else np.asarray(offset, dtype=np.float64).reshape(-1)
+    return MinimumDistance(H.reshape(p, S, K), cells, basis, Vz, design, basis.T @ off[index], index, rank)
+
+
+def distance_statistic(z, cov, design, n: int):
+    r"""The overidentification statistic ``J = n min_theta (z - Phi theta)^T V^+ (z - Phi theta)``
+    (Hansen's J for minimum distance; chi-square with ``rank(V) - p`` degrees of freedom when the
+    linear form holds): ``(J, dof)``."""
+    Vinv, rank = pseudo_inverse(cov)
+    info = design.T @ Vinv @ design
+    theta = np.linalg.solve(info, design.T @ Vinv @ z)
+    e = z - design @ theta
+    return float(n * e @ Vinv @ e), int(rank - design.shape[1])

@@ -11,7 +11,13 @@ For targets ``psi`` (``_targets``) and rows ``O_i = (S_i, A_i, S'_i)``:
    tabular path);
 4. ``psi_hat = mean_i phi_i`` (paper eq. 11; notes Sec. 6), ``chi_i = phi_i - psi_hat`` and
    ``Var = sum_e (sum_{i in e} chi_i)^2 / n^2`` over episodes ``e`` (the trajectory version of
-   ``Var chi / n``), a Wald interval.
+   ``Var chi / n``), a Wald interval;
+5. the split of ``chi_i`` by input (``InferenceResult.se_by_input``): the first stage's term
+   (the reward representer centred under ``pi_hat``) and the kernel's (the Bellman equations'
+   representers times their TD residuals), each centred at its mean, and the state law's, the rest
+   (``g_rho(S_i)`` centred, plus under cross-fitting the spread of the folds' plug-ins, of second
+   order). A given kernel (``transition_model`` a kernel, not estimated from the moves) has no
+   kernel term: the target then moves only with the state law and the first stage.
 
 The plug-in reported beside it is ``psi`` at the full-sample fit.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -29,12 +36,13 @@ from ..data._progress import bar_width
 from ..exceptions import InferenceWarning
 from . import _algebra as alg
 from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
-                         tabular_law)
-from ._result import InferenceResult
+                         kernel_is_given, tabular_law)
+from ._result import INPUTS, InferenceResult
 from ._sieve import SieveFold
 from ._targets import Target, reward_projection
 
-__all__ = ["infer", "plug_in", "projection_inference", "AUTO_FOLDS", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN", "CORRECTION_WARN"]
+__all__ = ["infer", "plug_in", "projection_inference", "AUTO_FOLDS", "WEIGHT_WARN", "ESS_WARN", "EPISODE_WARN",
+           "CORRECTION_WARN", "SPECIFICATION_WARN"]
 
 #: Episode folds of ``cross_fit="auto"`` when the first stage is flexible.
 AUTO_FOLDS = 5
@@ -44,8 +52,10 @@ ESS_WARN = 100
 WEIGHT_WARN = 0.1
 #: ... or one episode carries more than this share of the variance (with at least 20 episodes) ...
 EPISODE_WARN = 0.25
-#: ... or the correction exceeds this many standard errors.
+#: ... or the correction exceeds this many standard errors; an efficient projection warns when its
+#: overidentification test rejects the linear form at this level.
 CORRECTION_WARN = 10.0
+SPECIFICATION_WARN = 0.01
 
 
 def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0.95, random_state=None,
@@ -105,12 +115,13 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     full = fitted_on(model, data)
     cross_fit = resolve_cross_fit(cross_fit, full)
     rows = Rows.of(data, tabular=exact)
-    step = _TabularStep(riesz) if exact else _SieveStep(riesz)
+    step = _TabularStep(riesz, kernel_is_given(full)) if exact else _SieveStep(riesz)
     plug = step.plug_in(full, bound, rows)
     run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
-    return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start)
+    owner = np.repeat(np.arange(len(bound)), [len(t.components()) for t in bound])
+    return _result(run, names, described, plug, data, rows, cross_fit, level, warn, start, owner)
 
 
 def _check_args(cross_fit, level) -> None:
@@ -201,35 +212,48 @@ def _check_riesz(riesz, exact: bool):
 
 
 class _Run:
-    """What the folds produced: ``phi`` (n, m), fold ids, the fold table, the reward weights."""
+    """What the folds produced: ``phi`` (n, m), its first-stage and kernel terms (n, m), fold ids,
+    the fold table, the reward weights."""
 
     def __init__(self, n, m):
         self.phi = np.full((n, m), np.nan)
+        self.policy = np.full((n, m), np.nan)
+        self.kernel = np.full((n, m), np.nan)
         self.alpha = np.full((n, m), np.nan)
         self.fold = np.zeros(n, dtype=np.int64)
         self.records = []
+        self.fold_values, self.fold_rows = [], []
 
 
 class _TabularStep:
     """One fold on the exact tabular path: the law of the fold's fit, the exact pieces."""
 
-    def __init__(self, riesz):
+    def __init__(self, riesz, kernel_given: bool = False):
         self.cells = isinstance(riesz, str) and riesz == "cells"
         self.features = None if isinstance(riesz, str) else riesz
+        self.kernel_given = kernel_given
         how = ("Riesz regression on a sieve of state features" if self.features is not None else
                "closed-form Riesz representers over the cell frequencies" if self.cells else
                "closed-form Riesz representers over the fold's state law and policy")
-        self.route = f"exact tabular ({how})"
+        given = "; the kernel given (no kernel term)" if kernel_given else ""
+        self.route = f"exact tabular ({how}){given}"
 
     def plug_in(self, full, bound, rows):
-        return alg.Pieces.stack([t.pieces(tabular_law(full, rows, 0.0)) for t in bound]).value
+        law = replace(tabular_law(full, rows, 0.0), kernel_given=self.kernel_given)
+        return alg.Pieces.stack([t.pieces(law) for t in bound]).value
 
     def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
-        law = tabular_law(fitted, train_rows, prior, self.cells, self.features, states=all_states)
-        pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
-        chi = alg.influence(pieces, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+        law = replace(tabular_law(fitted, train_rows, prior, self.cells, self.features, states=all_states),
+                      kernel_given=self.kernel_given)
+        parts = [t.pieces(law) for t in bound]
+        pieces = alg.Pieces.stack(parts)
+        state, policy, kernel = alg.influence_terms(pieces, law, held.s, held.a, held.s_next, held.cont,
+                                                    held.has_next)
+        if self.kernel_given:  # a known kernel is no input of the data: the target does not move with it
+            kernel = np.zeros_like(kernel)
         alpha = alg.representers(pieces, law)[0]
-        return pieces.value, pieces.value[None] + chi, alpha[:, held.s, held.a].T
+        return (pieces.value, pieces.value[None] + state + policy + kernel, alpha[:, held.s, held.a].T, policy, kernel,
+                [_contrasts(p.extras.get("min_distance"), law, held, self.kernel_given) for p in parts])
 
 
 class _SieveStep:
@@ -250,7 +274,20 @@ class _SieveStep:
         fold = SieveFold(fitted, train_rows, self.features)
         parts = [t.sieve(fold, held) for t in bound]
         return (np.concatenate([p.value for p in parts]), np.hstack([p.phi for p in parts]),
-                np.hstack([p.alpha for p in parts]))
+                np.hstack([p.alpha for p in parts]), np.hstack([p.policy for p in parts]),
+                np.hstack([p.kernel for p in parts]), [None] * len(parts))
+
+
+def _contrasts(md, law, held, kernel_given=False):
+    """For an efficient projection (``md``: ``_algebra.MinimumDistance``): the held-out rows' sum of
+    the one-step estimates of the reward's contrasts, their count and ``n V_z`` (the pieces of ``J``)."""
+    if md is None:
+        return None
+    state, policy, kernel = alg.influence_terms(md.cells, law, held.s, held.a, held.s_next, held.cont, held.has_next)
+    chi = state + policy + (0.0 if kernel_given else kernel)
+    z = (md.cells.value[None] + chi) @ md.basis
+    n = z.shape[0]
+    return dict(sum=z.sum(axis=0) - n * md.shift, n=n, cov=n * md.cov, design=md.design)
 
 
 def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step) -> _Run:
@@ -260,44 +297,86 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     m = sum(len(t.components()) for t in bound)
     run = _Run(n, m)
     run.route = step.route
+    run.distance = [None] * len(bound)
     disable = None if progress is None else not progress
     for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable, ncols=bar_width())):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
-        value, phi, alpha = step(fitted, bound, rows.take(train), rows.take(test),
-                                 0.0 if template is None else STATE_PRIOR, rows.s if np.ndim(rows.s) == 1 else None)
+        value, phi, alpha, policy, kernel, distance = step(fitted, bound, rows.take(train), rows.take(test),
+                                                           0.0 if template is None else STATE_PRIOR,
+                                                           rows.s if np.ndim(rows.s) == 1 else None)
         run.phi[test], run.alpha[test], run.fold[test] = phi, alpha, k
+        run.policy[test], run.kernel[test] = policy, kernel
+        run.fold_values.append(np.asarray(value, dtype=np.float64))
+        run.fold_rows.append(int(test.size))
+        for t, part in enumerate(distance):
+            if part is not None:
+                run.distance[t] = part if run.distance[t] is None else {
+                    key: part[key] if key == "design" else run.distance[t][key] + part[key] for key in part}
         for j in range(m):
             run.records.append(dict(fold=k, component=j, n_rows=int(test.size), plug_in=float(value[j]),
                                     correction=float(phi[:, j].mean() - value[j]), estimate=float(phi[:, j].mean())))
+    if template is not None and any(d is not None for d in run.distance):
+        # J at the full-sample nuisances: the folds thin the cells, and a test of every contrast
+        # (the thin cells' included) is not reliable at the fold's (docs/inference.md)
+        run.distance = step(full, bound, rows, rows, 0.0, None)[5]
     return run
 
 
-def clustered_cov(influence, episodes) -> np.ndarray:
-    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e``."""
-    _, inverse = np.unique(episodes, return_inverse=True)
-    sums = np.zeros((inverse.max() + 1, influence.shape[1]))
-    np.add.at(sums, inverse, influence)
+def clustered_cov(influence, episodes, codes=None) -> np.ndarray:
+    """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e`` (``codes``:
+    the rows' episodes coded ``0..E-1``, :func:`episode_codes`, when already known)."""
+    sums = episode_sums(influence, episode_codes(episodes) if codes is None else codes)
     n = influence.shape[0]
     return sums.T @ sums / n ** 2, sums
 
 
-def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start) -> InferenceResult:
+def episode_sums(values, codes) -> np.ndarray:
+    """``values`` (n, ...) summed within episodes (``codes`` 0..E-1): (E, ...)."""
+    flat = values.reshape(values.shape[0], -1)
+    E = int(codes.max()) + 1
+    sums = np.column_stack([np.bincount(codes, weights=flat[:, c], minlength=E) for c in range(flat.shape[1])])
+    return sums.reshape((E,) + values.shape[1:])
+
+
+def episode_codes(episodes) -> np.ndarray:
+    """Each row's episode coded ``0..E-1`` (in the order of the sorted ids)."""
+    return np.unique(episodes, return_inverse=True)[1].reshape(-1)
+
+
+def split_by_input(infl, policy, kernel, episodes, codes=None):
+    """The influence's terms by input (n, m, 3) in :data:`INPUTS`' order (first stage, kernel, state
+    law; they add up to ``infl``) and their episode-clustered covariance per component (m, 3, 3):
+    the entries of each 3 x 3 block add up to the component's variance."""
+    first = policy - policy.mean(axis=0)
+    bellman = kernel - kernel.mean(axis=0)
+    terms = np.stack([first, bellman, infl - first - bellman], axis=2)
+    n = terms.shape[0]
+    sums = episode_sums(terms, episode_codes(episodes) if codes is None else codes)
+    return terms, np.einsum("ejt,eju->jtu", sums, sums) / n ** 2
+
+
+def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start, owner=None) -> InferenceResult:
     estimate = run.phi.mean(axis=0)
     infl = run.phi - estimate
-    cov, sums = clustered_cov(infl, rows.episodes)
+    codes = episode_codes(rows.episodes)
+    n_episodes = int(codes.max()) + 1
+    cov, sums = clustered_cov(infl, rows.episodes, codes)
     se = np.sqrt(np.diag(cov))
+    terms, cov_inputs = split_by_input(infl, run.policy, run.kernel, rows.episodes, codes)
     folds = pd.DataFrame(run.records)
     folds["component"] = [names[j] for j in folds["component"]]
-    fold_plug = folds.groupby("component", sort=False).apply(
-        lambda f: np.average(f.plug_in, weights=f.n_rows), include_groups=False).reindex(names).to_numpy()
+    fold_plug = np.average(np.vstack(run.fold_values), axis=0, weights=run.fold_rows)  # by rows
     diag = _diagnostics(names, estimate, fold_plug, se, run.alpha, sums)
-    messages = _warnings(diag, described, int(np.unique(rows.episodes).size))
+    if any(d is not None for d in getattr(run, "distance", [])):
+        diag = diag.join(_specification(run.distance, owner, diag.index))
+    messages = _warnings(diag, described, n_episodes, cov_inputs)
     if warn:
         for message in messages:
             warnings.warn(message, InferenceWarning, stacklevel=3)
     return InferenceResult(names, described, estimate, se, cov, np.asarray(plug, dtype=np.float64), float(level),
-                           int(data.n), int(data.n_episodes), None if cross_fit is None else int(cross_fit), run.route,
-                           folds, diag, infl, rows.episodes, messages, time.perf_counter() - start)
+                           int(data.n), n_episodes, None if cross_fit is None else int(cross_fit), run.route,
+                           folds, diag, infl, rows.episodes, messages, time.perf_counter() - start,
+                           influence_by_input=terms, cov_by_input=cov_inputs)
 
 
 def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
@@ -315,9 +394,28 @@ def _diagnostics(names, estimate, fold_plug, se, alpha, sums) -> pd.DataFrame:
     }, index=pd.Index(names, name="component"))
 
 
-def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
+def _specification(distance, owner, index) -> pd.DataFrame:
+    r"""The overidentification test of each efficient projection: ``J = n min_theta (z - Phi theta)^T
+    V_z^+ (z - Phi theta)`` at the one-step estimates ``z`` of the reward's contrasts at the
+    full-sample nuisances (also when the estimate is cross-fitted), chi-square with ``rank V_z - p``
+    degrees of freedom when the linear form holds (``_algebra.distance_statistic``); NaN for other
+    components."""
+    from scipy.stats import chi2
+
+    out = pd.DataFrame({"J": np.nan, "J_dof": np.nan, "J_p_value": np.nan}, index=index)
+    for t, part in enumerate(distance):
+        if part is None:
+            continue
+        n = part["n"]
+        J, dof = alg.distance_statistic(part["sum"] / n, part["cov"] / n, part["design"], n)
+        rows = np.flatnonzero(owner == t)
+        out.iloc[rows] = [J, dof, float(chi2.sf(J, dof)) if dof > 0 else np.nan]
+    return out
+
+
+def _warnings(diag: pd.DataFrame, described, n_episodes: int, cov_inputs=None) -> list:
     out = []
-    for (name, row), what in zip(diag.iterrows(), described):
+    for j, ((name, row), what) in enumerate(zip(diag.iterrows(), described)):
         why = []
         if row.effective_rows < ESS_WARN or row.top_row_share > WEIGHT_WARN:
             why.append(f"the Riesz weights rest on few rows (effective {row.effective_rows:.0f} rows; one row holds "
@@ -329,5 +427,27 @@ def _warnings(diag: pd.DataFrame, described, n_episodes: int) -> list:
             why.append(f"the correction is {row.correction_to_se:.1f} standard errors: the first stage is far from "
                        f"the truth and the second-order remainder may not be small")
         if why:
-            out.append(f"{name} ({what}): the interval may not be reliable: " + "; ".join(why))
+            source = "" if cov_inputs is None else _dominant(cov_inputs[j])
+            out.append(f"{name} ({what}): the interval may not be reliable: " + "; ".join(why) + source)
+    if "J" in diag:
+        tested = diag.dropna(subset=["J_p_value"])
+        for J, f in tested.groupby("J", sort=False):
+            row = f.iloc[0]
+            if row.J_p_value < SPECIFICATION_WARN:
+                out.append(f"{', '.join(f.index)} (efficient projection): the data reject the linear form (J = {J:.1f} "
+                           f"on {row.J_dof:.0f} degrees of freedom, p = {row.J_p_value:.2g}): the estimate is the "
+                           f"covariance-weighted pseudo-true value, which depends on the weighting, and its SE omits "
+                           f"the weights' estimation error; the data-weighted projection (weights=None) has a target "
+                           f"that does not")
     return out
+
+
+def _dominant(block) -> str:
+    """``"; the first stage carries 71% of its variance"``: the input of the largest share, from a
+    component's 3 x 3 covariance block by input."""
+    total = float(np.sum(block))
+    if not total > 0:
+        return ""
+    shares = np.diag(block) / total
+    k = int(np.argmax(shares))
+    return f"; the {INPUTS[k]} carries {shares[k]:.0%} of its variance"

@@ -84,6 +84,15 @@ def clone_for_fold(template):
     return refit_copy(template)
 
 
+def kernel_is_given(model) -> bool:
+    """Whether the exact path's kernel was given (an array or kernel: not estimated from the moves
+    by counts, ``"auto"``, a transition model or a callable)."""
+    from ..stage2._transition_spec import is_estimated_spec
+
+    spec = getattr(model, "transition_model", None)
+    return not (is_estimated_spec(spec) or callable(spec) or hasattr(spec, "fit") or hasattr(spec, "predict_proba"))
+
+
 def is_exact(model) -> bool:
     return isinstance(model.q_model, str) and model.q_model == "exact"
 

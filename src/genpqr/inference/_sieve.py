@@ -49,14 +49,21 @@ def default_riesz_features(n_knots: int = 5, degree: int = 3):
 @dataclass
 class Parts:
     """One target on one fold: the plug-in value (m,), the uncentred influence contributions at
-    the held-out rows ``phi_i = psi(eta) + chi_i`` (n, m), and the reward representer (n, m)."""
+    the held-out rows ``phi_i = psi(eta) + chi_i`` (n, m), the reward representer (n, m), and two
+    of the three terms of ``chi`` (n, m): ``policy``, the first stage's (the reward representer
+    centred under ``pi_hat``, with the target's direct dependence on the behaviour) and
+    ``kernel``, the Bellman equations' (each representer times its TD residual). The state
+    law's term is the rest of ``phi`` (``genpqr.inference._infer``)."""
 
     value: np.ndarray
     phi: np.ndarray
     alpha: np.ndarray
+    policy: np.ndarray = None
+    kernel: np.ndarray = None
 
     def minus(self, other: "Parts") -> "Parts":
-        return Parts(self.value - other.value, self.phi - other.phi, self.alpha - other.alpha)
+        return Parts(self.value - other.value, self.phi - other.phi, self.alpha - other.alpha,
+                     self.policy - other.policy, self.kernel - other.kernel)
 
 
 class SieveFold:
@@ -214,34 +221,38 @@ def policy_value_parts(fold: SieveFold, held, sigma, reward: str, gamma: float) 
     q_next = rew(held.s_next) + gamma * table(psi_n, beta)
     delta = np.where(held.has_next, rew(held.s)[idx, held.a] + gamma * held.cont * np.sum(sig_next_h * q_next, axis=1)
                      - q_h[idx, held.a], 0.0)
-    phi = np.sum(sig_h * q_h, axis=1) + lam_h[idx, held.a] * delta
+    kernel = lam_h[idx, held.a] * delta
+    phi = np.sum(sig_h * q_h, axis=1) + kernel
     alpha_h = lam_h * (1.0 + q_h) if sigma is None else lam_h  # the behaviour's direct term: d_pi q
     if reward == "log_policy":
-        phi = phi + centred(alpha_h, pi_h, held.a)
-        return Parts(np.array([v_t.mean()]), phi[:, None], alpha_h[idx, held.a][:, None])
+        policy = centred(alpha_h, pi_h, held.a)
+        return Parts(np.array([v_t.mean()]), (phi + policy)[:, None], alpha_h[idx, held.a][:, None],
+                     policy[:, None], kernel[:, None])
     # the downstream functional's measure on rbar, carried back through the normalization
     lam_t = table(fold.psi, lam)[np.arange(len(fold.s)), fold.a]
     centre_t = fold.averaged(fold.psi, sig_t - fold.mu)
     centre_n = fold.averaged(fold.psi2, sig_n - fold.mu2)
     rho_R = centre_t.mean(axis=0) + gamma * ((lam_t * fold.c)[:, None] * centre_n).mean(axis=0)
     return _through_normalization(fold, held, rho_R[:, None], np.array([v_t.mean()]), phi[:, None],
-                                  (alpha_h - lam_h if sigma is None else 0.0))
+                                  (alpha_h - lam_h if sigma is None else 0.0), kernel=kernel[:, None])
 
 
-def _through_normalization(fold, held, rho_R, value, phi, direct) -> Parts:
+def _through_normalization(fold, held, rho_R, value, phi, direct, policy=0.0, kernel=0.0) -> Parts:
     """Add the normalization equation's terms ``alpha° + alpha Delta`` with ``alpha = phi^T A_mu^{-T} rho_R``
-    (``rho_R`` (p, j)) and any direct policy term ``direct`` (n, K) to the reward representer."""
+    (``rho_R`` (p, j)) and any direct policy term ``direct`` (n, K) to the reward representer.
+    ``policy``, ``kernel``: the first-stage and Bellman terms already in ``phi`` (n, j)."""
     A_mu = fold.system(fold.mu2, fold.gamma)
     theta = fold.representer(A_mu, rho_R)  # (K, m, j)
     psi_h, pi_h = fold.state_features(held.s), fold.policy(held.s)
     alpha = table(psi_h, theta)  # (n, K, j): the normalization equation's representer
     delta = fold.normalization_residual(held)
     idx = np.arange(len(held.s))
-    phi = phi + alpha[idx, held.a] * delta[:, None]
+    bellman = alpha[idx, held.a] * delta[:, None]
     if not np.isscalar(direct):  # the policy's direct term joins the reward representer, not the equation's
         alpha = alpha + direct[:, :, None]
-    phi = phi + centred(alpha, pi_h, held.a)
-    return Parts(value, phi, alpha[idx, held.a])
+    first = centred(alpha, pi_h, held.a)
+    return Parts(value, phi + bellman + first, alpha[idx, held.a], policy + first + np.zeros_like(first),
+                 kernel + bellman)
 
 
 def _reward_value(fold, kind, spec, r_t) -> np.ndarray:
@@ -275,7 +286,11 @@ def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
         w_t = np.ones(n) if spec is None else spec(fold.s)[idx_t, fold.a]
         w_h = np.ones(len(held.s)) if spec is None else spec(held.s)[idx_h, held.a]
         rho_R = (w_t[:, None] * cell_t).mean(axis=0)[:, None]
-        return _through_normalization(fold, held, rho_R, np.array([np.mean(w_t * r_t)]), (w_h * r_h)[:, None], 0.0)
+        # w r at the row: the state's mean under pi_hat (the state law's term) and the rest (the first stage's)
+        w_all = np.ones((len(held.s), fold.K)) if spec is None else spec(held.s)
+        direct = centred(w_all * fold.reward(held.s), fold.policy(held.s), held.a)[:, None]
+        return _through_normalization(fold, held, rho_R, np.array([np.mean(w_t * r_t)]), (w_h * r_h)[:, None], 0.0,
+                                      policy=direct)
     if kind == "measure":
         states, probs = spec
         mu_z = fold.weights(states)
@@ -296,4 +311,9 @@ def reward_parts(fold: SieveFold, held, kind: str, spec) -> Parts:
     e_h = r_h - off_h - x_h @ theta
     phi = theta[None] + (x_h @ Ginv.T) * (w_h * e_h)[:, None]
     rho_R = cell_t.T @ ((w_t[:, None] * x_t) @ Ginv.T) / n  # (p_sieve, p)
-    return _through_normalization(fold, held, rho_R, theta, phi, 0.0)
+    # G^{-1} x w e at the row: its state's mean under pi_hat (the state law's term) and the rest
+    x_all = features(held.s)  # (n, K, p)
+    w_all = np.ones((len(held.s), fold.K)) if weights is None else weights(held.s)
+    e_all = fold.reward(held.s) - (0.0 if offset is None else offset(held.s)) - x_all @ theta
+    direct = centred((x_all @ Ginv.T) * (w_all * e_all)[:, :, None], fold.policy(held.s), held.a)
+    return _through_normalization(fold, held, rho_R, theta, phi, 0.0, policy=direct)

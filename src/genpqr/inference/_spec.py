@@ -7,18 +7,22 @@
     softmax[:A|B|...][;temperature=T][;gamma=G][;reward=normalized|log_policy][;name=N]
     reward-mean[;name=N]
     reward-at:STATE=ACTION[,STATE=ACTION...][;name=N]
-    projection[;name=N]
+    projection[;weights=data|efficient][;name=N]
 
 ``POLICY`` is ``behavior``, ``uniform``, ``action=LABEL`` (always ``LABEL``) or the name of a
 policy table the caller read (``policies``: name -> (S, K) array or callable). ``projection`` uses
-the ``features`` (and ``feature_names``) the caller passes (``genpqr fit --features``).
+the ``features`` (and ``feature_names``) the caller passes (``genpqr fit --features``); its
+``weights`` are one of ``PROJECTION_WEIGHTINGS`` (:func:`genpqr.inference.reward_projection`),
+and with ``weights=efficient`` its components are the feature names followed by `` (efficient)``.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..normalization import mean_zero
-from ._targets import (Target, policy_value, reward_at, reward_mean, reward_projection, softmax_value,
-                       value_difference)
+from ._targets import (PROJECTION_WEIGHTINGS, Target, policy_value, reward_at, reward_mean, reward_projection,
+                       softmax_value, value_difference)
 
 __all__ = ["TARGET_KINDS", "parse_target", "target_kind"]
 
@@ -29,11 +33,11 @@ TARGET_KINDS = {
     "softmax": "softmax[:A|B|...][;temperature=T][;gamma=G][;reward=normalized|log_policy]",
     "reward-mean": "reward-mean",
     "reward-at": "reward-at:STATE=ACTION[,STATE=ACTION...]",
-    "projection": "projection (on the features the caller gives)",
+    "projection": "projection[;weights=" + "|".join(PROJECTION_WEIGHTINGS) + "] (on the features the caller gives)",
 }
 _OPTIONS = {"value": {"gamma", "reward", "name"}, "difference": {"gamma", "reward", "name"},
             "softmax": {"temperature", "gamma", "reward", "name"}, "reward-mean": {"name"}, "reward-at": {"name"},
-            "projection": {"name"}}
+            "projection": {"weights", "name"}}
 
 
 def parse_target(spec: str, *, policies=None, labels=None, features=None, feature_names=None) -> Target:
@@ -66,17 +70,25 @@ def parse_target(spec: str, *, policies=None, labels=None, features=None, featur
     if features is None:
         raise ValueError(f"projection needs the features the reward is projected on (features=, an (S, K, p) array "
                          f"or a callable), got {spec!r}")
-    return reward_projection(features, names=feature_names, name=name)
+    weights = _weighting(options.get("weights", "data"), spec)
+    if weights != "data":  # its components beside the data-weighted projection's: named apart
+        if feature_names is None and not callable(features):
+            feature_names = [f"theta[{j}]" for j in range(np.shape(features)[-1])]
+        feature_names = None if feature_names is None else [f"{n} ({weights})" for n in feature_names]
+    return reward_projection(features, names=feature_names, weights=weights,
+                             name=name or ("projection" if weights == "data" else f"projection ({weights})"))
 
 
 def target_kind(spec: str) -> str:
     """The kind of ``spec`` (a key of :data:`TARGET_KINDS`), its form checked without the data
     (the kind, its options, its argument): what a front end checks where the text enters."""
-    kind, arg, _ = _split(spec)
+    kind, arg, options = _split(spec)
     if kind in ("value", "difference", "reward-at"):
         _needed(arg, kind, spec)
     if arg.strip() and kind in ("reward-mean", "projection"):
         raise ValueError(f"{kind} takes no argument, got {spec!r}")
+    if kind == "projection":
+        _weighting(options.get("weights", "data"), spec)
     return kind
 
 
@@ -102,6 +114,13 @@ def _options(parts, kind, spec) -> dict:
                              f"{part!r} in {spec!r}")
         out[key] = value.strip()
     return out
+
+
+def _weighting(text, spec) -> str:
+    text = text.strip().lower()
+    if text not in PROJECTION_WEIGHTINGS:
+        raise ValueError(f"projection: weights must be one of {list(PROJECTION_WEIGHTINGS)}, got {text!r} in {spec!r}")
+    return text
 
 
 def _needed(arg, kind, spec) -> str:

@@ -34,7 +34,15 @@ from ._context import (Context, check_normalization, check_probabilities, check_
                        check_visited, resolve_policy)
 
 __all__ = ["Target", "policy_value", "softmax_value", "value_difference", "reward_mean", "reward_at",
-           "reward_projection"]
+           "reward_projection", "PROJECTION_WEIGHTINGS"]
+
+#: The named weightings of :func:`reward_projection` (``weights=``): ``"data"`` (the same as None),
+#: the data's (state, action) law; ``"efficient"``, the optimal minimum distance.
+PROJECTION_WEIGHTINGS = {
+    "data": "least squares under the data's (state, action) law (the default, weights=None)",
+    "efficient": "optimal minimum distance: the inverse of the cell rewards' influence-function covariance",
+}
+EFFICIENT = "efficient"
 
 class Target:
     """A functional of the law of the data (base class). Build with :func:`policy_value`,
@@ -209,7 +217,15 @@ class RewardFunctional(Target):
       over cells, or point masses: the reward at chosen cells). No ``m - psi`` term;
     * ``"projection"``: ``theta = G^{-1} E_0[x (rbar - offset)]``, ``G = E_0[x x^T]``: the
       least-squares projection on features, the semiparametric counterpart of structural
-      parameters (no linear form assumed).
+      parameters (no linear form assumed);
+    * ``"efficient"``: the optimal minimum-distance projection (Chamberlain 1982;
+      ``_algebra.minimum_distance``): ``theta = H (rbar - offset)`` with
+      ``H = (Phi^T V^+ Phi)^{-1} Phi^T V^+`` over the identified contrasts of the visited cells,
+      ``V`` the cells' influence-function covariance at the law. ``H`` is held fixed in the
+      influence function (a weight estimated at the fold's law): exact when the linear form holds
+      (then ``dH (rbar - Phi theta) = 0``); otherwise the target is the ``V``-weighted pseudo-true
+      value and the SE omits the weight's own estimation error. The overidentification statistic
+      ``J`` tests the linear form (``infer``'s diagnostics).
     """
 
     kind: str = "data_mean"
@@ -225,10 +241,16 @@ class RewardFunctional(Target):
     def describe(self) -> str:
         return {"data_mean": "mean of the normalized reward over the data",
                 "measure": "normalized reward under a given distribution of (state, action)",
-                "projection": "projection of the normalized reward on features"}[self.kind]
+                "projection": "projection of the normalized reward on features",
+                EFFICIENT: "projection of the normalized reward on features, efficient (optimal minimum-distance) "
+                           "weights"}[self.kind]
 
     def bind(self, ctx):
         check_normalization(ctx.normalization, self.name)
+        if self.kind == EFFICIENT and not ctx.tabular:
+            raise ValueError(f"{self.name}: the efficient projection (weights='efficient') weights the reward's "
+                             f"(state, action) cells: tabular states only (q_model='exact'); on continuous states "
+                             f"use the data's weights or fixed weights")
         if not ctx.tabular:
             return self._bind_states(ctx)
         shape = (ctx.n_states, ctx.n_actions)
@@ -237,7 +259,7 @@ class RewardFunctional(Target):
             weights = weights(ctx.grid())
         if isinstance(weights, tuple):
             raise ValueError(f"{self.name}: on tabular states give the distribution as an (S, K) array")
-        W = _table_stack(weights, shape, self.name, "weights" if self.kind != "projection" else "features")
+        W = _table_stack(weights, shape, self.name, "features" if self.kind in ("projection", EFFICIENT) else "weights")
         if self.kind == "measure":
             for j in range(W.shape[0]):
                 check_visited(np.abs(W[j]).sum(axis=1), ctx, self.name, "the distribution")
@@ -282,6 +304,8 @@ class RewardFunctional(Target):
 
     def pieces(self, law):
         W = self.weights
+        if self.kind == EFFICIENT:
+            return efficient_pieces(law, np.moveaxis(W, 0, -1), self.offset, self.names)
         if self.kind == "data_mean":
             fn = alg.data_mean_functional(W)
         elif self.kind == "measure":
@@ -289,6 +313,18 @@ class RewardFunctional(Target):
         else:
             fn = alg.projection_functional(np.moveaxis(W, 0, -1), self.offset, self.row_weights)
         return alg.normalized_map(law, fn, law.gamma)
+
+
+def efficient_pieces(law, features, offset=None, names=None) -> alg.Pieces:
+    """The optimal minimum-distance projection at ``law`` as a linear functional of the reward with
+    the weights ``H`` held (``RewardFunctional``, kind ``"efficient"``); ``extras["min_distance"]``
+    keeps what the overidentification statistic needs."""
+    md = alg.minimum_distance(law, features, offset, names)
+    pieces = alg.normalized_map(law, alg.weighted_sum_functional(md.weights), law.gamma)
+    if offset is not None:
+        pieces.value = pieces.value - np.einsum("psa,sa->p", md.weights, offset)
+    pieces.extras["min_distance"] = md
+    return pieces
 
 
 def _checked_callable(fn, ctx: Context, what: str, ndim: int):
@@ -402,20 +438,37 @@ def reward_projection(features, *, names=None, offset=None, weights=None, name: 
 
     ``weights`` (S, K) (or a callable ``states -> (n, K)``), fixed: the projection under
     ``w(s, a)`` times the data's law, ``E_0[w x x^T]^{-1} E_0[w x rbar]``. When the linear form
-    holds every weighting has the same target and the weights only change the precision: the
-    inverse variance of a log-odds, ``pi(a|s) (1 - pi(a|s))``, approaches the MLE's where choices
-    are rare (docs/benchmarks.md, "Debiased inference")."""
+    holds every weighting has the same target and the weights only change the precision.
+
+    ``weights="efficient"`` (tabular states): the optimal minimum-distance projection
+    (Chamberlain 1982): the reward's contrasts at the visited cells weighted by the inverse of
+    their influence-function covariance. When the linear form holds it is as efficient as the
+    maximum likelihood estimator under the same restriction (its SE is the MLE's up to the
+    kernel's estimation error) and ``J``, in the result's diagnostics, tests that form; when it
+    does not, its target is the covariance-weighted pseudo-true value, which depends on the law
+    (``weights=None``, ``"data"``, keeps the data-weighted projection, whose target does not).
+    See docs/inference.md ("The efficient projection")."""
+    if isinstance(weights, str):
+        if weights not in PROJECTION_WEIGHTINGS:
+            raise ValueError(f"weights must be an (S, K) array, a callable, or one of {list(PROJECTION_WEIGHTINGS)}, "
+                             f"got {weights!r}")
+        if weights == EFFICIENT and callable(features):
+            raise ValueError("weights='efficient' weights the (state, action) cells of tabular states: give the "
+                             "features as an (S, K, p) array")
+        kind, weights = ("projection", None) if weights == "data" else (EFFICIENT, None)
+    else:
+        kind = "projection"
     if callable(features):
         if names is None:
             raise ValueError("features given as a callable need their names (names=[...], one per feature)")
-        return RewardFunctional("projection", features, list(names), offset, name or "projection", weights)
+        return RewardFunctional(kind, features, list(names), offset, name or "projection", weights)
     X = np.asarray(features, dtype=np.float64)
     if X.ndim != 3:
         raise ValueError(f"features must have shape (S, K, p) or be a callable states -> (n, K, p), got {X.shape}")
     names = list(names) if names is not None else [f"theta[{j}]" for j in range(X.shape[2])]
     if len(names) != X.shape[2]:
         raise ValueError(f"names must name the {X.shape[2]} features, got {len(names)}")
-    return RewardFunctional("projection", X, names, offset, name or "projection", weights)
+    return RewardFunctional(kind, X, names, offset, name or "projection", weights)
 
 
 def _default_name(prefix, policy, reward) -> str:

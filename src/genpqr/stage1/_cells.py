@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ..data._estimator_base import LightClassifierMixin, LightEstimator
 
 __all__ = ["ChoiceCells", "choice_cells", "distinct_rows", "repeated_rows", "present_keys", "COMPRESS_SHARE",
            "compresses", "FitOnCells", "RowTable"]
@@ -268,7 +269,7 @@ def present_keys(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return present, where.reshape(-1)
 
 
-class FitOnCells(ClassifierMixin, BaseEstimator):
+class FitOnCells(LightClassifierMixin, LightEstimator):
     """A classifier fitted on the weighted (state, action) cells instead of the rows.
 
     For a classifier whose weighted fit minimises a sum of per-row losses -- a multinomial logit
@@ -299,10 +300,8 @@ class FitOnCells(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Fit a clone of ``estimator`` on the cells of ``(X, y)``; returns self."""
-        from sklearn.base import clone
-
+        from ..data._validation import as_float_array, clone_learner as clone
         from ..data._weights import fit_weighted
-        from ..data._validation import as_float_array
 
         if self.estimator is None or not hasattr(self.estimator, "fit") or not hasattr(self.estimator,
                                                                                       "predict_proba"):
@@ -324,8 +323,7 @@ class FitOnCells(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         """``estimator_.predict_proba`` once per distinct row of ``X``, shape (n, n_classes)."""
-        from sklearn.utils.validation import check_is_fitted
-
+        from ..data._estimator_base import check_is_fitted
         from ..data._validation import as_float_array
 
         check_is_fitted(self, "estimator_")

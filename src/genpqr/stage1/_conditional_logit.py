@@ -33,9 +33,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..data import ActionTable, FiniteActions
+from ..data._estimator_base import LightClassifierMixin, LightEstimator, check_is_fitted
 from ..data._validation import as_float_array, check_state_indices, clone_learner as clone, short_list
 from ..exceptions import ActionFeatureError, ActionTableError, ConvergenceWarning
 from ._bilinear import bilinear_log_partition, bilinear_log_proba_at
@@ -55,7 +55,7 @@ _POLISH_MAX_WORK = 2e8
 STATE_BASES = ("linear", "none", "onehot")
 
 
-class ConditionalLogit(ClassifierMixin, BaseEstimator):
+class ConditionalLogit(LightClassifierMixin, LightEstimator):
     r"""Conditional logit ``pi(a|s) ~ exp(b(s)^T W x_a)`` over actions with features ``x_a``.
 
     Parameters
@@ -206,8 +206,6 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _tower(self, X) -> np.ndarray:
         """``G = b(s) W``, shape (n, d): the state tower, scored against ``x_a``."""
-        from sklearn.utils.validation import check_is_fitted
-
         check_is_fitted(self, "coef_")
         X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
         if X.shape[1] != self.n_features_in_:
@@ -246,8 +244,6 @@ class ConditionalLogit(ClassifierMixin, BaseEstimator):
     def _distinct_tower(self, X):
         """``(G, index)``: the tower at the distinct rows of ``X`` and each row's position among
         them when the rows repeat (``genpqr.stage1._cells.repeated_rows``), else ``(G, None)``."""
-        from sklearn.utils.validation import check_is_fitted
-
         check_is_fitted(self, "coef_")
         X = as_float_array(X, "X", ndim=2, allow_1d_as_column=True)
         repeated = repeated_rows(X)

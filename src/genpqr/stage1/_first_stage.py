@@ -45,8 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
 
+from ..data._estimator_base import LightClassifierMixin, LightEstimator
 from ..data._validation import check_state_indices, seed_from
 from ..data import Transitions
 from ..messages import Mention, Message
@@ -69,7 +69,7 @@ C_GRID = (1.0, 10.0, 1000.0)
 DEFAULT_SEED = 0
 
 
-class SplineLogit(ClassifierMixin, BaseEstimator):
+class SplineLogit(LightClassifierMixin, LightEstimator):
     """Multinomial logit on a cubic B-spline basis of the (ordered) state.
 
     Parameters
@@ -247,7 +247,7 @@ def cells_are_sparse(transitions: Transitions, n_states: int, *, n_folds: int | 
 def _held_out_log_loss(model, X, y, folds, n_actions: int) -> float:
     """Mean held-out ``-log p(a|s)`` over episode folds; infinite when a held-out action gets
     probability 0 (e.g. cell frequencies where the action was never seen in training)."""
-    from sklearn.base import clone
+    from ..data._validation import clone_learner as clone
 
     total = 0.0
     for train, test in folds:

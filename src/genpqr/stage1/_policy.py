@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, ClassifierMixin
 
+from ..data._estimator_base import LightClassifierMixin, LightEstimator, check_classification_targets, check_is_fitted
 from ..data._validation import as_float_array, check_random_state, check_state_indices, clone_learner as clone, plain
 from ._clipping import PAPER_CLIP, check_bounds, resolve_policy_clip
 from ..data import BoxActions, Transitions
@@ -90,7 +90,7 @@ def check_classifier(model, name: str = "policy_model"):
     return model
 
 
-class FrequencyClassifier(ClassifierMixin, BaseEstimator):
+class FrequencyClassifier(LightClassifierMixin, LightEstimator):
     """Empirical action frequencies per tabular state (the tabular MLE of ``pi``).
 
     Parameters
@@ -125,8 +125,6 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Cell frequencies from ``X`` (state indices) and ``y`` (actions); returns self."""
-        from sklearn.utils.multiclass import check_classification_targets
-
         if not self.smoothing >= 0:
             raise ValueError(f"smoothing must be a non-negative count, got {self.smoothing!r}")
         s_raw = _check_index_input(X, "X")
@@ -163,8 +161,6 @@ class FrequencyClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         """``pi_hat(.|s)`` at state indices ``X``, shape (n, n_classes)."""
-        from sklearn.utils.validation import check_is_fitted
-
         check_is_fitted(self, "table_")
         return self.table_[check_state_indices(_check_index_input(X, "X"), self.n_states_, "X")]
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ..data._progress import BAR_WIDTH, bar_width as _bar_width  # the bars' width (every wing's)
 
@@ -27,12 +26,34 @@ __all__ = ["FittedStage1", "cross_fit_models", "PROGRESS_DELAY", "progress_bar",
 #: before its progress bar appears: quick fits print nothing.
 PROGRESS_DELAY = 2.0
 
+
+def _tqdm():
+    """``tqdm.auto.tqdm``, imported when a bar may show; the module attribute ``tqdm`` (read
+    through the module's ``__getattr__``, replaceable like any attribute) once imported."""
+    bar = globals().get("tqdm")
+    if bar is None:
+        from tqdm.auto import tqdm as bar
+
+        globals()["tqdm"] = bar
+    return bar
+
+
+def __getattr__(name: str):
+    if name == "tqdm":
+        return _tqdm()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def progress_bar(progress, *, total=None, iterable=None, desc: str, unit: str = "it"):
     """The tqdm bar of a step on stderr, by the estimator's convention: ``progress`` True shows
     it, False never, None only on a terminal; it appears once the step has run
     :data:`PROGRESS_DELAY` seconds, is at most ``BAR_WIDTH`` (100) columns wide (fewer on a narrower
     terminal) and is removed when done."""
-    return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY, ncols=_bar_width(),
+    if progress is False:  # never shown: no tqdm (its lock imports multiprocessing)
+        from ..data._progress import SilentBar
+
+        return SilentBar(iterable, total=total, desc=desc)
+    return _tqdm()(iterable, total=total, desc=desc, unit=unit, leave=False, delay=PROGRESS_DELAY, ncols=_bar_width(),
                 disable=None if progress is None else not progress)
 
 

@@ -36,11 +36,11 @@ import warnings
 from dataclasses import dataclass, fields
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
 
-from ..data._validation import as_float_array, check_gamma
-from ..exceptions import ActionFeatureError, ActionTableError, NotFittedError
-from ._features import bind_policy, learned_representation, make_features
+from .. import exceptions
+from ..data._estimator_base import LightEstimator
+from ..data._validation import as_float_array, check_gamma, clone_learner as clone
+from ..exceptions import ActionFeatureError, ActionTableError
 from ._qeval import FQEHistory
 
 __all__ = ["BellmanProblem", "BellmanStatistics", "LSTDQ"]
@@ -266,7 +266,7 @@ def _solve(M, rhs):
     return np.linalg.lstsq(M, rhs, rcond=None)[0]
 
 
-class LSTDQ(BaseEstimator):
+class LSTDQ(LightEstimator):
     """Closed-form Q-evaluation: LSTD under mu on a feature map (a stage-2 ``q_model`` of GenPQR).
 
     Parameters
@@ -361,7 +361,7 @@ class LSTDQ(BaseEstimator):
     def solve(self, problem: BellmanProblem | None = None) -> "LSTDQ":
         """Solve the accumulated system; with ``problem``, also record its Bellman residual."""
         if not hasattr(self, "statistics_"):
-            raise NotFittedError("no statistics accumulated; call partial_fit or fit_bellman first")
+            raise exceptions.NotFittedError("no statistics accumulated; call partial_fit or fit_bellman first")
         return self._finish(problem)
 
     def _finish(self, problem, phi=None) -> "LSTDQ":
@@ -402,6 +402,8 @@ class LSTDQ(BaseEstimator):
         return int(self.chunk_size)
 
     def _reset(self, problem):
+        from ._features import bind_policy, learned_representation, make_features  # scikit-learn's transformers
+
         features = self.features
         if features is None:
             models = problem.policy_models or []
@@ -457,7 +459,7 @@ class LSTDQ(BaseEstimator):
     def predict_q(self, states) -> np.ndarray:
         """``Q(s, a)`` for every action, shape (m, K)."""
         if not hasattr(self, "coef_"):
-            raise NotFittedError("this LSTDQ is not fitted yet; call fit_bellman (or partial_fit + solve) first")
+            raise exceptions.NotFittedError("this LSTDQ is not fitted yet; call fit_bellman (or partial_fit + solve) first")
         states = as_float_array(states, "states", ndim=2, allow_1d_as_column=True)
         out = np.empty((states.shape[0], self.n_actions_))
         for start in range(0, states.shape[0], self._chunk()):

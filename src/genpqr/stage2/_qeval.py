@@ -61,13 +61,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.ensemble import HistGradientBoostingRegressor
-from tqdm.auto import tqdm
 
+from .. import exceptions
+from ..data._estimator_base import LightEstimator
 from ..data._progress import bar_width
 from ..data._validation import as_float_array, check_finite, check_gamma, check_random_state, clone_learner as clone
-from ..exceptions import ConvergenceWarning, NotFittedError
+from ..exceptions import ConvergenceWarning
 from ..actions._integration import Nodes
 from ._column_weights import ColumnWeights
 from ._qmodels import (BellmanTargets, FQEHistory, TabularQModel, fit_regressor, make_q_model, predict_at,
@@ -79,7 +78,7 @@ __all__ = ["FQE", "TabularQModel", "FQEHistory", "make_q_model", "STRUCTURES"]
 STRUCTURES = ("continuation", "direct")
 
 
-class FQE(BaseEstimator):
+class FQE(LightEstimator):
     """Fitted Q evaluation of ``Q^mu_{u-g}`` (paper, Algorithm 2).
 
     Parameters
@@ -236,6 +235,8 @@ class FQE(BaseEstimator):
         bellman = BellmanTargets(reward, continues, next_mu, next_reward, gamma)
         targets = bellman.first()  # Q_0 = 0 (direct) or f_0 = 0 (continuation)
         best, best_loss, stall, converged = 0, np.inf, 0, False
+        from tqdm.auto import tqdm
+
         bar = tqdm(range(n_iter), desc="FQE", disable=(None if self.progress is None else not self.progress),
                    leave=False, ncols=bar_width())
         for _ in bar:
@@ -270,7 +271,7 @@ class FQE(BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "model_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise exceptions.NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def predict_q(self, states, actions=None, base=None) -> np.ndarray:
         """``Q(s, a)``: finite actions, for every action, shape (n, K) (continuation: with ``base
@@ -301,7 +302,12 @@ class FQE(BaseEstimator):
                 or np.shape(next_base) != next_nodes.weights.shape:
             raise ValueError("next_nodes and next_base need one row per next state, and next_index one entry per "
                              "transition")
-        regressor = self.regressor if self.regressor is not None else HistGradientBoostingRegressor(max_iter=100)
+        if self.regressor is None:
+            from sklearn.ensemble import HistGradientBoostingRegressor
+
+            regressor = HistGradientBoostingRegressor(max_iter=100)
+        else:
+            regressor = self.regressor
         if not (hasattr(regressor, "fit") and hasattr(regressor, "predict")):
             raise TypeError(f"q_model must be a regressor with fit() and predict(), got {type(regressor).__name__}")
         model, final, X, X_next = self._split_pipeline(

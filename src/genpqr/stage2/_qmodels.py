@@ -15,9 +15,8 @@ import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.ensemble import HistGradientBoostingRegressor
 
+from ..data._estimator_base import LightEstimator
 from ..data._validation import check_state_indices, clone_learner as clone
 from ._column_weights import ColumnWeights, column_mu_sum
 from ._feature_q import FeatureQ
@@ -44,7 +43,7 @@ def warm_start_ok(regressor) -> bool:
     return not isinstance(regressor, BaseEnsemble) and "GradientBoosting" not in name
 
 
-class TabularQModel(BaseEstimator):
+class TabularQModel(LightEstimator):
     """Native Q-model for tabular states: ``Q(s, a)`` is the mean target of cell (s, a),
     i.e. least squares on one-hot (s, a) features; unvisited cells keep ``default``.
 
@@ -169,6 +168,8 @@ def make_q_model(regressor, encoding: str, n_actions: int, warm_start="auto", ac
     """Wrap ``regressor`` in the internal ``fit_q``/``predict_q`` interface (``action_features``
     (K, d), ``interactions`` and ``block_size``: the ``"action_features"`` encoding only)."""
     if regressor is None:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
         regressor = HistGradientBoostingRegressor(max_iter=100)
     if encoding == "auto":
         encoding = "native" if _is_native(regressor) else "joint"

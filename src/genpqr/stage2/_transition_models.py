@@ -22,8 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
+from .. import exceptions
 from ..data._validation import check_state_indices
-from ..exceptions import NotFittedError
 from ._kernels import DENSE_KERNEL_MAX_BYTES
 from ._tabular import TransitionKernel, estimate_transitions
 
@@ -98,15 +98,14 @@ class TransitionMoves:
     def folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(train, test) index pairs of a K-fold split keeping episodes whole (at most one fold
         per episode)."""
-        from sklearn.model_selection import GroupKFold
+        from ..data._transitions import group_folds
 
         n_groups = np.unique(self.episodes).size
         if n_splits < 2 or n_groups < 2:
             raise ValueError(f"cross-validation needs n_splits >= 2 and at least 2 episodes, got n_splits={n_splits} "
                              f"and {n_groups} episode(s)")
         n_splits = min(int(n_splits), n_groups)
-        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
-        return list(splitter.split(self.states, groups=self.episodes))
+        return group_folds(self.episodes, n_splits, random_state)
 
 
 def as_moves(X, n_states=None) -> TransitionMoves:
@@ -178,7 +177,7 @@ class KernelModel:
 
     def _check_fitted(self):
         if not hasattr(self, "n_states_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(transitions) first")
+            raise exceptions.NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(transitions) first")
 
     @property
     def n_states(self) -> int:

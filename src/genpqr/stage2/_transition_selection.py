@@ -99,16 +99,32 @@ class TransitionSelection:
         for row in self.scores:
             diff = ("" if row["name"] == "counts" or not np.isfinite(row["standard_error"]) else
                     f", {row['difference']:+.4f} vs counts on the moves compared (SE {row['standard_error']:.2g})")
-            lines.append(f"    {row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
-                         f"held-out moves unexplained{row['settings']}")
+            lines += _wrapped_note(f"{row['name']:<10} {row['log_likelihood']:.4f}{diff}; {row['unexplained']:.1%} of "
+                                   f"held-out moves unexplained{row['settings']}", indent=4)
             if row.get("folds", "selection") != "selection" and "in_sample" in row:
-                lines.append(f"{'':15}(held out over its own {row['n_splits']} episode folds, fits on fewer episodes; "
-                             f"not refitted: even in-sample, {row['in_sample']:.4f},")
-                lines.append(f"{'':15}it is below the choice's held-out score)")
+                lines += _wrapped_note(f"(held out over its own {row['n_splits']} episode folds, fits on fewer "
+                                       f"episodes; not refitted: even\N{NO-BREAK SPACE}in-sample, "
+                                       f"{row['in_sample']:.4f}, it is below the choice's held-out score)")
             elif row.get("folds", "selection") != "selection":
-                lines.append(f"{'':15}(held out over its own {row['n_splits']} episode folds, fits on fewer episodes: "
-                             f"a lower bound that decides)")
+                lines += _wrapped_note(f"(held out over its own {row['n_splits']} episode folds, fits on fewer "
+                                       "episodes: a lower bound that decides)")
         return "\n".join(lines)
+
+
+#: The widest line of :meth:`TransitionSelection.summary` (the console's width).
+SUMMARY_WIDTH = 100
+
+
+def _wrapped_note(text: str, indent: int = 15) -> list:
+    """A candidate's row or note as lines of at most :data:`SUMMARY_WIDTH` columns, wrapped at word
+    boundaries under ``indent`` spaces with a hanging indent of four more (as the console wraps
+    every long line: ``genpqr.app.console.fit_width``); words joined by a no-break space stay on
+    one line (a phrase read as one: "even in-sample")."""
+    import textwrap
+
+    return [line.replace("\N{NO-BREAK SPACE}", " ") for line in
+            textwrap.wrap(text, SUMMARY_WIDTH, initial_indent=" " * indent, subsequent_indent=" " * (indent + 4),
+                          break_long_words=False, break_on_hyphens=False)]
 
 
 def _settings(model) -> str:
@@ -302,6 +318,10 @@ PROGRESS_DELAY = 2.0
 def _bar(total, progress):
     """The comparison's bar: the candidates done and what it fits now, no percentage (the candidates'
     costs differ by orders of magnitude: the low-rank model's cross-validation is most of it)."""
+    if progress is False:  # never shown: no tqdm (its lock imports multiprocessing)
+        from ..data._progress import SilentBar
+
+        return SilentBar(total=total, desc="transition selection")
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="transition selection", unit="model", delay=PROGRESS_DELAY, leave=False,

@@ -44,6 +44,7 @@ from ..data._validation import as_float_array, check_gamma
 from ..exceptions import ConvergenceWarning
 from ..normalization import Normalization
 from ._checks import check_features, check_table, check_weights
+from ._identification import identified_basis
 from ._likelihood import likelihood_derivatives, relative_solve
 from ._projection import features_in_normalization
 
@@ -144,13 +145,19 @@ def _maximize_logit(X, index, counts, theta0, tol, max_iter=100):
     converges globally and quadratically near the optimum; stops when the Newton decrement
     ``g' (-H)^{-1} g`` per row is below ``tol**2`` or the Newton step is at rounding level
     (a scipy trust region would spend its time on safeguards a concave problem does not need).
+    Directions along which the likelihood is flat (``identified_basis`` of ``-H`` at the start)
+    are not stepped on: ``theta`` keeps its component there.
     """
     scale = 1.0 / counts.sum()
     theta = np.array(theta0, dtype=np.float64)
     ll, g, H = conditional_loglik(theta, X, index, counts, hessian=True)
+    # directions with X v constant over the actions of every counted state (collinear features) change no
+    # probability: -H is singular along them at every theta, a solve there runs off to 1e15, so the steps are
+    # taken on the others (none flat, the plain solve)
+    basis = identified_basis(-H)
     converged, it = False, 0
     for it in range(1, max_iter + 1):
-        direction = _solve_psd(-H, g)
+        direction = _solve_psd(-H, g) if basis is None else basis @ _solve_psd(basis.T @ -H @ basis, basis.T @ g)
         if (float(g @ direction) * scale <= tol ** 2
                 or np.max(np.abs(direction)) <= 1e-13 * max(1.0, float(np.max(np.abs(theta))))):
             converged = True

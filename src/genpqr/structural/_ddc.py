@@ -59,9 +59,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
-from ..exceptions import NotFittedError
+from .. import exceptions
+from ..data._estimator_base import LightEstimator
 from ._ccp import StructuralResult, conditional_loglik, fit_npl, fit_structural, policy_evaluation_terms
 from ._checks import check_features, check_table, check_weights
 from ._kernels import IncrementKernel, choice_counts, increment_kernel, increment_probabilities, kernel_from_increments
@@ -86,7 +86,7 @@ __all__ = [
 
 
 # ============================================================================ estimator
-class StructuralStep(BaseEstimator):
+class StructuralStep(LightEstimator):
     """Structural parameters of a linear-in-features reward from a fitted exact-path GenPQR.
 
     Parameters
@@ -202,7 +202,7 @@ class StructuralStep(BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "theta_"):
-            raise NotFittedError("this StructuralStep is not fitted yet; call fit(genpqr_model) first")
+            raise exceptions.NotFittedError("this StructuralStep is not fitted yet; call fit(genpqr_model) first")
 
     def reward_table(self) -> np.ndarray:
         """``r_theta_hat = features @ theta_ + offset``, shape (S, K)."""

@@ -77,11 +77,11 @@ from ._checks import check_features, check_table, check_weights
 from ._fit_checks import (MIN_CHOICES_PER_PARAMETER, ProjectionWarning, check_convergence, check_identified,
                          check_projection, check_rare_action, check_separation)
 from ._likelihood import LikelihoodDerivatives, likelihood_derivatives, relative_solve
-from ._maximize import finished_nfxp, safeguarded_npl, start_policy_of
+from ._maximize import RIDGE_NOTE, finished_nfxp, safeguarded_npl, start_policy_of
 from ._projection import project_reward, projection_std_errors
 from ._results import (SE_KINDS, SE_LABELS, LikelihoodResults, coefficient_frame, describe_iterations, lr_test,
                       std_errors, summary_of)
-from ._identification import Identification, generalized_inverse, identification
+from ._identification import Identification, generalized_inverse, identification, identified_basis
 from ._separation import Separation, find_separation
 
 __all__ = ["ESTIMATORS", "LikelihoodDerivatives", "StructuralFit", "relative_solve", "likelihood_derivatives",
@@ -238,9 +238,9 @@ class StructuralFit(LikelihoodResults, CovarianceChoices):
 
     def wald_interval(self, level: float = 0.95):
         """``theta -+ z std_error`` (NaN where there is no standard error)."""
-        from scipy.stats import norm
+        from ..data._distributions import normal_ppf
 
-        z = norm.ppf(0.5 + level / 2)
+        z = normal_ppf(0.5 + level / 2)
         return self.theta - z * self.std_error, self.theta + z * self.std_error
 
     @property
@@ -303,6 +303,46 @@ def _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_tab
                 [("weighted least squares, closed form; not the MLE", None, "")], None)
 
 
+def _converged(run) -> bool:
+    """Whether ``run`` converged (a one-step estimator, ``converged`` None, does); a numpy bool
+    read as one (``np.False_ is not False``: a stalled Newton once read as converged)."""
+    return run.converged is None or bool(run.converged)
+
+
+def _identified_directions(X, n, kernel, gamma, off):
+    """The basis (p, r) of the directions the choices identify (``identified_basis`` of the
+    information matrix at ``theta = 0``), or None when they identify every direction. Which
+    directions change no choice probability is a property of the features, kernel and data, not
+    of ``theta`` (a direction ``v`` is flat where ``features @ v`` shapes no choice: a constant,
+    a copy of another column's difference, a feature only at states never visited)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        try:
+            d = likelihood_derivatives(np.zeros(X.shape[2]), X, n, kernel, gamma, offset=off, second_order=False)
+        except (ValueError, np.linalg.LinAlgError):  # no reduction: the estimators say what they can
+            return None
+    return identified_basis(d.opg)
+
+
+def _on_identified_directions(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter) -> _Run:
+    """``_run_estimator`` on the directions the choices identify: with exactly collinear features
+    (or one that shapes no choice) the maximizers' solves are singular along the flat directions
+    and their steps ran off there (NPL to 1e15, NFXP's inner solve failing), so the likelihood is
+    maximized over ``phi`` with the features ``X @ B`` (``B``: ``_identified_directions``, an
+    orthonormal basis) and ``theta = B phi``: the maximum, with no component along the flat
+    directions (a duplicated column's two parameters equal, a column of zeros' parameter 0).
+    Without flat directions the estimator runs on ``X`` itself (the same numbers to the bit)."""
+    basis = _identified_directions(X, n, kernel, gamma, off) if estimator in ("npl", "nfxp", "pml") else None
+    if basis is None:
+        return _run_estimator(estimator, X, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter)
+    run = _run_estimator(estimator, X @ basis, n, kernel, gamma, off, start_policy, reward_table, tol, max_iter)
+    parts = list(run.parts)
+    if _converged(run) and run.converged is not None and not parts[-1][2]:
+        parts[-1] = (parts[-1][0], parts[-1][1], RIDGE_NOTE)
+    return _Run(basis @ run.theta, run.policy, parts, run.converged,
+                None if run.pml_cov is None else basis @ run.pml_cov @ basis.T)
+
+
 def estimate_structural(estimator: str, features, counts, kernel, gamma, *, offset=None, start_policy=None,
                         reward_table=None, names=None, tol: float = 1e-10, max_iter: int = 200,
                         action_labels=None, n_types: int = 1, episodes=None, **type_options):
@@ -359,7 +399,7 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
     with warnings.catch_warnings():
         if no_mle:  # the optimizer runs toward infinity: the separation warning says why, once
             warnings.simplefilter("ignore", ConvergenceWarning)
-        run = _run_estimator(estimator, X, n, work, gamma, off, start_policy, reward_table, tol, max_iter)
+        run = _on_identified_directions(estimator, X, n, work, gamma, off, start_policy, reward_table, tol, max_iter)
     d = likelihood_derivatives(run.theta, X, n, work, gamma, offset=off,
                                policy0=None if run.policy is None or np.min(run.policy) <= 0 else run.policy)
     ident = _identification(estimator, d, run.theta, names, no_mle)
@@ -377,7 +417,7 @@ def _estimate_one(estimator, features, counts, kernel, gamma, offset, start_poli
     return StructuralFit(
         estimator, names, np.asarray(run.theta, dtype=np.float64), *(std_errors(c) * hidden for c in (cov, cov_robust)),
         SE_KINDS[estimator], cov, cov_robust, d.loglik, int(round(n.sum())),
-        int(sum(count or 0 for _, count, _ in run.parts)), run.converged is not False and not no_mle, gradient_norm,
+        int(sum(count or 0 for _, count, _ in run.parts)), _converged(run) and not no_mle, gradient_norm,
         d.policy, n, time.perf_counter() - start, X, off, kernel, float(gamma),
         None if action_labels is None else np.asarray(action_labels),
         iterations={name: count or 0 for name, count, _ in run.parts}, convergence=convergence, separation=separation,
@@ -509,7 +549,7 @@ def _check_fit(estimator, d, n, names, separation, run, action_labels, convergen
     policy = run.policy if estimator == "pml" else d.policy  # PML: its own (pseudo-likelihood) probabilities
     check_separation(separation, names, estimator, None if estimator == "projection" else policy, n)
     if not no_mle:
-        check_convergence(estimator, run.converged is not False, convergence, gradient_norm)
+        check_convergence(estimator, _converged(run), convergence, gradient_norm)
 
 
 def _covariances(estimator, d: LikelihoodDerivatives, pml_cov, p, no_mle=False, null_space=None):

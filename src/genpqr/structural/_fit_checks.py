@@ -117,11 +117,11 @@ def check_projection(theta, loglik, mle_theta, mle_loglik, names, compare_signs=
     parameters), or a parameter whose sign differs from the MLE's (``compare_signs=False`` when
     the MLE's parameters are not identified). Returns the two findings ``(lr_statistic,
     flipped_names)``."""
-    from scipy.stats import chi2
+    from ..data._distributions import chi2_ppf
 
     theta, mle_theta = np.asarray(theta, dtype=np.float64), np.asarray(mle_theta, dtype=np.float64)
     statistic = 2.0 * (mle_loglik - loglik)
-    critical = float(chi2.ppf(PROJECTION_LR_QUANTILE, theta.size))
+    critical = float(chi2_ppf(PROJECTION_LR_QUANTILE, theta.size))
     flipped = [names[j] for j in range(theta.size) if compare_signs and theta[j] * mle_theta[j] < 0]
     shown = ", ".join(f"{name} {value:.4g}" for name, value in zip(names, theta))
     mle = ", ".join(f"{name} {value:.4g}" for name, value in zip(names, mle_theta))

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["IDENTIFICATION_RTOL", "IdentifiedCombination", "Identification", "identification", "generalized_inverse"]
+__all__ = ["IDENTIFICATION_RTOL", "IdentifiedCombination", "Identification", "identification", "generalized_inverse",
+           "identified_basis"]
 
 #: An eigenvalue of the information matrix at most this times the largest is zero (not identified).
 IDENTIFICATION_RTOL = 1e-10
@@ -75,6 +76,22 @@ class Identification:
     @property
     def all_identified(self) -> bool:
         return bool(np.all(self.identified))
+
+
+def identified_basis(gram, *, rtol: float = IDENTIFICATION_RTOL) -> np.ndarray | None:
+    """An orthonormal basis (p, r) of the directions a positive semi-definite ``gram`` (a Gram
+    matrix of scores, an information matrix) does not call flat -- its eigenvectors with
+    eigenvalue above ``rtol`` times the largest -- or None when every direction is kept (or the
+    matrix is not finite: no reduction). An estimator stepping on this span cannot run off along
+    a direction that changes no likelihood (exactly collinear features, a feature constant over
+    every state and action): there its solve is singular, and a step ran off to ``1e15``,
+    cancelling every digit of the identified combinations."""
+    gram = np.asarray(gram, dtype=np.float64)
+    if gram.size == 0 or not np.all(np.isfinite(gram)):
+        return None
+    vals, vecs = np.linalg.eigh(gram)
+    keep = vals > rtol * max(float(vals[-1]), 1e-300)
+    return None if keep.all() else vecs[:, keep]
 
 
 def generalized_inverse(matrix, null_space) -> np.ndarray:

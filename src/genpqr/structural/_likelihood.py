@@ -108,7 +108,7 @@ def _soft_policy(u, kernel, gamma, policy0=None, tol=1e-13, max_iter=200):
 
 
 def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=None,
-                           policy0=None) -> LikelihoodDerivatives:
+                           policy0=None, second_order: bool = True) -> LikelihoodDerivatives:
     r"""Log-likelihood, score, OPG and Hessian of the full (nested fixed-point) likelihood.
 
     Parameters
@@ -122,6 +122,8 @@ def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=Non
     offset : ndarray (S, K), optional
     policy0 : ndarray (S, K), optional
         Warm start of the inner solve (strictly positive).
+    second_order : bool
+        False: no Hessian (NaN; it costs ``p * p`` more solves than the scores).
 
     Notes
     -----
@@ -140,14 +142,16 @@ def likelihood_derivatives(theta, features, counts, kernel, gamma, *, offset=Non
     dQ = X + gamma * kernel.expect(dV)
     mean = np.einsum("sa,sap->sp", pi, dQ)
     scores = dQ - mean[:, None, :]
-    cov = np.einsum("sa,sap,saq->spq", pi, scores, scores)
-    d2V = relative_solve(P_pi, cov.reshape(S, p * p), gamma)
-    d2Q = gamma * kernel.expect(d2V).reshape(S, K, p, p)
-    d2 = d2Q - np.einsum("sa,sapq->spq", pi, d2Q)[:, None] - cov[:, None]
     n = np.asarray(counts, dtype=np.float64)
     mask = n > 0
     loglik = float(np.sum(n[mask] * log_pi[mask]))
     grad = np.einsum("sa,sap->p", n, scores)
     opg = np.einsum("sa,sap,saq->pq", n, scores, scores)
+    if not second_order:
+        return LikelihoodDerivatives(loglik, grad, opg, np.full((p, p), np.nan), pi, scores)
+    cov = np.einsum("sa,sap,saq->spq", pi, scores, scores)
+    d2V = relative_solve(P_pi, cov.reshape(S, p * p), gamma)
+    d2Q = gamma * kernel.expect(d2V).reshape(S, K, p, p)
+    d2 = d2Q - np.einsum("sa,sapq->spq", pi, d2Q)[:, None] - cov[:, None]
     hessian = np.einsum("sa,sapq->pq", n, d2)
     return LikelihoodDerivatives(loglik, grad, opg, 0.5 * (hessian + hessian.T), pi, scores)

@@ -38,14 +38,14 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.optimize import minimize
 from scipy.special import log_softmax
-from sklearn.base import BaseEstimator
 
-from .. import stage2
+from .. import exceptions, stage2
 from ..stage2._kernels import TransitionKernel, as_kernel
 from ..stage2._linear_bellman import solve_linear_bellman
+from ..data._estimator_base import LightEstimator
 from ..data._validation import as_float_array, check_gamma, check_state_indices
 from ..data import Transitions
-from ..exceptions import ConvergenceWarning, NotFittedError
+from ..exceptions import ConvergenceWarning
 from ._checks import check_features, check_table, check_weights
 from ._kernels import choice_counts
 
@@ -388,7 +388,7 @@ def _solve_psd(A, b):
 
 
 # ============================================================================ estimator
-class NFXP(BaseEstimator):
+class NFXP(LightEstimator):
     """Rust's nested fixed-point maximum likelihood behind the baselines' interface.
 
     Parameters
@@ -473,7 +473,7 @@ class NFXP(BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "theta_"):
-            raise NotFittedError("this NFXP is not fitted yet; call fit(transitions) first")
+            raise exceptions.NotFittedError("this NFXP is not fitted yet; call fit(transitions) first")
 
     def _rows(self, states):
         self._check_fitted()

@@ -112,14 +112,14 @@ def _rows(fit):
 
 def _intervals(fit, estimate, se, weights, level):
     """Wald ``estimate -+ z se``, or with bootstrap replicates their percentile interval."""
-    from scipy.stats import norm
+    from ..data._distributions import normal_ppf
 
     reps = getattr(fit, "bootstrap_replicates", None)
     if reps is not None:
         lo, hi = _percentile(reps @ weights.T, level)
         hidden = np.where(np.isfinite(estimate), 1.0, np.nan)
         return lo * hidden, hi * hidden
-    half = norm.ppf(0.5 + level / 2) * se
+    half = normal_ppf(0.5 + level / 2) * se
     return estimate - half, estimate + half
 
 
@@ -144,14 +144,14 @@ def coefficient_frame(fit, level: float = 0.95):
     has no number (NaN, ``identified`` False); each identified combination of such parameters
     follows as a row of its own (``genpqr.structural.identification``)."""
     import pandas as pd
-    from scipy.stats import norm
+    from ..data._distributions import normal_sf
 
     level = check_level(level)
     names, estimate, se, robust, identified, weights = _rows(fit)
     z = estimate / se
     lo, hi = _intervals(fit, estimate, se, weights, level)
     return pd.DataFrame({"estimate": estimate, "std_error": se, "std_error_kind": fit.se_label,
-                         "z": z, "p_value": 2.0 * norm.sf(np.abs(z)), "ci_low": lo,
+                         "z": z, "p_value": 2.0 * normal_sf(np.abs(z)), "ci_low": lo,
                          "ci_high": hi, "std_error_robust": robust, "identified": identified},
                         index=pd.Index(names, name="parameter"))
 
@@ -243,9 +243,9 @@ class LikelihoodResults:
     @property
     def pvalues(self):
         """Two-sided normal p-values of ``tvalues``."""
-        from scipy.stats import norm
+        from ..data._distributions import normal_sf
 
-        return self._series(2.0 * norm.sf(np.abs(self.tvalues.to_numpy())), "P>|z|")
+        return self._series(2.0 * normal_sf(np.abs(self.tvalues.to_numpy())), "P>|z|")
 
     @property
     def cov_type(self) -> str:
@@ -394,7 +394,7 @@ def lr_test(restricted, unrestricted) -> LRTestResult:
     -------
     LRTestResult
     """
-    from scipy.stats import chi2
+    from ..data._distributions import chi2_sf
 
     _check_lr_pair(restricted, unrestricted)
     df = int(unrestricted.theta.size - restricted.theta.size)
@@ -407,7 +407,7 @@ def lr_test(restricted, unrestricted) -> LRTestResult:
                          f"{unrestricted.loglik:.6f}): the specifications are not nested (or a fit is not at its "
                          "maximum); pass the model with fewer parameters as restricted")
     statistic = max(0.0, 2.0 * gap)
-    return LRTestResult(statistic, df, float(chi2.sf(statistic, df)), float(restricted.loglik),
+    return LRTestResult(statistic, df, float(chi2_sf(statistic, df)), float(restricted.loglik),
                         float(unrestricted.loglik))
 
 

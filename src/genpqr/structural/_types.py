@@ -57,7 +57,7 @@ from ..messages import Mention, Message
 from ..stage1._latent_types import (SEPARATION_WARN, latent_type_warnings, mixing_log_prior, separation_share,
                                     type_posteriors)
 from ._ccp import fit_npl
-from ._identification import IDENTIFICATION_RTOL, generalized_inverse, identification
+from ._identification import generalized_inverse, identification, identified_basis
 from ._likelihood import likelihood_derivatives
 from ._maximize import finished_nfxp, safeguarded_npl, start_policy_of
 from ._results import LikelihoodResults, StructuralSummary, check_level, std_errors
@@ -66,7 +66,7 @@ from ._type_model import (EpisodeChoices, Mixing, as_episode_choices, build_type
                           mixture_hessian)
 
 __all__ = ["LatentTypeWarning", "TYPE_ESTIMATORS", "MIN_SEPARATION", "TypedStructuralFit", "TypeBootstrap",
-           "estimate_types", "m_step", "check_types", "standard_error_message"]
+           "estimate_types", "m_step", "check_types", "standard_error_message", "separation_message"]
 
 TYPE_ESTIMATORS = {  # the estimators with latent types and what each is
     "npl": "full-information mixture MLE: EM with an NPL M-step, finished by Newton steps",
@@ -131,6 +131,10 @@ class TypedStructuralFit(LikelihoodResults):
         data, a feature that moves no choice) and the identified combinations of the others, as
         for a single-type fit; a parameter not identified has no estimate or standard error in
         :meth:`to_frame` (``identified`` False). None for ``"ccp-em"`` (no covariance).
+    mixing_separated : tuple of str
+        The mixing coefficients whose maximum likelihood estimate is at infinity: covariates that
+        separate the types perfectly (``_separated_mixing``); ``mixing_params`` holds where the
+        optimizer stopped, :meth:`to_frame` shows them as ``+-inf`` with no standard error.
     """
 
     estimator: str
@@ -162,6 +166,7 @@ class TypedStructuralFit(LikelihoodResults):
     spec: dict = field(default_factory=dict, repr=False)
     log_prior: np.ndarray | None = field(default=None, repr=False)
     identification: object = field(default=None, repr=False)
+    mixing_separated: tuple = ()
 
     @property
     def identified(self) -> np.ndarray:
@@ -210,19 +215,25 @@ class TypedStructuralFit(LikelihoodResults):
 
         level = check_level(level)
         hidden = np.where(self.identified, 1.0, np.nan)  # not identified: no estimate or standard error
-        combos = getattr(self.identification, "combinations", ())
-        est = np.concatenate([np.concatenate([self.theta, self.mixing_params]) * hidden,
+        combos = [c for c in getattr(self.identification, "combinations", ())
+                  if not set(c.coefficients) & set(self.mixing_separated)]
+        params = np.concatenate([self.theta, self.mixing_params])
+        at_infinity = np.isin(list(self.names) + list(self.mixing_names), list(self.mixing_separated))
+        est = np.concatenate([np.where(at_infinity, np.sign(params) * np.inf, params * hidden),
                               [c.estimate for c in combos]])
         se = np.concatenate([np.concatenate([self.std_error, self.mixing_std_error]) * hidden,
                              [c.std_error for c in combos]])
-        robust = np.concatenate([std_errors(self.cov_robust) * hidden, np.full(len(combos), np.nan)])
+        se[:at_infinity.size][at_infinity] = np.nan  # the MLE is at infinity: no standard error
+        robust = np.concatenate([np.where(at_infinity, np.nan, std_errors(self.cov_robust) * hidden),
+                                 np.full(len(combos), np.nan)])
         z = est / se
         half = norm.ppf(0.5 + level / 2) * se
         names = list(self.names) + list(self.mixing_names) + [c.describe() for c in combos]
         return pd.DataFrame({"estimate": est, "std_error": se, "std_error_kind": self.se_label, "z": z,
                              "p_value": 2.0 * norm.sf(np.abs(z)), "ci_low": est - half, "ci_high": est + half,
                              "std_error_robust": robust,
-                             "identified": np.concatenate([self.identified, np.ones(len(combos), dtype=bool)])},
+                             "identified": np.concatenate([self.identified | at_infinity,
+                                                           np.ones(len(combos), dtype=bool)])},
                             index=pd.Index(names, name="parameter"))
 
     def _summary(self, level: float = 0.95) -> StructuralSummary:
@@ -342,12 +353,7 @@ def _identified_basis(space, params, policy) -> np.ndarray | None:
                                    policy0=policy)
     except (ValueError, np.linalg.LinAlgError):  # a degenerate start: no reduction (the steps say what they can)
         return None
-    gram = np.einsum("sap,saq->pq", d.scores, d.scores)
-    if not np.all(np.isfinite(gram)):
-        return None
-    vals, vecs = np.linalg.eigh(gram)
-    keep = vals > IDENTIFICATION_RTOL * max(float(vals[-1]), 1e-300)
-    return None if keep.all() else vecs[:, keep]
+    return identified_basis(np.einsum("sap,saq->pq", d.scores, d.scores))
 
 
 def _em(estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar,
@@ -522,16 +528,23 @@ def estimate_types(estimator: str, features, episodes, kernel, gamma, *, n_types
         if estimator == "ccp-em":
             (params, ev, cov, cov_robust, iterations, converged, convergence), ident = _sequential(
                 space, data, mixing, covariates, params, policy, ccp_update, tol, em_tol, em_max_iter, bar), None
+            separated = ()
         else:
-            params, ev, cov, cov_robust, iterations, converged, ident = _full_mle(
+            params, ev, cov, cov_robust, iterations, converged, ident, separated = _full_mle(
                 estimator, space, data, mixing, covariates, params, policy, tol, max_iter, em_tol, em_max_iter, bar)
-            convergence = f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
-                "converged by Newton" if converged else "NOT CONVERGED")
+            convergence = _convergence_text(iterations, converged, separated)
     fit = _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, bool(converged), iterations,
-                    convergence, time.perf_counter() - start, spec, ident)
+                    convergence, time.perf_counter() - start, spec, ident, separated)
     if warn:
         check_types(fit)
     return fit
+
+
+def _convergence_text(iterations, converged, separated) -> str:
+    """``"EM 8 + Newton 3, converged by Newton"``, or why it did not converge."""
+    return f"EM {iterations['EM']} + Newton {iterations['Newton']}, " + (
+        "converged by Newton" if converged else "NOT CONVERGED" if not separated else
+        "stopped: the MLE is at infinity (the mixing covariates separate the types)")
 
 
 def _check_options(estimator, ccp_update) -> None:
@@ -565,11 +578,48 @@ def _full_mle(estimator, space, data, mixing, covariates, params, policy, tol, m
         ev = evaluate_mixture(space, data, mixing, params, policy0=None)
         H = mixture_hessian(space, data, mixing, params, policy0=ev.policy)
     ident = identification(ev.opg, params, list(space.names) + list(mixing.names))  # as for one type
+    separated = _separated_mixing(space, data, mixing, params, ev)
+    if separated:
+        converged = False
     if ident.all_identified:
         cov, h_inv = _inverse(ev.opg), _inverse(-H)
     else:  # the inverses on the identified directions (the combinations' SEs: the same generalized inverse)
         cov, h_inv = generalized_inverse(ev.opg, ident.null_space), generalized_inverse(-H, ident.null_space)
-    return params, ev, cov, h_inv @ ev.opg @ h_inv, {"EM": n_em, "Newton": n_newton}, converged, ident
+    return params, ev, cov, h_inv @ ev.opg @ h_inv, {"EM": n_em, "Newton": n_newton}, converged, ident, separated
+
+
+#: A mixing coefficient whose term reaches this on some episode (prior odds ``e^-25``, 1e-11) is
+#: checked for separation: a finite maximum so far out is implausible, and the check says which.
+SEPARATED_SCORE = 25.0
+
+
+def _separated_mixing(space, data, mixing, params, ev) -> tuple:
+    """The names of the mixing coefficients whose maximum likelihood estimate is at infinity, or ().
+
+    Covariates that separate the types perfectly -- every episode of a covariate group certain to be
+    of one type -- make the mixture likelihood rise forever along some coefficients (as a logit's
+    under separation): the optimizer stops where the priors are 0 or 1 to rounding, with
+    coefficients of ``1e6`` or ``1e16``, a singular information matrix, and Newton's decrement at
+    rounding level ("converged"). Such a coefficient's term ``|alpha_j z_ej|`` exceeds
+    :data:`SEPARATED_SCORE` on some episode; it is at infinity when doubling those coefficients
+    does not lower the likelihood (a finite maximum so far out would fall off steeply)."""
+    P, D = len(space.names), mixing.design.shape[1]
+    alpha = params[P:]
+    if mixing.n_types < 2 or D < 2 or not np.all(np.isfinite(alpha)):
+        return ()
+    big = (np.abs(alpha.reshape(mixing.n_types - 1, D)) * np.max(np.abs(mixing.design), axis=0)).ravel() \
+        > SEPARATED_SCORE
+    if not big.any():
+        return ()
+    trial = params.copy()
+    trial[P:][big] *= 2.0
+    try:
+        far = evaluate_mixture(space, data, mixing, trial, policy0=ev.policy).loglik
+    except (ValueError, np.linalg.LinAlgError):
+        return ()
+    if not far >= ev.loglik - 1e-9 * max(1.0, abs(ev.loglik)):
+        return ()
+    return tuple(name for name, b in zip(mixing.names, big) if b)
 
 
 def _start(estimator, space, data, mixing, spec, theta0):
@@ -593,7 +643,7 @@ def _start(estimator, space, data, mixing, spec, theta0):
 
 
 def _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, converged, iterations, convergence,
-              seconds, spec, ident=None) -> TypedStructuralFit:
+              seconds, spec, ident=None, separated=()) -> TypedStructuralFit:
     """The result object, with the mixing proportions' delta-method standard errors (none where a
     mixing parameter is not identified)."""
     P = len(space.names)
@@ -602,13 +652,14 @@ def _assemble(estimator, space, data, mixing, params, ev, cov, cov_robust, conve
     props, jac = mixing.proportions(params[P:])
     cov_alpha = cov[P:, P:]
     props_se = np.sqrt(np.clip(np.einsum("ma,ab,mb->m", jac, cov_alpha, jac), 0, None)) \
-        if np.all(np.isfinite(cov_alpha)) and np.all(np.isfinite(hidden[P:])) else np.full(space.n_types, np.nan)
+        if np.all(np.isfinite(cov_alpha)) and np.all(np.isfinite(hidden[P:])) and not separated \
+        else np.full(space.n_types, np.nan)
     q = ev.posterior.weights
     return TypedStructuralFit(
         estimator, list(space.names), params[:P], se[:P], std_errors(cov_robust)[:P], list(mixing.names),
         params[P:], se[P:], props, props_se, q, data.labels, cov, cov_robust, ev.loglik, space.n_types, data.n,
         data.n_episodes, converged, iterations, convergence, separation_share(q, ev.log_prior), seconds, space, data,
-        ev.policy, spec, ev.log_prior, ident)
+        ev.policy, spec, ev.log_prior, ident, tuple(separated))
 
 
 #: What a structural mixture's warnings say is in doubt.
@@ -619,17 +670,32 @@ PARAMETERS_IN_DOUBT = ("the per-type parameters, the mixing proportions and the 
 def check_types(fit: TypedStructuralFit) -> None:
     """The warnings of a typed fit: not converged, parameters without a standard error (not
     identified: :func:`standard_error_message`), types not separated, an empty type."""
-    if not fit.converged:
+    if fit.mixing_separated:  # says why the fit stopped: no convergence warning beside it
+        warnings.warn(separation_message(fit), LatentTypeWarning, stacklevel=3)
+    elif not fit.converged:
         warnings.warn(f"the {fit.estimator} fit with {fit.n_types} types did not converge ({fit.convergence})",
                       ConvergenceWarning, stacklevel=3)
     message = standard_error_message(fit)
     if message is not None:
         warnings.warn(message, LatentTypeWarning, stacklevel=3)
-    if fit.n_types < 2:
+    if fit.n_types < 2 or fit.mixing_separated:  # priors of 0 or 1: posteriors equal to them are certain types
         return
     log_prior = fit.log_prior if fit.log_prior is not None else np.log(fit.mixing_proportions)
     for message in latent_type_warnings(fit.posteriors, log_prior, PARAMETERS_IN_DOUBT):
         warnings.warn(message, LatentTypeWarning, stacklevel=3)
+
+
+def separation_message(fit: TypedStructuralFit) -> Message:
+    """The warning of a mixture MLE whose mixing logit is separated (``fit.mixing_separated``)."""
+    covariates = sorted({name.split(": ", 1)[1] for name in fit.mixing_separated} - {"const"}) or ["const"]
+    return Message(
+        f"the mixing covariate{'s' if len(covariates) > 1 else ''} {', '.join(covariates)} separate"
+        f"{'' if len(covariates) > 1 else 's'} the latent types perfectly (every episode's prior type probability is 0 "
+        f"or 1 to rounding): the likelihood keeps rising as {', '.join(fit.mixing_separated)} go to infinity, so "
+        f"their maximum likelihood estimates are not finite (shown as +-inf with no standard error: parameters.csv) "
+        f"and the {fit.estimator} fit did not converge; the types' posteriors are read off the covariate, not the "
+        "choices. Drop or coarsen the covariate (", Mention("mixing_covariates"), ") or fit fewer types (",
+        Mention("n_types"), ")")
 
 
 def standard_error_message(fit: TypedStructuralFit):
@@ -642,10 +708,12 @@ def standard_error_message(fit: TypedStructuralFit):
         return None
     names = list(fit.names) + list(fit.mixing_names)
     se = np.concatenate([fit.std_error, fit.mixing_std_error])
-    missing = [n for n, ok, s in zip(names, fit.identified, se) if not ok or not np.isfinite(s)]
+    missing = [n for n, ok, s in zip(names, fit.identified, se)
+               if (not ok or not np.isfinite(s)) and n not in fit.mixing_separated]  # those: separation_message
     if not missing:
         return None
-    combos = getattr(fit.identification, "combinations", ())
+    combos = [c for c in getattr(fit.identification, "combinations", ())
+              if not set(c.coefficients) & set(fit.mixing_separated)]
     known = ("; the data identify " + ", ".join(f"{c.describe()} = {c.estimate:.4g}" for c in combos[:3])
              if combos else "")
     shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
