@@ -232,3 +232,23 @@ def test_attach_refuses_what_it_cannot_load(tmp_path, import_pkg, block, all_, m
     """)
     with pytest.raises(ImportError, match=match):
         import_pkg()
+
+
+def test_the_transition_selection_with_its_low_rank_groups_imports_no_scikit_learn():
+    """``transition_model="auto"`` on thin cells fits the low-rank model, whose state groups are
+    k-means (written out, scikit-learn's step for step): the selection imports no scikit-learn."""
+    code = TABULAR_DATA + """
+from genpqr.stage2 import LowRankKernel, select_transition_model
+from genpqr.data import from_arrays
+S2, K2, n2 = 30, 4, 3000
+ep = np.repeat(np.arange(n2 // 10), 10)
+s2 = rng.integers(0, S2, n2)
+a2 = rng.integers(0, K2, n2)
+data2 = from_arrays(s2, a2, (s2 + a2 + rng.integers(0, 3, n2)) % S2, episode_ids=ep)
+model = LowRankKernel(ranks=(2,), concentrations=(10.0,), group_counts=(0, 3), random_state=0).fit(data2, n_states=S2)
+picked = select_transition_model(data2, n_states=S2, random_state=0, progress=False)
+print(model.rank_, picked.chosen in ("counts", "shrinkage", "lowrank"))
+"""
+    modules, printed = _loaded_after(code)
+    assert printed.split() == ["2", "True"], printed
+    assert "sklearn" not in modules
