@@ -444,7 +444,10 @@ class LowRankKernel(KernelModel):
         is tried while the held-out likelihood improves, so the settings past the peak are not
         fitted (the same choice as the whole grid's wherever the likelihood is unimodal along
         it); a setting whose held-out moves trail the best's by ``RACE_Z`` standard errors
-        after a fold is dropped without its other folds (``cv_stopped_``).
+        after a fold is dropped without its other folds (``cv_stopped_``). The fits from random
+        profiles stop at ``CV_TOL_FACTOR`` x ``tol``; the chosen rank and concentration's are
+        then continued to ``tol`` (the same fits as run to ``tol`` at once), so the settings not
+        chosen are scored from the looser fits (``cv_scores_``).
     action_tilt : bool
         Whether the prior tilts the state's weights by the action's shift (else the state's
         pooled weights).
