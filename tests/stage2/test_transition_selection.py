@@ -398,3 +398,45 @@ def test_the_low_rank_note_wraps_at_word_boundaries():
         "(held out over its own 3 episode folds, fits on fewer episodes; not refitted: even in-sample, -2.3499, it is "
         "below the choice's held-out score)")
     assert all(len(line) > 60 for line in note[:-1])  # filled to the width, not broken early
+
+
+def test_low_rank_search_stops_racing_a_leader_far_ahead(monkeypatch):
+    """Rows pooled by state: shrinkage leads by far. After two ranks the last step's gain, times
+    RACE_STEPS and the ranks left, is below the low-rank model's gap to shrinkage on its own folds
+    (less RACE_Z standard errors): the search stops there, skips the concentration and group
+    searches, and the summary says why. Without the race the choice is the same."""
+    rng = np.random.default_rng(7)
+    S, K = 40, 5
+    moves = draw_moves(np.repeat(random_kernel(S, 1, rng, alpha=0.3), K, axis=1), 1500, rng)
+
+    def candidates():
+        return {"counts": CountKernel(), "shrinkage": ShrinkageKernel(random_state=0),
+                "lowrank": LowRankKernel(ranks=(1, 2, 3, 4, 6, 8), random_state=0)}
+
+    fast = select_transition_model(moves, candidates(), random_state=0)
+    low = fast.models["lowrank"]
+    raced = low.cv_raced_
+    assert fast.chosen == "shrinkage" and raced["leader"] == "shrinkage" and raced["rank"] == low.rank_ == 2
+    assert set(low.cv_scores_) == {(1, 10.0, 0), (2, 10.0, 0)} and (low.concentration_, low.n_groups_) == (10.0, 0)
+    assert raced["gain"] == pytest.approx(low.cv_scores_[(2, 10.0, 0)] - low.cv_scores_[(1, 10.0, 0)], rel=1e-12)
+    assert raced["ranks_left"] == 4
+    assert raced["gap"] - lowrank.RACE_Z * raced["standard_error"] > lowrank.RACE_STEPS * 4 * raced["gain"]
+    text = fast.summary()
+    assert "its search stopped at rank 2" in text and max(map(len, text.splitlines()[1:])) <= 100, text  # the
+    # first line, the reason, is wrapped by the console (genpqr.app.console.fit_width)
+    assert {r["name"]: r for r in fast.scores}["lowrank"]["raced"] == raced
+    monkeypatch.setattr(lowrank, "RACE_STEPS", np.inf)
+    slow = select_transition_model(moves, candidates(), random_state=0)
+    assert slow.chosen == "shrinkage" and not slow.models["lowrank"].cv_raced_
+    assert len(slow.models["lowrank"].cv_scores_) > 2 and "stopped at rank" not in slow.summary()
+    shrink = [{r["name"]: r for r in result.scores}["shrinkage"] for result in (fast, slow)]
+    assert shrink[0] == shrink[1]
+
+
+def test_low_rank_search_does_not_race_alone_or_when_it_leads():
+    """No leader to race (a low-rank model fitted alone), or the low-rank model is the choice: no
+    early stop."""
+    moves = low_rank_moves(n=4000)
+    assert LowRankKernel(ranks=(1, 2, 3, 4), random_state=0).fit(moves).cv_raced_ == {}
+    result = select_transition_model(moves, random_state=0)
+    assert result.chosen == "lowrank" and result.models["lowrank"].cv_raced_ == {}

@@ -394,6 +394,10 @@ them (the group counts) and the held-out figure the selection reads are those of
 On the thin benchmark of docs/benchmarks.md the settings' held-out scores at 10 x tol are within
 0.002 per move of those at ``tol``, below the standard error of the paired difference between
 neighbouring settings (0.0022 to 0.0033) and a tenth of their differences (0.019 to 0.047)."""
+RACE_STEPS = 2.0
+"""The rank search of a transition selection's low-rank candidate stops when its gap to the
+leader, less ``RACE_Z`` standard errors, exceeds this many times what the ranks left could gain
+at the last step's gain each (``LowRankKernel._raced``)."""
 RACE_Z = 3.0
 """A setting of the cross-validation is dropped after a fold when its held-out moves so far trail
 those of the best setting by this many standard errors of their paired per-episode difference."""
@@ -505,7 +509,7 @@ class LowRankKernel(KernelModel):
     def _fit(self, moves):
         S, K = moves.n_states, moves.n_actions
         self.termination_ = bool(np.any(moves.outcomes == S))
-        self.cv_scores_, self.cv_stopped_ = {}, {}
+        self.cv_scores_, self.cv_stopped_, self.cv_raced_ = {}, {}, {}
         rank, conc, groups = self.rank, self.concentration, None if self.n_groups == "cv" else self.n_groups or 0
         if rank is not None and (int(rank) != rank or rank < 1):
             raise ValueError(f"rank must be a positive integer, got {rank!r}")
@@ -608,12 +612,24 @@ class LowRankKernel(KernelModel):
         grid = [conc] if conc is not None else sorted(set(self.concentrations))
         first_c = conc if conc is not None else list(self.concentrations)[len(self.concentrations) // 2]
         first_g = groups or 0
-        rank = _climb(ranks, lambda r, best: held_out((r, first_c, first_g),
-                                                      against=None if best is None else (best, first_c, first_g)), 0)
-        conc = _climb(grid, lambda c, best: held_out((rank, c, first_g),
-                                                     against=None if best is None else (rank, best, first_g)),
-                      grid.index(first_c))
-        self._refine((rank, conc, first_g), ems, fits, log_p, folds)
+        tried = []  # the ranks scored in full, in the climb's order
+
+        def rank_score(r, best):
+            if best is not None and self._raced(ranks, tried, log_p, splits, episodes, first_c, first_g):
+                return -np.inf
+            value = held_out((r, first_c, first_g), against=None if best is None else (best, first_c, first_g))
+            if np.isfinite(value):
+                tried.append(r)
+            return value
+
+        rank = _climb(ranks, rank_score, 0)
+        if self.cv_raced_:  # far behind the leader: the rest of the search cannot make it the choice
+            conc, groups = first_c, first_g
+        else:
+            conc = _climb(grid, lambda c, best: held_out((rank, c, first_g),
+                                                         against=None if best is None else (rank, best, first_g)),
+                          grid.index(first_c))
+            self._refine((rank, conc, first_g), ems, fits, log_p, folds)
         if groups is None:
             counts = sorted({int(min(g, S)) for g in self.group_counts})
             groups = _climb(counts, lambda g, best: held_out((rank, conc, g), (rank, conc, first_g),
@@ -622,6 +638,31 @@ class LowRankKernel(KernelModel):
         if getattr(self, "_keep_held_out", False):  # for the selection (_fit_own_held_out); not kept on the model
             self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), splits)
         return rank, conc, groups
+
+    def _raced(self, ranks, tried, log_p, splits, episodes, conc, groups) -> bool:
+        """Whether the rank search stops short of its next rank, racing the leader of a
+        transition selection (``_race``, set by the selection while it fits this model): the last
+        rank step gained ``g`` per held-out move; the leader's held-out log-likelihood on this
+        cross-validation's own folds (its settings fixed) is above this model's at the best rank
+        so far by ``G``, with standard error ``se`` paired over episodes. With diminishing returns
+        along the grid (a step gains at most the step before it), the ``n`` ranks left can gain
+        at most ``n * g``; the search stops when ``G - RACE_Z * se > RACE_STEPS * n * g`` (the
+        factor ``RACE_STEPS`` leaves as much again for the concentration and group searches, which
+        are then skipped too), and records why in ``cv_raced_``."""
+        leader = getattr(self, "_race", None)
+        if leader is None or leader.name is None or len(tried) < 2:
+            return False
+        best, before = tried[-1], tried[-2]
+        gain = self.cv_scores_[(best, conc, groups)] - self.cv_scores_[(before, conc, groups)]
+        left = len(ranks) - 1 - ranks.index(best)
+        d = np.bincount(episodes, leader.log_lik(splits) - leader.floored(np.exp(log_p[(best, conc, groups)])))
+        d = d[np.bincount(episodes) > 0]
+        gap, se = d.sum() / episodes.size, d.std(ddof=1) * np.sqrt(d.size) / episodes.size
+        if not gap - RACE_Z * se > RACE_STEPS * left * max(gain, 0.0):
+            return False
+        self.cv_raced_ = dict(leader=leader.name, rank=best, gain=float(gain), gap=float(gap),
+                              standard_error=float(se), ranks_left=left)
+        return True
 
     def _refine(self, setting, ems, fits, log_p, folds):
         """The cross-validation's fold fits of ``setting`` from random profiles, stopped at

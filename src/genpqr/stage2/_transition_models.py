@@ -168,6 +168,11 @@ class KernelModel:
         self.fit(moves)
         return self._refit_held_out(moves, folds)
 
+    def _held_out_on(self, moves, folds):
+        """Per move, its probability under fits on the training moves of its fold with this
+        fitted model's settings fixed (the fold statistics where a model has them)."""
+        return self._refit_held_out(moves, folds)
+
     def _refit_held_out(self, moves, folds):
         """Per move, its probability under :meth:`fixed_copy` fitted on the training moves of its fold, (n,)."""
         p = np.empty(moves.n)
@@ -324,6 +329,9 @@ class CountKernel(KernelModel):
 
     def _fit_held_out(self, moves, folds):
         self.fit(moves)
+        return self._held_out_on(moves, folds)
+
+    def _held_out_on(self, moves, folds):
         p = np.empty(moves.n)
         for (_, test), counts in zip(folds, moves.fold_counts(folds)):
             p[test] = _count_proba(counts, np.asarray(counts.sum(axis=1)).ravel(), moves.subset(test), self.unvisited)
@@ -468,6 +476,9 @@ class ShrinkageKernel(KernelModel):
 
     def _fit_held_out(self, moves, folds):
         self.fit(moves)
+        return self._held_out_on(moves, folds)
+
+    def _held_out_on(self, moves, folds):
         p = np.empty(moves.n)
         for test, table, n_out in _fold_tables(moves, folds):
             p[test] = shrunk_move_proba(table, self.concentrations_, n_out, moves.outcomes[test])

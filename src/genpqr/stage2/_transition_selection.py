@@ -42,7 +42,7 @@ import numpy as np
 
 from ..data._progress import bar_width
 from ._transition_models import CountKernel, KernelModel, ShrinkageKernel, as_moves
-from ._transition_lowrank import LowRankKernel
+from ._transition_lowrank import RACE_STEPS, LowRankKernel
 
 __all__ = ["TransitionSelection", "select_transition_model", "default_candidates", "AutoTransition",
            "singleton_share"]
@@ -108,6 +108,12 @@ class TransitionSelection:
             elif row.get("folds", "selection") != "selection":
                 lines += _wrapped_note(f"(held out over its own {row['n_splits']} episode folds, fits on fewer "
                                        "episodes: a lower bound that decides)")
+            if row.get("raced"):
+                r = row["raced"]
+                lines += _wrapped_note(f"(its search stopped at rank {r['rank']}: the last rank step gained "
+                                       f"{r['gain']:.4f} per move, it trails {r['leader']} by {r['gap']:.4f} "
+                                       f"(SE {r['standard_error']:.2g}) on its own folds, more than "
+                                       f"{RACE_STEPS:g} x {r['ranks_left']} ranks left x that gain)")
         return "\n".join(lines)
 
 
@@ -216,19 +222,45 @@ def _fit_candidates(fitted, moves, folds, held, bar):
     """Each candidate fitted on every move (in place), its held-out probabilities put in ``held``:
     from its own cross-validation's folds where it offers them (``_fit_own_held_out``), else from
     fits on the selection's ``folds`` (``_fit_held_out``)."""
-    for name, model in fitted.items():
+    own_last = sorted(fitted, key=lambda name: hasattr(fitted[name], "_fit_own_held_out"))  # the cheap ones first
+    for name in own_last:
+        model = fitted[name]
         _note(bar, name)
         own = getattr(model, "_fit_own_held_out", None)
         if own is not None:  # its own cross-validation says which setting and fold it fits
             model._progress_note = lambda text, name=name: _note(bar, f"{name}: {text}")
+            model._race = _Leader(held, fitted, moves)
         try:
             p, splits = own(moves) if own is not None else (None, None)
         finally:
             model.__dict__.pop("_progress_note", None)
+            model.__dict__.pop("_race", None)
         if p is None:
             p, splits = model._fit_held_out(moves, folds), folds
         held.add(name, p, splits, folds)
         bar.update()
+
+
+class _Leader:
+    """The candidate that leads so far (the highest held-out log-likelihood per move on the
+    selection's folds), for a candidate's own cross-validation to race against
+    (``LowRankKernel``'s rank search): ``name`` (None when none is scored yet), and
+    ``log_lik(splits)``: its held-out log-likelihood of every move (floored as the selection's)
+    from fits with its settings fixed on other folds, ``splits`` (the racer's own; computed once)."""
+
+    def __init__(self, held, fitted, moves):
+        self.held, self.moves, self._cache = held, moves, None
+        scored = [name for name in held.lls if held.folds[name] == "selection"]
+        self.name = max(scored, key=lambda name: held.lls[name].mean()) if scored else None
+        self.model = fitted.get(self.name)
+
+    def floored(self, p):
+        return np.log((1 - self.held.floor) * np.clip(p, 0, 1) + self.held.floor / (self.moves.n_states + 1))
+
+    def log_lik(self, splits):
+        if self._cache is None:
+            self._cache = self.floored(self.model._held_out_on(self.moves, splits))
+        return self._cache
 
 
 def _refit_on_selection_folds(scores, fitted, moves, folds, held, bar):
@@ -264,13 +296,14 @@ def _paired(a, b, codes, n_episodes, compared):
 
 def _scores(held, fitted, codes, n_episodes, compared):
     scores = []
-    for name, ll in held.lls.items():
+    for name, ll in ((name, held.lls[name]) for name in fitted if name in held.lls):  # the candidates' order
         diff, se = np.nan, np.nan
         if "counts" in held.lls and name != "counts":
             diff, se = _paired(ll, held.lls["counts"], codes, n_episodes, compared)
         scores.append(dict(name=name, log_likelihood=float(ll.mean()), difference=diff, standard_error=se,
                            unexplained=float(held.zeros[name].mean()), settings=_settings(fitted[name]),
-                           n_splits=held.n_splits[name], folds=held.folds[name]))
+                           n_splits=held.n_splits[name], folds=held.folds[name],
+                           raced=dict(getattr(fitted[name], "cv_raced_", None) or {})))
     return scores
 
 
