@@ -113,6 +113,30 @@ def test_shrinkage_cross_validates_toward_pooling_on_thin_cells():
     assert err < 0.7 * err_counts
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), termination=st.sampled_from([0.0, 0.1]),
+       log_c=st.lists(st.floats(-3.0, 8.0), min_size=4, max_size=4))
+def test_shrinkage_gradient_in_the_concentrations_matches_finite_differences(seed, termination, log_c):
+    """The analytic derivatives of the held-out probabilities in the four concentrations (the
+    cross-validation's L-BFGS gradient) against central differences; the probabilities are
+    ``proba``'s, to the bit."""
+    from genpqr.stage2._transition_models import _fold_tables, _ShrunkMoves
+
+    rng = np.random.default_rng(seed)
+    S, K = 8, 3
+    moves = draw_moves(random_kernel(S, K, rng, termination=termination), 80, rng)
+    c = np.exp(np.asarray(log_c))
+    for test, table, n_out in _fold_tables(moves, moves.folds(3, 0)):
+        shrunk = _ShrunkMoves(table, n_out, moves.outcomes[test])
+        p, grad = shrunk.proba_and_gradient(c)
+        np.testing.assert_array_equal(p, shrunk.proba(c))
+        for j in range(4):
+            h = 1e-6 * c[j]
+            step = np.eye(4)[j] * h
+            numeric = (shrunk.proba(c + step) - shrunk.proba(c - step)) / (2 * h)
+            np.testing.assert_allclose(grad[j], numeric, rtol=1e-5, atol=1e-9 / c[j])
+
+
 def test_low_rank_recovers_a_planted_rank_two_kernel():
     """200,000 moves of a rank-2 kernel over 15 states, 3 actions: every row within 0.03 in
     total variation of the truth."""

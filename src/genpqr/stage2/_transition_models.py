@@ -416,6 +416,24 @@ class _ShrunkMoves:
             p = w * share + (1.0 - w) * p
         return p
 
+    def proba_and_gradient(self, c):
+        """``proba(c)`` and its derivatives in the four concentrations, (4, n): at the global
+        level ``(q - P_4) / (n + c_4)`` (``q`` its pseudo-count share), and at a level with weight
+        ``w = n / (n + c)`` on its share ``f``, ``dw/dc (f - P_below) = -w / (n + c) (f - P_below)``
+        for its own ``c``, ``(1 - w)`` times the level below's for the deeper ones."""
+        q = self.covered / self.n_outcomes
+        d4 = self.d4 + c[3]
+        p = (self.n4 + c[3] / self.n_outcomes * self.covered) / d4  # as proba's, to the bit
+        grad = np.zeros((4,) + np.shape(p))
+        grad[3] = (q - p) / d4
+        for (share, den), j in zip(self.levels, (2, 1, 0)):
+            total = den + c[j]
+            w = _weight(den, c[j])
+            grad[j + 1:] *= 1.0 - w
+            grad[j] = -np.divide(w, total, out=np.zeros(np.shape(total)), where=total > 0) * (share - p)
+            p = w * share + (1.0 - w) * p
+        return p, grad
+
 
 class ShrinkageKernel(KernelModel):
     r"""Hierarchical Dirichlet shrinkage of the counts.
@@ -489,11 +507,18 @@ class ShrinkageKernel(KernelModel):
         tables = [_ShrunkMoves(t, self.n_outcomes_, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, folds)]
 
         def loss(log_c):
+            """The mean held-out negative log-likelihood per move and its gradient in ``log c``."""
             c = np.exp(log_c)
-            return -sum(np.sum(np.log(np.maximum(t.proba(c), 1e-300))) for t in tables) / moves.n
+            value, grad = 0.0, np.zeros(4)
+            for t in tables:
+                p, dp = t.proba_and_gradient(c)
+                positive = p > 1e-300
+                value -= np.sum(np.log(np.where(positive, p, 1e-300)))
+                grad -= dp @ np.divide(1.0, p, out=np.zeros_like(p), where=positive)
+            return value / moves.n, grad * c / moves.n
 
         start = np.log([5.0, 5.0, 20.0, 1.0])
-        res = minimize(loss, start, method="L-BFGS-B", bounds=[(-7.0, 14.0)] * 4)
+        res = minimize(loss, start, jac=True, method="L-BFGS-B", bounds=[(-7.0, 14.0)] * 4)
         return np.exp(res.x), float(-res.fun)
 
     def _parts(self):
