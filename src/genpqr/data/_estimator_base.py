@@ -38,6 +38,10 @@ __all__ = ["LightEstimator", "LightClassifierMixin", "clone", "check_is_fitted",
            "estimator_repr", "estimator_html"]
 
 
+#: Each class's ``(__init__, parameter names)``, filled on first use.
+_PARAM_NAMES: dict = {}
+
+
 class LightEstimator:
     """Base class of estimators that follow scikit-learn's contract without importing it (see
     the module's docstring). Subclasses list their parameters as explicit ``__init__`` arguments
@@ -45,7 +49,15 @@ class LightEstimator:
 
     @classmethod
     def _get_param_names(cls):
-        """The parameter names, sorted: ``__init__``'s arguments but ``self`` and ``**kwargs``."""
+        """The parameter names, sorted: ``__init__``'s arguments but ``self`` and ``**kwargs``
+        (read once per class: ``inspect.signature`` costs more than a small fit's arithmetic)."""
+        names = _PARAM_NAMES.get(cls)
+        if names is None or names[0] is not cls.__init__:
+            names = _PARAM_NAMES[cls] = (cls.__init__, cls._read_param_names())
+        return list(names[1])
+
+    @classmethod
+    def _read_param_names(cls):
         init = cls.__init__
         if init is object.__init__:
             return []
