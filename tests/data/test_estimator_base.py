@@ -91,7 +91,7 @@ def test_pickling_keeps_the_instance_dict():
     assert np.array_equal(estimator.policy_model.table_, model.table_) and estimator.gamma == 0.5
 
 
-def test_set_params_nested_and_its_errors_are_scikit_learns():
+def test_set_params_nested_and_its_errors_as_scikit_learn_s():
     light, sk = LightModel(inner=LightInner()), SkModel(inner=SkInner())
     assert light.set_params(alpha=3, inner__depth=9) is light
     sk.set_params(alpha=3, inner__depth=9)
@@ -102,8 +102,11 @@ def test_set_params_nested_and_its_errors_are_scikit_learns():
             light.set_params(**bad)
         with pytest.raises(ValueError) as theirs:
             sk.set_params(**bad)
-        assert str(mine.value) == str(theirs.value)
-        assert repr(next(iter(bad)).partition("__")[2] or next(iter(bad))) in str(mine.value)
+        name = next(iter(bad)).partition("__")[2] or next(iter(bad))  # the unknown name, both name it
+        assert repr(name) in str(mine.value) and repr(name) in str(theirs.value)
+        owner = light.inner if "__" in next(iter(bad)) else light
+        assert f"{type(owner).__name__} has no parameter {name!r}" in str(mine.value)
+        assert repr(owner._get_param_names()) in str(mine.value)  # and list the valid ones
     with pytest.raises(AttributeError):  # a nested key on a None parameter, as scikit-learn
         LightModel().set_params(inner__depth=1)
 
@@ -145,7 +148,7 @@ def test_scikit_learn_tools_work_on_light_estimators():
 
 
 def test_not_fitted_and_targets_checks_match_scikit_learn():
-    with pytest.raises(SklearnNotFittedError, match="This FrequencyClassifier instance is not fitted yet"):
+    with pytest.raises(SklearnNotFittedError, match="this FrequencyClassifier is not fitted yet; call fit first"):
         check_is_fitted(FrequencyClassifier(), "table_")
     from sklearn.utils.multiclass import check_classification_targets as theirs
 

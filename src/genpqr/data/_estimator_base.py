@@ -10,7 +10,7 @@ builds (``GenPQR`` and its option objects; the stage-1 classifiers ``FrequencyCl
 * parameters are the arguments of ``__init__`` (no ``*args``), which stores each unchanged;
 * ``get_params(deep=True)`` returns them, with ``name__sub`` keys for nested estimators;
 * ``set_params(**params)`` sets them, ``name__sub`` keys included, and refuses an unknown name
-  with scikit-learn's message (naming the parameter and listing the valid ones);
+  with a ValueError naming the parameter and listing the valid ones;
 * ``repr`` (and a notebook's HTML) shows the parameters that differ from their defaults, laid out
   as scikit-learn does (its pretty printer, imported when a repr is asked for);
 * ``sklearn.base.clone`` works (it calls ``__sklearn_clone__``), as do Pipelines, grid searches
@@ -38,6 +38,10 @@ __all__ = ["LightEstimator", "LightClassifierMixin", "clone", "check_is_fitted",
            "estimator_repr", "estimator_html"]
 
 
+#: Each class's ``(__init__, parameter names)``, filled on first use.
+_PARAM_NAMES: dict = {}
+
+
 class LightEstimator:
     """Base class of estimators that follow scikit-learn's contract without importing it (see
     the module's docstring). Subclasses list their parameters as explicit ``__init__`` arguments
@@ -45,7 +49,15 @@ class LightEstimator:
 
     @classmethod
     def _get_param_names(cls):
-        """The parameter names, sorted: ``__init__``'s arguments but ``self`` and ``**kwargs``."""
+        """The parameter names, sorted: ``__init__``'s arguments but ``self`` and ``**kwargs``
+        (read once per class: ``inspect.signature`` costs more than a small fit's arithmetic)."""
+        names = _PARAM_NAMES.get(cls)
+        if names is None or names[0] is not cls.__init__:
+            names = _PARAM_NAMES[cls] = (cls.__init__, cls._read_param_names())
+        return list(names[1])
+
+    @classmethod
+    def _read_param_names(cls):
         init = cls.__init__
         if init is object.__init__:
             return []
@@ -53,9 +65,8 @@ class LightEstimator:
         parameters = [p for p in signature.parameters.values() if p.name != "self" and p.kind != p.VAR_KEYWORD]
         for p in parameters:
             if p.kind == p.VAR_POSITIONAL:
-                raise RuntimeError(
-                    "scikit-learn estimators should always specify their parameters in the signature of their "
-                    f"__init__ (no varargs). {cls} with constructor {signature} doesn't  follow this convention.")
+                raise RuntimeError(f"{cls.__name__}{signature}: an estimator's parameters are named arguments of "
+                                   f"__init__ (no varargs: *{p.name} cannot be a parameter)")
         return sorted(p.name for p in parameters)
 
     def get_params(self, deep=True):
@@ -79,8 +90,8 @@ class LightEstimator:
         for key, value in params.items():
             key, delim, sub_key = key.partition("__")
             if key not in valid:
-                raise ValueError(f"Invalid parameter {key!r} for estimator {self}. "
-                                 f"Valid parameters are: {self._get_param_names()!r}.")
+                raise ValueError(f"{type(self).__name__} has no parameter {key!r}; its parameters are "
+                                 f"{self._get_param_names()!r}")
             if delim:
                 nested.setdefault(key, {})[sub_key] = value
             else:
@@ -155,8 +166,8 @@ def clone(estimator):
     stored = new.get_params(deep=False)
     for name, value in params.items():
         if value is not stored[name]:
-            raise RuntimeError(f"Cannot clone object {estimator}, as the constructor either does not set or modifies "
-                               f"parameter {name}")
+            raise RuntimeError(f"cannot clone {type(estimator).__name__}: its __init__ does not set or modifies "
+                               f"parameter {name} (an estimator stores each argument unchanged)")
     for attr in ("_metadata_request", "_sklearn_output_config"):  # scikit-learn's clone carries these two
         if attr in vars(estimator):
             setattr(new, attr, copy.deepcopy(getattr(estimator, attr)))
@@ -182,13 +193,12 @@ def _clone_param(value):
 
 def check_is_fitted(estimator, attribute: str) -> None:
     """``sklearn.utils.validation.check_is_fitted(estimator, attribute)`` without scikit-learn:
-    ``genpqr.exceptions.NotFittedError`` (a scikit-learn ``NotFittedError``) with
-    scikit-learn's message unless ``estimator`` has ``attribute``."""
+    ``genpqr.exceptions.NotFittedError`` (a scikit-learn ``NotFittedError``) unless
+    ``estimator`` has ``attribute``."""
     if not hasattr(estimator, attribute):
         from .. import exceptions
 
-        raise exceptions.NotFittedError(f"This {type(estimator).__name__} instance is not fitted yet. Call 'fit' with "
-                                        "appropriate arguments before using this estimator.")
+        raise exceptions.NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit first")
 
 
 def check_classification_targets(y) -> None:
