@@ -35,9 +35,14 @@ def test_held_out_by_fold_statistics_equals_refits(model):
     rng = np.random.default_rng(0)
     moves = draw_moves(random_kernel(12, 3, rng, termination=0.1), 500, rng)
     folds = moves.folds(5, 0)
-    fast = type(model)(**model.get_params())._fit_held_out(moves, folds)
+    fitted = type(model)(**model.get_params())
+    fast = fitted._fit_held_out(moves, folds)  # shrinkage-cv: from its cross-validation's tables (the same folds)
     slow = KernelModel._fit_held_out(type(model)(**model.get_params()), moves, folds)
     np.testing.assert_array_equal(fast, slow)
+    assert not {"_cv_tables", "_keep_tables"} & set(vars(fitted))  # nothing of the comparison kept on the model
+    other = moves.folds(4, 1)  # folds not its cross-validation's: built afresh
+    np.testing.assert_array_equal(fitted._fit_held_out(moves, other),
+                                  KernelModel._fit_held_out(type(model)(**model.get_params()), moves, other))
 
 
 def test_fold_counts_are_the_training_moves_counts():

@@ -493,18 +493,34 @@ class ShrinkageKernel(KernelModel):
         return type(self)(**{**self.get_params(), "concentrations": tuple(float(c) for c in self.concentrations_)})
 
     def _fit_held_out(self, moves, folds):
-        self.fit(moves)
-        return self._held_out_on(moves, folds)
+        self._keep_tables = True  # the cross-validation's fold tables, reused where its folds are these
+        try:
+            self.fit(moves)
+        finally:
+            del self._keep_tables
+        return self._held_out_on(moves, folds, self.__dict__.pop("_cv_tables", None))
 
-    def _held_out_on(self, moves, folds):
+    def _held_out_on(self, moves, folds, cv_tables=None):
+        """Per move, its probability under the training counts of its fold at ``concentrations_``;
+        from the cross-validation's tables (``cv_tables``: its folds, their training outcomes'
+        counts and tables) where they are of the same folds: the same numbers, to the bit."""
         p = np.empty(moves.n)
+        if cv_tables is not None and len(cv_tables[0]) == len(folds) and all(
+                n_out == self.n_outcomes_ and np.array_equal(a[1], b[1])
+                for a, b, n_out in zip(cv_tables[0], folds, cv_tables[1])):
+            for (_, test), table in zip(folds, cv_tables[2]):
+                p[test] = table.proba(self.concentrations_)
+            return p
         for test, table, n_out in _fold_tables(moves, folds):
             p[test] = shrunk_move_proba(table, self.concentrations_, n_out, moves.outcomes[test])
         return p
 
     def _cross_validate(self, moves):
         folds = moves.folds(self.n_splits, self.random_state)
-        tables = [_ShrunkMoves(t, self.n_outcomes_, moves.outcomes[test]) for test, t, _ in _fold_tables(moves, folds)]
+        built = list(_fold_tables(moves, folds))
+        tables = [_ShrunkMoves(t, self.n_outcomes_, moves.outcomes[test]) for test, t, _ in built]
+        if getattr(self, "_keep_tables", False):  # for _fit_held_out; not kept on the model
+            self._cv_tables = (folds, [n_out for _, _, n_out in built], tables)
 
         def loss(log_c):
             """The mean held-out negative log-likelihood per move and its gradient in ``log c``."""
