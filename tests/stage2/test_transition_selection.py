@@ -436,6 +436,8 @@ def test_low_rank_search_stops_racing_a_leader_far_ahead(monkeypatch):
     assert len(slow.models["lowrank"].cv_scores_) > 2 and "stopped at rank" not in slow.summary()
     shrink = [{r["name"]: r for r in result.scores}["shrinkage"] for result in (fast, slow)]
     assert shrink[0] == shrink[1]
+    off = select_transition_model(moves, candidates(), random_state=0, race=False)  # a model asked for by name
+    assert not off.models["lowrank"].cv_raced_ and off.models["lowrank"].cv_scores_ == slow.models["lowrank"].cv_scores_
 
 
 def test_low_rank_search_does_not_race_alone_or_when_it_leads():

@@ -153,7 +153,8 @@ def singleton_share(moves) -> float:
 
 def select_transition_model(transitions, candidates=None, *, n_splits=5, random_state=None, n_states=None,
                             threshold=2.0, floor=1e-4, max_missing_mass=0.05,
-                            settled_mass=0.01, thin_only=("lowrank",), progress=None) -> TransitionSelection:
+                            settled_mass=0.01, thin_only=("lowrank",), race=True,
+                            progress=None) -> TransitionSelection:
     r"""Choose a transition model by held-out next-state log-likelihood over episode folds.
 
     Parameters
@@ -181,6 +182,11 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     settled_mass, thin_only : float, tuple of str
         The shortcuts of the module docstring (``singleton_share``): counts kept without a
         comparison up to ``settled_mass``; ``thin_only`` candidates tried above ``max_missing_mass``.
+    race : bool
+        Whether a candidate that searches its settings by a cross-validation of its own (the
+        low-rank model's ranks) races the leader among the candidates fitted before it, stopping
+        its search where it cannot catch up (``LowRankKernel.cv_raced_``); False where the
+        candidate's fit is wanted whatever the comparison says (``genpqr fit --transition lowrank``).
     progress : bool or None
         A progress bar over the candidates on stderr, shown once the comparison has run for 2
         seconds (None: only on a terminal; False: never).
@@ -204,7 +210,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     folds = moves.folds(n_splits, random_state)
     held = _Held(moves, floor)
     with _bar(len(fitted), progress) as bar:
-        _fit_candidates(fitted, moves, folds, held, bar)
+        _fit_candidates(fitted, moves, folds, held, bar, race)
         missing = float(held.zeros["counts"].mean()) if "counts" in held.lls else np.nan
         compared = ~held.zeros["counts"] if missing <= max_missing_mass else np.ones(moves.n, bool)
         scores = _scores(held, fitted, codes, episodes.size, compared)
@@ -218,7 +224,7 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
                                missing <= max_missing_mass)
 
 
-def _fit_candidates(fitted, moves, folds, held, bar):
+def _fit_candidates(fitted, moves, folds, held, bar, race=True):
     """Each candidate fitted on every move (in place), its held-out probabilities put in ``held``:
     from its own cross-validation's folds where it offers them (``_fit_own_held_out``), else from
     fits on the selection's ``folds`` (``_fit_held_out``)."""
@@ -229,7 +235,8 @@ def _fit_candidates(fitted, moves, folds, held, bar):
         own = getattr(model, "_fit_own_held_out", None)
         if own is not None:  # its own cross-validation says which setting and fold it fits
             model._progress_note = lambda text, name=name: _note(bar, f"{name}: {text}")
-            model._race = _Leader(held, fitted, moves)
+            if race:
+                model._race = _Leader(held, fitted, moves)
         try:
             p, splits = own(moves) if own is not None else (None, None)
         finally:
