@@ -618,8 +618,7 @@ class LowRankKernel(KernelModel):
             if best is not None and self._raced(ranks, tried, log_p, splits, episodes, first_c, first_g):
                 return -np.inf
             value = held_out((r, first_c, first_g), against=None if best is None else (best, first_c, first_g))
-            if np.isfinite(value):
-                tried.append(r)
+            tried.extend([r] if np.isfinite(value) else [])
             return value
 
         rank = _climb(ranks, rank_score, 0)

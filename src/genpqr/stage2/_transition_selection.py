@@ -32,6 +32,12 @@ score) trails the choice's held-out one by the threshold, they would not make it
 are not made either. The summary then says its score comes from its own
 folds. Otherwise it is refitted on the selection's folds with its settings fixed, and compared on
 those.
+
+The low-rank model is fitted after the others and its rank search races the leader among them
+(``race``): after each rank step, where the gap to the leader on its own folds, less ``RACE_Z``
+standard errors, exceeds ``RACE_STEPS`` times the ranks left times the last step's gain, the
+search stops there and the concentration and group searches are skipped (``LowRankKernel._raced``;
+the summary says so). Returns diminishing along the grid, the ranks left could not close the gap.
 """
 
 from __future__ import annotations
@@ -152,17 +158,15 @@ def singleton_share(moves) -> float:
 
 
 def select_transition_model(transitions, candidates=None, *, n_splits=5, random_state=None, n_states=None,
-                            threshold=2.0, floor=1e-4, max_missing_mass=0.05,
-                            settled_mass=0.01, thin_only=("lowrank",), race=True,
-                            progress=None) -> TransitionSelection:
+                            threshold=2.0, floor=1e-4, max_missing_mass=0.05, settled_mass=0.01,
+                            thin_only=("lowrank",), race=True, progress=None) -> TransitionSelection:
     r"""Choose a transition model by held-out next-state log-likelihood over episode folds.
 
     Parameters
     ----------
     transitions : :class:`~genpqr.data.Transitions` (tabular states) or ``TransitionMoves``
     candidates : None or dict of name -> unfitted transition model
-        None: ``default_candidates``. Must hold ``"counts"`` for the rule below; without
-        it the best held-out candidate is chosen.
+        None: ``default_candidates``. Must hold ``"counts"`` for the rule below (else the best held-out one wins).
     n_splits : int
         Episode folds (fewer when there are fewer episodes; at least 2).
     random_state : None, int or Generator
@@ -174,19 +178,15 @@ def select_transition_model(transitions, candidates=None, *, n_splits=5, random_
     floor : float
         Weight of the uniform outcome mixed into every held-out probability.
     max_missing_mass : float
-        Cells count as well filled when counts give probability 0 to at most this share of
-        the held-out moves (the Good-Turing estimate of the probability mass counts miss);
-        then the candidates are compared with counts on the held-out moves counts explain,
-        else on every held-out move.
-
+        Cells count as well filled when counts give probability 0 to at most this share of the held-out
+        moves (the Good-Turing estimate of the probability mass counts miss); then the candidates are
+        compared with counts on the held-out moves counts explain, else on every held-out move.
     settled_mass, thin_only : float, tuple of str
         The shortcuts of the module docstring (``singleton_share``): counts kept without a
         comparison up to ``settled_mass``; ``thin_only`` candidates tried above ``max_missing_mass``.
     race : bool
-        Whether a candidate that searches its settings by a cross-validation of its own (the
-        low-rank model's ranks) races the leader among the candidates fitted before it, stopping
-        its search where it cannot catch up (``LowRankKernel.cv_raced_``); False where the
-        candidate's fit is wanted whatever the comparison says (``genpqr fit --transition lowrank``).
+        The low-rank model's rank search races the leader (module docstring); False where its whole
+        search is wanted whatever the comparison says (``genpqr fit --transition lowrank``).
     progress : bool or None
         A progress bar over the candidates on stderr, shown once the comparison has run for 2
         seconds (None: only on a terminal; False: never).
