@@ -480,6 +480,11 @@ class LowRankKernel(KernelModel):
         ``(rank, concentration, n_groups) -> folds scored`` for the settings dropped before the
         last fold: their held-out moves so far trailed the best setting's by ``RACE_Z``
         standard errors of the paired per-episode difference.
+    cv_raced_ : dict
+        Empty, or, where a transition selection's race stopped the rank search short
+        (``_raced``): the ``leader``, the ``rank`` it stopped at, the last rank step's ``gain``,
+        the ``gap`` to the leader on this cross-validation's folds and its ``standard_error``, and
+        the ``ranks_left``; the concentration and group searches are then skipped.
     n_iter_ : int
     """
 

@@ -78,7 +78,8 @@ class TransitionSelection:
         ``unexplained`` (share of held-out moves given probability 0), ``settings``,
         ``n_splits`` and ``folds`` (the episode folds its held-out probabilities come from:
         ``"selection"``, the selection's, or ``"fewer"``, its own cross-validation's where that
-        already decides; see the module docstring).
+        already decides; see the module docstring), ``raced`` (where the low-rank model's rank
+        search stopped racing the leader and why: its ``cv_raced_``; empty otherwise).
     reason : str
     n_moves, n_episodes, n_splits : int
     well_filled : bool
