@@ -91,3 +91,28 @@ def test_the_api_default_is_the_cli_default_on_thin_cells(tmp_path, capsys):
     counts = GenPQR(N.anchor_action("left"), gamma=0.9, q_model="exact", random_state=0, transition_model="counts")
     assert counts.fit(data).transition_selection_ is None and counts.transition_model_ is None
     assert not np.allclose(counts.reward_table().to_numpy(), api.to_numpy(), atol=1e-3)
+
+
+def test_the_selection_summary_indented_for_the_console_leaves_no_stray_words():
+    """The summary's lines are wrapped at 100 columns; the console indents them by two more, and
+    wrapping the indented lines as they stood left a word or two on lines of their own."""
+    from genpqr.app.console import fit_width, unwrap
+    from genpqr.app.transition_choice import TransitionChoice
+    from genpqr.stage2._transition_selection import _wrapped_note
+
+    lines = ["transition model: shrinkage (counts miss 55.5% of held-out moves (over 5%: cells are thin), compared "
+             "on every held-out move; it beats counts by +4.8856 per move = 918.1 standard errors, the most)",
+             "  held-out next-state log-likelihood per move (5 episode folds, 900000 moves):"]
+    lines += _wrapped_note("lowrank    -3.1038, +4.6101 vs counts on the moves compared (SE 0.0057); 0.0% of "
+                           "held-out moves unexplained; rank 20, concentration 100, 0 state groups", indent=4)
+    lines += _wrapped_note("(its search stopped at rank 10: the last rank step gained 0.1710 per move, it trails "
+                           "shrinkage by 0.5420 (SE 0.00091) on its own folds, more than 2 x 1 ranks left x that gain)")
+    summary = "\n".join(lines)
+    assert max(map(len, lines[1:])) >= 98  # the library's own lines use the whole width
+    printed = TransitionChoice("shrinkage", summary).describe().splitlines()
+    assert max(map(len, printed)) <= 100
+    as_they_stood = fit_width("\n".join("  " + line for line in lines)).splitlines()
+    stray = [line.strip() for line in as_they_stood if len(line.strip().split()) == 1]  # a lone word mid-note
+    assert stray == ["moves", "trails"] and not {line.strip() for line in printed} & set(stray), printed
+    assert len(printed) == len(as_they_stood) - 2
+    assert unwrap("\n".join(printed)).split() == unwrap(summary).split()  # the same words, in order

@@ -22,8 +22,12 @@ class TransitionChoice:
     summary: str
 
     def describe(self) -> str:
-        """The summary, indented as the lines of the model's summary it follows."""
-        return "\n".join("  " + line for line in self.summary.splitlines())
+        """The summary, indented as the lines of the model's summary it follows: its wrapped lines
+        joined back, indented, and wrapped again at the console's width (wrapping the indented
+        lines as they stand would leave a word or two on lines of their own)."""
+        from .console import fit_width, unwrap
+
+        return fit_width("\n".join("  " + line for line in unwrap(self.summary).splitlines()))
 
 
 def choose_transition(config, data, index):
