@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from ..data._progress import bar_width
 from ..exceptions import InferenceWarning
+from ..stage1._latent_types import episode_codes
 from . import _algebra as alg
 from ._nuisances import (STATE_PRIOR, Rows, check_inputs, context_of, fit_quietly, fitted_on, fold_template, is_exact,
                          kernel_is_given, tabular_law)
@@ -324,8 +325,8 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
 
 def clustered_cov(influence, episodes, codes=None) -> np.ndarray:
     """``sum_e c_e c_e^T / n^2`` with ``c_e`` the influence summed over episode ``e`` (``codes``:
-    the rows' episodes coded ``0..E-1``, :func:`episode_codes`, when already known)."""
-    sums = episode_sums(influence, episode_codes(episodes) if codes is None else codes)
+    the rows' episodes coded ``0..E-1``, ``episode_codes`` of ``genpqr.stage1._latent_types``, when already known)."""
+    sums = episode_sums(influence, episode_codes(episodes)[1] if codes is None else codes)
     n = influence.shape[0]
     return sums.T @ sums / n ** 2, sums
 
@@ -338,11 +339,6 @@ def episode_sums(values, codes) -> np.ndarray:
     return sums.reshape((E,) + values.shape[1:])
 
 
-def episode_codes(episodes) -> np.ndarray:
-    """Each row's episode coded ``0..E-1`` (in the order of the sorted ids)."""
-    return np.unique(episodes, return_inverse=True)[1].reshape(-1)
-
-
 def split_by_input(infl, policy, kernel, episodes, codes=None):
     """The influence's terms by input (n, m, 3) in :data:`INPUTS`' order (first stage, kernel, state
     law; they add up to ``infl``) and their episode-clustered covariance per component (m, 3, 3):
@@ -351,14 +347,14 @@ def split_by_input(infl, policy, kernel, episodes, codes=None):
     bellman = kernel - kernel.mean(axis=0)
     terms = np.stack([first, bellman, infl - first - bellman], axis=2)
     n = terms.shape[0]
-    sums = episode_sums(terms, episode_codes(episodes) if codes is None else codes)
+    sums = episode_sums(terms, episode_codes(episodes)[1] if codes is None else codes)
     return terms, np.einsum("ejt,eju->jtu", sums, sums) / n ** 2
 
 
 def _result(run, names, described, plug, data, rows, cross_fit, level, warn, start, owner=None) -> InferenceResult:
     estimate = run.phi.mean(axis=0)
     infl = run.phi - estimate
-    codes = episode_codes(rows.episodes)
+    codes = episode_codes(rows.episodes)[1]
     n_episodes = int(codes.max()) + 1
     cov, sums = clustered_cov(infl, rows.episodes, codes)
     se = np.sqrt(np.diag(cov))
