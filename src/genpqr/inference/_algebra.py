@@ -29,6 +29,8 @@ each target's docstring in ``_targets`` names its closed form.
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +47,11 @@ __all__ = []
 DENSE_STATES = 2500
 #: Newton iterations of the restricted soft fixed point before giving up.
 MAX_NEWTON = 200
+#: A Newton step of the soft fixed point reuses the last factorization (a chord step) while each
+#: step shrinks the fixed-point residual by at least this factor; otherwise it factorizes again.
+CHORD_RATE = 0.1
+#: Most bytes of factorizations a :func:`shared_resolvents` scope keeps.
+SHARED_BYTES = 256 * 2 ** 20
 
 
 # ============================================================================ the law
@@ -146,6 +153,71 @@ class Resolvent:
             return sla.lu_solve(self._lu, b, trans=trans)
         return self._sparse.solve(b, trans="T" if trans else "N")
 
+    @property
+    def nbytes(self) -> int:
+        if self._lu is not None:
+            return int(self._lu[0].nbytes)
+        return int(12 * (self._sparse.L.nnz + self._sparse.U.nnz))
+
+
+class _Shared:
+    """The factorizations of one :func:`shared_resolvents` scope: ``(kernel, sigma, gamma,
+    Resolvent)`` (oldest first) and the soft fixed points solved, ``(kernel, mask, tau, gamma,
+    Phi, Resolvent at its policy)``."""
+
+    def __init__(self):
+        self.entries, self.fixed_points, self.nbytes = [], [], 0
+
+    def find(self, kernel, sigma, gamma):
+        for k, s, g, res in self.entries:
+            if k is kernel and g == gamma and s.shape == sigma.shape and np.array_equal(s, sigma):
+                return res
+        return None
+
+    def keep(self, kernel, sigma, gamma, res) -> None:
+        size = res.nbytes
+        if size > SHARED_BYTES:
+            return
+        while self.entries and self.nbytes + size > SHARED_BYTES:
+            self.nbytes -= self.entries.pop(0)[3].nbytes
+        self.entries.append((kernel, sigma.copy(), gamma, res))
+        self.nbytes += size
+
+    def fixed_point(self, kernel, mask, tau, gamma):
+        for k, m, t, g, Phi, res in self.fixed_points:
+            if k is kernel and t == tau and g == gamma and np.array_equal(m, mask):
+                return Phi.copy(), res
+        return None
+
+
+_SHARED = contextvars.ContextVar("genpqr_inference_resolvents", default=None)
+
+
+@contextmanager
+def shared_resolvents():
+    """Within this scope a :func:`resolvent` of the same kernel object, policy and discount is
+    factorized once (``infer``: the plug-in and every fold share a given kernel, and the fixed
+    policies of the targets), and a restricted soft fixed point starts from the last one solved on
+    the same kernel (its factorization as the Newton steps' Jacobian while it contracts fast)."""
+    token = _SHARED.set(_Shared())
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def resolvent(kernel, sigma, gamma: float) -> Resolvent:
+    """``Resolvent(kernel, sigma, gamma)``, shared within a :func:`shared_resolvents` scope."""
+    shared = _SHARED.get()
+    if shared is None:
+        return Resolvent(kernel, sigma, gamma)
+    sigma, gamma = np.asarray(sigma, dtype=np.float64), float(gamma)
+    res = shared.find(kernel, sigma, gamma)
+    if res is None:
+        res = Resolvent(kernel, sigma, gamma)
+        shared.keep(kernel, sigma, gamma, res)
+    return res
+
 
 # ============================================================================ gradients
 @dataclass
@@ -233,7 +305,7 @@ class NormalizedReward:
 def normalized_reward(law: TabularLaw) -> NormalizedReward:
     if law.mu is None or law.g is None:
         raise ValueError("the law has no normalization (mu, g): a normalized-reward target needs one")
-    res = Resolvent(law.kernel, law.mu, law.gamma)
+    res = resolvent(law.kernel, law.mu, law.gamma)
     u = law.u
     W = res.solve(np.sum(law.mu * u, axis=1) - law.g)
     q = u - law.g[:, None] + law.gamma * law.expect(W)
@@ -268,7 +340,7 @@ def policy_value_functional(sigma=None, start=None):
     def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
         S, K = law.shape
         pol = law.policy if sigma is None else sigma
-        res = Resolvent(law.kernel, pol, gamma_f)
+        res = resolvent(law.kernel, pol, gamma_f)
         V = res.solve(np.sum(pol * r, axis=1))
         rho0 = law.rho if start is None else start
         eta = res.solve_t(rho0)
@@ -286,22 +358,35 @@ def policy_value_functional(sigma=None, start=None):
 
 def soft_fixed_point(r, law: TabularLaw, gamma_f: float, mask, tau: float):
     r"""The restricted soft fixed point (notes Sec. 5.3): ``Phi(s) = tau log sum_{b in A*}
-    exp((r(s,b) + gamma P Phi(s,b)) / tau)``, by Newton (soft policy iteration). Returns
-    ``(Phi (S,), pi* (S, K))``; ``pi*`` is zero off ``A*``."""
+    exp((r(s,b) + gamma P Phi(s,b)) / tau)``, by Newton (soft policy iteration) to a residual of
+    1e-13 relative. Returns ``(Phi (S,), pi* (S, K))``; ``pi*`` is zero off ``A*``. A step keeps
+    the last factorization while the residual shrinks by :data:`CHORD_RATE` per step (the same
+    fixed point, fewer factorizations); in a :func:`shared_resolvents` scope it starts from the
+    last fixed point solved on the kernel (the plug-in's for a fold)."""
     S, K = law.shape
     logits_mask = np.where(mask, 0.0, -np.inf)
-    sigma = np.where(mask, 1.0, 0.0)
-    sigma = sigma / sigma.sum(axis=1, keepdims=True)
-    Phi = Resolvent(law.kernel, sigma, gamma_f).solve(np.sum(sigma * r, axis=1))
+    shared = _SHARED.get()
+    warm = None if shared is None else shared.fixed_point(law.kernel, mask, tau, float(gamma_f))
+    if warm is None:
+        sigma = np.where(mask, 1.0, 0.0)
+        sigma = sigma / sigma.sum(axis=1, keepdims=True)
+        Phi = resolvent(law.kernel, sigma, gamma_f).solve(np.sum(sigma * r, axis=1))
+        res, previous = None, None  # the first step is Newton's
+    else:
+        (Phi, res), previous = warm, np.inf  # the first step is a chord step at the last fixed point's policy
     for _ in range(MAX_NEWTON):
         z = (r + gamma_f * law.expect(Phi)) / tau + logits_mask
         top = np.max(z, axis=1, keepdims=True)
         lse = top[:, 0] + np.log(np.sum(np.exp(z - top), axis=1))
         step_b = tau * lse - Phi
         pi = np.exp(z - lse[:, None])
-        if np.max(np.abs(step_b)) <= 1e-13 * max(1.0, np.max(np.abs(Phi))):
+        size = float(np.max(np.abs(step_b)))
+        if size <= 1e-13 * max(1.0, np.max(np.abs(Phi))):
             break
-        Phi = Phi + Resolvent(law.kernel, pi, gamma_f).solve(step_b)
+        if res is None or size > CHORD_RATE * previous:
+            res = Resolvent(law.kernel, pi, gamma_f)
+        Phi = Phi + res.solve(step_b)
+        previous = size
     z = (r + gamma_f * law.expect(Phi)) / tau + logits_mask
     top = np.max(z, axis=1, keepdims=True)
     lse = top[:, 0] + np.log(np.sum(np.exp(z - top), axis=1))
@@ -320,7 +405,11 @@ def softmax_value_functional(mask, tau: float, start=None):
     def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
         S, K = law.shape
         Phi, pi_star = soft_fixed_point(r, law, gamma_f, mask, tau)
-        res = Resolvent(law.kernel, pi_star, gamma_f)
+        res = resolvent(law.kernel, pi_star, gamma_f)
+        shared = _SHARED.get()
+        if shared is not None and shared.fixed_point(law.kernel, mask, tau, float(gamma_f)) is None:
+            # the first one solved (infer: the plug-in's, the nearest to every fold's) starts the next ones
+            shared.fixed_points.append((law.kernel, np.array(mask, copy=True), tau, float(gamma_f), Phi, res))
         V = res.solve(np.sum(pi_star * r, axis=1))
         q = r + gamma_f * law.expect(V)
         adv = np.where(mask, q - V[:, None], 0.0)
@@ -402,33 +491,70 @@ class SieveProjector:
     def __init__(self, psi, cell_freq, ridge: float | None = 1e-8, halves=None):
         self.psi = np.asarray(psi, dtype=np.float64)  # (S, m)
         self.ridge = ridge
-        self.full = self._inverses(cell_freq)
-        self.halves = None if halves is None else [(self._inverses(f), f) for f in halves]
+        self.full = self._system(cell_freq)
+        self.halves = None if halves is None else [self._system(f) for f in halves]
+        self._half_freq = None if halves is None else [np.asarray(f, dtype=np.float64) for f in halves]
+        self._inverse = {}  # the full sample's ridged inverses, made when a measure chooses their ridge
         self.chosen = []
 
-    def _inverses(self, freq):
+    def _system(self, freq):
+        """``(grams (K, m, m), scale)``: a sample's per-action Gram matrices ``sum_s p(s, a) psi psi^T``
+        and the ridges' unit (their mean diagonal)."""
+        freq = np.asarray(freq, dtype=np.float64)
+        grams = np.stack([(freq[:, k, None] * self.psi).T @ self.psi for k in range(freq.shape[1])])
         m = self.psi.shape[1]
-        grams = np.einsum("sk,sm,sn->kmn", freq, self.psi, self.psi)
         scale = max(float(np.mean(np.trace(grams, axis1=1, axis2=2))) / m, 1e-300)
-        ridges = self.RIDGES if self.ridge is None else (self.ridge,)
-        return {r: np.linalg.inv(grams + r * scale * np.eye(m)[None]) for r in ridges}
+        return grams, scale
+
+    def _inverses(self, system, ridges):
+        grams, scale = system
+        eye = np.eye(grams.shape[1])[None]
+        return {r: np.linalg.inv(grams + r * scale * eye) for r in ridges}
 
     def _solve(self, inv, moments):
         theta = np.einsum("kmn,jkn->jkm", inv, moments)
         return np.einsum("sm,jkm->jsk", self.psi, theta)
 
+    def held_out_loss(self, moments) -> dict:
+        """The Riesz loss ``sum_{s,a} p_other (phi^T theta_r)^2 - 2 sum M phi^T theta_r`` of the
+        ridge-``r`` fit on one half, on the other half, summed over both ways round, for every
+        candidate ridge at once: one eigendecomposition of each half's Gram matrices gives every
+        ridge's solution (``theta_r = V (V^T b) / (w + r)``), and the loss is read in the sieve's
+        coordinates (``theta^T G_other theta - 2 b^T theta``: the same sums without a pass over the
+        cells). ``moments`` (j, K, m): ``b = sum_s M(s, a) psi(s)``."""
+        if not hasattr(self, "_eigen"):
+            self._eigen = [np.linalg.eigh(grams) for grams, _ in self.halves]
+        ridges = np.asarray(self.RIDGES)
+        loss = np.zeros(ridges.size)
+        for (w, V), (_, scale), (other, _) in zip(self._eigen, self.halves, self.halves[::-1]):
+            c = np.einsum("kmn,jkm->jkn", V, moments)  # V^T b
+            coef = c[None] / (w[None] + (ridges * scale)[:, None, None])[:, None]  # (r, j, K, m)
+            theta = np.einsum("kmn,rjkn->rjkm", V, coef)
+            loss += (np.einsum("rjkm,kmn,rjkn->r", theta, other, theta, optimize=True)
+                     - 2 * np.einsum("jkm,rjkm->r", moments, theta))
+        return dict(zip(self.RIDGES, loss.tolist()))
+
+    def held_out_loss_by_cells(self, measure) -> dict:
+        """:meth:`held_out_loss` the long way (each ridge's inverse, its representer on every cell and
+        the loss summed over the cells; for the tests)."""
+        moments = np.einsum("jsk,sm->jkm", measure, self.psi)
+        loss = {r: 0.0 for r in self.RIDGES}
+        for half, other in zip(self.halves, self._half_freq[::-1]):
+            for r, inv in self._inverses(half, self.RIDGES).items():
+                alpha = self._solve(inv, moments)
+                loss[r] += float(np.sum(other[None] * alpha ** 2) - 2 * np.sum(measure * alpha))
+        return loss
+
     def __call__(self, measure):
         moments = np.einsum("jsk,sm->jkm", measure, self.psi)
         ridge = self.ridge
         if ridge is None:
-            loss = {r: 0.0 for r in self.RIDGES}
-            for (inv, _), (_, other) in zip(self.halves, self.halves[::-1]):
-                for r in self.RIDGES:
-                    alpha = self._solve(inv[r], moments)
-                    loss[r] += float(np.sum(other[None] * alpha ** 2) - 2 * np.sum(measure * alpha))
+            loss = self.held_out_loss(moments)
             ridge = min(loss, key=loss.get)
         self.chosen.append(ridge)
-        return self._solve(self.full[ridge], moments)
+        if ridge not in self._inverse:
+            self._inverse[ridge] = self._inverses(self.full, (ridge,))[ridge]
+        return self._solve(self._inverse[ridge], moments)
 
 
 # ============================================================================ the EIF
@@ -452,16 +578,17 @@ def influence(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None
     return state + policy + kernel
 
 
-def influence_terms(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None):
+def influence_terms(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_next=None, reps=None):
     r"""The three terms of ``chi`` at rows, one per factor of the law (module docstring), each
     (n, m): ``(state, policy, kernel)`` = ``g_rho(s) - rho g_rho``, ``alpha(s, a) - sum_b pi(b|s)
     alpha(s, b)`` and ``sum_k c_k lambda_k(s, a) [f_k(s') - (P f_k)(s, a)]`` (0 on a row without
     a next state). Under the law they are orthogonal: each has mean zero given what the one
-    before it conditions on (nothing, ``s``, ``(s, a)``)."""
+    before it conditions on (nothing, ``s``, ``(s, a)``). ``reps``: :func:`representers` of
+    ``pieces`` at ``law`` when already computed."""
     s, a = np.asarray(s, dtype=np.int64), np.asarray(a, dtype=np.int64)
     cont = np.asarray(cont, dtype=np.float64)
     nxt = np.where(cont > 0, np.asarray(s_next, dtype=np.int64), 0)
-    alpha, lams = representers(pieces, law)
+    alpha, lams = representers(pieces, law) if reps is None else reps
     state = (pieces.grad_rho[:, s] - (pieces.grad_rho @ law.rho)[:, None]).T
     policy = (alpha[:, s, a] - np.einsum("jnb,nb->jn", alpha[:, s, :], law.policy[s])).T
     kernel = np.zeros_like(state)

@@ -117,8 +117,9 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
     cross_fit = resolve_cross_fit(cross_fit, full)
     rows = Rows.of(data, tabular=exact)
     step = _TabularStep(riesz, kernel_is_given(full)) if exact else _SieveStep(riesz)
-    plug = step.plug_in(full, bound, rows)
-    run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
+    with alg.shared_resolvents():  # one factorization per kernel, policy and discount across the folds
+        plug = step.plug_in(full, bound, rows)
+        run = _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     names = [c for t in bound for c in t.components()]
     described = [t.describe() for t in bound for _ in t.components()]
     owner = np.repeat(np.arange(len(bound)), [len(t.components()) for t in bound])
@@ -241,20 +242,39 @@ class _TabularStep:
 
     def plug_in(self, full, bound, rows):
         law = replace(tabular_law(full, rows, 0.0), kernel_given=self.kernel_given)
+        self.kernel = law.kernel
         return alg.Pieces.stack([t.pieces(law) for t in bound]).value
 
     def __call__(self, fitted, bound, train_rows, held, prior, all_states=None):
         law = replace(tabular_law(fitted, train_rows, prior, self.cells, self.features, states=all_states),
                       kernel_given=self.kernel_given)
+        if self.kernel_given and same_kernel(law.kernel, getattr(self, "kernel", None)):
+            law = replace(law, kernel=self.kernel)  # the same object: its factorizations are shared
         parts = [t.pieces(law) for t in bound]
         pieces = alg.Pieces.stack(parts)
+        reps = alg.representers(pieces, law)  # once: a Riesz regression per measure on a sieve
         state, policy, kernel = alg.influence_terms(pieces, law, held.s, held.a, held.s_next, held.cont,
-                                                    held.has_next)
+                                                    held.has_next, reps=reps)
         if self.kernel_given:  # a known kernel is no input of the data: the target does not move with it
             kernel = np.zeros_like(kernel)
-        alpha = alg.representers(pieces, law)[0]
+        alpha = reps[0]
         return (pieces.value, pieces.value[None] + state + policy + kernel, alpha[:, held.s, held.a].T, policy, kernel,
                 [_contrasts(p.extras.get("min_distance"), law, held, self.kernel_given) for p in parts])
+
+
+def same_kernel(a, b) -> bool:
+    """Whether two ``TransitionKernel`` hold the same matrix (a given kernel, refitted per fold)."""
+    import scipy.sparse as sp
+
+    if a is b:
+        return True
+    if b is None or a.matrix.shape != b.matrix.shape or sp.issparse(a.matrix) != sp.issparse(b.matrix):
+        return False
+    if a.matrix is b.matrix:
+        return True
+    if sp.issparse(a.matrix):
+        return (a.matrix != b.matrix).nnz == 0
+    return bool(np.array_equal(a.matrix, b.matrix))
 
 
 class _SieveStep:

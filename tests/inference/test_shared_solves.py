@@ -1,0 +1,156 @@
+"""The shortcuts of the exact tabular route give the answers of the long way (issue 34, cost):
+the Riesz regression's held-out loss of every ridge from one eigendecomposition, the
+factorizations shared within one ``infer`` call, and the soft fixed point's chord and warm-started
+Newton steps."""
+
+import contextlib
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.preprocessing import SplineTransformer
+
+import genpqr
+from genpqr.envs import simulate_tabular
+from genpqr.inference import _algebra as alg
+from genpqr.inference import infer, policy_value, softmax_value, value_difference
+from genpqr.normalization import anchor_action
+from genpqr.stage1 import FrequencyClassifier
+from genpqr.stage2 import soft_optimal_solution
+from genpqr.stage2._tabular import TabularMDP
+
+from .designs import random_law
+
+
+def _projector(seed=0, S=40, K=3):
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0, 1, S)[:, None]
+    # splines plus a near-duplicate column: the small ridges are ill-conditioned
+    spl = SplineTransformer(n_knots=5, degree=3).fit_transform(x)
+    psi = np.column_stack([np.ones(S), spl, spl[:, 0] + 1e-7 * rng.normal(size=S)])
+    freq = rng.dirichlet(np.ones(S * K)).reshape(S, K)
+    halves = [rng.dirichlet(np.ones(S * K)).reshape(S, K) for _ in range(2)]
+    halves[0][:3] = 0.0  # a half that never visits some states: the free fit extrapolates there
+    halves = [h / h.sum() for h in halves]
+    return alg.SieveProjector(psi, freq, ridge=None, halves=halves), rng.normal(size=(2, S, K)), psi, freq
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_held_out_loss_of_every_ridge_is_the_per_ridge_solve(seed):
+    projector, measure, psi, _ = _projector(seed)
+    moments = np.einsum("jsk,sm->jkm", measure, psi)
+    fast, slow = projector.held_out_loss(moments), projector.held_out_loss_by_cells(measure)
+    assert list(fast) == list(slow) == list(alg.SieveProjector.RIDGES)
+    scale = max(abs(v) for v in slow.values())
+    for r in slow:  # the small ridges are ill-conditioned: the two ways agree to their conditioning
+        assert abs(fast[r] - slow[r]) <= (1e-10 if r >= 1e-4 else 1e-6) * scale, r
+    assert min(fast, key=fast.get) == min(slow, key=slow.get)
+
+
+def test_projector_representer_is_the_ridge_regression_on_the_cells():
+    projector, measure, psi, freq = _projector(1)
+    alpha = projector(measure)
+    r = projector.chosen[-1]
+    S, K = freq.shape
+    m = psi.shape[1]
+    grams = np.einsum("sk,sm,sn->kmn", freq, psi, psi)
+    scale = np.mean(np.trace(grams, axis1=1, axis2=2)) / m
+    theta = np.stack([np.linalg.solve(grams[k] + r * scale * np.eye(m), (measure[:, :, k] @ psi).T).T
+                      for k in range(K)], axis=1)  # (j, K, m)
+    np.testing.assert_allclose(alpha, np.einsum("sm,jkm->jsk", psi, theta), rtol=1e-8, atol=1e-10)
+
+
+def test_shared_resolvents_factorize_once_and_solve_the_same():
+    law = random_law(3, n_states=7)
+    sigma = np.random.default_rng(0).dirichlet(np.ones(3), size=7)
+    b = np.random.default_rng(1).normal(size=(7, 2))
+    plain = alg.Resolvent(law.kernel, sigma, 0.8)
+    assert alg.resolvent(law.kernel, sigma, 0.8) is not alg.resolvent(law.kernel, sigma, 0.8)  # no scope
+    with alg.shared_resolvents():
+        first = alg.resolvent(law.kernel, sigma, 0.8)
+        assert alg.resolvent(law.kernel, sigma.copy(), 0.8) is first
+        assert alg.resolvent(law.kernel, sigma, 0.7) is not first
+        other = sigma[::-1].copy()
+        assert alg.resolvent(law.kernel, other, 0.8) is not first
+        np.testing.assert_allclose(first.solve(b), plain.solve(b), rtol=1e-13)
+        np.testing.assert_allclose(first.solve_t(b), plain.solve_t(b), rtol=1e-13)
+    with alg.shared_resolvents():
+        assert alg.resolvent(law.kernel, sigma, 0.8) is not first  # a scope's factorizations end with it
+
+
+def _newton(monkeypatch, r, law, mask, tau):
+    with monkeypatch.context() as m:
+        m.setattr(alg, "CHORD_RATE", 0.0)  # a factorization at every step: plain Newton
+        return alg.soft_fixed_point(r, law, law.gamma, mask, tau)
+
+
+def test_soft_fixed_point_chord_and_warm_start_reach_newtons_fixed_point(monkeypatch):
+    law = random_law(5, gamma=0.9, terminal=False, n_states=12, n_actions=4)
+    mask = np.ones((12, 4), dtype=bool)
+    mask[:, 2] = False
+    rng = np.random.default_rng(2)
+    r0 = rng.normal(size=(12, 4))
+    reference = [_newton(monkeypatch, r0 + t * rng.normal(size=r0.shape), law, mask, 0.6) for t in (0.0, 0.05, 0.2)]
+    rng = np.random.default_rng(2)
+    r0 = rng.normal(size=(12, 4))
+    with alg.shared_resolvents():
+        for t, (Phi_ref, pi_ref) in zip((0.0, 0.05, 0.2), reference):
+            r = r0 + t * rng.normal(size=r0.shape)
+            fn = alg.softmax_value_functional(mask, 0.6)
+            fn(law, r, law.gamma)  # registers its fixed point: the next ones start from it
+            Phi, pi = alg.soft_fixed_point(r, law, law.gamma, mask, 0.6)
+            np.testing.assert_allclose(Phi, Phi_ref, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(pi, pi_ref, rtol=1e-11, atol=1e-13)
+            # the fixed point itself: Phi = tau log sum_{A*} exp((r + gamma P Phi) / tau)
+            z = np.where(mask, (r + law.gamma * law.expect(Phi)) / 0.6, -np.inf)
+            np.testing.assert_allclose(0.6 * np.log(np.exp(z).sum(axis=1)), Phi, rtol=1e-12, atol=1e-12)
+
+
+def _grid_design(S=36, K=3, n=3000):
+    P = np.zeros((S, K, S))
+    for s in range(S):
+        for a, move in enumerate((0, -1, 1)):
+            for d, p in zip((-1, 0, 1), (0.2, 0.6, 0.2)):
+                P[s, a, (s + move + d) % S] += p
+    x = 2 * np.pi * np.arange(S) / S
+    reward = np.column_stack([np.zeros(S), np.cos(x), np.sin(x) - 0.2])
+    pi0 = soft_optimal_solution(reward, P.reshape(S * K, S), 0.9).policy
+    mdp = TabularMDP.create(P.reshape(S * K, S), 0.9, reward)
+    return P, simulate_tabular(mdp, pi0, n_episodes=n // 20, horizon=20, random_state=1)
+
+
+def test_infer_with_shared_solves_is_the_long_way(monkeypatch):
+    """A given kernel, Riesz regression on splines of the state with the ridge chosen by held-out
+    loss, a softmax target (Newton) and normalized-reward values: ``infer`` with its factorizations
+    shared across the folds and chord Newton steps equals the long way (every factorization made
+    again, plain Newton) to 1e-10."""
+    P, data = _grid_design()
+    S, K = P.shape[:2]
+    pi_fix = np.random.default_rng(3).dirichlet(np.ones(K), size=S)
+    targets = [policy_value(pi_fix, reward="log_policy", name="1a"), softmax_value([0, 2], 0.6, reward="log_policy",
+                                                                                  name="1b"),
+               policy_value(pi_fix, gamma=0.92, name="2"), value_difference(pi_fix, "behavior", name="d")]
+    model = genpqr.GenPQR(q_model="exact", normalization=anchor_action(0), gamma=0.9, n_states=S,
+                          policy_model=FrequencyClassifier(n_states=S), transition_model=P, clip=(1e-3, 0.999))
+    riesz = SplineTransformer(n_knots=6, degree=3)
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return infer(model, targets, data, cross_fit=3, random_state=0, riesz=riesz, warn=False)
+
+    made = []
+    init = alg.Resolvent.__init__
+    monkeypatch.setattr(alg.Resolvent, "__init__", lambda self, *a: made.append(1) or init(self, *a))
+    fast = run()
+    n_fast = len(made)
+    with monkeypatch.context() as m:
+        m.setattr(alg, "shared_resolvents", contextlib.nullcontext)
+        m.setattr(alg, "CHORD_RATE", 0.0)
+        slow = run()
+    # the fixed policies' factorizations are made once, not once per fold and the plug-in
+    assert n_fast < len(made) - n_fast
+    np.testing.assert_allclose(fast.plug_in, slow.plug_in, rtol=1e-10)
+    np.testing.assert_allclose(fast.estimate, slow.estimate, rtol=1e-10)
+    np.testing.assert_allclose(fast.std_error, slow.std_error, rtol=1e-10)
+    np.testing.assert_allclose(fast.influence, slow.influence, rtol=1e-8, atol=1e-10 * np.abs(slow.influence).max())
