@@ -14,8 +14,12 @@ measured in one process on the same machine.
 * ``ring30``: the ring-30 design at n = 16,000 (a trivial first stage: the ratio measures overhead).
 * ``exp2``: the synthetic environment, 1,000 trajectories, a boosted first stage and LSTD; target:
   the reward projection (8 parameters).
+* ``paper`` / ``paper-10k``: the paper's continuous design (``inference_coverage.py paper``: 31 x 31
+  grid, kernel known, logistic first stage on cubic polynomials, Riesz regression on tensor splines
+  with the ridge chosen by held-out loss) at n = 2,500 / 10,000; targets 1a, 1b and 2 together.
 
-    OMP_NUM_THREADS=1 python benchmarks/inference_cost.py [--repeats 3] [--designs bus,bus-increment,ring30,exp2]
+    OMP_NUM_THREADS=1 python benchmarks/inference_cost.py [--repeats 3]
+        [--designs bus,bus-increment,ring30,exp2,paper,paper-10k]
         [--clock cpu]
 
 ``--clock cpu`` times CPU seconds of the process (``time.process_time``) instead of wall seconds:
@@ -79,7 +83,16 @@ def exp2():
     return model, data, reward_projection(exp2_features, names=EXP2_NAMES)
 
 
-DESIGNS = {"bus": lambda: bus(False), "bus-increment": lambda: bus(True), "ring30": ring30, "exp2": exp2}
+def paper(n: int):
+    from inference_coverage import paper_setup
+
+    targets, _, make, riesz = paper_setup()
+    model, data = make(n, np.random.default_rng(0))
+    return model, data, targets, riesz
+
+
+DESIGNS = {"bus": lambda: bus(False), "bus-increment": lambda: bus(True), "ring30": ring30, "exp2": exp2,
+           "paper": lambda: paper(2500), "paper-10k": lambda: paper(10000)}
 
 
 def main(argv=None):
@@ -92,14 +105,15 @@ def main(argv=None):
     warnings.simplefilter("ignore")
     rows = []
     for name in args.designs.split(","):
-        model, data, target = DESIGNS[name]()
+        model, data, target, *riesz = DESIGNS[name]()
+        riesz = riesz[0] if riesz else None
         for _ in range(args.repeats):
             t0 = clock()
             model.fit(data)
             fit = clock() - t0
             for k in (2, 3, 5):
                 t0 = clock()
-                infer(model, target, data, cross_fit=k, random_state=0, warn=False)
+                infer(model, target, data, cross_fit=k, random_state=0, warn=False, riesz=riesz)
                 rows.append(dict(design=name, cross_fit=k, fit_s=fit, infer_s=clock() - t0))
     frame = pd.DataFrame(rows)
     frame["ratio"] = frame.infer_s / frame.fit_s

@@ -10,7 +10,9 @@ closed-form solve in features (``"lstd"``) or FQE, and the checks and diagnostic
 
 from __future__ import annotations
 
+import contextvars
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 from .. import stage2 as tabular
@@ -33,7 +35,22 @@ from ._offsets import fit_offset, state_means
 from ._options import fqe_for_fit, fqe_spec, q_model_kind
 from ._state import FittedState, TabularState
 
-__all__ = ["FinitePath", "is_closed_form", "safe_log", "mu_expectation", "as_weights"]
+__all__ = ["FinitePath", "is_closed_form", "safe_log", "mu_expectation", "as_weights", "lean_fits"]
+
+_LEAN = contextvars.ContextVar("genpqr_lean_fits", default=False)
+
+
+@contextmanager
+def lean_fits():
+    """Within: a finite-action fit skips what only its user reads, the diagnostics (and their
+    warnings) and the data's fingerprint (``diagnostics_`` and ``data_fingerprint_`` are None); its
+    stages are the same. The refits of ``genpqr.inference.infer``'s folds: the full-sample fit
+    already reported its diagnostics."""
+    token = _LEAN.set(True)
+    try:
+        yield
+    finally:
+        _LEAN.reset(token)
 
 
 class FinitePath:
@@ -79,7 +96,8 @@ class FinitePath:
         state = FittedState(gamma=gamma, action_space=data.encoder, state_dim=data.state_dim, policy=policy,
                             policy_folds=folds, first_stage=choice if first_stage is None else first_stage,
                             taken_actions=data.taken_actions(), training_data=data,
-                            data_fingerprint=data.fingerprint(), q_model=self.q_model if not self.exact else "exact")
+                            data_fingerprint=None if _LEAN.get() else data.fingerprint(),
+                            q_model=self.q_model if not self.exact else "exact")
         normalization = est.normalization if est.normalization is not None else _default_normalization()
         return self.stage2(state, normalization, n_states)
 
@@ -134,6 +152,8 @@ class FinitePath:
         else:
             stage2 = self._fit_sample(state, norm, trans, table.rows(proba)[data.next_observed])
         state = state.replace(normalization=norm, stage2=stage2, tabular=tables)
+        if _LEAN.get():
+            return state
         return state.replace(diagnostics=self._diagnostics(state, table, proba, clipped, mu_rows))
 
     def _check_support(self, norm, data, mu_rows):

@@ -45,6 +45,8 @@ __all__ = []
 
 #: Largest state count solved by dense LU (above: sparse LU).
 DENSE_STATES = 2500
+#: Kernels of at most this many entries (S * K * S) are made dense for a factorization.
+SMALL_KERNEL = 2 ** 16
 #: Newton iterations of the restricted soft fixed point before giving up.
 MAX_NEWTON = 200
 #: A Newton step of the soft fixed point reuses the last factorization (a chord step) while each
@@ -129,11 +131,17 @@ class Resolvent:
 
     def __init__(self, kernel, sigma, gamma: float):
         S = kernel.n_states
-        M = kernel.under(np.asarray(sigma, dtype=np.float64))
+        sigma = np.asarray(sigma, dtype=np.float64)
+        if kernel.is_sparse and S * S * kernel.n_actions <= SMALL_KERNEL:  # dense arithmetic beats sparse set-up
+            M = np.einsum("sa,sat->st", sigma, kernel.to_dense())
+        else:
+            M = kernel.under(sigma)
         self.gamma = float(gamma)
         if S <= DENSE_STATES:
-            dense = M.toarray() if sp.issparse(M) else np.asarray(M)
-            self._lu = sla.lu_factor(np.eye(S) - self.gamma * dense)
+            A = M.toarray() if sp.issparse(M) else np.array(M, dtype=np.float64)
+            A *= -self.gamma
+            A.flat[::S + 1] += 1.0  # I - gamma M, in place
+            self._lu = sla.lu_factor(A, overwrite_a=True, check_finite=False)
             self._sparse = None
         else:
             self._sparse = spla.splu(sp.csc_matrix(sp.identity(S) - self.gamma * sp.csr_matrix(M)))

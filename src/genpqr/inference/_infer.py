@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -379,8 +380,8 @@ def _result(run, names, described, plug, data, rows, cross_fit, level, warn, sta
     cov, sums = clustered_cov(infl, rows.episodes, codes)
     se = np.sqrt(np.diag(cov))
     terms, cov_inputs = split_by_input(infl, run.policy, run.kernel, rows.episodes, codes)
-    folds = pd.DataFrame(run.records)
-    folds["component"] = [names[j] for j in folds["component"]]
+    folds = pd.DataFrame({key: [r[key] if key != "component" else names[r[key]] for r in run.records]
+                          for key in ("fold", "component", "n_rows", "plug_in", "correction", "estimate")})
     fold_plug = np.average(np.vstack(run.fold_values), axis=0, weights=run.fold_rows)  # by rows
     diag = _diagnostics(names, estimate, fold_plug, se, run.alpha, sums)
     if any(d is not None for d in getattr(run, "distance", [])):
@@ -431,7 +432,10 @@ def _specification(distance, owner, index) -> pd.DataFrame:
 
 def _warnings(diag: pd.DataFrame, described, n_episodes: int, cov_inputs=None) -> list:
     out = []
-    for j, ((name, row), what) in enumerate(zip(diag.iterrows(), described)):
+    columns = {c: diag[c].to_numpy() for c in ("effective_rows", "top_row_share", "weight_max", "top_episode_share",
+                                               "correction_to_se")}
+    for j, (name, what) in enumerate(zip(diag.index, described)):
+        row = SimpleNamespace(**{c: v[j] for c, v in columns.items()})
         why = []
         if row.effective_rows < ESS_WARN or row.top_row_share > WEIGHT_WARN:
             why.append(f"the Riesz weights rest on few rows (effective {row.effective_rows:.0f} rows; one row holds "

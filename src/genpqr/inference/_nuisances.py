@@ -74,8 +74,12 @@ def fold_template(full):
 
 
 def fit_quietly(template, data):
-    """Fit a fold: the full-sample fit already raised the fit's warnings."""
-    with warnings.catch_warnings():
+    """Fit a fold: the full-sample fit already raised the fit's warnings and reported its
+    diagnostics (a fold's fit skips them, ``genpqr.estimator._estimator_finite.lean_fits``: the
+    same stages, without the fit's per-call extras)."""
+    from ..estimator._estimator_finite import lean_fits
+
+    with warnings.catch_warnings(), lean_fits():
         warnings.simplefilter("ignore", GenPQRWarning)
         return clone_for_fold(template).fit(data)
 
