@@ -16,10 +16,11 @@ measured in one process on the same machine.
   the reward projection (8 parameters).
 * ``paper`` / ``paper-10k``: the paper's continuous design (``inference_coverage.py paper``: 31 x 31
   grid, kernel known, logistic first stage on cubic polynomials, Riesz regression on tensor splines
-  with the ridge chosen by held-out loss) at n = 2,500 / 10,000; targets 1a, 1b and 2 together.
+  with the ridge chosen by held-out loss) at n = 2,500 / 10,000; targets 1a, 1b and 2 together
+  (``paper-1a``, ``paper-1b``, ``paper-2``: one target alone, n = 2,500).
 
     OMP_NUM_THREADS=1 python benchmarks/inference_cost.py [--repeats 3]
-        [--designs bus,bus-increment,ring30,exp2,paper,paper-10k]
+        [--designs bus,bus-increment,ring30,exp2,paper,paper-10k,paper-1a,paper-1b,paper-2]
         [--clock cpu]
 
 ``--clock cpu`` times CPU seconds of the process (``time.process_time``) instead of wall seconds:
@@ -83,16 +84,17 @@ def exp2():
     return model, data, reward_projection(exp2_features, names=EXP2_NAMES)
 
 
-def paper(n: int):
+def paper(n: int, which=None):
     from inference_coverage import paper_setup
 
     targets, _, make, riesz = paper_setup()
     model, data = make(n, np.random.default_rng(0))
-    return model, data, targets, riesz
+    return model, data, targets if which is None else [targets[which]], riesz
 
 
 DESIGNS = {"bus": lambda: bus(False), "bus-increment": lambda: bus(True), "ring30": ring30, "exp2": exp2,
-           "paper": lambda: paper(2500), "paper-10k": lambda: paper(10000)}
+           "paper": lambda: paper(2500), "paper-10k": lambda: paper(10000), "paper-1a": lambda: paper(2500, 0),
+           "paper-1b": lambda: paper(2500, 1), "paper-2": lambda: paper(2500, 2)}
 
 
 def main(argv=None):

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.preprocessing import SplineTransformer
 
 import genpqr
@@ -154,3 +155,27 @@ def test_infer_with_shared_solves_is_the_long_way(monkeypatch):
     np.testing.assert_allclose(fast.estimate, slow.estimate, rtol=1e-10)
     np.testing.assert_allclose(fast.std_error, slow.std_error, rtol=1e-10)
     np.testing.assert_allclose(fast.influence, slow.influence, rtol=1e-8, atol=1e-10 * np.abs(slow.influence).max())
+
+
+def test_lean_fold_fits_have_the_same_stages():
+    """A fold's refit (``lean_fits``) skips the diagnostics and the fingerprint, not the math; the
+    scope ends with its block."""
+    from genpqr.estimator._estimator_finite import lean_fits
+
+    P, data = _grid_design(n=1000)
+    S = P.shape[0]
+    model = genpqr.GenPQR(q_model="exact", normalization=anchor_action(0), gamma=0.9, n_states=S,
+                          policy_model=FrequencyClassifier(n_states=S), transition_model="counts")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = clone(model).fit(data)
+        with lean_fits():
+            lean = clone(model).fit(data)
+    assert not hasattr(lean, "diagnostics_") and getattr(lean, "data_fingerprint_", None) is None
+    assert full.diagnostics_ is not None and full.data_fingerprint_ == data.fingerprint()
+    np.testing.assert_array_equal(lean.reward_table(), full.reward_table())
+    np.testing.assert_array_equal(lean.stage2_.recovery.log_policy, full.stage2_.recovery.log_policy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = clone(model).fit(data)  # the scope ended: a full fit again
+    assert again.diagnostics_ is not None and again.data_fingerprint_ == data.fingerprint()

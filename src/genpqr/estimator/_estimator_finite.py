@@ -43,8 +43,8 @@ _LEAN = contextvars.ContextVar("genpqr_lean_fits", default=False)
 @contextmanager
 def lean_fits():
     """Within: a finite-action fit skips what only its user reads, the diagnostics (and their
-    warnings) and the data's fingerprint (``diagnostics_`` and ``data_fingerprint_`` are None); its
-    stages are the same. The refits of ``genpqr.inference.infer``'s folds: the full-sample fit
+    warnings) and the data's fingerprint (the fit has no ``diagnostics_`` and no
+    ``data_fingerprint_``); its stages are the same. The refits of ``genpqr.inference.infer``'s folds: the full-sample fit
     already reported its diagnostics."""
     token = _LEAN.set(True)
     try:

@@ -52,7 +52,7 @@ MAX_NEWTON = 200
 #: A Newton step of the soft fixed point reuses the last factorization (a chord step) while each
 #: step shrinks the fixed-point residual by at least this factor; otherwise it factorizes again.
 CHORD_RATE = 0.1
-#: Most bytes of factorizations a :func:`shared_resolvents` scope keeps.
+#: Most bytes of factorizations a ``shared_resolvents`` scope keeps.
 SHARED_BYTES = 256 * 2 ** 20
 
 
@@ -169,7 +169,7 @@ class Resolvent:
 
 
 class _Shared:
-    """The factorizations of one :func:`shared_resolvents` scope: ``(kernel, sigma, gamma,
+    """The factorizations of one ``shared_resolvents`` scope: ``(kernel, sigma, gamma,
     Resolvent)`` (oldest first) and the soft fixed points solved, ``(kernel, mask, tau, gamma,
     Phi, Resolvent at its policy)``."""
 
@@ -203,7 +203,7 @@ _SHARED = contextvars.ContextVar("genpqr_inference_resolvents", default=None)
 
 @contextmanager
 def shared_resolvents():
-    """Within this scope a :func:`resolvent` of the same kernel object, policy and discount is
+    """Within this scope a ``resolvent`` of the same kernel object, policy and discount is
     factorized once (``infer``: the plug-in and every fold share a given kernel, and the fixed
     policies of the targets), and a restricted soft fixed point starts from the last one solved on
     the same kernel (its factorization as the Newton steps' Jacobian while it contracts fast)."""
@@ -215,7 +215,7 @@ def shared_resolvents():
 
 
 def resolvent(kernel, sigma, gamma: float) -> Resolvent:
-    """``Resolvent(kernel, sigma, gamma)``, shared within a :func:`shared_resolvents` scope."""
+    """``Resolvent(kernel, sigma, gamma)``, shared within a ``shared_resolvents`` scope."""
     shared = _SHARED.get()
     if shared is None:
         return Resolvent(kernel, sigma, gamma)
@@ -368,8 +368,8 @@ def soft_fixed_point(r, law: TabularLaw, gamma_f: float, mask, tau: float):
     r"""The restricted soft fixed point (notes Sec. 5.3): ``Phi(s) = tau log sum_{b in A*}
     exp((r(s,b) + gamma P Phi(s,b)) / tau)``, by Newton (soft policy iteration) to a residual of
     1e-13 relative. Returns ``(Phi (S,), pi* (S, K))``; ``pi*`` is zero off ``A*``. A step keeps
-    the last factorization while the residual shrinks by :data:`CHORD_RATE` per step (the same
-    fixed point, fewer factorizations); in a :func:`shared_resolvents` scope it starts from the
+    the last factorization while the residual shrinks by ``CHORD_RATE`` per step (the same
+    fixed point, fewer factorizations); in a ``shared_resolvents`` scope it starts from the
     last fixed point solved on the kernel (the plug-in's for a fold)."""
     S, K = law.shape
     logits_mask = np.where(mask, 0.0, -np.inf)
@@ -543,7 +543,7 @@ class SieveProjector:
         return dict(zip(self.RIDGES, loss.tolist()))
 
     def held_out_loss_by_cells(self, measure) -> dict:
-        """:meth:`held_out_loss` the long way (each ridge's inverse, its representer on every cell and
+        """``held_out_loss`` the long way (each ridge's inverse, its representer on every cell and
         the loss summed over the cells; for the tests)."""
         moments = np.einsum("jsk,sm->jkm", measure, self.psi)
         loss = {r: 0.0 for r in self.RIDGES}
@@ -591,7 +591,7 @@ def influence_terms(pieces: Pieces, law: TabularLaw, s, a, s_next, cont, has_nex
     (n, m): ``(state, policy, kernel)`` = ``g_rho(s) - rho g_rho``, ``alpha(s, a) - sum_b pi(b|s)
     alpha(s, b)`` and ``sum_k c_k lambda_k(s, a) [f_k(s') - (P f_k)(s, a)]`` (0 on a row without
     a next state). Under the law they are orthogonal: each has mean zero given what the one
-    before it conditions on (nothing, ``s``, ``(s, a)``). ``reps``: :func:`representers` of
+    before it conditions on (nothing, ``s``, ``(s, a)``). ``reps``: ``representers`` of
     ``pieces`` at ``law`` when already computed."""
     s, a = np.asarray(s, dtype=np.int64), np.asarray(a, dtype=np.int64)
     cont = np.asarray(cont, dtype=np.float64)
