@@ -157,9 +157,10 @@ def test_infer_with_shared_solves_is_the_long_way(monkeypatch):
     np.testing.assert_allclose(fast.influence, slow.influence, rtol=1e-8, atol=1e-10 * np.abs(slow.influence).max())
 
 
-def test_lean_fold_fits_have_the_same_stages():
-    """A fold's refit (``lean_fits``) skips the diagnostics and the fingerprint, not the math; the
-    scope ends with its block."""
+def test_lean_fold_fits_have_the_full_fits_nuisances():
+    """A fold's refit (``lean_fits``) gives the nuisances inference reads, those of a full fit bit
+    for bit (stage 1, the clipped ``u``, the kernel, the normalization's weights), and skips the
+    rest (diagnostics, fingerprint, the stage-2 solve); the scope ends with its block."""
     from genpqr.estimator._estimator_finite import lean_fits
 
     P, data = _grid_design(n=1000)
@@ -172,9 +173,12 @@ def test_lean_fold_fits_have_the_same_stages():
         with lean_fits():
             lean = clone(model).fit(data)
     assert not hasattr(lean, "diagnostics_") and getattr(lean, "data_fingerprint_", None) is None
+    assert lean.stage2_.recovery.q is None
     assert full.diagnostics_ is not None and full.data_fingerprint_ == data.fingerprint()
-    np.testing.assert_array_equal(lean.reward_table(), full.reward_table())
-    np.testing.assert_array_equal(lean.stage2_.recovery.log_policy, full.stage2_.recovery.log_policy)
+    for name in ("log_policy", "mu", "g"):
+        np.testing.assert_array_equal(getattr(lean.stage2_.recovery, name), getattr(full.stage2_.recovery, name))
+    assert (lean.stage2_.kernel.matrix != full.stage2_.kernel.matrix).nnz == 0
+    np.testing.assert_array_equal(lean.stage2_.counts, full.stage2_.counts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         again = clone(model).fit(data)  # the scope ended: a full fit again

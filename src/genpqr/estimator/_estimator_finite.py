@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import numpy as np
 from .. import stage2 as tabular
 from ..stage2._kernels import as_kernel
+from ..stage2._tabular import TabularRecovery, recovery_inputs
 from ..stage2._lstd import BellmanProblem
 from ..stage2._transition_spec import is_estimated_spec, resolve_transition_model
 from ..messages import Mention, Message
@@ -42,10 +43,11 @@ _LEAN = contextvars.ContextVar("genpqr_lean_fits", default=False)
 
 @contextmanager
 def lean_fits():
-    """Within: a finite-action fit skips what only its user reads, the diagnostics (and their
-    warnings) and the data's fingerprint (the fit has no ``diagnostics_`` and no
-    ``data_fingerprint_``); its stages are the same. The refits of ``genpqr.inference.infer``'s folds: the full-sample fit
-    already reported its diagnostics."""
+    """Within: a finite-action fit gives the nuisances of inference and skips the rest: the
+    diagnostics (and their warnings), the data's fingerprint and, on the exact path, stage 2's
+    solve (the fit has no ``diagnostics_``, no ``data_fingerprint_`` and no reward or Q tables: its
+    stage 1, clipped ``u``, kernel and normalization weights are the full fit's). The refits of
+    ``genpqr.inference.infer``'s folds, which read only those; never a model a user is given."""
     token = _LEAN.set(True)
     try:
         yield
@@ -212,7 +214,11 @@ class FinitePath:
         u = safe_log(state.policy.proba(grid))
         if norm.g.needs_outcomes:  # E[y|s] from every observed row
             norm = Normalization(norm.mu, FixedOffset(state_means(choices, S)), norm.name)
-        recovery = tabular.recover_reward(u, kernel, state.gamma, norm, solver=est.solver)
+        if _LEAN.get():  # a fold's nuisances: u, the kernel and the normalization; Q is not read
+            u, kernel, mu, g = recovery_inputs(u, kernel, state.gamma, norm)
+            recovery = TabularRecovery(None, None, None, u, mu, g, state.gamma, None)
+        else:
+            recovery = tabular.recover_reward(u, kernel, state.gamma, norm, solver=est.solver)
         tables = TabularState(n_states=S, visited_states=np.asarray(counts).sum(axis=1) > 0,
                               transition_counts=transition_counts, transition_model=model,
                               transition_selection=selection)

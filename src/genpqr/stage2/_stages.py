@@ -19,7 +19,7 @@ class ExactStage2:
 
     def __init__(self, recovery, kernel, counts):
         self.recovery, self.kernel, self.counts = recovery, kernel, counts
-        self.n_states = recovery.q.shape[0]
+        self.n_states = recovery.log_policy.shape[0]
 
     def _idx(self, states):
         return check_state_indices(states, self.n_states)

@@ -250,6 +250,16 @@ def _check_log_policy(log_policy, kernel=None, atol: float = 1e-8) -> np.ndarray
     return u
 
 
+def recovery_inputs(log_policy, P, gamma, normalization: Normalization):
+    """The checked inputs of :func:`recover_reward` before its solve: ``(u, kernel, mu, g)``."""
+    gamma = check_gamma(gamma)
+    u = as_float_array(log_policy, "log_policy", ndim=2)
+    kernel = as_kernel(P, u.shape[1])
+    u = _check_log_policy(u, kernel)
+    mu, g = _resolve(normalization, np.exp(u), kernel, gamma)
+    return u, kernel, mu, g
+
+
 def recover_reward(log_policy, P, gamma, normalization: Normalization, *, solver: str = "auto",
                    tol: float = 1e-10) -> TabularRecovery:
     r"""GenPQR by one linear solve (Theorem "IRL via a Bellman equation").
@@ -269,10 +279,7 @@ def recover_reward(log_policy, P, gamma, normalization: Normalization, *, solver
     solver, tol : see ``solve_linear_bellman``
     """
     gamma = check_gamma(gamma)
-    u = as_float_array(log_policy, "log_policy", ndim=2)
-    kernel = as_kernel(P, u.shape[1])
-    u = _check_log_policy(u, kernel)
-    mu, g = _resolve(normalization, np.exp(u), kernel, gamma)
+    u, kernel, mu, g = recovery_inputs(log_policy, P, gamma, normalization)
     W, info = solve_linear_bellman(kernel.under(mu), np.sum(mu * u, axis=1) - g, gamma, solver=solver, tol=tol)
     PW = kernel.expect(W)
     q = u - g[:, None] + gamma * PW
