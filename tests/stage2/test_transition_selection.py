@@ -74,6 +74,60 @@ def test_low_rank_em_with_unobserved_cells_matches_the_plain_reference(n_groups,
     np.testing.assert_allclose(model.psi_, psi, atol=1e-10)
 
 
+def test_denominators_by_one_sparse_product_are_the_gathered_dot_products():
+    """``_Ratios.update``: each non-zero's ``phi[row] . psi[:, col]`` from one product with the
+    gathered profiles, equal to the gathered rows' dot products up to the order of the sum."""
+    rng = np.random.default_rng(3)
+    moves = low_rank_moves(S=20, K=4, n=1500, seed=2)
+    counts = moves.counts()
+    cells = counts[np.flatnonzero(np.diff(counts.indptr) > 0)]
+    for rank in (1, 3, 7):
+        ratios = lowrank._Ratios(cells, rank)
+        phi = rng.dirichlet(np.ones(rank), size=cells.shape[0])
+        psiT = rng.dirichlet(np.ones(counts.shape[1]), size=rank).T.copy()
+        denom = ratios.update(phi, psiT)
+        reference = np.einsum("jk,jk->j", phi[ratios.rows], psiT[ratios.cols])
+        np.testing.assert_allclose(denom, reference, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(ratios.R.data, ratios.n / reference, rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["ones", "integers", "large integers", "weights", "tiny"])
+def test_the_em_log_likelihood_with_fewer_logarithms_is_the_weighted_sum(kind):
+    """``_WeightedLogSum``: ``sum_j n_j log d_j`` by levels of products of LOG_PRODUCT terms
+    equals ``n @ log(d)`` to rounding; non-integer counts, and terms whose products would
+    underflow, are summed term by term (the same figure)."""
+    rng = np.random.default_rng(0)
+    n = {"ones": np.ones(1001), "integers": rng.geometric(0.6, 5003).astype(float),
+         "large integers": rng.integers(1, 4000, 997).astype(float), "weights": rng.uniform(0.2, 3.0, 1000),
+         "tiny": np.ones(1000)}[kind]
+    d = rng.uniform(1e-6, 1.0, n.size)
+    if kind == "tiny":
+        d[::7] = 1e-90  # four of these multiply to below the floor of a double's normal range
+    total = lowrank._WeightedLogSum(n)
+    assert (total.plan is None) == (kind == "weights")
+    expected = float(n @ np.log(d))
+    assert total(d) == pytest.approx(expected, rel=1e-13)
+    assert total(d) == total(d)  # its buffers do not carry over between calls
+
+
+def test_pooled_count_tables_are_the_kronecker_products():
+    """The shrinkage levels' pooled tables and the low-rank EM's initial profiles pool counts
+    without a Kronecker product: the same values, exactly."""
+    import scipy.sparse as sp
+    from genpqr.stage2._transition_models import _pooled
+
+    rng = np.random.default_rng(5)
+    S, K = 14, 3
+    moves = draw_moves(random_kernel(S, K, rng, termination=0.1), 700, rng)
+    counts = moves.counts()
+    by_state = sp.csr_matrix(sp.kron(sp.eye(S), np.ones((1, K))) @ counts).toarray()
+    by_action = sp.csr_matrix(sp.kron(np.ones((1, S)), sp.eye(K)) @ counts).toarray()
+    np.testing.assert_array_equal(_pooled(counts, S, K, 0).toarray(), by_state)
+    np.testing.assert_array_equal(_pooled(counts, S, K, 1).toarray(), by_action)
+    pick = np.array([3, 0, 3, 13])
+    np.testing.assert_array_equal(lowrank._pooled_rows(counts, pick, K), by_state[pick])
+
+
 def test_low_rank_dense_kernel_is_its_rows():
     moves = low_rank_moves(S=15, K=3, n=600)
     model = LowRankKernel(rank=3, concentration=5.0, n_groups=0, random_state=0).fit(moves)

@@ -33,16 +33,29 @@ def _normalize(x, axis):
     return x / np.where(total > 0, total, 1.0)
 
 
+_ONES = {}
+
+
+def _ones(n):
+    """A read-only vector of ``n`` ones, made once per length (the row sums below are products
+    with it; ``np.ones`` at each of the EM's many small products cost more than some products)."""
+    ones = _ONES.get(n)
+    if ones is None:
+        ones = _ONES[n] = np.ones(n)
+        ones.flags.writeable = False
+    return ones
+
+
 def _to_simplex(x):
     """``x`` (n, r) with its rows scaled in place to sum to 1 (rows of zeros are left)."""
-    total = x @ np.ones(x.shape[1])
+    total = x @ _ones(x.shape[1])
     x /= np.where(total > 0, total, 1.0)[:, None]
     return x
 
 
 def _positive_to_simplex(x):
     """``x`` (..., r), positive, scaled in place to sum to 1 over its last axis."""
-    x /= (x @ np.ones(x.shape[-1]))[..., None]
+    x /= (x @ _ones(x.shape[-1]))[..., None]
     return x
 
 
@@ -67,24 +80,78 @@ GROUP_PRIOR = 10.0
 
 class _Ratios:
     """``R = N / (phi psi)`` on the non-zeros of ``N`` (m, S+1): the sparse structure of ``R`` is
-    built once, each EM iteration only replaces its values (and fills two buffers of shape (nnz,
-    r)); ``R^T`` is its transpose as a view on the same values (its product sums over the rows of
-    ``R`` in their order, as the product with a transposed copy does, to the bit)."""
+    built once, each EM iteration only replaces its values; ``R^T`` is its transpose as a view on
+    the same values (its product sums over the rows of ``R`` in their order, as the product with a
+    transposed copy does, to the bit). The denominators ``phi psi`` on the non-zeros are one
+    sparse product: row ``j`` of ``Q`` (nnz, m*r) holds ``psi`` at non-zero ``j``'s outcome in the
+    columns of its row's weights in ``phi`` flattened, so ``Q @ phi.ravel()`` is each non-zero's
+    ``sum_k phi[row, k] psi[k, col]`` in one pass; each iteration refills ``Q``'s values (a
+    gather of ``psi^T``'s rows) and never forms the (nnz, r) rows of ``phi``."""
 
     def __init__(self, counts, rank):
         self.n, self.cols = counts.data, counts.indices
-        self.rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+        m, nnz = counts.shape[0], counts.data.size
+        self.rows = np.repeat(np.arange(m), np.diff(counts.indptr))
         self.R = sp.csr_matrix((self.n.astype(float), self.cols, counts.indptr), shape=counts.shape)
         self.RT = self.R.T
-        self._phi, self._psi, self._ones = np.empty((self.n.size, rank)), np.empty((self.n.size, rank)), np.ones(rank)
+        index = (self.rows[:, None] * rank + np.arange(rank)).reshape(-1)
+        self.Q = sp.csr_matrix((np.zeros(nnz * rank), index, np.arange(0, nnz * rank + 1, rank)),
+                               shape=(nnz, m * rank))
+        self._psi = self.Q.data.reshape(nnz, rank)  # a view: filling it fills Q
+        self.log_likelihood = _WeightedLogSum(self.n)
 
     def update(self, phi, psiT):
         """Sets ``R`` for ``phi`` (m, r) and ``psi^T`` (S+1, r); returns ``phi psi`` on the non-zeros."""
-        _take_rows(phi, self.rows, out=self._phi)
         _take_rows(psiT, self.cols, out=self._psi)
-        denom = np.multiply(self._phi, self._psi, out=self._phi) @ self._ones
+        denom = self.Q @ np.ascontiguousarray(phi).reshape(-1)
         np.divide(self.n, denom, out=self.R.data)
         return denom
+
+
+LOG_PRODUCT = 4
+"""Terms multiplied together per logarithm in :class:`_WeightedLogSum`."""
+_LOG_TINY = 1e-280
+
+
+def _sum_log(d, buffer):
+    """``sum(log(d))`` for ``d`` in (0, 1], one logarithm per product of ``LOG_PRODUCT`` terms
+    (a product of that many terms in (0, 1] is in (0, 1]; where one falls below ``_LOG_TINY``,
+    where it would lose digits to underflow, the logarithms are taken term by term)."""
+    q = d.size // LOG_PRODUCT
+    if q == 0:
+        return float(np.log(d).sum())
+    v = d[: q * LOG_PRODUCT].reshape(q, LOG_PRODUCT)
+    p = np.multiply(v[:, 0], v[:, 1], out=buffer[:q])
+    for k in range(2, LOG_PRODUCT):
+        p *= v[:, k]
+    if p.min() < _LOG_TINY:
+        return float(np.log(d).sum())
+    return float(np.log(p, out=p).sum() + np.log(d[q * LOG_PRODUCT:]).sum())
+
+
+class _WeightedLogSum:
+    """``sum_j n_j log d_j`` for fixed counts ``n`` (the EM's log-likelihood, its stopping rule's
+    figure) with fewer logarithms: for integer counts it is ``sum_j log d_j`` (one logarithm per
+    product of ``LOG_PRODUCT`` terms, :func:`_sum_log`) plus ``sum_{j: n_j > 1} (n_j - 1) log d_j``
+    term by term; other counts: ``n @ log(d)``. The same sum as ``n @ log(d)`` up to rounding
+    (about 1e-16 relative)."""
+
+    def __init__(self, n):
+        self.n = np.asarray(n, dtype=np.float64)
+        self.plan = None
+        if self.n.size and np.all(self.n >= 1) and np.all(self.n == np.round(self.n)):
+            rest = np.flatnonzero(self.n > 1)
+            self.plan = (rest, self.n[rest] - 1.0)
+            self._buffer = np.empty(self.n.size // LOG_PRODUCT + 1)
+
+    def __call__(self, d):
+        if self.plan is None:
+            return float(self.n @ np.log(d))
+        rest, weights = self.plan
+        total = _sum_log(d, self._buffer)
+        if rest.size:
+            total += float(weights @ np.log(d[rest]))
+        return total
 
 
 class _Cells:
@@ -132,7 +199,7 @@ def _prior(state, ratio, concentration):
             return concentration * _take_rows(state, states)
         prior = _take_rows(state, states)
         prior *= _take_rows(ratio, rows)
-        prior *= (concentration / (prior @ np.ones(prior.shape[1])))[:, None]
+        prior *= (concentration / (prior @ _ones(prior.shape[1])))[:, None]
         return prior
 
     return at
@@ -234,8 +301,8 @@ def _lloyd(X, w, centers, max_iter, tol):
     for _ in range(max_iter):
         labels = _assign(X, centers)
         weights = np.bincount(labels, w, minlength=k)
-        new = np.zeros_like(centers)
-        np.add.at(new, labels, X * w[:, None])
+        weighted = X * w[:, None]
+        new = np.stack([np.bincount(labels, weighted[:, j], minlength=k) for j in range(X.shape[1])], axis=1)
         _relocate_empty(X, w, centers, new, weights, labels)
         filled = weights > 0
         new[filled] *= (1.0 / weights[filled])[:, None]
@@ -281,10 +348,19 @@ def _same_partition(a, b, k) -> bool:
     return True
 
 
+def _pooled_rows(counts, states, K):
+    """The counts of ``states`` pooled over their actions, (len(states), S+1) dense: the rows
+    ``s K .. s K + K - 1`` of ``counts`` (CSR, canonical) summed, for the given states only."""
+    out = np.zeros((len(states), counts.shape[1]))
+    for i, s in enumerate(states):
+        lo, hi = counts.indptr[s * K], counts.indptr[(s + 1) * K]
+        np.add.at(out[i], counts.indices[lo:hi], counts.data[lo:hi])
+    return out
+
+
 def _initial_profiles(counts, S, K, rank, termination, rng):
-    pooled = sp.csr_matrix(sp.kron(sp.eye(S), np.ones((1, K))) @ counts)
     pick = rng.choice(S, size=rank, replace=S < rank)
-    psi = _normalize(_normalize(pooled[pick].toarray(), 1) + rng.uniform(0.5, 1.5, (rank, S + 1)) / (S + 1), 1)
+    psi = _normalize(_normalize(_pooled_rows(counts, pick, K), 1) + rng.uniform(0.5, 1.5, (rank, S + 1)) / (S + 1), 1)
     if not termination:
         psi[:, S] = 0.0
     return psi
@@ -347,12 +423,12 @@ class _EM:
             denom = ratios.update(phi, psiT)
             psiT_new = psiT * (ratios.RT @ phi)
             psiT_new += self.spread
-            psiT_new /= np.where((out := np.ones(S + 1) @ psiT_new) > 0, out, 1.0)
+            psiT_new /= np.where((out := _ones(S + 1) @ psiT_new) > 0, out, 1.0)
             expected = ratios.R @ psiT
             expected *= phi
             phi, self.by_state, self.prior = _map_weights(expected, cells, self.concentration, self.tilt)
             psiT = psiT_new
-            loglik = float(ratios.n @ np.log(denom, out=denom)) / self.total
+            loglik = ratios.log_likelihood(denom) / self.total
             change = loglik - self.previous if self.cold else abs(loglik - self.previous)
             if change < tol and (not self.n_groups or it > self.warm_up):
                 self.stopped, self.last = tol, loglik
@@ -386,7 +462,7 @@ WARM_MAX_ITER = 50
 from the fit without groups). Grouped fits rarely meet ``tol``: their held-out likelihood wanders
 by about 0.01 per move between 50 and 200 iterations, more than separates neighbouring group
 counts, so longer fits buy the choice nothing (the final fit runs to ``max_iter``)."""
-CV_TOL_FACTOR = 10.0
+CV_TOL_FACTOR = 30.0
 """The cross-validation's fits from random profiles stop when the log-likelihood per move improves
 by less than this many times ``tol``; the chosen setting's fold fits are then continued to ``tol``
 (the fits run to ``tol`` at once, to the last bit: :class:`_EM`), so that the fits started from

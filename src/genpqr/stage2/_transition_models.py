@@ -358,8 +358,7 @@ class _Levels:
     def __init__(self, counts: sp.csr_matrix, S: int, K: int):
         self.S, self.K = S, K
         self.cell = counts
-        self.state = sp.csr_matrix(sp.kron(sp.eye(S), np.ones((1, K))) @ counts)
-        self.action = sp.csr_matrix(sp.kron(np.ones((1, S)), sp.eye(K)) @ counts)
+        self.state, self.action = _pooled(counts, S, K, 0), _pooled(counts, S, K, 1)
         self.total = np.asarray(counts.sum(axis=0)).ravel()
         self.n_cell = np.asarray(counts.sum(axis=1)).ravel()
         self.n_state = np.asarray(self.state.sum(axis=1)).ravel()
@@ -372,6 +371,19 @@ class _Levels:
         return (lookup(self.cell, moves.rows, o), self.n_cell[moves.rows], lookup(self.state, moves.states, o),
                 self.n_state[moves.states], lookup(self.action, moves.actions, o), self.n_action[moves.actions],
                 self.total[o], self.n_total)
+
+
+def _pooled(counts: sp.csr_matrix, S: int, K: int, by: int) -> sp.csr_matrix:
+    """The counts (S*K, S+1) pooled over actions (``by`` 0: (S, S+1), a state's row) or over
+    states (``by`` 1: (K, S+1), an action's row), canonical CSR: each entry a sum of counts
+    (the same values as the product with ``kron(eye(S), ones((1, K)))`` or
+    ``kron(ones((1, S)), eye(K))``, without building either)."""
+    counts = sp.csr_matrix(counts)
+    rows = np.repeat(np.arange(S * K), np.diff(counts.indptr))
+    pooled = rows // K if by == 0 else rows % K
+    out = sp.csr_matrix((counts.data, (pooled, counts.indices)), shape=(S if by == 0 else K, counts.shape[1]))
+    out.sum_duplicates()
+    return out
 
 
 def _fold_tables(moves, folds):
