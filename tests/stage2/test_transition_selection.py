@@ -501,3 +501,36 @@ def test_low_rank_search_does_not_race_alone_or_when_it_leads():
     assert LowRankKernel(ranks=(1, 2, 3, 4), random_state=0).fit(moves).cv_raced_ == {}
     result = select_transition_model(moves, random_state=0)
     assert result.chosen == "lowrank" and result.models["lowrank"].cv_raced_ == {}
+
+
+# ---------------------------------------------------------------------------- fold statistics shared
+def test_moves_build_their_counts_folds_and_fold_counts_once():
+    """The selection's candidates read the same counts, folds and fold counts: built once per
+    moves and handed out as copies, equal to a fresh computation (a copy's change leaves them)."""
+    from genpqr.data._transitions import group_folds
+
+    rng = np.random.default_rng(4)
+    moves = draw_moves(random_kernel(10, 3, rng, termination=0.1), 400, rng)
+    fresh = TransitionMoves(moves.states, moves.actions, np.where(moves.outcomes == 10, 0, moves.outcomes), 10, 3,
+                            terminated=moves.outcomes == 10, episodes=moves.episodes)
+    first = moves.counts()
+    first.data[:] = -1.0  # a copy: the cached counts do not change
+    np.testing.assert_array_equal(moves.counts().toarray(), fresh.counts().toarray())
+    for seed in (0, 3):
+        folds = moves.folds(4, seed)
+        expected = group_folds(moves.episodes, 4, seed)
+        assert len(folds) == len(expected)
+        for (a, b), (c, d) in zip(folds, expected):
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_array_equal(b, d)
+        folds[0][1][:] = 0  # a copy
+        np.testing.assert_array_equal(moves.folds(4, seed)[0][1], expected[0][1])
+        cached = moves.fold_counts(expected)
+        again = moves.fold_counts(expected)
+        for a, b, (train, _) in zip(cached, again, expected):
+            assert a is not b
+            np.testing.assert_array_equal(a.toarray(), fresh.subset(train).counts().toarray())
+            np.testing.assert_array_equal(b.toarray(), a.toarray())
+    assert set(moves._folds) == {(4, 0), (4, 3)}  # only integer seeds are kept
+    moves.folds(4, None)
+    assert set(moves._folds) == {(4, 0), (4, 3)}

@@ -462,7 +462,7 @@ WARM_MAX_ITER = 50
 from the fit without groups). Grouped fits rarely meet ``tol``: their held-out likelihood wanders
 by about 0.01 per move between 50 and 200 iterations, more than separates neighbouring group
 counts, so longer fits buy the choice nothing (the final fit runs to ``max_iter``)."""
-CV_TOL_FACTOR = 30.0
+CV_TOL_FACTOR = 10.0
 """The cross-validation's fits from random profiles stop when the log-likelihood per move improves
 by less than this many times ``tol``; the chosen setting's fold fits are then continued to ``tol``
 (the fits run to ``tol`` at once, to the last bit: :class:`_EM`), so that the fits started from

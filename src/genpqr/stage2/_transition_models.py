@@ -84,28 +84,47 @@ class TransitionMoves:
         return out
 
     def counts(self) -> sp.csr_matrix:
-        """``n(s, a, s')`` as a (S*K, S+1) sparse matrix, termination in the last column."""
-        S, K = self.n_states, self.n_actions
-        m = sp.csr_matrix((np.ones(self.n), (self.rows, self.outcomes)), shape=(S * K, S + 1))
-        m.sum_duplicates()
-        return m
+        """``n(s, a, s')`` as a (S*K, S+1) sparse matrix, termination in the last column (built
+        once per moves and handed out as copies: a selection's candidates all read it)."""
+        cached = self.__dict__.get("_counts")
+        if cached is None:
+            S, K = self.n_states, self.n_actions
+            cached = sp.csr_matrix((np.ones(self.n), (self.rows, self.outcomes)), shape=(S * K, S + 1))
+            cached.sum_duplicates()
+            self._counts = cached
+        return cached.copy()
 
     def fold_counts(self, folds) -> list[sp.csr_matrix]:
-        """Each fold's training counts: all the counts less the held-out moves' (no pass per fold)."""
-        total = self.counts()
-        return [total - self.subset(test).counts() for _, test in folds]
+        """Each fold's training counts: all the counts less the held-out moves' (no pass per
+        fold). Computed once per folds (the same held-out indices) and handed out as copies:
+        shrinkage and the low-rank model's race read the same folds' counts."""
+        key = tuple((test.size, hash(np.asarray(test).tobytes())) for _, test in folds)
+        cache = self.__dict__.setdefault("_fold_counts", {})
+        if key not in cache:
+            total = self.counts()
+            cache[key] = [total - self.subset(test).counts() for _, test in folds]
+        return [counts.copy() for counts in cache[key]]
 
     def folds(self, n_splits: int, random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
         """(train, test) index pairs of a K-fold split keeping episodes whole (at most one fold
-        per episode)."""
+        per episode); with an integer ``random_state`` drawn once per ``(n_splits, random_state)``
+        and handed out as copies (the selection and its candidates split the same moves)."""
         from ..data._transitions import group_folds
 
-        n_groups = np.unique(self.episodes).size
+        n_groups = self.__dict__.get("_n_episodes")
+        if n_groups is None:
+            n_groups = self._n_episodes = np.unique(self.episodes).size
         if n_splits < 2 or n_groups < 2:
             raise ValueError(f"cross-validation needs n_splits >= 2 and at least 2 episodes, got n_splits={n_splits} "
                              f"and {n_groups} episode(s)")
         n_splits = min(int(n_splits), n_groups)
-        return group_folds(self.episodes, n_splits, random_state)
+        if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool):
+            return group_folds(self.episodes, n_splits, random_state)
+        cache = self.__dict__.setdefault("_folds", {})
+        key = (n_splits, int(random_state))
+        if key not in cache:
+            cache[key] = group_folds(self.episodes, n_splits, random_state)
+        return [(train.copy(), test.copy()) for train, test in cache[key]]
 
 
 def as_moves(X, n_states=None) -> TransitionMoves:
