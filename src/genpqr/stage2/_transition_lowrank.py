@@ -109,7 +109,7 @@ class _Ratios:
 
 
 LOG_PRODUCT = 4
-"""Terms multiplied together per logarithm in :class:`_WeightedLogSum`."""
+"""Terms multiplied together per logarithm in ``_WeightedLogSum``."""
 _LOG_TINY = 1e-280
 
 
@@ -132,7 +132,7 @@ def _sum_log(d, buffer):
 class _WeightedLogSum:
     """``sum_j n_j log d_j`` for fixed counts ``n`` (the EM's log-likelihood, its stopping rule's
     figure) with fewer logarithms: for integer counts it is ``sum_j log d_j`` (one logarithm per
-    product of ``LOG_PRODUCT`` terms, :func:`_sum_log`) plus ``sum_{j: n_j > 1} (n_j - 1) log d_j``
+    product of ``LOG_PRODUCT`` terms, ``_sum_log``) plus ``sum_{j: n_j > 1} (n_j - 1) log d_j``
     term by term; other counts: ``n @ log(d)``. The same sum as ``n @ log(d)`` up to rounding
     (about 1e-16 relative)."""
 
