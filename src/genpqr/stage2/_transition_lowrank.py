@@ -55,7 +55,12 @@ def _to_simplex(x):
 
 def _positive_to_simplex(x):
     """``x`` (..., r), positive, scaled in place to sum to 1 over its last axis."""
-    x /= (x @ _ones(x.shape[-1]))[..., None]
+    total = x @ _ones(x.shape[-1])
+    if x.ndim == 2 and x.flags.c_contiguous:  # each row by its total, as one flat division (the same quotients)
+        flat = x.reshape(-1)
+        np.divide(flat, np.repeat(total, x.shape[1]), out=flat)
+        return x
+    x /= total[..., None]
     return x
 
 
@@ -199,7 +204,8 @@ def _prior(state, ratio, concentration):
             return concentration * _take_rows(state, states)
         prior = _take_rows(state, states)
         prior *= _take_rows(ratio, rows)
-        prior *= (concentration / (prior @ _ones(prior.shape[1])))[:, None]
+        flat = prior.reshape(-1)
+        flat *= np.repeat(concentration / (prior @ _ones(prior.shape[1])), prior.shape[1])
         return prior
 
     return at
