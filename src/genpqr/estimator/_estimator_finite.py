@@ -45,8 +45,9 @@ _LEAN = contextvars.ContextVar("genpqr_lean_fits", default=False)
 def lean_fits():
     """Within: a finite-action fit gives the nuisances of inference and skips the rest: the
     diagnostics (and their warnings), the data's fingerprint and, on the exact path, stage 2's
-    solve (the fit has no ``diagnostics_``, no ``data_fingerprint_`` and no reward or Q tables: its
-    stage 1, clipped ``u``, kernel and normalization weights are the full fit's). The refits of
+    solve (the fit has no ``diagnostics_``, no ``data_fingerprint_`` and no reward or Q tables; its
+    stage 1, clipped ``u``, kernel and normalization weights are those a full fit on the same rows
+    gives, bit for bit). The refits of
     ``genpqr.inference.infer``'s folds, which read only those; never a model a user is given."""
     token = _LEAN.set(True)
     try:
@@ -214,7 +215,7 @@ class FinitePath:
         u = safe_log(state.policy.proba(grid))
         if norm.g.needs_outcomes:  # E[y|s] from every observed row
             norm = Normalization(norm.mu, FixedOffset(state_means(choices, S)), norm.name)
-        if _LEAN.get():  # a fold's nuisances: u, the kernel and the normalization; Q is not read
+        if _LEAN.get():  # a fold's nuisances (u, kernel, normalization): Q is not read
             u, kernel, mu, g = recovery_inputs(u, kernel, state.gamma, norm)
             recovery = TabularRecovery(None, None, None, u, mu, g, state.gamma, None)
         else:
