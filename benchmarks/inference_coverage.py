@@ -127,8 +127,10 @@ def exp2_setup(first_stage: str = "bc-wd"):
     [0.01, 0.99]; ``"bc-wd"`` (design ``exp2``) with weight decay 1e-3 and 10 epochs, the settings of
     the registered method "GenPQR (BC wd, LSTD, RFF)" (lower held-out log loss on this environment
     than the paper's); ``"bc"`` (design ``exp2-paper-bc``) the paper's network, 40 epochs without
-    weight decay. Stage 2 LSTD on the network's last hidden layer. Riesz features: the library's
-    default (``riesz=None``: quantile cubic splines of each state coordinate), *not* the network's
+    weight decay. Stage 2 LSTD on the network's last hidden layer. Riesz features
+    ``inference_designs.exp2_riesz_features()``: quantile cubic splines of each state coordinate
+    (the library's default) and of the mean state coordinate (the quantity the target's features
+    are built from, and the direction every move shifts the state along), *not* the network's
     hidden layer (``riesz="policy"``): a representer learned on the first stage's own
     representation errs along the first stage's errors and the one-step overcorrects
     (docs/benchmarks.md). Run with the library's folds for a flexible first stage (``--cross-fit
@@ -139,7 +141,7 @@ def exp2_setup(first_stage: str = "bc-wd"):
     from genpqr.inference import reward_projection
     from genpqr.models._nn import MLPClassifier
 
-    from inference_designs import EXP2_NAMES, exp2_features, exp2_truth
+    from inference_designs import EXP2_NAMES, exp2_features, exp2_riesz_features, exp2_truth
 
     env = SyntheticEnv.from_seed(0, anchor_shift=0.0)
     truth = exp2_truth(env)
@@ -151,7 +153,7 @@ def exp2_setup(first_stage: str = "bc-wd"):
                               policy_model=MLPClassifier(random_state=0, **network))
         return model, data
 
-    return [reward_projection(exp2_features, names=EXP2_NAMES)], truth, make, None
+    return [reward_projection(exp2_features, names=EXP2_NAMES)], truth, make, exp2_riesz_features()
 
 
 DESIGNS = {"ring30": ring30_setup, "paper": paper_setup, "exp2": exp2_setup,

@@ -85,10 +85,8 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
         Other states: the state feature map of the linear-sieve Riesz regression
         (``_sieve``): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
         (``genpqr.stage2._features.make_features``); default (None): each coordinate to [0, 1] by its
-        quantiles, then cubic B-splines (bounded features). Prefer features chosen apart from the
-        first stage to ``"policy"`` (the fold network's hidden layer): a representer learned on the
-        first stage's own representation errs along the first stage's errors, and the one-step
-        then overcorrects (docs/inference.md, "Tabular and continuous states").
+        quantiles, then cubic B-splines (bounded features). Avoid ``"policy"`` (the first stage's own
+        layer: the representer then errs along its errors and the one-step overcorrects; docs/inference.md).
     cross_fit : "auto", int or None
         Episode folds of the nuisances; None: the full-sample nuisances (no splitting, no refit:
         the delta method of the fitted model; valid when the first stage and the kernel are of low
