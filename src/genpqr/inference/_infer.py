@@ -82,11 +82,10 @@ def infer(model, target, data, *, riesz=None, cross_fit="auto", level: float = 0
         ``rho_hat pi_hat``; ``"cells"``, by the fold's (smoothed) cell frequencies (the saturated
         Riesz regression); a transformer of the state index, the closed forms' Riesz regression on
         its features (large state spaces, e.g. a grid: map the index to coordinates, then splines).
-        Other states: the state feature map of the linear-sieve Riesz regression
-        (``_sieve``): any scikit-learn transformer, or ``"spline"`` / ``"rff"``
-        (``genpqr.stage2._features.make_features``); default (None): each coordinate to [0, 1] by its
-        quantiles, then cubic B-splines (bounded features). Avoid ``"policy"`` (the first stage's own
-        layer: the representer then errs along its errors and the one-step overcorrects; docs/inference.md).
+        Other states: the state feature map of the linear-sieve Riesz regression (``_sieve``): any
+        scikit-learn transformer, or ``"spline"`` / ``"rff"`` (``genpqr.stage2._features.make_features``);
+        default (None): each coordinate to [0, 1] by its quantiles, then cubic B-splines. Not ``"policy"``
+        (the first stage's own layer: its errors become the representer's; docs/inference.md).
     cross_fit : "auto", int or None
         Episode folds of the nuisances; None: the full-sample nuisances (no splitting, no refit:
         the delta method of the fitted model; valid when the first stage and the kernel are of low
