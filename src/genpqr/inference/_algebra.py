@@ -501,7 +501,6 @@ class SieveProjector:
         self.ridge = ridge
         self.full = self._system(cell_freq)
         self.halves = None if halves is None else [self._system(f) for f in halves]
-        self._half_freq = None if halves is None else [np.asarray(f, dtype=np.float64) for f in halves]
         self._inverse = {}  # the full sample's ridged inverses, made when a measure chooses their ridge
         self.chosen = []
 
@@ -541,17 +540,6 @@ class SieveProjector:
             loss += (np.einsum("rjkm,kmn,rjkn->r", theta, other, theta, optimize=True)
                      - 2 * np.einsum("jkm,rjkm->r", moments, theta))
         return dict(zip(self.RIDGES, loss.tolist()))
-
-    def held_out_loss_by_cells(self, measure) -> dict:
-        """``held_out_loss`` the long way (each ridge's inverse, its representer on every cell and
-        the loss summed over the cells; for the tests)."""
-        moments = np.einsum("jsk,sm->jkm", measure, self.psi)
-        loss = {r: 0.0 for r in self.RIDGES}
-        for half, other in zip(self.halves, self._half_freq[::-1]):
-            for r, inv in self._inverses(half, self.RIDGES).items():
-                alpha = self._solve(inv, moments)
-                loss[r] += float(np.sum(other[None] * alpha ** 2) - 2 * np.sum(measure * alpha))
-        return loss
 
     def __call__(self, measure):
         moments = np.einsum("jsk,sm->jkm", measure, self.psi)
