@@ -320,7 +320,8 @@ def _cross_fit(full, bound, data, rows, cross_fit, random_state, progress, step)
     run = _Run(n, m)
     run.route = step.route
     run.distance = [None] * len(bound)
-    disable = None if progress is None else not progress
+    # no refit (the full-sample nuisances): nothing to wait for, no bar
+    disable = True if template is None else None if progress is None else not progress
     for k, (train, test) in enumerate(tqdm(folds, desc="inference folds", disable=disable, ncols=bar_width())):
         fitted = full if template is None else fit_quietly(template, data.subset(train))
         value, phi, alpha, policy, kernel, distance = step(fitted, bound, rows.take(train), rows.take(test),
