@@ -161,20 +161,25 @@ DESIGNS = {"ring30": ring30_setup, "paper": paper_setup, "exp2": exp2_setup,
            "paper-boosted": lambda: paper_setup(first_stage="boosted")}
 
 
-def one(make, targets, truth, n, seed, cross_fit, n_boot, riesz=None):
+def one(make, targets, truth, n, seed, cross_fit, n_boot, riesz=None, one_step=True):
     rng = np.random.default_rng(seed)
     model, data = make(n, rng)
     t0 = time.perf_counter()
     model.fit(data)
     t_fit = time.perf_counter() - t0
-    res = infer(model, targets, data, cross_fit=cross_fit, random_state=seed, warn=False, riesz=riesz)
-    lo, hi = res.conf_int().to_numpy().T
     rows = []
-    for j, name in enumerate(res.names):
-        rows.append(dict(n=n, seed=seed, target=name, method="one-step (EIF)", estimate=res.estimate[j],
-                         se=res.std_error[j], lo=lo[j], hi=hi[j], truth=truth[j], seconds=res.seconds, fit_seconds=t_fit,
-                         warned=bool(res.warnings)))
-        rows.append(dict(n=n, seed=seed, target=name, method="plug-in", estimate=res.plug_in[j], se=np.nan,
+    if one_step:
+        res = infer(model, targets, data, cross_fit=cross_fit, random_state=seed, warn=False, riesz=riesz)
+        names, plug = res.names, res.plug_in
+        lo, hi = res.conf_int().to_numpy().T
+        for j, name in enumerate(names):
+            rows.append(dict(n=n, seed=seed, target=name, method="one-step (EIF)", estimate=res.estimate[j],
+                             se=res.std_error[j], lo=lo[j], hi=hi[j], truth=truth[j], seconds=res.seconds,
+                             fit_seconds=t_fit, warned=bool(res.warnings)))
+    else:  # the bootstrap alone (its rows join an earlier run's one-step rows of the same seeds)
+        names, plug = [t.name for t in targets], plug_in(model, targets)
+    for j, name in enumerate(names):
+        rows.append(dict(n=n, seed=seed, target=name, method="plug-in", estimate=plug[j], se=np.nan,
                          lo=np.nan, hi=np.nan, truth=truth[j], seconds=t_fit, fit_seconds=t_fit))
     if n_boot:
         t0 = time.perf_counter()
@@ -182,9 +187,9 @@ def one(make, targets, truth, n, seed, cross_fit, n_boot, riesz=None):
                          random_state=seed)
         t_boot = time.perf_counter() - t0
         blo, bhi = boot.interval(0.95)
-        for j, name in enumerate(res.names):
+        for j, name in enumerate(names):
             rows.append(dict(n=n, seed=seed, target=name, method=f"plug-in + bootstrap ({n_boot})",
-                             estimate=res.plug_in[j], se=boot.std_error[j], lo=blo[j], hi=bhi[j], truth=truth[j],
+                             estimate=plug[j], se=boot.std_error[j], lo=blo[j], hi=bhi[j], truth=truth[j],
                              seconds=t_boot + t_fit, fit_seconds=t_fit))
     return rows
 
@@ -213,6 +218,8 @@ def main(argv=None):
     parser.add_argument("--boot-reps", type=int, default=100)
     parser.add_argument("--seed0", type=int, default=0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--no-one-step", action="store_true",
+                        help="the plug-in and its bootstrap only (to join an earlier run's one-step rows)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     if args.summarize:
@@ -226,7 +233,7 @@ def main(argv=None):
     for n in [int(x) for x in args.sizes.split(",")]:
         for i in range(args.reps):
             rows += one(make, targets, truth, n, args.seed0 + i, args.cross_fit, args.boot if i < args.boot_reps else 0,
-                        riesz)
+                        riesz, one_step=not args.no_one_step)
             if args.out and (i + 1) % 5 == 0:
                 pd.DataFrame(rows).to_csv(args.out, index=False)
     frame = pd.DataFrame(rows)
