@@ -1,7 +1,7 @@
 """The shortcuts of the exact tabular route give the answers of the long way (issue 34, cost):
 the Riesz regression's held-out loss of every ridge from one eigendecomposition, the
-factorizations shared within one ``infer`` call, and the soft fixed point's chord and warm-started
-Newton steps."""
+factorizations shared within one ``infer`` call, the soft fixed point's chord and warm-started
+Newton steps, and the refined solves at its policy on Newton's last factorization."""
 
 import contextlib
 import warnings
@@ -93,6 +93,41 @@ def test_shared_resolvents_factorize_once_and_solve_the_same():
         assert alg.resolvent(law.kernel, sigma, 0.8) is not first  # a scope's factorizations end with it
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("gamma", [0.9, 0.99])
+def test_refined_resolvent_is_the_direct_solve(sparse, gamma):
+    """Iterative refinement on a nearby policy's factorization solves as the policy's own
+    factorization does (to 1e-12 relative, both orientations, one or several right-hand sides);
+    a policy too far for the refinement to contract falls back to its own factorization."""
+    import scipy.sparse as sp
+
+    from genpqr.stage2._tabular import as_kernel
+
+    P = _grid_design(n=20)[0]  # moves along a ring: where the policy goes matters
+    S = P.shape[0]
+    kernel = as_kernel(sp.csr_matrix(P.reshape(S * 3, S)), 3) if sparse else as_kernel(P)
+    rng = np.random.default_rng(5)
+    sigma0 = rng.dirichlet(np.ones(3), size=S)
+    base = alg.Resolvent(kernel, sigma0, gamma)
+    for target, mix, refined in ((None, 0.02, True), (2, 0.9, False)):  # near; mostly "right" everywhere
+        other = rng.dirichlet(np.ones(3), size=S) if target is None else np.eye(3)[np.full(S, target)]
+        sigma = (1 - mix) * sigma0 + mix * other
+        near, direct = alg.RefinedResolvent(kernel, sigma, gamma, base), alg.Resolvent(kernel, sigma, gamma)
+        for b in (rng.normal(size=S), rng.normal(size=(S, 3)) * np.array([1.0, 1e-6, 1e6]), np.zeros(S)):
+            for how in ("solve", "solve_t"):
+                want = getattr(direct, how)(b)
+                got = getattr(near, how)(b)
+                scale = np.maximum(np.max(np.abs(want), axis=0), 1e-300)
+                assert np.all(np.max(np.abs(got - want), axis=0) <= 1e-12 * scale), (mix, how)
+                x = got  # and it solves its own system: x = b + gamma M x
+                M = alg.dense_state_kernel(kernel, sigma)
+                np.testing.assert_allclose(x, b + gamma * ((M.T if how == "solve_t" else M) @ x), rtol=0,
+                                           atol=1e-12 * max(1.0, float(np.max(np.abs(x)))))
+        assert (near._own is None) == refined  # near: refined, no factorization; far: factorized
+    assert alg.refined_resolvent(kernel, sigma0, gamma, None)._lu is not None  # no base: a factorization
+    assert alg.refined_resolvent(kernel, sigma0, gamma, near)._lu is not None  # a refined one is no base
+
+
 def _newton(monkeypatch, r, law, mask, tau):
     with monkeypatch.context() as m:
         m.setattr(alg, "CHORD_RATE", 0.0)  # a factorization at every step: plain Newton
@@ -137,8 +172,8 @@ def _grid_design(S=36, K=3, n=3000):
 def test_infer_with_shared_solves_is_the_long_way(monkeypatch):
     """A given kernel, Riesz regression on splines of the state with the ridge chosen by held-out
     loss, a softmax target (Newton) and normalized-reward values: ``infer`` with its factorizations
-    shared across the folds and chord Newton steps equals the long way (every factorization made
-    again, plain Newton) to 1e-10."""
+    shared across the folds, chord Newton steps and refined solves at the softmax policy equals the
+    long way (every factorization made again, plain Newton, the softmax policy factorized) to 1e-10."""
     P, data = _grid_design()
     S, K = P.shape[:2]
     pi_fix = np.random.default_rng(3).dirichlet(np.ones(K), size=S)
@@ -162,6 +197,7 @@ def test_infer_with_shared_solves_is_the_long_way(monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(alg, "shared_resolvents", contextlib.nullcontext)
         m.setattr(alg, "CHORD_RATE", 0.0)
+        m.setattr(alg, "REFINE_RATE", 0.0)  # the softmax policy's own factorization, no refinement
         slow = run()
     # the fixed policies' factorizations are made once, not once per fold and the plug-in
     assert n_fast < len(made) - n_fast

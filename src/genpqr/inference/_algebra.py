@@ -52,6 +52,11 @@ MAX_NEWTON = 200
 #: A Newton step of the soft fixed point reuses the last factorization (a chord step) while each
 #: step shrinks the fixed-point residual by at least this factor; otherwise it factorizes again.
 CHORD_RATE = 0.1
+#: A ``RefinedResolvent`` solve: refinement steps at most, the least contraction per step, and the
+#: relative size of the last step that ends it.
+MAX_REFINE = 30
+REFINE_RATE = 0.25
+REFINE_TOL = 1e-13
 #: Most bytes of factorizations a ``shared_resolvents`` scope keeps.
 SHARED_BYTES = 256 * 2 ** 20
 
@@ -131,20 +136,16 @@ class Resolvent:
 
     def __init__(self, kernel, sigma, gamma: float):
         S = kernel.n_states
-        sigma = np.asarray(sigma, dtype=np.float64)
-        if kernel.is_sparse and S * S * kernel.n_actions <= SMALL_KERNEL:  # dense arithmetic beats sparse set-up
-            M = np.einsum("sa,sat->st", sigma, kernel.to_dense())
-        else:
-            M = kernel.under(sigma)
         self.gamma = float(gamma)
         if S <= DENSE_STATES:
-            A = M.toarray() if sp.issparse(M) else np.array(M, dtype=np.float64)
+            A = dense_state_kernel(kernel, sigma)
             A *= -self.gamma
             A.flat[::S + 1] += 1.0  # I - gamma M, in place
             self._lu = sla.lu_factor(A, overwrite_a=True, check_finite=False)
             self._sparse = None
         else:
-            self._sparse = spla.splu(sp.csc_matrix(sp.identity(S) - self.gamma * sp.csr_matrix(M)))
+            M = sp.csr_matrix(kernel.under(np.asarray(sigma, dtype=np.float64)))
+            self._sparse = spla.splu(sp.csc_matrix(sp.identity(S) - self.gamma * M))
             self._lu = None
 
     def solve(self, b) -> np.ndarray:
@@ -166,6 +167,67 @@ class Resolvent:
         if self._lu is not None:
             return int(self._lu[0].nbytes)
         return int(12 * (self._sparse.L.nnz + self._sparse.U.nnz))
+
+
+def dense_state_kernel(kernel, sigma) -> np.ndarray:
+    """``M_sigma = sum_a sigma(a|s) P(.|s, a)`` (S, S) of a policy ``sigma`` (S, K) as a new dense array."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if kernel.is_sparse and kernel.n_states ** 2 * kernel.n_actions <= SMALL_KERNEL:  # dense beats sparse set-up
+        return np.einsum("sa,sat->st", sigma, kernel.to_dense())
+    M = kernel.under(sigma)
+    return M.toarray() if sp.issparse(M) else np.array(M, dtype=np.float64)
+
+
+class RefinedResolvent(Resolvent):
+    """``Resolvent`` of a policy ``sigma`` close to one already factorized (``base``, dense: a soft
+    fixed point's last Newton factorization, at a policy near the fixed point's): each solve by
+    iterative refinement on ``base``, ``x += base^{-1} (b - (I - gamma M_sigma) x)``, O(S^2) a
+    step instead of a new O(S^3) factorization. A solve ends when a step contracts by
+    ``REFINE_RATE`` and changes no column by more than ``REFINE_TOL`` of its largest entry (the
+    error left is then at most a third of that); one that contracts slower makes the
+    factorization after all and keeps it for the next solves."""
+
+    def __init__(self, kernel, sigma, gamma: float, base: Resolvent):
+        self.gamma = float(gamma)
+        self._M = dense_state_kernel(kernel, sigma)
+        self._args = (kernel, sigma)
+        self._base, self._own = base, None
+        self._lu = self._sparse = None  # no factorization of its own (not a base for another)
+
+    def _apply(self, b, trans: int) -> np.ndarray:
+        b = np.asarray(b, dtype=np.float64)
+        if self._own is None:
+            x = self._refine(b, trans)
+            if x is not None:
+                return x
+            self._own = Resolvent(*self._args, self.gamma)
+        return self._own._apply(b, trans)
+
+    def _refine(self, b, trans: int):
+        M = self._M.T if trans else self._M
+        x = self._base._apply(b, trans)
+        previous = np.inf
+        for _ in range(MAX_REFINE):
+            dx = self._base._apply(b - x + self.gamma * (M @ x), trans)
+            x += dx
+            size = float(np.max(np.max(np.abs(dx), axis=0) / np.maximum(np.max(np.abs(x), axis=0), 1e-300)))
+            if size > REFINE_RATE * previous:
+                return None
+            if size <= REFINE_TOL and previous < np.inf:  # a contraction seen, not assumed
+                return x
+            previous = size
+        return None
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._M.nbytes) + (0 if self._own is None else self._own.nbytes)
+
+
+def refined_resolvent(kernel, sigma, gamma: float, base: Resolvent | None) -> Resolvent:
+    """``RefinedResolvent`` on ``base`` when it is a dense factorization, else ``resolvent``."""
+    if base is None or base._lu is None:
+        return resolvent(kernel, sigma, gamma)
+    return RefinedResolvent(kernel, sigma, gamma, base)
 
 
 class _Shared:
@@ -367,19 +429,24 @@ def policy_value_functional(sigma=None, start=None):
 def soft_fixed_point(r, law: TabularLaw, gamma_f: float, mask, tau: float):
     r"""The restricted soft fixed point (notes Sec. 5.3): ``Phi(s) = tau log sum_{b in A*}
     exp((r(s,b) + gamma P Phi(s,b)) / tau)``, by Newton (soft policy iteration) to a residual of
-    1e-13 relative. Returns ``(Phi (S,), pi* (S, K))``; ``pi*`` is zero off ``A*``. A step keeps
-    the last factorization while the residual shrinks by ``CHORD_RATE`` per step (the same
-    fixed point, fewer factorizations); in a ``shared_resolvents`` scope it starts from the
-    last fixed point solved on the kernel (the plug-in's for a fold)."""
+    1e-13 relative. Returns ``(Phi (S,), pi* (S, K))``; ``pi*`` is zero off ``A*``. See
+    ``soft_newton``."""
+    Phi, pi, _ = soft_newton(r, law, gamma_f, mask, tau)
+    return Phi, pi
+
+
+def soft_newton(r, law: TabularLaw, gamma_f: float, mask, tau: float):
+    r"""``soft_fixed_point`` and the last factorization its steps used: ``(Phi, pi*, Resolvent or
+    None)``. Cold, Newton starts from ``Phi = 0`` (its first step evaluates the myopic softmax
+    policy). A step keeps the last factorization while the residual shrinks by ``CHORD_RATE`` per
+    step (the same fixed point, fewer factorizations); in a ``shared_resolvents`` scope it starts
+    from the last fixed point solved on the kernel (the plug-in's for a fold)."""
     S, K = law.shape
     logits_mask = np.where(mask, 0.0, -np.inf)
     shared = _SHARED.get()
     warm = None if shared is None else shared.fixed_point(law.kernel, mask, tau, float(gamma_f))
     if warm is None:
-        sigma = np.where(mask, 1.0, 0.0)
-        sigma = sigma / sigma.sum(axis=1, keepdims=True)
-        Phi = resolvent(law.kernel, sigma, gamma_f).solve(np.sum(sigma * r, axis=1))
-        res, previous = None, None  # the first step is Newton's
+        Phi, res, previous = np.zeros(S), None, None  # the first step is Newton's
     else:
         (Phi, res), previous = warm, np.inf  # the first step is a chord step at the last fixed point's policy
     for _ in range(MAX_NEWTON):
@@ -398,7 +465,7 @@ def soft_fixed_point(r, law: TabularLaw, gamma_f: float, mask, tau: float):
     z = (r + gamma_f * law.expect(Phi)) / tau + logits_mask
     top = np.max(z, axis=1, keepdims=True)
     lse = top[:, 0] + np.log(np.sum(np.exp(z - top), axis=1))
-    return tau * lse, np.exp(z - lse[:, None])
+    return tau * lse, np.exp(z - lse[:, None]), res
 
 
 def softmax_value_functional(mask, tau: float, start=None):
@@ -412,12 +479,13 @@ def softmax_value_functional(mask, tau: float, start=None):
 
     def functional(law: TabularLaw, r, gamma_f) -> RewardGradient:
         S, K = law.shape
-        Phi, pi_star = soft_fixed_point(r, law, gamma_f, mask, tau)
-        res = resolvent(law.kernel, pi_star, gamma_f)
+        Phi, pi_star, jacobian = soft_newton(r, law, gamma_f, mask, tau)
+        res = refined_resolvent(law.kernel, pi_star, gamma_f, jacobian)  # refined on Newton's last factorization
         shared = _SHARED.get()
         if shared is not None and shared.fixed_point(law.kernel, mask, tau, float(gamma_f)) is None:
             # the first one solved (infer: the plug-in's, the nearest to every fold's) starts the next ones
-            shared.fixed_points.append((law.kernel, np.array(mask, copy=True), tau, float(gamma_f), Phi, res))
+            shared.fixed_points.append((law.kernel, np.array(mask, copy=True), tau, float(gamma_f), Phi,
+                                        res if jacobian is None else jacobian))
         V = res.solve(np.sum(pi_star * r, axis=1))
         q = r + gamma_f * law.expect(V)
         adv = np.where(mask, q - V[:, None], 0.0)
