@@ -80,6 +80,7 @@ def test_shared_resolvents_factorize_once_and_solve_the_same():
     sigma = np.random.default_rng(0).dirichlet(np.ones(3), size=7)
     b = np.random.default_rng(1).normal(size=(7, 2))
     plain = alg.Resolvent(law.kernel, sigma, 0.8)
+    alg.clear_kept_factorizations()
     assert alg.resolvent(law.kernel, sigma, 0.8) is not alg.resolvent(law.kernel, sigma, 0.8)  # no scope
     with alg.shared_resolvents():
         first = alg.resolvent(law.kernel, sigma, 0.8)
@@ -89,8 +90,47 @@ def test_shared_resolvents_factorize_once_and_solve_the_same():
         assert alg.resolvent(law.kernel, other, 0.8) is not first
         np.testing.assert_allclose(first.solve(b), plain.solve(b), rtol=1e-13)
         np.testing.assert_allclose(first.solve_t(b), plain.solve_t(b), rtol=1e-13)
+    alg.clear_kept_factorizations()
     with alg.shared_resolvents():
-        assert alg.resolvent(law.kernel, sigma, 0.8) is not first  # a scope's factorizations end with it
+        assert alg.resolvent(law.kernel, sigma, 0.8) is not first  # what a scope made ends with it when not kept
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_factorizations_kept_across_scopes_are_found_by_content(sparse, monkeypatch):
+    """A later scope (a bootstrap replicate, a Monte Carlo replication) finds a factorization of
+    the same kernel content, policy and discount, whatever the objects holding them; a kernel
+    changed in place, another policy or discount, or a kernel held as a model is not found."""
+    import scipy.sparse as sp
+
+    from genpqr.stage2._tabular import as_kernel
+
+    P = _grid_design(n=20)[0]
+    S = P.shape[0]
+    make = (lambda: as_kernel(sp.csr_matrix(P.reshape(S * 3, S)), 3)) if sparse else (lambda: as_kernel(P.copy()))
+    sigma = np.random.default_rng(0).dirichlet(np.ones(3), size=S)
+    alg.clear_kept_factorizations()
+    kernel = make()
+    with alg.shared_resolvents():
+        first = alg.resolvent(kernel, sigma, 0.9)
+    with alg.shared_resolvents():
+        assert alg.resolvent(make(), sigma.copy(), 0.9) is first  # same content, new objects
+        assert alg.resolvent(make(), sigma, 0.91) is not first
+        assert alg.resolvent(make(), sigma[::-1].copy(), 0.9) is not first
+    changed = make()
+    data = changed.matrix.data if sparse else changed.matrix
+    data[data > 0] *= 0.999  # the same object's content changed in place: a new key
+    with alg.shared_resolvents():
+        again = alg.resolvent(changed, sigma, 0.9)
+        assert again is not first
+        b = np.random.default_rng(1).normal(size=S)
+        np.testing.assert_allclose(again.solve(b), alg.Resolvent(changed, sigma, 0.9).solve(b), rtol=1e-13)
+    monkeypatch.setattr(alg, "KEPT_BYTES", 1)  # the bound: nothing fits, nothing is kept
+    alg.clear_kept_factorizations()
+    with alg.shared_resolvents():
+        first = alg.resolvent(kernel, sigma, 0.9)
+    with alg.shared_resolvents():
+        assert alg.resolvent(kernel, sigma, 0.9) is not first
+    assert alg.kernel_digest(as_kernel(_RowOperator(P), 3)) is None  # a model's content is not read
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -126,6 +166,20 @@ def test_refined_resolvent_is_the_direct_solve(sparse, gamma):
         assert (near._own is None) == refined  # near: refined, no factorization; far: factorized
     assert alg.refined_resolvent(kernel, sigma0, gamma, None)._lu is not None  # no base: a factorization
     assert alg.refined_resolvent(kernel, sigma0, gamma, near)._lu is not None  # a refined one is no base
+
+
+class _RowOperator:
+    """A kernel held as a model (the kernel protocol, no matrix)."""
+
+    def __init__(self, P):
+        self.P = P
+        self.n_states, self.n_actions = P.shape[:2]
+
+    def expect(self, f):
+        return np.tensordot(self.P, f, axes=([2], [0]))
+
+    def push(self, w):
+        return np.tensordot(w, self.P, axes=([0, 1], [0, 1]))
 
 
 def _newton(monkeypatch, r, law, mask, tau):

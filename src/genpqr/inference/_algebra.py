@@ -30,6 +30,9 @@ each target's docstring in ``_targets`` names its closed form.
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -39,6 +42,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..data._validation import check_gamma
+from ..stage2._kernels import TransitionKernel
 from ..stage2._tabular import as_kernel
 
 __all__ = []
@@ -57,8 +61,10 @@ CHORD_RATE = 0.1
 MAX_REFINE = 30
 REFINE_RATE = 0.25
 REFINE_TOL = 1e-13
-#: Most bytes of factorizations a ``shared_resolvents`` scope keeps.
+#: Most bytes of factorizations a ``shared_resolvents`` scope keeps ...
 SHARED_BYTES = 256 * 2 ** 20
+#: ... and of those kept across scopes by content (``_KEPT``).
+KEPT_BYTES = 64 * 2 ** 20
 
 
 # ============================================================================ the law
@@ -232,11 +238,11 @@ def refined_resolvent(kernel, sigma, gamma: float, base: Resolvent | None) -> Re
 
 class _Shared:
     """The factorizations of one ``shared_resolvents`` scope: ``(kernel, sigma, gamma,
-    Resolvent)`` (oldest first) and the soft fixed points solved, ``(kernel, mask, tau, gamma,
-    Phi, Resolvent at its policy)``."""
+    Resolvent)`` (oldest first), the soft fixed points solved, ``(kernel, mask, tau, gamma,
+    Phi, Resolvent at its policy)``, and the kernels' content digests, ``(kernel, digest)``."""
 
     def __init__(self):
-        self.entries, self.fixed_points, self.nbytes = [], [], 0
+        self.entries, self.fixed_points, self.digests, self.nbytes = [], [], [], 0
 
     def find(self, kernel, sigma, gamma):
         for k, s, g, res in self.entries:
@@ -259,8 +265,79 @@ class _Shared:
                 return Phi.copy(), res
         return None
 
+    def content_key(self, kernel, sigma, gamma):
+        """The key of ``_KEPT`` (the kernel's digest made once per scope: its content cannot change
+        within one call), or None for a kernel it does not keep."""
+        for k, digest in self.digests:
+            if k is kernel:
+                break
+        else:
+            digest = kernel_digest(kernel)
+            self.digests.append((kernel, digest))
+        if digest is None:
+            return None
+        return digest, _sha1(np.ascontiguousarray(sigma), repr(sigma.shape)), gamma
+
+
+def _sha1(*parts) -> bytes:
+    h = hashlib.sha1(usedforsecurity=False)
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+    return h.digest()
+
+
+def kernel_digest(kernel) -> bytes | None:
+    """A digest of a stored kernel's content (its matrix's arrays, shapes and types), or None for
+    one solved by sparse LU (above ``DENSE_STATES``) or held as a model (no matrix to read)."""
+    if not isinstance(kernel, TransitionKernel) or kernel.n_states > DENSE_STATES:
+        return None
+    M = kernel.matrix
+    head = repr((type(M).__name__, M.shape, kernel.n_states, kernel.n_actions))
+    if sp.issparse(M):
+        M = M.tocsr()
+        return _sha1(head, repr((M.data.dtype.str, M.indices.dtype.str, M.indptr.dtype.str)),
+                     np.ascontiguousarray(M.indptr), np.ascontiguousarray(M.indices), np.ascontiguousarray(M.data))
+    M = np.ascontiguousarray(M)
+    return _sha1(head, M.dtype.str, M)
+
+
+class _Kept:
+    """Factorizations kept across calls, found by content: ``(kernel digest, policy digest,
+    gamma) -> Resolvent``, the least recently used dropped beyond ``KEPT_BYTES``."""
+
+    def __init__(self):
+        self.items, self.nbytes, self.lock = OrderedDict(), 0, threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            res = self.items.get(key)
+            if res is not None:
+                self.items.move_to_end(key)
+            return res
+
+    def put(self, key, res) -> None:
+        size = res.nbytes
+        if size > KEPT_BYTES:
+            return
+        with self.lock:
+            while self.items and self.nbytes + size > KEPT_BYTES:
+                self.nbytes -= self.items.popitem(last=False)[1].nbytes
+            self.items[key] = res
+            self.nbytes += size
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.nbytes = 0
+
 
 _SHARED = contextvars.ContextVar("genpqr_inference_resolvents", default=None)
+_KEPT = _Kept()
+
+
+def clear_kept_factorizations() -> None:
+    """Drop the factorizations kept across scopes (a benchmark's cold call; tests)."""
+    _KEPT.clear()
 
 
 @contextmanager
@@ -268,7 +345,10 @@ def shared_resolvents():
     """Within this scope a ``resolvent`` of the same kernel object, policy and discount is
     factorized once (``infer``: the plug-in and every fold share a given kernel, and the fixed
     policies of the targets), and a restricted soft fixed point starts from the last one solved on
-    the same kernel (its factorization as the Newton steps' Jacobian while it contracts fast)."""
+    the same kernel (its factorization as the Newton steps' Jacobian while it contracts fast).
+    A factorization made in a scope is also kept for later scopes, found by the content of the
+    kernel, the policy and the discount (``_KEPT``: a bootstrap's replicates, a Monte Carlo's
+    replications, under a given kernel and a fixed policy)."""
     token = _SHARED.set(_Shared())
     try:
         yield
@@ -277,14 +357,20 @@ def shared_resolvents():
 
 
 def resolvent(kernel, sigma, gamma: float) -> Resolvent:
-    """``Resolvent(kernel, sigma, gamma)``, shared within a ``shared_resolvents`` scope."""
+    """``Resolvent(kernel, sigma, gamma)``, shared within a ``shared_resolvents`` scope and kept
+    across scopes by content."""
     shared = _SHARED.get()
     if shared is None:
         return Resolvent(kernel, sigma, gamma)
     sigma, gamma = np.asarray(sigma, dtype=np.float64), float(gamma)
     res = shared.find(kernel, sigma, gamma)
     if res is None:
-        res = Resolvent(kernel, sigma, gamma)
+        key = shared.content_key(kernel, sigma, gamma)
+        res = None if key is None else _KEPT.get(key)
+        if res is None:
+            res = Resolvent(kernel, sigma, gamma)
+            if key is not None:
+                _KEPT.put(key, res)
         shared.keep(kernel, sigma, gamma, res)
     return res
 

@@ -158,7 +158,8 @@ def plug_in(model, target) -> np.ndarray:
     bound = [t.bind(context_of(model, model.training_data_)) for t in targets]
     rows = Rows.of(model.training_data_, tabular=exact)
     step = _TabularStep("exact") if exact else _SieveStep(_check_riesz(None, False))
-    return step.plug_in(model, bound, rows)
+    with alg.shared_resolvents():  # a bootstrap's replicates: the fixed policies' factorizations kept by content
+        return step.plug_in(model, bound, rows)
 
 
 def projection_inference(model, features, *, names=None, offset=None, data=None, cross_fit: int | None = None,
