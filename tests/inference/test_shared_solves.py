@@ -287,3 +287,28 @@ def test_lean_fold_fits_have_the_full_fits_nuisances():
         warnings.simplefilter("ignore")
         again = clone(model).fit(data)  # the scope ended: a full fit again
     assert again.diagnostics_ is not None and again.data_fingerprint_ == data.fingerprint()
+
+
+def test_fold_fits_share_the_full_fits_given_kernel():
+    """Under a given kernel every fold's fit holds the full fit's validated kernel object (not a copy,
+    so the folds' factorizations are the plug-in's), with the nuisances of a fit on the array; the
+    template keeps it after each fold's copy is made."""
+    from genpqr.inference._nuisances import fit_quietly, fold_template
+
+    P, data = _grid_design(n=1000)
+    S = P.shape[0]
+    model = genpqr.GenPQR(q_model="exact", normalization=anchor_action(0), gamma=0.9, n_states=S,
+                          policy_model=FrequencyClassifier(n_states=S), transition_model=P)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = clone(model).fit(data)
+        template = fold_template(full)
+        half = data.subset(np.arange(data.n // 2))
+        fold = fit_quietly(template, half)
+        again = fit_quietly(fold_template(full).set_params(transition_model=P), half)  # the array, copied
+    assert template.transition_model is full.stage2_.kernel
+    assert fold.stage2_.kernel is full.stage2_.kernel
+    assert again.stage2_.kernel is not full.stage2_.kernel
+    np.testing.assert_array_equal(fold.stage2_.kernel.matrix, again.stage2_.kernel.matrix)
+    for name in ("log_policy", "mu", "g"):
+        np.testing.assert_array_equal(getattr(fold.stage2_.recovery, name), getattr(again.stage2_.recovery, name))

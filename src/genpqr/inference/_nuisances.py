@@ -70,6 +70,8 @@ def fold_template(full):
     if isinstance(full.transition_model, str) and getattr(full, "transition_selection_", None) is not None:
         chosen = full.transition_model_
         template.set_params(transition_model="counts" if chosen is None else chosen.fixed_copy())
+    if exact and kernel_is_given(full):  # the full fit's validated kernel: the folds' laws hold the plug-in's object
+        template.set_params(transition_model=full.stage2_.kernel)
     return template
 
 
@@ -85,7 +87,19 @@ def fit_quietly(template, data):
 
 
 def clone_for_fold(template):
-    return refit_copy(template)
+    """An unfitted copy of the fold template; a given kernel (``fold_template``: the full fit's) is
+    shared, not deep-copied (a fit reads its kernel, never writes it)."""
+    from ..stage2._kernels import KernelOperator, TransitionKernel
+
+    kernel = template.transition_model
+    if not isinstance(kernel, (TransitionKernel, KernelOperator)):
+        return refit_copy(template)
+    template.set_params(transition_model=None)
+    try:
+        copy_ = refit_copy(template)
+    finally:
+        template.set_params(transition_model=kernel)
+    return copy_.set_params(transition_model=kernel)
 
 
 def kernel_is_given(model) -> bool:
