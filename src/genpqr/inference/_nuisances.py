@@ -12,6 +12,7 @@ import numpy as np
 from ..data import Transitions
 from ..data._validation import clone_learner as clone
 from ..exceptions import GenPQRWarning
+from ..stage2._kernels import KernelOperator, TransitionKernel
 from . import _algebra as alg
 from ._context import Context
 
@@ -89,8 +90,6 @@ def fit_quietly(template, data):
 def clone_for_fold(template):
     """An unfitted copy of the fold template; a given kernel (``fold_template``: the full fit's) is
     shared, not deep-copied (a fit reads its kernel, never writes it)."""
-    from ..stage2._kernels import KernelOperator, TransitionKernel
-
     kernel = template.transition_model
     if not isinstance(kernel, (TransitionKernel, KernelOperator)):
         return refit_copy(template)
