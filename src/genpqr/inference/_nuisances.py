@@ -93,12 +93,13 @@ def clone_for_fold(template):
     kernel = template.transition_model
     if not isinstance(kernel, (TransitionKernel, KernelOperator)):
         return refit_copy(template)
-    template.set_params(transition_model=None)
+    template.transition_model = None  # the attribute itself: set_params walks the policy model's parameters
     try:
         copy_ = refit_copy(template)
     finally:
-        template.set_params(transition_model=kernel)
-    return copy_.set_params(transition_model=kernel)
+        template.transition_model = kernel
+    copy_.transition_model = kernel
+    return copy_
 
 
 def kernel_is_given(model) -> bool:
