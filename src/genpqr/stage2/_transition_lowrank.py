@@ -46,13 +46,6 @@ def _ones(n):
     return ones
 
 
-def _to_simplex(x):
-    """``x`` (n, r) with its rows scaled in place to sum to 1 (rows of zeros are left)."""
-    total = x @ _ones(x.shape[1])
-    x /= np.where(total > 0, total, 1.0)[:, None]
-    return x
-
-
 def _positive_to_simplex(x):
     """``x`` (..., r), positive, scaled in place to sum to 1 over its last axis."""
     total = x @ _ones(x.shape[-1])
@@ -94,7 +87,7 @@ class _Ratios:
     gather of ``psi^T``'s rows) and never forms the (nnz, r) rows of ``phi``."""
 
     def __init__(self, counts, rank):
-        self.n, self.cols = counts.data, counts.indices
+        self.n, self.cols, self.rank = counts.data, counts.indices, rank
         m, nnz = counts.shape[0], counts.data.size
         self.rows = np.repeat(np.arange(m), np.diff(counts.indptr))
         self.R = sp.csr_matrix((self.n.astype(float), self.cols, counts.indptr), shape=counts.shape)
@@ -113,22 +106,20 @@ class _Ratios:
         return denom
 
 
-LOG_PRODUCT = 4
+LOG_PRODUCT = 16
 """Terms multiplied together per logarithm in ``_WeightedLogSum``."""
 _LOG_TINY = 1e-280
 
 
-def _sum_log(d, buffer):
+def _sum_log(d):
     """``sum(log(d))`` for ``d`` in (0, 1], one logarithm per product of ``LOG_PRODUCT`` terms
-    (a product of that many terms in (0, 1] is in (0, 1]; where one falls below ``_LOG_TINY``,
-    where it would lose digits to underflow, the logarithms are taken term by term)."""
+    (``d`` cut into ``LOG_PRODUCT`` contiguous blocks multiplied together element by element; a
+    product of terms in (0, 1] is in (0, 1]; where one falls below ``_LOG_TINY``, where it would
+    lose digits to underflow, the logarithms are taken term by term)."""
     q = d.size // LOG_PRODUCT
     if q == 0:
         return float(np.log(d).sum())
-    v = d[: q * LOG_PRODUCT].reshape(q, LOG_PRODUCT)
-    p = np.multiply(v[:, 0], v[:, 1], out=buffer[:q])
-    for k in range(2, LOG_PRODUCT):
-        p *= v[:, k]
+    p = np.multiply.reduce(d[: q * LOG_PRODUCT].reshape(LOG_PRODUCT, q), axis=0)
     if p.min() < _LOG_TINY:
         return float(np.log(d).sum())
     return float(np.log(p, out=p).sum() + np.log(d[q * LOG_PRODUCT:]).sum())
@@ -136,27 +127,21 @@ def _sum_log(d, buffer):
 
 class _WeightedLogSum:
     """``sum_j n_j log d_j`` for fixed counts ``n`` (the EM's log-likelihood, its stopping rule's
-    figure) with fewer logarithms: for integer counts it is ``sum_j log d_j`` (one logarithm per
-    product of ``LOG_PRODUCT`` terms, ``_sum_log``) plus ``sum_{j: n_j > 1} (n_j - 1) log d_j``
-    term by term; other counts: ``n @ log(d)``. The same sum as ``n @ log(d)`` up to rounding
-    (about 1e-16 relative)."""
+    figure) with fewer logarithms: for integer counts it is ``sum_j log d_j`` over the terms
+    taken ``n_j`` times each (``plan``: the indices of the repeats past the first), one logarithm
+    per product of ``LOG_PRODUCT`` terms (``_sum_log``); other counts: ``n @ log(d)``. The same
+    sum as ``n @ log(d)`` up to rounding (about 1e-16 relative)."""
 
     def __init__(self, n):
         self.n = np.asarray(n, dtype=np.float64)
         self.plan = None
         if self.n.size and np.all(self.n >= 1) and np.all(self.n == np.round(self.n)):
-            rest = np.flatnonzero(self.n > 1)
-            self.plan = (rest, self.n[rest] - 1.0)
-            self._buffer = np.empty(self.n.size // LOG_PRODUCT + 1)
+            self.plan = np.repeat(np.arange(self.n.size), (self.n - 1).astype(np.int64))
 
     def __call__(self, d):
         if self.plan is None:
             return float(self.n @ np.log(d))
-        rest, weights = self.plan
-        total = _sum_log(d, self._buffer)
-        if rest.size:
-            total += float(weights @ np.log(d[rest]))
-        return total
+        return _sum_log(d) + (_sum_log(d[self.plan]) if self.plan.size else 0.0)
 
 
 class _Cells:
@@ -171,7 +156,15 @@ class _Cells:
         self.cells = np.flatnonzero(np.diff(counts.indptr) > 0)
         self.states, self.actions = np.divmod(self.cells, K)
         self.ratios = _Ratios(counts[self.cells], rank)
+        self.totals = np.bincount(self.ratios.rows, self.ratios.n, self.cells.size)  # n(s, a), (m,)
         self.group(None)
+
+    def scales(self, concentration):
+        """``(1 / (n(s, a) + c)`` repeated over the rank's columns (m*r,), ``c / (n(s, a) + c)``
+        (m,)): a cell's expected counts sum to its count ``n(s, a)`` and its prior to ``c``, so
+        these put the MAP update's rows on the simplex (``_map_weights``)."""
+        inverse = 1.0 / (self.totals + concentration)
+        return np.repeat(inverse, self.ratios.rank), concentration * inverse
 
     def group(self, groups):
         """Sets the state groups (S,) (None: none): the sums by (group, action) and each cell's
@@ -197,31 +190,38 @@ class _Cells:
 
 def _prior(state, ratio, concentration):
     """``c pi(s, a)`` at cells ``(states, tilt rows)``: the state's pooled weights ``state`` (S, r)
-    times the action's tilt ``ratio`` ((K, r), or (G*K, r) within groups), scaled to sum to c."""
+    times the action's tilt ``ratio`` ((K, r), or (G*K, r) within groups), scaled to sum to c
+    (``weight``: to sum to ``weight``, one per cell, instead)."""
 
-    def at(states, rows):
-        if ratio is None:
-            return concentration * _take_rows(state, states)
+    def at(states, rows, weight=concentration):
         prior = _take_rows(state, states)
+        if ratio is None:  # the state's rows are on the simplex
+            prior *= weight if np.ndim(weight) == 0 else weight[:, None]
+            return prior
         prior *= _take_rows(ratio, rows)
         flat = prior.reshape(-1)
-        flat *= np.repeat(concentration / (prior @ _ones(prior.shape[1])), prior.shape[1])
+        flat *= np.repeat(weight / (prior @ _ones(prior.shape[1])), prior.shape[1])
         return prior
 
     return at
 
 
-def _map_weights(expected, cells, concentration, tilt):
+def _map_weights(expected, cells, concentration, tilt, scales):
     """The MAP-EM update of ``phi`` at the observed cells: ``expected`` (m, r) ``+ c pi(s, a)``
     with rows on the simplex (in place of ``expected``; ``pi``: the state's pooled weights, times
     the action's tilt (within the state's group when the cells are grouped (:meth:`_Cells.group`),
     shrunk toward the overall tilt)); returns it, the state's pooled weights (S, r) and the prior
-    as a function of cells (None when ``c`` is 0)."""
+    as a function of cells (None when ``c`` is 0). ``scales``: :meth:`_Cells.scales` at ``c``
+    (the rows of ``expected`` sum to the cells' counts: the same rows up to rounding as those
+    divided by their sums)."""
     S, K = cells.S, cells.K
     sums = cells.sums @ expected
     by_state = sums[:S]
+    inverse, weight = scales
+    flat = expected.reshape(-1)
+    flat *= inverse
     if concentration == 0:
-        return _to_simplex(expected), by_state, None
+        return expected, by_state, None
     overall = by_state.sum(axis=0) + 1.0
     overall /= overall.sum()
     state = _positive_to_simplex(by_state + overall)
@@ -233,11 +233,11 @@ def _map_weights(expected, cells, concentration, tilt):
         else:
             within = sums[S + K:].reshape(cells.n_groups, K, -1)
             ratio = _positive_to_simplex(within + GROUP_PRIOR * action)
-            ratio /= _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)[:, None, :]
+            ratio /= _positive_to_simplex(within.sum(axis=1) + GROUP_PRIOR * K * overall)[:, None, :]
             ratio = ratio.reshape(cells.n_groups * K, -1)
     prior = _prior(state, ratio, concentration)
-    expected += prior(cells.states, cells.tilt_row)
-    return _positive_to_simplex(expected), by_state, prior
+    expected += prior(cells.states, cells.tilt_row, weight)
+    return expected, by_state, prior
 
 
 def _state_groups(by_state, n_groups, rng):
@@ -400,6 +400,7 @@ class _EM:
         self.rng = check_random_state(random_state)
         self.cells = _Cells(counts, S, K, rank)
         self.concentration, self.tilt, self.n_groups, self.cold = concentration, tilt, n_groups, start is None
+        self.scales = self.cells.scales(concentration)
         if start is None:
             self.phi = np.full((self.cells.cells.size, rank), 1.0 / rank)
             psiT = _initial_profiles(counts, S, K, rank, termination, self.rng).T
@@ -432,7 +433,7 @@ class _EM:
             psiT_new /= np.where((out := _ones(S + 1) @ psiT_new) > 0, out, 1.0)
             expected = ratios.R @ psiT
             expected *= phi
-            phi, self.by_state, self.prior = _map_weights(expected, cells, self.concentration, self.tilt)
+            phi, self.by_state, self.prior = _map_weights(expected, cells, self.concentration, self.tilt, self.scales)
             psiT = psiT_new
             loglik = ratios.log_likelihood(denom) / self.total
             change = loglik - self.previous if self.cold else abs(loglik - self.previous)
