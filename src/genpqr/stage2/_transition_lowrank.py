@@ -149,7 +149,11 @@ class _Cells:
     there only: an unobserved cell has no expected count, so its weights are its prior's, which
     no observed quantity reads; they are filled in once, after the last iteration
     (:meth:`full`). The sums over the observed cells (by state, by action, by group and action)
-    are one sparse product."""
+    are one sparse product. The expected counts of a cell sum to its count ``n(s, a)`` over the
+    rank, so those sums' rows sum to the counts by state, action or group and action: the
+    MAP update puts its pooled rows on the simplex by the inverses of those totals plus the
+    pseudo-counts added to them (``inverses``; the same rows up to rounding as divided by their
+    sums)."""
 
     def __init__(self, counts, S, K, rank):
         self.S, self.K = S, K
@@ -157,6 +161,7 @@ class _Cells:
         self.states, self.actions = np.divmod(self.cells, K)
         self.ratios = _Ratios(counts[self.cells], rank)
         self.totals = np.bincount(self.ratios.rows, self.ratios.n, self.cells.size)  # n(s, a), (m,)
+        self.overall_inverse = 1.0 / (self.totals.sum() + rank)
         self.group(None)
 
     def scales(self, concentration):
@@ -175,6 +180,12 @@ class _Cells:
         index = np.concatenate([self.states, S + self.actions] + ([] if groups is None else [S + K + self.tilt_row]))
         self.sums = sp.csr_matrix((np.ones(index.size), (index, np.tile(np.arange(m), index.size // m))),
                                   shape=(S + K + self.n_groups * K, m))
+        n = self.sums @ self.totals  # the counts by state, by action, by group and action
+        within = n[S + K:].reshape(self.n_groups, K)
+        r = self.ratios.rank
+        self.inverses = {name: np.repeat((1.0 / total)[..., None], r, axis=-1) for name, total in
+                         (("state", n[:S] + 1.0), ("action", n[S:S + K] + K), ("within", within + GROUP_PRIOR),
+                          ("group", within.sum(axis=1) + GROUP_PRIOR * K))}
 
     def full(self, phi, prior):
         """The (S*K, r) weights: ``phi`` at the observed cells, the normalized prior elsewhere."""
@@ -222,18 +233,24 @@ def _map_weights(expected, cells, concentration, tilt, scales):
     flat *= inverse
     if concentration == 0:
         return expected, by_state, None
+    inverses = cells.inverses
     overall = by_state.sum(axis=0) + 1.0
-    overall /= overall.sum()
-    state = _positive_to_simplex(by_state + overall)
+    overall *= cells.overall_inverse
+    state = by_state + overall
+    state *= inverses["state"]
     ratio = None
     if tilt:
-        action = _positive_to_simplex(sums[S:S + K] + K * overall)  # (K, r)
+        action = sums[S:S + K] + K * overall  # (K, r)
+        action *= inverses["action"]
         if cells.groups is None:
             ratio = action / overall
         else:
             within = sums[S + K:].reshape(cells.n_groups, K, -1)
-            ratio = _positive_to_simplex(within + GROUP_PRIOR * action)
-            ratio /= _positive_to_simplex(within.sum(axis=1) + GROUP_PRIOR * K * overall)[:, None, :]
+            ratio = within + GROUP_PRIOR * action
+            ratio *= inverses["within"]
+            pooled = within.sum(axis=1) + GROUP_PRIOR * K * overall
+            pooled *= inverses["group"]
+            ratio /= pooled[:, None, :]
             ratio = ratio.reshape(cells.n_groups * K, -1)
     prior = _prior(state, ratio, concentration)
     expected += prior(cells.states, cells.tilt_row, weight)
