@@ -156,7 +156,7 @@ class _Cells:
     sums)."""
 
     def __init__(self, counts, S, K, rank):
-        self.S, self.K = S, K
+        self.S, self.K, self.counts = S, K, counts
         self.cells = np.flatnonzero(np.diff(counts.indptr) > 0)
         self.states, self.actions = np.divmod(self.cells, K)
         self.ratios = _Ratios(counts[self.cells], rank)
@@ -408,14 +408,18 @@ class _EM:
     """The EM of :func:`fit_low_rank`, stoppable and resumable: :meth:`run` to a tolerance, then
     :meth:`run` again to a tighter one continues the same iterations (each step depends only on
     the estimates, not on where the run stopped), so a fit stopped early and continued to ``tol``
-    is the fit run to ``tol`` at once, to the last bit."""
+    is the fit run to ``tol`` at once, to the last bit. ``cells``: the :class:`_Cells` of ``counts``
+    at ``rank`` from another fit on them (the fits of a cross-validation's fold share them; their
+    state groups are each fit's own, set again whenever a fit runs)."""
 
     def __init__(self, counts, S, K, rank, concentration, *, tilt, smoothing, termination, n_groups, random_state,
-                 start):
-        counts = sp.csr_matrix(counts)
-        counts.sum_duplicates()
+                 start, cells=None):
+        if cells is None:
+            counts = sp.csr_matrix(counts)
+            counts.sum_duplicates()
+            cells = _Cells(counts, S, K, rank)
+        counts, self.cells, self.groups = cells.counts, cells, None
         self.rng = check_random_state(random_state)
-        self.cells = _Cells(counts, S, K, rank)
         self.concentration, self.tilt, self.n_groups, self.cold = concentration, tilt, n_groups, start is None
         self.scales = self.cells.scales(concentration)
         if start is None:
@@ -437,12 +441,13 @@ class _EM:
             if self.stopped <= tol:
                 return self
             self.previous, self.stopped = self.last, None  # the step it stopped at, as a run to tol takes it
-        cells, ratios, S = self.cells, self.cells.ratios, self.psiT.shape[0] - 1
+        cells, ratios, S = self._own_cells(), self.cells.ratios, self.psiT.shape[0] - 1
         phi, psiT = self.phi, self.psiT
         for it in range(self.it + 1, max_iter + 1):
             self.it = it
             if self.n_groups and it == self.warm_up:
-                cells.group(_state_groups(self.by_state, self.n_groups, self.rng))
+                self.groups = _state_groups(self.by_state, self.n_groups, self.rng)
+                cells.group(self.groups)
                 self.previous = -np.inf
             denom = ratios.update(phi, psiT)
             psiT_new = psiT * (ratios.RT @ phi)
@@ -461,8 +466,14 @@ class _EM:
         self.phi, self.psiT = phi, psiT
         return self
 
+    def _own_cells(self):
+        """The cells, with this fit's state groups (shared cells may hold another fit's)."""
+        if self.cells.groups is not self.groups:
+            self.cells.group(self.groups)
+        return self.cells
+
     def result(self):
-        return self.cells.full(self.phi, self.prior), np.ascontiguousarray(self.psiT.T), self.it
+        return self._own_cells().full(self.phi, self.prior), np.ascontiguousarray(self.psiT.T), self.it
 
 
 def _climb(grid, score, start):
@@ -683,6 +694,7 @@ class LowRankKernel(KernelModel):
         S, K = moves.n_states, moves.n_actions
         episodes = np.unique(moves.episodes, return_inverse=True)[1]
         fits, log_p, ems = {}, {}, {}
+        shared = [{} for _ in folds]  # per fold: rank -> the _Cells its fits share
         note = getattr(self, "_progress_note", None) or (lambda text: None)  # the selection's bar, if any
 
         def held_out(setting, start=None, against=None):
@@ -701,7 +713,9 @@ class LowRankKernel(KernelModel):
                     max_iter = min(max_iter, WARM_MAX_ITER)
                 else:  # loose; the chosen setting's fits are continued to tol (refine)
                     tol *= CV_TOL_FACTOR
-                em = _EM(train, S, K, *setting[:2], **kw, start=None if start is None else fits[start][i])
+                em = _EM(train, S, K, *setting[:2], **kw, start=None if start is None else fits[start][i],
+                         cells=shared[i].get(setting[0]))
+                shared[i].setdefault(setting[0], em.cells)
                 ems[setting].append(em.run(max_iter, tol))
                 fits[setting].append(em.result()[:2])
                 log_p[setting][index] = _fold_log_p(fits[setting][i], test)
