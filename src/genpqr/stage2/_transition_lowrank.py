@@ -431,7 +431,7 @@ class _EM:
         self.psiT = np.ascontiguousarray(psiT)
         self.total, self.previous, self.last = self.cells.ratios.n.sum(), -np.inf, None
         n_out = S + 1 if termination else S
-        self.spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None]
+        self.spread = np.repeat(np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None], rank, axis=1)
         self.prior, self.by_state, self.it, self.stopped = None, None, 0, None
 
     def run(self, max_iter, tol):
@@ -450,7 +450,8 @@ class _EM:
                 cells.group(self.groups)
                 self.previous = -np.inf
             denom = ratios.update(phi, psiT)
-            psiT_new = psiT * (ratios.RT @ phi)
+            psiT_new = ratios.RT @ phi
+            psiT_new *= psiT
             psiT_new += self.spread
             psiT_new /= np.where((out := _ones(S + 1) @ psiT_new) > 0, out, 1.0)
             expected = ratios.R @ psiT
