@@ -708,16 +708,8 @@ class LowRankKernel(KernelModel):
             for i, (train, index, test) in enumerate(folds):
                 note(f"rank {setting[0]}, concentration {setting[1]:g}"
                      + (f", {setting[2]} groups" if setting[2] else "") + f", fold {i + 1}/{len(folds)}")
-                kw = self._settings(setting[2])
-                max_iter, tol = kw.pop("max_iter"), kw.pop("tol")
-                if start is not None:
-                    max_iter = min(max_iter, WARM_MAX_ITER)
-                else:  # loose; the chosen setting's fits are continued to tol (refine)
-                    tol *= CV_TOL_FACTOR
-                em = _EM(train, S, K, *setting[:2], **kw, start=None if start is None else fits[start][i],
-                         cells=shared[i].get(setting[0]))
-                shared[i].setdefault(setting[0], em.cells)
-                ems[setting].append(em.run(max_iter, tol))
+                em = self._fold_em(train, moves, setting, None if start is None else fits[start][i], shared[i])
+                ems[setting].append(em)
                 fits[setting].append(em.result()[:2])
                 log_p[setting][index] = _fold_log_p(fits[setting][i], test)
                 seen[index] = True
@@ -757,6 +749,21 @@ class LowRankKernel(KernelModel):
         if getattr(self, "_keep_held_out", False):  # for the selection (_fit_own_held_out); not kept on the model
             self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), splits)
         return rank, conc, groups
+
+    def _fold_em(self, train, moves, setting, start, shared):
+        """The EM of ``setting`` on a fold's training counts ``train``, run: from ``start`` (the
+        fold's fit at other settings) for at most ``WARM_MAX_ITER`` iterations, else from random
+        profiles to the loose tolerance (the chosen setting's are continued to ``tol``:
+        :meth:`_refine`). ``shared``: the fold's ``_Cells`` by rank, which its fits share."""
+        kw = self._settings(setting[2])
+        max_iter, tol = kw.pop("max_iter"), kw.pop("tol")
+        if start is not None:
+            max_iter = min(max_iter, WARM_MAX_ITER)
+        else:
+            tol *= CV_TOL_FACTOR
+        em = _EM(train, moves.n_states, moves.n_actions, *setting[:2], **kw, start=start, cells=shared.get(setting[0]))
+        shared.setdefault(setting[0], em.cells)
+        return em.run(max_iter, tol)
 
     def _raced(self, ranks, tried, log_p, splits, episodes, conc, groups) -> bool:
         """Whether the rank search stops short of its next rank, racing the leader of a
