@@ -210,6 +210,26 @@ def test_an_em_stopped_early_and_continued_is_the_em_run_at_once():
         assert em.it == again
 
 
+def test_fits_sharing_their_cells_are_the_fits_on_their_own():
+    """Fits on the same counts at one rank may share their ``_Cells`` (the cross-validation's fits
+    of a fold): a grouped fit run between the steps of an ungrouped one, and an ungrouped fit
+    after a grouped one, give the fits made on cells of their own, to the last bit."""
+    moves = low_rank_moves(n=2000)
+    counts = moves.counts()
+    S, K = moves.n_states, moves.n_actions
+    kw = dict(tilt=True, smoothing=0.1, termination=True, random_state=3, start=None)
+    alone = {groups: lowrank.fit_low_rank(counts, S, K, 3, 5.0, max_iter=300, tol=1e-6, n_groups=groups, **kw)
+             for groups in (None, 4)}
+    plain = lowrank._EM(counts, S, K, 3, 5.0, n_groups=None, **kw).run(300, 1e-4)
+    grouped = lowrank._EM(counts, S, K, 3, 5.0, n_groups=4, cells=plain.cells, **kw).run(300, 1e-6)
+    assert grouped.cells is plain.cells and plain.cells.groups is not None
+    plain.run(300, 1e-6)  # continued on the shared cells after the grouped fit set its groups
+    after = lowrank._EM(counts, S, K, 3, 5.0, n_groups=None, cells=plain.cells, **kw).run(300, 1e-6)
+    for em, groups in ((plain, None), (grouped, 4), (after, None)):
+        for a, b in zip(em.result(), alone[groups]):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_the_cross_validation_continues_its_chosen_setting_to_tol(monkeypatch):
     """The cross-validation's cold fits stop at CV_TOL_FACTOR x tol; the chosen setting's are
     continued to tol: its held-out score, the group counts' (started from it) and the fit are

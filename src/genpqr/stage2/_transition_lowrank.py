@@ -46,13 +46,6 @@ def _ones(n):
     return ones
 
 
-def _to_simplex(x):
-    """``x`` (n, r) with its rows scaled in place to sum to 1 (rows of zeros are left)."""
-    total = x @ _ones(x.shape[1])
-    x /= np.where(total > 0, total, 1.0)[:, None]
-    return x
-
-
 def _positive_to_simplex(x):
     """``x`` (..., r), positive, scaled in place to sum to 1 over its last axis."""
     total = x @ _ones(x.shape[-1])
@@ -94,7 +87,7 @@ class _Ratios:
     gather of ``psi^T``'s rows) and never forms the (nnz, r) rows of ``phi``."""
 
     def __init__(self, counts, rank):
-        self.n, self.cols = counts.data, counts.indices
+        self.n, self.cols, self.rank = counts.data, counts.indices, rank
         m, nnz = counts.shape[0], counts.data.size
         self.rows = np.repeat(np.arange(m), np.diff(counts.indptr))
         self.R = sp.csr_matrix((self.n.astype(float), self.cols, counts.indptr), shape=counts.shape)
@@ -113,22 +106,20 @@ class _Ratios:
         return denom
 
 
-LOG_PRODUCT = 4
+LOG_PRODUCT = 16
 """Terms multiplied together per logarithm in ``_WeightedLogSum``."""
 _LOG_TINY = 1e-280
 
 
-def _sum_log(d, buffer):
+def _sum_log(d):
     """``sum(log(d))`` for ``d`` in (0, 1], one logarithm per product of ``LOG_PRODUCT`` terms
-    (a product of that many terms in (0, 1] is in (0, 1]; where one falls below ``_LOG_TINY``,
-    where it would lose digits to underflow, the logarithms are taken term by term)."""
+    (``d`` cut into ``LOG_PRODUCT`` contiguous blocks multiplied together element by element; a
+    product of terms in (0, 1] is in (0, 1]; where one falls below ``_LOG_TINY``, where it would
+    lose digits to underflow, the logarithms are taken term by term)."""
     q = d.size // LOG_PRODUCT
     if q == 0:
         return float(np.log(d).sum())
-    v = d[: q * LOG_PRODUCT].reshape(q, LOG_PRODUCT)
-    p = np.multiply(v[:, 0], v[:, 1], out=buffer[:q])
-    for k in range(2, LOG_PRODUCT):
-        p *= v[:, k]
+    p = np.multiply.reduce(d[: q * LOG_PRODUCT].reshape(LOG_PRODUCT, q), axis=0)
     if p.min() < _LOG_TINY:
         return float(np.log(d).sum())
     return float(np.log(p, out=p).sum() + np.log(d[q * LOG_PRODUCT:]).sum())
@@ -136,27 +127,21 @@ def _sum_log(d, buffer):
 
 class _WeightedLogSum:
     """``sum_j n_j log d_j`` for fixed counts ``n`` (the EM's log-likelihood, its stopping rule's
-    figure) with fewer logarithms: for integer counts it is ``sum_j log d_j`` (one logarithm per
-    product of ``LOG_PRODUCT`` terms, ``_sum_log``) plus ``sum_{j: n_j > 1} (n_j - 1) log d_j``
-    term by term; other counts: ``n @ log(d)``. The same sum as ``n @ log(d)`` up to rounding
-    (about 1e-16 relative)."""
+    figure) with fewer logarithms: for integer counts it is ``sum_j log d_j`` over the terms
+    taken ``n_j`` times each (``plan``: the indices of the repeats past the first), one logarithm
+    per product of ``LOG_PRODUCT`` terms (``_sum_log``); other counts: ``n @ log(d)``. The same
+    sum as ``n @ log(d)`` up to rounding (about 1e-16 relative)."""
 
     def __init__(self, n):
         self.n = np.asarray(n, dtype=np.float64)
         self.plan = None
         if self.n.size and np.all(self.n >= 1) and np.all(self.n == np.round(self.n)):
-            rest = np.flatnonzero(self.n > 1)
-            self.plan = (rest, self.n[rest] - 1.0)
-            self._buffer = np.empty(self.n.size // LOG_PRODUCT + 1)
+            self.plan = np.repeat(np.arange(self.n.size), (self.n - 1).astype(np.int64))
 
     def __call__(self, d):
         if self.plan is None:
             return float(self.n @ np.log(d))
-        rest, weights = self.plan
-        total = _sum_log(d, self._buffer)
-        if rest.size:
-            total += float(weights @ np.log(d[rest]))
-        return total
+        return _sum_log(d) + (_sum_log(d[self.plan]) if self.plan.size else 0.0)
 
 
 class _Cells:
@@ -164,14 +149,27 @@ class _Cells:
     there only: an unobserved cell has no expected count, so its weights are its prior's, which
     no observed quantity reads; they are filled in once, after the last iteration
     (:meth:`full`). The sums over the observed cells (by state, by action, by group and action)
-    are one sparse product."""
+    are one sparse product. The expected counts of a cell sum to its count ``n(s, a)`` over the
+    rank, so those sums' rows sum to the counts by state, action or group and action: the
+    MAP update puts its pooled rows on the simplex by the inverses of those totals plus the
+    pseudo-counts added to them (``inverses``; the same rows up to rounding as divided by their
+    sums)."""
 
     def __init__(self, counts, S, K, rank):
-        self.S, self.K = S, K
+        self.S, self.K, self.counts = S, K, counts
         self.cells = np.flatnonzero(np.diff(counts.indptr) > 0)
         self.states, self.actions = np.divmod(self.cells, K)
         self.ratios = _Ratios(counts[self.cells], rank)
+        self.totals = np.bincount(self.ratios.rows, self.ratios.n, self.cells.size)  # n(s, a), (m,)
+        self.overall_inverse = 1.0 / (self.totals.sum() + rank)
         self.group(None)
+
+    def scales(self, concentration):
+        """``(1 / (n(s, a) + c)`` repeated over the rank's columns (m*r,), ``c / (n(s, a) + c)``
+        (m,)): a cell's expected counts sum to its count ``n(s, a)`` and its prior to ``c``, so
+        these put the MAP update's rows on the simplex (``_map_weights``)."""
+        inverse = 1.0 / (self.totals + concentration)
+        return np.repeat(inverse, self.ratios.rank), concentration * inverse
 
     def group(self, groups):
         """Sets the state groups (S,) (None: none): the sums by (group, action) and each cell's
@@ -182,6 +180,12 @@ class _Cells:
         index = np.concatenate([self.states, S + self.actions] + ([] if groups is None else [S + K + self.tilt_row]))
         self.sums = sp.csr_matrix((np.ones(index.size), (index, np.tile(np.arange(m), index.size // m))),
                                   shape=(S + K + self.n_groups * K, m))
+        n = self.sums @ self.totals  # the counts by state, by action, by group and action
+        within = n[S + K:].reshape(self.n_groups, K)
+        r = self.ratios.rank
+        self.inverses = {name: np.repeat((1.0 / total)[..., None], r, axis=-1) for name, total in
+                         (("state", n[:S] + 1.0), ("action", n[S:S + K] + K), ("within", within + GROUP_PRIOR),
+                          ("group", within.sum(axis=1) + GROUP_PRIOR * K))}
 
     def full(self, phi, prior):
         """The (S*K, r) weights: ``phi`` at the observed cells, the normalized prior elsewhere."""
@@ -197,47 +201,60 @@ class _Cells:
 
 def _prior(state, ratio, concentration):
     """``c pi(s, a)`` at cells ``(states, tilt rows)``: the state's pooled weights ``state`` (S, r)
-    times the action's tilt ``ratio`` ((K, r), or (G*K, r) within groups), scaled to sum to c."""
+    times the action's tilt ``ratio`` ((K, r), or (G*K, r) within groups), scaled to sum to c
+    (``weight``: to sum to ``weight``, one per cell, instead)."""
 
-    def at(states, rows):
-        if ratio is None:
-            return concentration * _take_rows(state, states)
+    def at(states, rows, weight=concentration):
         prior = _take_rows(state, states)
+        if ratio is None:  # the state's rows are on the simplex
+            prior *= weight if np.ndim(weight) == 0 else weight[:, None]
+            return prior
         prior *= _take_rows(ratio, rows)
         flat = prior.reshape(-1)
-        flat *= np.repeat(concentration / (prior @ _ones(prior.shape[1])), prior.shape[1])
+        flat *= np.repeat(weight / (prior @ _ones(prior.shape[1])), prior.shape[1])
         return prior
 
     return at
 
 
-def _map_weights(expected, cells, concentration, tilt):
+def _map_weights(expected, cells, concentration, tilt, scales):
     """The MAP-EM update of ``phi`` at the observed cells: ``expected`` (m, r) ``+ c pi(s, a)``
     with rows on the simplex (in place of ``expected``; ``pi``: the state's pooled weights, times
     the action's tilt (within the state's group when the cells are grouped (:meth:`_Cells.group`),
     shrunk toward the overall tilt)); returns it, the state's pooled weights (S, r) and the prior
-    as a function of cells (None when ``c`` is 0)."""
+    as a function of cells (None when ``c`` is 0). ``scales``: :meth:`_Cells.scales` at ``c``
+    (the rows of ``expected`` sum to the cells' counts: the same rows up to rounding as those
+    divided by their sums)."""
     S, K = cells.S, cells.K
     sums = cells.sums @ expected
     by_state = sums[:S]
+    inverse, weight = scales
+    flat = expected.reshape(-1)
+    flat *= inverse
     if concentration == 0:
-        return _to_simplex(expected), by_state, None
+        return expected, by_state, None
+    inverses = cells.inverses
     overall = by_state.sum(axis=0) + 1.0
-    overall /= overall.sum()
-    state = _positive_to_simplex(by_state + overall)
+    overall *= cells.overall_inverse
+    state = by_state + overall
+    state *= inverses["state"]
     ratio = None
     if tilt:
-        action = _positive_to_simplex(sums[S:S + K] + K * overall)  # (K, r)
+        action = sums[S:S + K] + K * overall  # (K, r)
+        action *= inverses["action"]
         if cells.groups is None:
             ratio = action / overall
         else:
             within = sums[S + K:].reshape(cells.n_groups, K, -1)
-            ratio = _positive_to_simplex(within + GROUP_PRIOR * action)
-            ratio /= _positive_to_simplex(np.einsum("gak->gk", within) + GROUP_PRIOR * K * overall)[:, None, :]
+            ratio = within + GROUP_PRIOR * action
+            ratio *= inverses["within"]
+            pooled = within.sum(axis=1) + GROUP_PRIOR * K * overall
+            pooled *= inverses["group"]
+            ratio /= pooled[:, None, :]
             ratio = ratio.reshape(cells.n_groups * K, -1)
     prior = _prior(state, ratio, concentration)
-    expected += prior(cells.states, cells.tilt_row)
-    return _positive_to_simplex(expected), by_state, prior
+    expected += prior(cells.states, cells.tilt_row, weight)
+    return expected, by_state, prior
 
 
 def _state_groups(by_state, n_groups, rng):
@@ -391,15 +408,20 @@ class _EM:
     """The EM of :func:`fit_low_rank`, stoppable and resumable: :meth:`run` to a tolerance, then
     :meth:`run` again to a tighter one continues the same iterations (each step depends only on
     the estimates, not on where the run stopped), so a fit stopped early and continued to ``tol``
-    is the fit run to ``tol`` at once, to the last bit."""
+    is the fit run to ``tol`` at once, to the last bit. ``cells``: the :class:`_Cells` of ``counts``
+    at ``rank`` from another fit on them (the fits of a cross-validation's fold share them; their
+    state groups are each fit's own, set again whenever a fit runs)."""
 
     def __init__(self, counts, S, K, rank, concentration, *, tilt, smoothing, termination, n_groups, random_state,
-                 start):
-        counts = sp.csr_matrix(counts)
-        counts.sum_duplicates()
+                 start, cells=None):
+        if cells is None:
+            counts = sp.csr_matrix(counts)
+            counts.sum_duplicates()
+            cells = _Cells(counts, S, K, rank)
+        counts, self.cells, self.groups = cells.counts, cells, None
         self.rng = check_random_state(random_state)
-        self.cells = _Cells(counts, S, K, rank)
         self.concentration, self.tilt, self.n_groups, self.cold = concentration, tilt, n_groups, start is None
+        self.scales = self.cells.scales(concentration)
         if start is None:
             self.phi = np.full((self.cells.cells.size, rank), 1.0 / rank)
             psiT = _initial_profiles(counts, S, K, rank, termination, self.rng).T
@@ -409,7 +431,7 @@ class _EM:
         self.psiT = np.ascontiguousarray(psiT)
         self.total, self.previous, self.last = self.cells.ratios.n.sum(), -np.inf, None
         n_out = S + 1 if termination else S
-        self.spread = np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None]
+        self.spread = np.repeat(np.where(np.arange(S + 1) < n_out, smoothing / n_out, 0.0)[:, None], rank, axis=1)
         self.prior, self.by_state, self.it, self.stopped = None, None, 0, None
 
     def run(self, max_iter, tol):
@@ -419,20 +441,22 @@ class _EM:
             if self.stopped <= tol:
                 return self
             self.previous, self.stopped = self.last, None  # the step it stopped at, as a run to tol takes it
-        cells, ratios, S = self.cells, self.cells.ratios, self.psiT.shape[0] - 1
+        cells, ratios, S = self._own_cells(), self.cells.ratios, self.psiT.shape[0] - 1
         phi, psiT = self.phi, self.psiT
         for it in range(self.it + 1, max_iter + 1):
             self.it = it
             if self.n_groups and it == self.warm_up:
-                cells.group(_state_groups(self.by_state, self.n_groups, self.rng))
+                self.groups = _state_groups(self.by_state, self.n_groups, self.rng)
+                cells.group(self.groups)
                 self.previous = -np.inf
             denom = ratios.update(phi, psiT)
-            psiT_new = psiT * (ratios.RT @ phi)
+            psiT_new = ratios.RT @ phi
+            psiT_new *= psiT
             psiT_new += self.spread
             psiT_new /= np.where((out := _ones(S + 1) @ psiT_new) > 0, out, 1.0)
             expected = ratios.R @ psiT
             expected *= phi
-            phi, self.by_state, self.prior = _map_weights(expected, cells, self.concentration, self.tilt)
+            phi, self.by_state, self.prior = _map_weights(expected, cells, self.concentration, self.tilt, self.scales)
             psiT = psiT_new
             loglik = ratios.log_likelihood(denom) / self.total
             change = loglik - self.previous if self.cold else abs(loglik - self.previous)
@@ -443,8 +467,14 @@ class _EM:
         self.phi, self.psiT = phi, psiT
         return self
 
+    def _own_cells(self):
+        """The cells, with this fit's state groups (shared cells may hold another fit's)."""
+        if self.cells.groups is not self.groups:
+            self.cells.group(self.groups)
+        return self.cells
+
     def result(self):
-        return self.cells.full(self.phi, self.prior), np.ascontiguousarray(self.psiT.T), self.it
+        return self._own_cells().full(self.phi, self.prior), np.ascontiguousarray(self.psiT.T), self.it
 
 
 def _climb(grid, score, start):
@@ -665,6 +695,7 @@ class LowRankKernel(KernelModel):
         S, K = moves.n_states, moves.n_actions
         episodes = np.unique(moves.episodes, return_inverse=True)[1]
         fits, log_p, ems = {}, {}, {}
+        shared = [{} for _ in folds]  # per fold: rank -> the _Cells its fits share
         note = getattr(self, "_progress_note", None) or (lambda text: None)  # the selection's bar, if any
 
         def held_out(setting, start=None, against=None):
@@ -677,14 +708,8 @@ class LowRankKernel(KernelModel):
             for i, (train, index, test) in enumerate(folds):
                 note(f"rank {setting[0]}, concentration {setting[1]:g}"
                      + (f", {setting[2]} groups" if setting[2] else "") + f", fold {i + 1}/{len(folds)}")
-                kw = self._settings(setting[2])
-                max_iter, tol = kw.pop("max_iter"), kw.pop("tol")
-                if start is not None:
-                    max_iter = min(max_iter, WARM_MAX_ITER)
-                else:  # loose; the chosen setting's fits are continued to tol (refine)
-                    tol *= CV_TOL_FACTOR
-                em = _EM(train, S, K, *setting[:2], **kw, start=None if start is None else fits[start][i])
-                ems[setting].append(em.run(max_iter, tol))
+                em = self._fold_em(train, moves, setting, None if start is None else fits[start][i], shared[i])
+                ems[setting].append(em)
                 fits[setting].append(em.result()[:2])
                 log_p[setting][index] = _fold_log_p(fits[setting][i], test)
                 seen[index] = True
@@ -724,6 +749,21 @@ class LowRankKernel(KernelModel):
         if getattr(self, "_keep_held_out", False):  # for the selection (_fit_own_held_out); not kept on the model
             self._own_held_out = (np.exp(log_p[(rank, conc, groups)]), splits)
         return rank, conc, groups
+
+    def _fold_em(self, train, moves, setting, start, shared):
+        """The EM of ``setting`` on a fold's training counts ``train``, run: from ``start`` (the
+        fold's fit at other settings) for at most ``WARM_MAX_ITER`` iterations, else from random
+        profiles to the loose tolerance (the chosen setting's are continued to ``tol``:
+        :meth:`_refine`). ``shared``: the fold's ``_Cells`` by rank, which its fits share."""
+        kw = self._settings(setting[2])
+        max_iter, tol = kw.pop("max_iter"), kw.pop("tol")
+        if start is not None:
+            max_iter = min(max_iter, WARM_MAX_ITER)
+        else:
+            tol *= CV_TOL_FACTOR
+        em = _EM(train, moves.n_states, moves.n_actions, *setting[:2], **kw, start=start, cells=shared.get(setting[0]))
+        shared.setdefault(setting[0], em.cells)
+        return em.run(max_iter, tol)
 
     def _raced(self, ranks, tried, log_p, splits, episodes, conc, groups) -> bool:
         """Whether the rank search stops short of its next rank, racing the leader of a

@@ -394,14 +394,15 @@ class _Levels:
 
 def _pooled(counts: sp.csr_matrix, S: int, K: int, by: int) -> sp.csr_matrix:
     """The counts (S*K, S+1) pooled over actions (``by`` 0: (S, S+1), a state's row) or over
-    states (``by`` 1: (K, S+1), an action's row), canonical CSR: each entry a sum of counts
-    (the same values as the product with ``kron(eye(S), ones((1, K)))`` or
-    ``kron(ones((1, S)), eye(K))``, without building either)."""
-    counts = sp.csr_matrix(counts)
-    rows = np.repeat(np.arange(S * K), np.diff(counts.indptr))
-    pooled = rows // K if by == 0 else rows % K
-    out = sp.csr_matrix((counts.data, (pooled, counts.indices)), shape=(S if by == 0 else K, counts.shape[1]))
-    out.sum_duplicates()
+    states (``by`` 1: (K, S+1), an action's row), canonical CSR: each entry a sum of counts, the
+    product with ``kron(eye(S), ones((1, K)))`` or ``kron(ones((1, S)), eye(K))`` (built
+    directly in CSR, not by ``kron``)."""
+    cells = np.arange(S * K)
+    n = S if by == 0 else K
+    pool = sp.csr_matrix((np.ones(S * K), cells if by == 0 else cells.reshape(S, K).T.ravel(),
+                          np.arange(0, S * K + 1, S * K // n)), shape=(n, S * K))
+    out = sp.csr_matrix(pool @ sp.csr_matrix(counts))
+    out.sort_indices()
     return out
 
 
