@@ -115,7 +115,7 @@ def test_riesz_ridge_is_chosen_by_the_held_out_loss():
     measure = rng.uniform(size=(1, S, K))
     projector = SieveProjector(psi, freq, ridge=None, halves=[half_a / half_a.sum(), half_b / half_b.sum()])
     projector(measure)
-    assert projector.chosen[0] in SieveProjector.RIDGES
+    assert projector.chosen[0][0] in SieveProjector.RIDGES
 
 
 def test_tabular_riesz_regression_route_runs(fits):

@@ -644,8 +644,12 @@ class SieveProjector:
     ``alpha = phi^T theta``, ``theta = argmin E_n[(phi^T theta)^2] - 2 sum M phi^T theta + ridge |theta|^2``,
     i.e. per action ``theta_a = (sum_s p_n(s, a) psi psi^T + ridge)^{-1} sum_s M(s, a) psi(s)`` with
     ``p_n`` the rows' cell frequencies (notes Sec. 5.1). The ridge (relative to the Gram matrix's
-    mean diagonal) is chosen per measure by the held-out Riesz loss over two halves of the rows
-    (``counts`` given: where the data are thin the sieve must not extrapolate freely). With
+    mean diagonal) is chosen for each component ``M_j`` by its held-out Riesz loss over two halves
+    of the rows (``halves`` given: where the data are thin the sieve must not extrapolate freely).
+    The loss is a sum of one term per component, each with its own coefficients, so the choice is
+    per component: a target's representer, hence its estimate, does not depend on the targets
+    asked with it (a ridge shared by the stack follows the components of the largest loss and
+    mis-smooths the others). ``chosen`` records each call's ridges, one per component. With
     indicator features and no ridge it is the division by the cell frequencies."""
 
     RIDGES = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
@@ -682,29 +686,36 @@ class SieveProjector:
         candidate ridge at once: one eigendecomposition of each half's Gram matrices gives every
         ridge's solution (``theta_r = V (V^T b) / (w + r)``), and the loss is read in the sieve's
         coordinates (``theta^T G_other theta - 2 b^T theta``: the same sums without a pass over the
-        cells). ``moments`` (j, K, m): ``b = sum_s M(s, a) psi(s)``."""
+        cells). ``moments`` (j, K, m): ``b = sum_s M(s, a) psi(s)``. Returns ``{ridge: (j,)
+        losses}``: one per component (each component's regression has its own coefficients)."""
         if not hasattr(self, "_eigen"):
             self._eigen = [np.linalg.eigh(grams) for grams, _ in self.halves]
         ridges = np.asarray(self.RIDGES)
-        loss = np.zeros(ridges.size)
+        loss = np.zeros((ridges.size, moments.shape[0]))
         for (w, V), (_, scale), (other, _) in zip(self._eigen, self.halves, self.halves[::-1]):
             c = np.einsum("kmn,jkm->jkn", V, moments)  # V^T b
             coef = c[None] / (w[None] + (ridges * scale)[:, None, None])[:, None]  # (r, j, K, m)
             theta = np.einsum("kmn,rjkn->rjkm", V, coef)
-            loss += (np.einsum("rjkm,kmn,rjkn->r", theta, other, theta, optimize=True)
-                     - 2 * np.einsum("jkm,rjkm->r", moments, theta))
-        return dict(zip(self.RIDGES, loss.tolist()))
+            loss += (np.einsum("rjkm,kmn,rjkn->rj", theta, other, theta, optimize=True)
+                     - 2 * np.einsum("jkm,rjkm->rj", moments, theta))
+        return dict(zip(self.RIDGES, loss))
 
     def __call__(self, measure):
         moments = np.einsum("jsk,sm->jkm", measure, self.psi)
-        ridge = self.ridge
-        if ridge is None:
-            loss = self.held_out_loss(moments)
-            ridge = min(loss, key=loss.get)
-        self.chosen.append(ridge)
-        if ridge not in self._inverse:
-            self._inverse[ridge] = self._inverses(self.full, (ridge,))[ridge]
-        return self._solve(self._inverse[ridge], moments)
+        if self.ridge is None:
+            loss = np.stack(list(self.held_out_loss(moments).values()))  # (ridges, j)
+            chosen = [self.RIDGES[i] for i in np.argmin(loss, axis=0)]
+        else:
+            chosen = [self.ridge] * moments.shape[0]
+        self.chosen.append(tuple(chosen))
+        out = np.zeros((moments.shape[0], self.psi.shape[0], moments.shape[1]))
+        nonzero = np.any(moments != 0, axis=(1, 2))  # a zero measure (a stack's other rows) has alpha = 0
+        for ridge in dict.fromkeys(r for r, on in zip(chosen, nonzero) if on):  # each distinct ridge once
+            if ridge not in self._inverse:
+                self._inverse[ridge] = self._inverses(self.full, (ridge,))[ridge]
+            rows = [j for j, r in enumerate(chosen) if r == ridge and nonzero[j]]
+            out[rows] = self._solve(self._inverse[ridge], moments[rows])
+        return out
 
 
 # ============================================================================ the EIF
