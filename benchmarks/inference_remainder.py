@@ -59,12 +59,12 @@ def truth_parts():
     return law0, sigma, res, eta0
 
 
-def one(make, targets, parts, n, seed, folds=5):
+def one(make, targets, parts, n, seed, riesz, folds=5):
     law0, sigma, res0, eta0 = parts
     rho0, pi0 = law0.rho, law0.policy
     model, data = make(n, np.random.default_rng(seed))
     model.fit(data)
-    result = infer(model, targets, data, cross_fit=folds, random_state=seed, warn=False, riesz=RIESZ)
+    result = infer(model, targets, data, cross_fit=folds, random_state=seed, warn=False, riesz=riesz)
     bound = [t.bind(context_of(model, data)) for t in targets]
     rows = Rows.of(data, tabular=True)
     template = fold_template(model)
@@ -76,7 +76,7 @@ def one(make, targets, parts, n, seed, folds=5):
     for train, test in data.episode_folds(folds, seed):
         fitted = fit_quietly(template, data.subset(train))
         held = rows.take(test)
-        law = replace(tabular_law(fitted, rows.take(train), STATE_PRIOR, False, RIESZ, states=rows.s),
+        law = replace(tabular_law(fitted, rows.take(train), STATE_PRIOR, False, riesz, states=rows.s),
                       kernel_given=True)
         pieces = alg.Pieces.stack([t.pieces(law) for t in bound])
         alpha = alg.representers(pieces, law)[0][0]  # 1a's representer (S, K)
@@ -122,7 +122,6 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv=None):
-    global RIESZ
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--size", type=int, default=2500)
@@ -131,12 +130,12 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    targets, _, make, RIESZ = paper_setup()
+    targets, _, make, riesz = paper_setup()
     targets = targets[:1] if args.alone else targets
     parts = truth_parts()
     start, rows = time.time(), []
     for i in range(args.reps):
-        rows.append(one(make, targets, parts, args.size, args.seed0 + i))
+        rows.append(one(make, targets, parts, args.size, args.seed0 + i, riesz))
         if args.out and (i + 1) % 5 == 0:
             pd.DataFrame(rows).to_csv(args.out, index=False)
     frame = pd.DataFrame(rows)
@@ -149,8 +148,6 @@ def main(argv=None):
     with pd.option_context("display.width", 100, "display.float_format", "{:.4f}".format):
         print(summarize(frame).to_string(index=False))
 
-
-RIESZ = None
 
 if __name__ == "__main__":
     main()
